@@ -1,0 +1,26 @@
+# archgen's entry points. Every target that needs libmlx or the Python venv
+# depends on setup, which installs them (pinned) into .deps/ on first use.
+SHELL := /bin/bash
+GO ?= go
+export CGO_ENABLED := 1
+
+.PHONY: all setup test vet demo generate check
+
+all: test
+
+# Installs the mlx-cpu wheel (libmlx and headers) and the Python venv with
+# mlx-lm into .deps/; a no-op once done.
+setup:
+	@bash scripts/setup.sh
+
+# The whole test suite, as CI runs it.
+test: setup
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+vet: setup
+	$(GO) vet ./...
+
+# The main job, end to end.
+demo: setup
+	$(GO) run ./examples/mlxinfo

@@ -1,0 +1,3 @@
+module github.com/archgen/archgen
+
+go 1.26

@@ -1,0 +1,32 @@
+package mlx
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+// ActiveMemory is the number of bytes MLX's arrays hold now.
+func ActiveMemory() uint64 { return uint64(C.mlxg_get_active_memory()) }
+
+// PeakMemory is the most ActiveMemory has been since the start or the last
+// ResetPeakMemory.
+func PeakMemory() uint64 { return uint64(C.mlxg_get_peak_memory()) }
+
+// ResetPeakMemory starts PeakMemory over from the current figure.
+func ResetPeakMemory() { C.mlxg_reset_peak_memory() }
+
+// CacheMemory is the number of bytes MLX keeps freed for reuse.
+func CacheMemory() uint64 { return uint64(C.mlxg_get_cache_memory()) }
+
+// SetMemoryLimit sets how many bytes MLX may hold before an allocation
+// fails, and returns the previous limit.
+func SetMemoryLimit(bytes uint64) uint64 { return uint64(C.mlxg_set_memory_limit(C.size_t(bytes))) }
+
+// MemoryLimit is the current memory limit.
+func MemoryLimit() uint64 { return uint64(C.mlxg_get_memory_limit()) }
+
+// SetCacheLimit bounds CacheMemory and returns the previous bound.
+func SetCacheLimit(bytes uint64) uint64 { return uint64(C.mlxg_set_cache_limit(C.size_t(bytes))) }
+
+// ClearCache returns the memory MLX keeps for reuse.
+func ClearCache() { C.mlxg_clear_cache() }

@@ -1,0 +1,870 @@
+package mlx
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// ---- creation ----
+
+// FromSlice copies data into a new array of g. len(data) must be the
+// product of shape.
+func FromSlice[T Element](g *Graph, data []T, shape ...int) *Array {
+	return g.fromData("array", unsafe.Pointer(unsafe.SliceData(data)), len(data), DtypeOf[T](), shape)
+}
+
+// FromBits copies raw float16 or bfloat16 bits into a new array of g.
+func (g *Graph) FromBits(bits []uint16, dtype Dtype, shape ...int) *Array {
+	if g.err == nil && dtype != Float16 && dtype != BFloat16 && dtype != Uint16 {
+		g.Fail(&Error{Op: "array", Msg: fmt.Sprintf("%s is not a 16-bit type", dtype)})
+	}
+	return g.fromData("array", unsafe.Pointer(unsafe.SliceData(bits)), len(bits), dtype, shape)
+}
+
+func (g *Graph) fromData(op string, p unsafe.Pointer, n int, dt Dtype, shape []int) *Array {
+	if !g.ok(op) {
+		return invalid
+	}
+	want := 1
+	for _, d := range shape {
+		if d < 0 {
+			g.Fail(&Error{Op: op, Msg: fmt.Sprintf("bad dimension %d in shape %v", d, shape)})
+			return invalid
+		}
+		want *= d
+	}
+	if want != n {
+		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("%d elements do not fill shape %v", n, shape)})
+		return invalid
+	}
+	sh, err := shape32(shape)
+	if err != nil {
+		g.Fail(err)
+		return invalid
+	}
+	return g.done(op, C.mlxg_from_data(g.res0(), p, ptr32(sh), C.int(len(sh)), C.int(dt), g.errp()))
+}
+
+// Scalar is a zero-dimensional array holding v as dtype.
+func (g *Graph) Scalar(v float64, dtype Dtype) *Array {
+	if !g.ok("scalar") {
+		return invalid
+	}
+	return g.done("scalar", C.mlxg_scalar(g.res0(), C.double(v), C.int(dtype), g.errp()))
+}
+
+// Arange is [start, stop) by step, as dtype.
+func (g *Graph) Arange(start, stop, step float64, dtype Dtype) *Array {
+	if !g.ok("arange") {
+		return invalid
+	}
+	return g.done("arange", C.mlxg_arange(g.res0(), C.double(start), C.double(stop), C.double(step), C.int(dtype), g.s.c, g.errp()))
+}
+
+// Full is an array of the given shape filled with v.
+func (g *Graph) Full(shape []int, v float64, dtype Dtype) *Array {
+	if !g.ok("full") {
+		return invalid
+	}
+	return g.done("full", C.mlxg_full(g.res0(), g.ints(0, shape), C.int(len(shape)), C.double(v), C.int(dtype), g.s.c, g.errp()))
+}
+
+// Zeros is an array of zeros.
+func (g *Graph) Zeros(shape []int, dtype Dtype) *Array { return g.Full(shape, 0, dtype) }
+
+// Ones is an array of ones.
+func (g *Graph) Ones(shape []int, dtype Dtype) *Array { return g.Full(shape, 1, dtype) }
+
+// ---- elementwise ----
+
+// UnaryOp names an elementwise op of one array.
+type UnaryOp int
+
+const (
+	OpNegative UnaryOp = iota
+	OpSquare
+	OpSqrt
+	OpRsqrt
+	OpExp
+	OpLog
+	OpTanh
+	OpErf
+	OpSigmoid
+	OpAbs
+	OpSin
+	OpCos
+	OpLogicalNot
+	OpSiLU
+	OpGELU
+	OpGELUApprox
+	OpStopGradient
+	OpFloor
+	OpReciprocal
+	OpLog1p
+)
+
+var unaryNames = [...]string{"negative", "square", "sqrt", "rsqrt", "exp", "log", "tanh", "erf",
+	"sigmoid", "abs", "sin", "cos", "logical_not", "silu", "gelu", "gelu_approx", "stop_gradient",
+	"floor", "reciprocal", "log1p"}
+
+func (op UnaryOp) String() string {
+	if int(op) < len(unaryNames) && op >= 0 {
+		return unaryNames[op]
+	}
+	return fmt.Sprintf("UnaryOp(%d)", int(op))
+}
+
+// Unary applies op to every element of a.
+func (g *Graph) Unary(op UnaryOp, a *Array) *Array {
+	name := op.String()
+	if !g.ok(name, a) {
+		return invalid
+	}
+	return g.done(name, C.mlxg_unary(g.res0(), C.int(op), a.c, g.s.c, g.errp()))
+}
+
+func (g *Graph) Negative(a *Array) *Array   { return g.Unary(OpNegative, a) }
+func (g *Graph) Square(a *Array) *Array     { return g.Unary(OpSquare, a) }
+func (g *Graph) Sqrt(a *Array) *Array       { return g.Unary(OpSqrt, a) }
+func (g *Graph) Rsqrt(a *Array) *Array      { return g.Unary(OpRsqrt, a) }
+func (g *Graph) Exp(a *Array) *Array        { return g.Unary(OpExp, a) }
+func (g *Graph) Log(a *Array) *Array        { return g.Unary(OpLog, a) }
+func (g *Graph) Tanh(a *Array) *Array       { return g.Unary(OpTanh, a) }
+func (g *Graph) Erf(a *Array) *Array        { return g.Unary(OpErf, a) }
+func (g *Graph) Sigmoid(a *Array) *Array    { return g.Unary(OpSigmoid, a) }
+func (g *Graph) Abs(a *Array) *Array        { return g.Unary(OpAbs, a) }
+func (g *Graph) Sin(a *Array) *Array        { return g.Unary(OpSin, a) }
+func (g *Graph) Cos(a *Array) *Array        { return g.Unary(OpCos, a) }
+func (g *Graph) LogicalNot(a *Array) *Array { return g.Unary(OpLogicalNot, a) }
+func (g *Graph) Floor(a *Array) *Array      { return g.Unary(OpFloor, a) }
+func (g *Graph) Reciprocal(a *Array) *Array { return g.Unary(OpReciprocal, a) }
+func (g *Graph) Log1p(a *Array) *Array      { return g.Unary(OpLog1p, a) }
+
+// SiLU is x * sigmoid(x).
+func (g *Graph) SiLU(x *Array) *Array { return g.Unary(OpSiLU, x) }
+
+// GELU is the exact GELU, x * (1 + erf(x / sqrt 2)) / 2.
+func (g *Graph) GELU(x *Array) *Array { return g.Unary(OpGELU, x) }
+
+// GELUApprox is the tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+func (g *Graph) GELUApprox(x *Array) *Array { return g.Unary(OpGELUApprox, x) }
+
+// BinaryOp names an elementwise op of two arrays (broadcasting).
+type BinaryOp int
+
+const (
+	OpAdd BinaryOp = iota
+	OpSubtract
+	OpMultiply
+	OpDivide
+	OpMaximum
+	OpMinimum
+	OpPower
+	OpEqual
+	OpNotEqual
+	OpLess
+	OpLessEqual
+	OpGreater
+	OpGreaterEqual
+	OpLogicalAnd
+	OpLogicalOr
+)
+
+var binaryNames = [...]string{"add", "subtract", "multiply", "divide", "maximum", "minimum",
+	"power", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+	"logical_and", "logical_or"}
+
+func (op BinaryOp) String() string {
+	if int(op) < len(binaryNames) && op >= 0 {
+		return binaryNames[op]
+	}
+	return fmt.Sprintf("BinaryOp(%d)", int(op))
+}
+
+// Binary applies op elementwise, broadcasting a and b.
+func (g *Graph) Binary(op BinaryOp, a, b *Array) *Array {
+	name := op.String()
+	if !g.ok(name, a, b) {
+		return invalid
+	}
+	return g.done(name, C.mlxg_binary(g.res0(), C.int(op), a.c, b.c, g.s.c, g.errp()))
+}
+
+// BinaryScalar is a op v. The scalar is typed as a Python scalar is in mlx:
+// a floating array keeps its dtype.
+func (g *Graph) BinaryScalar(op BinaryOp, a *Array, v float64) *Array {
+	name := op.String()
+	if !g.ok(name, a) {
+		return invalid
+	}
+	return g.done(name, C.mlxg_binary_scalar(g.res0(), C.int(op), a.c, C.double(v), false, g.s.c, g.errp()))
+}
+
+// ScalarBinary is v op a, typed as BinaryScalar.
+func (g *Graph) ScalarBinary(op BinaryOp, v float64, a *Array) *Array {
+	name := op.String()
+	if !g.ok(name, a) {
+		return invalid
+	}
+	return g.done(name, C.mlxg_binary_scalar(g.res0(), C.int(op), a.c, C.double(v), true, g.s.c, g.errp()))
+}
+
+func (g *Graph) Add(a, b *Array) *Array          { return g.Binary(OpAdd, a, b) }
+func (g *Graph) Subtract(a, b *Array) *Array     { return g.Binary(OpSubtract, a, b) }
+func (g *Graph) Multiply(a, b *Array) *Array     { return g.Binary(OpMultiply, a, b) }
+func (g *Graph) Divide(a, b *Array) *Array       { return g.Binary(OpDivide, a, b) }
+func (g *Graph) Maximum(a, b *Array) *Array      { return g.Binary(OpMaximum, a, b) }
+func (g *Graph) Minimum(a, b *Array) *Array      { return g.Binary(OpMinimum, a, b) }
+func (g *Graph) Power(a, b *Array) *Array        { return g.Binary(OpPower, a, b) }
+func (g *Graph) Equal(a, b *Array) *Array        { return g.Binary(OpEqual, a, b) }
+func (g *Graph) NotEqual(a, b *Array) *Array     { return g.Binary(OpNotEqual, a, b) }
+func (g *Graph) Less(a, b *Array) *Array         { return g.Binary(OpLess, a, b) }
+func (g *Graph) LessEqual(a, b *Array) *Array    { return g.Binary(OpLessEqual, a, b) }
+func (g *Graph) Greater(a, b *Array) *Array      { return g.Binary(OpGreater, a, b) }
+func (g *Graph) GreaterEqual(a, b *Array) *Array { return g.Binary(OpGreaterEqual, a, b) }
+func (g *Graph) LogicalAnd(a, b *Array) *Array   { return g.Binary(OpLogicalAnd, a, b) }
+func (g *Graph) LogicalOr(a, b *Array) *Array    { return g.Binary(OpLogicalOr, a, b) }
+
+// AddScalar is a + v.
+func (g *Graph) AddScalar(a *Array, v float64) *Array { return g.BinaryScalar(OpAdd, a, v) }
+
+// SubtractScalar is a - v.
+func (g *Graph) SubtractScalar(a *Array, v float64) *Array {
+	return g.BinaryScalar(OpSubtract, a, v)
+}
+
+// MultiplyScalar is a * v.
+func (g *Graph) MultiplyScalar(a *Array, v float64) *Array {
+	return g.BinaryScalar(OpMultiply, a, v)
+}
+
+// DivideScalar is a / v.
+func (g *Graph) DivideScalar(a *Array, v float64) *Array { return g.BinaryScalar(OpDivide, a, v) }
+
+// PowerScalar is a ** v.
+func (g *Graph) PowerScalar(a *Array, v float64) *Array { return g.BinaryScalar(OpPower, a, v) }
+
+// Where picks x where cond holds and y elsewhere.
+func (g *Graph) Where(cond, x, y *Array) *Array {
+	if !g.ok("where", cond, x, y) {
+		return invalid
+	}
+	return g.done("where", C.mlxg_where(g.res0(), cond.c, x.c, y.c, g.s.c, g.errp()))
+}
+
+// AsType converts a to dtype.
+func (g *Graph) AsType(a *Array, dtype Dtype) *Array {
+	if !g.ok("astype", a) {
+		return invalid
+	}
+	return g.done("astype", C.mlxg_astype(g.res0(), a.c, C.int(dtype), g.s.c, g.errp()))
+}
+
+// Contiguous is a copy of a laid out row-major.
+func (g *Graph) Contiguous(a *Array) *Array {
+	if !g.ok("contiguous", a) {
+		return invalid
+	}
+	return g.done("contiguous", C.mlxg_contiguous(g.res0(), a.c, g.s.c, g.errp()))
+}
+
+// Clip limits a to [lo, hi].
+func (g *Graph) Clip(a *Array, lo, hi float64) *Array {
+	if !g.ok("clip", a) {
+		return invalid
+	}
+	return g.done("clip", C.mlxg_clip(g.res0(), a.c, C.double(lo), C.double(hi), g.s.c, g.errp()))
+}
+
+// ---- reductions ----
+
+type reduceOp int
+
+const (
+	opSum reduceOp = iota
+	opMean
+	opMax
+	opMin
+	opLogSumExp
+	opArgmax
+	opArgmin
+)
+
+var reduceNames = [...]string{"sum", "mean", "max", "min", "logsumexp", "argmax", "argmin"}
+
+func (g *Graph) reduce(op reduceOp, a *Array, keepdims bool, axes []int) *Array {
+	name := reduceNames[op]
+	if !g.ok(name, a) {
+		return invalid
+	}
+	n := len(axes)
+	if n == 0 && op != opArgmax && op != opArgmin {
+		n = -1
+	}
+	return g.done(name, C.mlxg_reduce(g.res0(), C.int(op), a.c, g.ints(0, axes), C.int(n), C.bool(keepdims), g.s.c, g.errp()))
+}
+
+// Sum adds over axes (every axis when none are given).
+func (g *Graph) Sum(a *Array, keepdims bool, axes ...int) *Array {
+	return g.reduce(opSum, a, keepdims, axes)
+}
+
+// Mean averages over axes (every axis when none are given).
+func (g *Graph) Mean(a *Array, keepdims bool, axes ...int) *Array {
+	return g.reduce(opMean, a, keepdims, axes)
+}
+
+// Max is the maximum over axes (every axis when none are given).
+func (g *Graph) Max(a *Array, keepdims bool, axes ...int) *Array {
+	return g.reduce(opMax, a, keepdims, axes)
+}
+
+// Min is the minimum over axes (every axis when none are given).
+func (g *Graph) Min(a *Array, keepdims bool, axes ...int) *Array {
+	return g.reduce(opMin, a, keepdims, axes)
+}
+
+// LogSumExp is log(sum(exp(a))) over axes, computed stably.
+func (g *Graph) LogSumExp(a *Array, keepdims bool, axes ...int) *Array {
+	return g.reduce(opLogSumExp, a, keepdims, axes)
+}
+
+// Argmax is the index of the maximum along axis.
+func (g *Graph) Argmax(a *Array, axis int, keepdims bool) *Array {
+	return g.reduce(opArgmax, a, keepdims, []int{axis})
+}
+
+// Argmin is the index of the minimum along axis.
+func (g *Graph) Argmin(a *Array, axis int, keepdims bool) *Array {
+	return g.reduce(opArgmin, a, keepdims, []int{axis})
+}
+
+// Softmax normalizes over axes; precise computes in float32 for
+// lower-precision inputs, as mlx's precise=True.
+func (g *Graph) Softmax(a *Array, precise bool, axes ...int) *Array {
+	if !g.ok("softmax", a) {
+		return invalid
+	}
+	if len(axes) == 0 {
+		axes = []int{-1}
+	}
+	return g.done("softmax", C.mlxg_softmax(g.res0(), a.c, g.ints(0, axes), C.int(len(axes)), C.bool(precise), g.s.c, g.errp()))
+}
+
+// Cumsum is the running sum along axis.
+func (g *Graph) Cumsum(a *Array, axis int, reverse, inclusive bool) *Array {
+	if !g.ok("cumsum", a) {
+		return invalid
+	}
+	return g.done("cumsum", C.mlxg_cumsum(g.res0(), a.c, C.int(axis), C.bool(reverse), C.bool(inclusive), g.s.c, g.errp()))
+}
+
+// Sort sorts along axis.
+func (g *Graph) Sort(a *Array, axis int) *Array {
+	if !g.ok("sort", a) {
+		return invalid
+	}
+	return g.done("sort", C.mlxg_sort(g.res0(), a.c, C.int(axis), false, g.s.c, g.errp()))
+}
+
+// Argsort is the permutation that sorts a along axis.
+func (g *Graph) Argsort(a *Array, axis int) *Array {
+	if !g.ok("argsort", a) {
+		return invalid
+	}
+	return g.done("argsort", C.mlxg_sort(g.res0(), a.c, C.int(axis), true, g.s.c, g.errp()))
+}
+
+// TopK is the k largest values along axis, in no particular order.
+func (g *Graph) TopK(a *Array, k, axis int) *Array {
+	if !g.ok("topk", a) {
+		return invalid
+	}
+	return g.done("topk", C.mlxg_topk(g.res0(), a.c, C.int(k), C.int(axis), g.s.c, g.errp()))
+}
+
+// Argpartition is the indices that put the kth element in its sorted place
+// along axis, smaller ones before it.
+func (g *Graph) Argpartition(a *Array, kth, axis int) *Array {
+	if !g.ok("argpartition", a) {
+		return invalid
+	}
+	return g.done("argpartition", C.mlxg_argpartition(g.res0(), a.c, C.int(kth), C.int(axis), g.s.c, g.errp()))
+}
+
+// ---- shapes ----
+
+// Reshape gives a a new shape of the same size; one dimension may be -1.
+func (g *Graph) Reshape(a *Array, shape ...int) *Array {
+	if !g.ok("reshape", a) {
+		return invalid
+	}
+	return g.done("reshape", C.mlxg_reshape(g.res0(), a.c, g.ints(0, shape), C.int(len(shape)), g.s.c, g.errp()))
+}
+
+// Transpose permutes the axes (reverses them when none are given).
+func (g *Graph) Transpose(a *Array, axes ...int) *Array {
+	if !g.ok("transpose", a) {
+		return invalid
+	}
+	n := len(axes)
+	if n == 0 {
+		n = -1
+	}
+	return g.done("transpose", C.mlxg_transpose(g.res0(), a.c, g.ints(0, axes), C.int(n), g.s.c, g.errp()))
+}
+
+// Swapaxes exchanges two axes.
+func (g *Graph) Swapaxes(a *Array, axis1, axis2 int) *Array {
+	if !g.ok("swapaxes", a) {
+		return invalid
+	}
+	return g.done("swapaxes", C.mlxg_swapaxes(g.res0(), a.c, C.int(axis1), C.int(axis2), g.s.c, g.errp()))
+}
+
+// ExpandDims inserts axes of size 1.
+func (g *Graph) ExpandDims(a *Array, axes ...int) *Array {
+	if !g.ok("expand_dims", a) {
+		return invalid
+	}
+	return g.done("expand_dims", C.mlxg_expand_dims(g.res0(), a.c, g.ints(0, axes), C.int(len(axes)), g.s.c, g.errp()))
+}
+
+// Squeeze removes axes of size 1 (all of them when none are given).
+func (g *Graph) Squeeze(a *Array, axes ...int) *Array {
+	if !g.ok("squeeze", a) {
+		return invalid
+	}
+	n := len(axes)
+	if n == 0 {
+		n = -1
+	}
+	return g.done("squeeze", C.mlxg_squeeze(g.res0(), a.c, g.ints(0, axes), C.int(n), g.s.c, g.errp()))
+}
+
+// Flatten merges axes start..end (inclusive) into one.
+func (g *Graph) Flatten(a *Array, start, end int) *Array {
+	if !g.ok("flatten", a) {
+		return invalid
+	}
+	return g.done("flatten", C.mlxg_flatten(g.res0(), a.c, C.int(start), C.int(end), g.s.c, g.errp()))
+}
+
+// BroadcastTo broadcasts a to shape.
+func (g *Graph) BroadcastTo(a *Array, shape ...int) *Array {
+	if !g.ok("broadcast_to", a) {
+		return invalid
+	}
+	return g.done("broadcast_to", C.mlxg_broadcast_to(g.res0(), a.c, g.ints(0, shape), C.int(len(shape)), g.s.c, g.errp()))
+}
+
+// Concatenate joins arrays along axis.
+func (g *Graph) Concatenate(axis int, arrays ...*Array) *Array {
+	if !g.ok("concatenate", arrays...) {
+		return invalid
+	}
+	if len(arrays) == 0 {
+		g.Fail(&Error{Op: "concatenate", Msg: "no arrays"})
+		return invalid
+	}
+	hs := handles(arrays)
+	return g.done("concatenate", C.mlxg_concatenate(g.res0(), &hs[0], C.int(len(hs)), C.int(axis), g.s.c, g.errp()))
+}
+
+// Stack joins arrays along a new axis.
+func (g *Graph) Stack(axis int, arrays ...*Array) *Array {
+	if !g.ok("stack", arrays...) {
+		return invalid
+	}
+	if len(arrays) == 0 {
+		g.Fail(&Error{Op: "stack", Msg: "no arrays"})
+		return invalid
+	}
+	hs := handles(arrays)
+	return g.done("stack", C.mlxg_stack(g.res0(), &hs[0], C.int(len(hs)), C.int(axis), g.s.c, g.errp()))
+}
+
+// Split cuts a into n equal parts along axis.
+func (g *Graph) Split(a *Array, n, axis int) []*Array {
+	return g.split(a, n, nil, axis)
+}
+
+// SplitAt cuts a along axis at the given indices: len(indices)+1 parts.
+func (g *Graph) SplitAt(a *Array, indices []int, axis int) []*Array {
+	return g.split(a, len(indices)+1, indices, axis)
+}
+
+func (g *Graph) split(a *Array, n int, indices []int, axis int) []*Array {
+	out := make([]*Array, max(n, 0))
+	for i := range out {
+		out[i] = invalid
+	}
+	if !g.ok("split", a) {
+		return out
+	}
+	if n <= 0 {
+		g.Fail(&Error{Op: "split", Msg: fmt.Sprintf("cannot split into %d parts", n)})
+		return out
+	}
+	res := (*C.mlxg_array)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.mlxg_array{}))))
+	defer C.free(unsafe.Pointer(res))
+	var idx *C.int32_t
+	if indices != nil {
+		idx = g.ints(0, indices)
+		if idx == nil {
+			// SplitAt with no indices is one part, the whole array.
+			idx = (*C.int32_t)(unsafe.Pointer(&g.ibuf[0]))
+		}
+	}
+	if C.mlxg_split(res, a.c, C.int(n), idx, C.int(len(indices)), C.int(axis), g.s.c, g.errp()) != 0 {
+		g.failC("split")
+		return out
+	}
+	parts := unsafe.Slice(res, n)
+	for i := range out {
+		out[i] = g.adopt(parts[i])
+	}
+	return out
+}
+
+// Slice is a[start:stop] on every axis, stride 1.
+func (g *Graph) Slice(a *Array, start, stop []int) *Array {
+	return g.SliceStrided(a, start, stop, nil)
+}
+
+// SliceStrided is a[start:stop:strides]; nil strides are all 1.
+func (g *Graph) SliceStrided(a *Array, start, stop, strides []int) *Array {
+	if !g.ok("slice", a) {
+		return invalid
+	}
+	n := len(start)
+	if len(stop) != n || (strides != nil && len(strides) != n) {
+		g.Fail(&Error{Op: "slice", Msg: fmt.Sprintf("start %v, stop %v and strides %v differ in length", start, stop, strides)})
+		return invalid
+	}
+	if strides == nil {
+		strides = ones(n)
+	}
+	return g.done("slice", C.mlxg_slice(g.res0(), a.c, g.ints(0, start), g.ints(16, stop), g.ints(32, strides), C.int(n), g.s.c, g.errp()))
+}
+
+func ones(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = 1
+	}
+	return s
+}
+
+// SliceDynamic slices sizes elements along axes, starting at the positions
+// held in start (an integer array, one entry per axis), so the start can
+// change without rebuilding the graph's shape.
+func (g *Graph) SliceDynamic(a, start *Array, axes, sizes []int) *Array {
+	if !g.ok("slice", a, start) {
+		return invalid
+	}
+	return g.done("slice", C.mlxg_slice_dynamic(g.res0(), a.c, start.c, g.ints(0, axes), C.int(len(axes)), g.ints(16, sizes), C.int(len(sizes)), g.s.c, g.errp()))
+}
+
+// SliceUpdate is src with src[start:stop] replaced by update.
+func (g *Graph) SliceUpdate(src, update *Array, start, stop []int) *Array {
+	return g.SliceUpdateStrided(src, update, start, stop, nil)
+}
+
+// SliceUpdateStrided is src with src[start:stop:strides] replaced by update.
+func (g *Graph) SliceUpdateStrided(src, update *Array, start, stop, strides []int) *Array {
+	if !g.ok("slice_update", src, update) {
+		return invalid
+	}
+	n := len(start)
+	if len(stop) != n || (strides != nil && len(strides) != n) {
+		g.Fail(&Error{Op: "slice_update", Msg: fmt.Sprintf("start %v, stop %v and strides %v differ in length", start, stop, strides)})
+		return invalid
+	}
+	if strides == nil {
+		strides = ones(n)
+	}
+	return g.done("slice_update", C.mlxg_slice_update(g.res0(), src.c, update.c, g.ints(0, start), g.ints(16, stop), g.ints(32, strides), C.int(n), g.s.c, g.errp()))
+}
+
+// SliceUpdateDynamic is src with update written at the positions held in
+// start (one entry per axis in axes).
+func (g *Graph) SliceUpdateDynamic(src, update, start *Array, axes []int) *Array {
+	if !g.ok("slice_update", src, update, start) {
+		return invalid
+	}
+	return g.done("slice_update", C.mlxg_slice_update_dynamic(g.res0(), src.c, update.c, start.c, g.ints(0, axes), C.int(len(axes)), g.s.c, g.errp()))
+}
+
+// Take gathers entries of a along axis at indices.
+func (g *Graph) Take(a, indices *Array, axis int) *Array {
+	if !g.ok("take", a, indices) {
+		return invalid
+	}
+	return g.done("take", C.mlxg_take(g.res0(), a.c, indices.c, true, C.int(axis), g.s.c, g.errp()))
+}
+
+// TakeFlat gathers entries of the flattened a at indices.
+func (g *Graph) TakeFlat(a, indices *Array) *Array {
+	if !g.ok("take", a, indices) {
+		return invalid
+	}
+	return g.done("take", C.mlxg_take(g.res0(), a.c, indices.c, false, 0, g.s.c, g.errp()))
+}
+
+// TakeAlongAxis gathers along axis with indices shaped like a.
+func (g *Graph) TakeAlongAxis(a, indices *Array, axis int) *Array {
+	if !g.ok("take_along_axis", a, indices) {
+		return invalid
+	}
+	return g.done("take_along_axis", C.mlxg_take_along_axis(g.res0(), a.c, indices.c, C.int(axis), g.s.c, g.errp()))
+}
+
+// Triu zeroes what lies below the kth diagonal of the last two axes.
+func (g *Graph) Triu(a *Array, k int) *Array {
+	if !g.ok("triu", a) {
+		return invalid
+	}
+	return g.done("triu", C.mlxg_tri(g.res0(), a.c, C.int(k), true, g.s.c, g.errp()))
+}
+
+// Tril zeroes what lies above the kth diagonal of the last two axes.
+func (g *Graph) Tril(a *Array, k int) *Array {
+	if !g.ok("tril", a) {
+		return invalid
+	}
+	return g.done("tril", C.mlxg_tri(g.res0(), a.c, C.int(k), false, g.s.c, g.errp()))
+}
+
+// Pad pads the given axes with value: lo before, hi after.
+func (g *Graph) Pad(a *Array, axes, lo, hi []int, value float64) *Array {
+	if !g.ok("pad", a) {
+		return invalid
+	}
+	if len(lo) != len(axes) || len(hi) != len(axes) {
+		g.Fail(&Error{Op: "pad", Msg: "axes, lo and hi differ in length"})
+		return invalid
+	}
+	return g.done("pad", C.mlxg_pad(g.res0(), a.c, g.ints(0, axes), g.ints(16, lo), g.ints(32, hi), C.int(len(axes)), C.double(value), g.s.c, g.errp()))
+}
+
+// ---- linear algebra and quantization ----
+
+// Matmul is the matrix product, batched over leading axes.
+func (g *Graph) Matmul(a, b *Array) *Array {
+	if !g.ok("matmul", a, b) {
+		return invalid
+	}
+	return g.done("matmul", C.mlxg_matmul(g.res0(), a.c, b.c, g.s.c, g.errp()))
+}
+
+// Addmm is beta*c + alpha*(a @ b).
+func (g *Graph) Addmm(c, a, b *Array, alpha, beta float32) *Array {
+	if !g.ok("addmm", c, a, b) {
+		return invalid
+	}
+	return g.done("addmm", C.mlxg_addmm(g.res0(), c.c, a.c, b.c, C.float(alpha), C.float(beta), g.s.c, g.errp()))
+}
+
+// Quantized is an affine-quantized matrix as MLX stores it: packed uint32
+// weights, and per-group scales and biases.
+type Quantized struct {
+	Weight, Scales, Biases *Array
+	GroupSize, Bits        int
+}
+
+// Quantize quantizes w along its last axis (affine mode).
+func (g *Graph) Quantize(w *Array, groupSize, bits int) Quantized {
+	q := Quantized{Weight: invalid, Scales: invalid, Biases: invalid, GroupSize: groupSize, Bits: bits}
+	if !g.ok("quantize", w) {
+		return q
+	}
+	mode := cAffine
+	if C.mlxg_quantize(&g.st.slot.res[0], w.c, C.int(groupSize), C.int(bits), mode, g.s.c, g.errp()) != 0 {
+		g.failC("quantize")
+		return q
+	}
+	q.Weight = g.adopt(g.st.slot.res[0])
+	q.Scales = g.adopt(g.st.slot.res[1])
+	q.Biases = g.adopt(g.st.slot.res[2])
+	return q
+}
+
+// cAffine is the mode string every affine call passes, made once.
+var cAffine = C.CString("affine")
+
+// Dequantize unpacks q into dtype (the scales' dtype when dtype is not valid).
+func (g *Graph) Dequantize(q Quantized, dtype Dtype) *Array {
+	if !g.ok("dequantize", q.Weight, q.Scales, q.Biases) {
+		return invalid
+	}
+	dt := C.int(-1)
+	if dtype.Valid() {
+		dt = C.int(dtype)
+	}
+	return g.done("dequantize", C.mlxg_dequantize(g.res0(), q.Weight.c, q.Scales.c, q.Biases.c, C.int(q.GroupSize), C.int(q.Bits), cAffine, dt, g.s.c, g.errp()))
+}
+
+// QuantizedMatmul is x @ dequantize(q).T when transpose (a Linear layer's
+// weight), x @ dequantize(q) otherwise, without unpacking q.
+func (g *Graph) QuantizedMatmul(x *Array, q Quantized, transpose bool) *Array {
+	if !g.ok("quantized_matmul", x, q.Weight, q.Scales, q.Biases) {
+		return invalid
+	}
+	return g.done("quantized_matmul", C.mlxg_quantized_matmul(g.res0(), x.c, q.Weight.c, q.Scales.c, q.Biases.c, C.bool(transpose), C.int(q.GroupSize), C.int(q.Bits), cAffine, g.s.c, g.errp()))
+}
+
+// ---- fast kernels ----
+
+var noArray C.mlxg_array
+
+func opt(a *Array) C.mlxg_array {
+	if a == nil {
+		return noArray
+	}
+	return a.c
+}
+
+// RMSNorm is x / rms(x) * weight over the last axis; weight may be nil.
+func (g *Graph) RMSNorm(x, weight *Array, eps float32) *Array {
+	if !g.ok("rms_norm", x) || !g.okOpt("rms_norm", weight) {
+		return invalid
+	}
+	return g.done("rms_norm", C.mlxg_rms_norm(g.res0(), x.c, opt(weight), C.float(eps), g.s.c, g.errp()))
+}
+
+// LayerNorm normalizes the last axis, then scales by weight and adds bias
+// (either may be nil).
+func (g *Graph) LayerNorm(x, weight, bias *Array, eps float32) *Array {
+	if !g.ok("layer_norm", x) || !g.okOpt("layer_norm", weight, bias) {
+		return invalid
+	}
+	return g.done("layer_norm", C.mlxg_layer_norm(g.res0(), x.c, opt(weight), opt(bias), C.float(eps), g.s.c, g.errp()))
+}
+
+// RoPE describes a rotary embedding: the first Dims features of the last
+// axis rotate, by frequencies from Base, or from Freqs when it is set.
+type RoPE struct {
+	Dims        int
+	Traditional bool // rotate interleaved pairs rather than halves
+	Base        float32
+	Scale       float32
+	Freqs       *Array
+}
+
+// RoPE rotates x (shape [..., L, D]) for positions offset..offset+L-1.
+func (g *Graph) RoPE(x *Array, r *RoPE, offset int) *Array {
+	return g.rope(x, r, offset, nil)
+}
+
+// RoPEAt is RoPE with the offset in an array: a scalar, or one per batch row.
+func (g *Graph) RoPEAt(x *Array, r *RoPE, offset *Array) *Array {
+	if offset == nil {
+		g.Fail(&Error{Op: "rope", Msg: "nil offset array"})
+		return invalid
+	}
+	return g.rope(x, r, 0, offset)
+}
+
+func (g *Graph) rope(x *Array, r *RoPE, offset int, offArr *Array) *Array {
+	if !g.ok("rope", x) || !g.okOpt("rope", r.Freqs, offArr) {
+		return invalid
+	}
+	hasBase := r.Freqs == nil
+	return g.done("rope", C.mlxg_rope(g.res0(), x.c, C.int(r.Dims), C.bool(r.Traditional), C.bool(hasBase), C.float(r.Base), C.float(r.Scale), C.int(offset), opt(offArr), opt(r.Freqs), g.s.c, g.errp()))
+}
+
+// AttentionMask is how scaled dot-product attention masks its scores.
+type AttentionMask struct {
+	Mode  string // "", "causal" or "array"
+	Array *Array // for "array": boolean (true attends) or additive
+}
+
+// NoMask lets every query see every key.
+var NoMask = AttentionMask{}
+
+// CausalMask lets query i see keys up to its own position, aligned at the end.
+var CausalMask = AttentionMask{Mode: "causal"}
+
+// MaskArray masks with an explicit array.
+func MaskArray(m *Array) AttentionMask { return AttentionMask{Mode: "array", Array: m} }
+
+var cModes = map[string]*C.char{"": C.CString(""), "causal": C.CString("causal"), "array": C.CString("array")}
+
+// SDPA is softmax(q k^T * scale + mask) v with q [B, Hq, L, D] and k, v
+// [B, Hkv, S, D]; grouped-query attention when Hq is a multiple of Hkv.
+func (g *Graph) SDPA(q, k, v *Array, scale float32, mask AttentionMask) *Array {
+	return g.SDPASinks(q, k, v, scale, mask, nil)
+}
+
+// SDPASinks is SDPA with per-head attention sinks (nil for none).
+func (g *Graph) SDPASinks(q, k, v *Array, scale float32, mask AttentionMask, sinks *Array) *Array {
+	op := "scaled_dot_product_attention"
+	if !g.ok(op, q, k, v) || !g.okOpt(op, mask.Array, sinks) {
+		return invalid
+	}
+	mode, ok := cModes[mask.Mode]
+	if !ok {
+		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("unknown mask mode %q", mask.Mode)})
+		return invalid
+	}
+	if (mask.Mode == "array") != (mask.Array != nil) {
+		g.Fail(&Error{Op: op, Msg: "an array mask needs mode \"array\" and an array"})
+		return invalid
+	}
+	return g.done(op, C.mlxg_sdpa(g.res0(), q.c, k.c, v.c, C.float(scale), mode, opt(mask.Array), opt(sinks), g.s.c, g.errp()))
+}
+
+// ---- random ----
+
+// RandomKey is a PRNG key from a seed.
+func (g *Graph) RandomKey(seed uint64) *Array {
+	if !g.ok("random_key") {
+		return invalid
+	}
+	return g.done("random_key", C.mlxg_random_key(g.res0(), C.uint64_t(seed), g.errp()))
+}
+
+// RandomSplit makes two new keys from key.
+func (g *Graph) RandomSplit(key *Array) (*Array, *Array) {
+	if !g.ok("random_split", key) {
+		return invalid, invalid
+	}
+	if C.mlxg_random_split(&g.st.slot.res[0], key.c, g.s.c, g.errp()) != 0 {
+		g.failC("random_split")
+		return invalid, invalid
+	}
+	a := g.adopt(g.st.slot.res[0])
+	return a, g.adopt(g.st.slot.res[1])
+}
+
+// Categorical samples indices along axis with probabilities softmax(logits).
+// A nil key draws from MLX's global generator.
+func (g *Graph) Categorical(logits *Array, axis int, key *Array) *Array {
+	if !g.ok("categorical", logits) || !g.okOpt("categorical", key) {
+		return invalid
+	}
+	return g.done("categorical", C.mlxg_random_categorical(g.res0(), logits.c, C.int(axis), opt(key), g.s.c, g.errp()))
+}
+
+// Uniform samples [0, 1) uniformly.
+func (g *Graph) Uniform(shape []int, dtype Dtype, key *Array) *Array {
+	if !g.okOpt("uniform", key) {
+		return invalid
+	}
+	return g.done("uniform", C.mlxg_random_uniform(g.res0(), g.ints(0, shape), C.int(len(shape)), C.int(dtype), opt(key), g.s.c, g.errp()))
+}
+
+// Normal samples a normal distribution.
+func (g *Graph) Normal(shape []int, dtype Dtype, loc, scale float32, key *Array) *Array {
+	if !g.okOpt("normal", key) {
+		return invalid
+	}
+	return g.done("normal", C.mlxg_random_normal(g.res0(), g.ints(0, shape), C.int(len(shape)), C.int(dtype), C.float(loc), C.float(scale), opt(key), g.s.c, g.errp()))
+}

@@ -1,0 +1,290 @@
+// The C ABI between runtime/mlx and libmlx's C++ API.
+//
+// Conventions:
+//   - Handles are opaque: an mlxg_array owns one reference to an mlx array and
+//     is released with mlxg_array_free (or mlxg_array_free_many).
+//   - Every call that can fail returns an int status: 0 on success, non-zero on
+//     failure, in which case *err receives a malloc'd message (free it with
+//     mlxg_string_free). No C++ exception ever leaves this ABI.
+//   - Results are written through the first pointer argument(s).
+//   - A stream is passed by value; it names a stream made by mlxg_stream_new.
+#ifndef ARCHGEN_MLX_SHIM_H
+#define ARCHGEN_MLX_SHIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mlxg_array_ {
+  void* ctx;
+} mlxg_array;
+
+typedef struct mlxg_stream_ {
+  int index;
+  int device_type; // 0 cpu, 1 gpu
+  int device_index;
+} mlxg_stream;
+
+// Where a caller receives results and the error message of one call.
+typedef struct mlxg_slot_ {
+  mlxg_array res[4];
+  char* err;
+} mlxg_slot;
+
+// A list of named arrays and string pairs, as loaders return them.
+typedef struct mlxg_map_ {
+  void* ctx;
+} mlxg_map;
+
+// The same order as mlx::core::Dtype::Val.
+enum mlxg_dtype {
+  MLXG_BOOL = 0,
+  MLXG_UINT8,
+  MLXG_UINT16,
+  MLXG_UINT32,
+  MLXG_UINT64,
+  MLXG_INT8,
+  MLXG_INT16,
+  MLXG_INT32,
+  MLXG_INT64,
+  MLXG_FLOAT16,
+  MLXG_FLOAT32,
+  MLXG_FLOAT64,
+  MLXG_BFLOAT16,
+  MLXG_COMPLEX64,
+};
+
+enum mlxg_unary_op {
+  MLXG_NEGATIVE = 0,
+  MLXG_SQUARE,
+  MLXG_SQRT,
+  MLXG_RSQRT,
+  MLXG_EXP,
+  MLXG_LOG,
+  MLXG_TANH,
+  MLXG_ERF,
+  MLXG_SIGMOID,
+  MLXG_ABS,
+  MLXG_SIN,
+  MLXG_COS,
+  MLXG_LOGICAL_NOT,
+  MLXG_SILU,
+  MLXG_GELU,
+  MLXG_GELU_APPROX,
+  MLXG_STOP_GRADIENT,
+  MLXG_FLOOR,
+  MLXG_RECIPROCAL,
+  MLXG_LOG1P,
+};
+
+enum mlxg_binary_op {
+  MLXG_ADD = 0,
+  MLXG_SUBTRACT,
+  MLXG_MULTIPLY,
+  MLXG_DIVIDE,
+  MLXG_MAXIMUM,
+  MLXG_MINIMUM,
+  MLXG_POWER,
+  MLXG_EQUAL,
+  MLXG_NOT_EQUAL,
+  MLXG_LESS,
+  MLXG_LESS_EQUAL,
+  MLXG_GREATER,
+  MLXG_GREATER_EQUAL,
+  MLXG_LOGICAL_AND,
+  MLXG_LOGICAL_OR,
+};
+
+enum mlxg_reduce_op {
+  MLXG_SUM = 0,
+  MLXG_MEAN,
+  MLXG_MAX,
+  MLXG_MIN,
+  MLXG_LOGSUMEXP,
+  MLXG_ARGMAX,
+  MLXG_ARGMIN,
+};
+
+void mlxg_string_free(char* s);
+const char* mlxg_version(void);
+
+// Devices and streams.
+int mlxg_device_count(int device_type);
+int mlxg_stream_new(mlxg_stream* res, int device_type, int device_index, char** err);
+int mlxg_synchronize(mlxg_stream s, char** err);
+
+// Array handles and their facts.
+void mlxg_array_free(mlxg_array a);
+void mlxg_array_free_many(const mlxg_array* as, int n);
+int mlxg_array_ndim(mlxg_array a);
+void mlxg_array_shape(mlxg_array a, int32_t* shape);
+int mlxg_array_dtype(mlxg_array a);
+size_t mlxg_array_size(mlxg_array a);
+size_t mlxg_array_nbytes(mlxg_array a);
+int mlxg_array_clone(mlxg_array* res, mlxg_array a, char** err);
+// Evaluates a, makes it row-contiguous and copies its nbytes into dst.
+int mlxg_array_read(mlxg_array a, void* dst, size_t nbytes, mlxg_stream s, char** err);
+
+// Creation.
+int mlxg_from_data(mlxg_array* res, const void* data, const int32_t* shape, int ndim,
+                   int dtype, char** err);
+int mlxg_scalar(mlxg_array* res, double v, int dtype, char** err);
+int mlxg_arange(mlxg_array* res, double start, double stop, double step, int dtype,
+                mlxg_stream s, char** err);
+int mlxg_full(mlxg_array* res, const int32_t* shape, int ndim, double v, int dtype,
+              mlxg_stream s, char** err);
+
+// Elementwise.
+int mlxg_unary(mlxg_array* res, int op, mlxg_array a, mlxg_stream s, char** err);
+int mlxg_binary(mlxg_array* res, int op, mlxg_array a, mlxg_array b, mlxg_stream s,
+                char** err);
+// a op v, or v op a when scalar_first; v takes a's dtype where a is floating,
+// as a Python scalar does in mlx.
+int mlxg_binary_scalar(mlxg_array* res, int op, mlxg_array a, double v, bool scalar_first,
+                       mlxg_stream s, char** err);
+int mlxg_where(mlxg_array* res, mlxg_array c, mlxg_array x, mlxg_array y, mlxg_stream s,
+               char** err);
+int mlxg_astype(mlxg_array* res, mlxg_array a, int dtype, mlxg_stream s, char** err);
+int mlxg_contiguous(mlxg_array* res, mlxg_array a, mlxg_stream s, char** err);
+int mlxg_clip(mlxg_array* res, mlxg_array a, double lo, double hi, mlxg_stream s, char** err);
+
+// Reductions; naxes < 0 reduces over every axis.
+int mlxg_reduce(mlxg_array* res, int op, mlxg_array a, const int32_t* axes, int naxes,
+                bool keepdims, mlxg_stream s, char** err);
+int mlxg_softmax(mlxg_array* res, mlxg_array a, const int32_t* axes, int naxes, bool precise,
+                 mlxg_stream s, char** err);
+int mlxg_cumsum(mlxg_array* res, mlxg_array a, int axis, bool reverse, bool inclusive,
+                mlxg_stream s, char** err);
+int mlxg_sort(mlxg_array* res, mlxg_array a, int axis, bool arg, mlxg_stream s, char** err);
+int mlxg_topk(mlxg_array* res, mlxg_array a, int k, int axis, mlxg_stream s, char** err);
+int mlxg_argpartition(mlxg_array* res, mlxg_array a, int kth, int axis, mlxg_stream s,
+                      char** err);
+
+// Shapes.
+int mlxg_reshape(mlxg_array* res, mlxg_array a, const int32_t* shape, int ndim,
+                 mlxg_stream s, char** err);
+// naxes < 0 reverses the axes.
+int mlxg_transpose(mlxg_array* res, mlxg_array a, const int32_t* axes, int naxes,
+                   mlxg_stream s, char** err);
+int mlxg_swapaxes(mlxg_array* res, mlxg_array a, int axis1, int axis2, mlxg_stream s,
+                  char** err);
+int mlxg_expand_dims(mlxg_array* res, mlxg_array a, const int32_t* axes, int naxes,
+                     mlxg_stream s, char** err);
+// naxes < 0 squeezes every axis of size 1.
+int mlxg_squeeze(mlxg_array* res, mlxg_array a, const int32_t* axes, int naxes,
+                 mlxg_stream s, char** err);
+int mlxg_flatten(mlxg_array* res, mlxg_array a, int start, int end, mlxg_stream s,
+                 char** err);
+int mlxg_broadcast_to(mlxg_array* res, mlxg_array a, const int32_t* shape, int ndim,
+                      mlxg_stream s, char** err);
+int mlxg_concatenate(mlxg_array* res, const mlxg_array* as, int n, int axis, mlxg_stream s,
+                     char** err);
+int mlxg_stack(mlxg_array* res, const mlxg_array* as, int n, int axis, mlxg_stream s,
+               char** err);
+// Splits into nparts equal parts (indices == NULL) or at nidx indices (nidx + 1
+// parts); res must hold that many handles.
+int mlxg_split(mlxg_array* res, mlxg_array a, int nparts, const int32_t* indices, int nidx,
+               int axis, mlxg_stream s, char** err);
+int mlxg_slice(mlxg_array* res, mlxg_array a, const int32_t* start, const int32_t* stop,
+               const int32_t* strides, int ndim, mlxg_stream s, char** err);
+int mlxg_slice_dynamic(mlxg_array* res, mlxg_array a, mlxg_array start, const int32_t* axes,
+                       int naxes, const int32_t* sizes, int nsizes, mlxg_stream s,
+                       char** err);
+int mlxg_slice_update(mlxg_array* res, mlxg_array src, mlxg_array upd, const int32_t* start,
+                      const int32_t* stop, const int32_t* strides, int ndim, mlxg_stream s,
+                      char** err);
+int mlxg_slice_update_dynamic(mlxg_array* res, mlxg_array src, mlxg_array upd,
+                              mlxg_array start, const int32_t* axes, int naxes, mlxg_stream s,
+                              char** err);
+// has_axis false: take from the flattened array.
+int mlxg_take(mlxg_array* res, mlxg_array a, mlxg_array idx, bool has_axis, int axis,
+              mlxg_stream s, char** err);
+int mlxg_take_along_axis(mlxg_array* res, mlxg_array a, mlxg_array idx, int axis,
+                         mlxg_stream s, char** err);
+int mlxg_tri(mlxg_array* res, mlxg_array a, int k, bool upper, mlxg_stream s, char** err);
+int mlxg_pad(mlxg_array* res, mlxg_array a, const int32_t* axes, const int32_t* lo,
+             const int32_t* hi, int naxes, double value, mlxg_stream s, char** err);
+
+// Linear algebra and quantization.
+int mlxg_matmul(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_stream s, char** err);
+int mlxg_addmm(mlxg_array* res, mlxg_array c, mlxg_array a, mlxg_array b, float alpha,
+               float beta, mlxg_stream s, char** err);
+// res holds 3 handles: weight, scales, biases (biases empty for modes without).
+int mlxg_quantize(mlxg_array* res, mlxg_array w, int group_size, int bits, const char* mode,
+                  mlxg_stream s, char** err);
+// biases.ctx may be NULL; dtype < 0 keeps the scales' dtype.
+int mlxg_dequantize(mlxg_array* res, mlxg_array w, mlxg_array scales, mlxg_array biases,
+                    int group_size, int bits, const char* mode, int dtype, mlxg_stream s,
+                    char** err);
+int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scales,
+                          mlxg_array biases, bool transpose, int group_size, int bits,
+                          const char* mode, mlxg_stream s, char** err);
+
+// Fast kernels. Optional arrays pass ctx == NULL.
+int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
+                  char** err);
+int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array bias,
+                    float eps, mlxg_stream s, char** err);
+// Exactly one of has_base and freqs.ctx; offset_arr.ctx == NULL uses offset.
+int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool has_base,
+              float base, float scale, int offset, mlxg_array offset_arr, mlxg_array freqs,
+              mlxg_stream s, char** err);
+// mask_mode: "", "causal" or "array" (then mask.ctx is the mask).
+int mlxg_sdpa(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, float scale,
+              const char* mask_mode, mlxg_array mask, mlxg_array sinks, mlxg_stream s,
+              char** err);
+
+// Random.
+int mlxg_random_key(mlxg_array* res, uint64_t seed, char** err);
+// res holds 2 handles.
+int mlxg_random_split(mlxg_array* res, mlxg_array key, mlxg_stream s, char** err);
+int mlxg_random_categorical(mlxg_array* res, mlxg_array logits, int axis, mlxg_array key,
+                            mlxg_stream s, char** err);
+int mlxg_random_uniform(mlxg_array* res, const int32_t* shape, int ndim, int dtype,
+                        mlxg_array key, mlxg_stream s, char** err);
+int mlxg_random_normal(mlxg_array* res, const int32_t* shape, int ndim, int dtype,
+                       float loc, float scale, mlxg_array key, mlxg_stream s, char** err);
+
+// Evaluation.
+int mlxg_eval(const mlxg_array* as, int n, char** err);
+int mlxg_async_eval(const mlxg_array* as, int n, char** err);
+
+// Files. Maps are freed with mlxg_map_free.
+int mlxg_load_safetensors(mlxg_map* arrays, mlxg_map* meta, const char* path, mlxg_stream s,
+                          char** err);
+int mlxg_save_safetensors(const char* path, const char* const* names, const mlxg_array* as,
+                          int n, const char* const* keys, const char* const* vals, int m,
+                          char** err);
+// meta holds, per key, one of: an array, a string, a list of strings (kind 0..2).
+int mlxg_load_gguf(mlxg_map* arrays, mlxg_map* meta, const char* path, mlxg_stream s,
+                   char** err);
+void mlxg_map_free(mlxg_map m);
+int mlxg_map_size(mlxg_map m);
+const char* mlxg_map_key(mlxg_map m, int i);
+// Kind of entry i: 0 array, 1 string, 2 string list, 3 empty.
+int mlxg_map_kind(mlxg_map m, int i);
+// A new handle on entry i's array.
+mlxg_array mlxg_map_array(mlxg_map m, int i);
+const char* mlxg_map_string(mlxg_map m, int i);
+int mlxg_map_list_len(mlxg_map m, int i);
+const char* mlxg_map_list_item(mlxg_map m, int i, int j);
+
+// Memory.
+size_t mlxg_get_active_memory(void);
+size_t mlxg_get_peak_memory(void);
+void mlxg_reset_peak_memory(void);
+size_t mlxg_get_cache_memory(void);
+size_t mlxg_set_memory_limit(size_t limit);
+size_t mlxg_get_memory_limit(void);
+size_t mlxg_set_cache_limit(size_t limit);
+void mlxg_clear_cache(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

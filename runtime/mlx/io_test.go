@@ -76,6 +76,36 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSafetensorsLazy: loading maps a file without reading its tensors;
+// their bytes arrive when they are evaluated.
+func TestSafetensorsLazy(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.safetensors")
+	g := NewGraph(nil)
+	big := g.Zeros([]int{1 << 22}, Float32) // 16 MiB
+	if err := g.Eval(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveSafetensors(p, map[string]*Array{"big": big}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	before := ActiveMemory()
+	arrays, _, err := LoadSafetensors(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arrays["big"].Free()
+	if grew := ActiveMemory() - before; grew >= 1<<22 {
+		t.Fatalf("loading took %d bytes before any evaluation", grew)
+	}
+	if err := Eval(arrays["big"]); err != nil {
+		t.Fatal(err)
+	}
+	if grew := ActiveMemory() - before; grew < 1<<24 {
+		t.Fatalf("evaluating the tensor took only %d bytes", grew)
+	}
+}
+
 func mapValues(m map[string]*Array) func(func(*Array) bool) {
 	return func(yield func(*Array) bool) {
 		for _, v := range m {

@@ -30,8 +30,8 @@ import (
 // Model is a GGUF checkpoint in Hugging Face form.
 type Model struct {
 	Path    string
-	Arch    string            // general.architecture
-	Config  map[string]any    // config.json
+	Arch    string                // general.architecture
+	Config  map[string]any        // config.json
 	Tensors map[string]*mlx.Array // Hugging Face names; owned by the Model
 	// TokenizerJSON and TokenizerConfig are tokenizer.json and
 	// tokenizer_config.json made from the file's vocabulary.

@@ -626,6 +626,15 @@ func (g *Graph) TakeAlongAxis(a, indices *Array, axis int) *Array {
 	return g.done("take_along_axis", C.mlxg_take_along_axis(g.res0(), a.c, indices.c, C.int(axis), g.s.c, g.errp()))
 }
 
+// PutAlongAxis is a with values written at indices along axis (indices
+// shaped like a, or broadcasting; values broadcast against them).
+func (g *Graph) PutAlongAxis(a, indices, values *Array, axis int) *Array {
+	if !g.ok("put_along_axis", a, indices, values) {
+		return g.bad
+	}
+	return g.done("put_along_axis", C.mlxg_put_along_axis(g.res0(), a.c, indices.c, values.c, C.int(axis), g.s.c, g.errp()))
+}
+
 // Triu zeroes what lies below the kth diagonal of the last two axes.
 func (g *Graph) Triu(a *Array, k int) *Array {
 	if !g.ok("triu", a) {

@@ -204,6 +204,8 @@ func opCases() []opCase {
 			build: func(g *Graph, x []*Array) *Array { return g.TakeFlat(x[0], x[1]) }},
 		{name: "take_along_axis", in: []input{f32(3, 5), idx(5, 3, 2)}, expr: "np.take_along_axis(a, b, axis=1)", dtype: Float32,
 			build: func(g *Graph, x []*Array) *Array { return g.TakeAlongAxis(x[0], x[1], 1) }},
+		{name: "put_along_axis", in: []input{f32(3, 5), idx(5, 3, 2), f32(3, 2)}, expr: "(lambda x: (np.put_along_axis(x, b, c, axis=1), x)[1])(a.copy())", dtype: Float32,
+			build: func(g *Graph, x []*Array) *Array { return g.PutAlongAxis(x[0], x[1], x[2], 1) }},
 		{name: "triu", in: []input{f32(4, 4)}, expr: "np.triu(a, 1)", dtype: Float32,
 			build: func(g *Graph, x []*Array) *Array { return g.Triu(x[0], 1) }},
 		{name: "tril", in: []input{f32(4, 4)}, expr: "np.tril(a)", dtype: Float32,

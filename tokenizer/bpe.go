@@ -17,13 +17,13 @@ type bpe struct {
 	// merged token.
 	merges map[uint64]merge
 
-	unk           int32 // -1 without an unk_token
-	fuseUnk       bool
-	byteFallback  bool
-	ignoreMerges  bool
-	prefix        string // continuing_subword_prefix
-	suffix        string // end_of_word_suffix
-	byteTokens    [256]int32 // the id of "<0xXX>", -1 where the vocabulary lacks it
+	unk          int32 // -1 without an unk_token
+	fuseUnk      bool
+	byteFallback bool
+	ignoreMerges bool
+	prefix       string     // continuing_subword_prefix
+	suffix       string     // end_of_word_suffix
+	byteTokens   [256]int32 // the id of "<0xXX>", -1 where the vocabulary lacks it
 
 	cacheMu sync.RWMutex
 	cache   map[string][]int32

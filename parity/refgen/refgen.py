@@ -230,7 +230,9 @@ def to_json(obj, indent=0):
     if isinstance(obj, dict):
         if not obj:
             return "{}"
-        items = [f"{pad}{json.dumps(k)}: {to_json(v, indent + 1)}" for k, v in obj.items()]
+        items = [
+            f"{pad}{json.dumps(k)}: {to_json(v, indent + 1)}" for k, v in obj.items()
+        ]
         return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
     if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
         items = [f"{pad}{to_json(v, indent + 1)}" for v in obj]

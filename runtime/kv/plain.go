@@ -89,6 +89,11 @@ func (c *Plain) Trimmable() bool { return true }
 
 func (c *Plain) Nbytes() int { return c.s.nbytes() }
 
+// State is the arrays c holds (nil while empty), to evaluate its writes
+// when a step's output is not needed (a prompt's chunks, say). They are
+// valid until the next Update or Free.
+func (c *Plain) State() []*mlx.Array { return c.s.arrs }
+
 func (c *Plain) Free() {
 	c.s.free()
 	c.offset = 0

@@ -203,6 +203,11 @@ func (c *Rotating) Trim(n int) int {
 
 func (c *Rotating) Nbytes() int { return c.s.nbytes() }
 
+// State is the arrays c holds (nil while empty), to evaluate its writes
+// when a step's output is not needed. They are valid until the next Update
+// or Free.
+func (c *Rotating) State() []*mlx.Array { return c.s.arrs }
+
 func (c *Rotating) Free() {
 	c.s.free()
 	c.offset, c.idx = 0, 0

@@ -29,7 +29,8 @@
 // Mask gives what mlx-lm gives: the "causal" mode where it suffices, no
 // mask for one query, and a boolean array (true attends) for windows that
 // bind and when forceArray asks for one (attention written out by hand,
-// such as gemma2's). Then each layer rotates its queries and keys from
+// such as gemma2's); PromptMask makes the same choices for a pass without
+// caches. Then each layer rotates its queries and keys from
 // Offset, calls Update and attends over the KV it returns:
 //
 //	o := kv.Attention(g, q, c.Update(g, k, v), scale, mask)

@@ -1,18 +1,3 @@
-// Package kv holds the key/value caches generated forward passes attend
-// over, and the masks that go with them, with the semantics of mlx-lm's
-// cache.py.
-//
-// A generated model makes one Cache per attention layer (a window cache on
-// sliding layers). Each step, attention calls Update with the step's keys
-// and values, shaped [B, Hkv, L, D], and attends over the KV it returns,
-// through Attention (or Scores and Mix for attention written out by hand).
-// Masks come from Mask, asked of the cache before the step's Update, once per
-// forward pass and shared by the layers of one kind.
-//
-// A cache keeps its arrays across graphs: it owns them, and frees the ones a
-// step replaces as soon as the step's graph no longer needs its handle, so
-// that MLX can write the next step into the same buffer. Close (or Reset)
-// each step's graph before building the next for that to happen.
 package kv
 
 import (
@@ -25,8 +10,10 @@ type Cache interface {
 	// position of the next token.
 	Offset() int
 	// Update stores the keys and values of L new positions ([B, Hkv, L, D])
-	// and returns what attention reads: every position still held, in
-	// order, as arrays of g.
+	// and returns what attention reads: every position the step's queries
+	// may see, in the order the cache's masks assume. The arrays are valid
+	// until the cache's next Update or Free. A failed step (bad shapes, an
+	// unsupported quantization) fails g and leaves the cache as it was.
 	Update(g *mlx.Graph, keys, values *mlx.Array) KV
 	// Mask is the attention mask for the next n queries against this
 	// cache, as mlx-lm's make_mask gives it: window > 0 limits each query to

@@ -58,3 +58,17 @@ func ringMask(g *mlx.Graph, offset, idx, maxSize, window int) *mlx.Array {
 	}
 	return mlx.FromSlice(g, m, size)
 }
+
+// PromptMask is the mask of n queries that attend to one another only, with
+// no cache (mlx-lm's create_attention_mask without one): none for one
+// query, the "causal" mode unless a window shorter than n binds or
+// forceArray asks for an array, else the boolean array [n, n].
+func PromptMask(g *mlx.Graph, n, window int, forceArray bool) mlx.AttentionMask {
+	switch {
+	case n == 1:
+		return mlx.NoMask
+	case forceArray || (window > 0 && n > window):
+		return mlx.MaskArray(CausalMaskArray(g, n, 0, window))
+	}
+	return mlx.CausalMask
+}

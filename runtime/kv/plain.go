@@ -42,11 +42,14 @@ func (c *Plain) Update(g *mlx.Graph, k, v *mlx.Array) KV {
 	if n < 0 {
 		return KV{Keys: k, Values: v}
 	}
-	defer c.s.settle(g)
 	if c.s.empty() {
 		c.s.remember(k, v)
 	}
 	upd := c.s.encode(g, k, v)
+	if g.Err() != nil {
+		return KV{Keys: k, Values: v} // nothing changed yet
+	}
+	defer c.s.settle(g)
 	prev := c.offset
 	if c.s.empty() || prev+n > c.s.length() {
 		grown := zerosPos(g, upd, (n+step-1)/step*step)
@@ -85,6 +88,11 @@ func (c *Plain) Trim(n int) int {
 func (c *Plain) Trimmable() bool { return true }
 
 func (c *Plain) Nbytes() int { return c.s.nbytes() }
+
+// State is the arrays c holds (nil while empty), to evaluate its writes
+// when a step's output is not needed (a prompt's chunks, say). They are
+// valid until the next Update or Free.
+func (c *Plain) State() []*mlx.Array { return c.s.arrs }
 
 func (c *Plain) Free() {
 	c.s.free()

@@ -341,3 +341,38 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestPromptMask compares PromptMask with mlx-lm's create_attention_mask
+// called without a cache.
+func TestPromptMask(t *testing.T) {
+	arrays, meta := loadRefs(t, filepath.Join(refsDir(t), "refs.safetensors"))
+	var cases []struct {
+		N      int
+		Window *int
+		Array  bool
+		Kind   string
+	}
+	if err := json.Unmarshal([]byte(meta["nocache"]), &cases); err != nil || len(cases) == 0 {
+		t.Fatalf("nocache: %v (%d cases)", err, len(cases))
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	for i, tc := range cases {
+		window := 0
+		if tc.Window != nil {
+			window = *tc.Window
+		}
+		m := PromptMask(g, tc.N, window, tc.Array)
+		kind := m.Mode
+		if kind == "" {
+			kind = "none"
+		}
+		what := fmt.Sprintf("n %d window %d array %v", tc.N, window, tc.Array)
+		if kind != tc.Kind {
+			t.Fatalf("%s: %q, mlx-lm gives %q", what, kind, tc.Kind)
+		}
+		if kind == "array" {
+			sameArray(t, what, m.Array, need(t, arrays, fmt.Sprintf("nocache.%d", i)))
+		}
+	}
+}

@@ -64,11 +64,14 @@ func (c *Rotating) Update(g *mlx.Graph, k, v *mlx.Array) KV {
 	if n < 0 {
 		return KV{Keys: k, Values: v}
 	}
-	defer c.s.settle(g)
 	if c.s.empty() {
 		c.s.remember(k, v)
 	}
 	upd := c.s.encode(g, k, v)
+	if g.Err() != nil {
+		return KV{Keys: k, Values: v} // nothing changed yet
+	}
+	defer c.s.settle(g)
 	if n == 1 {
 		return c.updateInPlace(g, upd)
 	}
@@ -164,6 +167,10 @@ func (c *Rotating) trimmed(g *mlx.Graph, trim int, extra []*mlx.Array) []*mlx.Ar
 // than maxSize and the cache holds more than the window: then it is the
 // ring-ordered mask of the window newest slots.
 func (c *Rotating) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.AttentionMask {
+	if c.bad != nil {
+		g.Fail(c.bad)
+		return mlx.NoMask
+	}
 	if n > 1 {
 		if window <= 0 {
 			window = c.maxSize
@@ -195,6 +202,11 @@ func (c *Rotating) Trim(n int) int {
 }
 
 func (c *Rotating) Nbytes() int { return c.s.nbytes() }
+
+// State is the arrays c holds (nil while empty), to evaluate its writes
+// when a step's output is not needed. They are valid until the next Update
+// or Free.
+func (c *Rotating) State() []*mlx.Array { return c.s.arrs }
 
 func (c *Rotating) Free() {
 	c.s.free()

@@ -110,18 +110,21 @@ func (s *store) set(g *mlx.Graph, arrs []*mlx.Array) {
 // quantize converts a dense store to the given quantization, quantizing
 // every position it has room for (as mlx-lm's to_quantized does).
 func (s *store) quantize(g *mlx.Graph, bits, group int) {
+	if s.arrs != nil && (s.kdim%group != 0 || s.vdim%group != 0) {
+		g.Failf("kv: a quantized cache needs head dims that are multiples of its group size %d; keys have %d, values %d",
+			group, s.kdim, s.vdim)
+		return
+	}
 	s.bits, s.group = bits, group
 	if s.arrs == nil {
 		return
 	}
-	if s.kdim%group != 0 || s.vdim%group != 0 {
-		g.Failf("kv: a quantized cache needs head dims that are multiples of its group size %d; keys have %d, values %d",
-			group, s.kdim, s.vdim)
-		s.settle(g)
+	enc := s.encode(g, s.arrs[0], s.arrs[1])
+	if g.Err() != nil {
+		s.bits, s.group = 0, 0 // still dense, as it was
 		return
 	}
-	s.set(g, s.encode(g, s.arrs[0], s.arrs[1]))
-	s.settle(g)
+	s.set(g, enc)
 }
 
 // free releases the arrays; the store is empty afterwards (and usable again).

@@ -8,7 +8,9 @@ mlx-lm itself, never from the Go side.
       OUT_DIR/refs.safetensors: for each scenario, the inputs fed to one of
       mlx-lm's caches (KVCache, RotatingKVCache, QuantizedKVCache), the keys
       and values its update_and_fetch returned and the masks its make_mask
-      gave before each update; metadata "scenarios" (JSON) lists the steps.
+      gave before each update; metadata "scenarios" (JSON) lists the steps,
+      and "nocache" the masks create_attention_mask gives without a cache
+      (arrays "nocache.<i>").
       OUT_DIR/mlxlm_cache.safetensors: a prompt cache written by
       save_prompt_cache, and OUT_DIR/mlxlm_next.safetensors: the inputs and
       outputs of one more decode step and one more prefill on each of its
@@ -25,6 +27,7 @@ import json
 import sys
 
 import mlx.core as mx
+from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import (
     KVCache,
     QuantizedKVCache,
@@ -265,11 +268,29 @@ def continue_layers(caches, tensors, key):
     return layers
 
 
+def cacheless_masks(tensors):
+    """create_attention_mask without a cache, for assorted lengths and
+    windows; arrays go to tensors as "nocache.<i>"."""
+    log = []
+    for n in [1, 3, 9]:
+        for window in [None, 2, 4, 16]:
+            for array in [False, True]:
+                h = mx.zeros((1, n, 8))
+                m = create_attention_mask(h, None, window_size=window, return_array=array)
+                entry = {"n": n, "window": window, "array": array, "kind": mask_kind(m)}
+                if mask_kind(m) == "array":
+                    tensors[f"nocache.{len(log)}"] = m
+                log.append(entry)
+    return log
+
+
 def refs(out_dir):
     tensors = {}
     log = [run_scenario(si, sc, tensors) for si, sc in enumerate(SCENARIOS)]
+    nocache = cacheless_masks(tensors)
     mx.eval(tensors)
-    mx.save_safetensors(f"{out_dir}/refs.safetensors", tensors, {"scenarios": json.dumps(log)})
+    meta = {"scenarios": json.dumps(log), "nocache": json.dumps(nocache)}
+    mx.save_safetensors(f"{out_dir}/refs.safetensors", tensors, meta)
 
     # A prompt cache of mixed kinds, more than ten layers, one empty.
     key = mx.random.key(7)

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo generate check
+.PHONY: all setup test vet demo generate check config-reference
 
 all: test
 
@@ -24,3 +24,8 @@ vet: setup
 # The main job, end to end.
 demo: setup
 	$(GO) run ./examples/mlxinfo
+
+# Rewrites gen/testdata/configs/*/*.mlxlm.json: what mlx-lm makes of each
+# published config there, the reference every generated ParseConfig meets.
+config-reference: setup
+	.deps/py/bin/python gen/testdata/configs/mlxlm_reference.py

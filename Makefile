@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo generate check config-reference
+.PHONY: all setup test vet demo generate check config-reference rope-reference
 
 all: test
 
@@ -29,3 +29,7 @@ demo: setup
 # published config there, the reference every generated ParseConfig meets.
 config-reference: setup
 	.deps/py/bin/python gen/testdata/configs/mlxlm_reference.py
+
+# Rewrites runtime/nn/testdata/rope.json: mlx-lm's ropes on a fixed input.
+rope-reference: setup
+	.deps/py/bin/python runtime/nn/testdata/rope_reference.py

@@ -59,7 +59,7 @@ func NewConfigReader(data []byte) (*ConfigReader, error) {
 			r.fail("model_type", "want a string, got %s", clip(mt))
 		}
 	} else {
-		r.fail("model_type", "missing")
+		r.fail("model_type", "missing (required)")
 	}
 	return r, nil
 }
@@ -122,8 +122,8 @@ type Value interface {
 
 // Required reads key, which must be present (or one of alts).
 func Required[T Value](r *ConfigReader, key string, alts ...string) T {
-	v, ok := Optional[T](r, key, alts...)
-	if !ok {
+	v, present, _ := read[T](r, key, alts)
+	if !present {
 		r.fail(key, "missing (required)")
 	}
 	return v
@@ -131,7 +131,7 @@ func Required[T Value](r *ConfigReader, key string, alts ...string) T {
 
 // Default reads key (or one of alts), or def when absent.
 func Default[T Value](r *ConfigReader, key string, def T, alts ...string) T {
-	if v, ok := Optional[T](r, key, alts...); ok {
+	if v, _, ok := read[T](r, key, alts); ok {
 		return v
 	}
 	return def
@@ -140,20 +140,26 @@ func Default[T Value](r *ConfigReader, key string, def T, alts ...string) T {
 // Optional reads key (or one of alts) and reports whether it was present
 // and well-typed.
 func Optional[T Value](r *ConfigReader, key string, alts ...string) (T, bool) {
-	var zero T
-	raw, name, ok := r.lookup(key, alts)
-	if !ok {
-		return zero, false
+	v, _, ok := read[T](r, key, alts)
+	return v, ok
+}
+
+// read is key's value (or one of alts'), whether the config has it, and
+// whether it was well-typed (a bad value is recorded).
+func read[T Value](r *ConfigReader, key string, alts []string) (v T, present, ok bool) {
+	raw, name, present := r.lookup(key, alts)
+	if !present {
+		return v, false, false
 	}
 	v, err := decode[T](raw)
 	if err != nil {
 		r.fail(name, "%v", err)
-		return zero, false
+		return v, true, false
 	}
 	if rs, isRope := any(v).(*RopeScaling); isRope && rs == nil {
-		return zero, false // {} is no scaling
+		return v, false, false // {} is no scaling
 	}
-	return v, true
+	return v, true, true
 }
 
 func decode[T Value](raw json.RawMessage) (T, error) {

@@ -241,24 +241,25 @@ func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
 		return nil
 	}
 	l.used[full] = true
-	if got := a.Shape(); !slices.Equal(got, shape) {
-		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
-		return nil
-	}
 	dt := a.Dtype()
 	switch {
 	case packed && dt != mlx.Uint32:
 		w.failf("%s: dtype %s, want uint32 (packed quantized weights)", w.local(name), dt)
 		return nil
-	case packed:
-		return a
-	case !dt.IsFloat():
+	case !packed && !dt.IsFloat():
 		hint := ""
 		if dt == mlx.Uint32 {
 			hint = " (a quantized tensor, but config.json's quantization block does not quantize this module)"
 		}
 		w.failf("%s: dtype %s, want a float dtype%s", w.local(name), dt, hint)
 		return nil
+	}
+	if got := a.Shape(); !slices.Equal(got, shape) {
+		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
+		return nil
+	}
+	if packed {
+		return a
 	}
 	if want := l.opts.Dtype; want.IsFloat() && want != dt {
 		c := l.g.AsType(a, want)

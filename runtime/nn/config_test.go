@@ -82,11 +82,11 @@ func TestParseQuantization(t *testing.T) {
 		t.Errorf("modules %+v", q.Modules)
 	}
 	for in, want := range map[string]string{
-		`{"quantization": {"bits": 4}}`:                                 "quantization: group_size: missing (required)",
+		`{"quantization": {"bits": 4}}`:                                    "quantization: group_size: missing (required)",
 		`{"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}}`: `quantization: mode "mxfp4" is not supported (affine only)`,
-		`{"quantization": {"group_size": 48, "bits": 4}}`:               "quantization: group size 48 is not supported (want 32, 64 or 128)",
-		`{"quantization": {"group_size": 64, "bits": 4, "x": 3}}`:       "quantization.x: want true, false or an object, got 3",
-		`{"quantization_config": {"quant_method": "awq"}}`:             `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block is`,
+		`{"quantization": {"group_size": 48, "bits": 4}}`:                  "quantization: group size 48 is not supported (want 32, 64 or 128)",
+		`{"quantization": {"group_size": 64, "bits": 4, "x": 3}}`:          "quantization.x: want true, false or an object, got 3",
+		`{"quantization_config": {"quant_method": "awq"}}`:                 `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block is`,
 	} {
 		if _, err := ParseQuantization([]byte(in)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v; want %s", in, err, want)

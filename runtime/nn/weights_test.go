@@ -93,7 +93,7 @@ func TestWeightsQuantized(t *testing.T) {
 		return map[string]*mlx.Array{
 			"p.weight": q4.Weight, "p.scales": q4.Scales, "p.biases": q4.Biases,
 			"e.weight": q8.Weight, "e.scales": q8.Scales, "e.biases": q8.Biases,
-			"d.weight": w,
+			"d.weight":   w,
 			"off.weight": q4.Weight, "off.scales": q4.Scales, "off.biases": q4.Biases,
 		}
 	})

@@ -2,6 +2,8 @@ package gen
 
 import (
 	"reflect"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -10,8 +12,9 @@ import (
 // whole; structs merge field by field; ordered maps (config keys, derived
 // values, checks, test_config) merge by key, an entry set to null removing
 // the base's. A config key that sets any of required, default, derive or
-// optional replaces the base's choice among them. model_type, doc, tier,
-// aliases and extends are never inherited.
+// optional replaces the base's choice among them; config.ignore adds to the
+// base's list. model_type, doc, tier, aliases and extends are never
+// inherited.
 
 // inherit merges base into d.
 func inherit(d, base *Descriptor) {
@@ -20,8 +23,20 @@ func inherit(d, base *Descriptor) {
 		tier         F[Tier]
 		aliases      F[[]string]
 	}{d.ModelType, d.Doc, d.Extends, d.Tier, d.Aliases}
+	ignore := d.Config.Ignore
 	mergeValue(reflect.ValueOf(d).Elem(), deepCopy(reflect.ValueOf(base).Elem()))
 	d.ModelType, d.Doc, d.Extends, d.Tier, d.Aliases = own.mt, own.doc, own.ext, own.tier, own.aliases
+	if ignore.IsSet() {
+		union := append([]string(nil), base.Config.Ignore.V...)
+		for _, k := range ignore.V {
+			if !slices.Contains(union, k) {
+				union = append(union, k)
+			}
+		}
+		sort.Strings(union)
+		ignore.V = union
+		d.Config.Ignore = ignore
+	}
 }
 
 func isLeaf(t reflect.Type) bool {

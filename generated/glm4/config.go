@@ -66,7 +66,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "eos_token_id", "hidden_act", "initializer_range", "pad_token_id", "rope_scaling", "tie_word_embeddings", "torch_dtype", "transformers_version", "use_cache"}
+var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "eos_token_id", "hidden_act", "initializer_range", "pad_token_id", "pretraining_tp", "rope_scaling", "tie_word_embeddings", "torch_dtype", "transformers_version", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.

@@ -76,7 +76,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "embd_pdrop", "eos_token_id", "hidden_act", "initializer_range", "pad_token_id", "resid_pdrop", "sliding_window", "torch_dtype", "transformers_version", "use_cache"}
+var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "embd_pdrop", "eos_token_id", "hidden_act", "initializer_range", "pad_token_id", "pretraining_tp", "resid_pdrop", "sliding_window", "torch_dtype", "transformers_version", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.

@@ -84,7 +84,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"use_sliding_window"}
+var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "eos_token_id", "hidden_act", "initializer_range", "pretraining_tp", "torch_dtype", "transformers_version", "use_cache", "use_sliding_window"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.

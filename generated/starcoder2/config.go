@@ -55,7 +55,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "embedding_dropout", "eos_token_id", "hidden_act", "initializer_range", "max_position_embeddings", "mlp_type", "norm_type", "residual_dropout", "rope_scaling", "sliding_window", "torch_dtype", "transformers_version", "use_bias", "use_cache"}
+var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "embedding_dropout", "eos_token_id", "hidden_act", "initializer_range", "max_position_embeddings", "mlp_type", "norm_type", "pretraining_tp", "residual_dropout", "rope_scaling", "sliding_window", "torch_dtype", "transformers_version", "use_bias", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.

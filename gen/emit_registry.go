@@ -9,6 +9,10 @@ import (
 
 const registrySrc = "descriptors/*.yaml"
 
+// configsDir holds the published configs and mlx-lm's reading of each,
+// relative to generated/registry.
+const configsDir = "../../gen/testdata/configs"
+
 // emitRegistry writes generated/registry/registry.go:
 //
 //	type Model = nn.Model
@@ -92,7 +96,7 @@ func emitRegistryTest(s *Set) ([]byte, error) {
 	)
 	f.Line()
 	f.Func().Id("TestConfigReference").Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
-		jen.Qual("github.com/archgen/archgen/runtime/nn/nntest", "ConfigReference").Call(jen.Id("t"), jen.Lit("../../gen/testdata/configs"), jen.Id("Archs").Call()),
+		jen.Qual("github.com/archgen/archgen/runtime/nn/nntest", "ConfigReference").Call(jen.Id("t"), jen.Lit(configsDir), jen.Id("Archs").Call()),
 	)
 	return render(f)
 }

@@ -30,7 +30,7 @@ func Explain(s *Set, name string) (string, error) {
 	b.WriteString(wrapText(a.Doc))
 	b.WriteString("\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	walk(reflect.ValueOf(d).Elem(), "", func(path, value, origin string) {
+	walk(reflect.ValueOf(d).Elem(), "", a.File, func(path, value, origin string) {
 		if path != "doc" {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", path, value, origin)
 		}
@@ -50,7 +50,7 @@ func origin(o Origin, p Pos) string {
 }
 
 // walk visits every set leaf of a descriptor tree.
-func walk(v reflect.Value, path string, visit func(path, value, origin string)) {
+func walk(v reflect.Value, path, file string, visit func(path, value, origin string)) {
 	t := v.Type()
 	switch {
 	case strings.HasPrefix(t.String(), "gen.F["):
@@ -71,23 +71,28 @@ func walk(v reflect.Value, path string, visit func(path, value, origin string)) 
 			visit(path, "[]", origin(Origin(v.FieldByName("Origin").Int()), v.FieldByName("Pos").Interface().(Pos)))
 		}
 		for i := 0; i < items.Len(); i++ {
-			walk(items.Index(i), fmt.Sprintf("%s[%d]", path, i), visit)
+			walk(items.Index(i), fmt.Sprintf("%s[%d]", path, i), file, visit)
 		}
 	case strings.HasPrefix(t.String(), "gen.OMap["):
 		es := v.FieldByName("Entries")
 		for i := 0; i < es.Len(); i++ {
 			e := es.Index(i)
-			walk(e.FieldByName("Val"), join(path, e.FieldByName("Key").String()), visit)
+			walk(e.FieldByName("Val"), join(path, e.FieldByName("Key").String()), file, visit)
 		}
 	case t == reflect.TypeOf(Raw{}):
-		visit(path, leafString(v.FieldByName("V").Interface()), "# "+v.FieldByName("Pos").Interface().(Pos).String())
+		p := v.FieldByName("Pos").Interface().(Pos)
+		o := FromDelta
+		if p.File != file {
+			o = FromBase
+		}
+		visit(path, leafString(v.FieldByName("V").Interface()), origin(o, p))
 	case t.Kind() == reflect.Struct && t != reflect.TypeOf(Pos{}):
 		for i := 0; i < t.NumField(); i++ {
 			tag := t.Field(i).Tag.Get("yaml")
 			if tag == "" || tag == "-" {
 				continue
 			}
-			walk(v.Field(i), join(path, tag), visit)
+			walk(v.Field(i), join(path, tag), file, visit)
 		}
 	}
 }

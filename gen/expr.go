@@ -142,14 +142,14 @@ func (n *binaryOp) pos() int  { return n.at }
 func (n *callExpr) pos() int  { return n.at }
 func (n *indexExpr) pos() int { return n.at }
 
-type token struct {
+type exprToken struct {
 	kind string // "num", "str", "id", "op", "eof"
 	text string
 	at   int
 }
 
-func lex(s string) ([]token, error) {
-	var out []token
+func lex(s string) ([]exprToken, error) {
+	var out []exprToken
 	ops := []string{"**", "//", "==", "!=", "<=", ">=", "&&", "||", "+", "-", "*", "/", "%", "<", ">", "!", "(", ")", "[", "]", ","}
 	for i := 0; i < len(s); {
 		c := rune(s[i])
@@ -162,14 +162,14 @@ func lex(s string) ([]token, error) {
 				((s[j] == '-' || s[j] == '+') && j > i && (s[j-1] == 'e' || s[j-1] == 'E'))) {
 				j++
 			}
-			out = append(out, token{"num", s[i:j], i})
+			out = append(out, exprToken{"num", s[i:j], i})
 			i = j
 		case unicode.IsLetter(c) || c == '_':
 			j := i
 			for j < len(s) && (unicode.IsLetter(rune(s[j])) || unicode.IsDigit(rune(s[j])) || s[j] == '_') {
 				j++
 			}
-			out = append(out, token{"id", s[i:j], i})
+			out = append(out, exprToken{"id", s[i:j], i})
 			i = j
 		case c == '"':
 			j := i + 1
@@ -179,13 +179,13 @@ func lex(s string) ([]token, error) {
 			if j == len(s) {
 				return nil, fmt.Errorf("unterminated string at column %d", i+1)
 			}
-			out = append(out, token{"str", s[i+1 : j], i})
+			out = append(out, exprToken{"str", s[i+1 : j], i})
 			i = j + 1
 		default:
 			matched := false
 			for _, op := range ops {
 				if strings.HasPrefix(s[i:], op) {
-					out = append(out, token{"op", op, i})
+					out = append(out, exprToken{"op", op, i})
 					i += len(op)
 					matched = true
 					break
@@ -196,16 +196,16 @@ func lex(s string) ([]token, error) {
 			}
 		}
 	}
-	return append(out, token{"eof", "", len(s)}), nil
+	return append(out, exprToken{"eof", "", len(s)}), nil
 }
 
-type parser struct {
-	toks []token
+type exprParser struct {
+	toks []exprToken
 	i    int
 }
 
-func (p *parser) peek() token { return p.toks[p.i] }
-func (p *parser) next() token { t := p.toks[p.i]; p.i++; return t }
+func (p *exprParser) peek() exprToken { return p.toks[p.i] }
+func (p *exprParser) next() exprToken { t := p.toks[p.i]; p.i++; return t }
 
 var precedence = map[string]int{
 	"||": 1, "&&": 2,
@@ -220,7 +220,7 @@ func parseExpr(text string) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{toks: toks}
+	p := &exprParser{toks: toks}
 	n, err := p.binary(1)
 	if err != nil {
 		return nil, err
@@ -231,7 +231,7 @@ func parseExpr(text string) (node, error) {
 	return n, nil
 }
 
-func (p *parser) binary(min int) (node, error) {
+func (p *exprParser) binary(min int) (node, error) {
 	x, err := p.unary()
 	if err != nil {
 		return nil, err
@@ -251,7 +251,7 @@ func (p *parser) binary(min int) (node, error) {
 	}
 }
 
-func (p *parser) unary() (node, error) {
+func (p *exprParser) unary() (node, error) {
 	t := p.peek()
 	if t.kind == "op" && (t.text == "-" || t.text == "!") {
 		p.next()
@@ -266,7 +266,7 @@ func (p *parser) unary() (node, error) {
 
 // power binds tighter than a unary minus on its left, and takes one on its
 // right: -x ** 2 is -(x ** 2), x ** -0.5 is allowed.
-func (p *parser) power() (node, error) {
+func (p *exprParser) power() (node, error) {
 	x, err := p.postfix()
 	if err != nil {
 		return nil, err
@@ -282,7 +282,7 @@ func (p *parser) power() (node, error) {
 	return x, nil
 }
 
-func (p *parser) postfix() (node, error) {
+func (p *exprParser) postfix() (node, error) {
 	x, err := p.primary()
 	if err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func (p *parser) postfix() (node, error) {
 	return x, nil
 }
 
-func (p *parser) primary() (node, error) {
+func (p *exprParser) primary() (node, error) {
 	t := p.next()
 	switch t.kind {
 	case "num":
@@ -379,6 +379,7 @@ type typed struct {
 	code *jen.Statement
 	prec int
 	refs []string
+	ilit *int // the value of an integer literal
 }
 
 // goPrec is Go's precedence of a binary operator.
@@ -417,8 +418,10 @@ func (sc *scope) check(n node) (*typed, error) {
 	switch n := n.(type) {
 	case *numLit:
 		if n.isInt {
-			v, _ := strconv.ParseInt(n.text, 10, 64)
-			return atom(TInt, jen.Lit(int(v)), nil), nil
+			v, _ := strconv.Atoi(n.text)
+			x := atom(TInt, jen.Lit(v), nil)
+			x.ilit = &v
+			return x, nil
 		}
 		v, _ := strconv.ParseFloat(n.text, 64)
 		return atom(TFloat, jen.Lit(v), nil), nil
@@ -484,8 +487,11 @@ func refs(parts ...*typed) []string {
 
 // asFloat is x as a float64.
 func asFloat(x *typed) *typed {
-	if x.t == TFloat {
+	switch {
+	case x.t == TFloat:
 		return x
+	case x.ilit != nil:
+		return atom(TFloat, jen.Lit(float64(*x.ilit)), nil)
 	}
 	return atom(TFloat, jen.Float64().Call(x.code), x.refs)
 }

@@ -14,10 +14,14 @@ import (
 // Module is the Go module generated code belongs to.
 const Module = "github.com/archgen/archgen"
 
-// Generate writes every architecture of s in memory: each file's path
-// (relative to the module root) and content. Nothing is returned unless
-// every file was made.
-func Generate(s *Set) (map[string][]byte, error) {
+// Generate writes every architecture of s in memory, for the module
+// github.com/archgen/archgen: each file's path (relative to the module
+// root) and content. Nothing is returned unless every file was made.
+func Generate(s *Set) (map[string][]byte, error) { return GenerateFor(s, Module) }
+
+// GenerateFor is Generate for a module of another path that uses archgen's
+// runtime: the registry imports the architectures from module/generated.
+func GenerateFor(s *Set, module string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, a := range s.Archs {
 		for _, x := range []struct {
@@ -36,7 +40,7 @@ func Generate(s *Set) (map[string][]byte, error) {
 			out[a.Dir()+"/"+x.name] = data
 		}
 	}
-	reg, err := emitRegistry(s, Module)
+	reg, err := emitRegistry(s, module)
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}

@@ -76,11 +76,9 @@ func Resolve(files map[string][]byte) (*Set, error) {
 	}
 	var descs []*Descriptor
 	var reg *Registry
-	var regFile string
 	for _, n := range names {
 		if filepath.Base(n) == RegistryFile {
 			reg = &Registry{}
-			regFile = n
 			if err := parseFile(n, files[n], reg); err != nil {
 				return nil, err
 			}
@@ -128,16 +126,13 @@ func Resolve(files map[string][]byte) (*Set, error) {
 			set.Drafters = append(set.Drafters, d)
 		}
 	}
-	_ = regFile
-	// Flatten extends, bases first.
+	// Flatten extends, bases first. chain is the descriptors being
+	// flattened, d last.
 	done := map[string]bool{}
 	var flatten func(d *Descriptor, chain []string) error
 	flatten = func(d *Descriptor, chain []string) error {
 		mt := d.ModelType.V
-		if done[mt] {
-			return nil
-		}
-		if !d.Extends.IsSet() {
+		if done[mt] || !d.Extends.IsSet() {
 			done[mt] = true
 			return nil
 		}
@@ -147,11 +142,11 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		}
 		for i, c := range chain {
 			if c == base.ModelType.V {
-				cycle := append(append([]string{}, chain[i:]...), mt, c)
+				cycle := append(append([]string{}, chain[i:]...), c)
 				return errAt(d.Extends.Pos, "extends", "cycle: %s", strings.Join(cycle, " -> "))
 			}
 		}
-		if err := flatten(base, append(chain, mt)); err != nil {
+		if err := flatten(base, append(chain, base.ModelType.V)); err != nil {
 			return err
 		}
 		inherit(d, base)
@@ -159,7 +154,7 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		return nil
 	}
 	for _, d := range descs {
-		if err := flatten(d, nil); err != nil {
+		if err := flatten(d, []string{d.ModelType.V}); err != nil {
 			return nil, err
 		}
 	}

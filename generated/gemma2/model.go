@@ -154,7 +154,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		heads:        c.NumAttentionHeads,
 		kvHeads:      c.NumKeyValueHeads,
 		headDim:      c.HeadDim,
-		scale:        float32(float64(1) / math.Pow(c.QueryPreAttnScalar, 0.5)),
+		scale:        float32(1.0 / math.Pow(c.QueryPreAttnScalar, 0.5)),
 		embedScale:   math.Pow(float64(c.HiddenSize), 0.5),
 		attnSoftcap:  c.AttnLogitSoftcapping,
 		finalSoftcap: c.FinalLogitSoftcapping,

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env refs refs-check parity-models
+.PHONY: all setup test vet demo cgo-env refs refs-check parity-models generate check config-reference rope-reference
 
 all: test
 
@@ -47,3 +47,12 @@ refs-check: setup
 # from the committed float32 dirs into out/parity, with mlx-lm.
 parity-models: setup
 	$(PY) parity/refgen/refgen.py levels --src testdata/parity --out out/parity
+
+# Rewrites gen/testdata/configs/*/*.mlxlm.json: what mlx-lm makes of each
+# published config there, the reference every generated ParseConfig meets.
+config-reference: setup
+	.deps/py/bin/python gen/testdata/configs/mlxlm_reference.py
+
+# Rewrites runtime/nn/testdata/rope.json: mlx-lm's ropes on a fixed input.
+rope-reference: setup
+	.deps/py/bin/python runtime/nn/testdata/rope_reference.py

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env refs refs-check parity-models generate check config-reference rope-reference
+.PHONY: all setup test vet demo cgo-env refs refs-check parity-models config-reference rope-reference
 
 all: test
 

@@ -56,8 +56,37 @@ EDGE_CASES = [
 ]
 
 
-def cases(text):
-    out = [text] + text.split("\n") + EDGE_CASES
+def random_texts(text, specials, seed, n=150):
+    """Strings stitched from random pieces: stretches of the text, special
+    token strings, whitespace runs and code points from across Unicode."""
+    rng = random.Random(seed)
+    chars = list(text)
+    spaces = [" ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", " \n ", "\n\n\n"]
+    ranges = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x52F), (0x590, 0x6FF), (0x900, 0xDFF),
+              (0x1100, 0x11FF), (0x2000, 0x2BFF), (0x3000, 0x30FF), (0x4E00, 0x9FFF),
+              (0xAC00, 0xD7A3), (0xE000, 0xE0FF), (0xFE00, 0xFFFD), (0x1F300, 0x1FAFF),
+              (0x10000, 0x10FFF), (0x20000, 0x2A6DF)]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 8)):
+            r = rng.random()
+            if r < 0.35:
+                i = rng.randrange(len(chars))
+                parts.append("".join(chars[i:i + rng.randint(1, 30)]))
+            elif r < 0.5 and specials:
+                parts.append(rng.choice(specials))
+            elif r < 0.7:
+                parts.append(rng.choice(spaces))
+            else:
+                lo, hi = rng.choice(ranges)
+                parts.append("".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(1, 5))))
+        out.append("".join(parts))
+    return out
+
+
+def cases(text, specials):
+    out = [text] + text.split("\n") + EDGE_CASES + random_texts(text, specials, 7)
     seen = set()
     unique = []
     for s in out:
@@ -109,7 +138,8 @@ def random_id_lists(tok, seed):
 
 def reference(tok, text):
     out = {"cases": [], "decode_only": []}
-    for s in cases(text):
+    specials = sorted(t.content for t in tok.get_added_tokens_decoder().values())[:200]
+    for s in cases(text, specials):
         enc = tok.encode(s, add_special_tokens=True)
         plain = tok.encode(s, add_special_tokens=False).ids
         ids = enc.ids

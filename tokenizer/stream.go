@@ -17,12 +17,13 @@ import "strings"
 type Stream struct {
 	t           *Tokenizer
 	skipSpecial bool
-	// ids holds the ids of the last chunk returned (context, so the next
-	// token is not decoded as if it came first) and the ids after it.
+	// ids is a window onto the sequence: context ids ids[:ctx], kept so the
+	// next ones are not decoded as if they came first, and the ids after.
 	ids []int32
-	// prev is the decoded text of the context ids, ids[:ctx].
+	ctx int
+	// prev is Decode of the context ids alone, which decoding the window
+	// starts with.
 	prev string
-	ctx  int
 }
 
 // NewStream returns a Stream that decodes as Decode(ids, skipSpecial).
@@ -50,10 +51,17 @@ func (s *Stream) Step(id int32) string {
 		}
 		chunk = text[n:]
 	}
-	// The ids after the context become the next context.
-	s.ids = append(s.ids[:0], s.ids[s.ctx:]...)
+	// The ids of this chunk become the context if they decode alone to the
+	// chunk: then nothing a decoder does at the start of a text (strip a
+	// space, drop a ▁) can reach the ids after them. Otherwise the window
+	// keeps growing.
+	if alone, _ := s.t.decode(s.ids[s.ctx:], s.skipSpecial); alone == chunk {
+		s.ids = append(s.ids[:0], s.ids[s.ctx:]...)
+		s.prev = chunk
+	} else {
+		s.prev = text
+	}
 	s.ctx = len(s.ids)
-	s.prev, _ = s.t.decode(s.ids, s.skipSpecial)
 	return chunk
 }
 

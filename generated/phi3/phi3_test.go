@@ -11,6 +11,10 @@ import (
 const testConfig = `{
   "hidden_size": 64,
   "intermediate_size": 128,
+  "layer_types": [
+    "sliding_attention",
+    "full_attention"
+  ],
   "max_position_embeddings": 131072,
   "model_type": "phi3",
   "num_attention_heads": 4,
@@ -41,6 +45,7 @@ const testConfig = `{
     ],
     "type": "longrope"
   },
+  "sliding_window": 3,
   "tie_word_embeddings": false,
   "vocab_size": 96
 }`

@@ -11,6 +11,10 @@ import (
 const testConfig = `{
   "hidden_size": 64,
   "intermediate_size": 128,
+  "layer_types": [
+    "sliding_attention",
+    "full_attention"
+  ],
   "model_type": "smollm3",
   "no_rope_layer_interval": 2,
   "num_attention_heads": 4,
@@ -25,6 +29,7 @@ const testConfig = `{
     "rope_type": "llama3"
   },
   "rope_theta": 5000000,
+  "sliding_window": 3,
   "tie_word_embeddings": true,
   "vocab_size": 96
 }`

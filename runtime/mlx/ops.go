@@ -29,24 +29,24 @@ func (g *Graph) FromBits(bits []uint16, dtype Dtype, shape ...int) *Array {
 
 func (g *Graph) fromData(op string, p unsafe.Pointer, n int, dt Dtype, shape []int) *Array {
 	if !g.ok(op) {
-		return invalid
+		return g.bad
 	}
 	want := 1
 	for _, d := range shape {
 		if d < 0 {
 			g.Fail(&Error{Op: op, Msg: fmt.Sprintf("bad dimension %d in shape %v", d, shape)})
-			return invalid
+			return g.bad
 		}
 		want *= d
 	}
 	if want != n {
 		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("%d elements do not fill shape %v", n, shape)})
-		return invalid
+		return g.bad
 	}
 	sh, err := shape32(shape)
 	if err != nil {
 		g.Fail(err)
-		return invalid
+		return g.bad
 	}
 	return g.done(op, C.mlxg_from_data(g.res0(), p, ptr32(sh), C.int(len(sh)), C.int(dt), g.errp()))
 }
@@ -54,7 +54,7 @@ func (g *Graph) fromData(op string, p unsafe.Pointer, n int, dt Dtype, shape []i
 // Scalar is a zero-dimensional array holding v as dtype.
 func (g *Graph) Scalar(v float64, dtype Dtype) *Array {
 	if !g.ok("scalar") {
-		return invalid
+		return g.bad
 	}
 	return g.done("scalar", C.mlxg_scalar(g.res0(), C.double(v), C.int(dtype), g.errp()))
 }
@@ -62,7 +62,7 @@ func (g *Graph) Scalar(v float64, dtype Dtype) *Array {
 // Arange is [start, stop) by step, as dtype.
 func (g *Graph) Arange(start, stop, step float64, dtype Dtype) *Array {
 	if !g.ok("arange") {
-		return invalid
+		return g.bad
 	}
 	return g.done("arange", C.mlxg_arange(g.res0(), C.double(start), C.double(stop), C.double(step), C.int(dtype), g.s.c, g.errp()))
 }
@@ -70,7 +70,7 @@ func (g *Graph) Arange(start, stop, step float64, dtype Dtype) *Array {
 // Full is an array of the given shape filled with v.
 func (g *Graph) Full(shape []int, v float64, dtype Dtype) *Array {
 	if !g.ok("full") {
-		return invalid
+		return g.bad
 	}
 	return g.done("full", C.mlxg_full(g.res0(), g.ints(0, shape), C.int(len(shape)), C.double(v), C.int(dtype), g.s.c, g.errp()))
 }
@@ -124,7 +124,7 @@ func (op UnaryOp) String() string {
 func (g *Graph) Unary(op UnaryOp, a *Array) *Array {
 	name := op.String()
 	if !g.ok(name, a) {
-		return invalid
+		return g.bad
 	}
 	return g.done(name, C.mlxg_unary(g.res0(), C.int(op), a.c, g.s.c, g.errp()))
 }
@@ -191,7 +191,7 @@ func (op BinaryOp) String() string {
 func (g *Graph) Binary(op BinaryOp, a, b *Array) *Array {
 	name := op.String()
 	if !g.ok(name, a, b) {
-		return invalid
+		return g.bad
 	}
 	return g.done(name, C.mlxg_binary(g.res0(), C.int(op), a.c, b.c, g.s.c, g.errp()))
 }
@@ -201,7 +201,7 @@ func (g *Graph) Binary(op BinaryOp, a, b *Array) *Array {
 func (g *Graph) BinaryScalar(op BinaryOp, a *Array, v float64) *Array {
 	name := op.String()
 	if !g.ok(name, a) {
-		return invalid
+		return g.bad
 	}
 	return g.done(name, C.mlxg_binary_scalar(g.res0(), C.int(op), a.c, C.double(v), false, g.s.c, g.errp()))
 }
@@ -210,7 +210,7 @@ func (g *Graph) BinaryScalar(op BinaryOp, a *Array, v float64) *Array {
 func (g *Graph) ScalarBinary(op BinaryOp, v float64, a *Array) *Array {
 	name := op.String()
 	if !g.ok(name, a) {
-		return invalid
+		return g.bad
 	}
 	return g.done(name, C.mlxg_binary_scalar(g.res0(), C.int(op), a.c, C.double(v), true, g.s.c, g.errp()))
 }
@@ -253,7 +253,7 @@ func (g *Graph) PowerScalar(a *Array, v float64) *Array { return g.BinaryScalar(
 // Where picks x where cond holds and y elsewhere.
 func (g *Graph) Where(cond, x, y *Array) *Array {
 	if !g.ok("where", cond, x, y) {
-		return invalid
+		return g.bad
 	}
 	return g.done("where", C.mlxg_where(g.res0(), cond.c, x.c, y.c, g.s.c, g.errp()))
 }
@@ -261,7 +261,7 @@ func (g *Graph) Where(cond, x, y *Array) *Array {
 // AsType converts a to dtype.
 func (g *Graph) AsType(a *Array, dtype Dtype) *Array {
 	if !g.ok("astype", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("astype", C.mlxg_astype(g.res0(), a.c, C.int(dtype), g.s.c, g.errp()))
 }
@@ -269,7 +269,7 @@ func (g *Graph) AsType(a *Array, dtype Dtype) *Array {
 // Contiguous is a copy of a laid out row-major.
 func (g *Graph) Contiguous(a *Array) *Array {
 	if !g.ok("contiguous", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("contiguous", C.mlxg_contiguous(g.res0(), a.c, g.s.c, g.errp()))
 }
@@ -277,7 +277,7 @@ func (g *Graph) Contiguous(a *Array) *Array {
 // Clip limits a to [lo, hi].
 func (g *Graph) Clip(a *Array, lo, hi float64) *Array {
 	if !g.ok("clip", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("clip", C.mlxg_clip(g.res0(), a.c, C.double(lo), C.double(hi), g.s.c, g.errp()))
 }
@@ -301,7 +301,7 @@ var reduceNames = [...]string{"sum", "mean", "max", "min", "logsumexp", "argmax"
 func (g *Graph) reduce(op reduceOp, a *Array, keepdims bool, axes []int) *Array {
 	name := reduceNames[op]
 	if !g.ok(name, a) {
-		return invalid
+		return g.bad
 	}
 	n := len(axes)
 	if n == 0 && op != opArgmax && op != opArgmin {
@@ -349,7 +349,7 @@ func (g *Graph) Argmin(a *Array, axis int, keepdims bool) *Array {
 // lower-precision inputs, as mlx's precise=True.
 func (g *Graph) Softmax(a *Array, precise bool, axes ...int) *Array {
 	if !g.ok("softmax", a) {
-		return invalid
+		return g.bad
 	}
 	if len(axes) == 0 {
 		axes = []int{-1}
@@ -360,7 +360,7 @@ func (g *Graph) Softmax(a *Array, precise bool, axes ...int) *Array {
 // Cumsum is the running sum along axis.
 func (g *Graph) Cumsum(a *Array, axis int, reverse, inclusive bool) *Array {
 	if !g.ok("cumsum", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("cumsum", C.mlxg_cumsum(g.res0(), a.c, C.int(axis), C.bool(reverse), C.bool(inclusive), g.s.c, g.errp()))
 }
@@ -368,7 +368,7 @@ func (g *Graph) Cumsum(a *Array, axis int, reverse, inclusive bool) *Array {
 // Sort sorts along axis.
 func (g *Graph) Sort(a *Array, axis int) *Array {
 	if !g.ok("sort", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("sort", C.mlxg_sort(g.res0(), a.c, C.int(axis), false, g.s.c, g.errp()))
 }
@@ -376,7 +376,7 @@ func (g *Graph) Sort(a *Array, axis int) *Array {
 // Argsort is the permutation that sorts a along axis.
 func (g *Graph) Argsort(a *Array, axis int) *Array {
 	if !g.ok("argsort", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("argsort", C.mlxg_sort(g.res0(), a.c, C.int(axis), true, g.s.c, g.errp()))
 }
@@ -384,7 +384,7 @@ func (g *Graph) Argsort(a *Array, axis int) *Array {
 // TopK is the k largest values along axis, in no particular order.
 func (g *Graph) TopK(a *Array, k, axis int) *Array {
 	if !g.ok("topk", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("topk", C.mlxg_topk(g.res0(), a.c, C.int(k), C.int(axis), g.s.c, g.errp()))
 }
@@ -393,7 +393,7 @@ func (g *Graph) TopK(a *Array, k, axis int) *Array {
 // along axis, smaller ones before it.
 func (g *Graph) Argpartition(a *Array, kth, axis int) *Array {
 	if !g.ok("argpartition", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("argpartition", C.mlxg_argpartition(g.res0(), a.c, C.int(kth), C.int(axis), g.s.c, g.errp()))
 }
@@ -403,7 +403,7 @@ func (g *Graph) Argpartition(a *Array, kth, axis int) *Array {
 // Reshape gives a a new shape of the same size; one dimension may be -1.
 func (g *Graph) Reshape(a *Array, shape ...int) *Array {
 	if !g.ok("reshape", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("reshape", C.mlxg_reshape(g.res0(), a.c, g.ints(0, shape), C.int(len(shape)), g.s.c, g.errp()))
 }
@@ -411,7 +411,7 @@ func (g *Graph) Reshape(a *Array, shape ...int) *Array {
 // Transpose permutes the axes (reverses them when none are given).
 func (g *Graph) Transpose(a *Array, axes ...int) *Array {
 	if !g.ok("transpose", a) {
-		return invalid
+		return g.bad
 	}
 	n := len(axes)
 	if n == 0 {
@@ -423,7 +423,7 @@ func (g *Graph) Transpose(a *Array, axes ...int) *Array {
 // Swapaxes exchanges two axes.
 func (g *Graph) Swapaxes(a *Array, axis1, axis2 int) *Array {
 	if !g.ok("swapaxes", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("swapaxes", C.mlxg_swapaxes(g.res0(), a.c, C.int(axis1), C.int(axis2), g.s.c, g.errp()))
 }
@@ -431,7 +431,7 @@ func (g *Graph) Swapaxes(a *Array, axis1, axis2 int) *Array {
 // ExpandDims inserts axes of size 1.
 func (g *Graph) ExpandDims(a *Array, axes ...int) *Array {
 	if !g.ok("expand_dims", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("expand_dims", C.mlxg_expand_dims(g.res0(), a.c, g.ints(0, axes), C.int(len(axes)), g.s.c, g.errp()))
 }
@@ -439,7 +439,7 @@ func (g *Graph) ExpandDims(a *Array, axes ...int) *Array {
 // Squeeze removes axes of size 1 (all of them when none are given).
 func (g *Graph) Squeeze(a *Array, axes ...int) *Array {
 	if !g.ok("squeeze", a) {
-		return invalid
+		return g.bad
 	}
 	n := len(axes)
 	if n == 0 {
@@ -451,7 +451,7 @@ func (g *Graph) Squeeze(a *Array, axes ...int) *Array {
 // Flatten merges axes start..end (inclusive) into one.
 func (g *Graph) Flatten(a *Array, start, end int) *Array {
 	if !g.ok("flatten", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("flatten", C.mlxg_flatten(g.res0(), a.c, C.int(start), C.int(end), g.s.c, g.errp()))
 }
@@ -459,7 +459,7 @@ func (g *Graph) Flatten(a *Array, start, end int) *Array {
 // BroadcastTo broadcasts a to shape.
 func (g *Graph) BroadcastTo(a *Array, shape ...int) *Array {
 	if !g.ok("broadcast_to", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("broadcast_to", C.mlxg_broadcast_to(g.res0(), a.c, g.ints(0, shape), C.int(len(shape)), g.s.c, g.errp()))
 }
@@ -467,11 +467,11 @@ func (g *Graph) BroadcastTo(a *Array, shape ...int) *Array {
 // Concatenate joins arrays along axis.
 func (g *Graph) Concatenate(axis int, arrays ...*Array) *Array {
 	if !g.ok("concatenate", arrays...) {
-		return invalid
+		return g.bad
 	}
 	if len(arrays) == 0 {
 		g.Fail(&Error{Op: "concatenate", Msg: "no arrays"})
-		return invalid
+		return g.bad
 	}
 	hs := handles(arrays)
 	return g.done("concatenate", C.mlxg_concatenate(g.res0(), &hs[0], C.int(len(hs)), C.int(axis), g.s.c, g.errp()))
@@ -480,11 +480,11 @@ func (g *Graph) Concatenate(axis int, arrays ...*Array) *Array {
 // Stack joins arrays along a new axis.
 func (g *Graph) Stack(axis int, arrays ...*Array) *Array {
 	if !g.ok("stack", arrays...) {
-		return invalid
+		return g.bad
 	}
 	if len(arrays) == 0 {
 		g.Fail(&Error{Op: "stack", Msg: "no arrays"})
-		return invalid
+		return g.bad
 	}
 	hs := handles(arrays)
 	return g.done("stack", C.mlxg_stack(g.res0(), &hs[0], C.int(len(hs)), C.int(axis), g.s.c, g.errp()))
@@ -503,7 +503,7 @@ func (g *Graph) SplitAt(a *Array, indices []int, axis int) []*Array {
 func (g *Graph) split(a *Array, n int, indices []int, axis int) []*Array {
 	out := make([]*Array, max(n, 0))
 	for i := range out {
-		out[i] = invalid
+		out[i] = g.bad
 	}
 	if !g.ok("split", a) {
 		return out
@@ -541,12 +541,12 @@ func (g *Graph) Slice(a *Array, start, stop []int) *Array {
 // SliceStrided is a[start:stop:strides]; nil strides are all 1.
 func (g *Graph) SliceStrided(a *Array, start, stop, strides []int) *Array {
 	if !g.ok("slice", a) {
-		return invalid
+		return g.bad
 	}
 	n := len(start)
 	if len(stop) != n || (strides != nil && len(strides) != n) {
 		g.Fail(&Error{Op: "slice", Msg: fmt.Sprintf("start %v, stop %v and strides %v differ in length", start, stop, strides)})
-		return invalid
+		return g.bad
 	}
 	if strides == nil {
 		strides = ones(n)
@@ -567,7 +567,7 @@ func ones(n int) []int {
 // change without rebuilding the graph's shape.
 func (g *Graph) SliceDynamic(a, start *Array, axes, sizes []int) *Array {
 	if !g.ok("slice", a, start) {
-		return invalid
+		return g.bad
 	}
 	return g.done("slice", C.mlxg_slice_dynamic(g.res0(), a.c, start.c, g.ints(0, axes), C.int(len(axes)), g.ints(16, sizes), C.int(len(sizes)), g.s.c, g.errp()))
 }
@@ -580,12 +580,12 @@ func (g *Graph) SliceUpdate(src, update *Array, start, stop []int) *Array {
 // SliceUpdateStrided is src with src[start:stop:strides] replaced by update.
 func (g *Graph) SliceUpdateStrided(src, update *Array, start, stop, strides []int) *Array {
 	if !g.ok("slice_update", src, update) {
-		return invalid
+		return g.bad
 	}
 	n := len(start)
 	if len(stop) != n || (strides != nil && len(strides) != n) {
 		g.Fail(&Error{Op: "slice_update", Msg: fmt.Sprintf("start %v, stop %v and strides %v differ in length", start, stop, strides)})
-		return invalid
+		return g.bad
 	}
 	if strides == nil {
 		strides = ones(n)
@@ -597,7 +597,7 @@ func (g *Graph) SliceUpdateStrided(src, update *Array, start, stop, strides []in
 // start (one entry per axis in axes).
 func (g *Graph) SliceUpdateDynamic(src, update, start *Array, axes []int) *Array {
 	if !g.ok("slice_update", src, update, start) {
-		return invalid
+		return g.bad
 	}
 	return g.done("slice_update", C.mlxg_slice_update_dynamic(g.res0(), src.c, update.c, start.c, g.ints(0, axes), C.int(len(axes)), g.s.c, g.errp()))
 }
@@ -605,7 +605,7 @@ func (g *Graph) SliceUpdateDynamic(src, update, start *Array, axes []int) *Array
 // Take gathers entries of a along axis at indices.
 func (g *Graph) Take(a, indices *Array, axis int) *Array {
 	if !g.ok("take", a, indices) {
-		return invalid
+		return g.bad
 	}
 	return g.done("take", C.mlxg_take(g.res0(), a.c, indices.c, true, C.int(axis), g.s.c, g.errp()))
 }
@@ -613,7 +613,7 @@ func (g *Graph) Take(a, indices *Array, axis int) *Array {
 // TakeFlat gathers entries of the flattened a at indices.
 func (g *Graph) TakeFlat(a, indices *Array) *Array {
 	if !g.ok("take", a, indices) {
-		return invalid
+		return g.bad
 	}
 	return g.done("take", C.mlxg_take(g.res0(), a.c, indices.c, false, 0, g.s.c, g.errp()))
 }
@@ -621,15 +621,24 @@ func (g *Graph) TakeFlat(a, indices *Array) *Array {
 // TakeAlongAxis gathers along axis with indices shaped like a.
 func (g *Graph) TakeAlongAxis(a, indices *Array, axis int) *Array {
 	if !g.ok("take_along_axis", a, indices) {
-		return invalid
+		return g.bad
 	}
 	return g.done("take_along_axis", C.mlxg_take_along_axis(g.res0(), a.c, indices.c, C.int(axis), g.s.c, g.errp()))
+}
+
+// PutAlongAxis is a with values written at indices along axis (indices
+// shaped like a, or broadcasting; values broadcast against them).
+func (g *Graph) PutAlongAxis(a, indices, values *Array, axis int) *Array {
+	if !g.ok("put_along_axis", a, indices, values) {
+		return g.bad
+	}
+	return g.done("put_along_axis", C.mlxg_put_along_axis(g.res0(), a.c, indices.c, values.c, C.int(axis), g.s.c, g.errp()))
 }
 
 // Triu zeroes what lies below the kth diagonal of the last two axes.
 func (g *Graph) Triu(a *Array, k int) *Array {
 	if !g.ok("triu", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("triu", C.mlxg_tri(g.res0(), a.c, C.int(k), true, g.s.c, g.errp()))
 }
@@ -637,7 +646,7 @@ func (g *Graph) Triu(a *Array, k int) *Array {
 // Tril zeroes what lies above the kth diagonal of the last two axes.
 func (g *Graph) Tril(a *Array, k int) *Array {
 	if !g.ok("tril", a) {
-		return invalid
+		return g.bad
 	}
 	return g.done("tril", C.mlxg_tri(g.res0(), a.c, C.int(k), false, g.s.c, g.errp()))
 }
@@ -645,11 +654,11 @@ func (g *Graph) Tril(a *Array, k int) *Array {
 // Pad pads the given axes with value: lo before, hi after.
 func (g *Graph) Pad(a *Array, axes, lo, hi []int, value float64) *Array {
 	if !g.ok("pad", a) {
-		return invalid
+		return g.bad
 	}
 	if len(lo) != len(axes) || len(hi) != len(axes) {
 		g.Fail(&Error{Op: "pad", Msg: "axes, lo and hi differ in length"})
-		return invalid
+		return g.bad
 	}
 	return g.done("pad", C.mlxg_pad(g.res0(), a.c, g.ints(0, axes), g.ints(16, lo), g.ints(32, hi), C.int(len(axes)), C.double(value), g.s.c, g.errp()))
 }
@@ -659,7 +668,7 @@ func (g *Graph) Pad(a *Array, axes, lo, hi []int, value float64) *Array {
 // Matmul is the matrix product, batched over leading axes.
 func (g *Graph) Matmul(a, b *Array) *Array {
 	if !g.ok("matmul", a, b) {
-		return invalid
+		return g.bad
 	}
 	return g.done("matmul", C.mlxg_matmul(g.res0(), a.c, b.c, g.s.c, g.errp()))
 }
@@ -667,7 +676,7 @@ func (g *Graph) Matmul(a, b *Array) *Array {
 // Addmm is beta*c + alpha*(a @ b).
 func (g *Graph) Addmm(c, a, b *Array, alpha, beta float32) *Array {
 	if !g.ok("addmm", c, a, b) {
-		return invalid
+		return g.bad
 	}
 	return g.done("addmm", C.mlxg_addmm(g.res0(), c.c, a.c, b.c, C.float(alpha), C.float(beta), g.s.c, g.errp()))
 }
@@ -681,7 +690,7 @@ type Quantized struct {
 
 // Quantize quantizes w along its last axis (affine mode).
 func (g *Graph) Quantize(w *Array, groupSize, bits int) Quantized {
-	q := Quantized{Weight: invalid, Scales: invalid, Biases: invalid, GroupSize: groupSize, Bits: bits}
+	q := Quantized{Weight: g.bad, Scales: g.bad, Biases: g.bad, GroupSize: groupSize, Bits: bits}
 	if !g.ok("quantize", w) {
 		return q
 	}
@@ -702,7 +711,7 @@ var cAffine = C.CString("affine")
 // Dequantize unpacks q into dtype (the scales' dtype when dtype is not valid).
 func (g *Graph) Dequantize(q Quantized, dtype Dtype) *Array {
 	if !g.ok("dequantize", q.Weight, q.Scales, q.Biases) {
-		return invalid
+		return g.bad
 	}
 	dt := C.int(-1)
 	if dtype.Valid() {
@@ -715,7 +724,7 @@ func (g *Graph) Dequantize(q Quantized, dtype Dtype) *Array {
 // weight), x @ dequantize(q) otherwise, without unpacking q.
 func (g *Graph) QuantizedMatmul(x *Array, q Quantized, transpose bool) *Array {
 	if !g.ok("quantized_matmul", x, q.Weight, q.Scales, q.Biases) {
-		return invalid
+		return g.bad
 	}
 	return g.done("quantized_matmul", C.mlxg_quantized_matmul(g.res0(), x.c, q.Weight.c, q.Scales.c, q.Biases.c, C.bool(transpose), C.int(q.GroupSize), C.int(q.Bits), cAffine, g.s.c, g.errp()))
 }
@@ -734,7 +743,7 @@ func opt(a *Array) C.mlxg_array {
 // RMSNorm is x / rms(x) * weight over the last axis; weight may be nil.
 func (g *Graph) RMSNorm(x, weight *Array, eps float32) *Array {
 	if !g.ok("rms_norm", x) || !g.okOpt("rms_norm", weight) {
-		return invalid
+		return g.bad
 	}
 	return g.done("rms_norm", C.mlxg_rms_norm(g.res0(), x.c, opt(weight), C.float(eps), g.s.c, g.errp()))
 }
@@ -743,7 +752,7 @@ func (g *Graph) RMSNorm(x, weight *Array, eps float32) *Array {
 // (either may be nil).
 func (g *Graph) LayerNorm(x, weight, bias *Array, eps float32) *Array {
 	if !g.ok("layer_norm", x) || !g.okOpt("layer_norm", weight, bias) {
-		return invalid
+		return g.bad
 	}
 	return g.done("layer_norm", C.mlxg_layer_norm(g.res0(), x.c, opt(weight), opt(bias), C.float(eps), g.s.c, g.errp()))
 }
@@ -767,14 +776,14 @@ func (g *Graph) RoPE(x *Array, r *RoPE, offset int) *Array {
 func (g *Graph) RoPEAt(x *Array, r *RoPE, offset *Array) *Array {
 	if offset == nil {
 		g.Fail(&Error{Op: "rope", Msg: "nil offset array"})
-		return invalid
+		return g.bad
 	}
 	return g.rope(x, r, 0, offset)
 }
 
 func (g *Graph) rope(x *Array, r *RoPE, offset int, offArr *Array) *Array {
 	if !g.ok("rope", x) || !g.okOpt("rope", r.Freqs, offArr) {
-		return invalid
+		return g.bad
 	}
 	hasBase := r.Freqs == nil
 	return g.done("rope", C.mlxg_rope(g.res0(), x.c, C.int(r.Dims), C.bool(r.Traditional), C.bool(hasBase), C.float(r.Base), C.float(r.Scale), C.int(offset), opt(offArr), opt(r.Freqs), g.s.c, g.errp()))
@@ -807,16 +816,16 @@ func (g *Graph) SDPA(q, k, v *Array, scale float32, mask AttentionMask) *Array {
 func (g *Graph) SDPASinks(q, k, v *Array, scale float32, mask AttentionMask, sinks *Array) *Array {
 	op := "scaled_dot_product_attention"
 	if !g.ok(op, q, k, v) || !g.okOpt(op, mask.Array, sinks) {
-		return invalid
+		return g.bad
 	}
 	mode, ok := cModes[mask.Mode]
 	if !ok {
 		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("unknown mask mode %q", mask.Mode)})
-		return invalid
+		return g.bad
 	}
 	if (mask.Mode == "array") != (mask.Array != nil) {
 		g.Fail(&Error{Op: op, Msg: "an array mask needs mode \"array\" and an array"})
-		return invalid
+		return g.bad
 	}
 	return g.done(op, C.mlxg_sdpa(g.res0(), q.c, k.c, v.c, C.float(scale), mode, opt(mask.Array), opt(sinks), g.s.c, g.errp()))
 }
@@ -826,7 +835,7 @@ func (g *Graph) SDPASinks(q, k, v *Array, scale float32, mask AttentionMask, sin
 // RandomKey is a PRNG key from a seed.
 func (g *Graph) RandomKey(seed uint64) *Array {
 	if !g.ok("random_key") {
-		return invalid
+		return g.bad
 	}
 	return g.done("random_key", C.mlxg_random_key(g.res0(), C.uint64_t(seed), g.errp()))
 }
@@ -834,11 +843,11 @@ func (g *Graph) RandomKey(seed uint64) *Array {
 // RandomSplit makes two new keys from key.
 func (g *Graph) RandomSplit(key *Array) (*Array, *Array) {
 	if !g.ok("random_split", key) {
-		return invalid, invalid
+		return g.bad, g.bad
 	}
 	if C.mlxg_random_split(&g.st.slot.res[0], key.c, g.s.c, g.errp()) != 0 {
 		g.failC("random_split")
-		return invalid, invalid
+		return g.bad, g.bad
 	}
 	a := g.adopt(g.st.slot.res[0])
 	return a, g.adopt(g.st.slot.res[1])
@@ -848,7 +857,7 @@ func (g *Graph) RandomSplit(key *Array) (*Array, *Array) {
 // A nil key draws from MLX's global generator.
 func (g *Graph) Categorical(logits *Array, axis int, key *Array) *Array {
 	if !g.ok("categorical", logits) || !g.okOpt("categorical", key) {
-		return invalid
+		return g.bad
 	}
 	return g.done("categorical", C.mlxg_random_categorical(g.res0(), logits.c, C.int(axis), opt(key), g.s.c, g.errp()))
 }
@@ -856,7 +865,7 @@ func (g *Graph) Categorical(logits *Array, axis int, key *Array) *Array {
 // Uniform samples [0, 1) uniformly.
 func (g *Graph) Uniform(shape []int, dtype Dtype, key *Array) *Array {
 	if !g.okOpt("uniform", key) {
-		return invalid
+		return g.bad
 	}
 	return g.done("uniform", C.mlxg_random_uniform(g.res0(), g.ints(0, shape), C.int(len(shape)), C.int(dtype), opt(key), g.s.c, g.errp()))
 }
@@ -864,7 +873,7 @@ func (g *Graph) Uniform(shape []int, dtype Dtype, key *Array) *Array {
 // Normal samples a normal distribution.
 func (g *Graph) Normal(shape []int, dtype Dtype, loc, scale float32, key *Array) *Array {
 	if !g.okOpt("normal", key) {
-		return invalid
+		return g.bad
 	}
 	return g.done("normal", C.mlxg_random_normal(g.res0(), g.ints(0, shape), C.int(len(shape)), C.int(dtype), C.float(loc), C.float(scale), opt(key), g.s.c, g.errp()))
 }

@@ -575,6 +575,11 @@ int mlxg_take_along_axis(mlxg_array* res, mlxg_array a, mlxg_array idx, int axis
   MLXG_TRY(*res = wrap(mx::take_along_axis(A(a), A(idx), axis, S(s))))
 }
 
+int mlxg_put_along_axis(mlxg_array* res, mlxg_array a, mlxg_array idx, mlxg_array values,
+                        int axis, mlxg_stream s, char** err) {
+  MLXG_TRY(*res = wrap(mx::put_along_axis(A(a), A(idx), A(values), axis, S(s))))
+}
+
 int mlxg_tri(mlxg_array* res, mlxg_array a, int k, bool upper, mlxg_stream s, char** err) {
   MLXG_TRY(*res = wrap(upper ? mx::triu(A(a), k, S(s)) : mx::tril(A(a), k, S(s))))
 }

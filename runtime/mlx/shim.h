@@ -205,6 +205,8 @@ int mlxg_take(mlxg_array* res, mlxg_array a, mlxg_array idx, bool has_axis, int 
               mlxg_stream s, char** err);
 int mlxg_take_along_axis(mlxg_array* res, mlxg_array a, mlxg_array idx, int axis,
                          mlxg_stream s, char** err);
+int mlxg_put_along_axis(mlxg_array* res, mlxg_array a, mlxg_array idx, mlxg_array values,
+                        int axis, mlxg_stream s, char** err);
 int mlxg_tri(mlxg_array* res, mlxg_array a, int k, bool upper, mlxg_stream s, char** err);
 int mlxg_pad(mlxg_array* res, mlxg_array a, const int32_t* axes, const int32_t* lo,
              const int32_t* hi, int naxes, double value, mlxg_stream s, char** err);

@@ -1,0 +1,306 @@
+// Package generate runs a generated model to produce tokens and text:
+// sampling as mlx-lm does it (temperature, top-p, min-p, top-k, repetition
+// penalty, seeded draws that match mlx-lm's), stop tokens and stop strings,
+// a token budget, streaming callbacks and cancellation.
+//
+// The decode loop is mlx-lm's generate_step: the prompt is processed in
+// chunks, then each step's graph is built and queued (async eval) before the
+// previous step's token is read, so building in Go overlaps evaluating in
+// MLX. Each step's graph is closed as soon as it is queued, keeping only its
+// token: the cache buffers it replaced then have no other owner, and MLX
+// writes the next step into them in place.
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Model is what generation needs of a generated model.
+type Model interface {
+	// Forward maps tokens [B, L] to logits [B, L, vocab], through caches.
+	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
+	// NewCaches makes the model's per-layer caches.
+	NewCaches() []kv.Cache
+}
+
+// Options are the knobs of one generation.
+type Options struct {
+	Sampling
+	// MaxTokens bounds the tokens generated (default 256; < 0 for no bound).
+	MaxTokens int
+	// StopTokens end generation when drawn (an end-of-sequence id, say);
+	// the stop token is not passed on.
+	StopTokens []int32
+	// PrefillStep is how many prompt tokens go through the model at once
+	// (default 2048).
+	PrefillStep int
+	// Stream runs the computation (the default stream when nil).
+	Stream *mlx.Stream
+	// Caches to continue from (a processed prompt, say); new ones when nil.
+	// Generation updates them in place.
+	Caches []kv.Cache
+	// Vocab, when set, bounds the prompt's token ids and top-k.
+	Vocab int
+}
+
+// Finish tells why generation ended.
+type Finish string
+
+const (
+	FinishStop      Finish = "stop"      // a stop token or stop string
+	FinishLength    Finish = "length"    // MaxTokens reached
+	FinishCancelled Finish = "cancelled" // the context ended, or the callback stopped it
+)
+
+// Stats describes one generation.
+type Stats struct {
+	PromptTokens    int
+	Tokens          int // tokens generated (stop token excluded)
+	PromptTime      time.Duration
+	GenerateTime    time.Duration // from the first token to the last
+	FirstTokenDelay time.Duration // from the start to the first token
+	PeakMemory      uint64
+	Finish          Finish
+}
+
+// PromptTPS is prompt tokens per second.
+func (s Stats) PromptTPS() float64 { return rate(s.PromptTokens, s.PromptTime) }
+
+// GenerateTPS is generated tokens per second, after the first.
+func (s Stats) GenerateTPS() float64 { return rate(s.Tokens-1, s.GenerateTime) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// ErrStopped is what a token callback returns to end generation early
+// without an error.
+var ErrStopped = errors.New("generation stopped")
+
+// Tokens generates after prompt, passing each token to onToken as soon as it
+// is known. onToken may return ErrStopped to end generation (Finish is then
+// FinishStop) or another error to abort with it.
+func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken func(int32) error) (Stats, error) {
+	var st Stats
+	if len(prompt) == 0 {
+		return st, errors.New("generate: empty prompt: at least one token is needed")
+	}
+	if err := opts.Sampling.Check(opts.Vocab); err != nil {
+		return st, fmt.Errorf("generate: %w", err)
+	}
+	if opts.Vocab > 0 {
+		for i, t := range prompt {
+			if t < 0 || int(t) >= opts.Vocab {
+				return st, fmt.Errorf("generate: prompt token %d (position %d) is outside the vocabulary of %d", t, i, opts.Vocab)
+			}
+		}
+	}
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = 256
+	}
+	if opts.PrefillStep <= 0 {
+		opts.PrefillStep = 2048
+	}
+	caches := opts.Caches
+	if caches == nil {
+		caches = m.NewCaches()
+		defer func() {
+			for _, c := range caches {
+				c.Free()
+			}
+		}()
+	}
+	stop := map[int32]bool{}
+	for _, t := range opts.StopTokens {
+		stop[t] = true
+	}
+	s := newSampler(opts.Sampling)
+	defer s.free()
+	r := &run{m: m, caches: caches, s: s, stream: opts.Stream}
+	defer r.free()
+	st.PromptTokens = len(prompt)
+	mlx.ResetPeakMemory()
+	start := time.Now()
+
+	// The prompt but its last token, in chunks, each evaluated into the
+	// caches; the last token then starts the first step.
+	rest := prompt
+	for len(rest) > 1 {
+		if err := ctx.Err(); err != nil {
+			st.Finish = FinishCancelled
+			return st, err
+		}
+		n := min(opts.PrefillStep, len(rest)-1)
+		if err := r.prefill(rest[:n]); err != nil {
+			return st, err
+		}
+		rest = rest[n:]
+	}
+	y, err := r.first(rest)
+	if err != nil {
+		return st, err
+	}
+	var genStart time.Time
+	for n := 0; ; n++ {
+		var next *mlx.Array
+		if opts.MaxTokens < 0 || n+1 < opts.MaxTokens {
+			if next, err = r.step(y); err != nil {
+				y.Free()
+				return st, err
+			}
+		}
+		tok, err := y.Item()
+		y.Free()
+		if err != nil {
+			next.Free()
+			return st, fmt.Errorf("generate: %w", err)
+		}
+		if n == 0 {
+			genStart = time.Now()
+			st.PromptTime = genStart.Sub(start)
+			st.FirstTokenDelay = st.PromptTime
+		}
+		st.GenerateTime = time.Since(genStart)
+		id := int32(tok)
+		if stop[id] {
+			next.Free()
+			st.Finish = FinishStop
+			break
+		}
+		st.Tokens++
+		if err := onToken(id); err != nil {
+			next.Free()
+			if errors.Is(err, ErrStopped) {
+				st.Finish = FinishStop
+				break
+			}
+			st.Finish = FinishCancelled
+			return st, err
+		}
+		if next == nil {
+			st.Finish = FinishLength
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			next.Free()
+			st.Finish = FinishCancelled
+			st.PeakMemory = mlx.PeakMemory()
+			return st, err
+		}
+		y = next
+		if n%256 == 255 {
+			mlx.ClearCache()
+		}
+	}
+	st.PeakMemory = mlx.PeakMemory()
+	return st, nil
+}
+
+// run holds the state of one generation between steps.
+type run struct {
+	m       Model
+	caches  []kv.Cache
+	s       *sampler
+	stream  *mlx.Stream
+	history *mlx.Array // owned; the tokens so far, for the repetition penalty
+}
+
+func (r *run) free() { r.history.Free() }
+
+func (r *run) tracksHistory() bool {
+	return r.s.RepetitionPenalty != 0 && r.s.RepetitionPenalty != 1
+}
+
+// prefill runs tokens through the model for their keys and values only.
+func (r *run) prefill(tokens []int32) error {
+	g := mlx.NewGraph(r.stream)
+	defer g.Close()
+	x := mlx.FromSlice(g, tokens, 1, len(tokens))
+	r.Forward(g, x)
+	r.extend(g, g.Reshape(x, -1))
+	var outs []*mlx.Array
+	for _, c := range r.caches {
+		outs = append(outs, cacheArrays(c)...)
+	}
+	if r.history != nil {
+		outs = append(outs, r.history)
+	}
+	if err := g.Eval(outs...); err != nil {
+		return fmt.Errorf("generate: prompt: %w", err)
+	}
+	mlx.ClearCache()
+	return nil
+}
+
+// Forward runs the model and discards its logits.
+func (r *run) Forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	return r.m.Forward(g, x, r.caches)
+}
+
+// first is the step of the prompt's last tokens.
+func (r *run) first(tokens []int32) (*mlx.Array, error) {
+	g := mlx.NewGraph(r.stream)
+	x := mlx.FromSlice(g, tokens, 1, len(tokens))
+	return r.queue(g, x)
+}
+
+// step builds and queues the step after token y (an unevaluated array of
+// the previous step).
+func (r *run) step(y *mlx.Array) (*mlx.Array, error) {
+	g := mlx.NewGraph(r.stream)
+	return r.queue(g, g.Reshape(y, 1, 1))
+}
+
+// queue finishes a step's graph on input x [1, L]: logits of the last
+// position, penalty, log-probabilities, the draw; queues its evaluation,
+// closes the graph and returns the token, owned by the caller.
+func (r *run) queue(g *mlx.Graph, x *mlx.Array) (*mlx.Array, error) {
+	defer g.Close()
+	logits := r.m.Forward(g, x, r.caches)
+	v := logits.Dim(-1)
+	l := x.Dim(1)
+	logits = g.Reshape(g.Slice(logits, []int{0, l - 1, 0}, []int{1, l, v}), 1, v)
+	if r.tracksHistory() {
+		r.extend(g, g.Reshape(x, -1))
+		logits = r.s.penalize(g, logits, r.history)
+	}
+	logprobs := g.Subtract(logits, g.LogSumExp(logits, true, -1))
+	y := r.s.sample(g, logprobs)
+	if err := g.AsyncEval(y); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	g.Keep(y)
+	return y, nil
+}
+
+// extend appends tokens to the history, when the penalty needs it.
+func (r *run) extend(g *mlx.Graph, tokens *mlx.Array) {
+	if !r.tracksHistory() {
+		return
+	}
+	tokens = g.AsType(tokens, mlx.Int32)
+	h := tokens
+	if r.history != nil {
+		h = g.Concatenate(0, r.history, tokens)
+	}
+	g.Keep(h)
+	r.history.Free()
+	r.history = h
+}
+
+// cacheArrays lists what a cache holds, so a prefill can evaluate it.
+func cacheArrays(c kv.Cache) []*mlx.Array {
+	if s, ok := c.(interface{ State() []*mlx.Array }); ok {
+		return s.State()
+	}
+	return nil
+}

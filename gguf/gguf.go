@@ -1,0 +1,488 @@
+// Package gguf reads llama.cpp's GGUF checkpoints into Hugging Face form:
+// the config.json mlx-lm would read, the tensors under their Hugging Face
+// names, and the tokenizer files. Generated models then load them like any
+// other checkpoint, and WriteDir saves them as a model directory that mlx-lm
+// loads too.
+//
+// Tensors come through MLX's load_gguf: F32, F16 and BF16 as they are;
+// Q4_0, Q4_1 and Q8_0 as MLX affine-quantized triples (name.weight,
+// name.scales, name.biases) with groups of 32, which the config's
+// quantization block then describes; other llama.cpp types are unpacked to
+// float16 by MLX, or refused by it.
+//
+// llama.cpp's converter reorders the rows of the q and k projections of
+// llama-family models so that its interleaved rope applies; Read puts them
+// back in Hugging Face order (rows, with their scales and biases), so the
+// checkpoint runs with the same rope as its safetensors form.
+package gguf
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Model is a GGUF checkpoint in Hugging Face form.
+type Model struct {
+	Path    string
+	Arch    string                // general.architecture
+	Config  map[string]any        // config.json
+	Tensors map[string]*mlx.Array // Hugging Face names; owned by the Model
+	// TokenizerJSON and TokenizerConfig are tokenizer.json and
+	// tokenizer_config.json made from the file's vocabulary.
+	TokenizerJSON   map[string]any
+	TokenizerConfig map[string]any
+}
+
+// Free releases the model's tensors.
+func (m *Model) Free() {
+	for _, a := range m.Tensors {
+		a.Free()
+	}
+	m.Tensors = nil
+}
+
+// arch is what differs between the architectures Read supports.
+type arch struct {
+	modelType   string
+	className   string
+	permuteQK   bool // llama.cpp reordered q and k rows for its rope
+	tensorNames map[string]string
+}
+
+// Block tensor names, llama.cpp's on the left. Each maps the part between
+// "blk.N." and the suffix (.weight, .bias, .scales, .biases).
+var llamaBlock = map[string]string{
+	"attn_norm":   "input_layernorm",
+	"ffn_norm":    "post_attention_layernorm",
+	"attn_q":      "self_attn.q_proj",
+	"attn_k":      "self_attn.k_proj",
+	"attn_v":      "self_attn.v_proj",
+	"attn_output": "self_attn.o_proj",
+	"ffn_gate":    "mlp.gate_proj",
+	"ffn_up":      "mlp.up_proj",
+	"ffn_down":    "mlp.down_proj",
+}
+
+var qwen3Block = func() map[string]string {
+	m := maps.Clone(llamaBlock)
+	m["attn_q_norm"] = "self_attn.q_norm"
+	m["attn_k_norm"] = "self_attn.k_norm"
+	return m
+}()
+
+var archs = map[string]arch{
+	"llama": {modelType: "llama", className: "LlamaForCausalLM", permuteQK: true, tensorNames: llamaBlock},
+	"qwen2": {modelType: "qwen2", className: "Qwen2ForCausalLM", tensorNames: llamaBlock},
+	"qwen3": {modelType: "qwen3", className: "Qwen3ForCausalLM", tensorNames: qwen3Block},
+}
+
+// Supported lists the GGUF architectures Read accepts.
+func Supported() []string { return slices.Sorted(maps.Keys(archs)) }
+
+var topNames = map[string]string{
+	"token_embd":  "model.embed_tokens",
+	"output_norm": "model.norm",
+	"output":      "lm_head",
+}
+
+var blockName = regexp.MustCompile(`^blk\.(\d+)\.([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
+var topName = regexp.MustCompile(`^([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
+
+// Read loads a GGUF file on stream s (the default when nil).
+func Read(path string, s *mlx.Stream) (*Model, error) {
+	arrays, meta, err := mlx.LoadGGUF(path, s)
+	if err != nil {
+		return nil, err
+	}
+	freeMeta := func() {
+		for _, v := range meta {
+			v.Array.Free()
+		}
+	}
+	defer freeMeta()
+	m, err := build(path, arrays, metadata{path: path, raw: meta}, s)
+	if err != nil {
+		for _, a := range arrays {
+			a.Free()
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream) (*Model, error) {
+	name, err := md.str("general.architecture")
+	if err != nil {
+		return nil, err
+	}
+	a, ok := archs[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported())
+	}
+	if _, ok := arrays["rope_freqs.weight"]; ok {
+		return nil, fmt.Errorf("%s: tensor rope_freqs.weight (llama.cpp's rope frequency factors) is not supported", path)
+	}
+	cfg, err := config(md, name, a, arrays)
+	if err != nil {
+		return nil, err
+	}
+	tensors, quant, err := rename(path, arrays, a)
+	if err != nil {
+		return nil, err
+	}
+	if a.permuteQK {
+		if err := unpermute(tensors, cfg, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if q := quantization(quant); q != nil {
+		cfg["quantization"] = q
+	}
+	tok, tokCfg, err := tokenizer(md, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Path: path, Arch: name, Config: cfg, Tensors: tensors, TokenizerJSON: tok, TokenizerConfig: tokCfg}, nil
+}
+
+// config builds config.json from the file's metadata, under the key names
+// the Hugging Face config of the architecture uses.
+func config(md metadata, name string, a arch, arrays map[string]*mlx.Array) (map[string]any, error) {
+	key := func(k string) string { return name + "." + k }
+	cfg := map[string]any{
+		"model_type":    a.modelType,
+		"architectures": []string{a.className},
+	}
+	ints := []struct{ gguf, hf string }{
+		{"embedding_length", "hidden_size"},
+		{"feed_forward_length", "intermediate_size"},
+		{"block_count", "num_hidden_layers"},
+		{"attention.head_count", "num_attention_heads"},
+		{"context_length", "max_position_embeddings"},
+	}
+	for _, k := range ints {
+		v, err := md.int(key(k.gguf))
+		if err != nil {
+			return nil, err
+		}
+		if v <= 0 {
+			return nil, fmt.Errorf("%s: %s is %d", md.path, key(k.gguf), v)
+		}
+		cfg[k.hf] = v
+	}
+	heads := cfg["num_attention_heads"].(int)
+	kv := heads
+	if md.has(key("attention.head_count_kv")) {
+		var err error
+		if kv, err = md.int(key("attention.head_count_kv")); err != nil {
+			return nil, err
+		}
+	}
+	if kv <= 0 || heads%kv != 0 {
+		return nil, fmt.Errorf("%s: %d attention heads are not a multiple of %d key/value heads", md.path, heads, kv)
+	}
+	cfg["num_key_value_heads"] = kv
+	hidden := cfg["hidden_size"].(int)
+	headDim := hidden / heads
+	if md.has(key("attention.key_length")) {
+		var err error
+		if headDim, err = md.int(key("attention.key_length")); err != nil {
+			return nil, err
+		}
+	}
+	if headDim != hidden/heads || a.modelType == "qwen3" {
+		cfg["head_dim"] = headDim
+	}
+	eps, err := md.float(key("attention.layer_norm_rms_epsilon"))
+	if err != nil {
+		return nil, err
+	}
+	cfg["rms_norm_eps"] = eps
+	theta := 10000.0
+	if md.has(key("rope.freq_base")) {
+		if theta, err = md.float(key("rope.freq_base")); err != nil {
+			return nil, err
+		}
+	}
+	cfg["rope_theta"] = theta
+	if md.has(key("rope.scaling.type")) {
+		t, err := md.str(key("rope.scaling.type"))
+		if err != nil {
+			return nil, err
+		}
+		switch t {
+		case "none":
+		case "linear", "yarn":
+			f, err := md.float(key("rope.scaling.factor"))
+			if err != nil {
+				return nil, err
+			}
+			rs := map[string]any{"type": t, "factor": f}
+			if md.has(key("rope.scaling.original_context_length")) {
+				n, err := md.int(key("rope.scaling.original_context_length"))
+				if err != nil {
+					return nil, err
+				}
+				rs["original_max_position_embeddings"] = n
+			}
+			cfg["rope_scaling"] = rs
+		default:
+			return nil, fmt.Errorf("%s: %s %q is not supported", md.path, key("rope.scaling.type"), t)
+		}
+	}
+	tokens, err := md.strs("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
+	}
+	vocab := len(tokens)
+	if md.has(key("vocab_size")) {
+		if vocab, err = md.int(key("vocab_size")); err != nil {
+			return nil, err
+		}
+	}
+	cfg["vocab_size"] = vocab
+	_, untied := arrays["output.weight"]
+	cfg["tie_word_embeddings"] = !untied
+	for _, k := range []struct{ gguf, hf string }{
+		{"tokenizer.ggml.bos_token_id", "bos_token_id"},
+		{"tokenizer.ggml.eos_token_id", "eos_token_id"},
+	} {
+		if md.has(k.gguf) {
+			v, err := md.int(k.gguf)
+			if err != nil {
+				return nil, err
+			}
+			cfg[k.hf] = v
+		}
+	}
+	if a.modelType == "qwen2" {
+		// llama.cpp writes no bias flags: Qwen2 always has q, k and v biases.
+		cfg["attention_bias"] = true
+	}
+	return cfg, nil
+}
+
+// quantSpec is the quantization of one module as MLX loaded it.
+type quantSpec struct{ bits, group int }
+
+// rename maps llama.cpp's tensor names to Hugging Face's and tells each
+// quantized module's bits (from its packed width against its scales).
+func rename(path string, arrays map[string]*mlx.Array, a arch) (map[string]*mlx.Array, map[string]quantSpec, error) {
+	out := map[string]*mlx.Array{}
+	quant := map[string]quantSpec{}
+	for _, n := range slices.Sorted(maps.Keys(arrays)) {
+		var module, suffix string
+		if m := blockName.FindStringSubmatch(n); m != nil {
+			hf, ok := a.tensorNames[m[2]]
+			if !ok {
+				return nil, nil, fmt.Errorf("%s: unexpected tensor %s", path, n)
+			}
+			module, suffix = "model.layers."+m[1]+"."+hf, m[3]
+		} else if m := topName.FindStringSubmatch(n); m != nil {
+			hf, ok := topNames[m[1]]
+			if !ok {
+				return nil, nil, fmt.Errorf("%s: unexpected tensor %s", path, n)
+			}
+			module, suffix = hf, m[2]
+		} else {
+			return nil, nil, fmt.Errorf("%s: unexpected tensor %s", path, n)
+		}
+		out[module+"."+suffix] = arrays[n]
+		if suffix == "scales" {
+			w, ok := arrays[n[:len(n)-len("scales")]+"weight"]
+			if !ok {
+				return nil, nil, fmt.Errorf("%s: tensor %s has no weight beside it", path, n)
+			}
+			groups := arrays[n].Dim(-1)
+			packed := w.Dim(-1)
+			// MLX unpacks llama.cpp's quantized types into groups of 32.
+			const group = 32
+			if groups == 0 || w.Dtype() != mlx.Uint32 {
+				return nil, nil, fmt.Errorf("%s: tensor %s is not an MLX quantized weight", path, n)
+			}
+			quant[module] = quantSpec{bits: packed * 32 / (groups * group), group: group}
+		}
+	}
+	return out, quant, nil
+}
+
+// quantization is the config's quantization block: the spec most modules
+// share as the default, the others as per-module entries.
+func quantization(q map[string]quantSpec) map[string]any {
+	if len(q) == 0 {
+		return nil
+	}
+	count := map[quantSpec]int{}
+	for _, s := range q {
+		count[s]++
+	}
+	var def quantSpec
+	best := -1
+	for s, n := range count {
+		if n > best || n == best && (s.bits < def.bits) {
+			def, best = s, n
+		}
+	}
+	out := map[string]any{"group_size": def.group, "bits": def.bits, "mode": "affine"}
+	for module, s := range q {
+		if s != def {
+			out[module] = map[string]any{"group_size": s.group, "bits": s.bits}
+		}
+	}
+	return out
+}
+
+// unpermute undoes llama.cpp's reordering of q and k rows. Its converter
+// views the rows of each head as [2, d/2] and stores them as [d/2, 2]; the
+// inverse views them as [d/2, 2] and swaps back. Packed weights, scales,
+// biases and bias vectors are all rows of the same projection.
+func unpermute(t map[string]*mlx.Array, cfg map[string]any, s *mlx.Stream) error {
+	heads := cfg["num_attention_heads"].(int)
+	kv := cfg["num_key_value_heads"].(int)
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	var names []string
+	var fixed []*mlx.Array
+	for _, n := range slices.Sorted(maps.Keys(t)) {
+		var h int
+		switch {
+		case regexp.MustCompile(`\.self_attn\.q_proj\.`).MatchString(n):
+			h = heads
+		case regexp.MustCompile(`\.self_attn\.k_proj\.`).MatchString(n):
+			h = kv
+		default:
+			continue
+		}
+		a := t[n]
+		sh := a.Shape()
+		rows := sh[0]
+		if rows%(2*h) != 0 {
+			return fmt.Errorf("tensor %s: %d rows do not split into %d heads of pairs", n, rows, h)
+		}
+		view := append([]int{h, rows / h / 2, 2}, sh[1:]...)
+		x := g.Reshape(a, view...)
+		x = g.Swapaxes(x, 1, 2)
+		x = g.Contiguous(g.Reshape(x, sh...))
+		names = append(names, n)
+		fixed = append(fixed, x)
+	}
+	if err := g.Eval(fixed...); err != nil {
+		return err
+	}
+	for i, n := range names {
+		g.Keep(fixed[i])
+		t[n].Free()
+		t[n] = fixed[i]
+	}
+	return nil
+}
+
+// metadata reads typed values out of a GGUF file's metadata.
+type metadata struct {
+	path string
+	raw  map[string]mlx.GGUFValue
+}
+
+func (m metadata) has(k string) bool { _, ok := m.raw[k]; return ok }
+
+func (m metadata) get(k string) (mlx.GGUFValue, error) {
+	v, ok := m.raw[k]
+	if !ok {
+		return v, fmt.Errorf("%s: metadata key %s is missing", m.path, k)
+	}
+	return v, nil
+}
+
+func (m metadata) str(k string) (string, error) {
+	v, err := m.get(k)
+	if err != nil {
+		return "", err
+	}
+	if v.Kind != mlx.GGUFString {
+		return "", fmt.Errorf("%s: metadata key %s is not a string", m.path, k)
+	}
+	return v.String, nil
+}
+
+func (m metadata) strs(k string) ([]string, error) {
+	v, err := m.get(k)
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind != mlx.GGUFStrings {
+		return nil, fmt.Errorf("%s: metadata key %s is not a list of strings", m.path, k)
+	}
+	return v.Strings, nil
+}
+
+func (m metadata) number(k string) (float64, error) {
+	v, err := m.get(k)
+	if err != nil {
+		return 0, err
+	}
+	if v.Kind != mlx.GGUFArray || v.Array.Size() != 1 {
+		return 0, fmt.Errorf("%s: metadata key %s is not a number", m.path, k)
+	}
+	f, err := v.Array.Item()
+	if err != nil {
+		return 0, fmt.Errorf("%s: metadata key %s: %w", m.path, k, err)
+	}
+	return f, nil
+}
+
+func (m metadata) int(k string) (int, error) {
+	f, err := m.number(k)
+	if err != nil {
+		return 0, err
+	}
+	if f != float64(int(f)) {
+		return 0, fmt.Errorf("%s: metadata key %s is %v, not an integer", m.path, k, f)
+	}
+	return int(f), nil
+}
+
+// float reads a float32 metadata value as the decimal it was written from,
+// so 1e-5 stays 1e-5 rather than its float32 neighbour.
+func (m metadata) float(k string) (float64, error) {
+	f, err := m.number(k)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
+	if err != nil {
+		return f, nil
+	}
+	return v, nil
+}
+
+func (m metadata) ints(k string) ([]int32, error) {
+	v, err := m.get(k)
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind != mlx.GGUFArray {
+		return nil, fmt.Errorf("%s: metadata key %s is not a list of numbers", m.path, k)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	x := g.AsType(g.Reshape(v.Array, -1), mlx.Int32)
+	if err := g.Eval(x); err != nil {
+		return nil, fmt.Errorf("%s: metadata key %s: %w", m.path, k, err)
+	}
+	return x.Int32s()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,159 @@
+package gguf
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// The cases come from testdata/make_gguf.py: tiny mlx-lm models and their
+// GGUF files written with llama.cpp's gguf library, with the tensors as
+// that library reads them back. The test reads each GGUF, checks every
+// tensor and the config against them, writes the model directory, and has
+// testdata/check_dirs.py load it with mlx-lm and compare logits and
+// tokenizer with the references.
+
+func python(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../.deps/py/bin/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the project venv is missing (%v): run `make setup`", err)
+	}
+	return p
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command(python(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	t.Logf("%s", out)
+}
+
+var kinds = []string{"F32", "F16", "Q8_0", "Q4_0", "Q4_1"}
+
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	run(t, "testdata/make_gguf.py", dir)
+	cases, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(cases) == 0 {
+		t.Fatal("no cases made")
+	}
+	for _, c := range cases {
+		var hf map[string]any
+		b, err := os.ReadFile(filepath.Join(c, "hf", "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal(b, &hf)
+		for _, kind := range kinds {
+			t.Run(filepath.Base(c)+"/"+kind, func(t *testing.T) {
+				m, err := Read(filepath.Join(c, "model-"+kind+".gguf"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Free()
+				checkConfig(t, m.Config, hf)
+				checkTensors(t, m, filepath.Join(c, "expected-"+kind+".safetensors"), kind)
+				if err := m.WriteDir(filepath.Join(c, "out-"+kind)); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+	run(t, "testdata/check_dirs.py", dir)
+}
+
+func checkConfig(t *testing.T, got, hf map[string]any) {
+	t.Helper()
+	for _, k := range []string{"model_type", "hidden_size", "num_hidden_layers", "intermediate_size",
+		"num_attention_heads", "num_key_value_heads", "rms_norm_eps", "vocab_size",
+		"max_position_embeddings", "rope_theta", "tie_word_embeddings", "head_dim", "bos_token_id", "eos_token_id"} {
+		want, ok := hf[k]
+		if !ok {
+			continue
+		}
+		g, _ := json.Marshal(got[k])
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) {
+			t.Errorf("config %s = %s, want %s", k, g, w)
+		}
+	}
+}
+
+func checkTensors(t *testing.T, m *Model, expectedPath, kind string) {
+	t.Helper()
+	want, _, err := mlx.LoadSafetensors(expectedPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, a := range want {
+			a.Free()
+		}
+	}()
+	var plain []string
+	for n := range m.Tensors {
+		if !strings.HasSuffix(n, ".scales") && !strings.HasSuffix(n, ".biases") {
+			plain = append(plain, n)
+		}
+	}
+	if got, w := slices.Sorted(slices.Values(plain)), slices.Sorted(maps.Keys(want)); !slices.Equal(got, w) {
+		t.Fatalf("tensors %v, want %v", got, w)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	quant, _ := m.Config["quantization"].(map[string]any)
+	for _, n := range plain {
+		a := m.Tensors[n]
+		module := strings.TrimSuffix(n, ".weight")
+		if s, ok := m.Tensors[module+".scales"]; ok {
+			bits := quant["bits"].(int)
+			if o, ok := quant[module].(map[string]any); ok {
+				bits = o["bits"].(int)
+			}
+			a = g.Dequantize(mlx.Quantized{Weight: a, Scales: s, Biases: m.Tensors[module+".biases"], GroupSize: 32, Bits: bits}, mlx.Float32)
+		}
+		diff := g.Max(g.Abs(g.Subtract(g.AsType(a, mlx.Float32), want[n])), false)
+		scale := g.Max(g.Abs(want[n]), false)
+		if err := g.Eval(diff, scale); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		d, _ := diff.Item()
+		s, _ := scale.Item()
+		// F32 tensors come through unchanged; the others are compared with
+		// the gguf library's own dequantization, which works in float32
+		// where MLX dequantizes to float16 (the scales' type): allow
+		// float16's relative precision, 2^-10, of the largest value.
+		tol := 0.0
+		if kind != "F32" && a.Ndim() == 2 {
+			tol = s / 1024
+		}
+		if d > tol {
+			t.Errorf("%s: max difference %g, allowed %g", n, d, tol)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Read(filepath.Join(dir, "missing.gguf"), nil); err == nil || !strings.Contains(err.Error(), "missing.gguf") {
+		t.Fatalf("missing file: %v", err)
+	}
+	junk := filepath.Join(dir, "junk.gguf")
+	os.WriteFile(junk, []byte("not a gguf file at all"), 0o644)
+	if _, err := Read(junk, nil); err == nil || !strings.Contains(err.Error(), junk) {
+		t.Fatalf("junk file: %v", err)
+	}
+}

@@ -1,0 +1,217 @@
+"""Makes the GGUF test cases of package gguf from an mlx-lm model.
+
+Usage: make_gguf.py DIR
+
+For each case, DIR/<case>/ receives:
+  hf/                config.json + model.safetensors: a tiny random model made
+                     and saved by mlx-lm, the safetensors form of the weights
+  model-<TYPE>.gguf  the same weights as llama.cpp's converter lays them out
+                     (tensor names, metadata keys, q/k rows reordered for its
+                     rope on llama), written with llama.cpp's gguf library, its
+                     matrices stored as TYPE (F32, F16, Q8_0, Q4_0, Q4_1)
+  expected-<TYPE>.safetensors
+                     what each tensor holds once read back, dequantized by the
+                     gguf library, under its Hugging Face name and in Hugging
+                     Face row order
+
+The vocabulary is a byte-level BPE learned on a fixed text, with three control
+tokens, so the files carry a real tokenizer.
+"""
+
+import json
+import os
+import sys
+from collections import Counter
+
+import mlx.core as mx
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from gguf import GGUFWriter
+from gguf.quants import dequantize, quantize
+from mlx.utils import tree_flatten
+from mlx_lm.utils import _get_classes as get_model_classes
+
+TYPES = {"F32": T.F32, "F16": T.F16, "Q8_0": T.Q8_0, "Q4_0": T.Q4_0, "Q4_1": T.Q4_1}
+
+TEXT = (
+    "the quick brown fox jumps over the lazy dog. the dog sleeps; the fox runs "
+    "and the other fox thinks about the weather, then the rain."
+)
+
+
+def byte_alphabet():
+    """GPT-2's printable spelling of the 256 byte values."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars = dict((b, chr(b)) for b in keep)
+    n = 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + n)
+            n += 1
+    return [chars[b] for b in range(256)]
+
+
+def learn_bpe(text, alphabet, n_merges):
+    words = Counter()
+    for i, w in enumerate(text.split(" ")):
+        word = (" " if i else "") + w
+        words[tuple(alphabet[b] for b in word.encode())] += 1
+    merges = []
+    for _ in range(n_merges):
+        pairs = Counter()
+        for w, c in words.items():
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] += c
+        if not pairs:
+            break
+        best = max(sorted(pairs), key=lambda p: pairs[p])
+        merges.append(best)
+        nxt = Counter()
+        for w, c in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            nxt[tuple(out)] += c
+        words = nxt
+    return merges
+
+
+CASES = {
+    # name: (model_type, gguf arch, config deltas)
+    "llama_gqa_untied": ("llama", "llama", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
+    "llama_tied": ("llama", "llama", {"num_key_value_heads": 4, "tie_word_embeddings": True}),
+    "qwen2": ("qwen2", "qwen2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
+    "qwen3": ("qwen3", "qwen3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "head_dim": 32}),
+}
+
+BLOCK = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def gguf_name(hf):
+    module, _, suffix = hf.rpartition(".")
+    if module.startswith("model.layers."):
+        _, _, rest = module.partition("model.layers.")
+        layer, _, part = rest.partition(".")
+        return f"blk.{layer}.{BLOCK[part]}.{suffix}"
+    return f"{TOP[module]}.{suffix}"
+
+
+def llama_cpp_permute(w, n_head):
+    """The row order llama.cpp's converter gives q and k on llama."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def main():
+    out = sys.argv[1]
+    alphabet = byte_alphabet()
+    merges = learn_bpe(TEXT, alphabet, 40)
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tokens = specials + alphabet + [a + b for a, b in merges]
+    token_types = [3] * len(specials) + [1] * (len(tokens) - len(specials))
+    for case, (model_type, arch, deltas) in CASES.items():
+        d = os.path.join(out, case)
+        os.makedirs(os.path.join(d, "hf"), exist_ok=True)
+        config = {
+            "model_type": model_type,
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": len(tokens),
+            "max_position_embeddings": 512,
+            "rope_theta": 10000.0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        }
+        config.update(deltas)
+        model_class, args_class = get_model_classes(config)
+        mx.random.seed(11)
+        model = model_class(args_class.from_dict(config))
+        # Norm weights away from 1 and biases away from 0, so that a wrong
+        # mapping shows.
+        params = dict(tree_flatten(model.parameters()))
+        for k, v in params.items():
+            if k.endswith("norm.weight"):
+                params[k] = 1 + 0.2 * mx.random.normal(v.shape)
+            elif k.endswith(".bias"):
+                params[k] = 0.1 * mx.random.normal(v.shape)
+        model.load_weights(list(params.items()))
+        mx.eval(model.parameters())
+        weights = dict(tree_flatten(model.parameters()))
+        mx.save_safetensors(os.path.join(d, "hf", "model.safetensors"), weights, metadata={"format": "mlx"})
+        with open(os.path.join(d, "hf", "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+        head_dim = config.get("head_dim", config["hidden_size"] // heads)
+        for tname, ttype in TYPES.items():
+            w = GGUFWriter(os.path.join(d, f"model-{tname}.gguf"), arch)
+            w.add_block_count(config["num_hidden_layers"])
+            w.add_context_length(config["max_position_embeddings"])
+            w.add_embedding_length(config["hidden_size"])
+            w.add_feed_forward_length(config["intermediate_size"])
+            w.add_head_count(heads)
+            w.add_head_count_kv(kv)
+            w.add_key_length(head_dim)
+            w.add_value_length(head_dim)
+            w.add_rope_freq_base(config["rope_theta"])
+            w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+            w.add_vocab_size(len(tokens))
+            w.add_rope_dimension_count(head_dim)
+            w.add_tokenizer_model("gpt2")
+            w.add_tokenizer_pre("gpt2")
+            w.add_token_list(tokens)
+            w.add_token_types(token_types)
+            w.add_token_merges([f"{a} {b}" for a, b in merges])
+            w.add_bos_token_id(1)
+            w.add_eos_token_id(2)
+            w.add_add_bos_token(False)
+            w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
+            expected = {}
+            for hf in sorted(weights):
+                x = np.array(weights[hf].astype(mx.float32))
+                if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
+                    x = llama_cpp_permute(x, heads if ".q_proj." in hf else kv)
+                if x.ndim == 2 and ttype != T.F32:
+                    if ttype == T.F16:
+                        data = x.astype(np.float16)
+                        held = data.astype(np.float32)
+                    else:
+                        data = quantize(x, ttype)
+                        held = dequantize(data, ttype).astype(np.float32)
+                    w.add_tensor(gguf_name(hf), data, raw_dtype=ttype)
+                else:
+                    w.add_tensor(gguf_name(hf), x)
+                    held = x
+                if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
+                    n = heads if ".q_proj." in hf else kv
+                    # Undo the converter's order, for the Hugging Face view.
+                    held = held.reshape(n, held.shape[0] // n // 2, 2, *held.shape[1:]).swapaxes(1, 2).reshape(held.shape)
+                expected[hf] = mx.array(held)
+            w.write_header_to_file()
+            w.write_kv_data_to_file()
+            w.write_tensors_to_file()
+            w.close()
+            mx.save_safetensors(os.path.join(d, f"expected-{tname}.safetensors"), expected)
+
+
+if __name__ == "__main__":
+    main()

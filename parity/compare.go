@@ -1,0 +1,81 @@
+package parity
+
+import (
+	"fmt"
+	"math"
+)
+
+// Tolerance bounds how far logits may be from mlx-lm's, as a fraction of
+// the reference's scale (its largest absolute logit).
+type Tolerance struct {
+	Rel    float64
+	Reason string
+}
+
+// Tolerances maps each level to its bound. Greedy tokens have none: they
+// must equal mlx-lm's exactly at every level.
+var Tolerances = map[string]Tolerance{
+	"float32": {1e-4, "float32 rounding differs between two correct orders of the same ops by " +
+		"about 1e-6 of the logits' scale; a wrong formula (a rope variant, a norm, a mask) " +
+		"moves them by 1e-2 or more"},
+	"bfloat16": {bf16Rel, bf16Reason},
+	"q8_g64":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
+	"q8_g32":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
+	"q4_g64":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
+	"q4_g32":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
+}
+
+const (
+	bf16Rel    = 0.06
+	bf16Reason = "mlx-lm's own bfloat16 logits are up to 3% of the scale away from its " +
+		"float32 ones on these cases (gemma2/capped, the worst); a second correct " +
+		"bfloat16 implementation may round elsewhere and be as far on the other side, " +
+		"so twice that"
+)
+
+// Diff is how far got is from want.
+type Diff struct {
+	MaxAbs float64 // largest |got - want|
+	Scale  float64 // largest |want|
+	At     int     // index of the largest difference
+}
+
+// Rel is MaxAbs relative to the reference's scale.
+func (d Diff) Rel() float64 {
+	if d.Scale == 0 {
+		return d.MaxAbs
+	}
+	return d.MaxAbs / d.Scale
+}
+
+// Compare measures got against want; they must have the same length, and a
+// NaN or infinity in got counts as an infinite difference.
+func Compare(got, want []float32) (Diff, error) {
+	if len(got) != len(want) {
+		return Diff{}, fmt.Errorf("%d values, want %d", len(got), len(want))
+	}
+	var d Diff
+	for i := range want {
+		w, g := float64(want[i]), float64(got[i])
+		d.Scale = math.Max(d.Scale, math.Abs(w))
+		e := math.Abs(g - w)
+		if math.IsNaN(e) {
+			e = math.Inf(1)
+		}
+		if e > d.MaxAbs {
+			d.MaxAbs, d.At = e, i
+		}
+	}
+	return d, nil
+}
+
+// Argmax is the index of the first largest value, as mx.argmax picks it.
+func Argmax(row []float32) int {
+	best := 0
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,638 @@
+"""The parity cases: one tiny config.json per (arch, case).
+
+Each config uses the keys a real checkpoint of that model_type carries, at
+small sizes, and each case exercises one structural choice of its arch (a
+rope scaling type, tied or untied head, biases, sliding layers, NoPE layers,
+partial rotary, GQA or plain multi-head attention, a head_dim unlike
+hidden/heads). Every linear input width is a multiple of 64 unless a case
+says otherwise, so each level quantizes every layer; `mixed_quant` cases
+leave one width at 160 on purpose, so that group 64 leaves those layers in
+floating point while group 32 quantizes them.
+
+A case's name is part of its reference path (testdata/parity/<arch>/<case>)
+and seeds its random weights, so renaming a case regenerates its data.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List
+
+# Shared small sizes.
+VOCAB = 256
+HIDDEN = 64
+PROMPT_LEN = 20
+DECODE_STEPS = 16
+SLIDING_WINDOW = 6  # shorter than the prompt, so the window bites in prefill
+
+
+@dataclass
+class Case:
+    arch: str  # the descriptor this case belongs to (the config's model_type)
+    name: str
+    doc: str  # what the case exercises, one line
+    config: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.arch}/{self.name}"
+
+
+def _llama_like(model_type: str, arch_name: str, **over) -> Dict[str, Any]:
+    """The keys every llama-family config carries, at the shared sizes."""
+    cfg = {
+        "architectures": [arch_name],
+        "model_type": model_type,
+        "hidden_size": HIDDEN,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": 2048,
+        "rope_theta": 10000.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    }
+    cfg.update(over)
+    return cfg
+
+
+def _llama_cases() -> List[Case]:
+    def llama(**over):
+        return _llama_like("llama", "LlamaForCausalLM", **over)
+
+    return [
+        Case(
+            "llama",
+            "base",
+            "GQA 4/2, head_dim 32 unlike hidden/heads 16, untied head, no biases",
+            llama(head_dim=32, tie_word_embeddings=False, attention_bias=False),
+        ),
+        Case(
+            "llama",
+            "mha_tied_bias",
+            "plain multi-head, tied head, q/k/v/o and MLP biases, traditional rope, "
+            "mixed_quant: intermediate 160 stays float at group 64",
+            llama(
+                num_key_value_heads=4,
+                intermediate_size=160,
+                tie_word_embeddings=True,
+                attention_bias=True,
+                mlp_bias=True,
+                rope_traditional=True,
+            ),
+        ),
+        Case(
+            "llama",
+            "rope_linear",
+            "rope_scaling linear, factor 4",
+            llama(
+                tie_word_embeddings=False,
+                rope_scaling={"type": "linear", "factor": 4.0},
+            ),
+        ),
+        Case(
+            "llama",
+            "rope_dynamic",
+            "rope_scaling dynamic (NTK), factor 2, max_position_embeddings 16 so "
+            "prefill and decode run past it",
+            llama(
+                head_dim=32,
+                tie_word_embeddings=False,
+                max_position_embeddings=16,
+                rope_scaling={"type": "dynamic", "factor": 2.0},
+            ),
+        ),
+        Case(
+            "llama",
+            "rope_llama3",
+            "rope_scaling llama3 (factor 8, low 1, high 4, original 32, so most "
+            "frequencies scale at these positions), theta 5e5",
+            llama(
+                head_dim=32,
+                tie_word_embeddings=True,
+                rope_theta=500000.0,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 32,
+                    "rope_type": "llama3",
+                },
+            ),
+        ),
+        Case(
+            "llama",
+            "rope_yarn",
+            "rope_scaling yarn (factor 4, original 32768, beta_fast 16, beta_slow 2), "
+            "theta 1e6",
+            llama(
+                head_dim=32,
+                tie_word_embeddings=False,
+                rope_theta=1000000.0,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "rope_type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 32768,
+                    "beta_fast": 16,
+                    "beta_slow": 2,
+                },
+            ),
+        ),
+        Case(
+            "llama",
+            "rope_longrope",
+            "rope_scaling longrope (per-frequency long_factor, q/k scale from "
+            "max_position_embeddings / original)",
+            llama(
+                head_dim=32,
+                tie_word_embeddings=False,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "type": "longrope",
+                    "original_max_position_embeddings": 4096,
+                    "short_factor": [1.0 + 0.05 * i for i in range(16)],
+                    "long_factor": [1.0 + 0.9 * i for i in range(16)],
+                },
+            ),
+        ),
+        Case(
+            "llama",
+            "sliding",
+            f"layer_types sliding/full/sliding/full with sliding_window "
+            f"{SLIDING_WINDOW} < prompt {PROMPT_LEN}: rotating cache on sliding layers",
+            llama(
+                num_hidden_layers=4,
+                tie_word_embeddings=False,
+                sliding_window=SLIDING_WINDOW,
+                layer_types=[
+                    "sliding_attention",
+                    "full_attention",
+                    "sliding_attention",
+                    "full_attention",
+                ],
+            ),
+        ),
+        Case(
+            "mistral",
+            "base",
+            "model_type mistral (runs as llama): sliding_window set but no "
+            "layer_types, so every layer is full attention; head_dim 32",
+            _llama_like(
+                "mistral",
+                "MistralForCausalLM",
+                head_dim=32,
+                num_key_value_heads=1,
+                tie_word_embeddings=False,
+                sliding_window=SLIDING_WINDOW,
+                rope_theta=1000000.0,
+            ),
+        ),
+        Case(
+            "iquestcoder",
+            "base",
+            "model_type iquestcoder (runs as llama), GQA, untied",
+            _llama_like(
+                "iquestcoder",
+                "IQuestCoderForCausalLM",
+                tie_word_embeddings=False,
+                rope_theta=500000.0,
+            ),
+        ),
+    ]
+
+
+def _smollm3_cases() -> List[Case]:
+    def smol(**over):
+        return _llama_like("smollm3", "SmolLM3ForCausalLM", **over)
+
+    return [
+        Case(
+            "smollm3",
+            "nope_interval",
+            "4 layers, no no_rope_layers key: the default interval 4 leaves layer 3 "
+            "without rope; tied head",
+            smol(num_hidden_layers=4, tie_word_embeddings=True, rope_theta=2000000.0),
+        ),
+        Case(
+            "smollm3",
+            "nope_list",
+            "explicit no_rope_layers [1, 0, 0, 1] (0 = no rope), untied head, MHA",
+            smol(
+                num_hidden_layers=4,
+                num_key_value_heads=4,
+                tie_word_embeddings=False,
+                no_rope_layers=[1, 0, 0, 1],
+                no_rope_layer_interval=4,
+            ),
+        ),
+    ]
+
+
+def _qwen2_cases() -> List[Case]:
+    def qwen2(**over):
+        cfg = _llama_like("qwen2", "Qwen2ForCausalLM", **over)
+        cfg["max_window_layers"] = cfg["num_hidden_layers"]
+        cfg["use_sliding_window"] = False
+        cfg["sliding_window"] = 32768
+        return cfg
+
+    return [
+        Case(
+            "qwen2",
+            "base",
+            "biased q/k/v, o without bias, GQA, tied head",
+            qwen2(tie_word_embeddings=True, rope_theta=1000000.0),
+        ),
+        Case(
+            "qwen2",
+            "untied_yarn",
+            "untied head, rope_scaling yarn (factor 4, original 32768); a config "
+            "head_dim 32 that qwen2 ignores (it uses hidden/heads 16)",
+            qwen2(
+                tie_word_embeddings=False,
+                head_dim=32,
+                rope_theta=1000000.0,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 32768,
+                },
+            ),
+        ),
+    ]
+
+
+def _qwen3_cases() -> List[Case]:
+    def qwen3(**over):
+        cfg = _llama_like("qwen3", "Qwen3ForCausalLM", **over)
+        cfg.setdefault("attention_bias", False)
+        return cfg
+
+    return [
+        Case(
+            "qwen3",
+            "base",
+            "q_norm/k_norm per head, head_dim 32 unlike hidden/heads 16, GQA, untied",
+            qwen3(head_dim=32, tie_word_embeddings=False, rope_theta=1000000.0),
+        ),
+        Case(
+            "qwen3",
+            "tied_mha",
+            "plain multi-head, head_dim 16, tied head",
+            qwen3(
+                head_dim=16,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                rope_theta=1000000.0,
+            ),
+        ),
+        Case(
+            "qwen3",
+            "rope_parameters",
+            "no top-level rope_theta: theta and a yarn scaling nested in "
+            "rope_parameters (the transformers 5 layout)",
+            {
+                k: v
+                for k, v in qwen3(
+                    head_dim=32,
+                    tie_word_embeddings=False,
+                    max_position_embeddings=131072,
+                    rope_parameters={
+                        "rope_type": "yarn",
+                        "rope_theta": 1000000.0,
+                        "factor": 4.0,
+                        "original_max_position_embeddings": 32768,
+                    },
+                ).items()
+                if k != "rope_theta"
+            },
+        ),
+    ]
+
+
+def _gemma_cases() -> List[Case]:
+    def gemma(**over):
+        cfg = _llama_like("gemma", "GemmaForCausalLM", **over)
+        cfg["hidden_act"] = "gelu_pytorch_tanh"
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
+        cfg["rms_norm_eps"] = 1e-6
+        return cfg
+
+    return [
+        Case(
+            "gemma",
+            "base",
+            "(1 + w) RMSNorm, sqrt(hidden) embedding scale, gelu MLP, multi-query "
+            "(1 kv head), head_dim 32",
+            gemma(head_dim=32, num_key_value_heads=1, tie_word_embeddings=True),
+        ),
+        Case(
+            "gemma",
+            "mha",
+            "plain multi-head, head_dim 16, a rope_scaling that gemma ignores",
+            gemma(
+                head_dim=16,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                rope_scaling={"type": "linear", "factor": 4.0},
+            ),
+        ),
+    ]
+
+
+def _gemma2_cases() -> List[Case]:
+    def gemma2(**over):
+        cfg = _llama_like("gemma2", "Gemma2ForCausalLM", **over)
+        cfg["hidden_act"] = "gelu_pytorch_tanh"
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
+        cfg["rms_norm_eps"] = 1e-6
+        return cfg
+
+    return [
+        Case(
+            "gemma2",
+            "defaults",
+            "sandwich norms, soft-capped scores and logits with the defaults "
+            "(50, 30, query_pre_attn_scalar 144: none of the keys given), GQA",
+            gemma2(head_dim=32, tie_word_embeddings=True),
+        ),
+        Case(
+            "gemma2",
+            "capped",
+            "attn_logit_softcapping 3, final_logit_softcapping 20 (both bite, "
+            "neither saturates), "
+            f"query_pre_attn_scalar 16; sliding_window {SLIDING_WINDOW} that "
+            "mlx-lm ignores (every layer full attention); plain multi-head",
+            gemma2(
+                head_dim=16,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                attn_logit_softcapping=3.0,
+                final_logit_softcapping=20.0,
+                query_pre_attn_scalar=16,
+                sliding_window=SLIDING_WINDOW,
+                cache_implementation="hybrid",
+            ),
+        ),
+    ]
+
+
+def _phi3_cases() -> List[Case]:
+    def phi3(**over):
+        cfg = _llama_like(
+            "phi3",
+            "Phi3ForCausalLM",
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=4096,
+            original_max_position_embeddings=4096,
+            tie_word_embeddings=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "phi3",
+            "base",
+            "fused qkv_proj and gate_up_proj, GQA 2/1, head_dim 32 (hidden/heads), "
+            "untied",
+            phi3(),
+        ),
+        Case(
+            "phi3",
+            "longrope_partial",
+            "partial_rotary_factor 0.5 with rope_scaling longrope: long_factor on "
+            "the 16 rotated dims, q/k scale from 131072 / 4096",
+            phi3(
+                partial_rotary_factor=0.5,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "type": "longrope",
+                    "short_factor": [1.0 + 0.02 * i for i in range(8)],
+                    "long_factor": [1.0 + 1.7 * i for i in range(8)],
+                },
+            ),
+        ),
+        Case(
+            "phi3",
+            "su_mha",
+            "rope_scaling type su (the old name of longrope), plain multi-head",
+            phi3(
+                num_key_value_heads=2,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "type": "su",
+                    "short_factor": [1.0] * 16,
+                    "long_factor": [1.0 + 0.5 * i for i in range(16)],
+                },
+            ),
+        ),
+        Case(
+            "phi3",
+            "linear_tied",
+            "rope_scaling linear (factor 2), tied head",
+            phi3(
+                tie_word_embeddings=True,
+                rope_scaling={"type": "linear", "factor": 2.0, "long_factor": [1.0]},
+            ),
+        ),
+    ]
+
+
+def _olmo2_cases() -> List[Case]:
+    def olmo2(**over):
+        cfg = _llama_like("olmo2", "Olmo2ForCausalLM", **over)
+        cfg["rms_norm_eps"] = 1e-6
+        cfg["rope_theta"] = 500000.0
+        return cfg
+
+    return [
+        Case(
+            "olmo2",
+            "base",
+            "post-norm blocks, q/k RMSNorm over the flattened width, head_dim 32, "
+            "GQA, untied",
+            olmo2(head_dim=32, tie_word_embeddings=False, attention_bias=False),
+        ),
+        Case(
+            "olmo2",
+            "tied_bias_linear",
+            "tied head, attention and MLP biases, rope_scaling linear factor 2, MHA",
+            olmo2(
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                attention_bias=True,
+                mlp_bias=True,
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+            ),
+        ),
+    ]
+
+
+def _glm4_cases() -> List[Case]:
+    def glm4(**over):
+        cfg = _llama_like("glm4", "Glm4ForCausalLM", **over)
+        cfg["partial_rotary_factor"] = 0.5
+        cfg["pad_token_id"] = 0
+        return cfg
+
+    return [
+        Case(
+            "glm4",
+            "base",
+            "four norms per block, fused gate_up_proj, biased q/k/v, partial rope "
+            "0.5 interleaved (rope_traditional default true), head_dim 32, GQA",
+            glm4(head_dim=32, attention_bias=True, tie_word_embeddings=False),
+        ),
+        Case(
+            "glm4",
+            "nobias_halfsplit",
+            "attention_bias false, rope_traditional false (half-split pairs), MHA, "
+            "head_dim 16",
+            glm4(
+                head_dim=16,
+                num_key_value_heads=4,
+                attention_bias=False,
+                rope_traditional=False,
+                tie_word_embeddings=False,
+            ),
+        ),
+    ]
+
+
+def _granite_cases() -> List[Case]:
+    def granite(**over):
+        cfg = _llama_like(
+            "granite",
+            "GraniteForCausalLM",
+            attention_multiplier=0.09,
+            embedding_multiplier=6.0,
+            residual_multiplier=0.3,
+            logits_scaling=4.0,
+            attention_bias=False,
+            mlp_bias=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "granite",
+            "base",
+            "attention, embedding, residual and logits multipliers, GQA, tied head; "
+            "mlx-lm keeps o_proj/down_proj/lm_head at 8 bits group 64 when quantizing",
+            granite(tie_word_embeddings=True),
+        ),
+        Case(
+            "granite",
+            "bias_untied",
+            "attention (o too) and MLP biases, untied head, MHA, rope_scaling "
+            "llama3",
+            granite(
+                num_key_value_heads=4,
+                tie_word_embeddings=False,
+                attention_bias=True,
+                mlp_bias=True,
+                rope_theta=500000.0,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 32,
+                },
+            ),
+        ),
+    ]
+
+
+def _starcoder2_cases() -> List[Case]:
+    def sc2(**over):
+        cfg = {
+            "architectures": ["Starcoder2ForCausalLM"],
+            "model_type": "starcoder2",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_act": "gelu_pytorch_tanh",
+            "norm_epsilon": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 16384,
+            "rope_theta": 100000.0,
+            "use_bias": True,
+            "sliding_window": None,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "starcoder2",
+            "base",
+            "LayerNorm with bias, every projection biased, gelu c_fc/c_proj MLP, "
+            "GQA, tied head",
+            sc2(tie_word_embeddings=True),
+        ),
+        Case(
+            "starcoder2",
+            "untied_mha",
+            "untied head (no bias), plain multi-head, norm_epsilon 1e-6, "
+            "rope_theta from the default (no key)",
+            {
+                k: v
+                for k, v in sc2(
+                    num_key_value_heads=4, tie_word_embeddings=False, norm_epsilon=1e-6
+                ).items()
+                if k != "rope_theta"
+            },
+        ),
+    ]
+
+
+CASES: List[Case] = (
+    _llama_cases()
+    + _smollm3_cases()
+    + _qwen2_cases()
+    + _qwen3_cases()
+    + _gemma_cases()
+    + _gemma2_cases()
+    + _phi3_cases()
+    + _olmo2_cases()
+    + _glm4_cases()
+    + _granite_cases()
+    + _starcoder2_cases()
+)
+
+
+@dataclass(frozen=True)
+class Level:
+    """A precision: the dtype of the floating weights, and affine quantization
+    (bits, group_size) or none. Quantized levels start from bfloat16 weights,
+    as `mlx_lm.convert --dtype bfloat16 -q` does."""
+
+    name: str
+    dtype: str
+    bits: int = 0
+    group_size: int = 0
+
+
+LEVELS: List[Level] = [
+    Level("float32", "float32"),
+    Level("bfloat16", "bfloat16"),
+    Level("q8_g64", "bfloat16", 8, 64),
+    Level("q8_g32", "bfloat16", 8, 32),
+    Level("q4_g64", "bfloat16", 4, 64),
+    Level("q4_g32", "bfloat16", 4, 32),
+]

@@ -1,0 +1,377 @@
+"""Makes archgen's parity references with mlx-lm, the reference implementation.
+
+    python parity/refgen/refgen.py generate --out testdata/parity [--levels out/parity]
+    python parity/refgen/refgen.py levels --src testdata/parity --out out/parity
+
+`generate` builds every case of cases.py: its config goes through mlx-lm's own
+model class, random weights from the case's seed fill it, and mlx-lm's
+save_model/save_config write the float32 model dir. Each level (a dtype, and
+affine quantization or none) is then derived from that dir the way
+`mlx_lm.convert` does it (cast the floating parameters, quantize_model), saved
+as a model dir, loaded back with mlx-lm's load_model, and run: the prefill
+logits of the case's prompt, and a greedy decode with mlx-lm's prompt cache
+(cross-checked against mlx-lm's own generate_step). The float32 model dir, the
+dumps and a refs.json per case are written under --out; the level dirs go to
+--levels (a temporary folder when not given).
+
+`levels` derives the level dirs again from the committed float32 dirs, which
+is how the Go parity tests get their quantized and bfloat16 checkpoints.
+
+README.md in this folder defines the layout of what both commands write.
+"""
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import shutil
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import mlx.core as mx
+import mlx_lm
+import numpy as np
+from mlx.utils import tree_flatten, tree_map_with_path, tree_unflatten
+from mlx_lm.generate import generate_step
+from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.utils import (
+    _get_classes,
+    load_model,
+    quantize_model,
+    save_config,
+    save_model,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cases import CASES, DECODE_STEPS, LEVELS, PROMPT_LEN, Case, Level  # noqa: E402
+
+# Bumped when the layout of what this script writes changes.
+FORMAT = 1
+
+# Scales of the random weights, chosen so that a wrong formula shows in the
+# logits: norm weights spread around 1 (never all ones), biases clearly
+# nonzero, linear weights ~1/sqrt(fan_in) so activations stay O(1), and an
+# output head wide enough that greedy picks are not near-ties.
+NORM_WEIGHT_SPREAD = 0.3
+NORM_BIAS_STD = 0.2
+LINEAR_BIAS_STD = 0.3
+HEAD_GAIN = 3.0
+
+
+def versions():
+    return {"mlx": mx.__version__, "mlx_lm": mlx_lm.__version__}
+
+
+def case_seed(case: Case) -> int:
+    return zlib.crc32(case.key.encode())
+
+
+def case_prompt(case: Case):
+    """A fixed token sequence per case, drawn from the case's seed."""
+    rng = np.random.default_rng([case_seed(case), 0])
+    vocab = case.config["vocab_size"]
+    return [int(t) for t in rng.integers(3, vocab, size=PROMPT_LEN)]
+
+
+def _norm_modules(model):
+    return {
+        path
+        for path, module in model.named_modules()
+        if type(module).__name__.endswith("Norm")
+    }
+
+
+def random_weights(model, seed: int):
+    """Random values for every parameter of an mlx-lm model, by its path.
+
+    Each tensor draws from its own generator seeded by (case seed, path), so
+    a tensor's values do not depend on the order of the others.
+    """
+    norms = _norm_modules(model)
+    out = {}
+    for path, p in tree_flatten(model.parameters()):
+        rng = np.random.default_rng([seed, zlib.crc32(path.encode())])
+        module, _, leaf = path.rpartition(".")
+        shape = tuple(p.shape)
+        z = rng.standard_normal(shape, dtype=np.float32)
+        if module in norms:
+            if leaf == "weight":
+                v = 1.0 + NORM_WEIGHT_SPREAD * z
+            elif leaf == "bias":
+                v = NORM_BIAS_STD * z
+            else:
+                raise ValueError(f"unexpected norm parameter {path}")
+        elif leaf == "weight" and len(shape) == 2:
+            if module.endswith("embed_tokens"):
+                v = z
+            else:
+                gain = HEAD_GAIN if module == "lm_head" else 1.0
+                v = z * np.float32(gain / np.sqrt(shape[1]))
+        elif leaf == "bias" and len(shape) == 1:
+            v = LINEAR_BIAS_STD * z
+        else:
+            raise ValueError(f"no initialization rule for parameter {path} {shape}")
+        out[path] = mx.array(v.astype(np.float32))
+    return out
+
+
+def build_model_dir(case: Case, dst: Path):
+    """The case's float32 checkpoint, made and saved by mlx-lm."""
+    config = json.loads(json.dumps(case.config))
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+    model.update(tree_unflatten(list(random_weights(model, case_seed(case)).items())))
+    mx.eval(model.parameters())
+    save_model(dst, model)
+    save_config(config, config_path=dst / "config.json")
+
+
+def derive_level(src: Path, level: Level, dst: Path):
+    """A level's checkpoint from the float32 one, as mlx_lm.convert makes it:
+    load, cast the floating parameters the model lets cast, quantize."""
+    model, config = load_model(src)
+    dtype = getattr(mx, level.dtype)
+    cast_predicate = getattr(model, "cast_predicate", lambda _: True)
+
+    def set_dtype(k, v):
+        if cast_predicate(k) and mx.issubdtype(v.dtype, mx.floating):
+            return v.astype(dtype)
+        return v
+
+    model.update(tree_map_with_path(set_dtype, model.parameters()))
+    if level.bits:
+        with contextlib.redirect_stdout(io.StringIO()):
+            model, config = quantize_model(
+                model, config, level.group_size, level.bits, mode="affine"
+            )
+    save_model(dst, model)
+    save_config(config, config_path=dst / "config.json")
+
+
+def run_level(level_dir: Path, prompt):
+    """Loads a level's dir with mlx-lm and records what mlx-lm computes.
+
+    Logits keep the dtype mlx-lm returns them in (float32 for the float32
+    level, bfloat16 for the others), so each stored value is exactly mlx-lm's.
+    """
+    model, _ = load_model(level_dir)
+    tokens = mx.array(prompt, dtype=mx.int32)[None]
+
+    # Prefill: the whole prompt in one call, no cache.
+    prefill = model(tokens)[0]
+
+    # Greedy decode as generate_step runs it: prompt[:-1] into the cache in one
+    # call, then the last prompt token, then each picked token, one at a time.
+    cache = make_prompt_cache(model)
+    model(tokens[:, :-1], cache=cache)
+    mx.eval([c.state for c in cache])
+    logits = model(tokens[:, -1:], cache=cache)[0, -1]
+    picked, rows, logprob_rows = [], [], []
+    for step in range(DECODE_STEPS):
+        logprobs = logits - mx.logsumexp(logits, keepdims=True)
+        tok = mx.argmax(logprobs, axis=-1)
+        mx.eval(tok, logits, logprobs)
+        picked.append(int(tok.item()))
+        rows.append(logits)
+        logprob_rows.append(logprobs)
+        if step + 1 < DECODE_STEPS:
+            logits = model(tok.reshape(1, 1), cache=cache)[0, -1]
+    decode = mx.stack(rows)
+    mx.eval(prefill, decode)
+
+    # mlx-lm's own generation loop must agree token for token.
+    theirs, their_logprobs = [], []
+    for tok, lp in generate_step(
+        mx.array(prompt, dtype=mx.int32), model, max_tokens=DECODE_STEPS
+    ):
+        theirs.append(int(tok.item()) if isinstance(tok, mx.array) else int(tok))
+        their_logprobs.append(lp)
+    if theirs != picked:
+        raise RuntimeError(
+            f"{level_dir}: the decode loop picked {picked}, generate_step {theirs}"
+        )
+    for step, (a, b) in enumerate(zip(logprob_rows, their_logprobs)):
+        if not mx.array_equal(a, b).item():
+            raise RuntimeError(
+                f"{level_dir}: step {step} logprobs differ from generate_step's"
+            )
+
+    pre = np.array(prefill.astype(mx.float32))
+    dec = np.array(decode.astype(mx.float32))
+    top2 = np.sort(dec, axis=-1)[:, -2:]
+    stats = {
+        "logits_dtype": str(prefill.dtype).removeprefix("mlx.core."),
+        "prefill_absmax": float(np.abs(pre).max()),
+        "prefill_std": float(pre.std()),
+        "decode_tokens": picked,
+        # top-1 minus top-2 logit at each step: how near a tie each pick was
+        "decode_margins": [float(m) for m in top2[:, 1] - top2[:, 0]],
+    }
+    dumps = {
+        "prompt": mx.array(prompt, dtype=mx.int32),
+        "prefill_logits": prefill,
+        "decode_tokens": mx.array(picked, dtype=mx.int32),
+        "decode_logits": decode,
+    }
+    return dumps, stats
+
+
+def quantization_summary(level_dir: Path):
+    config = json.loads((level_dir / "config.json").read_text())
+    return config.get("quantization")
+
+
+def to_json(obj, indent=0):
+    """JSON with one key per line and lists of numbers or strings on one line."""
+    pad = "  " * (indent + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        items = [
+            f"{pad}{json.dumps(k)}: {to_json(v, indent + 1)}" for k, v in obj.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
+        items = [f"{pad}{to_json(v, indent + 1)}" for v in obj]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
+    return json.dumps(obj)
+
+
+def write_json(path: Path, obj):
+    path.write_text(to_json(obj) + "\n")
+
+
+def generate(out: Path, levels_out: Path, only=None):
+    out.mkdir(parents=True, exist_ok=True)
+    index = {
+        "format": FORMAT,
+        **versions(),
+        "prompt_len": PROMPT_LEN,
+        "decode_steps": DECODE_STEPS,
+        "levels": [
+            {
+                "name": lv.name,
+                "dtype": lv.dtype,
+                "bits": lv.bits,
+                "group_size": lv.group_size,
+            }
+            for lv in LEVELS
+        ],
+        "cases": [],
+    }
+    for case in CASES:
+        if only and case.key not in only:
+            continue
+        case_dir = out / case.arch / case.name
+        if case_dir.exists():
+            shutil.rmtree(case_dir)
+        model_dir = case_dir / "model"
+        build_model_dir(case, model_dir)
+        prompt = case_prompt(case)
+        refs = {
+            "format": FORMAT,
+            **versions(),
+            "arch": case.arch,
+            "case": case.name,
+            "model_type": case.config["model_type"],
+            "doc": case.doc,
+            "seed": case_seed(case),
+            "prompt": prompt,
+            "decode_calls": [PROMPT_LEN - 1] + [1] * DECODE_STEPS,
+            "levels": {},
+        }
+        for level in LEVELS:
+            level_dir = levels_out / case.arch / case.name / level.name
+            if level_dir.exists():
+                shutil.rmtree(level_dir)
+            derive_level(model_dir, level, level_dir)
+            dumps, stats = run_level(level_dir, prompt)
+            mx.save_safetensors(
+                str(case_dir / f"{level.name}.safetensors"),
+                dumps,
+                metadata={
+                    "format": "archgen-parity",
+                    "case": case.key,
+                    "level": level.name,
+                    **versions(),
+                },
+            )
+            refs["levels"][level.name] = {
+                "dtype": level.dtype,
+                "bits": level.bits,
+                "group_size": level.group_size,
+                "quantization": quantization_summary(level_dir),
+                **stats,
+            }
+            print(
+                f"{case.key:30s} {level.name:9s} min margin "
+                f"{min(stats['decode_margins']):8.4f} tokens {stats['decode_tokens']}",
+                flush=True,
+            )
+        write_json(case_dir / "refs.json", refs)
+        index["cases"].append({"arch": case.arch, "case": case.name, "doc": case.doc})
+    if not only:
+        write_json(out / "index.json", index)
+
+
+def levels_key(src: Path) -> str:
+    """What the level dirs are derived from: the committed float32 dirs, the
+    index, this script and the case table, and the mlx and mlx-lm versions."""
+    h = hashlib.sha256(json.dumps(versions(), sort_keys=True).encode())
+    here = Path(__file__).resolve().parent
+    inputs = [src / "index.json", here / "refgen.py", here / "cases.py"]
+    inputs += sorted(src.glob("*/*/model/*"))
+    for path in inputs:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def levels(src: Path, out: Path):
+    """Derives every level dir from the committed float32 dirs into out; a
+    no-op when out already holds them for the same inputs."""
+    key = levels_key(src)
+    stamp = out / ".derived"
+    if stamp.is_file() and stamp.read_text().strip() == key:
+        return
+    index = json.loads((src / "index.json").read_text())
+    by_name = {lv.name: lv for lv in LEVELS}
+    if out.exists():
+        shutil.rmtree(out)
+    for entry in index["cases"]:
+        model_dir = src / entry["arch"] / entry["case"] / "model"
+        for lv in index["levels"]:
+            level_dir = out / entry["arch"] / entry["case"] / lv["name"]
+            derive_level(model_dir, by_name[lv["name"]], level_dir)
+    stamp.write_text(key + "\n")
+    print(f"refgen: derived {len(index['cases'])} cases x {len(index['levels'])} "
+          f"levels into {out}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="make every reference")
+    g.add_argument("--out", type=Path, required=True)
+    g.add_argument("--levels", type=Path, help="where the level dirs go")
+    g.add_argument("--only", nargs="*", help="arch/case keys to remake")
+    lv = sub.add_parser("levels", help="derive the level dirs of committed cases")
+    lv.add_argument("--src", type=Path, required=True)
+    lv.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+
+    if args.cmd == "generate":
+        if args.levels is not None:
+            generate(args.out, args.levels, args.only)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                generate(args.out, Path(tmp), args.only)
+    else:
+        levels(args.src, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+// Package parity checks every generated architecture against mlx-lm, the
+// reference implementation, on the references in testdata/parity.
+//
+// parity/refgen (Python, run by `make refs`) makes those references with
+// mlx-lm itself: per architecture a set of tiny checkpoints ("cases"), each
+// at several precisions ("levels": float32, bfloat16, 8- and 4-bit affine
+// quantization with groups of 64 and 32), with the prefill logits of a fixed
+// prompt and a greedy decode (its tokens and the logits of every step).
+// parity/refgen/README.md defines that layout. `make parity-models` derives
+// each level's model dir into out/parity with mlx-lm.
+//
+// The tests load each level's dir through the registry, exactly as a user's
+// checkpoint, and compare: `go test ./parity/...` runs one subtest per
+// <arch>/<case>/<level>; `make parity` prints the table of errors.
+package parity
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Index is testdata/parity/index.json: the cases and levels the references
+// cover, and the mlx and mlx-lm versions that made them.
+type Index struct {
+	Format      int         `json:"format"`
+	MLX         string      `json:"mlx"`
+	MLXLM       string      `json:"mlx_lm"`
+	PromptLen   int         `json:"prompt_len"`
+	DecodeSteps int         `json:"decode_steps"`
+	Levels      []LevelInfo `json:"levels"`
+	Cases       []CaseInfo  `json:"cases"`
+}
+
+// LevelInfo is one precision: the dtype of the floating weights and the
+// affine quantization (Bits 0 for none).
+type LevelInfo struct {
+	Name      string `json:"name"`
+	Dtype     string `json:"dtype"`
+	Bits      int    `json:"bits"`
+	GroupSize int    `json:"group_size"`
+}
+
+// CaseInfo names one case: Arch is the descriptor it belongs to (its
+// config's model_type), Doc what it exercises.
+type CaseInfo struct {
+	Arch string `json:"arch"`
+	Case string `json:"case"`
+	Doc  string `json:"doc"`
+}
+
+// Key is "<arch>/<case>".
+func (c CaseInfo) Key() string { return c.Arch + "/" + c.Case }
+
+// Refs is a case's refs.json.
+type Refs struct {
+	Format      int                 `json:"format"`
+	MLX         string              `json:"mlx"`
+	MLXLM       string              `json:"mlx_lm"`
+	Arch        string              `json:"arch"`
+	Case        string              `json:"case"`
+	ModelType   string              `json:"model_type"`
+	Doc         string              `json:"doc"`
+	Seed        uint32              `json:"seed"`
+	Prompt      []int32             `json:"prompt"`
+	DecodeCalls []int               `json:"decode_calls"`
+	Levels      map[string]LevelRef `json:"levels"`
+}
+
+// LevelRef is what mlx-lm did at one level of a case.
+type LevelRef struct {
+	Dtype         string          `json:"dtype"`
+	Bits          int             `json:"bits"`
+	GroupSize     int             `json:"group_size"`
+	Quantization  json.RawMessage `json:"quantization"`
+	LogitsDtype   string          `json:"logits_dtype"`
+	PrefillAbsMax float64         `json:"prefill_absmax"`
+	PrefillStd    float64         `json:"prefill_std"`
+	DecodeTokens  []int32         `json:"decode_tokens"`
+	DecodeMargins []float64       `json:"decode_margins"`
+}
+
+// Dumps is one level's <level>.safetensors: what mlx-lm computed, as
+// float32 (bfloat16 logits convert exactly).
+type Dumps struct {
+	Prompt       []int32
+	Vocab        int
+	Prefill      []float32 // [len(Prompt), Vocab]
+	DecodeTokens []int32
+	Decode       []float32 // [len(DecodeTokens), Vocab]
+	LogitsDtype  mlx.Dtype // the dtype mlx-lm returned the logits in
+}
+
+// Root is the repository's root folder.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// RefsDir is testdata/parity, the committed references.
+func RefsDir() string { return filepath.Join(Root(), "testdata", "parity") }
+
+// ModelsDir is out/parity, where `make parity-models` derives the level dirs.
+func ModelsDir() string { return filepath.Join(Root(), "out", "parity") }
+
+// LoadIndex reads index.json of the references in dir.
+func LoadIndex(dir string) (*Index, error) {
+	var idx Index
+	if err := readJSON(filepath.Join(dir, "index.json"), &idx); err != nil {
+		return nil, err
+	}
+	if idx.Format != 1 {
+		return nil, fmt.Errorf("%s: format %d, want 1", filepath.Join(dir, "index.json"), idx.Format)
+	}
+	return &idx, nil
+}
+
+// LoadRefs reads a case's refs.json.
+func LoadRefs(dir string, c CaseInfo) (*Refs, error) {
+	var r Refs
+	path := filepath.Join(dir, c.Arch, c.Case, "refs.json")
+	if err := readJSON(path, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// LevelDir is the model dir of a case at a level, under models (ModelsDir).
+func LevelDir(models string, c CaseInfo, level string) string {
+	return filepath.Join(models, c.Arch, c.Case, level)
+}
+
+// LoadDumps reads a case's dumps at one level.
+func LoadDumps(dir string, c CaseInfo, level string) (*Dumps, error) {
+	path := filepath.Join(dir, c.Arch, c.Case, level+".safetensors")
+	arrays, _, err := mlx.LoadSafetensors(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, a := range arrays {
+			a.Free()
+		}
+	}()
+	get := func(name string, ndim int) (*mlx.Array, error) {
+		a, ok := arrays[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: no tensor %q", path, name)
+		}
+		if a.Ndim() != ndim {
+			return nil, fmt.Errorf("%s: tensor %q has shape %v, want %d dimensions", path, name, a.Shape(), ndim)
+		}
+		return a, nil
+	}
+	var d Dumps
+	prompt, err := get("prompt", 1)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := get("decode_tokens", 1)
+	if err != nil {
+		return nil, err
+	}
+	prefill, err := get("prefill_logits", 2)
+	if err != nil {
+		return nil, err
+	}
+	decode, err := get("decode_logits", 2)
+	if err != nil {
+		return nil, err
+	}
+	if d.Prompt, err = prompt.Int32s(); err != nil {
+		return nil, fmt.Errorf("%s: prompt: %w", path, err)
+	}
+	if d.DecodeTokens, err = tokens.Int32s(); err != nil {
+		return nil, fmt.Errorf("%s: decode_tokens: %w", path, err)
+	}
+	if d.Prefill, err = prefill.Float32s(); err != nil {
+		return nil, fmt.Errorf("%s: prefill_logits: %w", path, err)
+	}
+	if d.Decode, err = decode.Float32s(); err != nil {
+		return nil, fmt.Errorf("%s: decode_logits: %w", path, err)
+	}
+	d.Vocab = prefill.Dim(1)
+	d.LogitsDtype = prefill.Dtype()
+	if prefill.Dim(0) != len(d.Prompt) || decode.Dim(0) != len(d.DecodeTokens) ||
+		decode.Dim(1) != d.Vocab || decode.Dtype() != d.LogitsDtype {
+		return nil, fmt.Errorf("%s: shapes disagree: prompt %d, prefill_logits %v %s, decode_tokens %d, decode_logits %v %s",
+			path, len(d.Prompt), prefill.Shape(), prefill.Dtype(), len(d.DecodeTokens), decode.Shape(), decode.Dtype())
+	}
+	return &d, nil
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package parity
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestReferences checks that the committed references agree with
+// themselves: every case of index.json has its refs.json, float32 model dir
+// and one dump per level, the dumps have the shapes the index and the config
+// promise, and each greedy pick is the first maximum of its logits row.
+// (That they are what mlx-lm computes is `make refs-check`'s job.)
+func TestReferences(t *testing.T) {
+	dir := RefsDir()
+	idx, err := LoadIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Cases) == 0 || len(idx.Levels) == 0 {
+		t.Fatalf("index.json lists %d cases and %d levels", len(idx.Cases), len(idx.Levels))
+	}
+	for _, c := range idx.Cases {
+		t.Run(c.Key(), func(t *testing.T) {
+			refs, err := LoadRefs(dir, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refs.Arch != c.Arch || refs.Case != c.Case || refs.MLX != idx.MLX || refs.MLXLM != idx.MLXLM {
+				t.Errorf("refs.json names %s/%s (mlx %s, mlx-lm %s), index.json %s (mlx %s, mlx-lm %s)",
+					refs.Arch, refs.Case, refs.MLX, refs.MLXLM, c.Key(), idx.MLX, idx.MLXLM)
+			}
+			var cfg struct {
+				ModelType string `json:"model_type"`
+				Vocab     int    `json:"vocab_size"`
+			}
+			data, err := os.ReadFile(filepath.Join(dir, c.Arch, c.Case, "model", "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ModelType != refs.ModelType || cfg.ModelType != c.Arch {
+				t.Errorf("config.json model_type %q, refs.json %q, folder %q", cfg.ModelType, refs.ModelType, c.Arch)
+			}
+			if len(refs.Prompt) != idx.PromptLen {
+				t.Errorf("prompt has %d tokens, index.json says %d", len(refs.Prompt), idx.PromptLen)
+			}
+			for _, lv := range idx.Levels {
+				ref, ok := refs.Levels[lv.Name]
+				if !ok {
+					t.Errorf("refs.json has no level %s", lv.Name)
+					continue
+				}
+				d, err := LoadDumps(dir, c, lv.Name)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				if d.Vocab != cfg.Vocab || len(d.DecodeTokens) != idx.DecodeSteps {
+					t.Errorf("%s: vocab %d (config %d), %d decode steps (index %d)",
+						lv.Name, d.Vocab, cfg.Vocab, len(d.DecodeTokens), idx.DecodeSteps)
+				}
+				if !slices.Equal(d.Prompt, refs.Prompt) || !slices.Equal(d.DecodeTokens, ref.DecodeTokens) {
+					t.Errorf("%s: the dump's prompt or tokens differ from refs.json", lv.Name)
+				}
+				if d.LogitsDtype.String() != ref.LogitsDtype {
+					t.Errorf("%s: logits are %s, refs.json says %s", lv.Name, d.LogitsDtype, ref.LogitsDtype)
+				}
+				for i, tok := range d.DecodeTokens {
+					if got := Argmax(d.Decode[i*d.Vocab : (i+1)*d.Vocab]); got != int(tok) {
+						t.Errorf("%s: step %d picked %d, but its logits' first maximum is %d", lv.Name, i, tok, got)
+					}
+				}
+			}
+		})
+	}
+}

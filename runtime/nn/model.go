@@ -170,3 +170,57 @@ func (e *Embedding) Dtype() mlx.Dtype {
 	}
 	return e.Weight.Dtype()
 }
+
+// LoadModel is a generated package's Load: it reads dir/config.json,
+// checks that its model_type is name or one of aliases, parses it with
+// parse, opens the checkpoint and builds the model with build. Errors name
+// the file, key or tensor.
+func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name string, aliases []string,
+	parse func([]byte) (*C, error), build func(*Weights, *C) (M, error)) (M, error) {
+	var none M
+	data, err := ReadConfigFile(dir)
+	if err != nil {
+		return none, err
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	mt, err := ModelTypeOf(data)
+	if err == nil {
+		err = CheckModelType(mt, name, aliases)
+	}
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	c, err := parse(data)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	w, err := OpenWeights(dir, data, opts)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", dir, err)
+	}
+	m, err := build(w, c)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// ListTensors is a generated package's Tensors: the tensors build asks for
+// on a config.json, recorded without a checkpoint.
+func ListTensors[C any, M interface{ Free() }](config []byte,
+	parse func([]byte) (*C, error), build func(*Weights, *C) (M, error)) ([]TensorSpec, error) {
+	c, err := parse(config)
+	if err != nil {
+		return nil, err
+	}
+	w, err := RecordWeights(config)
+	if err != nil {
+		return nil, err
+	}
+	m, err := build(w, c)
+	if err != nil {
+		return nil, err
+	}
+	m.Free()
+	return w.Specs(), nil
+}

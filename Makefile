@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models config-reference rope-reference
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models config-reference rope-reference generate
 
 all: test
 
@@ -27,6 +27,11 @@ test: setup refs-check parity-models
 
 vet: setup
 	$(GO) vet ./...
+
+# Regenerates generated/ from descriptors/ (go run ./cmd/archgen -check
+# tells whether it is current).
+generate: setup
+	$(GO) generate ./...
 
 # The main job, end to end.
 demo: setup

@@ -76,14 +76,6 @@ type F[T any] struct {
 	Origin Origin
 }
 
-// Val is the value, or def when the leaf is unset or null.
-func (f F[T]) Val(def T) T {
-	if f.Set && !f.Null {
-		return f.V
-	}
-	return def
-}
-
 // IsSet reports a non-null value.
 func (f F[T]) IsSet() bool { return f.Set && !f.Null }
 
@@ -107,16 +99,6 @@ type OMap[V any] struct {
 	Pos     Pos
 }
 
-// Get is the entry for key, or nil.
-func (m *OMap[V]) Get(key string) *Entry[V] {
-	for i := range m.Entries {
-		if m.Entries[i].Key == key {
-			return &m.Entries[i]
-		}
-	}
-	return nil
-}
-
 // List is a sequence of structs, set as a whole.
 type List[T any] struct {
 	Items  []T
@@ -125,9 +107,9 @@ type List[T any] struct {
 	Origin Origin
 }
 
-// Raw is a YAML value kept as a tree of plain Go values (map[string]any
-// with ordered keys as []Entry[Raw] is overkill for test configs: maps
-// are sorted when written out).
+// Raw is a YAML value as plain Go values (bool, int64, float64, string,
+// nil, []any, map[string]any), for test configs; maps are written out
+// sorted.
 type Raw struct {
 	V   any
 	Pos Pos

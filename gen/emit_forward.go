@@ -23,10 +23,10 @@ func emitForward(a *Arch) ([]byte, error) {
 	return render(f)
 }
 
-var (
-	g    = func() *jen.Statement { return jen.Id("g") }
-	call = func(op string, args ...jen.Code) *jen.Statement { return g().Dot(op).Call(args...) }
-)
+// g spells the graph, call an op on it.
+func g() *jen.Statement { return jen.Id("g") }
+
+func call(op string, args ...jen.Code) *jen.Statement { return g().Dot(op).Call(args...) }
 
 func graphParam() jen.Code { return jen.Id("g").Op("*").Qual(mlxPkg, "Graph") }
 func arrayType() jen.Code  { return jen.Op("*").Qual(mlxPkg, "Array") }

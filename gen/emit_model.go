@@ -155,21 +155,9 @@ func emitTypes(f *jen.File, a *Arch) {
 }
 
 func emitLoad(f *jen.File, a *Arch) {
-	cfgPath := jen.Qual("path/filepath", "Join").Call(jen.Id("dir"), jen.Lit("config.json"))
 	f.Comment(comment("Load reads a model directory as mlx-lm saves it: config.json, and model.safetensors or the shards model.safetensors.index.json lists, in float or mlx-quantized form. Every problem is reported, named by key or tensor."))
 	f.Func().Id("Load").Params(jen.Id("dir").String(), jen.Id("opts").Qual(nnPkg, "Options")).Params(jen.Op("*").Id("Model"), jen.Error()).Block(
-		jen.List(jen.Id("data"), jen.Err()).Op(":=").Qual(nnPkg, "ReadConfigFile").Call(jen.Id("dir")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("ParseConfig").Call(jen.Id("data")),
-		jen.If(jen.Err().Op("==").Nil()).Block(
-			jen.Err().Op("=").Qual(nnPkg, "CheckModelType").Call(jen.Id("c").Dot("ModelType"), jen.Id("Name"), jen.Id("Aliases")),
-		),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s: %w"), cfgPath, jen.Err()))),
-		jen.List(jen.Id("w"), jen.Err()).Op(":=").Qual(nnPkg, "OpenWeights").Call(jen.Id("dir"), jen.Id("data"), jen.Id("opts")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s: %w"), jen.Id("dir"), jen.Err()))),
-		jen.List(jen.Id("m"), jen.Err()).Op(":=").Id("build").Call(jen.Id("w"), jen.Id("c")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s: %w"), jen.Id("dir"), jen.Err()))),
-		jen.Return(jen.Id("m"), jen.Nil()),
+		jen.Return(jen.Qual(nnPkg, "LoadModel").Call(jen.Id("dir"), jen.Id("opts"), jen.Id("Name"), jen.Id("Aliases"), jen.Id("ParseConfig"), jen.Id("build"))),
 	)
 	f.Line()
 	f.Comment("loadModel is Load as the registry calls it.")
@@ -181,14 +169,7 @@ func emitLoad(f *jen.File, a *Arch) {
 	f.Line()
 	f.Comment(comment("Tensors lists the tensors a checkpoint with this config.json holds, quantized as its quantization block says (every module, as mlx-lm's convert quantizes them, where the block gives no per-module entry)."))
 	f.Func().Id("Tensors").Params(jen.Id("data").Index().Byte()).Params(jen.Index().Qual(nnPkg, "TensorSpec"), jen.Error()).Block(
-		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("ParseConfig").Call(jen.Id("data")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.List(jen.Id("w"), jen.Err()).Op(":=").Qual(nnPkg, "RecordWeights").Call(jen.Id("data")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.List(jen.Id("m"), jen.Err()).Op(":=").Id("build").Call(jen.Id("w"), jen.Id("c")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.Id("m").Dot("Free").Call(),
-		jen.Return(jen.Id("w").Dot("Specs").Call(), jen.Nil()),
+		jen.Return(jen.Qual(nnPkg, "ListTensors").Call(jen.Id("data"), jen.Id("ParseConfig"), jen.Id("build"))),
 	)
 	f.Line()
 }
@@ -334,10 +315,14 @@ func emitBuild(f *jen.File, a *Arch) {
 }
 
 func emitAccessors(f *jen.File, a *Arch) {
-	f.Comment("NewCaches makes the empty caches a sequence starts with: one per layer,")
-	f.Comment("a window cache on sliding layers.")
+	f.Comment(comment("NewCaches makes the empty caches a sequence starts with, as mlx-lm's make_cache does: one per layer, a window cache on sliding layers."))
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("NewCaches").Params().Index().Qual(kvPkg, "Cache").Block(
-		jen.Return(jen.Qual(nnPkg, "NewCaches").Call(jen.Id("m").Dot("caches"))),
+		jen.Return(jen.Qual(nnPkg, "DefaultCaches").Call(jen.Id("m").Dot("caches"))),
+	)
+	f.Line()
+	f.Comment(comment("NewCachesWith is NewCaches with options: a bound on every cache (max KV size), quantized keys and values."))
+	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("NewCachesWith").Params(jen.Id("opts").Qual(kvPkg, "Options")).Params(jen.Index().Qual(kvPkg, "Cache"), jen.Error()).Block(
+		jen.Return(jen.Qual(nnPkg, "NewCaches").Call(jen.Id("m").Dot("caches"), jen.Id("opts"))),
 	)
 	f.Line()
 	f.Comment("Info is the model's facts.")

@@ -120,6 +120,7 @@ func emitArchTest(a *Arch) ([]byte, error) {
 		{"TestQuantized", "Quantized", "loads and runs the checkpoint quantized as mlx-lm's convert would"},
 		{"TestLoadErrors", "LoadErrors", "checks the messages of a missing, misshapen and unexpected tensor"},
 		{"TestTensors", "Tensors", "checks that Tensors lists what Load reads, for every layer"},
+		{"TestCacheOptions", "CacheOptions", "checks caches made with options: refused ones, bounded ones"},
 	} {
 		f.Comment(t.name + " " + t.doc + ".")
 		f.Func().Id(t.name).Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(

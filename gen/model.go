@@ -91,9 +91,6 @@ type Value struct {
 // Code spells the value in Go.
 func (v *Value) Code() *jen.Statement { return v.code.Clone() }
 
-// Literal is the value when it is a bare literal.
-func (v *Value) Literal() (any, bool) { return v.lit, v.isLit }
-
 // IsTrue and IsFalse tell a literal bool apart from a config-driven one.
 func (v *Value) IsTrue() bool  { b, ok := v.lit.(bool); return v.isLit && ok && b }
 func (v *Value) IsFalse() bool { b, ok := v.lit.(bool); return v.isLit && ok && !b }
@@ -716,21 +713,6 @@ func goName(s string) string {
 		b.WriteString(string(r))
 	}
 	return b.String()
-}
-
-// lowerName is goName with a lower-case start, for unexported names.
-func lowerName(s string) string {
-	g := goName(s)
-	r := []rune(g)
-	i := 0
-	for i < len(r) && unicode.IsUpper(r[i]) && (i == 0 || i+1 == len(r) || unicode.IsUpper(r[i+1])) {
-		r[i] = unicode.ToLower(r[i])
-		i++
-	}
-	if i == 0 {
-		r[0] = unicode.ToLower(r[0])
-	}
-	return string(r)
 }
 
 // ---- what emitters ask ----

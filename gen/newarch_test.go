@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,5 +129,22 @@ func TestAddingAnArch(t *testing.T) {
 		if !strings.Contains(out, "--- PASS: "+name) {
 			t.Errorf("%s did not pass:\n%s", name, out)
 		}
+	}
+
+	// Generated code of a version the runtime does not run fails to build.
+	model := filepath.Join(tmp, "generated", "helium", "model.go")
+	data, _ := os.ReadFile(model)
+	guard := fmt.Sprintf("mlx.EnforceVersion(%d - mlx.MinGenVersion)", genVersion)
+	if !bytes.Contains(data, []byte(guard)) {
+		t.Fatalf("model.go has no %s", guard)
+	}
+	future := bytes.ReplaceAll(data, []byte(fmt.Sprint(genVersion)+" - mlx.MinGenVersion"), []byte("mlx.MaxGenVersion + 1 - mlx.MinGenVersion"))
+	future = bytes.ReplaceAll(future, []byte("mlx.MaxGenVersion - "+fmt.Sprint(genVersion)), []byte("mlx.MaxGenVersion - (mlx.MaxGenVersion + 1)"))
+	os.WriteFile(model, future, 0o644)
+	cmd := exec.Command("go", "build", "./generated/helium/")
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "EnforceVersion") {
+		t.Errorf("a package generated for a newer runtime built: %v\n%s", err, out)
 	}
 }

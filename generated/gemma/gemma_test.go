@@ -12,6 +12,10 @@ const testConfig = `{
   "head_dim": 16,
   "hidden_size": 64,
   "intermediate_size": 128,
+  "layer_types": [
+    "sliding_attention",
+    "full_attention"
+  ],
   "model_type": "gemma",
   "num_attention_heads": 4,
   "num_hidden_layers": 2,
@@ -24,6 +28,7 @@ const testConfig = `{
     "original_max_position_embeddings": 8192,
     "rope_type": "llama3"
   },
+  "sliding_window": 3,
   "tie_word_embeddings": false,
   "vocab_size": 96
 }`
@@ -51,4 +56,9 @@ func TestLoadErrors(t *testing.T) {
 // TestTensors checks that Tensors lists what Load reads, for every layer.
 func TestTensors(t *testing.T) {
 	nntest.Tensors(t, Arch, testConfig)
+}
+
+// TestCacheOptions checks caches made with options: refused ones, bounded ones.
+func TestCacheOptions(t *testing.T) {
+	nntest.CacheOptions(t, Arch, testConfig)
 }

@@ -14,6 +14,10 @@ const testConfig = `{
   "embedding_multiplier": 12,
   "hidden_size": 64,
   "intermediate_size": 128,
+  "layer_types": [
+    "sliding_attention",
+    "full_attention"
+  ],
   "logits_scaling": 8,
   "max_position_embeddings": 4096,
   "mlp_bias": false,
@@ -31,6 +35,7 @@ const testConfig = `{
     "rope_type": "llama3"
   },
   "rope_theta": 10000,
+  "sliding_window": 3,
   "tie_word_embeddings": true,
   "vocab_size": 96
 }`
@@ -58,4 +63,9 @@ func TestLoadErrors(t *testing.T) {
 // TestTensors checks that Tensors lists what Load reads, for every layer.
 func TestTensors(t *testing.T) {
 	nntest.Tensors(t, Arch, testConfig)
+}
+
+// TestCacheOptions checks caches made with options: refused ones, bounded ones.
+func TestCacheOptions(t *testing.T) {
+	nntest.CacheOptions(t, Arch, testConfig)
 }

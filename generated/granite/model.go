@@ -3,11 +3,9 @@
 package granite
 
 import (
-	"fmt"
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
-	"path/filepath"
 )
 
 // This package is generated for version 1 of runtime/mlx's API; a runtime that
@@ -89,26 +87,7 @@ type MLP struct {
 // model.safetensors or the shards model.safetensors.index.json lists, in float
 // or mlx-quantized form. Every problem is reported, named by key or tensor.
 func Load(dir string, opts nn.Options) (*Model, error) {
-	data, err := nn.ReadConfigFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	c, err := ParseConfig(data)
-	if err == nil {
-		err = nn.CheckModelType(c.ModelType, Name, Aliases)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
-	}
-	w, err := nn.OpenWeights(dir, data, opts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	m, err := build(w, c)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	return m, nil
+	return nn.LoadModel(dir, opts, Name, Aliases, ParseConfig, build)
 }
 
 // loadModel is Load as the registry calls it.
@@ -124,20 +103,7 @@ func loadModel(dir string, opts nn.Options) (nn.Model, error) {
 // quantized as its quantization block says (every module, as mlx-lm's convert
 // quantizes them, where the block gives no per-module entry).
 func Tensors(data []byte) ([]nn.TensorSpec, error) {
-	c, err := ParseConfig(data)
-	if err != nil {
-		return nil, err
-	}
-	w, err := nn.RecordWeights(data)
-	if err != nil {
-		return nil, err
-	}
-	m, err := build(w, c)
-	if err != nil {
-		return nil, err
-	}
-	m.Free()
-	return w.Specs(), nil
+	return nn.ListTensors(data, ParseConfig, build)
 }
 
 // build asks w for every module of the model by checkpoint name, dropping
@@ -198,10 +164,16 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 	return m, nil
 }
 
-// NewCaches makes the empty caches a sequence starts with: one per layer,
-// a window cache on sliding layers.
+// NewCaches makes the empty caches a sequence starts with, as mlx-lm's
+// make_cache does: one per layer, a window cache on sliding layers.
 func (m *Model) NewCaches() []kv.Cache {
-	return nn.NewCaches(m.caches)
+	return nn.DefaultCaches(m.caches)
+}
+
+// NewCachesWith is NewCaches with options: a bound on every cache (max KV
+// size), quantized keys and values.
+func (m *Model) NewCachesWith(opts kv.Options) ([]kv.Cache, error) {
+	return nn.NewCaches(m.caches, opts)
 }
 
 // Info is the model's facts.

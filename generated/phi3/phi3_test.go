@@ -11,6 +11,10 @@ import (
 const testConfig = `{
   "hidden_size": 64,
   "intermediate_size": 128,
+  "layer_types": [
+    "sliding_attention",
+    "full_attention"
+  ],
   "max_position_embeddings": 131072,
   "model_type": "phi3",
   "num_attention_heads": 4,
@@ -41,6 +45,7 @@ const testConfig = `{
     ],
     "type": "longrope"
   },
+  "sliding_window": 3,
   "tie_word_embeddings": false,
   "vocab_size": 96
 }`
@@ -68,4 +73,9 @@ func TestLoadErrors(t *testing.T) {
 // TestTensors checks that Tensors lists what Load reads, for every layer.
 func TestTensors(t *testing.T) {
 	nntest.Tensors(t, Arch, testConfig)
+}
+
+// TestCacheOptions checks caches made with options: refused ones, bounded ones.
+func TestCacheOptions(t *testing.T) {
+	nntest.CacheOptions(t, Arch, testConfig)
 }

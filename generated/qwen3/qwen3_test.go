@@ -12,6 +12,10 @@ const testConfig = `{
   "head_dim": 32,
   "hidden_size": 64,
   "intermediate_size": 128,
+  "layer_types": [
+    "sliding_attention",
+    "full_attention"
+  ],
   "max_position_embeddings": 4096,
   "model_type": "qwen3",
   "num_attention_heads": 4,
@@ -26,6 +30,7 @@ const testConfig = `{
     "rope_type": "llama3"
   },
   "rope_theta": 1000000,
+  "sliding_window": 3,
   "tie_word_embeddings": false,
   "vocab_size": 96
 }`
@@ -53,4 +58,9 @@ func TestLoadErrors(t *testing.T) {
 // TestTensors checks that Tensors lists what Load reads, for every layer.
 func TestTensors(t *testing.T) {
 	nntest.Tensors(t, Arch, testConfig)
+}
+
+// TestCacheOptions checks caches made with options: refused ones, bounded ones.
+func TestCacheOptions(t *testing.T) {
+	nntest.CacheOptions(t, Arch, testConfig)
 }

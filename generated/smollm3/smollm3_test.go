@@ -11,6 +11,10 @@ import (
 const testConfig = `{
   "hidden_size": 64,
   "intermediate_size": 128,
+  "layer_types": [
+    "sliding_attention",
+    "full_attention"
+  ],
   "model_type": "smollm3",
   "no_rope_layer_interval": 2,
   "num_attention_heads": 4,
@@ -25,6 +29,7 @@ const testConfig = `{
     "rope_type": "llama3"
   },
   "rope_theta": 5000000,
+  "sliding_window": 3,
   "tie_word_embeddings": true,
   "vocab_size": 96
 }`
@@ -52,4 +57,9 @@ func TestLoadErrors(t *testing.T) {
 // TestTensors checks that Tensors lists what Load reads, for every layer.
 func TestTensors(t *testing.T) {
 	nntest.Tensors(t, Arch, testConfig)
+}
+
+// TestCacheOptions checks caches made with options: refused ones, bounded ones.
+func TestCacheOptions(t *testing.T) {
+	nntest.CacheOptions(t, Arch, testConfig)
 }

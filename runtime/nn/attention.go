@@ -72,21 +72,28 @@ type CacheSpec struct {
 	Window int
 }
 
-// NewCaches makes one empty cache per layer spec.
-func NewCaches(specs []CacheSpec) []kv.Cache {
+// NewCaches makes one empty cache per layer spec, as opts choose: a full
+// cache on full-attention layers, a window cache on sliding ones.
+func NewCaches(specs []CacheSpec, opts kv.Options) ([]kv.Cache, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
 	caches := make([]kv.Cache, len(specs))
 	for i, s := range specs {
-		caches[i] = newCache(s)
+		if s.Window > 0 {
+			caches[i] = opts.Sliding(s.Window)
+		} else {
+			caches[i] = opts.Full()
+		}
 	}
-	return caches
+	return caches, nil
 }
 
-// newCache is the cache of one layer. runtime/kv has no rotating window
-// cache yet, so sliding layers keep every position too; their masks
-// (cache.Mask with the window) limit each query to the window, so they
-// attend to exactly the positions a window cache would hold.
-func newCache(s CacheSpec) kv.Cache {
-	return kv.NewPlain()
+// DefaultCaches is NewCaches with mlx-lm's default caches (the zero
+// kv.Options, which are always valid).
+func DefaultCaches(specs []CacheSpec) []kv.Cache {
+	caches, _ := NewCaches(specs, kv.Options{})
+	return caches
 }
 
 // CheckCaches returns caches when it holds one cache per layer. Otherwise it

@@ -268,13 +268,3 @@ func Btoi(b bool) int {
 	}
 	return 0
 }
-
-// Index is the position of the first entry of list equal to v, or -1.
-func Index[T comparable](list []T, v T) int {
-	for i, x := range list {
-		if x == v {
-			return i
-		}
-	}
-	return -1
-}

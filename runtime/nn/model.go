@@ -19,8 +19,12 @@ type Model interface {
 	// over and extending caches (one per layer, from NewCaches), and
 	// returns the logits [B, L, vocab].
 	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
-	// NewCaches makes the empty per-layer caches a sequence starts with.
+	// NewCaches makes the empty per-layer caches a sequence starts with,
+	// as mlx-lm's make_cache does.
 	NewCaches() []kv.Cache
+	// NewCachesWith is NewCaches with options: a bound on every cache,
+	// quantized keys and values.
+	NewCachesWith(opts kv.Options) ([]kv.Cache, error)
 	// Info is the model's facts.
 	Info() Info
 	// Free releases the weights.
@@ -165,4 +169,58 @@ func (e *Embedding) Dtype() mlx.Dtype {
 		return e.Q.Scales.Dtype()
 	}
 	return e.Weight.Dtype()
+}
+
+// LoadModel is a generated package's Load: it reads dir/config.json,
+// checks that its model_type is name or one of aliases, parses it with
+// parse, opens the checkpoint and builds the model with build. Errors name
+// the file, key or tensor.
+func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name string, aliases []string,
+	parse func([]byte) (*C, error), build func(*Weights, *C) (M, error)) (M, error) {
+	var none M
+	data, err := ReadConfigFile(dir)
+	if err != nil {
+		return none, err
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	mt, err := ModelTypeOf(data)
+	if err == nil {
+		err = CheckModelType(mt, name, aliases)
+	}
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	c, err := parse(data)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	w, err := OpenWeights(dir, data, opts)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", dir, err)
+	}
+	m, err := build(w, c)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// ListTensors is a generated package's Tensors: the tensors build asks for
+// on a config.json, recorded without a checkpoint.
+func ListTensors[C any, M interface{ Free() }](config []byte,
+	parse func([]byte) (*C, error), build func(*Weights, *C) (M, error)) ([]TensorSpec, error) {
+	c, err := parse(config)
+	if err != nil {
+		return nil, err
+	}
+	w, err := RecordWeights(config)
+	if err != nil {
+		return nil, err
+	}
+	m, err := build(w, c)
+	if err != nil {
+		return nil, err
+	}
+	m.Free()
+	return w.Specs(), nil
 }

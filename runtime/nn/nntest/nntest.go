@@ -45,9 +45,8 @@ type Checkpoint struct {
 	dense  map[string]*mlx.Array // logical values, float32
 }
 
-// Random makes a checkpoint of arch for config with values from seed:
-// linear weights scaled by 1/sqrt(fan-in), norm weights near one,
-// embeddings and biases small.
+// Random makes a checkpoint of arch for config with values from seed
+// (nn.RandomTensors).
 func Random(t testing.TB, arch nn.Arch, config []byte, seed uint64) *Checkpoint {
 	t.Helper()
 	specs, err := arch.Tensors(config)
@@ -56,22 +55,9 @@ func Random(t testing.TB, arch nn.Arch, config []byte, seed uint64) *Checkpoint 
 	}
 	g := mlx.NewGraph(nil)
 	defer g.Close()
-	key := g.RandomKey(seed)
-	c := &Checkpoint{Config: config, Specs: specs, dense: map[string]*mlx.Array{}}
-	for _, s := range specs {
-		var k *mlx.Array
-		key, k = g.RandomSplit(key)
-		a := g.Normal(s.Shape, mlx.Float32, 0, 1, k)
-		switch {
-		case s.Scale:
-			a = g.AddScalar(g.MultiplyScalar(a, 0.1), 1)
-		case len(s.Shape) == 2 && !strings.HasSuffix(s.Name, "embed_tokens.weight"):
-			a = g.MultiplyScalar(a, 1/math.Sqrt(float64(s.Shape[1])))
-		default:
-			a = g.MultiplyScalar(a, 0.1)
-		}
+	c := &Checkpoint{Config: config, Specs: specs, dense: nn.RandomTensors(g, specs, seed)}
+	for _, a := range c.dense {
 		g.Keep(a)
-		c.dense[s.Name] = a
 	}
 	if err := mlx.Eval(c.values()...); err != nil {
 		t.Fatalf("random weights: %v", err)
@@ -94,30 +80,6 @@ func (c *Checkpoint) free() {
 	}
 }
 
-// Tensors are the checkpoint's tensors as stored in dtype: quantized specs
-// as their packed triple, or, when dequantized is set, as the dense values
-// those triples stand for (the same model, unquantized).
-func (c *Checkpoint) Tensors(g *mlx.Graph, dtype mlx.Dtype, dequantized bool) map[string]*mlx.Array {
-	out := map[string]*mlx.Array{}
-	for _, s := range c.Specs {
-		a := c.dense[s.Name]
-		if s.Quant == nil {
-			out[s.Name] = g.AsType(a, dtype)
-			continue
-		}
-		q := g.Quantize(g.AsType(a, dtype), s.Quant.GroupSize, s.Quant.Bits)
-		if dequantized {
-			out[s.Name] = g.Dequantize(q, dtype)
-			continue
-		}
-		base := strings.TrimSuffix(s.Name, ".weight")
-		out[s.Name] = q.Weight
-		out[base+".scales"] = q.Scales
-		out[base+".biases"] = q.Biases
-	}
-	return out
-}
-
 // Write writes config.json and model.safetensors of the checkpoint to dir,
 // with edit (if any) changing the tensors first.
 func (c *Checkpoint) Write(t testing.TB, dir string, dtype mlx.Dtype, dequantized bool, edit func(g *mlx.Graph, tensors map[string]*mlx.Array)) {
@@ -130,7 +92,7 @@ func (c *Checkpoint) Write(t testing.TB, dir string, dtype mlx.Dtype, dequantize
 	}
 	g := mlx.NewGraph(nil)
 	defer g.Close()
-	tensors := c.Tensors(g, dtype, dequantized)
+	tensors := nn.StoredTensors(g, c.Specs, c.dense, dtype, dequantized)
 	if edit != nil {
 		edit(g, tensors)
 	}
@@ -405,4 +367,40 @@ func Tensors(t *testing.T, arch nn.Arch, config string) {
 			t.Fatalf("layer %s holds %v, layer 0 %s", l, names, first)
 		}
 	}
+}
+
+// CacheOptions checks NewCachesWith: options no cache can follow are
+// refused, and caches bounded to five positions (keeping the first four,
+// as mlx-lm's max_kv_size does) decode the first five tokens as a full
+// pass does, and keep going with finite logits.
+func CacheOptions(t *testing.T, arch nn.Arch, config string) {
+	c := Random(t, arch, []byte(config), 5)
+	m := load(t, arch, c, mlx.Float32, false, nn.Options{})
+	if _, err := m.NewCachesWith(kv.Options{MaxKVSize: 2}); err == nil {
+		t.Fatal("a max KV size of 2 was accepted")
+	}
+	vocab := vocabOf(m)
+	const L, bound = 8, 5
+	ids, tok := tokens(1, L, vocab, 17)
+	defer tok.Free()
+	full, _, _ := forward(t, m, tok)
+	caches, err := m.NewCachesWith(kv.Options{MaxKVSize: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freeCaches(caches)
+	var got []float32
+	for i := range L {
+		step, err := mlx.NewArray(ids[i:i+1], 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, _ := run(t, m, step, caches)
+		step.Free()
+		got = append(got, v...)
+	}
+	if d := maxDiff(got[:bound*vocab], full[:bound*vocab]); d > 1e-4 {
+		t.Fatalf("bounded caches differ from the full pass by %g within the bound", d)
+	}
+	checkFinite(t, "past the bound", got[bound*vocab:])
 }

@@ -41,3 +41,8 @@ func TestLoadErrors(t *testing.T) {
 func TestTensors(t *testing.T) {
 	nntest.Tensors(t, Arch, testConfig)
 }
+
+// TestCacheOptions checks caches made with options: refused ones, bounded ones.
+func TestCacheOptions(t *testing.T) {
+	nntest.CacheOptions(t, Arch, testConfig)
+}

@@ -167,42 +167,57 @@ func Load(dir string) (*Pretrained, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pretrained{Tokenizer: t, Config: &Config{}, BOS: -1, EOS: -1}
 	cpath := filepath.Join(dir, "tokenizer_config.json")
-	if c, err := LoadConfig(cpath); err == nil {
-		p.Config = c
+	c := &Config{}
+	if cc, err := LoadConfig(cpath); err == nil {
+		c = cc
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	switch p.Config.TokenizerClass {
-	case "LlamaTokenizer", "LlamaTokenizerFast":
-		p.Tokenizer = t.llamaClass(p.Config)
-		t = p.Tokenizer
-	}
-	if p.Config.ChatTemplate == "" && p.Config.ChatTemplates == nil {
+	if c.ChatTemplate == "" && c.ChatTemplates == nil {
 		if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-			p.Config.ChatTemplate = string(b)
+			c.ChatTemplate = string(b)
 		} else if b, err := os.ReadFile(filepath.Join(dir, "chat_template.json")); err == nil {
 			var raw map[string]json.RawMessage
 			if err := json.Unmarshal(b, &raw); err != nil {
 				return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "chat_template.json"), err)
 			}
-			if err := p.Config.setChatTemplate(raw["chat_template"], "chat_template.json: chat_template"); err != nil {
+			if err := c.setChatTemplate(raw["chat_template"], "chat_template.json: chat_template"); err != nil {
 				return nil, err
 			}
 		}
+	}
+	p, err := NewPretrained(t, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpath, err)
+	}
+	return p, nil
+}
+
+// NewPretrained pairs a tokenizer with its configuration, as Load does for
+// the files of a folder: the tokenizer class's pipeline (LlamaTokenizer's)
+// and the ids of the bos and eos tokens.
+func NewPretrained(t *Tokenizer, c *Config) (*Pretrained, error) {
+	if c == nil {
+		c = &Config{}
+	}
+	p := &Pretrained{Tokenizer: t, Config: c, BOS: -1, EOS: -1}
+	switch c.TokenizerClass {
+	case "LlamaTokenizer", "LlamaTokenizerFast":
+		p.Tokenizer = t.llamaClass(c)
+		t = p.Tokenizer
 	}
 	for _, x := range []struct {
 		tok string
 		id  *int32
 		key string
-	}{{p.Config.BOSToken, &p.BOS, "bos_token"}, {p.Config.EOSToken, &p.EOS, "eos_token"}} {
+	}{{c.BOSToken, &p.BOS, "bos_token"}, {c.EOSToken, &p.EOS, "eos_token"}} {
 		if x.tok == "" {
 			continue
 		}
 		id, ok := t.TokenToID(x.tok)
 		if !ok {
-			return nil, fmt.Errorf("%s: %s %q is not a token of tokenizer.json", cpath, x.key, x.tok)
+			return nil, fmt.Errorf("%s %q is not a token of tokenizer.json", x.key, x.tok)
 		}
 		*x.id = id
 	}

@@ -393,7 +393,7 @@ func Eval(arrays ...*Array) error {
 	unlock := s.lock()
 	defer unlock()
 	var msg *C.char
-	if C.mlxg_eval(&hs[0], C.int(len(hs)), &msg) != 0 {
+	if C.mlxg_eval(&hs[0], C.int(len(hs)), s.c, &msg) != 0 {
 		return takeErr("eval", msg)
 	}
 	return nil

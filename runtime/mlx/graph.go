@@ -255,9 +255,9 @@ func (g *Graph) eval(op string, async bool, arrays []*Array) error {
 	unlock := g.s.lock()
 	var rc C.int
 	if async {
-		rc = C.mlxg_async_eval(&hs[0], C.int(len(hs)), g.errp())
+		rc = C.mlxg_async_eval(&hs[0], C.int(len(hs)), g.s.c, g.errp())
 	} else {
-		rc = C.mlxg_eval(&hs[0], C.int(len(hs)), g.errp())
+		rc = C.mlxg_eval(&hs[0], C.int(len(hs)), g.s.c, g.errp())
 	}
 	unlock()
 	if rc != 0 {

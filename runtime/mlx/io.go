@@ -226,10 +226,17 @@ func SaveSafetensors(path string, arrays map[string]*Array, meta map[string]stri
 	if len(hs) > 0 {
 		hp = &hs[0]
 	}
-	unlock := DefaultStream().lock()
+	s := DefaultStream()
+	for _, a := range arrays {
+		if a.s != nil {
+			s = a.s
+			break
+		}
+	}
+	unlock := s.lock()
 	defer unlock()
 	var msg *C.char
-	if C.mlxg_save_safetensors(cpath, cn, hp, C.int(len(hs)), ck, cv, C.int(len(keys)), &msg) != 0 {
+	if C.mlxg_save_safetensors(cpath, cn, hp, C.int(len(hs)), ck, cv, C.int(len(keys)), s.c, &msg) != 0 {
 		return fmt.Errorf("%s: %w", path, takeErr("save_safetensors", msg))
 	}
 	return nil

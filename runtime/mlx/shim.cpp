@@ -61,8 +61,15 @@ mx::Device device(int type, int index) {
   return mx::Device(type == 1 ? mx::Device::gpu : mx::Device::cpu, index);
 }
 
+// S is the stream a call runs on. It also becomes the calling thread's
+// default stream for its device: some MLX ops build parts of themselves on
+// the default stream (quantized_matmul casts its input so), and the default
+// stream of an OS thread is otherwise one MLX makes for that thread alone,
+// which the next call, from another thread, could not use.
 mx::Stream S(mlxg_stream s) {
-  return mx::Stream(s.index, device(s.device_type, s.device_index));
+  mx::Stream st(s.index, device(s.device_type, s.device_index));
+  mx::set_default_stream(st);
+  return st;
 }
 
 mx::Dtype to_dtype(int d) {
@@ -200,6 +207,27 @@ mx::array binary(int op, const mx::array& a, const mx::array& b, mx::Stream s) {
   throw std::invalid_argument("unknown binary op " + std::to_string(op));
 }
 
+// evaluate evaluates arrays on stream s (made the thread's default by S):
+// arrays already queued are waited for on the host, the rest evaluated.
+void evaluate(std::vector<mx::array> xs, mx::Stream s, bool async) {
+  std::vector<mx::array> todo;
+  for (auto& x : xs) {
+    if (x.status() == mx::array::Status::unscheduled) {
+      todo.push_back(x);
+    } else if (!async) {
+      x.wait();
+    }
+  }
+  if (todo.empty()) {
+    return;
+  }
+  if (async) {
+    mx::async_eval(std::move(todo));
+  } else {
+    mx::eval(std::move(todo));
+  }
+}
+
 // Loader results: named entries, each an array, a string or a string list.
 struct Entry {
   std::string key;
@@ -302,10 +330,10 @@ int mlxg_array_clone(mlxg_array* res, mlxg_array a, char** err) {
 int mlxg_array_read(mlxg_array a, void* dst, size_t nbytes, mlxg_stream s, char** err) {
   MLXG_TRY({
     mx::array x = A(a);
-    x.eval();
+    evaluate({x}, S(s), false);
     if (!x.flags().row_contiguous) {
       x = mx::contiguous(x, false, S(s));
-      x.eval();
+      evaluate({x}, S(s), false);
     }
     if (x.nbytes() != nbytes) {
       throw std::invalid_argument(
@@ -695,12 +723,12 @@ int mlxg_random_normal(mlxg_array* res, const int32_t* shape, int ndim, int dtyp
                                           opt(key), S(s))))
 }
 
-int mlxg_eval(const mlxg_array* as, int n, char** err) {
-  MLXG_TRY(mx::eval(arrays(as, n)))
+int mlxg_eval(const mlxg_array* as, int n, mlxg_stream s, char** err) {
+  MLXG_TRY(evaluate(arrays(as, n), S(s), false))
 }
 
-int mlxg_async_eval(const mlxg_array* as, int n, char** err) {
-  MLXG_TRY(mx::async_eval(arrays(as, n)))
+int mlxg_async_eval(const mlxg_array* as, int n, mlxg_stream s, char** err) {
+  MLXG_TRY(evaluate(arrays(as, n), S(s), true))
 }
 
 int mlxg_load_safetensors(mlxg_map* arrays_out, mlxg_map* meta_out, const char* path,
@@ -730,8 +758,10 @@ int mlxg_load_safetensors(mlxg_map* arrays_out, mlxg_map* meta_out, const char* 
 
 int mlxg_save_safetensors(const char* path, const char* const* names, const mlxg_array* as,
                           int n, const char* const* keys, const char* const* vals, int m,
-                          char** err) {
+                          mlxg_stream s, char** err) {
   MLXG_TRY({
+    std::vector<mx::array> xs = arrays(as, n);
+    evaluate(xs, S(s), false);
     std::unordered_map<std::string, mx::array> arrs;
     for (int i = 0; i < n; i++) {
       arrs.insert_or_assign(names[i], A(as[i]));

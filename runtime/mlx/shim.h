@@ -8,6 +8,9 @@
 //     mlxg_string_free). No C++ exception ever leaves this ABI.
 //   - Results are written through the first pointer argument(s).
 //   - A stream is passed by value; it names a stream made by mlxg_stream_new.
+//     A call with a stream also makes it the calling thread's default stream
+//     for its device, since some MLX ops build parts of themselves on the
+//     default stream; so no OS thread's own stream ever enters a graph.
 #ifndef ARCHGEN_MLX_SHIM_H
 #define ARCHGEN_MLX_SHIM_H
 
@@ -251,16 +254,18 @@ int mlxg_random_uniform(mlxg_array* res, const int32_t* shape, int ndim, int dty
 int mlxg_random_normal(mlxg_array* res, const int32_t* shape, int ndim, int dtype,
                        float loc, float scale, mlxg_array key, mlxg_stream s, char** err);
 
-// Evaluation.
-int mlxg_eval(const mlxg_array* as, int n, char** err);
-int mlxg_async_eval(const mlxg_array* as, int n, char** err);
+// Evaluation on stream s: arrays already queued are waited for, the others
+// evaluated.
+int mlxg_eval(const mlxg_array* as, int n, mlxg_stream s, char** err);
+int mlxg_async_eval(const mlxg_array* as, int n, mlxg_stream s, char** err);
 
 // Files. Maps are freed with mlxg_map_free.
 int mlxg_load_safetensors(mlxg_map* arrays, mlxg_map* meta, const char* path, mlxg_stream s,
                           char** err);
+// Evaluates the arrays on s first, as mlxg_eval does.
 int mlxg_save_safetensors(const char* path, const char* const* names, const mlxg_array* as,
                           int n, const char* const* keys, const char* const* vals, int m,
-                          char** err);
+                          mlxg_stream s, char** err);
 // meta holds, per key, one of: an array, a string, a list of strings (kind 0..2).
 int mlxg_load_gguf(mlxg_map* arrays, mlxg_map* meta, const char* path, mlxg_stream s,
                    char** err);

@@ -28,6 +28,9 @@ type Options struct {
 	// become its weights, the others are freed.
 	Config  []byte
 	Tensors map[string]*mlx.Array
+	// Progress, when set, is told how many bytes of weights have been read
+	// of how many, as loading reads them (in pieces of about 64 MiB).
+	Progress func(done, total int64)
 }
 
 // TensorSpec is one tensor a model asks for: its checkpoint name and its
@@ -471,7 +474,7 @@ func (w *Weights) Finish() (*Params, error) {
 		errs = append(errs, l.unexpected(name))
 	}
 	if len(errs) == 0 && !l.record {
-		if err := mlx.Eval(l.params.arrays...); err != nil {
+		if err := l.read(); err != nil {
 			errs = append(errs, fmt.Errorf("reading the weights: %w", err))
 		}
 	}
@@ -503,6 +506,35 @@ func (w *Weights) Finish() (*Params, error) {
 }
 
 // unexpected names an unused tensor by the labeled scope it falls in.
+// read evaluates the weights, in pieces when a Progress wants to hear of
+// them.
+func (l *loader) read() error {
+	arrays := l.params.arrays
+	if l.opts.Progress == nil {
+		return mlx.Eval(arrays...)
+	}
+	var total, done int64
+	for _, a := range arrays {
+		total += int64(a.Nbytes())
+	}
+	const piece = 64 << 20
+	l.opts.Progress(0, total)
+	for i := 0; i < len(arrays); {
+		j, n := i, int64(0)
+		for j < len(arrays) && (j == i || n < piece) {
+			n += int64(arrays[j].Nbytes())
+			j++
+		}
+		if err := mlx.Eval(arrays[i:j]...); err != nil {
+			return err
+		}
+		done += n
+		l.opts.Progress(done, total)
+		i = j
+	}
+	return nil
+}
+
 func (l *loader) unexpected(name string) error {
 	best := ""
 	for p := range l.scopes {

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/gguf"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+	"github.com/archgen/archgen/tokenizer"
+)
+
+// source is where a model comes from: a directory or a GGUF file.
+type source struct {
+	dir, gguf, dtype string
+}
+
+func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
+	fs.StringVar(&s.dir, "model", "", "model directory (config.json and safetensors)")
+	if withGGUF {
+		fs.StringVar(&s.gguf, "gguf", "", "GGUF file, instead of -model")
+	}
+	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, float16 or bfloat16 (default: the checkpoint's)")
+}
+
+func (s *source) check() error {
+	switch {
+	case s.dir == "" && s.gguf == "":
+		return errors.New("-model is required")
+	case s.dir != "" && s.gguf != "":
+		return errors.New("-model and -gguf exclude each other")
+	}
+	return nil
+}
+
+func (s *source) options() (nn.Options, error) {
+	var opts nn.Options
+	if s.dtype != "" {
+		dt, err := mlx.ParseDtype(s.dtype)
+		if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
+			return opts, fmt.Errorf("-dtype %q: want float32, float16 or bfloat16", s.dtype)
+		}
+		opts.Dtype = dt
+	}
+	if bar := newBar(); bar != nil {
+		opts.Progress = func(done, total int64) {
+			bar.ChangeMax64(total)
+			bar.Set64(done)
+			if done == total {
+				bar.Finish()
+			}
+		}
+	}
+	return opts, nil
+}
+
+// newBar is a progress bar on standard error when that is a terminal.
+func newBar() *progressbar.ProgressBar {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions64(-1,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription("loading weights"),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+	)
+}
+
+// load opens the model, and its tokenizer when withTokenizer.
+func (s *source) load(withTokenizer bool) (nn.Model, *tokenizer.Pretrained, error) {
+	if err := s.check(); err != nil {
+		return nil, nil, err
+	}
+	opts, err := s.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.gguf != "" {
+		return loadGGUF(s.gguf, opts, withTokenizer)
+	}
+	m, err := registry.Load(s.dir, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !withTokenizer {
+		return m, nil, nil
+	}
+	tok, err := tokenizer.Load(s.dir)
+	if err != nil {
+		m.Free()
+		return nil, nil, err
+	}
+	return m, tok, nil
+}
+
+func loadGGUF(path string, opts nn.Options, withTokenizer bool) (nn.Model, *tokenizer.Pretrained, error) {
+	var spin *progressbar.ProgressBar
+	if newBar() != nil {
+		spin = progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription("reading "+path), progressbar.OptionClearOnFinish(),
+			progressbar.OptionSpinnerType(14))
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					spin.Finish()
+					return
+				case <-t.C:
+					spin.Add(1)
+				}
+			}
+		}()
+	}
+	g, err := gguf.Read(path, opts.Stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	var tok *tokenizer.Pretrained
+	if withTokenizer {
+		if tok, err = ggufTokenizer(g); err != nil {
+			g.Free()
+			return nil, nil, err
+		}
+	}
+	m, err := g.Load(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, tok, nil
+}
+
+// ggufTokenizer builds the tokenizer a GGUF file's vocabulary describes.
+func ggufTokenizer(g *gguf.Model) (*tokenizer.Pretrained, error) {
+	tj, err := json.Marshal(g.TokenizerJSON)
+	if err != nil {
+		return nil, err
+	}
+	t, err := tokenizer.Parse(tj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tokenizer: %w", g.Path, err)
+	}
+	cj, err := json.Marshal(g.TokenizerConfig)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tokenizer.ParseConfig(cj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tokenizer config: %w", g.Path, err)
+	}
+	p, err := tokenizer.NewPretrained(t, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", g.Path, err)
+	}
+	return p, nil
+}
+
+// checkTokens refuses ids the model has no embedding for.
+func checkTokens(tokens []int32, vocab int) error {
+	for i, t := range tokens {
+		if t < 0 || int(t) >= vocab {
+			return fmt.Errorf("token %d (position %d) is outside the model's vocabulary of %d", t, i, vocab)
+		}
+	}
+	return nil
+}

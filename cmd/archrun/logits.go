@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/archgen/archgen/generate"
+	"github.com/archgen/archgen/internal/npy"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+func cmdLogits(args []string) error {
+	fs := flag.NewFlagSet("logits", flag.ContinueOnError)
+	var src source
+	src.flags(fs, true)
+	tokens := fs.String("tokens", "", "prompt token ids, comma-separated")
+	out := fs.String("out", "", "the .npy file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("-out is required")
+	}
+	ids, err := parseTokens(*tokens)
+	if err != nil {
+		return err
+	}
+	m, _, err := src.load(false)
+	if err != nil {
+		return err
+	}
+	defer m.Free()
+	if err := checkTokens(ids, m.Info().VocabSize); err != nil {
+		return err
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	caches := m.NewCaches()
+	defer func() {
+		for _, c := range caches {
+			c.Free()
+		}
+	}()
+	logits := m.Forward(g, mlx.FromSlice(g, ids, 1, len(ids)), caches)
+	logits = g.AsType(g.Reshape(logits, len(ids), -1), mlx.Float32)
+	if err := g.Eval(logits); err != nil {
+		return err
+	}
+	v, err := logits.Float32s()
+	if err != nil {
+		return err
+	}
+	return npy.WriteFile(*out, npy.Array{Shape: logits.Shape(), Data: v})
+}
+
+func cmdGreedy(args []string) error {
+	fs := flag.NewFlagSet("greedy", flag.ContinueOnError)
+	var src source
+	src.flags(fs, true)
+	tokens := fs.String("tokens", "", "prompt token ids, comma-separated")
+	n := fs.Int("n", 16, "tokens to generate")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ids, err := parseTokens(*tokens)
+	if err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("-n %d: want at least 1", *n)
+	}
+	m, _, err := src.load(false)
+	if err != nil {
+		return err
+	}
+	defer m.Free()
+	var out []string
+	_, err = generate.Tokens(context.Background(), m, ids, generate.Options{MaxTokens: *n, Vocab: m.Info().VocabSize},
+		func(id int32) error {
+			out = append(out, fmt.Sprint(id))
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	fmt.Println(strings.Join(out, " "))
+	return nil
+}

@@ -138,19 +138,37 @@ func ModelTypeOf(config []byte) (string, error) {
 // Load loads the model in dir (config.json and its safetensors, as mlx-lm
 // saves them) with the architecture its model_type names.
 func (c *Catalog) Load(dir string, opts Options) (Model, error) {
-	data, err := ReadConfigFile(dir)
+	data, err := opts.config(dir)
 	if err != nil {
+		opts.freeTensors()
 		return nil, err
 	}
 	mt, err := ModelTypeOf(data)
 	if err != nil {
+		opts.freeTensors()
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
 	}
 	a, err := c.Lookup(mt)
 	if err != nil {
+		opts.freeTensors()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return a.Load(dir, opts)
+}
+
+// config is Config, or else dir's config.json.
+func (o Options) config(dir string) ([]byte, error) {
+	if o.Config != nil {
+		return o.Config, nil
+	}
+	return ReadConfigFile(dir)
+}
+
+// freeTensors releases Tensors when loading fails before it takes them.
+func (o Options) freeTensors() {
+	for _, a := range o.Tensors {
+		a.Free()
+	}
 }
 
 // CheckModelType reports a config whose model_type is neither arch nor
@@ -178,8 +196,9 @@ func (e *Embedding) Dtype() mlx.Dtype {
 func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name string, aliases []string,
 	parse func([]byte) (*C, error), build func(*Weights, *C) (M, error)) (M, error) {
 	var none M
-	data, err := ReadConfigFile(dir)
+	data, err := opts.config(dir)
 	if err != nil {
+		opts.freeTensors()
 		return none, err
 	}
 	cfgPath := filepath.Join(dir, "config.json")
@@ -188,10 +207,12 @@ func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name stri
 		err = CheckModelType(mt, name, aliases)
 	}
 	if err != nil {
+		opts.freeTensors()
 		return none, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	c, err := parse(data)
 	if err != nil {
+		opts.freeTensors()
 		return none, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	w, err := OpenWeights(dir, data, opts)

@@ -21,6 +21,13 @@ type Options struct {
 	Dtype mlx.Dtype
 	// Stream is the stream weights load on; nil is mlx.DefaultStream().
 	Stream *mlx.Stream
+	// Config and Tensors, when set, stand for the directory's config.json
+	// and its safetensors files: a checkpoint read some other way (a GGUF
+	// file, say) then loads through the same checks, the directory naming
+	// it in errors. Loading takes the tensors over: those the model uses
+	// become its weights, the others are freed.
+	Config  []byte
+	Tensors map[string]*mlx.Array
 }
 
 // TensorSpec is one tensor a model asks for: its checkpoint name and its
@@ -64,7 +71,15 @@ type loader struct {
 func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 	q, err := ParseQuantization(config)
 	if err != nil {
+		opts.freeTensors()
 		return nil, err
+	}
+	if opts.Tensors != nil {
+		l := newLoader(q, opts)
+		for name, a := range opts.Tensors {
+			l.tensors[name] = a
+		}
+		return &Weights{l: l}, nil
 	}
 	files, err := checkpointFiles(dir)
 	if err != nil {

@@ -247,7 +247,9 @@ def chats(auto, name, conversations, chat):
         return
     for conv in conversations:
         for gen in (False, True):
-            kwargs = conv.get("kwargs", {})
+            kwargs = dict(conv.get("kwargs", {}))
+            if "tools" in conv:
+                kwargs["tools"] = conv["tools"]
             entry = {"tokenizer": name, "conversation": conv["name"], "add_generation_prompt": gen}
             try:
                 entry["text"] = auto.apply_chat_template(

@@ -221,3 +221,43 @@ func TestMemoryFigures(t *testing.T) {
 	}
 	SetMemoryLimit(old)
 }
+
+// onThread runs f on an OS thread of its own, which ends with it (a
+// goroutine that exits locked to its thread takes the thread along).
+func onThread(f func()) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		runtime.LockOSThread()
+		defer wg.Done()
+		f()
+	}()
+	wg.Wait()
+}
+
+// TestThreadHops builds graphs on one OS thread and evaluates and reads
+// them on others, with ops MLX builds partly on the default stream
+// (quantized_matmul casts a float32 input to float16 scales' dtype so):
+// no OS thread's own stream may end up in a graph.
+func TestThreadHops(t *testing.T) {
+	g := NewGraph(nil)
+	defer g.Close()
+	var y, z *Array
+	onThread(func() {
+		w := g.AsType(g.Reshape(g.Arange(0, 64*64, 1, Float32), 64, 64), Float16)
+		q := g.Quantize(g.DivideScalar(w, 4096), 32, 4)
+		x := g.Full([]int{1, 64}, 0.5, Float32)
+		y = g.QuantizedMatmul(x, q, true)
+	})
+	onThread(func() {
+		if err := g.AsyncEval(y); err != nil {
+			t.Error(err)
+		}
+	})
+	onThread(func() { z = g.Sum(y, false) })
+	onThread(func() {
+		if _, err := z.Item(); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -21,7 +21,7 @@ cgo-env: setup
 	@cat .deps/cgo.env
 
 # The whole test suite, as CI runs it.
-test: setup refs-check parity-models
+test: setup models refs-check parity-models
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
@@ -33,9 +33,13 @@ vet: setup
 generate: setup
 	$(GO) generate ./...
 
-# The main job, end to end.
-demo: setup
-	$(GO) run ./examples/mlxinfo
+# The main job, end to end: a real checkpoint (SmolLM2-135M-Instruct,
+# llama.cpp's Q4_1 GGUF) run by the generated llama package, answering one
+# chat prompt.
+DEMO_PROMPT ?= Explain in two sentences why the sky is blue.
+demo: setup models
+	$(GO) run ./cmd/archrun generate -gguf .deps/models/SmolLM2-135M-Instruct.Q4_1.gguf \
+		-prompt "$(DEMO_PROMPT)" -max-tokens 200
 
 # The parity references (testdata/parity), made by mlx-lm; see parity/refgen/README.md.
 PY := .deps/py/bin/python

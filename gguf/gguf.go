@@ -144,7 +144,7 @@ func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream
 	if q := quantization(quant); q != nil {
 		cfg["quantization"] = q
 	}
-	tok, tokCfg, err := tokenizer(md, cfg)
+	tok, tokCfg, err := tokenizerFiles(md, cfg)
 	if err != nil {
 		return nil, err
 	}

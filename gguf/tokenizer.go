@@ -61,10 +61,10 @@ const (
 	tokenByte        = 6
 )
 
-// tokenizer makes tokenizer.json and tokenizer_config.json from the file's
+// tokenizerFiles makes tokenizer.json and tokenizer_config.json from the file's
 // vocabulary. Byte-level BPE vocabularies (tokenizer.ggml.model "gpt2") are
 // supported: their tokens are already spelled in the byte alphabet.
-func tokenizer(md metadata, cfg map[string]any) (map[string]any, map[string]any, error) {
+func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string]any, error) {
 	kind, err := md.str("tokenizer.ggml.model")
 	if err != nil {
 		return nil, nil, err

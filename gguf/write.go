@@ -10,6 +10,7 @@ import (
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
+	"github.com/archgen/archgen/tokenizer"
 )
 
 // WriteDir saves m as a Hugging Face model directory: config.json,
@@ -56,4 +57,30 @@ func (m *Model) Load(opts nn.Options) (nn.Model, error) {
 	opts.Config, opts.Tensors = cfg, m.Tensors
 	m.Tensors = nil
 	return registry.Load(m.Path, opts)
+}
+
+// Tokenizer is the tokenizer the file's vocabulary describes, as the
+// tokenizer.json and tokenizer_config.json WriteDir writes would load.
+func (m *Model) Tokenizer() (*tokenizer.Pretrained, error) {
+	tj, err := json.Marshal(m.TokenizerJSON)
+	if err != nil {
+		return nil, err
+	}
+	t, err := tokenizer.Parse(tj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tokenizer: %w", m.Path, err)
+	}
+	cj, err := json.Marshal(m.TokenizerConfig)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tokenizer.ParseConfig(cj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tokenizer config: %w", m.Path, err)
+	}
+	p, err := tokenizer.NewPretrained(t, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Path, err)
+	}
+	return p, nil
 }

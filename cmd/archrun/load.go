@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,7 +130,7 @@ func loadGGUF(path string, opts nn.Options, withTokenizer bool) (nn.Model, *toke
 	}
 	var tok *tokenizer.Pretrained
 	if withTokenizer {
-		if tok, err = ggufTokenizer(g); err != nil {
+		if tok, err = g.Tokenizer(); err != nil {
 			g.Free()
 			return nil, nil, err
 		}
@@ -141,31 +140,6 @@ func loadGGUF(path string, opts nn.Options, withTokenizer bool) (nn.Model, *toke
 		return nil, nil, err
 	}
 	return m, tok, nil
-}
-
-// ggufTokenizer builds the tokenizer a GGUF file's vocabulary describes.
-func ggufTokenizer(g *gguf.Model) (*tokenizer.Pretrained, error) {
-	tj, err := json.Marshal(g.TokenizerJSON)
-	if err != nil {
-		return nil, err
-	}
-	t, err := tokenizer.Parse(tj)
-	if err != nil {
-		return nil, fmt.Errorf("%s: tokenizer: %w", g.Path, err)
-	}
-	cj, err := json.Marshal(g.TokenizerConfig)
-	if err != nil {
-		return nil, err
-	}
-	c, err := tokenizer.ParseConfig(cj)
-	if err != nil {
-		return nil, fmt.Errorf("%s: tokenizer config: %w", g.Path, err)
-	}
-	p, err := tokenizer.NewPretrained(t, c)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", g.Path, err)
-	}
-	return p, nil
 }
 
 // checkTokens refuses ids the model has no embedding for.

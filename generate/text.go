@@ -6,10 +6,11 @@ import (
 )
 
 // Detokenizer turns token ids, one at a time, into text, giving back only
-// text that is complete (never part of a UTF-8 character).
+// text that is complete (never part of a UTF-8 character), as
+// *tokenizer.Stream does.
 type Detokenizer interface {
-	// Add takes the next token and returns the text it completes.
-	Add(id int32) string
+	// Step takes the next token and returns the text it completes.
+	Step(id int32) string
 	// Flush returns what is left once generation ends.
 	Flush() string
 }
@@ -39,7 +40,7 @@ func Text(ctx context.Context, m Model, prompt []int32, d Detokenizer, opts Text
 	}
 	stopped := false
 	st, err := Tokens(ctx, m, prompt, opts.Options, func(id int32) error {
-		ready, hit := sw.push(d.Add(id))
+		ready, hit := sw.push(d.Step(id))
 		if err := emit(ready); err != nil {
 			return err
 		}

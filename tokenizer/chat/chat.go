@@ -26,7 +26,8 @@ type Options struct {
 	AddGenerationPrompt bool
 	// BOSToken and EOSToken are the bos_token and eos_token strings.
 	BOSToken, EOSToken string
-	// Tools, when set, is passed as tools (a list of JSON-like values).
+	// Tools, when set, is passed as tools: a list of tool descriptions,
+	// each a map or a json.RawMessage (which keeps its key order).
 	Tools []any
 	// Vars are further variables (enable_thinking, say), as the keyword
 	// arguments of apply_chat_template.
@@ -65,21 +66,31 @@ func (t *Template) Render(messages []Message, o Options) (string, error) {
 }
 
 // RenderMaps is Render for messages already in the shape a template reads:
-// each a map with "role", "content" and any other keys.
+// each a map with "role", "content" and any other keys, or a
+// json.RawMessage holding such an object. Values read from JSON keep the
+// order of their keys, which tojson prints as transformers does; Go maps
+// are read in sorted key order.
 func (t *Template) RenderMaps(messages []any, o Options) (string, error) {
-	data := map[string]any{
-		"messages":              messages,
-		"add_generation_prompt": o.AddGenerationPrompt,
-		"bos_token":             o.BOSToken,
-		"eos_token":             o.EOSToken,
+	data := map[string]jinja.Value{
+		"add_generation_prompt": jinja.NewBool(o.AddGenerationPrompt),
+		"bos_token":             jinja.NewString(o.BOSToken),
+		"eos_token":             jinja.NewString(o.EOSToken),
+	}
+	var err error
+	if data["messages"], err = toValue(messages); err != nil {
+		return "", err
 	}
 	if o.Tools != nil {
-		data["tools"] = o.Tools
+		if data["tools"], err = toValue(o.Tools); err != nil {
+			return "", err
+		}
 	}
 	for k, v := range o.Vars {
-		data[k] = v
+		if data[k], err = toValue(v); err != nil {
+			return "", err
+		}
 	}
-	s, err := t.t.Render(data)
+	s, err := t.t.RenderValues(data)
 	if err != nil {
 		return "", fmt.Errorf("chat template: %w", err)
 	}

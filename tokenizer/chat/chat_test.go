@@ -17,10 +17,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// conversation keeps messages and tools as raw JSON, so their objects
+// reach the template with their keys in order.
 type conversation struct {
-	Name     string           `json:"name"`
-	Messages []map[string]any `json:"messages"`
-	Kwargs   map[string]any   `json:"kwargs"`
+	Name     string            `json:"name"`
+	Messages []json.RawMessage `json:"messages"`
+	Kwargs   map[string]any    `json:"kwargs"`
+	Tools    []json.RawMessage `json:"tools"`
 }
 
 type rendering struct {
@@ -87,10 +90,15 @@ func TestTemplatesMatchTransformers(t *testing.T) {
 		for i, m := range c.Messages {
 			msgs[i] = m
 		}
+		var tools []any
+		for _, tl := range c.Tools {
+			tools = append(tools, tl)
+		}
 		got, err := l.tmpl.RenderMaps(msgs, Options{
 			AddGenerationPrompt: r.AddGenerationPrompt,
 			BOSToken:            l.p.Config.BOSToken,
 			EOSToken:            l.p.Config.EOSToken,
+			Tools:               tools,
 			Vars:                c.Kwargs,
 		})
 		label := r.Tokenizer + "/" + r.Conversation
@@ -182,4 +190,24 @@ func equal(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+func TestJSONKeepsKeyOrder(t *testing.T) {
+	tmpl, err := Compile("{{ tools[0] | tojson }} {{ tools[1] | tojson }} {{ n }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tmpl.RenderMaps(nil, Options{
+		Tools: []any{json.RawMessage(`{"z": 1, "a": [2.5, "x", null, true]}`), map[string]any{"z": 1, "a": 2}},
+		Vars:  map[string]any{"n": int32(7)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"z": 1, "a": [2.5, "x", null, true]} {"a": 2, "z": 1} 7`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if _, err := tmpl.RenderMaps(nil, Options{Tools: []any{json.RawMessage(`{"z": `)}}); err == nil {
+		t.Error("broken JSON rendered")
+	}
 }

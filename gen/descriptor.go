@@ -1,0 +1,208 @@
+package gen
+
+// The descriptor language as written: every leaf an F (value, whether it
+// was set, where), decoded strictly from descriptors/<model_type>.yaml. See
+// descriptors/README.md for what each key means.
+
+// Descriptor is one descriptors/<model_type>.yaml.
+type Descriptor struct {
+	ModelType  F[string]   `yaml:"model_type"`
+	Doc        F[string]   `yaml:"doc"`
+	Tier       F[Tier]     `yaml:"tier"`
+	Extends    F[string]   `yaml:"extends"`
+	Aliases    F[[]string] `yaml:"aliases"`
+	Config     ConfigDesc  `yaml:"config"`
+	Structure  Structure   `yaml:"structure"`
+	Weights    WeightsDesc `yaml:"weights"`
+	TestConfig OMap[Raw]   `yaml:"test_config"`
+
+	file string
+}
+
+// Tier says how far an architecture is proven.
+type Tier string
+
+func (Tier) values() []string { return []string{"smoke", "parity"} }
+
+// ConfigDesc is what the architecture reads from config.json.
+type ConfigDesc struct {
+	Keys    OMap[KeySpec]     `yaml:"keys"`
+	Derived OMap[DerivedSpec] `yaml:"derived"`
+	Checks  OMap[CheckSpec]   `yaml:"checks"`
+	Ignore  F[[]string]       `yaml:"ignore"`
+}
+
+// KeySpec is one config.json key: its type and exactly one of required,
+// default (a literal), derive (an expression, used when the key is absent)
+// and optional (absent reads as the zero value).
+type KeySpec struct {
+	Type     F[Type]     `yaml:"type"`
+	Required F[bool]     `yaml:"required"`
+	Default  F[Literal]  `yaml:"default"`
+	Derive   F[Expr]     `yaml:"derive"`
+	Optional F[bool]     `yaml:"optional"`
+	Fallback F[[]string] `yaml:"fallback"`
+	Min      F[float64]  `yaml:"min"`
+	Length   F[Expr]     `yaml:"length"`
+	Doc      F[string]   `yaml:"doc"`
+}
+
+// DerivedSpec is a value computed from the config, never read from it.
+type DerivedSpec struct {
+	Type F[Type]    `yaml:"type"`
+	Expr F[Expr]    `yaml:"expr"`
+	Min  F[float64] `yaml:"min"`
+	Doc  F[string]  `yaml:"doc"`
+}
+
+// CheckSpec is a condition a config must meet, reported against a key.
+type CheckSpec struct {
+	Expr    F[Expr]   `yaml:"expr"`
+	Key     F[string] `yaml:"key"`
+	Message F[string] `yaml:"message"`
+}
+
+// Block kinds: where the norms of a decoder layer sit.
+type BlockKind string
+
+func (BlockKind) values() []string { return []string{"pre_norm", "post_norm", "sandwich", "four_norm"} }
+
+// NormKind is the norm every layer uses.
+type NormKind string
+
+func (NormKind) values() []string { return []string{"rms", "rms_one_plus", "layer_norm"} }
+
+// QKNorm is a norm on queries and keys before the rope.
+type QKNorm string
+
+func (QKNorm) values() []string { return []string{"none", "per_head", "full_width"} }
+
+// MLPKind is the feed-forward block.
+type MLPKind string
+
+func (MLPKind) values() []string {
+	return []string{"swiglu", "gelu_gated", "gelu_tanh_gated", "fused_swiglu", "gelu"}
+}
+
+// RopeKindName is how positions enter attention.
+type RopeKindName string
+
+func (RopeKindName) values() []string { return []string{"none", "plain", "scaled", "su"} }
+
+// Structure is the shape of the network.
+type Structure struct {
+	Layers        F[Expr]      `yaml:"layers"`
+	Hidden        F[Expr]      `yaml:"hidden"`
+	Vocab         F[Expr]      `yaml:"vocab"`
+	Block         F[BlockKind] `yaml:"block"`
+	Norm          NormDesc     `yaml:"norm"`
+	EmbedScale    F[Expr]      `yaml:"embed_scale"`
+	ResidualScale F[Expr]      `yaml:"residual_scale"`
+	Attention     AttnDesc     `yaml:"attention"`
+	Rope          RopeDesc     `yaml:"rope"`
+	MLP           MLPDesc      `yaml:"mlp"`
+	Head          HeadDesc     `yaml:"head"`
+}
+
+// NormDesc is the norm of every layer (and the final one).
+type NormDesc struct {
+	Kind F[NormKind] `yaml:"kind"`
+	Eps  F[Expr]     `yaml:"eps"`
+}
+
+// AttnDesc is self-attention.
+type AttnDesc struct {
+	Heads    F[Expr]   `yaml:"heads"`
+	KVHeads  F[Expr]   `yaml:"kv_heads"`
+	HeadDim  F[Expr]   `yaml:"head_dim"`
+	Scale    F[Expr]   `yaml:"scale"`
+	FusedQKV F[bool]   `yaml:"fused_qkv"`
+	Bias     BiasDesc  `yaml:"bias"`
+	QKNorm   F[QKNorm] `yaml:"qk_norm"`
+	Softcap  F[Expr]   `yaml:"softcap"`
+	Sliding  F[Expr]   `yaml:"sliding"`
+	Window   F[Expr]   `yaml:"window"`
+}
+
+// BiasDesc says which projections carry a bias.
+type BiasDesc struct {
+	Q F[Expr] `yaml:"q"`
+	K F[Expr] `yaml:"k"`
+	V F[Expr] `yaml:"v"`
+	O F[Expr] `yaml:"o"`
+}
+
+// RopeDesc is the rotary embedding.
+type RopeDesc struct {
+	Kind                 F[RopeKindName] `yaml:"kind"`
+	Dims                 F[Expr]         `yaml:"dims"`
+	Base                 F[Expr]         `yaml:"base"`
+	Traditional          F[Expr]         `yaml:"traditional"`
+	Scaling              F[Expr]         `yaml:"scaling"`
+	MaxPositions         F[Expr]         `yaml:"max_positions"`
+	OriginalMaxPositions F[Expr]         `yaml:"original_max_positions"`
+	Layers               F[Expr]         `yaml:"layers"`
+}
+
+// MLPDesc is the feed-forward block.
+type MLPDesc struct {
+	Kind   F[MLPKind] `yaml:"kind"`
+	Hidden F[Expr]    `yaml:"hidden"`
+	Bias   F[Expr]    `yaml:"bias"`
+}
+
+// HeadDesc is the output projection.
+type HeadDesc struct {
+	Tied    F[Expr] `yaml:"tied"`
+	Divide  F[Expr] `yaml:"divide"`
+	Softcap F[Expr] `yaml:"softcap"`
+}
+
+// WeightsDesc is how the checkpoint names things, and what loading drops.
+type WeightsDesc struct {
+	Names Names          `yaml:"names"`
+	Drop  List[DropRule] `yaml:"drop"`
+}
+
+// Names are the checkpoint's names of the modules, by role.
+type Names struct {
+	Model     F[string] `yaml:"model"`
+	Embed     F[string] `yaml:"embed"`
+	Layers    F[string] `yaml:"layers"`
+	Norm      F[string] `yaml:"norm"`
+	LMHead    F[string] `yaml:"lm_head"`
+	Attention F[string] `yaml:"attention"`
+	MLP       F[string] `yaml:"mlp"`
+	Q         F[string] `yaml:"q"`
+	K         F[string] `yaml:"k"`
+	V         F[string] `yaml:"v"`
+	O         F[string] `yaml:"o"`
+	QKV       F[string] `yaml:"qkv"`
+	QNorm     F[string] `yaml:"q_norm"`
+	KNorm     F[string] `yaml:"k_norm"`
+	Gate      F[string] `yaml:"gate"`
+	Up        F[string] `yaml:"up"`
+	Down      F[string] `yaml:"down"`
+	GateUp    F[string] `yaml:"gate_up"`
+	FC        F[string] `yaml:"fc"`
+	Proj      F[string] `yaml:"proj"`
+	AttnIn    F[string] `yaml:"attn_in_norm"`
+	AttnOut   F[string] `yaml:"attn_out_norm"`
+	MLPIn     F[string] `yaml:"mlp_in_norm"`
+	MLPOut    F[string] `yaml:"mlp_out_norm"`
+}
+
+// DropRule is a tensor loading drops (mlx-lm's sanitize): by exact name or
+// by a substring, optionally only when a condition holds.
+type DropRule struct {
+	Name     F[string] `yaml:"name"`
+	Contains F[string] `yaml:"contains"`
+	When     F[Expr]   `yaml:"when"`
+	Pos      Pos       `yaml:"-"`
+}
+
+// Registry is descriptors/registry.yaml: the model_types refused by name.
+type Registry struct {
+	Remapped OMap[F[string]] `yaml:"remapped"`
+	Drafters F[[]string]     `yaml:"drafters"`
+}

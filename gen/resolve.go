@@ -1,0 +1,266 @@
+package gen
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// RegistryFile is the descriptor file that lists model_types refused by
+// name rather than described.
+const RegistryFile = "registry.yaml"
+
+// Set is every descriptor of a directory, loaded, flattened and resolved.
+type Set struct {
+	Archs    []*Arch           // sorted by name
+	Remapped map[string]string // alias -> arch without a descriptor
+	Drafters []string
+	// Flat are the descriptors with extends flattened and defaults
+	// applied, by model_type, for explain.
+	Flat map[string]*Descriptor
+}
+
+// Arch finds an architecture by model_type or alias.
+func (s *Set) Arch(name string) *Arch {
+	for _, a := range s.Archs {
+		if a.Name == name {
+			return a
+		}
+		for _, al := range a.Aliases {
+			if al == name {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+// Load reads every descriptors/*.yaml of dir (named by rel in messages, as
+// "descriptors") and resolves them.
+func Load(dir, rel string) (*Set, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(paths)
+	files := map[string][]byte{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		files[filepath.ToSlash(filepath.Join(rel, filepath.Base(p)))] = data
+	}
+	return Resolve(files)
+}
+
+// Resolve resolves descriptor files given by name (descriptors/llama.yaml)
+// and content.
+func Resolve(files map[string][]byte) (*Set, error) {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	set := &Set{Remapped: map[string]string{}, Flat: map[string]*Descriptor{}}
+	byType := map[string]*Descriptor{}
+	claimed := map[string]Pos{} // model_types and aliases, where first named
+	claim := func(name string, pos Pos, path string) error {
+		if prev, dup := claimed[name]; dup {
+			return errAt(pos, path, "%q is already named at %s", name, prev)
+		}
+		claimed[name] = pos
+		return nil
+	}
+	var descs []*Descriptor
+	var reg *Registry
+	for _, n := range names {
+		if filepath.Base(n) == RegistryFile {
+			reg = &Registry{}
+			if err := parseFile(n, files[n], reg); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		d := &Descriptor{file: n}
+		if err := parseFile(n, files[n], d); err != nil {
+			return nil, err
+		}
+		if !d.ModelType.IsSet() {
+			return nil, errAt(Pos{File: n, Line: 1}, "model_type", "missing (required)")
+		}
+		mt := d.ModelType.V
+		if want := strings.TrimSuffix(filepath.Base(n), ".yaml"); mt != want {
+			return nil, errAt(d.ModelType.Pos, "model_type", "%q does not match the file name (want %q)", mt, want)
+		}
+		if err := claim(mt, d.ModelType.Pos, "model_type"); err != nil {
+			return nil, err
+		}
+		for i, al := range d.Aliases.V {
+			if err := claim(al, d.Aliases.Pos, fmt.Sprintf("aliases[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+		byType[mt] = d
+		descs = append(descs, d)
+	}
+	if reg != nil {
+		for _, e := range reg.Remapped.Entries {
+			if e.Null || !e.Val.IsSet() {
+				return nil, errAt(e.Pos, "remapped."+e.Key, "want the model_type it is an alias of")
+			}
+			if _, ok := byType[e.Val.V]; ok {
+				return nil, errAt(e.Pos, "remapped."+e.Key, "%q has a descriptor: list %q in its aliases instead", e.Val.V, e.Key)
+			}
+			if err := claim(e.Key, e.Pos, "remapped."+e.Key); err != nil {
+				return nil, err
+			}
+			set.Remapped[e.Key] = e.Val.V
+		}
+		for i, d := range reg.Drafters.V {
+			if err := claim(d, reg.Drafters.Pos, fmt.Sprintf("drafters[%d]", i)); err != nil {
+				return nil, err
+			}
+			set.Drafters = append(set.Drafters, d)
+		}
+	}
+	// Flatten extends, bases first. chain is the descriptors being
+	// flattened, d last.
+	done := map[string]bool{}
+	var flatten func(d *Descriptor, chain []string) error
+	flatten = func(d *Descriptor, chain []string) error {
+		mt := d.ModelType.V
+		if done[mt] || !d.Extends.IsSet() {
+			done[mt] = true
+			return nil
+		}
+		base, ok := byType[d.Extends.V]
+		if !ok {
+			return errAt(d.Extends.Pos, "extends", "no descriptor for %q", d.Extends.V)
+		}
+		for i, c := range chain {
+			if c == base.ModelType.V {
+				cycle := append(append([]string{}, chain[i:]...), c)
+				return errAt(d.Extends.Pos, "extends", "cycle: %s", strings.Join(cycle, " -> "))
+			}
+		}
+		if err := flatten(base, append(chain, base.ModelType.V)); err != nil {
+			return err
+		}
+		inherit(d, base)
+		done[mt] = true
+		return nil
+	}
+	for _, d := range descs {
+		if err := flatten(d, []string{d.ModelType.V}); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range descs {
+		applyDefaults(d)
+		a, err := build(d)
+		if err != nil {
+			return nil, err
+		}
+		set.Archs = append(set.Archs, a)
+		set.Flat[a.Name] = d
+	}
+	sort.Slice(set.Archs, func(i, j int) bool { return set.Archs[i].Name < set.Archs[j].Name })
+	return set, nil
+}
+
+// ---- defaults ----
+
+// setDefault gives an unset leaf its default (text "" for expressions
+// means none). A leaf set to null takes a non-empty default too.
+func setDefault[T any](f *F[T], v T, file string) {
+	if !f.Set {
+		*f = F[T]{V: v, Set: true, Pos: Pos{File: file}, Origin: FromDefault}
+		return
+	}
+	if f.Null {
+		f.V, f.Null = v, false
+	}
+}
+
+func exprDefault(f *F[Expr], text, file string) {
+	if text == "" {
+		return
+	}
+	setDefault(f, Expr{Text: text, Pos: Pos{File: file}}, file)
+}
+
+// applyDefaults fills what a flattened descriptor leaves unset with the
+// language's defaults (descriptors/README.md lists them).
+func applyDefaults(d *Descriptor) {
+	f := d.file
+	setDefault(&d.Tier, Tier("smoke"), f)
+	s := &d.Structure
+	exprDefault(&s.Layers, "num_hidden_layers", f)
+	exprDefault(&s.Hidden, "hidden_size", f)
+	exprDefault(&s.Vocab, "vocab_size", f)
+	setDefault(&s.Block, BlockKind("pre_norm"), f)
+	setDefault(&s.Norm.Kind, NormKind("rms"), f)
+	exprDefault(&s.Norm.Eps, "rms_norm_eps", f)
+	a := &s.Attention
+	exprDefault(&a.Heads, "num_attention_heads", f)
+	exprDefault(&a.KVHeads, "num_key_value_heads", f)
+	exprDefault(&a.HeadDim, "head_dim", f)
+	exprDefault(&a.Scale, "head_dim ** -0.5", f)
+	setDefault(&a.FusedQKV, false, f)
+	for _, b := range []*F[Expr]{&a.Bias.Q, &a.Bias.K, &a.Bias.V, &a.Bias.O} {
+		exprDefault(b, "false", f)
+	}
+	setDefault(&a.QKNorm, QKNorm("none"), f)
+	r := &s.Rope
+	setDefault(&r.Kind, RopeKindName("plain"), f)
+	exprDefault(&r.Dims, "head_dim", f)
+	exprDefault(&r.Base, "rope_theta", f)
+	exprDefault(&r.Traditional, "false", f)
+	m := &s.MLP
+	setDefault(&m.Kind, MLPKind("swiglu"), f)
+	exprDefault(&m.Hidden, "intermediate_size", f)
+	exprDefault(&m.Bias, "false", f)
+	exprDefault(&s.Head.Tied, "false", f)
+
+	n := &d.Weights.Names
+	for _, x := range []struct {
+		f *F[string]
+		v string
+	}{
+		{&n.Model, "model"}, {&n.Embed, "embed_tokens"}, {&n.Layers, "layers"}, {&n.Norm, "norm"},
+		{&n.LMHead, "lm_head"}, {&n.Attention, "self_attn"}, {&n.MLP, "mlp"},
+		{&n.Q, "q_proj"}, {&n.K, "k_proj"}, {&n.V, "v_proj"}, {&n.O, "o_proj"}, {&n.QKV, "qkv_proj"},
+		{&n.QNorm, "q_norm"}, {&n.KNorm, "k_norm"},
+		{&n.Gate, "gate_proj"}, {&n.Up, "up_proj"}, {&n.Down, "down_proj"}, {&n.GateUp, "gate_up_proj"},
+		{&n.FC, "c_fc"}, {&n.Proj, "c_proj"},
+	} {
+		setDefault(x.f, x.v, f)
+	}
+	in, out, mlpIn, mlpOut := blockNormNames(d.Structure.Block.V)
+	for _, x := range []struct {
+		f *F[string]
+		v string
+	}{{&n.AttnIn, in}, {&n.AttnOut, out}, {&n.MLPIn, mlpIn}, {&n.MLPOut, mlpOut}} {
+		if x.v != "" {
+			setDefault(x.f, x.v, f)
+		}
+	}
+}
+
+// blockNormNames are the default checkpoint names of a block kind's norms
+// (around attention: in, out; around the MLP: in, out); "" where the kind
+// has none.
+func blockNormNames(k BlockKind) (attnIn, attnOut, mlpIn, mlpOut string) {
+	switch k {
+	case "post_norm":
+		return "", "post_attention_layernorm", "", "post_feedforward_layernorm"
+	case "sandwich":
+		return "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"
+	case "four_norm":
+		return "input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"
+	}
+	return "input_layernorm", "", "post_attention_layernorm", ""
+}

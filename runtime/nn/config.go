@@ -1,0 +1,270 @@
+package nn
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ConfigError is a problem with one config.json key.
+type ConfigError struct {
+	Key string
+	Msg string
+}
+
+func (e *ConfigError) Error() string { return e.Key + ": " + e.Msg }
+
+// ConfigReader reads the keys of a config.json as a generated ParseConfig
+// asks for them, collecting one error per bad key. Keys nested under
+// text_config are read as if they stood at the top (where both have a key,
+// text_config's wins); model_type is always the top-level one. A key whose
+// value is null reads as absent, as None does in mlx-lm's dataclasses.
+type ConfigReader struct {
+	modelType string
+	keys      map[string]json.RawMessage
+	errs      []error
+}
+
+// NewConfigReader parses data, a config.json.
+func NewConfigReader(data []byte) (*ConfigReader, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if top == nil {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	r := &ConfigReader{keys: top}
+	if tc, ok := top["text_config"]; ok && !isNull(tc) {
+		var text map[string]json.RawMessage
+		if err := json.Unmarshal(tc, &text); err != nil {
+			return nil, &ConfigError{Key: "text_config", Msg: "want an object, got " + clip(tc)}
+		}
+		merged := make(map[string]json.RawMessage, len(top)+len(text))
+		for k, v := range top {
+			merged[k] = v
+		}
+		for k, v := range text {
+			merged[k] = v
+		}
+		r.keys = merged
+	}
+	if mt, ok := top["model_type"]; ok && !isNull(mt) {
+		if err := json.Unmarshal(mt, &r.modelType); err != nil {
+			r.fail("model_type", "want a string, got %s", clip(mt))
+		}
+	} else {
+		r.fail("model_type", "missing (required)")
+	}
+	return r, nil
+}
+
+// ReadConfigFile reads dir/config.json.
+func ReadConfigFile(dir string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, "config.json"))
+}
+
+func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+// ModelType is the config's top-level model_type.
+func (r *ConfigReader) ModelType() string { return r.modelType }
+
+// Err is every error met so far, one per line, or nil.
+func (r *ConfigReader) Err() error { return errors.Join(r.errs...) }
+
+func (r *ConfigReader) fail(key, format string, args ...any) {
+	r.errs = append(r.errs, &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Fail records err as a problem with key.
+func (r *ConfigReader) Fail(key string, err error) {
+	if err != nil {
+		r.errs = append(r.errs, &ConfigError{Key: key, Msg: err.Error()})
+	}
+}
+
+// lookup finds key, or else the first of alts (dotted paths into nested
+// objects, such as rope_parameters.rope_theta) that is present.
+func (r *ConfigReader) lookup(key string, alts []string) (json.RawMessage, string, bool) {
+	if v, ok := r.keys[key]; ok && !isNull(v) {
+		return v, key, true
+	}
+	for _, alt := range alts {
+		parts := strings.Split(alt, ".")
+		v, ok := r.keys[parts[0]]
+		for _, p := range parts[1:] {
+			if !ok || isNull(v) {
+				break
+			}
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(v, &obj) != nil {
+				ok = false
+				break
+			}
+			v, ok = obj[p]
+		}
+		if ok && !isNull(v) {
+			return v, alt, true
+		}
+	}
+	return nil, key, false
+}
+
+// Value is a type a config key can have.
+type Value interface {
+	int | float64 | bool | string | []int | []float64 | []string | *RopeScaling
+}
+
+// Required reads key, which must be present (or one of alts).
+func Required[T Value](r *ConfigReader, key string, alts ...string) T {
+	v, present, _ := read[T](r, key, alts)
+	if !present {
+		r.fail(key, "missing (required)")
+	}
+	return v
+}
+
+// Default reads key (or one of alts), or def when absent.
+func Default[T Value](r *ConfigReader, key string, def T, alts ...string) T {
+	if v, _, ok := read[T](r, key, alts); ok {
+		return v
+	}
+	return def
+}
+
+// Optional reads key (or one of alts) and reports whether it was present
+// and well-typed.
+func Optional[T Value](r *ConfigReader, key string, alts ...string) (T, bool) {
+	v, _, ok := read[T](r, key, alts)
+	return v, ok
+}
+
+// read is key's value (or one of alts'), whether the config has it, and
+// whether it was well-typed (a bad value is recorded).
+func read[T Value](r *ConfigReader, key string, alts []string) (v T, present, ok bool) {
+	raw, name, present := r.lookup(key, alts)
+	if !present {
+		return v, false, false
+	}
+	v, err := decode[T](raw)
+	if err != nil {
+		r.fail(name, "%v", err)
+		return v, true, false
+	}
+	if rs, isRope := any(v).(*RopeScaling); isRope && rs == nil {
+		return v, false, false // {} is no scaling
+	}
+	return v, true, true
+}
+
+func decode[T Value](raw json.RawMessage) (T, error) {
+	var out T
+	var err error
+	switch p := any(&out).(type) {
+	case *int:
+		*p, err = decodeInt(raw)
+	case *float64:
+		if json.Unmarshal(raw, p) != nil {
+			err = fmt.Errorf("want a number, got %s", clip(raw))
+		}
+	case *bool:
+		if json.Unmarshal(raw, p) != nil {
+			err = fmt.Errorf("want true or false, got %s", clip(raw))
+		}
+	case *string:
+		if json.Unmarshal(raw, p) != nil {
+			err = fmt.Errorf("want a string, got %s", clip(raw))
+		}
+	case *[]int:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return out, fmt.Errorf("want a list of integers, got %s", clip(raw))
+		}
+		*p = make([]int, len(items))
+		for i, it := range items {
+			if (*p)[i], err = decodeInt(it); err != nil {
+				return out, fmt.Errorf("entry %d: %v", i, err)
+			}
+		}
+	case *[]float64:
+		if json.Unmarshal(raw, p) != nil {
+			err = fmt.Errorf("want a list of numbers, got %s", clip(raw))
+		}
+	case *[]string:
+		if json.Unmarshal(raw, p) != nil {
+			err = fmt.Errorf("want a list of strings, got %s", clip(raw))
+		}
+	case **RopeScaling:
+		*p, err = ParseRopeScaling(raw)
+	}
+	return out, err
+}
+
+func decodeInt(raw json.RawMessage) (int, error) {
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
+		return 0, fmt.Errorf("want an integer, got %s", clip(raw))
+	}
+	if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, fmt.Errorf("want an integer, got %s", clip(raw))
+	}
+	return int(f), nil
+}
+
+// Number is the type of a value Min can bound.
+type Number interface{ int | float64 }
+
+// Min records an error unless v >= least.
+func Min[T Number](r *ConfigReader, key string, v, least T) {
+	if v < least {
+		r.fail(key, "must be at least %v, got %v", least, v)
+	}
+}
+
+// Len records an error unless a list key has want entries; wantName says
+// where want comes from.
+func (r *ConfigReader) Len(key string, n, want int, wantName string) {
+	if n != want {
+		r.fail(key, "has %d entries, want %d (%s)", n, want, wantName)
+	}
+}
+
+// Check records msg as a problem with key unless ok.
+func (r *ConfigReader) Check(ok bool, key, msg string) {
+	if !ok {
+		r.fail(key, "%s", msg)
+	}
+}
+
+// PerLayer is the list f(0), ..., f(n-1).
+func PerLayer[T any](n int, f func(i int) T) []T {
+	out := make([]T, max(n, 0))
+	for i := range out {
+		out[i] = f(i)
+	}
+	return out
+}
+
+// Count is how many entries of list equal v.
+func Count[T comparable](list []T, v T) int {
+	n := 0
+	for _, x := range list {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
+// Btoi is 1 for true and 0 for false, as Python's int(bool).
+func Btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

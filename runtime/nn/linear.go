@@ -1,0 +1,57 @@
+package nn
+
+import (
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Linear is y = x W^T + b: mlx's nn.Linear, or nn.QuantizedLinear when its
+// weight is quantized. Exactly one of Weight and Q is set; Bias may be nil.
+type Linear struct {
+	Weight *mlx.Array     // [out, in], dense
+	Q      *mlx.Quantized // the quantized [out, in] matrix
+	Bias   *mlx.Array     // [out] or nil
+}
+
+// Apply is the layer on x [..., in]: [..., out].
+func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	if l.Q != nil {
+		y := g.QuantizedMatmul(x, *l.Q, true)
+		if l.Bias != nil {
+			y = g.Add(y, l.Bias)
+		}
+		return y
+	}
+	if l.Bias != nil {
+		return g.Addmm(l.Bias, x, g.Transpose(l.Weight), 1, 1)
+	}
+	return g.Matmul(x, g.Transpose(l.Weight))
+}
+
+// Embedding maps token ids to rows of its table: mlx's nn.Embedding, or
+// nn.QuantizedEmbedding when the table is quantized (exactly one of Weight
+// and Q is set).
+type Embedding struct {
+	Weight *mlx.Array     // [vocab, dims], dense
+	Q      *mlx.Quantized // the quantized [vocab, dims] table
+}
+
+// Apply looks up ids (any shape): [ids..., dims].
+func (e *Embedding) Apply(g *mlx.Graph, ids *mlx.Array) *mlx.Array {
+	if e.Q != nil {
+		q := mlx.Quantized{
+			Weight:    g.Take(e.Q.Weight, ids, 0),
+			Scales:    g.Take(e.Q.Scales, ids, 0),
+			Biases:    g.Take(e.Q.Biases, ids, 0),
+			GroupSize: e.Q.GroupSize,
+			Bits:      e.Q.Bits,
+		}
+		return g.Dequantize(q, e.Q.Scales.Dtype())
+	}
+	return g.Take(e.Weight, ids, 0)
+}
+
+// AsLinear is the table used as the output projection of a tied head,
+// x @ table^T, quantized when the table is (mlx's as_linear).
+func (e *Embedding) AsLinear() *Linear {
+	return &Linear{Weight: e.Weight, Q: e.Q}
+}

@@ -1,0 +1,247 @@
+package nn
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Model is what every generated architecture's *Model offers: enough to run
+// any supported checkpoint without knowing its architecture when compiling.
+type Model interface {
+	// Forward runs tokens [B, L] (integers) through the model, attending
+	// over and extending caches (one per layer, from NewCaches), and
+	// returns the logits [B, L, vocab].
+	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
+	// NewCaches makes the empty per-layer caches a sequence starts with,
+	// as mlx-lm's make_cache does.
+	NewCaches() []kv.Cache
+	// NewCachesWith is NewCaches with options: a bound on every cache,
+	// quantized keys and values.
+	NewCachesWith(opts kv.Options) ([]kv.Cache, error)
+	// Info is the model's facts.
+	Info() Info
+	// Free releases the weights.
+	Free()
+}
+
+// Info is what a caller may want to know of a loaded model.
+type Info struct {
+	ModelType string    // config.json's model_type
+	Arch      string    // the descriptor it runs on
+	VocabSize int       // logits per position
+	Layers    int       // decoder layers (and caches)
+	Hidden    int       // width of the residual stream
+	Dtype     mlx.Dtype // dtype of the embedding table, the logits' dtype
+	Nbytes    int       // size of the weights
+}
+
+// Arch is one generated architecture as a registry lists it.
+type Arch struct {
+	Name    string   // its model_type, the descriptor's name
+	Tier    string   // how far it is proven (see descriptors/README.md)
+	Aliases []string // other model_types that run on it (mlx-lm's MODEL_REMAPPING)
+	Doc     string   // one line
+	Load    func(dir string, opts Options) (Model, error)
+	// Tensors lists the tensors a checkpoint with config.json data holds.
+	Tensors func(config []byte) ([]TensorSpec, error)
+	// Config parses a config.json into the architecture's *Config.
+	Config func(config []byte) (any, error)
+	// Derived are the keys computed from others when a config lacks them.
+	Derived []string
+	// Ignored are config keys of published checkpoints it does not read.
+	Ignored []string
+}
+
+// Catalog maps model_types to architectures: their own names, their
+// aliases, and the model_types it refuses with a reason.
+type Catalog struct {
+	archs    []Arch
+	byType   map[string]int
+	remapped map[string]string // alias -> an arch without a descriptor
+	drafters map[string]bool
+}
+
+// NewCatalog indexes archs. remapped lists aliases (mlx-lm's
+// MODEL_REMAPPING) whose target has no descriptor, drafters the
+// speculative-decoding drafter types; both are refused by name.
+func NewCatalog(archs []Arch, remapped map[string]string, drafters []string) *Catalog {
+	c := &Catalog{archs: archs, byType: map[string]int{}, remapped: remapped, drafters: map[string]bool{}}
+	for i, a := range archs {
+		c.byType[a.Name] = i
+		for _, al := range a.Aliases {
+			c.byType[al] = i
+		}
+	}
+	for _, d := range drafters {
+		c.drafters[d] = true
+	}
+	return c
+}
+
+// Archs lists the architectures, sorted by name.
+func (c *Catalog) Archs() []Arch {
+	out := slices.Clone(c.archs)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// UnsupportedError is the refusal of a model_type.
+type UnsupportedError struct {
+	ModelType string
+	Reason    string
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("model_type %q %s", e.ModelType, e.Reason)
+}
+
+// Lookup is the architecture that runs modelType, or why none does.
+func (c *Catalog) Lookup(modelType string) (*Arch, error) {
+	if c.drafters[modelType] {
+		return nil, &UnsupportedError{modelType, "is a speculative-decoding drafter, which runs beside a target model, not on its own"}
+	}
+	if i, ok := c.byType[modelType]; ok {
+		return &c.archs[i], nil
+	}
+	if target, ok := c.remapped[modelType]; ok {
+		return nil, &UnsupportedError{modelType, fmt.Sprintf("is an alias of %q, which archgen does not support", target)}
+	}
+	names := make([]string, 0, len(c.byType))
+	for n := range c.byType {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return nil, &UnsupportedError{modelType, "is not supported (supported: " + strings.Join(names, ", ") + ")"}
+}
+
+// ModelTypeOf reads the model_type of a config.json.
+func ModelTypeOf(config []byte) (string, error) {
+	var c struct {
+		ModelType *string `json:"model_type"`
+	}
+	if err := json.Unmarshal(config, &c); err != nil {
+		return "", fmt.Errorf("not a JSON object: %v", err)
+	}
+	if c.ModelType == nil {
+		return "", &ConfigError{Key: "model_type", Msg: "missing (required)"}
+	}
+	return *c.ModelType, nil
+}
+
+// Load loads the model in dir (config.json and its safetensors, as mlx-lm
+// saves them) with the architecture its model_type names.
+func (c *Catalog) Load(dir string, opts Options) (Model, error) {
+	data, err := opts.config(dir)
+	if err != nil {
+		opts.freeTensors()
+		return nil, err
+	}
+	mt, err := ModelTypeOf(data)
+	if err != nil {
+		opts.freeTensors()
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+	}
+	a, err := c.Lookup(mt)
+	if err != nil {
+		opts.freeTensors()
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return a.Load(dir, opts)
+}
+
+// config is Config, or else dir's config.json.
+func (o Options) config(dir string) ([]byte, error) {
+	if o.Config != nil {
+		return o.Config, nil
+	}
+	return ReadConfigFile(dir)
+}
+
+// freeTensors releases Tensors when loading fails before it takes them.
+func (o Options) freeTensors() {
+	for _, a := range o.Tensors {
+		a.Free()
+	}
+}
+
+// CheckModelType reports a config whose model_type is neither arch nor
+// one of its aliases.
+func CheckModelType(modelType, arch string, aliases []string) error {
+	if modelType == arch || slices.Contains(aliases, modelType) {
+		return nil
+	}
+	names := append([]string{arch}, aliases...)
+	return &ConfigError{Key: "model_type", Msg: fmt.Sprintf("%q is not %s", modelType, strings.Join(names, " or "))}
+}
+
+// Dtype is the dtype the embedding's rows come out in.
+func (e *Embedding) Dtype() mlx.Dtype {
+	if e.Q != nil {
+		return e.Q.Scales.Dtype()
+	}
+	return e.Weight.Dtype()
+}
+
+// LoadModel is a generated package's Load: it reads dir/config.json,
+// checks that its model_type is name or one of aliases, parses it with
+// parse, opens the checkpoint and builds the model with build. Errors name
+// the file, key or tensor.
+func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name string, aliases []string,
+	parse func([]byte) (*C, error), build func(*Weights, *C) (M, error)) (M, error) {
+	var none M
+	data, err := opts.config(dir)
+	if err != nil {
+		opts.freeTensors()
+		return none, err
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	mt, err := ModelTypeOf(data)
+	if err == nil {
+		err = CheckModelType(mt, name, aliases)
+	}
+	if err != nil {
+		opts.freeTensors()
+		return none, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	c, err := parse(data)
+	if err != nil {
+		opts.freeTensors()
+		return none, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	w, err := OpenWeights(dir, data, opts)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", dir, err)
+	}
+	m, err := build(w, c)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// ListTensors is a generated package's Tensors: the tensors build asks for
+// on a config.json, recorded without a checkpoint.
+func ListTensors[C any, M interface{ Free() }](config []byte,
+	parse func([]byte) (*C, error), build func(*Weights, *C) (M, error)) ([]TensorSpec, error) {
+	c, err := parse(config)
+	if err != nil {
+		return nil, err
+	}
+	w, err := RecordWeights(config)
+	if err != nil {
+		return nil, err
+	}
+	m, err := build(w, c)
+	if err != nil {
+		return nil, err
+	}
+	m.Free()
+	return w.Specs(), nil
+}

@@ -1,0 +1,406 @@
+// Package nntest holds the checks every generated architecture's tests
+// run: forward passes on tiny random checkpoints written with
+// mlx.SaveSafetensors, cached decoding against a full pass, quantized
+// loading, the messages of broken checkpoints, and config parsing against
+// mlx-lm's own reading of published configs.
+package nntest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// WithKeys is config (a JSON object) with keys set (nil removes one).
+func WithKeys(config string, keys map[string]any) []byte {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(config), &m); err != nil {
+		panic(fmt.Sprintf("nntest: config is not a JSON object: %v", err))
+	}
+	for k, v := range keys {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	out, _ := json.MarshalIndent(m, "", "  ")
+	return out
+}
+
+// Checkpoint is a random checkpoint in memory: a dense value for every
+// tensor of its specs.
+type Checkpoint struct {
+	Config []byte
+	Specs  []nn.TensorSpec
+	dense  map[string]*mlx.Array // logical values, float32
+}
+
+// Random makes a checkpoint of arch for config with values from seed
+// (nn.RandomTensors).
+func Random(t testing.TB, arch nn.Arch, config []byte, seed uint64) *Checkpoint {
+	t.Helper()
+	specs, err := arch.Tensors(config)
+	if err != nil {
+		t.Fatalf("Tensors: %v", err)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	c := &Checkpoint{Config: config, Specs: specs, dense: nn.RandomTensors(g, specs, seed)}
+	for _, a := range c.dense {
+		g.Keep(a)
+	}
+	if err := mlx.Eval(c.values()...); err != nil {
+		t.Fatalf("random weights: %v", err)
+	}
+	t.Cleanup(c.free)
+	return c
+}
+
+func (c *Checkpoint) values() []*mlx.Array {
+	out := make([]*mlx.Array, 0, len(c.dense))
+	for _, a := range c.dense {
+		out = append(out, a)
+	}
+	return out
+}
+
+func (c *Checkpoint) free() {
+	for _, a := range c.dense {
+		a.Free()
+	}
+}
+
+// Write writes config.json and model.safetensors of the checkpoint to dir,
+// with edit (if any) changing the tensors first.
+func (c *Checkpoint) Write(t testing.TB, dir string, dtype mlx.Dtype, dequantized bool, edit func(g *mlx.Graph, tensors map[string]*mlx.Array)) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), c.Config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	tensors := nn.StoredTensors(g, c.Specs, c.dense, dtype, dequantized)
+	if edit != nil {
+		edit(g, tensors)
+	}
+	if err := mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), tensors, map[string]string{"format": "mlx"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// load writes the checkpoint to a temporary directory and loads it.
+func load(t testing.TB, arch nn.Arch, c *Checkpoint, stored mlx.Dtype, dequantized bool, opts nn.Options) nn.Model {
+	t.Helper()
+	dir := t.TempDir()
+	c.Write(t, dir, stored, dequantized, nil)
+	m, err := arch.Load(dir, opts)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(m.Free)
+	return m
+}
+
+// tokens is a [B, L] batch of token ids below vocab.
+func tokens(B, L, vocab int, seed uint64) ([]int32, *mlx.Array) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	ids := make([]int32, B*L)
+	for i := range ids {
+		ids[i] = int32(r.IntN(vocab))
+	}
+	a, err := mlx.NewArray(ids, B, L)
+	if err != nil {
+		panic(err)
+	}
+	return ids, a
+}
+
+// run is one forward pass on a fresh graph: the logits as float32, their
+// shape and their dtype.
+func run(t testing.TB, m nn.Model, tok *mlx.Array, caches []kv.Cache) ([]float32, []int, mlx.Dtype) {
+	t.Helper()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	out := m.Forward(g, tok, caches)
+	if err := g.Eval(out); err != nil {
+		t.Fatalf("Forward: %v", err)
+	}
+	v, err := out.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, out.Shape(), out.Dtype()
+}
+
+func freeCaches(caches []kv.Cache) {
+	for _, c := range caches {
+		c.Free()
+	}
+}
+
+// forward is run over fresh caches.
+func forward(t testing.TB, m nn.Model, tok *mlx.Array) ([]float32, []int, mlx.Dtype) {
+	caches := m.NewCaches()
+	defer freeCaches(caches)
+	return run(t, m, tok, caches)
+}
+
+// checkFinite fails on a NaN or infinity, and on logits that are all equal
+// (a model that ignores its input).
+func checkFinite(t testing.TB, what string, v []float32) {
+	t.Helper()
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, x := range v {
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			t.Fatalf("%s: logit %d is %v", what, i, x)
+		}
+		lo, hi = min(lo, f), max(hi, f)
+	}
+	if hi-lo < 1e-6 {
+		t.Fatalf("%s: every logit is %v", what, lo)
+	}
+}
+
+// maxDiff is the largest absolute difference of two equally long slices.
+func maxDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+func vocabOf(m nn.Model) int { return m.Info().VocabSize }
+
+// Forward loads a random float32 checkpoint of config and runs a batch of
+// two sequences: the logits are [2, L, vocab] float32 and finite, and each
+// row equals the logits of that sequence run alone. Loaded as bfloat16, the
+// logits are bfloat16 and finite.
+func Forward(t *testing.T, arch nn.Arch, config string) {
+	c := Random(t, arch, []byte(config), 1)
+	m := load(t, arch, c, mlx.Float32, false, nn.Options{})
+	info := m.Info()
+	if info.Layers == 0 || info.VocabSize == 0 || info.Hidden == 0 || info.Nbytes == 0 {
+		t.Fatalf("Info: %+v", info)
+	}
+	const B, L = 2, 5
+	ids, tok := tokens(B, L, info.VocabSize, 7)
+	defer tok.Free()
+	v, shape, dt := forward(t, m, tok)
+	if want := []int{B, L, info.VocabSize}; fmt.Sprint(shape) != fmt.Sprint(want) {
+		t.Fatalf("logits shape %v, want %v", shape, want)
+	}
+	if dt != mlx.Float32 {
+		t.Fatalf("logits dtype %s, want float32", dt)
+	}
+	checkFinite(t, "float32", v)
+	row := L * info.VocabSize
+	for b := range B {
+		one, err := mlx.NewArray(ids[b*L:(b+1)*L], 1, L)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, _, _ := forward(t, m, one)
+		one.Free()
+		if d := maxDiff(alone, v[b*row:(b+1)*row]); d > 1e-4 {
+			t.Fatalf("row %d of the batch differs from the sequence run alone by %g", b, d)
+		}
+	}
+
+	half := load(t, arch, c, mlx.Float32, false, nn.Options{Dtype: mlx.BFloat16})
+	hv, _, hdt := forward(t, half, tok)
+	if hdt != mlx.BFloat16 {
+		t.Fatalf("logits dtype %s with a bfloat16 compute dtype", hdt)
+	}
+	checkFinite(t, "bfloat16", hv)
+}
+
+// CachedDecode checks that a prefill of three tokens, then one token at a
+// time through the same caches, gives the logits of one full pass.
+func CachedDecode(t *testing.T, arch nn.Arch, config string) {
+	c := Random(t, arch, []byte(config), 2)
+	m := load(t, arch, c, mlx.Float32, false, nn.Options{})
+	vocab := vocabOf(m)
+	const L, prefill = 7, 3
+	ids, tok := tokens(1, L, vocab, 11)
+	defer tok.Free()
+	full, _, _ := forward(t, m, tok)
+	caches := m.NewCaches()
+	defer freeCaches(caches)
+	var got []float32
+	for start := 0; start < L; {
+		n := 1
+		if start == 0 {
+			n = prefill
+		}
+		step, err := mlx.NewArray(ids[start:start+n], 1, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, _ := run(t, m, step, caches)
+		step.Free()
+		got = append(got, v...)
+		start += n
+	}
+	if d := maxDiff(got, full); d > 1e-4 {
+		t.Fatalf("cached decoding differs from the full pass by %g", d)
+	}
+	for i, cache := range caches {
+		if cache.Offset() != L {
+			t.Fatalf("cache %d holds %d positions, want %d", i, cache.Offset(), L)
+		}
+	}
+}
+
+// Quantized quantizes every module of a random checkpoint (4 bits, groups
+// of 32, as config.json's quantization block says) and checks the logits
+// against the same model with the dequantized weights stored dense.
+func Quantized(t *testing.T, arch nn.Arch, config string) {
+	qc := WithKeys(config, map[string]any{"quantization": map[string]any{"group_size": 32, "bits": 4}})
+	c := Random(t, arch, qc, 3)
+	quantized := 0
+	for _, s := range c.Specs {
+		if s.Quant != nil {
+			quantized++
+		}
+	}
+	if quantized == 0 {
+		t.Fatal("no module is quantized")
+	}
+	qm := load(t, arch, c, mlx.Float32, false, nn.Options{})
+	dense := &Checkpoint{Config: []byte(config), Specs: c.Specs, dense: c.dense}
+	dm := load(t, arch, dense, mlx.Float32, true, nn.Options{})
+	_, tok := tokens(1, 6, vocabOf(qm), 13)
+	defer tok.Free()
+	qv, _, _ := forward(t, qm, tok)
+	dv, _, _ := forward(t, dm, tok)
+	checkFinite(t, "quantized", qv)
+	if d := maxDiff(qv, dv); d > 1e-3 {
+		t.Fatalf("quantized logits differ from the dequantized model's by %g", d)
+	}
+}
+
+// LoadErrors breaks a checkpoint three ways and checks the messages: a
+// tensor of layer 1 missing, one misshapen, one unexpected.
+func LoadErrors(t *testing.T, arch nn.Arch, config string) {
+	c := Random(t, arch, []byte(config), 4)
+	var target nn.TensorSpec
+	prefix := ""
+	for _, s := range c.Specs {
+		if i := strings.Index(s.Name, ".1."); i >= 0 && len(s.Shape) == 2 {
+			target, prefix = s, s.Name[:i+3]
+			break
+		}
+	}
+	if prefix == "" {
+		t.Fatal("no 2-D tensor of layer 1 in the specs")
+	}
+	rel := strings.TrimPrefix(target.Name, prefix)
+	cases := []struct {
+		name string
+		edit func(g *mlx.Graph, ts map[string]*mlx.Array)
+		want string
+	}{
+		{"missing", func(g *mlx.Graph, ts map[string]*mlx.Array) { delete(ts, target.Name) },
+			"layer 1: missing " + rel},
+		{"shape", func(g *mlx.Graph, ts map[string]*mlx.Array) {
+			ts[target.Name] = g.Zeros([]int{target.Shape[0] + 1, target.Shape[1]}, mlx.Float32)
+		}, fmt.Sprintf("layer 1: %s: shape [%d %d], want [%d %d]", rel, target.Shape[0]+1, target.Shape[1], target.Shape[0], target.Shape[1])},
+		{"unexpected", func(g *mlx.Graph, ts map[string]*mlx.Array) {
+			ts[prefix+"extra.weight"] = g.Zeros([]int{2}, mlx.Float32)
+			ts["stray.weight"] = g.Zeros([]int{2}, mlx.Float32)
+		}, "layer 1: unexpected extra.weight\nunexpected tensor stray.weight"},
+	}
+	for _, tc := range cases {
+		dir := t.TempDir()
+		c.Write(t, dir, mlx.Float32, false, tc.edit)
+		m, err := arch.Load(dir, nn.Options{})
+		if err == nil {
+			m.Free()
+			t.Fatalf("%s: Load succeeded", tc.name)
+		}
+		if want := dir + ": " + tc.want; err.Error() != want {
+			t.Fatalf("%s: error\n%s\nwant\n%s", tc.name, err, want)
+		}
+	}
+}
+
+// Tensors checks the specs: names are unique, and every layer holds the
+// same tensors.
+func Tensors(t *testing.T, arch nn.Arch, config string) {
+	specs, err := arch.Tensors([]byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	perLayer := map[string][]string{}
+	for _, s := range specs {
+		if seen[s.Name] {
+			t.Fatalf("%s is listed twice", s.Name)
+		}
+		seen[s.Name] = true
+		parts := strings.SplitN(s.Name, ".", 4)
+		if len(parts) == 4 && parts[1] == "layers" {
+			perLayer[parts[2]] = append(perLayer[parts[2]], parts[3])
+		}
+	}
+	if len(perLayer) == 0 {
+		t.Fatal("no layer tensors")
+	}
+	first := fmt.Sprint(perLayer["0"])
+	for l, names := range perLayer {
+		if fmt.Sprint(names) != first {
+			t.Fatalf("layer %s holds %v, layer 0 %s", l, names, first)
+		}
+	}
+}
+
+// CacheOptions checks NewCachesWith: options no cache can follow are
+// refused, and caches bounded to five positions (keeping the first four,
+// as mlx-lm's max_kv_size does) decode the first five tokens as a full
+// pass does, and keep going with finite logits.
+func CacheOptions(t *testing.T, arch nn.Arch, config string) {
+	c := Random(t, arch, []byte(config), 5)
+	m := load(t, arch, c, mlx.Float32, false, nn.Options{})
+	if _, err := m.NewCachesWith(kv.Options{MaxKVSize: 2}); err == nil {
+		t.Fatal("a max KV size of 2 was accepted")
+	}
+	vocab := vocabOf(m)
+	const L, bound = 8, 5
+	ids, tok := tokens(1, L, vocab, 17)
+	defer tok.Free()
+	full, _, _ := forward(t, m, tok)
+	caches, err := m.NewCachesWith(kv.Options{MaxKVSize: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freeCaches(caches)
+	var got []float32
+	for i := range L {
+		step, err := mlx.NewArray(ids[i:i+1], 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, _ := run(t, m, step, caches)
+		step.Free()
+		got = append(got, v...)
+	}
+	if d := maxDiff(got[:bound*vocab], full[:bound*vocab]); d > 1e-4 {
+		t.Fatalf("bounded caches differ from the full pass by %g within the bound", d)
+	}
+	checkFinite(t, "past the bound", got[bound*vocab:])
+}

@@ -1,0 +1,167 @@
+package nntest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// Lookup checks a registry's Lookup: every name resolves to its arch,
+// every remapped alias is refused naming its real arch, every drafter is
+// refused as such, and an unknown type is refused.
+func Lookup(t *testing.T, lookup func(string) (*nn.Arch, error), names, remapped map[string]string, drafters []string) {
+	for name, arch := range names {
+		a, err := lookup(name)
+		if err != nil || a.Name != arch {
+			t.Errorf("Lookup(%q) = %v, %v; want %s", name, a, err, arch)
+		}
+	}
+	for alias, target := range remapped {
+		want := fmt.Sprintf("model_type %q is an alias of %q, which archgen does not support", alias, target)
+		if _, err := lookup(alias); err == nil || err.Error() != want {
+			t.Errorf("Lookup(%q): %v; want %s", alias, err, want)
+		}
+	}
+	for _, d := range drafters {
+		want := fmt.Sprintf("model_type %q is a speculative-decoding drafter, which runs beside a target model, not on its own", d)
+		if _, err := lookup(d); err == nil || err.Error() != want {
+			t.Errorf("Lookup(%q): %v; want %s", d, err, want)
+		}
+	}
+	if _, err := lookup("no_such_model"); err == nil || !strings.HasPrefix(err.Error(), `model_type "no_such_model" is not supported (supported: `) {
+		t.Errorf("Lookup of an unknown type: %v", err)
+	}
+}
+
+// ConfigReference checks each architecture's ParseConfig against mlx-lm.
+// dir holds one folder per architecture with published config.json files
+// (<name>.json) and what mlx-lm's ModelArgs made of each
+// (<name>.mlxlm.json, written by scripts/config_reference.py): the
+// dataclass's fields after __post_init__, or the error mlx-lm raised
+// building the model. Every architecture needs at least one config.
+func ConfigReference(t *testing.T, dir string, archs []nn.Arch) {
+	for _, arch := range archs {
+		t.Run(arch.Name, func(t *testing.T) {
+			files, _ := filepath.Glob(filepath.Join(dir, arch.Name, "*.json"))
+			n := 0
+			for _, f := range files {
+				if strings.HasSuffix(f, ".mlxlm.json") {
+					continue
+				}
+				n++
+				t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+					compareConfig(t, arch, f)
+				})
+			}
+			if n == 0 {
+				t.Fatalf("no published configs in %s", filepath.Join(dir, arch.Name))
+			}
+		})
+	}
+}
+
+type reference struct {
+	Args  map[string]any `json:"args"`
+	Error string         `json:"error"`
+}
+
+func compareConfig(t *testing.T, arch nn.Arch, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refData, err := os.ReadFile(strings.TrimSuffix(path, ".json") + ".mlxlm.json")
+	if err != nil {
+		t.Fatalf("no mlx-lm reference (run scripts/config_reference.py): %v", err)
+	}
+	var ref reference
+	if err := json.Unmarshal(refData, &ref); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := arch.Config(data)
+	if ref.Error != "" {
+		if err == nil {
+			t.Fatalf("mlx-lm refuses this config (%s); ParseConfig accepts it", ref.Error)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	raw, _ := json.Marshal(cfg)
+	var ours map[string]any
+	json.Unmarshal(raw, &ours)
+	keys := make([]string, 0, len(ref.Args))
+	for k := range ref.Args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		want := ref.Args[k]
+		got, ok := ours[k]
+		switch {
+		case !ok && slices.Contains(arch.Ignored, k):
+		case !ok:
+			t.Errorf("%s: mlx-lm reads %v; ParseConfig neither reads nor lists it as ignored", k, want)
+		case want == nil && (isZero(got) || slices.Contains(arch.Derived, k)):
+		case !sameJSON(got, want):
+			t.Errorf("%s: ParseConfig gives %v, mlx-lm %v", k, got, want)
+		}
+	}
+}
+
+func isZero(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case float64:
+		return x == 0
+	case bool:
+		return !x
+	case string:
+		return x == ""
+	case []any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// sameJSON compares decoded JSON values, numbers by value.
+func sameJSON(a, b any) bool {
+	switch x := a.(type) {
+	case float64:
+		y, ok := b.(float64)
+		return ok && (x == y || math.Abs(x-y) <= 1e-12*math.Max(math.Abs(x), math.Abs(y)))
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if !sameJSON(v, y[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
+}

@@ -1,0 +1,33 @@
+package nn
+
+import "github.com/archgen/archgen/runtime/mlx"
+
+// RMSNorm is x / rms(x) * Weight over the last axis (mlx's fast.rms_norm).
+// Gemma's norm, x / rms(x) * (1 + w), is an RMSNorm whose Weight holds
+// 1 + w, computed once at load (see Weights.RMSNormOnePlus).
+type RMSNorm struct {
+	Weight *mlx.Array // [dims]
+	Eps    float32
+}
+
+// Apply normalizes x [..., dims].
+func (n *RMSNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	return g.RMSNorm(x, n.Weight, n.Eps)
+}
+
+// LayerNorm is (x - mean) / std * Weight + Bias over the last axis (mlx's
+// fast.layer_norm).
+type LayerNorm struct {
+	Weight, Bias *mlx.Array // [dims]
+	Eps          float32
+}
+
+// Apply normalizes x [..., dims].
+func (n *LayerNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	return g.LayerNorm(x, n.Weight, n.Bias, n.Eps)
+}
+
+// Softcap is tanh(x / c) * c, which bounds x to (-c, c).
+func Softcap(g *mlx.Graph, x *mlx.Array, c float64) *mlx.Array {
+	return g.MultiplyScalar(g.Tanh(g.DivideScalar(x, c)), c)
+}

@@ -1,0 +1,145 @@
+package nn
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// QuantParams are how one matrix is quantized: groups of GroupSize
+// consecutive entries of a row share a scale and a bias (mode affine).
+type QuantParams struct {
+	GroupSize, Bits int
+	Mode            string
+}
+
+// Quantization is config.json's "quantization" block as mlx-lm writes it:
+// the default parameters, and per-module entries keyed by module path
+// (model.layers.0.self_attn.q_proj): false keeps that module in full
+// precision, true quantizes it with the defaults, an object gives its own
+// group_size, bits and mode.
+type Quantization struct {
+	Default QuantParams
+	Modules map[string]ModuleQuant
+}
+
+// ModuleQuant is a per-module entry of a quantization block.
+type ModuleQuant struct {
+	Off    bool         // false in the config: full precision
+	Params *QuantParams // nil: the defaults
+}
+
+// Supported group sizes and bit widths of MLX's affine kernels.
+var (
+	quantGroupSizes = []int{32, 64, 128}
+	quantBits       = []int{2, 3, 4, 5, 6, 8}
+)
+
+// ParseQuantization reads the quantization block of a config.json; nil
+// when there is none. Checkpoints quantized by other tools (a
+// quantization_config without mlx's block) are refused.
+func ParseQuantization(config []byte) (*Quantization, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(config, &top); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %v", err)
+	}
+	raw, ok := top["quantization"]
+	if !ok || isNull(raw) {
+		if qc, ok := top["quantization_config"]; ok && !isNull(qc) {
+			var m struct {
+				Method string `json:"quant_method"`
+			}
+			json.Unmarshal(qc, &m)
+			return nil, &ConfigError{Key: "quantization_config", Msg: fmt.Sprintf(
+				"checkpoints quantized with %q are not supported; only mlx's own quantization block is", m.Method)}
+		}
+		return nil, nil
+	}
+	var block map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &block); err != nil {
+		return nil, &ConfigError{Key: "quantization", Msg: "want an object, got " + clip(raw)}
+	}
+	q := &Quantization{Modules: map[string]ModuleQuant{}}
+	def, err := quantParams(block, true, QuantParams{})
+	if err != nil {
+		return nil, &ConfigError{Key: "quantization", Msg: err.Error()}
+	}
+	q.Default = def
+	keys := make([]string, 0, len(block))
+	for k := range block {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := block[k]
+		if k == "group_size" || k == "bits" || k == "mode" || k == "quantize_activations" {
+			continue
+		}
+		var on bool
+		if json.Unmarshal(v, &on) == nil {
+			q.Modules[k] = ModuleQuant{Off: !on}
+			continue
+		}
+		var sub map[string]json.RawMessage
+		if json.Unmarshal(v, &sub) != nil || sub == nil {
+			return nil, &ConfigError{Key: "quantization." + k, Msg: "want true, false or an object, got " + clip(v)}
+		}
+		// mlx's to_quantized fills what an entry leaves out from the mode's
+		// defaults (affine: group 64, 4 bits), not from the block's.
+		p, err := quantParams(sub, false, QuantParams{GroupSize: 64, Bits: 4, Mode: "affine"})
+		if err != nil {
+			return nil, &ConfigError{Key: "quantization." + k, Msg: err.Error()}
+		}
+		q.Modules[k] = ModuleQuant{Params: &p}
+	}
+	return q, nil
+}
+
+func quantParams(m map[string]json.RawMessage, required bool, def QuantParams) (QuantParams, error) {
+	p := def
+	if p.Mode == "" {
+		p.Mode = "affine"
+	}
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{{"group_size", &p.GroupSize}, {"bits", &p.Bits}} {
+		v, ok := m[f.key]
+		if !ok || isNull(v) {
+			if required {
+				return p, fmt.Errorf("%s: missing (required)", f.key)
+			}
+			continue
+		}
+		n, err := decodeInt(v)
+		if err != nil {
+			return p, fmt.Errorf("%s: %v", f.key, err)
+		}
+		*f.dst = n
+	}
+	if v, ok := m["mode"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &p.Mode) != nil {
+			return p, fmt.Errorf("mode: want a string, got %s", clip(v))
+		}
+	}
+	return p, p.check()
+}
+
+// check reports parameters the affine kernels cannot run.
+func (p QuantParams) check() error {
+	if p.Mode != "affine" {
+		return fmt.Errorf("mode %q is not supported (affine only)", p.Mode)
+	}
+	if !slices.Contains(quantGroupSizes, p.GroupSize) {
+		return fmt.Errorf("group size %d is not supported (want 32, 64 or 128)", p.GroupSize)
+	}
+	if !slices.Contains(quantBits, p.Bits) {
+		return fmt.Errorf("%d bits are not supported (want 2, 3, 4, 5, 6 or 8)", p.Bits)
+	}
+	return nil
+}
+
+// PackedDims is the width of a row of in values packed at bits each into
+// uint32 words.
+func (p QuantParams) PackedDims(in int) int { return in * p.Bits / 32 }

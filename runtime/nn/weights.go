@@ -1,0 +1,566 @@
+package nn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Options are a caller's choices when loading a model.
+type Options struct {
+	// Dtype is the compute dtype: every floating-point weight is cast to
+	// it. A dtype that is no float type, the zero value included, keeps
+	// each tensor's own dtype, as mlx-lm does.
+	Dtype mlx.Dtype
+	// Stream is the stream weights load on; nil is mlx.DefaultStream().
+	Stream *mlx.Stream
+	// Config and Tensors, when set, stand for the directory's config.json
+	// and its safetensors files: a checkpoint read some other way (a GGUF
+	// file, say) then loads through the same checks, the directory naming
+	// it in errors. Loading takes the tensors over: those the model uses
+	// become its weights, the others are freed.
+	Config  []byte
+	Tensors map[string]*mlx.Array
+}
+
+// TensorSpec is one tensor a model asks for: its checkpoint name and its
+// logical shape. A quantized weight ([out, in] here) is stored as Name
+// (packed uint32), and Name's scales and biases beside it.
+type TensorSpec struct {
+	Name  string
+	Shape []int
+	Quant *QuantParams
+	// Scale marks a norm's weight, which multiplies: it is centred on one.
+	Scale bool
+}
+
+// Weights hands out a checkpoint's tensors as typed modules, under a name
+// prefix, checking each against the shape the model expects. Problems are
+// recorded, named by tensor, and reported together by Finish.
+type Weights struct {
+	l             *loader
+	prefix, label string
+}
+
+type loader struct {
+	record  bool
+	tensors map[string]*mlx.Array // the checkpoint's, owned until Finish
+	used    map[string]bool
+	dropped map[string]bool
+	quant   *Quantization
+	opts    Options
+	g       *mlx.Graph   // casts and derived weights
+	scratch []*mlx.Array // casts that feed derived weights; freed by Finish
+	params  *Params
+	specs   []TensorSpec
+	errs    []error
+	scopes  map[string]string // prefix -> label, to name unexpected tensors
+}
+
+// OpenWeights opens the checkpoint in dir: model.safetensors, or the
+// shards model.safetensors.index.json lists, or else every
+// model*.safetensors file (as mlx-lm globs them). config is the directory's
+// config.json, whose quantization block says which modules are quantized.
+func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
+	q, err := ParseQuantization(config)
+	if err != nil {
+		opts.freeTensors()
+		return nil, err
+	}
+	if opts.Tensors != nil {
+		l := newLoader(q, opts)
+		for name, a := range opts.Tensors {
+			l.tensors[name] = a
+		}
+		return &Weights{l: l}, nil
+	}
+	files, err := checkpointFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := newLoader(q, opts)
+	from := map[string]string{}
+	for _, f := range files {
+		arrays, _, err := mlx.LoadSafetensors(f, opts.Stream)
+		if err != nil {
+			l.freeTensors()
+			return nil, err
+		}
+		for name, a := range arrays {
+			if prev, dup := from[name]; dup {
+				a.Free()
+				l.errs = append(l.errs, fmt.Errorf("tensor %s is in both %s and %s", name, filepath.Base(prev), filepath.Base(f)))
+				continue
+			}
+			from[name] = f
+			l.tensors[name] = a
+		}
+	}
+	return &Weights{l: l}, nil
+}
+
+// RecordWeights is a Weights without a checkpoint: each request succeeds
+// with empty modules and is listed by Specs, quantized as config's
+// quantization block would have mlx-lm's convert quantize it.
+func RecordWeights(config []byte) (*Weights, error) {
+	q, err := ParseQuantization(config)
+	if err != nil {
+		return nil, err
+	}
+	l := newLoader(q, Options{})
+	l.record = true
+	return &Weights{l: l}, nil
+}
+
+func newLoader(q *Quantization, opts Options) *loader {
+	if opts.Stream == nil {
+		opts.Stream = mlx.DefaultStream()
+	}
+	return &loader{
+		tensors: map[string]*mlx.Array{},
+		used:    map[string]bool{},
+		dropped: map[string]bool{},
+		quant:   q,
+		opts:    opts,
+		g:       mlx.NewGraph(opts.Stream),
+		params:  &Params{},
+		scopes:  map[string]string{},
+	}
+}
+
+// checkpointFiles lists the safetensors files of dir.
+func checkpointFiles(dir string) ([]string, error) {
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	if data, err := os.ReadFile(index); err == nil {
+		var idx struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		if err := json.Unmarshal(data, &idx); err != nil || idx.WeightMap == nil {
+			return nil, fmt.Errorf("%s: want an object with a weight_map", index)
+		}
+		seen := map[string]bool{}
+		var files []string
+		for _, f := range idx.WeightMap {
+			if !seen[f] {
+				seen[f] = true
+				files = append(files, filepath.Join(dir, f))
+			}
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			if _, err := os.Stat(f); err != nil {
+				return nil, fmt.Errorf("%s names %s: %w", index, filepath.Base(f), err)
+			}
+		}
+		return files, nil
+	}
+	single := filepath.Join(dir, "model.safetensors")
+	if _, err := os.Stat(single); err == nil {
+		return []string{single}, nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "model*.safetensors"))
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no model.safetensors, model.safetensors.index.json or model*.safetensors", dir)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// Scope is w with prefix appended to the names it asks for; label (when not
+// empty) replaces the prefix in messages.
+func (w *Weights) Scope(prefix, label string) *Weights {
+	s := &Weights{l: w.l, prefix: w.prefix + prefix, label: label}
+	if label != "" {
+		w.l.scopes[s.prefix] = label
+	}
+	return s
+}
+
+// Layer is the scope of layer i of a stack: base.i., labeled "layer i".
+func (w *Weights) Layer(base string, i int) *Weights {
+	return w.Scope(fmt.Sprintf("%s.%d.", base, i), fmt.Sprintf("layer %d", i))
+}
+
+// Drop forgets tensors by exact name before anything asks for them, as
+// mlx-lm's sanitize pops them.
+func (w *Weights) Drop(names ...string) {
+	for _, n := range names {
+		w.l.drop(func(name string) bool { return name == w.prefix+n })
+	}
+}
+
+// DropContaining forgets every tensor whose name contains sub.
+func (w *Weights) DropContaining(sub string) {
+	w.l.drop(func(name string) bool { return strings.Contains(name, sub) })
+}
+
+func (l *loader) drop(match func(string) bool) {
+	for name, a := range l.tensors {
+		if match(name) {
+			a.Free()
+			delete(l.tensors, name)
+			l.dropped[name] = true
+		}
+	}
+}
+
+// Fail records a problem found while building the model.
+func (w *Weights) Fail(err error) {
+	if err != nil {
+		w.l.errs = append(w.l.errs, w.named(err.Error()))
+	}
+}
+
+func (w *Weights) named(msg string) error {
+	if w.label != "" {
+		return errors.New(w.label + ": " + msg)
+	}
+	return errors.New(msg)
+}
+
+func (w *Weights) failf(format string, args ...any) {
+	w.l.errs = append(w.l.errs, w.named(fmt.Sprintf(format, args...)))
+}
+
+// local is name as messages show it: relative to a labeled scope.
+func (w *Weights) local(name string) string {
+	if w.label != "" {
+		return name
+	}
+	return w.prefix + name
+}
+
+// param is take's tensor, made one of the model's parameters.
+func (w *Weights) param(name string, shape []int, packed bool) *mlx.Array {
+	if a := w.take(name, shape, packed); a != nil {
+		return w.keep(a)
+	}
+	return nil
+}
+
+// take is the tensor prefix+name, checked to have shape and a float dtype
+// (or uint32 when packed), cast to the compute dtype; nil when missing.
+func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
+	l := w.l
+	full := w.prefix + name
+	a, ok := l.tensors[full]
+	if !ok {
+		w.failf("missing %s", w.local(name))
+		return nil
+	}
+	l.used[full] = true
+	dt := a.Dtype()
+	switch {
+	case packed && dt != mlx.Uint32:
+		w.failf("%s: dtype %s, want uint32 (packed quantized weights)", w.local(name), dt)
+		return nil
+	case !packed && !dt.IsFloat():
+		hint := ""
+		if dt == mlx.Uint32 {
+			hint = " (a quantized tensor, but config.json's quantization block does not quantize this module)"
+		}
+		w.failf("%s: dtype %s, want a float dtype%s", w.local(name), dt, hint)
+		return nil
+	}
+	if got := a.Shape(); !slices.Equal(got, shape) {
+		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
+		return nil
+	}
+	if packed {
+		return a
+	}
+	if want := l.opts.Dtype; want.IsFloat() && want != dt {
+		c := l.g.AsType(a, want)
+		l.g.Keep(c)
+		l.scratch = append(l.scratch, c)
+		return c
+	}
+	return a
+}
+
+// keep makes a one of the model's parameters.
+func (w *Weights) keep(a *mlx.Array) *mlx.Array {
+	w.l.params.arrays = append(w.l.params.arrays, a)
+	return a
+}
+
+func (w *Weights) spec(name string, shape []int, q *QuantParams, scale bool) {
+	w.l.specs = append(w.l.specs, TensorSpec{Name: w.prefix + name, Shape: shape, Quant: q, Scale: scale})
+}
+
+// quantFor is how the module at prefix+name, whose rows have in entries, is
+// stored: nil for dense. mlx-lm's rule: a per-module entry of the
+// quantization block decides; otherwise the module is quantized when its
+// .scales tensor exists, with the group size and bits its shapes imply.
+func (w *Weights) quantFor(name string, in int) *QuantParams {
+	l := w.l
+	if l.quant == nil {
+		return nil
+	}
+	path := w.prefix + name
+	if m, ok := l.quant.Modules[path]; ok {
+		switch {
+		case m.Off:
+			return nil
+		case m.Params != nil:
+			return m.Params
+		}
+		return &l.quant.Default
+	}
+	if l.record {
+		if in%l.quant.Default.GroupSize != 0 {
+			return nil
+		}
+		return &l.quant.Default
+	}
+	scales, ok := l.tensors[path+".scales"]
+	weight, wok := l.tensors[path+".weight"]
+	if !ok || !wok {
+		return nil
+	}
+	if scales.Dtype() == mlx.Uint8 {
+		w.failf("%s: quantized in a floating-point mode (uint8 scales); only affine quantization is supported", w.local(name))
+		return nil
+	}
+	groups, packed := scales.Dim(-1), weight.Dim(-1)
+	if groups == 0 || in%groups != 0 || (packed*32)%in != 0 {
+		w.failf("%s: scales %v and weight %v do not fit rows of %d", w.local(name), scales.Shape(), weight.Shape(), in)
+		return nil
+	}
+	p := QuantParams{GroupSize: in / groups, Bits: packed * 32 / in, Mode: "affine"}
+	if err := p.check(); err != nil {
+		w.failf("%s: %v", w.local(name), err)
+		return nil
+	}
+	return &p
+}
+
+// quantized takes the packed triple of a quantized [rows, in] matrix.
+func (w *Weights) quantized(name string, rows, in int, p *QuantParams) *mlx.Quantized {
+	if in%p.GroupSize != 0 {
+		w.failf("%s: %d columns do not split into groups of %d", w.local(name), in, p.GroupSize)
+		return nil
+	}
+	weight := w.param(name+".weight", []int{rows, p.PackedDims(in)}, true)
+	scales := w.param(name+".scales", []int{rows, in / p.GroupSize}, false)
+	biases := w.param(name+".biases", []int{rows, in / p.GroupSize}, false)
+	if weight == nil || scales == nil || biases == nil {
+		return nil
+	}
+	return &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: p.GroupSize, Bits: p.Bits}
+}
+
+// Linear is the layer name: weight [out, in], dense or quantized, and a
+// bias [out] when bias is set.
+func (w *Weights) Linear(name string, out, in int, bias bool) *Linear {
+	l := &Linear{}
+	q := w.quantFor(name, in)
+	if w.l.record {
+		w.spec(name+".weight", []int{out, in}, q, false)
+		if bias {
+			w.spec(name+".bias", []int{out}, nil, false)
+		}
+		return l
+	}
+	if q != nil {
+		l.Q = w.quantized(name, out, in, q)
+	} else {
+		l.Weight = w.param(name+".weight", []int{out, in}, false)
+	}
+	if bias {
+		l.Bias = w.param(name+".bias", []int{out}, false)
+	}
+	return l
+}
+
+// Embedding is the table name: [n, dims], dense or quantized.
+func (w *Weights) Embedding(name string, n, dims int) *Embedding {
+	e := &Embedding{}
+	q := w.quantFor(name, dims)
+	if w.l.record {
+		w.spec(name+".weight", []int{n, dims}, q, false)
+		return e
+	}
+	if q != nil {
+		e.Q = w.quantized(name, n, dims, q)
+	} else {
+		e.Weight = w.param(name+".weight", []int{n, dims}, false)
+	}
+	return e
+}
+
+// RMSNorm is the norm name: weight [dims].
+func (w *Weights) RMSNorm(name string, dims int, eps float64) *RMSNorm {
+	if w.l.record {
+		w.spec(name+".weight", []int{dims}, nil, true)
+		return &RMSNorm{Eps: float32(eps)}
+	}
+	return &RMSNorm{Weight: w.param(name+".weight", []int{dims}, false), Eps: float32(eps)}
+}
+
+// RMSNormOnePlus is gemma's norm name, x / rms(x) * (1 + weight): the
+// RMSNorm whose weight is 1 + the checkpoint's, in the compute dtype.
+func (w *Weights) RMSNormOnePlus(name string, dims int, eps float64) *RMSNorm {
+	if w.l.record {
+		w.spec(name+".weight", []int{dims}, nil, false)
+		return &RMSNorm{Eps: float32(eps)}
+	}
+	n := &RMSNorm{Eps: float32(eps)}
+	if raw := w.take(name+".weight", []int{dims}, false); raw != nil {
+		one := w.l.g.AddScalar(raw, 1)
+		w.l.g.Keep(one)
+		n.Weight = w.keep(one)
+	}
+	return n
+}
+
+// LayerNorm is the norm name: weight and bias [dims].
+func (w *Weights) LayerNorm(name string, dims int, eps float64) *LayerNorm {
+	if w.l.record {
+		w.spec(name+".weight", []int{dims}, nil, true)
+		w.spec(name+".bias", []int{dims}, nil, false)
+		return &LayerNorm{Eps: float32(eps)}
+	}
+	return &LayerNorm{
+		Weight: w.param(name+".weight", []int{dims}, false),
+		Bias:   w.param(name+".bias", []int{dims}, false),
+		Eps:    float32(eps),
+	}
+}
+
+// Rope is NewRope(spec) on the loading stream, owned by the parameters.
+func (w *Weights) Rope(spec RopeSpec) Rope {
+	r, err := NewRope(spec, w.l.opts.Stream)
+	if err != nil {
+		w.Fail(err)
+		return NoRope{}
+	}
+	w.l.params.ropes = append(w.l.params.ropes, r)
+	return r
+}
+
+// Specs lists what a RecordWeights was asked for, in order.
+func (w *Weights) Specs() []TensorSpec { return w.l.specs }
+
+// maxErrors is how many problems Finish spells out.
+const maxErrors = 20
+
+// Finish reports every problem recorded, then every tensor of the
+// checkpoint nobody asked for. Without problems it evaluates the
+// parameters, releases the rest and returns them; with problems it releases
+// everything.
+func (w *Weights) Finish() (*Params, error) {
+	l := w.l
+	defer l.g.Close()
+	errs := l.errs
+	var extra []string
+	for name := range l.tensors {
+		if !l.used[name] {
+			extra = append(extra, name)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		errs = append(errs, l.unexpected(name))
+	}
+	if len(errs) == 0 && !l.record {
+		if err := mlx.Eval(l.params.arrays...); err != nil {
+			errs = append(errs, fmt.Errorf("reading the weights: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		kept := map[*mlx.Array]bool{}
+		for _, a := range l.params.arrays {
+			kept[a] = true
+		}
+		l.freeScratch(kept)
+		l.params.Free()
+		l.freeTensors()
+		if len(errs) > maxErrors {
+			errs = append(errs[:maxErrors:maxErrors], fmt.Errorf("... and %d more", len(errs)-maxErrors))
+		}
+		return nil, errors.Join(errs...)
+	}
+	kept := map[*mlx.Array]bool{}
+	for _, a := range l.params.arrays {
+		kept[a] = true
+	}
+	for name, a := range l.tensors {
+		if !kept[a] {
+			a.Free()
+		}
+		delete(l.tensors, name)
+	}
+	l.freeScratch(kept)
+	return l.params, nil
+}
+
+// unexpected names an unused tensor by the labeled scope it falls in.
+func (l *loader) unexpected(name string) error {
+	best := ""
+	for p := range l.scopes {
+		if strings.HasPrefix(name, p) && len(p) > len(best) {
+			best = p
+		}
+	}
+	hint := ""
+	if l.quant == nil && (strings.HasSuffix(name, ".scales") || strings.HasSuffix(name, ".biases")) {
+		hint = " (config.json has no quantization block)"
+	}
+	if best != "" {
+		return fmt.Errorf("%s: unexpected %s%s", l.scopes[best], strings.TrimPrefix(name, best), hint)
+	}
+	return fmt.Errorf("unexpected tensor %s%s", name, hint)
+}
+
+func (l *loader) freeScratch(kept map[*mlx.Array]bool) {
+	for _, a := range l.scratch {
+		if !kept[a] {
+			a.Free()
+		}
+	}
+	l.scratch = nil
+}
+
+func (l *loader) freeTensors() {
+	for name, a := range l.tensors {
+		a.Free()
+		delete(l.tensors, name)
+	}
+}
+
+// Params owns a loaded model's arrays.
+type Params struct {
+	arrays []*mlx.Array
+	ropes  []Rope
+}
+
+// Free releases every array; the model is unusable afterwards.
+func (p *Params) Free() {
+	if p == nil {
+		return
+	}
+	for _, a := range p.arrays {
+		a.Free()
+	}
+	for _, r := range p.ropes {
+		FreeRope(r)
+	}
+	p.arrays, p.ropes = nil, nil
+}
+
+// Nbytes is the size of the weights.
+func (p *Params) Nbytes() int {
+	n := 0
+	for _, a := range p.arrays {
+		n += a.Nbytes()
+	}
+	return n
+}

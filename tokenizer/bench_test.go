@@ -1,0 +1,89 @@
+package tokenizer
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/archgen/archgen/tokenizer/internal/reftest"
+)
+
+func benchText(b *testing.B) string {
+	root, err := reftest.Root()
+	if err != nil {
+		b.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "testdata", "tokenizer", "text", "multilingual.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(text)
+}
+
+// BenchmarkEncode encodes the multilingual test text (2.5 kB) with each
+// tokenizer; the BPE cache is warm after the first iteration.
+func BenchmarkEncode(b *testing.B) {
+	text := benchText(b)
+	for _, n := range reftest.Names {
+		b.Run(n, func(b *testing.B) {
+			tk := loadNpm(b, n)
+			ids := tk.Encode(text, false)
+			b.SetBytes(int64(len(text)))
+			b.ResetTimer()
+			for b.Loop() {
+				tk.Encode(text, false)
+			}
+			b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	text := benchText(b)
+	for _, n := range reftest.Names {
+		b.Run(n, func(b *testing.B) {
+			tk := loadNpm(b, n)
+			ids := tk.Encode(text, false)
+			b.ResetTimer()
+			for b.Loop() {
+				tk.Decode(ids, false)
+			}
+			b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkStream feeds the ids of the test text to a Stream one at a time.
+func BenchmarkStream(b *testing.B) {
+	text := benchText(b)
+	for _, n := range reftest.Names {
+		b.Run(n, func(b *testing.B) {
+			tk := loadNpm(b, n)
+			ids := tk.Encode(text, false)
+			b.ResetTimer()
+			for b.Loop() {
+				st := tk.NewStream(false)
+				for _, id := range ids {
+					st.Step(id)
+				}
+			}
+			b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+func BenchmarkLoad(b *testing.B) {
+	for _, n := range reftest.Names {
+		b.Run(n, func(b *testing.B) {
+			folder, err := reftest.Folder(n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := LoadFile(filepath.Join(folder, "tokenizer.json")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

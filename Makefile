@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models config-reference rope-reference generate
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate
 
 all: test
 
@@ -70,3 +70,10 @@ config-reference: setup
 # Rewrites runtime/nn/testdata/rope.json: mlx-lm's ropes on a fixed input.
 rope-reference: setup
 	.deps/py/bin/python runtime/nn/testdata/rope_reference.py
+
+# The parity matrix: every arch x case x level run through the registry and
+# compared with mlx-lm; prints the table (errors, tolerance, tokens, pass/fail).
+parity: setup parity-models
+	@mkdir -p out && rm -f out/parity-table.txt
+	@$(GO) test -count=1 ./parity/ -run '^TestParity$$' -parity.table $(CURDIR)/out/parity-table.txt; \
+	  st=$$?; cat out/parity-table.txt 2>/dev/null; exit $$st

@@ -11,7 +11,11 @@
 //
 // The tests load each level's dir through the registry, exactly as a user's
 // checkpoint, and compare: `go test ./parity/...` runs one subtest per
-// <arch>/<case>/<level>; `make parity` prints the table of errors.
+// <arch>/<case>/<level> (prefill logits and decode logits within the
+// level's Tolerances, greedy tokens exactly, both step by step and through
+// the generate package's decode loop); `make parity` prints the table of
+// errors. Prefill and Greedy run any model with a forward pass and caches,
+// and serve cmd/archrun too.
 package parity
 
 import (

@@ -33,9 +33,17 @@ func Prefill(m Model, prompt []int32) ([]float32, int, error) {
 // a time). A nil calls means the whole prompt in one call, then one token
 // at a time. It returns the picks and, row by row, the logits each pick was
 // made from ([n, vocab]).
-func Greedy(m Model, prompt []int32, calls []int, n int) ([]int32, []float32, error) {
+//
+// With force non-nil (n tokens), step i feeds force[i] instead of its own
+// pick, so every step sees the reference's history: the picks then equal a
+// free-running decode's exactly when they equal force at every step, and a
+// mismatch names the one step that differs instead of derailing the rest.
+func Greedy(m Model, prompt []int32, calls []int, n int, force []int32) ([]int32, []float32, error) {
 	if len(prompt) == 0 || n <= 0 {
 		return nil, nil, fmt.Errorf("greedy needs a prompt and n > 0 (got %d tokens, n %d)", len(prompt), n)
+	}
+	if force != nil && len(force) != n {
+		return nil, nil, fmt.Errorf("%d forced tokens for %d steps", len(force), n)
 	}
 	if calls == nil {
 		calls = []int{len(prompt)}
@@ -56,10 +64,12 @@ func Greedy(m Model, prompt []int32, calls []int, n int) ([]int32, []float32, er
 		switch {
 		case pos < len(prompt) && pos+c <= len(prompt):
 			in = prompt[pos : pos+c]
+		case pos >= len(prompt) && c == 1 && force != nil:
+			in = force[len(picks)-1 : len(picks)]
 		case pos >= len(prompt) && c == 1:
 			in = picks[len(picks)-1:]
 		default:
-			return nil, nil, fmt.Errorf("call of %d tokens at position %d crosses the end of the %d-token prompt", c, pos, len(prompt))
+			return nil, nil, fmt.Errorf("a call of %d tokens at position %d crosses the end of the %d-token prompt", c, pos, len(prompt))
 		}
 		logits, vocab, err := forward(m, in, caches)
 		if err != nil {

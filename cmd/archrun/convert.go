@@ -1,23 +1,20 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"os"
 
 	"github.com/archgen/archgen/gguf"
 )
 
-func cmdConvert(args []string) error {
-	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
+func (a *app) convert(args []string) error {
+	fs := a.flags("convert")
 	in := fs.String("gguf", "", "the GGUF file to convert")
 	out := fs.String("out", "", "the model directory to write")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *in == "" || *out == "" {
-		return errors.New("-gguf and -out are required")
+		return usagef("convert needs -gguf FILE and -out DIR")
 	}
 	m, err := gguf.Read(*in, nil)
 	if err != nil {
@@ -27,6 +24,6 @@ func cmdConvert(args []string) error {
 	if err := m.WriteDir(*out); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s (%s, %d tensors)\n", *out, m.Arch, len(m.Tensors))
+	fmt.Fprintf(a.stderr, "wrote %s (%s, %d tensors)\n", *out, m.Arch, len(m.Tensors))
 	return nil
 }

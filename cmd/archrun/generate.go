@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,8 +21,8 @@ type strs []string
 func (s *strs) String() string     { return strings.Join(*s, ",") }
 func (s *strs) Set(v string) error { *s = append(*s, v); return nil }
 
-func cmdGenerate(args []string) error {
-	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
+func (a *app) generate(args []string) error {
+	fs := a.flags("generate")
 	var src source
 	src.flags(fs, true)
 	prompt := fs.String("prompt", "", `the prompt ("-" reads standard input)`)
@@ -49,7 +48,10 @@ func cmdGenerate(args []string) error {
 	fs.IntVar(&ko.KVBits, "kv-bits", 0, "quantize the KV cache to these bits (0: off)")
 	fs.IntVar(&ko.KVGroupSize, "kv-group-size", 0, "KV quantization group size (default 64)")
 	fs.IntVar(&ko.QuantizedKVStart, "quantized-kv-start", 0, "position from which the KV cache is quantized")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := src.check(); err != nil {
 		return err
 	}
 	text := strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(*prompt)
@@ -61,16 +63,16 @@ func cmdGenerate(args []string) error {
 		text = string(b)
 	}
 	if text == "" {
-		return errors.New("-prompt is required (and may not be empty)")
+		return usagef("-prompt is required (and may not be empty)")
 	}
 	if *useChat && *ignoreChat {
-		return errors.New("-chat and -ignore-chat-template exclude each other")
+		return usagef("-chat and -ignore-chat-template exclude each other")
 	}
 	if *maxTokens < 1 {
-		return fmt.Errorf("-max-tokens %d: want at least 1", *maxTokens)
+		return usagef("-max-tokens %d: want at least 1", *maxTokens)
 	}
 	if err := ko.Check(); err != nil {
-		return err
+		return usageError{err.Error()}
 	}
 	m, tok, err := src.load(true)
 	if err != nil {
@@ -102,19 +104,19 @@ func cmdGenerate(args []string) error {
 		},
 		StopStrings: stops,
 		OnText: func(s string) error {
-			_, err := os.Stdout.WriteString(s)
+			_, err := io.WriteString(a.stdout, s)
 			return err
 		},
 	}
 	_, st, err := generate.Text(ctx, m, ids, tok.NewStream(true), opts)
-	fmt.Println()
+	fmt.Fprintln(a.stdout)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	if *verbose {
-		fmt.Fprintf(os.Stderr, "Prompt: %d tokens, %.3f tokens-per-sec\n", st.PromptTokens, st.PromptTPS())
-		fmt.Fprintf(os.Stderr, "Generation: %d tokens, %.3f tokens-per-sec\n", st.Tokens, st.GenerateTPS())
-		fmt.Fprintf(os.Stderr, "Peak memory: %.3f GB\n", float64(st.PeakMemory)/1e9)
+		fmt.Fprintf(a.stderr, "Prompt: %d tokens, %.3f tokens-per-sec\n", st.PromptTokens, st.PromptTPS())
+		fmt.Fprintf(a.stderr, "Generation: %d tokens, %.3f tokens-per-sec\n", st.Tokens, st.GenerateTPS())
+		fmt.Fprintf(a.stderr, "Peak memory: %.3f GB\n", float64(st.PeakMemory)/1e9)
 	}
 	return err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -33,9 +32,9 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 func (s *source) check() error {
 	switch {
 	case s.dir == "" && s.gguf == "":
-		return errors.New("-model is required")
+		return usagef("-model DIR is required")
 	case s.dir != "" && s.gguf != "":
-		return errors.New("-model and -gguf exclude each other")
+		return usagef("-model and -gguf exclude each other")
 	}
 	return nil
 }
@@ -45,7 +44,7 @@ func (s *source) options() (nn.Options, error) {
 	if s.dtype != "" {
 		dt, err := mlx.ParseDtype(s.dtype)
 		if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
-			return opts, fmt.Errorf("-dtype %q: want float32, float16 or bfloat16", s.dtype)
+			return opts, usagef("-dtype %q: want float32, float16 or bfloat16", s.dtype)
 		}
 		opts.Dtype = dt
 	}
@@ -146,7 +145,7 @@ func loadGGUF(path string, opts nn.Options, withTokenizer bool) (nn.Model, *toke
 func checkTokens(tokens []int32, vocab int) error {
 	for i, t := range tokens {
 		if t < 0 || int(t) >= vocab {
-			return fmt.Errorf("token %d (position %d) is outside the model's vocabulary of %d", t, i, vocab)
+			return fmt.Errorf("token %d (position %d) is outside the vocabulary of %d", t, i, vocab)
 		}
 	}
 	return nil

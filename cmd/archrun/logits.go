@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -12,17 +10,20 @@ import (
 	"github.com/archgen/archgen/runtime/mlx"
 )
 
-func cmdLogits(args []string) error {
-	fs := flag.NewFlagSet("logits", flag.ContinueOnError)
+func (a *app) logits(args []string) error {
+	fs := a.flags("logits")
 	var src source
 	src.flags(fs, true)
 	tokens := fs.String("tokens", "", "prompt token ids, comma-separated")
 	out := fs.String("out", "", "the .npy file to write")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := src.check(); err != nil {
 		return err
 	}
 	if *out == "" {
-		return errors.New("-out is required")
+		return usagef("logits needs -out FILE.npy")
 	}
 	ids, err := parseTokens(*tokens)
 	if err != nil {
@@ -56,13 +57,16 @@ func cmdLogits(args []string) error {
 	return npy.WriteFile(*out, npy.Array{Shape: logits.Shape(), Data: v})
 }
 
-func cmdGreedy(args []string) error {
-	fs := flag.NewFlagSet("greedy", flag.ContinueOnError)
+func (a *app) greedy(args []string) error {
+	fs := a.flags("greedy")
 	var src source
 	src.flags(fs, true)
 	tokens := fs.String("tokens", "", "prompt token ids, comma-separated")
 	n := fs.Int("n", 16, "tokens to generate")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := src.check(); err != nil {
 		return err
 	}
 	ids, err := parseTokens(*tokens)
@@ -70,7 +74,7 @@ func cmdGreedy(args []string) error {
 		return err
 	}
 	if *n < 1 {
-		return fmt.Errorf("-n %d: want at least 1", *n)
+		return usagef("-n %d: need at least one token", *n)
 	}
 	m, _, err := src.load(false)
 	if err != nil {
@@ -86,6 +90,6 @@ func cmdGreedy(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(strings.Join(out, " "))
-	return nil
+	_, err = fmt.Fprintln(a.stdout, strings.Join(out, " "))
+	return err
 }

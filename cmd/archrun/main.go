@@ -56,6 +56,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -64,69 +65,112 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "archrun:", err)
+		fmt.Fprint(os.Stderr, usageText)
 		os.Exit(2)
-	}
-	cmds := map[string]func([]string) error{
-		"logits":   cmdLogits,
-		"greedy":   cmdGreedy,
-		"generate": cmdGenerate,
-		"convert":  cmdConvert,
-		"list":     cmdList,
-	}
-	run, ok := cmds[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "archrun: unknown command %q\n", os.Args[1])
-		usage()
+	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
-	}
-	if err := run(os.Args[2:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "archrun:", err)
 		os.Exit(1)
 	}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, `usage:
+const usageText = `usage:
   archrun logits   -model DIR -tokens 1,2,3 -out FILE.npy
   archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
   archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
   archrun convert  -gguf FILE -out DIR
   archrun list
-Run "go doc github.com/archgen/archgen/cmd/archrun" for the manual.`)
+Run "go doc github.com/archgen/archgen/cmd/archrun" for the manual.
+`
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// app is where a command writes.
+type app struct {
+	stdout, stderr io.Writer
 }
 
-// parseTokens reads "1,2,3".
+// flags is a command's flag set, printing to stderr.
+func (a *app) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("archrun "+name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	return fs
+}
+
+// parse parses args and refuses leftovers.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	return nil
+}
+
+// run runs one archrun command line (without the program name).
+func run(args []string, stdout, stderr io.Writer) error {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	if len(args) == 0 {
+		return usagef("no command (logits, greedy, generate, convert or list)")
+	}
+	a := &app{stdout: stdout, stderr: stderr}
+	cmds := map[string]func([]string) error{
+		"logits":   a.logits,
+		"greedy":   a.greedy,
+		"generate": a.generate,
+		"convert":  a.convert,
+		"list":     a.list,
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		return usagef("unknown command %q (logits, greedy, generate, convert or list)", args[0])
+	}
+	return cmd(args[1:])
+}
+
+// parseTokens reads "1,2,3" (spaces allowed around the ids).
 func parseTokens(s string) ([]int32, error) {
 	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("-tokens: no tokens given")
+		return nil, usagef("-tokens is required: comma-separated token ids")
 	}
 	var out []int32
-	for _, f := range strings.Split(s, ",") {
+	for i, f := range strings.Split(s, ",") {
 		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("-tokens: %q is not a token id", f)
+		if err != nil || v < 0 {
+			return nil, usagef("-tokens: item %d (%q) is not a token id", i+1, f)
 		}
 		out = append(out, int32(v))
 	}
 	return out, nil
 }
 
-func cmdList(args []string) error {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
+func (a *app) list(args []string) error {
+	if err := parse(a.flags("list"), args); err != nil {
 		return err
 	}
-	for _, a := range registry.Archs() {
+	for _, arch := range registry.Archs() {
 		aliases := ""
-		if len(a.Aliases) > 0 {
-			aliases = " (also " + strings.Join(a.Aliases, ", ") + ")"
+		if len(arch.Aliases) > 0 {
+			aliases = " (also " + strings.Join(arch.Aliases, ", ") + ")"
 		}
-		fmt.Printf("%-12s %-8s %s%s\n", a.Name, a.Tier, a.Doc, aliases)
+		fmt.Fprintf(a.stdout, "%-12s %-8s %s%s\n", arch.Name, arch.Tier, arch.Doc, aliases)
 	}
 	return nil
 }

@@ -203,6 +203,22 @@ def _llama_cases() -> List[Case]:
                 rope_theta=500000.0,
             ),
         ),
+        Case(
+            "xverse",
+            "base",
+            "model_type xverse (runs as llama): no num_key_value_heads key, so "
+            "plain multi-head; untied",
+            {
+                k: v
+                for k, v in _llama_like(
+                    "xverse",
+                    "XverseForCausalLM",
+                    tie_word_embeddings=False,
+                    rms_norm_eps=1e-6,
+                ).items()
+                if k != "num_key_value_heads"
+            },
+        ),
     ]
 
 

@@ -335,9 +335,18 @@ def levels(src: Path, out: Path):
     no-op when out already holds them for the same inputs."""
     key = levels_key(src)
     stamp = out / ".derived"
-    if stamp.is_file() and stamp.read_text().strip() == key:
-        return
     index = json.loads((src / "index.json").read_text())
+    dirs = [
+        out / entry["arch"] / entry["case"] / lv["name"]
+        for entry in index["cases"]
+        for lv in index["levels"]
+    ]
+    if (
+        stamp.is_file()
+        and stamp.read_text().strip() == key
+        and all((d / "config.json").is_file() for d in dirs)
+    ):
+        return
     by_name = {lv.name: lv for lv in LEVELS}
     if out.exists():
         shutil.rmtree(out)

@@ -127,6 +127,10 @@ func (r *ConfigReader) lookup(key string, alts []string) (json.RawMessage, strin
 	return nil, key, false
 }
 
+// MaxLayers bounds num_hidden_layers; published models have a few hundred
+// layers at most.
+const MaxLayers = 1 << 12
+
 // Value is a type a config key can have.
 type Value interface {
 	int | float64 | bool | string | []int | []float64 | []string | *RopeScaling
@@ -167,6 +171,13 @@ func read[T Value](r *ConfigReader, key string, alts []string) (v T, present, ok
 	if err != nil {
 		r.fail(name, "%v", err)
 		return v, true, false
+	}
+	if n, isInt := any(v).(int); isInt && key == "num_hidden_layers" && n > MaxLayers {
+		// Per-layer lists and modules are built from it before any weight
+		// is read: a corrupt count must not exhaust memory first.
+		r.fail(name, "%d layers are more than archgen builds (at most %d)", n, MaxLayers)
+		var zero T
+		return zero, true, false
 	}
 	if rs, isRope := any(v).(*RopeScaling); isRope && rs == nil {
 		return v, false, false // {} is no scaling

@@ -118,6 +118,7 @@ func TestConfigFaults(t *testing.T) {
 				{"fraction for an integer", with(base, map[string]any{"num_hidden_layers": 2.5}), "num_hidden_layers: want an integer, got 2.5"},
 				{"zero size", with(base, map[string]any{"hidden_size": 0}), "hidden_size: must be at least 1, got 0"},
 				{"negative layers", with(base, map[string]any{"num_hidden_layers": -2}), "num_hidden_layers: must be at least 1, got -2"},
+				{"absurd layer count", with(base, map[string]any{"num_hidden_layers": 1e12}), "num_hidden_layers: 1000000000000 layers are more than archgen builds (at most 4096)"},
 				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
 				{"zero MLP width", with(base, map[string]any{"intermediate_size": 0}), "intermediate_size: must be at least 1, got 0"},
 				{"kv heads not dividing heads", with(base, map[string]any{"num_attention_heads": 6, "num_key_value_heads": 4}),

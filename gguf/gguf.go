@@ -8,7 +8,8 @@
 // Q4_0, Q4_1 and Q8_0 as MLX affine-quantized triples (name.weight,
 // name.scales, name.biases) with groups of 32, which the config's
 // quantization block then describes; other llama.cpp types are unpacked to
-// float16 by MLX, or refused by it.
+// float16 by MLX (Q2_K, Q4_K, Q6_K); the rest are refused, naming the
+// tensor, before MLX reads any.
 //
 // llama.cpp's converter reorders the rows of the q and k projections of
 // llama-family models so that its interleaved rope applies; Read puts them
@@ -96,6 +97,13 @@ var topName = regexp.MustCompile(`^([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
 
 // Read loads a GGUF file on stream s (the default when nil).
 func Read(path string, s *mlx.Stream) (*Model, error) {
+	hdr, err := ReadHeader(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := hdr.check(path); err != nil {
+		return nil, err
+	}
 	arrays, meta, err := mlx.LoadGGUF(path, s)
 	if err != nil {
 		return nil, err

@@ -70,6 +70,9 @@ func ParseSafetensorsHeader(r io.Reader, size int64, name string) (*SafetensorsH
 		n = n<<8 | uint64(lenbuf[i])
 	}
 	if n > uint64(size-8) {
+		if string(lenbuf[:]) == "version " {
+			return nil, bad("it starts with %q, as a Git LFS pointer file does: the tensors were not downloaded (git lfs pull)", "version ")
+		}
 		return nil, bad("header length %d exceeds the file's %d remaining bytes (truncated, or not safetensors)", n, size-8)
 	}
 	if n > maxHeader {

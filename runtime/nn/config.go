@@ -78,14 +78,26 @@ func (r *ConfigReader) ModelType() string { return r.modelType }
 func (r *ConfigReader) Err() error { return errors.Join(r.errs...) }
 
 func (r *ConfigReader) fail(key, format string, args ...any) {
-	r.errs = append(r.errs, &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	r.add(key, fmt.Sprintf(format, args...))
 }
 
 // Fail records err as a problem with key.
 func (r *ConfigReader) Fail(key string, err error) {
 	if err != nil {
-		r.errs = append(r.errs, &ConfigError{Key: key, Msg: err.Error()})
+		r.add(key, err.Error())
 	}
+}
+
+// add records a problem with key unless one is recorded already: a missing
+// or mistyped key reads as its zero value, whose checks would only repeat
+// the first problem.
+func (r *ConfigReader) add(key, msg string) {
+	for _, e := range r.errs {
+		if ce, ok := e.(*ConfigError); ok && ce.Key == key {
+			return
+		}
+	}
+	r.errs = append(r.errs, &ConfigError{Key: key, Msg: msg})
 }
 
 // lookup finds key, or else the first of alts (dotted paths into nested

@@ -217,7 +217,7 @@ func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name stri
 	}
 	w, err := OpenWeights(dir, data, opts)
 	if err != nil {
-		return none, fmt.Errorf("%s: %w", dir, err)
+		return none, err // it names the file
 	}
 	m, err := build(w, c)
 	if err != nil {

@@ -75,7 +75,7 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 	q, err := ParseQuantization(config)
 	if err != nil {
 		opts.freeTensors()
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
 	}
 	if opts.Tensors != nil {
 		l := newLoader(q, opts)
@@ -329,26 +329,41 @@ func (w *Weights) quantFor(name string, in int) *QuantParams {
 		return nil
 	}
 	if scales.Dtype() == mlx.Uint8 {
-		w.failf("%s: quantized in a floating-point mode (uint8 scales); only affine quantization is supported", w.local(name))
-		return nil
+		w.badQuant(name, "%s: quantized in a floating-point mode (uint8 scales); only affine quantization is supported", w.local(name))
+		return badQuant
 	}
 	groups, packed := scales.Dim(-1), weight.Dim(-1)
 	if groups == 0 || in%groups != 0 || (packed*32)%in != 0 {
-		w.failf("%s: scales %v and weight %v do not fit rows of %d", w.local(name), scales.Shape(), weight.Shape(), in)
-		return nil
+		w.badQuant(name, "%s: scales %v and weight %v do not fit rows of %d", w.local(name), scales.Shape(), weight.Shape(), in)
+		return badQuant
 	}
 	p := QuantParams{GroupSize: in / groups, Bits: packed * 32 / in, Mode: "affine"}
 	if err := p.check(); err != nil {
-		w.failf("%s: %v", w.local(name), err)
-		return nil
+		w.badQuant(name, "%s: %v", w.local(name), err)
+		return badQuant
 	}
 	return &p
+}
+
+// badQuant is what quantFor returns for a module whose quantized tensors
+// are wrong; the problem is recorded already.
+var badQuant = &QuantParams{}
+
+// badQuant records a problem with the quantized module name and claims
+// its tensors, which are then not reported again as unexpected.
+func (w *Weights) badQuant(name, format string, args ...any) {
+	w.failf(format, args...)
+	for _, suffix := range []string{".weight", ".scales", ".biases"} {
+		if _, ok := w.l.tensors[w.prefix+name+suffix]; ok {
+			w.l.used[w.prefix+name+suffix] = true
+		}
+	}
 }
 
 // quantized takes the packed triple of a quantized [rows, in] matrix.
 func (w *Weights) quantized(name string, rows, in int, p *QuantParams) *mlx.Quantized {
 	if in%p.GroupSize != 0 {
-		w.failf("%s: %d columns do not split into groups of %d", w.local(name), in, p.GroupSize)
+		w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), in, p.GroupSize)
 		return nil
 	}
 	weight := w.param(name+".weight", []int{rows, p.PackedDims(in)}, true)
@@ -372,9 +387,11 @@ func (w *Weights) Linear(name string, out, in int, bias bool) *Linear {
 		}
 		return l
 	}
-	if q != nil {
+	switch {
+	case q == badQuant:
+	case q != nil:
 		l.Q = w.quantized(name, out, in, q)
-	} else {
+	default:
 		l.Weight = w.param(name+".weight", []int{out, in}, false)
 	}
 	if bias {
@@ -391,9 +408,11 @@ func (w *Weights) Embedding(name string, n, dims int) *Embedding {
 		w.spec(name+".weight", []int{n, dims}, q, false)
 		return e
 	}
-	if q != nil {
+	switch {
+	case q == badQuant:
+	case q != nil:
 		e.Q = w.quantized(name, n, dims, q)
-	} else {
+	default:
 		e.Weight = w.param(name+".weight", []int{n, dims}, false)
 	}
 	return e

@@ -1,0 +1,122 @@
+package gguf
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// pythonCmd runs the project venv's python on args.
+func pythonCmd(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	p, err := filepath.Abs("../.deps/py/bin/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the project venv is missing (%v): run `make setup`", err)
+	}
+	return exec.Command(p, args...)
+}
+
+// badFiles writes testdata/make_bad_gguf.py's files into a new directory.
+func badFiles(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := pythonCmd(t, "testdata/make_bad_gguf.py", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make_bad_gguf.py: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestReadRefuses: files llama.cpp's gguf library wrote that Read cannot
+// load are refused with a message naming the file and the tensor or
+// architecture, before MLX reads them.
+func TestReadRefuses(t *testing.T) {
+	dir := badFiles(t)
+	readable := "F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q2_K, Q4_K, Q6_K, I8, I16, I32"
+	cut := filepath.Join(dir, "f32.gguf")
+	data, err := os.ReadFile(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := ParseHeader(bytes.NewReader(data), int64(len(data)), cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := hdr.Tensors[len(hdr.Tensors)-1]
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	header := write("cut-header.gguf", data[:100])
+	body := write("cut-body.gguf", data[:len(data)-16])
+	for _, c := range []struct {
+		name, path, want string
+	}{
+		{"unconvertible type", filepath.Join(dir, "q5_0.gguf"),
+			"tensor token_embd.weight is stored as Q5_0, which archgen cannot read (readable: " + readable + ")"},
+		{"type newer than MLX's reader", filepath.Join(dir, "tq1_0.gguf"),
+			"tensor token_embd.weight is stored as TQ1_0, which archgen cannot read (readable: " + readable + ")"},
+		{"unsupported architecture", filepath.Join(dir, "mamba.gguf"),
+			`GGUF architecture "mamba" is not supported (supported: [llama qwen2 qwen3])`},
+		{"cut in the header", header, "not a valid GGUF file: metadata key llama.block_count: the file ends inside its header (truncated?)"},
+		{"cut in the tensor data", body,
+			"mlx: load_gguf: [load_gguf] Tensor '" + last.Name + "' extends past the end of the file. Perhaps an incomplete download or corrupt file?"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := Read(c.path, nil)
+			if err == nil {
+				m.Free()
+				t.Fatal("Read succeeded")
+			}
+			if want := c.path + ": " + c.want; err.Error() != want {
+				t.Fatalf("error\n%s\nwant\n%s", err, want)
+			}
+		})
+	}
+	if hdr.Version != 3 || hdr.Strings["general.architecture"] != "llama" || !slices.Contains(hdr.Keys, "llama.block_count") {
+		t.Errorf("header %+v", hdr)
+	}
+	if len(hdr.Tensors) != 2 || hdr.Tensors[1].Name != "token_embd.weight" || hdr.Tensors[1].Type.String() != "F32" ||
+		!slices.Equal(hdr.Tensors[1].Dims, []uint64{64, 4}) {
+		t.Errorf("tensors %+v", hdr.Tensors)
+	}
+}
+
+// FuzzParseHeader: no input makes the GGUF header reader panic or accept
+// entries that do not fit in the file.
+func FuzzParseHeader(f *testing.F) {
+	dir := badFiles(f)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("GGUF"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := ParseHeader(bytes.NewReader(data), int64(len(data)), "fuzz.gguf")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.gguf: not a valid GGUF file: ") {
+				t.Fatalf("error without the file's name: %v", err)
+			}
+			return
+		}
+		for _, ti := range h.Tensors {
+			if len(ti.Dims) == 0 || len(ti.Dims) > 4 {
+				t.Fatalf("tensor %s has %d dimensions", ti.Name, len(ti.Dims))
+			}
+		}
+	})
+}

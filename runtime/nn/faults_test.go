@@ -1,0 +1,451 @@
+package nn_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/internal/npy"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+	"github.com/archgen/archgen/runtime/nn/nntest"
+)
+
+// The fault tests: broken config.json files and checkpoints loaded through
+// the registry, as a user's model directory would be, each with the exact
+// message it must give. docs/FAILURES.md lists them.
+
+// tinyLlama is a small llama config the checkpoint faults start from.
+const tinyLlama = `{
+  "model_type": "llama",
+  "hidden_size": 64,
+  "intermediate_size": 128,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 2,
+  "num_hidden_layers": 2,
+  "rms_norm_eps": 1e-5,
+  "vocab_size": 96,
+  "tie_word_embeddings": false
+}`
+
+// publishedConfig is the first published config.json of arch in
+// gen/testdata/configs that mlx-lm accepts.
+func publishedConfig(t *testing.T, arch string) map[string]any {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("../../gen/testdata/configs", arch, "*.json"))
+	for _, f := range files {
+		if strings.HasSuffix(f, ".mlxlm.json") || strings.HasPrefix(filepath.Base(f), "error-") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		return m
+	}
+	t.Fatalf("no published config of %s", arch)
+	return nil
+}
+
+// with is m with keys set (nil deletes), as JSON.
+func with(m map[string]any, keys map[string]any) []byte {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range keys {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// configDir is a new directory holding config.json with data.
+func configDir(t *testing.T, data []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// loadErr loads dir through the registry and returns the error, failing
+// the test when loading works.
+func loadErr(t *testing.T, dir string) error {
+	t.Helper()
+	m, err := registry.Load(dir, nn.Options{})
+	if err == nil {
+		m.Free()
+		t.Fatal("Load succeeded")
+	}
+	return err
+}
+
+// TestConfigFaults breaks a published config of every architecture in the
+// ways every one must refuse, and loads it through the registry: the
+// message names config.json and the key.
+func TestConfigFaults(t *testing.T) {
+	for _, arch := range registry.Archs() {
+		t.Run(arch.Name, func(t *testing.T) {
+			base := publishedConfig(t, arch.Name)
+			for _, c := range []struct {
+				name string
+				data []byte
+				want string
+			}{
+				{"not JSON", []byte(`{"model_type": "` + arch.Name + `",`), "not a JSON object: unexpected end of JSON input"},
+				{"not an object", []byte(`["` + arch.Name + `"]`), "not a JSON object: json: cannot unmarshal array into Go value of type struct { ModelType *string \"json:\\\"model_type\\\"\" }"},
+				{"no model_type", with(base, map[string]any{"model_type": nil}), "model_type: missing (required)"},
+				{"required key missing", with(base, map[string]any{"hidden_size": nil}), "hidden_size: missing (required)"},
+				{"wrong type", with(base, map[string]any{"hidden_size": "2048"}), `hidden_size: want an integer, got "2048"`},
+				{"fraction for an integer", with(base, map[string]any{"num_hidden_layers": 2.5}), "num_hidden_layers: want an integer, got 2.5"},
+				{"zero size", with(base, map[string]any{"hidden_size": 0}), "hidden_size: must be at least 1, got 0"},
+				{"negative layers", with(base, map[string]any{"num_hidden_layers": -2}), "num_hidden_layers: must be at least 1, got -2"},
+				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
+				{"zero MLP width", with(base, map[string]any{"intermediate_size": 0}), "intermediate_size: must be at least 1, got 0"},
+				{"kv heads not dividing heads", with(base, map[string]any{"num_attention_heads": 6, "num_key_value_heads": 4}),
+					"num_key_value_heads: must divide num_attention_heads"},
+				{"zero kv heads", with(base, map[string]any{"num_key_value_heads": 0}), "num_key_value_heads: must be at least 1, got 0"},
+				{"two problems", with(base, map[string]any{"hidden_size": nil, "vocab_size": true}),
+					"hidden_size: missing (required)\nvocab_size: want an integer, got true"},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					dir := configDir(t, c.data)
+					err := loadErr(t, dir)
+					if want := filepath.Join(dir, "config.json") + ": " + c.want; err.Error() != want {
+						t.Fatalf("error\n%s\nwant\n%s", err, want)
+					}
+					if _, err := arch.Config(c.data); err == nil {
+						t.Fatal("ParseConfig accepts it")
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestConfigFaultsByArch: the checks that depend on what an architecture
+// reads (per-layer lists, rope_scaling).
+func TestConfigFaultsByArch(t *testing.T) {
+	for _, c := range []struct {
+		arch string
+		keys map[string]any
+		want string
+	}{
+		{"llama", map[string]any{"layer_types": []string{"full_attention"}}, "layer_types: has 1 entries, want 32 (num_hidden_layers)"},
+		{"llama", map[string]any{"layer_types": []string{"sliding_attention"}, "num_hidden_layers": 1, "sliding_window": 4}, "layer_types: needs at least one full_attention layer"},
+		{"smollm3", map[string]any{"no_rope_layers": []int{1, 0}}, "no_rope_layers: has 2 entries, want 36 (num_hidden_layers)"},
+		{"gemma2", map[string]any{"head_dim": -1}, "head_dim: must be at least 1, got -1"},
+		{"llama", map[string]any{"rope_scaling": "linear"}, `rope_scaling: want an object, got "linear"`},
+		{"llama", map[string]any{"rope_scaling": map[string]any{"rope_type": "llama3"}}, `rope_scaling: type "llama3" needs factor`},
+		{"llama", map[string]any{"rope_scaling": map[string]any{"rope_type": "ntk", "factor": 2}},
+			`rope_scaling: unsupported type "ntk" (want one of default, linear, dynamic, llama3, yarn, deepseek_yarn, telechat3-yarn, longrope, proportional, mrope)`},
+		{"llama", map[string]any{"rope_scaling": map[string]any{"rope_type": "linear", "factor": "2"}}, `rope_scaling: factor: want a number, got "2"`},
+		{"llama", map[string]any{"rope_scaling": map[string]any{"type": "dynamic", "factor": 2}, "max_position_embeddings": nil},
+			`rope_scaling: type "dynamic" needs max_position_embeddings in the config`},
+		{"phi3", map[string]any{"rope_scaling": map[string]any{"type": "longrope", "long_factor": []float64{1}}},
+			`rope_scaling: type "longrope" needs short_factor`},
+		{"phi3", map[string]any{"rope_scaling": map[string]any{"short_factor": []float64{1}}},
+			"rope_scaling: must contain the keys long_factor and type"},
+	} {
+		t.Run(c.arch+"/"+c.want, func(t *testing.T) {
+			dir := configDir(t, with(publishedConfig(t, c.arch), c.keys))
+			err := loadErr(t, dir)
+			if want := filepath.Join(dir, "config.json") + ": " + c.want; err.Error() != want {
+				t.Fatalf("error\n%s\nwant\n%s", err, want)
+			}
+		})
+	}
+}
+
+// TestModelTypeFaults: model_types the registry does not run, and a
+// config handed to the wrong architecture.
+func TestModelTypeFaults(t *testing.T) {
+	for mt, want := range map[string]string{
+		"mamba2":           `model_type "mamba2" is not supported (supported: `,
+		"llava":            `model_type "llava" is an alias of "mistral3", which archgen does not support`,
+		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
+		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
+	} {
+		dir := configDir(t, []byte(`{"model_type": "`+mt+`", "hidden_size": 64}`))
+		err := loadErr(t, dir)
+		if !strings.HasPrefix(err.Error(), dir+": "+want) {
+			t.Errorf("%s: error\n%s\nwant\n%s%s", mt, err, dir+": ", want)
+		}
+	}
+	dir := configDir(t, []byte(`{"model_type": 7}`))
+	if err := loadErr(t, dir); err.Error() != filepath.Join(dir, "config.json")+": not a JSON object: json: cannot unmarshal number into Go struct field .model_type of type string" {
+		t.Errorf("numeric model_type: %v", err)
+	}
+	llama, err := registry.Lookup("llama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = configDir(t, with(publishedConfig(t, "qwen2"), nil))
+	m, err := llama.Load(dir, nn.Options{})
+	if err == nil {
+		m.Free()
+		t.Fatal("llama.Load of a qwen2 config worked")
+	}
+	if want := filepath.Join(dir, "config.json") + `: model_type: "qwen2" is not llama or mistral or iquestcoder or xverse`; err.Error() != want {
+		t.Errorf("error\n%s\nwant\n%s", err, want)
+	}
+}
+
+// TestHiddenNotDivisibleByHeads: like mlx-lm, a hidden size that is no
+// multiple of the head count is accepted (head_dim is hidden_size //
+// heads, and the projections are shaped by it); the model then computes
+// what mlx-lm computes on the same checkpoint.
+func TestHiddenNotDivisibleByHeads(t *testing.T) {
+	arch, err := registry.Lookup("llama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := nntest.WithKeys(tinyLlama, map[string]any{"hidden_size": 66})
+	cfg, err := arch.Config(config)
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	var parsed struct {
+		HeadDim int `json:"head_dim"`
+	}
+	b, _ := json.Marshal(cfg)
+	if json.Unmarshal(b, &parsed); parsed.HeadDim != 16 {
+		t.Fatalf("head_dim %d, want 66 // 4 = 16", parsed.HeadDim)
+	}
+	c := nntest.Random(t, *arch, config, 21)
+	dir := t.TempDir()
+	c.Write(t, dir, mlx.Float32, false, nil)
+	m, err := registry.Load(dir, nn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	tokens := []int32{3, 17, 42, 5, 88, 61}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	logits := m.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), m.NewCaches())
+	if err := g.Eval(logits); err != nil {
+		t.Fatal(err)
+	}
+	got, err := logits.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mlxlmLogits(t, dir, tokens)
+	if !slices.Equal(want.Shape, []int{len(tokens), 96}) {
+		t.Fatalf("mlx-lm's logits are %v", want.Shape)
+	}
+	ref := want.Data.([]float32)
+	worst := 0.0
+	for i := range ref {
+		worst = max(worst, float64(abs(got[i]-ref[i])))
+	}
+	if worst > 1e-4 {
+		t.Fatalf("logits differ from mlx-lm's by up to %g", worst)
+	}
+}
+
+func abs(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// mlxlmLogits runs testdata/mlxlm_logits.py on dir.
+func mlxlmLogits(t *testing.T, dir string, tokens []int32) npy.Array {
+	t.Helper()
+	py, err := filepath.Abs("../../.deps/py/bin/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(py); err != nil {
+		t.Fatalf("the project venv is missing (%v): run `make setup`", err)
+	}
+	ids := make([]string, len(tokens))
+	for i, id := range tokens {
+		ids[i] = strconv.Itoa(int(id))
+	}
+	out := filepath.Join(t.TempDir(), "logits.npy")
+	if b, err := exec.Command(py, "testdata/mlxlm_logits.py", dir, out, strings.Join(ids, ",")).CombinedOutput(); err != nil {
+		t.Fatalf("mlx-lm: %v\n%s", err, b)
+	}
+	a, err := npy.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// tinyCheckpoint writes a random tiny llama checkpoint (config with keys
+// set) to a new directory, with edit changing its tensors.
+func tinyCheckpoint(t *testing.T, keys map[string]any, edit func(g *mlx.Graph, ts map[string]*mlx.Array)) string {
+	t.Helper()
+	arch, err := registry.Lookup("llama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nntest.Random(t, *arch, nntest.WithKeys(tinyLlama, keys), 5)
+	dir := t.TempDir()
+	c.Write(t, dir, mlx.Float32, false, edit)
+	return dir
+}
+
+// rewrite replaces dir/name with f of its contents.
+func rewrite(t *testing.T, dir, name string, f func([]byte) []byte) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, f(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWeightFaults breaks a checkpoint's files and tensors; each load
+// fails with a message naming the file or the tensor. (Missing, misshapen
+// and unexpected tensors are every architecture's TestLoadErrors.)
+func TestWeightFaults(t *testing.T) {
+	const q = "model.layers.0.self_attn.q_proj"
+	quant := map[string]any{"quantization": map[string]any{"group_size": 32, "bits": 4}}
+	// cut is a checkpoint whose model.safetensors keeps n bytes (n < 0:
+	// all but -n), with the figures its header gives.
+	type figures struct {
+		dir          string
+		headerLen    uint64
+		size         int64
+		last         string // the tensor stored last
+		end, dataLen int64
+	}
+	cut := func(t *testing.T, n int) figures {
+		dir := tinyCheckpoint(t, nil, nil)
+		p := filepath.Join(dir, "model.safetensors")
+		h, err := mlx.ReadSafetensorsHeader(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := figures{dir: dir, dataLen: h.DataSize}
+		for _, ti := range h.Tensors {
+			if ti.End > f.end {
+				f.last, f.end = ti.Name, ti.End
+			}
+		}
+		rewrite(t, dir, "model.safetensors", func(b []byte) []byte {
+			f.headerLen = binary.LittleEndian.Uint64(b)
+			if n < 0 {
+				n += len(b)
+			}
+			f.size = int64(n)
+			return b[:n]
+		})
+		return f
+	}
+	for _, c := range []struct {
+		name string
+		make func(t *testing.T) (dir, want string) // want follows "DIR"
+	}{
+		{"no weights file", func(t *testing.T) (string, string) {
+			return configDir(t, []byte(tinyLlama)), ": no model.safetensors, model.safetensors.index.json or model*.safetensors"
+		}},
+		{"wrong dtype", func(t *testing.T) (string, string) {
+			return tinyCheckpoint(t, nil, func(g *mlx.Graph, ts map[string]*mlx.Array) {
+				ts[q+".weight"] = g.Zeros([]int{64, 64}, mlx.Int32)
+			}), ": layer 0: self_attn.q_proj.weight: dtype int32, want a float dtype"
+		}},
+		{"header cut short", func(t *testing.T) (string, string) {
+			f := cut(t, 100)
+			return f.dir, fmt.Sprintf("/model.safetensors: not a valid safetensors file: header length %d exceeds the file's 92 remaining bytes (truncated, or not safetensors)", f.headerLen)
+		}},
+		{"data cut short", func(t *testing.T) (string, string) {
+			f := cut(t, -4)
+			return f.dir, fmt.Sprintf("/model.safetensors: not a valid safetensors file: tensor %q: data ends at byte %d, past the %d bytes of data the file holds (truncated?)", f.last, f.end, f.dataLen-4)
+		}},
+		{"absurd header length", func(t *testing.T) (string, string) {
+			dir := tinyCheckpoint(t, nil, nil)
+			var size int
+			rewrite(t, dir, "model.safetensors", func(b []byte) []byte {
+				copy(b, []byte{0, 0, 0, 0, 0, 0, 0, 0x80})
+				size = len(b)
+				return b
+			})
+			return dir, fmt.Sprintf("/model.safetensors: not a valid safetensors file: header length 9223372036854775808 exceeds the file's %d remaining bytes (truncated, or not safetensors)", size-8)
+		}},
+		{"a Git LFS pointer instead of the file", func(t *testing.T) (string, string) {
+			dir := tinyCheckpoint(t, nil, nil)
+			rewrite(t, dir, "model.safetensors", func([]byte) []byte {
+				return []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 196048\n")
+			})
+			return dir, `/model.safetensors: not a valid safetensors file: it starts with "version ", as a Git LFS pointer file does: the tensors were not downloaded (git lfs pull)`
+		}},
+		{"index naming a missing shard", func(t *testing.T) (string, string) {
+			dir := tinyCheckpoint(t, nil, nil)
+			os.Rename(filepath.Join(dir, "model.safetensors"), filepath.Join(dir, "model-00001-of-00002.safetensors"))
+			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map": {
+				"model.norm.weight": "model-00001-of-00002.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors"}}`), 0o644)
+			return dir, "/model.safetensors.index.json names model-00002-of-00002.safetensors: stat " + dir + "/model-00002-of-00002.safetensors: no such file or directory"
+		}},
+		{"index not JSON", func(t *testing.T) (string, string) {
+			dir := tinyCheckpoint(t, nil, nil)
+			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map": `), 0o644)
+			return dir, "/model.safetensors.index.json: want an object with a weight_map"
+		}},
+		{"quantization block of an unsupported group size", func(t *testing.T) (string, string) {
+			return configDir(t, nntest.WithKeys(tinyLlama, map[string]any{"quantization": map[string]any{"group_size": 48, "bits": 4}})),
+				"/config.json: quantization: group size 48 is not supported (want 32, 64 or 128)"
+		}},
+		{"quantization bits that do not fit the packed shape", func(t *testing.T) (string, string) {
+			dir := tinyCheckpoint(t, quant, nil)
+			rewrite(t, dir, "config.json", func([]byte) []byte {
+				return nntest.WithKeys(tinyLlama, map[string]any{"quantization": map[string]any{
+					"group_size": 32, "bits": 4, q: map[string]any{"group_size": 32, "bits": 8}}})
+			})
+			return dir, ": layer 0: self_attn.q_proj.weight: shape [64 8], want [64 16]"
+		}},
+		{"quantization group size that does not divide the rows", func(t *testing.T) (string, string) {
+			dir := tinyCheckpoint(t, quant, nil)
+			rewrite(t, dir, "config.json", func([]byte) []byte {
+				return nntest.WithKeys(tinyLlama, map[string]any{"quantization": map[string]any{
+					"group_size": 32, "bits": 4, q: map[string]any{"group_size": 128, "bits": 4}}})
+			})
+			return dir, ": layer 0: self_attn.q_proj: 64 columns do not split into groups of 128"
+		}},
+		{"scales that do not fit the weight", func(t *testing.T) (string, string) {
+			return tinyCheckpoint(t, quant, func(g *mlx.Graph, ts map[string]*mlx.Array) {
+				ts[q+".scales"] = g.Zeros([]int{64, 3}, mlx.Float32)
+			}), ": layer 0: self_attn.q_proj: scales [64 3] and weight [64 8] do not fit rows of 64"
+		}},
+		{"packing of an unsupported width", func(t *testing.T) (string, string) {
+			return tinyCheckpoint(t, quant, func(g *mlx.Graph, ts map[string]*mlx.Array) {
+				ts[q+".weight"] = g.Zeros([]int{64, 14}, mlx.Uint32)
+			}), ": layer 0: self_attn.q_proj: 7 bits are not supported (want 2, 3, 4, 5, 6 or 8)"
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, want := c.make(t)
+			err := loadErr(t, dir)
+			if want = dir + want; err.Error() != want {
+				t.Fatalf("error\n%s\nwant\n%s", err, want)
+			}
+		})
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/runtime/nn"
@@ -84,9 +86,7 @@ func TestSamplingMatchesMLXLM(t *testing.T) {
 	}
 	var want map[string][]int32
 	b, _ = os.ReadFile(outPath)
-	if err := json.Unmarshal(b, &want); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &want))
 	// The knobs must matter on this checkpoint, or matching would prove little.
 	for _, s := range specs[1:] {
 		if len(want[s.Name]) != s.MaxTokens || slices.Equal(want[s.Name], want["greedy"]) {
@@ -94,9 +94,7 @@ func TestSamplingMatchesMLXLM(t *testing.T) {
 		}
 	}
 	m, err := registry.Load(modelDir, nn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer m.Free()
 	for _, s := range specs {
 		t.Run(s.Name, func(t *testing.T) {
@@ -105,31 +103,24 @@ func TestSamplingMatchesMLXLM(t *testing.T) {
 				got = append(got, id)
 				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, want[s.Name]) {
-				t.Fatalf("tokens\n got %v\nwant %v (mlx-lm)", got, want[s.Name])
-			}
-			if st.Tokens != s.MaxTokens || st.Finish != FinishLength || st.PromptTokens != len(s.Prompt) {
-				t.Fatalf("stats %+v", st)
-			}
+			require.NoError(t, err)
+			require.Equal(t, want[s.Name], got, "tokens, against mlx-lm's")
+			assert.Equal(t, s.MaxTokens, st.Tokens)
+			assert.Equal(t, FinishLength, st.Finish)
+			assert.Equal(t, len(s.Prompt), st.PromptTokens)
 		})
 	}
 }
 
 func TestStopsAndErrors(t *testing.T) {
 	m, err := registry.Load(modelDir, nn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer m.Free()
 	prompt := []int32{145, 157, 5, 166}
 	var all []int32
 	collect := func(id int32) error { all = append(all, id); return nil }
-	if _, err := Tokens(context.Background(), m, prompt, Options{MaxTokens: 12}, collect); err != nil {
-		t.Fatal(err)
-	}
+	_, err = Tokens(context.Background(), m, prompt, Options{MaxTokens: 12}, collect)
+	require.NoError(t, err)
 	// A stop token ends generation before it.
 	var got []int32
 	st, err := Tokens(context.Background(), m, prompt, Options{MaxTokens: 12, StopTokens: []int32{all[5]}},
@@ -150,13 +141,12 @@ func TestStopsAndErrors(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil || st.Tokens != 3 || st.Finish != FinishStop {
-		t.Fatalf("ErrStopped: %v %+v", err, st)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.Tokens)
+	assert.Equal(t, FinishStop, st.Finish)
 	boom := errors.New("boom")
-	if _, err := Tokens(context.Background(), m, prompt, Options{MaxTokens: 12}, func(int32) error { return boom }); !errors.Is(err, boom) {
-		t.Fatalf("callback error: %v", err)
-	}
+	_, err = Tokens(context.Background(), m, prompt, Options{MaxTokens: 12}, func(int32) error { return boom })
+	assert.ErrorIs(t, err, boom)
 	// Cancellation mid-way.
 	ctx, cancel := context.WithCancel(context.Background())
 	n = 0
@@ -167,9 +157,9 @@ func TestStopsAndErrors(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, context.Canceled) || st.Finish != FinishCancelled || st.Tokens != 4 {
-		t.Fatalf("cancelled: %v %+v", err, st)
-	}
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, FinishCancelled, st.Finish)
+	assert.Equal(t, 4, st.Tokens)
 	// Bad input.
 	for _, c := range []struct {
 		prompt []int32
@@ -181,8 +171,9 @@ func TestStopsAndErrors(t *testing.T) {
 		{prompt, Options{Sampling: Sampling{Temp: -1}}, "temperature -1 must be finite and >= 0"},
 		{prompt, Options{Sampling: Sampling{TopK: 300}, Vocab: 256}, "top-k 300 must be in (0, 256)"},
 	} {
-		if _, err := Tokens(context.Background(), m, c.prompt, c.opts, collect); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v %+v: error %v, want %q", c.prompt, c.opts, err, c.want)
+		_, err := Tokens(context.Background(), m, c.prompt, c.opts, collect)
+		if assert.Error(t, err, "%v %+v", c.prompt, c.opts) {
+			assert.Contains(t, err.Error(), c.want)
 		}
 	}
 }

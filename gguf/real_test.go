@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/archgen/archgen/generate"
@@ -59,6 +60,24 @@ func TestRealCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("greedy: %q", tok.Decode(greedy, false))
+
+	// Text: streamed pieces add up to the text, which is the decoded
+	// greedy tokens cut before the first stop string.
+	full := tok.Decode(greedy, true)
+	stop := "Red"
+	var pieces []string
+	text, st, err := generate.Text(context.Background(), model, prompt, tok.NewStream(true), generate.TextOptions{
+		Options:     generate.Options{MaxTokens: 16},
+		StopStrings: []string{stop},
+		OnText:      func(s string) error { pieces = append(pieces, s); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := strings.Index(full, stop)
+	if cut < 0 || text != full[:cut] || strings.Join(pieces, "") != text || st.Finish != generate.FinishStop {
+		t.Fatalf("text %q (pieces %q, finish %s); the greedy text is %q, stop %q", text, pieces, st.Finish, full, stop)
+	}
 	spec, _ := json.Marshal(map[string]any{"prompt": prompt, "logits_file": logitsFile, "greedy": greedy})
 	specFile := filepath.Join(dir, "go.json")
 	os.WriteFile(specFile, spec, 0o644)

@@ -19,6 +19,7 @@ var Tolerances = map[string]Tolerance{
 		"about 1e-6 of the logits' scale; a wrong formula (a rope variant, a norm, a mask) " +
 		"moves them by 1e-2 or more"},
 	"bfloat16": {bf16Rel, bf16Reason},
+	"float16":  {bf16Rel, "float16 rounds more finely than bfloat16 (10 mantissa bits to 7) within its range, which these logits do not leave: " + bf16Reason},
 	"q8_g64":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
 	"q8_g32":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
 	"q4_g64":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},

@@ -206,11 +206,14 @@ func runCase(t *testing.T, refsDir, models string, c CaseInfo, refs *Refs, level
 	}
 }
 
-// table formats the results, sorted by arch, case and level order.
+// table formats the results, sorted by arch, case and the index's level
+// order.
 func table(rs []result) string {
 	order := map[string]int{}
-	for i, name := range []string{"float32", "bfloat16", "q8_g64", "q8_g32", "q4_g64", "q4_g32"} {
-		order[name] = i
+	if idx, err := LoadIndex(RefsDir()); err == nil {
+		for i, lv := range idx.Levels {
+			order[lv.Name] = i
+		}
 	}
 	sort.Slice(rs, func(i, j int) bool {
 		a, b := rs[i], rs[j]

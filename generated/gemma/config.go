@@ -5,7 +5,7 @@
 // sqrt(hidden_size), a GELU-gated MLP (the exact, erf GELU, as mlx-lm computes
 // it), a head always tied to the embeddings and a plain rope.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package gemma

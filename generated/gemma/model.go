@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Google's Gemma: Llama's layers with RMSNorms that scale by 1 + weight, embeddings multiplied by sqrt(hidden_size), a GELU-gated MLP (the exact, erf GELU, as mlx-lm computes it), a head always tied to the embeddings and a plain rope.",
 	Load:    loadModel,

@@ -7,7 +7,7 @@
 // layer with full attention, ignoring sliding_window, and so does this
 // package.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package gemma2

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Google's Gemma 2: Gemma with sandwich norms (a norm before and after both attention and the MLP), a tanh-approximate GELU, attention scaled by query_pre_attn_scalar, attention scores and final logits soft-capped as tanh(x / c) * c.",
 	Load:    loadModel,

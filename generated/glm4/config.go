@@ -6,7 +6,7 @@
 // per attention_bias, a partial rope that rotates interleaved pairs by
 // default, and an output head of its own.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package glm4

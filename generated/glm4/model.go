@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Zhipu's GLM-4 (0414): decoder layers with four norms (around attention and around the MLP, before and after each), gate and up fused in one projection, biases on q, k and v per attention_bias, a partial rope that rotates interleaved pairs by default, and an output head of its own.",
 	Load:    loadModel,

@@ -6,7 +6,7 @@
 // residual_multiplier, and logits divided by logits_scaling; head_dim is
 // hidden_size / num_attention_heads and the rope is never interleaved.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package granite

@@ -24,7 +24,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "IBM's Granite 3: Llama's layers scaled throughout: embeddings times embedding_multiplier, attention scaled by attention_multiplier, every residual branch times residual_multiplier, and logits divided by logits_scaling; head_dim is hidden_size / num_attention_heads and the rope is never interleaved.",
 	Load:    loadModel,

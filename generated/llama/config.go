@@ -10,7 +10,7 @@
 // Checkpoints whose model_type is "mistral" or "iquestcoder" or "xverse" run
 // on it too.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package llama

@@ -25,7 +25,7 @@ var Aliases = []string{"mistral", "iquestcoder", "xverse"}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Meta's Llama and the many models built like it: pre-norm decoder layers with RMSNorm, grouped-query attention with rotary positions (every rope_scaling variant of mlx-lm's initialize_rope: linear, dynamic, llama3, yarn, longrope), and a SwiGLU MLP.",
 	Load:    loadModel,

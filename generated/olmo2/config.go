@@ -5,7 +5,7 @@
 // residual stream, which no norm precedes), and an RMSNorm over the full width
 // of the queries and of the keys before they split into heads.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package olmo2

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "AI2's OLMo 2: post-norm decoder layers (each sublayer's output is normed before it joins the residual stream, which no norm precedes), and an RMSNorm over the full width of the queries and of the keys before they split into heads.",
 	Load:    loadModel,

@@ -7,7 +7,7 @@
 // longrope scale with SuScaledRoPE from long_factor, linear divides positions
 // by the factor, any other type turns scaling off.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package phi3

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Microsoft's Phi-3: Llama's layers with the q, k and v projections fused in one qkv_proj and gate and up fused in one gate_up_proj (split as activations, so quantized matrices stay fused), partial rotary dimensions, and phi3's own rope scaling: su and longrope scale with SuScaledRoPE from long_factor, linear divides positions by the factor, any other type turns scaling off.",
 	Load:    loadModel,

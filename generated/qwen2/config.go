@@ -5,7 +5,7 @@
 // o), head_dim always hidden_size / num_attention_heads, and a rope base of
 // one million by default.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package qwen2

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Alibaba's Qwen2 and Qwen2.5: Llama's layers with biases on the q, k and v projections (not on o), head_dim always hidden_size / num_attention_heads, and a rope base of one million by default.",
 	Load:    loadModel,

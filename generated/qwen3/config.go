@@ -6,7 +6,7 @@
 // and transformers 5 configs may nest rope_theta and the scaling under
 // rope_parameters.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package qwen3

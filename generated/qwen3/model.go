@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Alibaba's Qwen3: Qwen2 without projection biases, and with an RMSNorm over each head of the queries and keys before the rope.",
 	Load:    loadModel,

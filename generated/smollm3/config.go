@@ -5,7 +5,7 @@
 // attends without rotary positions; without the list, every
 // no_rope_layer_interval-th layer (the 4th, 8th, ...) has none.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package smollm3

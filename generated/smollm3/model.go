@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Hugging Face's SmolLM3: Llama with NoPE layers.",
 	Load:    loadModel,

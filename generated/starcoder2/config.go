@@ -6,7 +6,7 @@
 // exact, erf GELU (as mlx-lm computes it), and a plain rope with a base of
 // 100000 by default.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package starcoder2

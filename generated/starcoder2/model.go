@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "BigCode's StarCoder2: pre-norm decoder layers with LayerNorms (weight and bias), biases on every projection, a plain MLP c_proj(gelu(c_fc(x))) with the exact, erf GELU (as mlx-lm computes it), and a plain rope with a base of 100000 by default.",
 	Load:    loadModel,

@@ -647,6 +647,7 @@ class Level:
 LEVELS: List[Level] = [
     Level("float32", "float32"),
     Level("bfloat16", "bfloat16"),
+    Level("float16", "float16"),
     Level("q8_g64", "bfloat16", 8, 64),
     Level("q8_g32", "bfloat16", 8, 32),
     Level("q4_g64", "bfloat16", 4, 64),

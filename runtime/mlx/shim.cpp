@@ -245,6 +245,19 @@ mlxg_map new_map(Map* m) {
   return mlxg_map{m};
 }
 
+// array_map lists named arrays as a Map.
+Map* array_map(const std::unordered_map<std::string, mx::array>& arrs) {
+  auto* m = new Map();
+  for (auto& [k, v] : arrs) {
+    Entry e;
+    e.key = k;
+    e.kind = 0;
+    e.arr = v;
+    m->entries.push_back(std::move(e));
+  }
+  return m;
+}
+
 Map& M(mlxg_map m) {
   return *static_cast<Map*>(m.ctx);
 }
@@ -735,15 +748,8 @@ int mlxg_load_safetensors(mlxg_map* arrays_out, mlxg_map* meta_out, const char* 
                           mlxg_stream s, char** err) {
   MLXG_TRY({
     auto [arrs, meta] = mx::load_safetensors(std::string(path), S(s));
-    auto* am = new Map();
+    auto* am = array_map(arrs);
     auto* mm = new Map();
-    for (auto& [k, v] : arrs) {
-      Entry e;
-      e.key = k;
-      e.kind = 0;
-      e.arr = v;
-      am->entries.push_back(std::move(e));
-    }
     for (auto& [k, v] : meta) {
       Entry e;
       e.key = k;
@@ -778,15 +784,8 @@ int mlxg_load_gguf(mlxg_map* arrays_out, mlxg_map* meta_out, const char* path, m
                    char** err) {
   MLXG_TRY({
     auto [arrs, meta] = mx::load_gguf(std::string(path), S(s));
-    auto* am = new Map();
+    auto* am = array_map(arrs);
     auto* mm = new Map();
-    for (auto& [k, v] : arrs) {
-      Entry e;
-      e.key = k;
-      e.kind = 0;
-      e.arr = v;
-      am->entries.push_back(std::move(e));
-    }
     for (auto& [k, v] : meta) {
       Entry e;
       e.key = k;

@@ -19,6 +19,7 @@ import (
 
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
 )
 
 // Model is what generation needs of a generated model.
@@ -45,9 +46,20 @@ type Options struct {
 	// Caches to continue from (a processed prompt, say); new ones when nil.
 	// Generation updates them in place.
 	Caches []kv.Cache
-	// Vocab, when set, bounds the prompt's token ids and top-k.
+	// Vocab bounds the prompt's token ids and top-k; when 0, a model with
+	// an Info method (every generated one) gives its vocabulary size. An id
+	// outside the vocabulary is an error here: the model's embedding lookup
+	// does not check its ids.
 	Vocab int
+	// MemoryLimit, when set, stops generation with ErrMemoryLimit as soon
+	// as MLX's active memory passes it (checked after each prompt chunk and
+	// each token), before the next step is queued.
+	MemoryLimit uint64
 }
+
+// ErrMemoryLimit is the error of a generation that reached
+// Options.MemoryLimit.
+var ErrMemoryLimit = errors.New("memory limit reached")
 
 // Finish tells why generation ended.
 type Finish string
@@ -91,6 +103,11 @@ var ErrStopped = errors.New("generation stopped")
 // FinishStop) or another error to abort with it.
 func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken func(int32) error) (Stats, error) {
 	var st Stats
+	if opts.Vocab == 0 {
+		if in, ok := m.(interface{ Info() nn.Info }); ok {
+			opts.Vocab = in.Info().VocabSize
+		}
+	}
 	if len(prompt) == 0 {
 		return st, errors.New("generate: empty prompt: at least one token is needed")
 	}
@@ -144,6 +161,9 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			return st, err
 		}
 		rest = rest[n:]
+		if err := checkMemory(opts.MemoryLimit, "the prompt's first", len(prompt)-len(rest)); err != nil {
+			return st, err
+		}
 	}
 	y, err := r.first(rest)
 	if err != nil {
@@ -190,6 +210,11 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			st.Finish = FinishLength
 			break
 		}
+		if err := checkMemory(opts.MemoryLimit, "generating", st.Tokens); err != nil {
+			next.Free()
+			st.PeakMemory = mlx.PeakMemory()
+			return st, err
+		}
 		if err := ctx.Err(); err != nil {
 			next.Free()
 			st.Finish = FinishCancelled
@@ -203,6 +228,19 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	}
 	st.PeakMemory = mlx.PeakMemory()
 	return st, nil
+}
+
+// checkMemory is ErrMemoryLimit when MLX holds more than limit bytes
+// (none when limit is 0), after tokens tokens of what it was doing.
+func checkMemory(limit uint64, doing string, tokens int) error {
+	if limit == 0 {
+		return nil
+	}
+	if active := mlx.ActiveMemory(); active > limit {
+		return fmt.Errorf("generate: %w: MLX holds %d bytes after %s %d tokens, more than the limit of %d bytes",
+			ErrMemoryLimit, active, doing, tokens, limit)
+	}
+	return nil
 }
 
 // run holds the state of one generation between steps.

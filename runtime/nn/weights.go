@@ -31,6 +31,9 @@ type Options struct {
 	// Progress, when set, is told how many bytes of weights have been read
 	// of how many, as loading reads them (in pieces of about 64 MiB).
 	Progress func(done, total int64)
+	// MemoryLimit, when set, refuses a model whose weights (in the
+	// compute dtype) take more bytes, before any is read.
+	MemoryLimit uint64
 }
 
 // TensorSpec is one tensor a model asks for: its checkpoint name and its
@@ -491,6 +494,11 @@ func (w *Weights) Finish() (*Params, error) {
 	sort.Strings(extra)
 	for _, name := range extra {
 		errs = append(errs, l.unexpected(name))
+	}
+	if len(errs) == 0 && !l.record && l.opts.MemoryLimit > 0 {
+		if n := l.params.Nbytes(); uint64(n) > l.opts.MemoryLimit {
+			errs = append(errs, fmt.Errorf("the weights take %d bytes, more than the memory limit of %d bytes", n, l.opts.MemoryLimit))
+		}
 	}
 	if len(errs) == 0 && !l.record {
 		if err := l.read(); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/tokenizer"
 	"github.com/archgen/archgen/tokenizer/chat"
 )
@@ -101,6 +102,7 @@ func (a *app) generate(args []string) error {
 	opts := generate.TextOptions{
 		Options: generate.Options{
 			Sampling: s, MaxTokens: *maxTokens, StopTokens: eos, Caches: caches, Vocab: m.Info().VocabSize,
+			MemoryLimit: src.limit,
 		},
 		StopStrings: stops,
 		OnText: func(s string) error {
@@ -116,7 +118,11 @@ func (a *app) generate(args []string) error {
 	if *verbose {
 		fmt.Fprintf(a.stderr, "Prompt: %d tokens, %.3f tokens-per-sec\n", st.PromptTokens, st.PromptTPS())
 		fmt.Fprintf(a.stderr, "Generation: %d tokens, %.3f tokens-per-sec\n", st.Tokens, st.GenerateTPS())
-		fmt.Fprintf(a.stderr, "Peak memory: %.3f GB\n", float64(st.PeakMemory)/1e9)
+		limit := ""
+		if src.limit > 0 {
+			limit = fmt.Sprintf(" (limit %.3f GB)", float64(mlx.MemoryLimit())/1e9)
+		}
+		fmt.Fprintf(a.stderr, "Peak memory: %.3f GB%s\n", float64(st.PeakMemory)/1e9, limit)
 	}
 	return err
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -19,6 +22,8 @@ import (
 // source is where a model comes from: a directory or a GGUF file.
 type source struct {
 	dir, gguf, dtype string
+	memory           string
+	limit            uint64 // bytes; 0 for none
 }
 
 func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
@@ -27,6 +32,7 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 		fs.StringVar(&s.gguf, "gguf", "", "GGUF file, instead of -model")
 	}
 	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, float16 or bfloat16 (default: the checkpoint's)")
+	fs.StringVar(&s.memory, "memory-limit", "", "stop with an error when the weights or MLX's active memory pass this size (8GB, 512MiB, bytes)")
 }
 
 func (s *source) check() error {
@@ -36,7 +42,37 @@ func (s *source) check() error {
 	case s.dir != "" && s.gguf != "":
 		return usagef("-model and -gguf exclude each other")
 	}
+	if s.memory != "" {
+		n, err := parseSize(s.memory)
+		if err != nil {
+			return usagef("-memory-limit %q: %v", s.memory, err)
+		}
+		s.limit = n
+	}
 	return nil
+}
+
+// units are the suffixes parseSize knows, upper-cased.
+var units = map[string]float64{
+	"": 1, "B": 1,
+	"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+	"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
+}
+
+// parseSize reads a byte count: a number and an optional unit (KB, MB, GB,
+// TB in powers of 1000; KiB, MiB, GiB, TiB in powers of 1024).
+func parseSize(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(t)
+	}
+	unit, ok := units[strings.ToUpper(strings.TrimSpace(t[i:]))]
+	v, err := strconv.ParseFloat(t[:i], 64)
+	if !ok || err != nil || v*unit < 1 || v*unit >= 1<<63 {
+		return 0, errors.New("want a positive size such as 8GB, 512MiB or a number of bytes")
+	}
+	return uint64(v * unit), nil
 }
 
 func (s *source) options() (nn.Options, error) {
@@ -47,6 +83,10 @@ func (s *source) options() (nn.Options, error) {
 			return opts, usagef("-dtype %q: want float32, float16 or bfloat16", s.dtype)
 		}
 		opts.Dtype = dt
+	}
+	if s.limit > 0 {
+		mlx.SetMemoryLimit(s.limit)
+		opts.MemoryLimit = s.limit
 	}
 	if bar := newBar(); bar != nil {
 		opts.Progress = func(done, total int64) {

@@ -82,7 +82,7 @@ func (a *app) greedy(args []string) error {
 	}
 	defer m.Free()
 	var out []string
-	_, err = generate.Tokens(context.Background(), m, ids, generate.Options{MaxTokens: *n, Vocab: m.Info().VocabSize},
+	_, err = generate.Tokens(context.Background(), m, ids, generate.Options{MaxTokens: *n, Vocab: m.Info().VocabSize, MemoryLimit: src.limit},
 		func(id int32) error {
 			out = append(out, fmt.Sprint(id))
 			return nil

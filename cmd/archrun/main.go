@@ -43,6 +43,9 @@
 //	-dtype D                compute dtype (float32, float16, bfloat16);
 //	                        default: the checkpoint's
 //	-verbose=false          print only the text
+//	-memory-limit SIZE      refuse weights larger than SIZE (8GB, 512MiB,
+//	                        bytes) and stop once MLX holds more; also sets
+//	                        MLX's own limit, which the timing line reports
 //
 // convert writes a GGUF file as a Hugging Face model directory
 // (config.json, model.safetensors, tokenizer.json, tokenizer_config.json)

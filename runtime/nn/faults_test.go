@@ -450,3 +450,29 @@ func TestWeightFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightsMemoryLimit: a model whose weights take more than
+// Options.MemoryLimit is refused before they are read.
+func TestWeightsMemoryLimit(t *testing.T) {
+	dir := tinyCheckpoint(t, nil, nil)
+	h, err := mlx.ReadSafetensorsHeader(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := h.DataSize // float32 as stored: the weights' bytes
+	before := mlx.ActiveMemory()
+	_, err = registry.Load(dir, nn.Options{MemoryLimit: uint64(size - 1)})
+	want := fmt.Sprintf("%s: the weights take %d bytes, more than the memory limit of %d bytes", dir, size, size-1)
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
+	if grew := int64(mlx.ActiveMemory()) - int64(before); grew > size/2 {
+		t.Errorf("the refused load left %d bytes held", grew)
+	}
+	// In bfloat16 the same weights fit in half.
+	m, err := registry.Load(dir, nn.Options{MemoryLimit: uint64(size / 2), Dtype: mlx.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Free()
+}

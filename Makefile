@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race
 
 all: test
 
@@ -24,6 +24,22 @@ cgo-env: setup
 test: setup models refs-check parity-models
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	$(MAKE) -s race
+
+# One loaded model generating in several goroutines, under the race detector.
+race: setup
+	$(GO) test -race -count=1 -run '^TestConcurrentGeneration$$' ./generate/
+
+# Each fuzz target for FUZZTIME (the seed corpora alone run in make test).
+FUZZTIME ?= 60s
+FUZZMINIMIZETIME ?= 5s
+FUZZ_TARGETS := ./gen:FuzzResolve ./runtime/nn:FuzzParseConfig ./runtime/mlx:FuzzParseSafetensorsHeader \
+	./gguf:FuzzParseHeader ./tokenizer:FuzzRoundTrip ./tokenizer:FuzzDecode
+fuzz: setup
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
+	done
 
 vet: setup
 	$(GO) vet ./...

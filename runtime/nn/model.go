@@ -17,7 +17,9 @@ import (
 type Model interface {
 	// Forward runs tokens [B, L] (integers) through the model, attending
 	// over and extending caches (one per layer, from NewCaches), and
-	// returns the logits [B, L, vocab].
+	// returns the logits [B, L, vocab]. The ids must lie in [0, vocab):
+	// the embedding lookup does not check them (generate.Tokens and
+	// archrun do, before they reach it).
 	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
 	// NewCaches makes the empty per-layer caches a sequence starts with,
 	// as mlx-lm's make_cache does.

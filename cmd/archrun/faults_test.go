@@ -61,3 +61,13 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyPrompt: generate refuses an empty prompt before loading.
+func TestEmptyPrompt(t *testing.T) {
+	dir, _ := level(t, "llama", "base", "float32")
+	var u usageError
+	err := run([]string{"generate", "-model", dir, "-prompt", ""}, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.As(err, &u) || err.Error() != "-prompt is required (and may not be empty)" {
+		t.Errorf("empty prompt: %v", err)
+	}
+}

@@ -18,9 +18,9 @@ func ResetPeakMemory() { C.mlxg_reset_peak_memory() }
 // CacheMemory is the number of bytes MLX keeps freed for reuse.
 func CacheMemory() uint64 { return uint64(C.mlxg_get_cache_memory()) }
 
-// SetMemoryLimit sets MLX's memory limit and returns the previous one.
-// MLX's allocator uses it to decide when to wait for or drop its buffer
-// cache; on the CPU build an allocation past it still succeeds, so a hard
+// SetMemoryLimit sets MLX's memory limit (MemoryLimit reports it) and
+// returns the previous one. On the CPU build an allocation past it still
+// succeeds, so a hard
 // bound is the caller's: generate.Options.MemoryLimit and
 // nn.Options.MemoryLimit check against their own.
 func SetMemoryLimit(bytes uint64) uint64 { return uint64(C.mlxg_set_memory_limit(C.size_t(bytes))) }

@@ -20,9 +20,8 @@ func CacheMemory() uint64 { return uint64(C.mlxg_get_cache_memory()) }
 
 // SetMemoryLimit sets MLX's memory limit (MemoryLimit reports it) and
 // returns the previous one. On the CPU build an allocation past it still
-// succeeds, so a hard
-// bound is the caller's: generate.Options.MemoryLimit and
-// nn.Options.MemoryLimit check against their own.
+// succeeds, so a hard bound is the caller's: generate.Options.MemoryLimit
+// and nn.Options.MemoryLimit check against their own.
 func SetMemoryLimit(bytes uint64) uint64 { return uint64(C.mlxg_set_memory_limit(C.size_t(bytes))) }
 
 // MemoryLimit is the current memory limit.

@@ -61,8 +61,15 @@ mx::Device device(int type, int index) {
   return mx::Device(type == 1 ? mx::Device::gpu : mx::Device::cpu, index);
 }
 
+// S is the stream of a call, made the calling thread's default stream on
+// its device as well: a few mlx ops make arrays of their own on the default
+// stream rather than the one passed (quantized_matmul casts its inputs so),
+// and a thread's first default stream is one only that thread knows, while
+// Go builds and evaluates one graph on whatever threads it likes.
 mx::Stream S(mlxg_stream s) {
-  return mx::Stream(s.index, device(s.device_type, s.device_index));
+  mx::Stream st(s.index, device(s.device_type, s.device_index));
+  mx::set_default_stream(st);
+  return st;
 }
 
 mx::Dtype to_dtype(int d) {

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models config-reference rope-reference
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models config-reference rope-reference bench bench-llama
 
 all: test
 
@@ -61,3 +61,14 @@ config-reference: setup
 # Rewrites runtime/nn/testdata/rope.json: mlx-lm's ropes on a fixed input.
 rope-reference: setup
 	.deps/py/bin/python runtime/nn/testdata/rope_reference.py
+
+# llama.cpp (llama-cpp-python, pinned, built from its sdist once: 7-13
+# minutes on 2 cores) into .deps/llama, for the benchmarks only.
+bench-llama:
+	@bash bench/setup-llama.sh
+
+# The benchmarks: archgen's generated forward passes beside mlx-lm's on the
+# same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
+# and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
+bench: setup models bench-llama
+	$(PY) bench/bench.py

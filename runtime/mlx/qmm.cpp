@@ -303,8 +303,43 @@ struct Job {
   int M, N, K, group, bits;
 };
 
+// run_rows for a float32 W [N, K]: the same blocks, read in place.
+__attribute__((target("avx2,fma,f16c"))) void run_dense(const Job& j, int n_lo, int n_hi) {
+  const float* w = reinterpret_cast<const float*>(j.w);
+  thread_local std::vector<float> pad;
+  float res[2 * NB];
+  for (int m0 = 0; m0 < j.M; m0 += MC) {
+    int m1 = std::min(j.M, m0 + MC);
+    for (int n0 = n_lo; n0 < n_hi; n0 += NB) {
+      int nb = std::min(NB, n_hi - n0);
+      const float* wt = w + static_cast<size_t>(n0) * j.K;
+      if (nb < NB) {
+        pad.assign(static_cast<size_t>(NB) * j.K, 0.0f);
+        std::memcpy(pad.data(), wt, sizeof(float) * nb * j.K);
+        wt = pad.data();
+      }
+      int m = m0;
+      for (; m + 2 <= m1; m += 2) {
+        micro<2>(j.x + static_cast<size_t>(m) * j.K, wt, j.K, res);
+        for (int i = 0; i < 2; i++)
+          for (int r = 0; r < nb; r++)
+            store1(j.out, static_cast<size_t>(m + i) * j.N + n0 + r, res[i * NB + r], j.ok);
+      }
+      for (; m < m1; m++) {
+        micro<1>(j.x + static_cast<size_t>(m) * j.K, wt, j.K, res);
+        for (int r = 0; r < nb; r++)
+          store1(j.out, static_cast<size_t>(m) * j.N + n0 + r, res[r], j.ok);
+      }
+    }
+  }
+}
+
 // Rows [n_lo, n_hi) of W against every row of x.
 __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, int n_hi) {
+  if (j.bits == 0) {
+    run_dense(j, n_lo, n_hi);
+    return;
+  }
   if (j.M <= 2) {
     // Too few rows of x to pay for dequantizing W: multiply from the
     // packed values.
@@ -444,6 +479,42 @@ class NativeQMM : public mx::UnaryPrimitive {
   int group_, bits_;
 };
 
+// x W^T for a float32 W [N, K] (in[1]) and x [..., K] (in[0]).
+class NativeLinear : public mx::UnaryPrimitive {
+ public:
+  explicit NativeLinear(mx::Stream s) : UnaryPrimitive(s) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
+    const mx::array& x = in[0];
+    const mx::array& w = in[1];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    enc.set_input_array(x);
+    enc.set_input_array(w);
+    enc.set_output_array(out);
+    int K = x.shape(-1);
+    Job j{x.data<float>(), w.data<uint8_t>(), nullptr, nullptr, Kind::f32, Kind::f32,
+          out.data<void>(), static_cast<int>(x.size() / K), w.shape(0), K, 0, 0};
+    enc.dispatch([j, x, w, out]() { run_job(j); });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("archgen's native linear layer runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenLinear"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return dynamic_cast<const NativeLinear*>(&other) != nullptr;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    auto sh = in[0].shape();
+    sh.back() = in[1].shape(0);
+    return {sh};
+  }
+};
+
 bool cpu_has_avx2() {
   static const bool ok = [] {
     if (const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM")) {
@@ -506,4 +577,28 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
                                    mx::contiguous(*biases, false, s)};
   return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits),
                    std::move(inputs));
+}
+
+std::optional<mx::array> archgen_native_linear(const mx::array& a, const mx::array& b,
+                                               mx::Stream s) {
+  if (!cpu_has_avx2() || s.device != mx::Device::cpu || a.dtype() != mx::float32 ||
+      b.dtype() != mx::float32 || a.ndim() < 1 || b.ndim() != 2 || !b.has_primitive() ||
+      b.inputs().size() != 1) {
+    return std::nullopt;
+  }
+  // (libmlx exports no type info for its primitives: the name tells.)
+  if (std::strcmp(b.primitive().name(), "Transpose") != 0 ||
+      static_cast<const mx::Transpose&>(b.primitive()).state() != std::vector<int>{1, 0}) {
+    return std::nullopt;
+  }
+  // b must be W^T for a weight W [N, K] that is there already, row-major.
+  const mx::array& w = b.inputs()[0];
+  if (w.ndim() != 2 || !w.is_available() || !w.flags().row_contiguous ||
+      w.shape(1) != a.shape(-1) || w.shape(1) % 8 != 0 || a.size() == 0) {
+    return std::nullopt;
+  }
+  auto out_shape = a.shape();
+  out_shape.back() = w.shape(0);
+  return mx::array(out_shape, mx::float32, std::make_shared<NativeLinear>(s),
+                   {mx::contiguous(a, false, s), w});
 }

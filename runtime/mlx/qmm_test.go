@@ -82,3 +82,56 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 		}
 	}
 }
+
+// TestNativeLinear checks the kernel's float32 path, x W^T for an evaluated
+// weight W, against mlx's matmul of the same transposed view where the
+// kernel does not apply (W not yet evaluated), for row counts that do and do
+// not fill its blocks, widths that are not a multiple of 4, a strided x,
+// and batched x.
+func TestNativeLinear(t *testing.T) {
+	if !NativeQuantizedMatmul() {
+		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
+	}
+	for _, c := range []struct {
+		shape   []int
+		n, k    int
+		strided bool
+	}{{[]int{1, 64}, 70, 64, false}, {[]int{2, 64}, 5, 64, false}, {[]int{3, 136}, 33, 136, false},
+		{[]int{130, 256}, 70, 256, false}, {[]int{2, 7, 96}, 12, 96, false}, {[]int{9, 128}, 31, 128, true}} {
+		t.Run(fmt.Sprint(c.shape, c.n, c.strided), func(t *testing.T) {
+			g := NewGraph(nil)
+			defer g.Close()
+			k1, k2 := g.RandomSplit(g.RandomKey(uint64(c.n*1000 + c.k)))
+			w := g.Normal([]int{c.n, c.k}, Float32, 0, 0.2, k1)
+			if err := g.Eval(w); err != nil {
+				t.Fatal(err)
+			}
+			var x *Array
+			if c.strided {
+				x = g.Transpose(g.Normal([]int{c.shape[1], c.shape[0]}, Float32, 0, 1, k2))
+			} else {
+				x = g.Normal(c.shape, Float32, 0, 1, k2)
+			}
+			got := g.Matmul(x, g.Transpose(w))
+			// mlx's own matmul: the weight as an unevaluated array (w + 0)
+			// is not one the kernel takes.
+			want := g.Matmul(x, g.Transpose(g.AddScalar(w, 0)))
+			if err := g.Eval(got, want); err != nil {
+				t.Fatal(err)
+			}
+			gv, err := got.Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wv, err := want.Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range wv {
+				if d := math.Abs(float64(gv[i] - wv[i])); d > 1e-4*(1+math.Abs(float64(wv[i]))) {
+					t.Fatalf("element %d: %g, want %g", i, gv[i], wv[i])
+				}
+			}
+		})
+	}
+}

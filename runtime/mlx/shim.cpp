@@ -602,7 +602,14 @@ int mlxg_pad(mlxg_array* res, mlxg_array a, const int32_t* axes, const int32_t* 
 }
 
 int mlxg_matmul(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_stream s, char** err) {
-  MLXG_TRY(*res = wrap(mx::matmul(A(a), A(b), S(s))))
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_linear(A(a), A(b), st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::matmul(A(a), A(b), st));
+    }
+  })
 }
 
 int mlxg_addmm(mlxg_array* res, mlxg_array c, mlxg_array a, mlxg_array b, float alpha,

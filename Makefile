@@ -71,4 +71,4 @@ bench-llama:
 # same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
 # and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
 bench: setup models bench-llama
-	$(PY) bench/bench.py
+	BENCH_RUNS=$(BENCH_RUNS) $(PY) bench/bench.py

@@ -17,7 +17,8 @@ Steps, each skipped when its output is there already:
 
 Each figure is the median of the measured runs (5 unless the plan below
 says otherwise for a checkpoint too slow on this machine to run 5 times in
-the half hour `make bench` may take), after a warm-up.
+the half hour `make bench` may take), after a warm-up; BENCH_RUNS=N in the
+environment (or --runs N) runs every checkpoint N times on every prompt.
 """
 
 import argparse
@@ -48,7 +49,7 @@ MODELS = {
     "smollm2-135m-bfloat16": ("SmolLM2-135M (real)", "bfloat16", ("derive", "smollm2-135m-q4", "bfloat16")),
     "qwen2.5-0.5b-float32": ("Qwen2.5-0.5B shape (random)", "float32", ("random", QWEN_CONFIG)),
     "qwen2.5-0.5b-bfloat16": ("Qwen2.5-0.5B shape (random)", "bfloat16", ("derive", "qwen2.5-0.5b-float32", "bfloat16")),
-    "qwen2.5-0.5b-q4": ("Qwen2.5-0.5B shape (random)", "4-bit g64", ("derive", "qwen2.5-0.5b-float32", "q4_g64")),
+    "qwen2.5-0.5b-q4": ("Qwen2.5-0.5B shape (random)", "4-bit g64, float32 scales", ("derive", "qwen2.5-0.5b-float32", "q4_g64_float32")),
 }
 
 # What each checkpoint runs: measured runs, and the prompts (name, prompt
@@ -57,6 +58,17 @@ MODELS = {
 # is a 512-token prompt and its first token.
 FULL = [("decode", 128, 128), ("prefill512", 512, 1)]
 PLAN = {name: {"runs": 5, "prompts": FULL} for name in MODELS}
+# libmlx's CPU kernels make mlx-lm take 1.5 minutes (SmolLM2 float32 and
+# bfloat16) to 2.5 minutes (the Qwen2.5-0.5B shape) per run on two cores:
+# five runs of each would take well over an hour. Within the half hour,
+# those checkpoints run fewer times, and the Qwen shape runs the decode
+# prompt only; --runs 5 (make bench BENCH_RUNS=5) runs the full protocol.
+for name in ("smollm2-135m-float32", "smollm2-135m-bfloat16"):
+    PLAN[name] = {"runs": 3, "prompts": FULL}
+for name in ("qwen2.5-0.5b-float32", "qwen2.5-0.5b-bfloat16", "qwen2.5-0.5b-q4"):
+    PLAN[name] = {"runs": 1, "prompts": FULL[:1]}
+# Warm-ups run a 16-token prompt and 8 tokens: the same code and kernels.
+WARM_TOKENS, WARM_GEN = 16, 8
 
 
 def log(msg):
@@ -109,7 +121,8 @@ def step_bytes(model_dir):
 
 def prompts_file(out, vocab, prompts, seed=0):
     r = random.Random(seed)
-    items = [{"name": n, "tokens": [r.randrange(min(100, vocab // 2), vocab) for _ in range(p)], "gen": g}
+    items = [{"name": n, "tokens": [r.randrange(min(100, vocab // 2), vocab) for _ in range(p)], "gen": g,
+              "warm_tokens": WARM_TOKENS, "warm_gen": WARM_GEN}
              for n, p, g in prompts]
     path = out / f"prompts-{vocab}-{'-'.join(n for n, _, _ in prompts)}.json"
     path.write_text(json.dumps(items))
@@ -230,7 +243,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="out/bench")
     ap.add_argument("--only", default="", help="run only checkpoints whose name contains this")
-    ap.add_argument("--runs", type=int, default=0, help="measured runs per checkpoint (default: the plan's)")
+    ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS") or 0),
+                    help="measured runs per checkpoint, every prompt (default: the plan's)")
     ap.add_argument("--no-llama", action="store_true")
     args = ap.parse_args()
     out = ROOT / args.out
@@ -253,7 +267,7 @@ def main():
         cfg = json.loads((d / "config.json").read_text())
         plan = PLAN[name]
         runs = args.runs or plan["runs"]
-        pf = prompts_file(out, cfg["vocab_size"], plan["prompts"])
+        pf = prompts_file(out, cfg["vocab_size"], FULL if args.runs else plan["prompts"])
         go = json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", runs],
                             capture_output=True, text=True).stdout)
         ml = json.loads(run([PY, "bench/mlxlm_run.py", "--model", d, "--prompts", pf, "--runs", runs],

@@ -52,28 +52,32 @@ def main():
     for p in prompts:
         runs = []
         for i in range(args.warmup + args.runs):
+            tokens, gen = p["tokens"], p["gen"]
+            if i < args.warmup:
+                tokens = tokens[: p.get("warm_tokens") or len(tokens)]
+                gen = min(gen, p.get("warm_gen") or gen)
             out = []
             # Forget the previous run's tokens, so that generate evaluates
             # the whole prompt rather than reusing the cached prefix.
             llm.reset()
             start = time.perf_counter()
             first = last = None
-            for tok in llm.generate(p["tokens"], top_k=1, top_p=1.0, min_p=0.0, temp=0.0,
+            for tok in llm.generate(tokens, top_k=1, top_p=1.0, min_p=0.0, temp=0.0,
                                     repeat_penalty=1.0, reset=True):
                 now = time.perf_counter()
                 if first is None:
                     first = now
                 last = now
                 out.append(int(tok))
-                if len(out) == p["gen"]:
+                if len(out) == gen:
                     break
-            if len(out) != p["gen"]:
-                sys.exit(f"llama_run: {p['name']}: generated {len(out)} tokens, want {p['gen']}")
+            if len(out) != gen:
+                sys.exit(f"llama_run: {p['name']}: generated {len(out)} tokens, want {gen}")
             if i < args.warmup:
                 continue
             ttft = first - start
             runs.append({
-                "prompt_tps": len(p["tokens"]) / ttft,
+                "prompt_tps": len(tokens) / ttft,
                 "generate_tps": (len(out) - 1) / (last - first) if len(out) > 1 else 0.0,
                 "ttft_s": ttft,
                 # llama.cpp has no allocator figure like MLX's: the process's

@@ -67,12 +67,16 @@ def main():
             continue
         runs = []
         for i in range(args.warmup + args.runs):
-            prompt = mx.array(p["tokens"], dtype=mx.uint32)
+            tokens, gen = p["tokens"], p["gen"]
+            if i < args.warmup:
+                tokens = tokens[: p.get("warm_tokens") or len(tokens)]
+                gen = min(gen, p.get("warm_gen") or gen)
+            prompt = mx.array(tokens, dtype=mx.uint32)
             out = []
             mx.reset_peak_memory()
             start = time.perf_counter()
             first = last = None
-            for tok, _ in generate_step(prompt, model, max_tokens=p["gen"]):
+            for tok, _ in generate_step(prompt, model, max_tokens=gen):
                 now = time.perf_counter()
                 if first is None:
                     first = now
@@ -80,8 +84,8 @@ def main():
                 out.append(int(tok))
             peak = mx.get_peak_memory()
             mx.clear_cache()
-            if len(out) != p["gen"]:
-                sys.exit(f"mlxlm_run: {p['name']}: generated {len(out)} tokens, want {p['gen']}")
+            if len(out) != gen:
+                sys.exit(f"mlxlm_run: {p['name']}: generated {len(out)} tokens, want {gen}")
             if i < args.warmup:
                 continue
             ttft = first - start

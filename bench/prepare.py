@@ -1,6 +1,6 @@
 """Makes the benchmark checkpoints with mlx-lm, as mlx_lm.convert would.
 
-    python bench/prepare.py derive SRC DST LEVEL   # LEVEL: float32, bfloat16, q4_g32, q4_g64, ...
+    python bench/prepare.py derive SRC DST LEVEL   # LEVEL: float32, bfloat16, q4_g64, q4_g64_float32, ...
     python bench/prepare.py random CONFIG DST      # float32, random weights, mlx-lm's own init
 
 derive loads SRC with mlx-lm, dequantizes it if it is quantized
@@ -36,8 +36,11 @@ def parse_level(level):
     if level in ("float32", "bfloat16", "float16"):
         return level, 0, 0
     if level.startswith("q") and "_g" in level:
-        bits, group = level[1:].split("_g")
-        return "bfloat16", int(bits), int(group)
+        # q4_g64 quantizes from bfloat16 (mlx_lm.convert's default dtype);
+        # q4_g64_float32 from float32, so scales and activations stay float32.
+        spec, _, dtype = level.partition("_float")
+        bits, group = spec[1:].split("_g")
+        return ("float" + dtype) if dtype else "bfloat16", int(bits), int(group)
     sys.exit(f"prepare: unknown level {level!r}")
 
 

@@ -29,6 +29,21 @@ type Prompt struct {
 	Name   string  `json:"name"`
 	Tokens []int32 `json:"tokens"`
 	Gen    int     `json:"gen"`
+	// The warm-up runs' prompt length and tokens generated, when shorter
+	// than the measured runs' (0: the same).
+	WarmTokens int `json:"warm_tokens"`
+	WarmGen    int `json:"warm_gen"`
+}
+
+// warm is p as its warm-up runs run it.
+func (p Prompt) warm() Prompt {
+	if p.WarmTokens > 0 && p.WarmTokens < len(p.Tokens) {
+		p.Tokens = p.Tokens[:p.WarmTokens]
+	}
+	if p.WarmGen > 0 && p.WarmGen < p.Gen {
+		p.Gen = p.WarmGen
+	}
+	return p
 }
 
 // Run is one measured generation.
@@ -126,15 +141,19 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 				}
 				profiling = true
 			}
+			q := p
+			if i < warmups {
+				q = p.warm()
+			}
 			var out []int
-			st, err := generate.Tokens(context.Background(), m, p.Tokens,
-				generate.Options{MaxTokens: p.Gen, Vocab: info.VocabSize},
+			st, err := generate.Tokens(context.Background(), m, q.Tokens,
+				generate.Options{MaxTokens: q.Gen, Vocab: info.VocabSize},
 				func(t int32) error { out = append(out, int(t)); return nil })
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
-			if st.Tokens != p.Gen {
-				return fmt.Errorf("%s: generated %d tokens, want %d", p.Name, st.Tokens, p.Gen)
+			if st.Tokens != q.Gen {
+				return fmt.Errorf("%s: generated %d tokens, want %d", p.Name, st.Tokens, q.Gen)
 			}
 			mlx.ClearCache()
 			if i < warmups {

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-llama
 
 all: test
 
@@ -93,3 +93,14 @@ parity: setup parity-models
 	@mkdir -p out && rm -f out/parity-table.txt
 	@$(GO) test -count=1 ./parity/ -run '^TestParity$$' -parity.table $(CURDIR)/out/parity-table.txt; \
 	  st=$$?; cat out/parity-table.txt 2>/dev/null; exit $$st
+
+# llama.cpp (llama-cpp-python, pinned, built from its sdist once: 7-13
+# minutes on 2 cores) into .deps/llama, for the benchmarks only.
+bench-llama:
+	@bash bench/setup-llama.sh
+
+# The benchmarks: archgen's generated forward passes beside mlx-lm's on the
+# same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
+# and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
+bench: setup models bench-llama
+	BENCH_RUNS=$(BENCH_RUNS) $(PY) bench/bench.py

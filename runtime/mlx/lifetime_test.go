@@ -222,19 +222,6 @@ func TestMemoryFigures(t *testing.T) {
 	SetMemoryLimit(old)
 }
 
-// onThread runs f on an OS thread of its own, which ends with it (a
-// goroutine that exits locked to its thread takes the thread along).
-func onThread(f func()) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		runtime.LockOSThread()
-		defer wg.Done()
-		f()
-	}()
-	wg.Wait()
-}
-
 // TestThreadHops builds graphs on one OS thread and evaluates and reads
 // them on others, with ops MLX builds partly on the default stream
 // (quantized_matmul casts a float32 input to float16 scales' dtype so):

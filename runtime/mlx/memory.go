@@ -32,3 +32,9 @@ func SetCacheLimit(bytes uint64) uint64 { return uint64(C.mlxg_set_cache_limit(C
 
 // ClearCache returns the memory MLX keeps for reuse.
 func ClearCache() { C.mlxg_clear_cache() }
+
+// NativeQuantizedMatmul reports whether QuantizedMatmul runs this package's
+// own CPU kernel where it applies (float32 computation, affine 4 or 8 bits,
+// groups of 32, 64 or 128) rather than libmlx's: true on x86-64 CPUs with
+// AVX2, FMA and F16C, unless the environment sets ARCHGEN_MLX_NATIVE_QMM=0.
+func NativeQuantizedMatmul() bool { return C.mlxg_native_qmm() != 0 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "qmm.h"
 
 namespace mx = mlx::core;
 
@@ -635,7 +636,14 @@ int mlxg_pad(mlxg_array* res, mlxg_array a, const int32_t* axes, const int32_t* 
 }
 
 int mlxg_matmul(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_stream s, char** err) {
-  MLXG_TRY(*res = wrap(mx::matmul(A(a), A(b), S(s))))
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_linear(A(a), A(b), st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::matmul(A(a), A(b), st));
+    }
+  })
 }
 
 int mlxg_addmm(mlxg_array* res, mlxg_array c, mlxg_array a, mlxg_array b, float alpha,
@@ -669,8 +677,16 @@ int mlxg_dequantize(mlxg_array* res, mlxg_array w, mlxg_array scales, mlxg_array
 int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scales,
                           mlxg_array biases, bool transpose, int group_size, int bits,
                           const char* mode, mlxg_stream s, char** err) {
-  MLXG_TRY(*res = wrap(mx::quantized_matmul(A(x), A(w), A(scales), opt(biases), transpose,
-                                            group_size, bits, mode, S(s))))
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_qmm(A(x), A(w), A(scales), opt(biases), transpose, group_size,
+                                    bits, mode, st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::quantized_matmul(A(x), A(w), A(scales), opt(biases), transpose,
+                                       group_size, bits, mode, st));
+    }
+  })
 }
 
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,

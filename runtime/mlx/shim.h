@@ -280,6 +280,11 @@ const char* mlxg_map_string(mlxg_map m, int i);
 int mlxg_map_list_len(mlxg_map m, int i);
 const char* mlxg_map_list_item(mlxg_map m, int i, int j);
 
+// Whether quantized_matmul runs archgen's CPU kernel (qmm.cpp) where it
+// applies: 1 on x86-64 CPUs with AVX2, FMA and F16C unless
+// ARCHGEN_MLX_NATIVE_QMM=0.
+int mlxg_native_qmm(void);
+
 // Memory.
 size_t mlxg_get_active_memory(void);
 size_t mlxg_get_peak_memory(void);

@@ -1,0 +1,299 @@
+"""archgen's benchmarks, side by side with mlx-lm and llama.cpp: what `make bench` runs.
+
+    .deps/py/bin/python bench/bench.py [--out out/bench] [--only SUBSTRING] [--runs N]
+
+Steps, each skipped when its output is there already:
+  1. the checkpoints, into out/bench/models: the tiny llama of the parity
+     tests, SmolLM2-135M-Instruct (its GGUF converted once by gguf.Read and
+     WriteDir, then its float forms), and a Qwen2.5-0.5B-shaped checkpoint
+     with random weights made by mlx-lm; float32, bfloat16 and 4-bit each;
+  2. the memory bandwidth of this machine (bench/membw);
+  3. for every checkpoint, archgen (bench/gorun) and mlx-lm
+     (bench/mlxlm_run.py), each in a process of its own, on the same model
+     directory, the same libmlx and the same prompt tokens; llama.cpp
+     (bench/llama_run.py) on the GGUF;
+  4. the tables, printed and written to out/bench/tables.md, with every
+     figure in out/bench/results.json.
+
+Each figure is the median of the measured runs (5 unless the plan below
+says otherwise for a checkpoint too slow on this machine to run 5 times in
+the half hour `make bench` may take), after a warm-up; BENCH_RUNS=N in the
+environment (or --runs N) runs every checkpoint N times on every prompt.
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = ROOT / ".deps/py/bin/python"
+LLAMA_PY = ROOT / ".deps/llama/bin/python"
+GGUF = ROOT / ".deps/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+TINY_SRC = ROOT / "testdata/parity/llama/base/model"
+QWEN_CONFIG = ROOT / "gen/testdata/configs/qwen2/qwen2.5-0.5b.json"
+
+# The checkpoints: name -> (family, level, how it is made).
+MODELS = {
+    "tiny-float32": ("tiny llama (parity)", "float32", ("derive", TINY_SRC, "float32")),
+    "tiny-bfloat16": ("tiny llama (parity)", "bfloat16", ("derive", TINY_SRC, "bfloat16")),
+    "tiny-q4": ("tiny llama (parity)", "4-bit g64", ("derive", TINY_SRC, "q4_g64")),
+    "smollm2-135m-q4": ("SmolLM2-135M (real)", "4-bit g32 (Q4_1 GGUF)", ("gguf", GGUF)),
+    "smollm2-135m-float32": ("SmolLM2-135M (real)", "float32", ("derive", "smollm2-135m-q4", "float32")),
+    "smollm2-135m-bfloat16": ("SmolLM2-135M (real)", "bfloat16", ("derive", "smollm2-135m-q4", "bfloat16")),
+    "qwen2.5-0.5b-float32": ("Qwen2.5-0.5B shape (random)", "float32", ("random", QWEN_CONFIG)),
+    "qwen2.5-0.5b-bfloat16": ("Qwen2.5-0.5B shape (random)", "bfloat16", ("derive", "qwen2.5-0.5b-float32", "bfloat16")),
+    "qwen2.5-0.5b-q4": ("Qwen2.5-0.5B shape (random)", "4-bit g64, float32 scales", ("derive", "qwen2.5-0.5b-float32", "q4_g64_float32")),
+}
+
+# What each checkpoint runs: measured runs, and the prompts (name, prompt
+# tokens, tokens generated). "decode" generates 128 tokens after a
+# 128-token prompt (the prefill-128 figures come from it too); "prefill512"
+# is a 512-token prompt and its first token.
+FULL = [("decode", 128, 128), ("prefill512", 512, 1)]
+PLAN = {name: {"runs": 5, "prompts": FULL} for name in MODELS}
+# libmlx's CPU kernels make mlx-lm take 1.5 minutes (SmolLM2 float32 and
+# bfloat16) to 2.5 minutes (the Qwen2.5-0.5B shape) per run on two cores:
+# five runs of each would take well over an hour. Within the half hour,
+# those checkpoints run fewer times, and the Qwen shape runs the decode
+# prompt only; --runs 5 (make bench BENCH_RUNS=5) runs the full protocol.
+for name in ("smollm2-135m-float32", "smollm2-135m-bfloat16"):
+    PLAN[name] = {"runs": 3, "prompts": FULL}
+for name in ("qwen2.5-0.5b-float32", "qwen2.5-0.5b-bfloat16", "qwen2.5-0.5b-q4"):
+    PLAN[name] = {"runs": 1, "prompts": FULL[:1]}
+# Warm-ups run a 16-token prompt and 8 tokens: the same code and kernels.
+WARM_TOKENS, WARM_GEN = 16, 8
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    log(" ".join(str(c) for c in cmd))
+    return subprocess.run([str(c) for c in cmd], check=True, cwd=ROOT, **kw)
+
+
+def prepare(models_dir, names):
+    models_dir.mkdir(parents=True, exist_ok=True)
+    order = sorted(names, key=lambda n: MODELS[n][2][0] == "derive")  # sources first
+    for name in order:
+        dst = models_dir / name
+        if (dst / "config.json").exists():
+            continue
+        how = MODELS[name][2]
+        if how[0] == "gguf":
+            run(["go", "run", "./bench/ggufdir", "-in", how[1], "-out", dst])
+        elif how[0] == "random":
+            run([PY, "bench/prepare.py", "random", how[1], dst])
+        else:
+            src = how[1] if isinstance(how[1], Path) else models_dir / how[1]
+            if not (src / "config.json").exists():
+                prepare(models_dir, [how[1]])
+            run([PY, "bench/prepare.py", "derive", src, dst, how[2]])
+
+
+def step_bytes(model_dir):
+    """Bytes of weights one decode step reads: every tensor but an untied
+    embedding table, of which a step reads one row."""
+    cfg = json.loads((model_dir / "config.json").read_text())
+    tied = cfg.get("tie_word_embeddings", True)
+    total = embed = 0
+    for f in model_dir.glob("*.safetensors"):
+        with open(f, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n))
+        for k, v in header.items():
+            if k == "__metadata__":
+                continue
+            size = v["data_offsets"][1] - v["data_offsets"][0]
+            total += size
+            if k.startswith("model.embed_tokens."):
+                embed += size
+    return total if tied else total - embed
+
+
+def prompts_file(out, vocab, prompts, seed=0):
+    r = random.Random(seed)
+    items = [{"name": n, "tokens": [r.randrange(min(100, vocab // 2), vocab) for _ in range(p)], "gen": g,
+              "warm_tokens": WARM_TOKENS, "warm_gen": WARM_GEN}
+             for n, p, g in prompts]
+    path = out / f"prompts-{vocab}-{'-'.join(n for n, _, _ in prompts)}.json"
+    path.write_text(json.dumps(items))
+    return path
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def summarize(res):
+    s = {"load_s": med(res.get("load_s", [])), "weight_bytes": res.get("weight_bytes")}
+    runs = res.get("runs", {})
+    if "decode" in runs:
+        r = runs["decode"]
+        s["prefill128"] = med([x["prompt_tps"] for x in r])
+        s["ttft128"] = med([x["ttft_s"] for x in r])
+        s["decode"] = med([x["generate_tps"] for x in r])
+    if "prefill512" in runs:
+        r = runs["prefill512"]
+        s["prefill512"] = med([x["prompt_tps"] for x in r])
+        s["ttft512"] = med([x["ttft_s"] for x in r])
+    peaks = [x.get("peak_memory") or x.get("peak_rss") for rs in runs.values() for x in rs]
+    s["peak"] = max(p for p in peaks if p) if any(peaks) else None
+    s["runs"] = min((len(v) for v in runs.values()), default=0)
+    return s
+
+
+def machine():
+    info = {"platform": platform.platform(), "cores": os.cpu_count()}
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        info["cpu"] = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines()
+                            if l.startswith("Model name")), "?")
+    except OSError:
+        info["cpu"] = "?"
+    mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
+    info["memory_gib"] = round(int(mem) / 2**20, 1)
+    info["loadavg_start"] = Path("/proc/loadavg").read_text().split()[:3]
+    return info
+
+
+def fmt(x, digits=1):
+    if x is None:
+        return "—"
+    if isinstance(x, float) and abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.{digits}f}"
+
+
+def ratio(a, b, higher_better=True):
+    if not a or not b:
+        return "—"
+    r = a / b if higher_better else b / a
+    return f"{r:.2f}×"
+
+
+def tables(results, bw):
+    bw_gbs = bw["copy_gb_s"]
+    lines = []
+    lines.append(f"Memory copy bandwidth (bench/membw, {bw['threads']} threads, bytes read + written): "
+                 f"{bw_gbs:.1f} GB/s; the bound on decode is that over the bytes of weights one step reads.")
+    lines.append("")
+    lines.append("Decode (tokens/s over 128 tokens after a 128-token prompt; ratio = archgen / mlx-lm):")
+    lines.append("")
+    lines.append("| model | dtype | runs | archgen | mlx-lm | ratio | llama.cpp | weights/step | bound | archgen % of bound | mlx-lm % of bound | same tokens |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        a, m = r["archgen"], r["mlx-lm"]
+        bound = bw_gbs * 1e9 / r["step_bytes"]
+        ll = r.get("llama.cpp", {}).get("decode")
+        pct = lambda v: f"{100 * v / bound:.0f}%" if v else "—"
+        lines.append(f"| {r['family']} | {r['level']} | {a['runs']} | {fmt(a.get('decode'))} | {fmt(m.get('decode'))} | "
+                     f"{ratio(a.get('decode'), m.get('decode'))} | {fmt(ll)} | {r['step_bytes'] / 1e6:.1f} MB | "
+                     f"{fmt(bound)} | {pct(a.get('decode'))} | {pct(m.get('decode'))} | {r['same_tokens']} |")
+    lines.append("")
+    lines.append("Prefill (prompt tokens/s, prompt length over the time to the first token) and time to first token:")
+    lines.append("")
+    lines.append("| model | dtype | 128: archgen | mlx-lm | ratio | llama.cpp | 512: archgen | mlx-lm | ratio | llama.cpp | TTFT 128: archgen | mlx-lm |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        a, m, l = r["archgen"], r["mlx-lm"], r.get("llama.cpp", {})
+        lines.append(f"| {r['family']} | {r['level']} | {fmt(a.get('prefill128'))} | {fmt(m.get('prefill128'))} | "
+                     f"{ratio(a.get('prefill128'), m.get('prefill128'))} | {fmt(l.get('prefill128'))} | "
+                     f"{fmt(a.get('prefill512'))} | {fmt(m.get('prefill512'))} | "
+                     f"{ratio(a.get('prefill512'), m.get('prefill512'))} | {fmt(l.get('prefill512'))} | "
+                     f"{fmt(a.get('ttft128'), 3)} s | {fmt(m.get('ttft128'), 3)} s |")
+    lines.append("")
+    lines.append("Load time (median of 5 loads after one) and peak memory (MLX's allocator, from the start of a "
+                 "generation to its end, weights included; ratios are mlx-lm / archgen, above 1 is archgen better):")
+    lines.append("")
+    lines.append("| model | dtype | load: archgen | mlx-lm | ratio | peak: archgen | mlx-lm | ratio |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        a, m = r["archgen"], r["mlx-lm"]
+        mb = lambda v: f"{v / 2**20:.0f} MiB" if v else "—"
+        lines.append(f"| {r['family']} | {r['level']} | {fmt(a.get('load_s'), 3)} s | {fmt(m.get('load_s'), 3)} s | "
+                     f"{ratio(a.get('load_s'), m.get('load_s'), False)} | {mb(a.get('peak'))} | {mb(m.get('peak'))} | "
+                     f"{ratio(a.get('peak'), m.get('peak'), False)} |")
+    for r in results:
+        if "llama.cpp" in r:
+            l = r["llama.cpp"]
+            lines.append("")
+            lines.append(f"llama.cpp ({r['llama_note']}): load {fmt(l.get('load_s'), 3)} s, peak resident set "
+                         f"{l['peak'] / 2**20:.0f} MiB (the whole Python process; MLX's figures above count arrays only).")
+    return "\n".join(lines)
+
+
+def same_tokens(a, b):
+    x, y = a.get("outputs", {}).get("decode"), b.get("outputs", {}).get("decode")
+    if not x or not y:
+        return "—"
+    n = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+    return "all" if n == len(x) == len(y) else f"first {n}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="out/bench")
+    ap.add_argument("--only", default="", help="run only checkpoints whose name contains this")
+    ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS") or 0),
+                    help="measured runs per checkpoint, every prompt (default: the plan's)")
+    ap.add_argument("--no-llama", action="store_true")
+    args = ap.parse_args()
+    out = ROOT / args.out
+    out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in MODELS if args.only in n]
+    started = time.time()
+    info = machine()
+
+    prepare(out / "models", names)
+    bin_dir = out / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    run(["go", "build", "-o", bin_dir / "gorun", "./bench/gorun"])
+    run(["go", "build", "-o", bin_dir / "membw", "./bench/membw"])
+    bw = json.loads(run([bin_dir / "membw"], capture_output=True, text=True).stdout)
+    best = max(bw["figures"], key=lambda f: f["copy_gb_s"])
+
+    results = []
+    for name in names:
+        d = out / "models" / name
+        cfg = json.loads((d / "config.json").read_text())
+        plan = PLAN[name]
+        runs = args.runs or plan["runs"]
+        pf = prompts_file(out, cfg["vocab_size"], FULL if args.runs else plan["prompts"])
+        go = json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", runs],
+                            capture_output=True, text=True).stdout)
+        ml = json.loads(run([PY, "bench/mlxlm_run.py", "--model", d, "--prompts", pf, "--runs", runs],
+                            capture_output=True, text=True).stdout)
+        r = {"name": name, "family": MODELS[name][0], "level": MODELS[name][1], "step_bytes": step_bytes(d),
+             "archgen": summarize(go), "mlx-lm": summarize(ml), "same_tokens": same_tokens(go, ml),
+             "raw": {"archgen": go, "mlx-lm": ml}}
+        if MODELS[name][2][0] == "gguf" and not args.no_llama and LLAMA_PY.exists():
+            ll = json.loads(run([LLAMA_PY, "bench/llama_run.py", "--model", GGUF, "--prompts", pf,
+                                 "--runs", runs], capture_output=True, text=True).stdout)
+            r["llama.cpp"] = summarize(ll)
+            r["raw"]["llama.cpp"] = ll
+            r["llama_note"] = f"llama-cpp-python {ll['llama_cpp_python']}, {ll['threads']} threads, on the GGUF itself"
+        results.append(r)
+        (out / "results.json").write_text(json.dumps({"machine": info, "bandwidth": bw, "results": results}, indent=1))
+
+    info["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
+    info["minutes"] = round((time.time() - started) / 60, 1)
+    text = tables(results, best)
+    header = (f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB; load average "
+              f"{' '.join(info['loadavg_start'])} at the start, {' '.join(info['loadavg_end'])} at the end; "
+              f"{info['minutes']} minutes.\n\n")
+    (out / "tables.md").write_text(header + text + "\n")
+    (out / "results.json").write_text(json.dumps({"machine": info, "bandwidth": bw, "results": results}, indent=1))
+    print(header + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+// Command gorun measures archgen's generated forward passes on one model
+// directory the way bench/mlxlm_run.py measures mlx-lm's: load time, then
+// for each prompt of the prompts file a warm-up and N measured runs of
+// generate.Tokens (greedy, no stop tokens, the same decode steps), and
+// prints the figures as one JSON object on stdout.
+//
+//	go run ./bench/gorun -model dir -prompts prompts.json -runs 5 -gen 128
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"time"
+
+	"github.com/archgen/archgen/generate"
+	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// Prompt is one entry of the prompts file: a name, the token ids, and how
+// many tokens to generate after them.
+type Prompt struct {
+	Name   string  `json:"name"`
+	Tokens []int32 `json:"tokens"`
+	Gen    int     `json:"gen"`
+	// The warm-up runs' prompt length and tokens generated, when shorter
+	// than the measured runs' (0: the same).
+	WarmTokens int `json:"warm_tokens"`
+	WarmGen    int `json:"warm_gen"`
+}
+
+// warm is p as its warm-up runs run it.
+func (p Prompt) warm() Prompt {
+	if p.WarmTokens > 0 && p.WarmTokens < len(p.Tokens) {
+		p.Tokens = p.Tokens[:p.WarmTokens]
+	}
+	if p.WarmGen > 0 && p.WarmGen < p.Gen {
+		p.Gen = p.WarmGen
+	}
+	return p
+}
+
+// Run is one measured generation.
+type Run struct {
+	PromptTPS   float64 `json:"prompt_tps"`
+	GenerateTPS float64 `json:"generate_tps"`
+	TTFT        float64 `json:"ttft_s"`
+	PeakMemory  uint64  `json:"peak_memory"`
+	Tokens      int     `json:"tokens"`
+}
+
+// Result is what gorun prints.
+type Result struct {
+	Side     string           `json:"side"`
+	Model    string           `json:"model"`
+	Dtype    string           `json:"dtype"`
+	Nbytes   int              `json:"weight_bytes"`
+	LoadS    []float64        `json:"load_s"`
+	Runs     map[string][]Run `json:"runs"`
+	Outputs  map[string][]int `json:"outputs"` // the tokens of the last run, per prompt
+	MLX      string           `json:"mlx"`
+	Warmups  int              `json:"warmups"`
+	Measured int              `json:"measured"`
+}
+
+func main() {
+	dir := flag.String("model", "", "model directory")
+	promptsPath := flag.String("prompts", "", "JSON list of prompts ({name, tokens, gen})")
+	runs := flag.Int("runs", 5, "measured runs per prompt")
+	warmups := flag.Int("warmup", 1, "warm-up runs per prompt")
+	loads := flag.Int("loads", 5, "measured loads (after one warm-up load)")
+	only := flag.String("only", "", "run only the prompt of this name")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs here")
+	flag.Parse()
+	if err := run(*dir, *promptsPath, *runs, *warmups, *loads, *only, *cpuprofile); err != nil {
+		fmt.Fprintln(os.Stderr, "gorun:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile string) error {
+	if dir == "" || promptsPath == "" {
+		return fmt.Errorf("-model and -prompts are required")
+	}
+	data, err := os.ReadFile(promptsPath)
+	if err != nil {
+		return err
+	}
+	var prompts []Prompt
+	if err := json.Unmarshal(data, &prompts); err != nil {
+		return fmt.Errorf("%s: %v", promptsPath, err)
+	}
+	res := Result{Side: "archgen", Model: dir, Runs: map[string][]Run{}, Outputs: map[string][]int{},
+		MLX: mlx.Version(), Warmups: warmups, Measured: runs}
+
+	var m registry.Model
+	for i := 0; i <= loads; i++ {
+		if m != nil {
+			m.Free()
+			mlx.ClearCache()
+		}
+		t := time.Now()
+		m, err = registry.Load(dir, nn.Options{})
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			res.LoadS = append(res.LoadS, time.Since(t).Seconds())
+		}
+	}
+	defer m.Free()
+	info := m.Info()
+	res.Dtype = info.Dtype.String()
+	res.Nbytes = info.Nbytes
+
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		// Started after the warm-ups of the first prompt, below.
+		defer pprof.StopCPUProfile()
+	}
+	profiling := false
+	for _, p := range prompts {
+		if only != "" && p.Name != only {
+			continue
+		}
+		for i := 0; i < warmups+runs; i++ {
+			if i == warmups && cpuprofile != "" && !profiling {
+				f, _ := os.OpenFile(cpuprofile, os.O_WRONLY, 0)
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				profiling = true
+			}
+			q := p
+			if i < warmups {
+				q = p.warm()
+			}
+			var out []int
+			st, err := generate.Tokens(context.Background(), m, q.Tokens,
+				generate.Options{MaxTokens: q.Gen, Vocab: info.VocabSize},
+				func(t int32) error { out = append(out, int(t)); return nil })
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+			if st.Tokens != q.Gen {
+				return fmt.Errorf("%s: generated %d tokens, want %d", p.Name, st.Tokens, q.Gen)
+			}
+			mlx.ClearCache()
+			if i < warmups {
+				continue
+			}
+			res.Runs[p.Name] = append(res.Runs[p.Name], Run{
+				PromptTPS:   st.PromptTPS(),
+				GenerateTPS: st.GenerateTPS(),
+				TTFT:        st.FirstTokenDelay.Seconds(),
+				PeakMemory:  st.PeakMemory,
+				Tokens:      st.Tokens,
+			})
+			res.Outputs[p.Name] = out
+		}
+	}
+	for name, rs := range res.Runs {
+		var pt, gt []float64
+		for _, r := range rs {
+			pt = append(pt, r.PromptTPS)
+			gt = append(gt, r.GenerateTPS)
+		}
+		fmt.Fprintf(os.Stderr, "gorun: %s: %s: prompt %.1f tok/s, decode %.1f tok/s (medians of %d)\n",
+			dir, name, median(pt), median(gt), len(rs))
+	}
+	enc := json.NewEncoder(os.Stdout)
+	return enc.Encode(res)
+}
+
+// median of xs (0 when empty).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,29 @@
+// archgen's CPU kernel for quantized linear layers (qmm.cpp), used by the
+// shim's quantized_matmul where it applies.
+#ifndef ARCHGEN_MLX_QMM_H
+#define ARCHGEN_MLX_QMM_H
+
+#include <optional>
+#include <string>
+
+#include "mlx/mlx.h"
+
+// x W^T as an array computed by archgen's kernel, or nullopt where the
+// kernel does not apply (then mlx's quantized_matmul runs): a CPU without
+// AVX2, FMA and F16C, a GPU stream, modes but affine, bits but 4 and 8,
+// a computation mlx would not run in float32 (input and scales both of
+// half precision), shapes mlx would refuse. ARCHGEN_MLX_NATIVE_QMM=0 turns it off.
+std::optional<mlx::core::array> archgen_native_qmm(
+    const mlx::core::array& x, const mlx::core::array& w, const mlx::core::array& scales,
+    const std::optional<mlx::core::array>& biases, bool transpose, int group_size, int bits,
+    const std::string& mode, mlx::core::Stream s);
+
+// a b as archgen's kernel computes it where b is W^T for a float32 weight W
+// [N, K] already evaluated and row-major (a linear layer's x W^T) and a is
+// float32; nullopt elsewhere (then mlx's matmul runs). The same switch and
+// CPU features as archgen_native_qmm.
+std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& a,
+                                                      const mlx::core::array& b,
+                                                      mlx::core::Stream s);
+
+#endif

@@ -246,6 +246,8 @@ def main():
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS") or 0),
                     help="measured runs per checkpoint, every prompt (default: the plan's)")
     ap.add_argument("--no-llama", action="store_true")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the previous results.json's figures for checkpoints not run now")
     args = ap.parse_args()
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -262,6 +264,11 @@ def main():
     best = max(bw["figures"], key=lambda f: f["copy_gb_s"])
 
     results = []
+    if args.merge and (out / "results.json").exists():
+        # Keep the figures of checkpoints this run does not measure.
+        old = json.loads((out / "results.json").read_text())
+        results = [r for r in old["results"] if r["name"] not in names]
+        info = old["machine"] | {"rerun": names, "loadavg_rerun_start": info["loadavg_start"]}
     for name in names:
         d = out / "models" / name
         cfg = json.loads((d / "config.json").read_text())
@@ -282,10 +289,11 @@ def main():
             r["raw"]["llama.cpp"] = ll
             r["llama_note"] = f"llama-cpp-python {ll['llama_cpp_python']}, {ll['threads']} threads, on the GGUF itself"
         results.append(r)
+        results.sort(key=lambda r: list(MODELS).index(r["name"]))
         (out / "results.json").write_text(json.dumps({"machine": info, "bandwidth": bw, "results": results}, indent=1))
 
     info["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
-    info["minutes"] = round((time.time() - started) / 60, 1)
+    info["minutes"] = round((time.time() - started) / 60, 1) + (info.get("minutes", 0) if args.merge else 0)
     text = tables(results, best)
     header = (f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB; load average "
               f"{' '.join(info['loadavg_start'])} at the start, {' '.join(info['loadavg_end'])} at the end; "

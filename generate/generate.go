@@ -272,7 +272,15 @@ func (r *run) prefill(tokens []int32) error {
 	if r.history != nil {
 		outs = append(outs, r.history)
 	}
-	if err := g.Eval(outs...); err != nil {
+	if err := g.Err(); err != nil {
+		return fmt.Errorf("generate: prompt: %w", err)
+	}
+	// Every output is owned by a cache (or the history), so the graph can be
+	// closed before evaluating: MLX then frees each intermediate as soon as
+	// its last consumer has run, instead of holding every activation of the
+	// chunk until the graph closes.
+	g.Close()
+	if err := mlx.Eval(outs...); err != nil {
 		return fmt.Errorf("generate: prompt: %w", err)
 	}
 	mlx.ClearCache()

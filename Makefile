@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-llama
+.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama
 
 all: test
 
@@ -102,5 +102,14 @@ bench-llama:
 # The benchmarks: archgen's generated forward passes beside mlx-lm's on the
 # same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
 # and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
+# The whole protocol takes about 1 h 45 min on 2 cores; BENCH_QUICK=1 about
+# half an hour. Then the Go benchmarks (bench-go).
 bench: setup models bench-llama
-	BENCH_RUNS=$(BENCH_RUNS) $(PY) bench/bench.py
+	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
+	@$(MAKE) -s bench-go
+
+# Go's own benchmarks: one decode step and one 128-token prefill of the tiny
+# llama, a KV cache write, generating every descriptor; into out/bench/go.txt.
+bench-go: setup
+	@mkdir -p out/bench
+	go test -run '^$$' -bench . -benchmem -count 3 ./generate ./gen ./runtime/kv | tee out/bench/go.txt

@@ -15,10 +15,11 @@ Steps, each skipped when its output is there already:
   4. the tables, printed and written to out/bench/tables.md, with every
      figure in out/bench/results.json.
 
-Each figure is the median of the measured runs (5 unless the plan below
-says otherwise for a checkpoint too slow on this machine to run 5 times in
-the half hour `make bench` may take), after a warm-up; BENCH_RUNS=N in the
-environment (or --runs N) runs every checkpoint N times on every prompt.
+Each figure is the median of 5 measured runs after a warm-up, on every
+checkpoint and prompt: about an hour and three quarters on two cores, most
+of it mlx-lm on the Qwen2.5-0.5B shape. --quick (BENCH_QUICK=1) runs the
+plan below instead, in about half an hour; --runs N (BENCH_RUNS=N) runs
+every checkpoint N times on every prompt.
 """
 
 import argparse
@@ -58,15 +59,15 @@ MODELS = {
 # is a 512-token prompt and its first token.
 FULL = [("decode", 128, 128), ("prefill512", 512, 1)]
 PLAN = {name: {"runs": 5, "prompts": FULL} for name in MODELS}
-# libmlx's CPU kernels make mlx-lm take 1.5 minutes (SmolLM2 float32 and
-# bfloat16) to 2.5 minutes (the Qwen2.5-0.5B shape) per run on two cores:
-# five runs of each would take well over an hour. Within the half hour,
-# those checkpoints run fewer times, and the Qwen shape runs the decode
-# prompt only; --runs 5 (make bench BENCH_RUNS=5) runs the full protocol.
+# The quick plan: libmlx's CPU kernels make mlx-lm take 1.5 minutes
+# (SmolLM2 float32 and bfloat16) to 2.5 minutes (the Qwen2.5-0.5B shape)
+# per run on two cores, so those checkpoints run fewer times and the Qwen
+# shape the decode prompt only.
+QUICK = dict(PLAN)
 for name in ("smollm2-135m-float32", "smollm2-135m-bfloat16"):
-    PLAN[name] = {"runs": 3, "prompts": FULL}
+    QUICK[name] = {"runs": 3, "prompts": FULL}
 for name in ("qwen2.5-0.5b-float32", "qwen2.5-0.5b-bfloat16", "qwen2.5-0.5b-q4"):
-    PLAN[name] = {"runs": 1, "prompts": FULL[:1]}
+    QUICK[name] = {"runs": 1, "prompts": FULL[:1]}
 # Warm-ups run a 16-token prompt and 8 tokens: the same code and kernels.
 WARM_TOKENS, WARM_GEN = 16, 8
 
@@ -245,6 +246,8 @@ def main():
     ap.add_argument("--only", default="", help="run only checkpoints whose name contains this")
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS") or 0),
                     help="measured runs per checkpoint, every prompt (default: the plan's)")
+    ap.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
+                    help="fewer runs of the slow checkpoints (about half an hour)")
     ap.add_argument("--no-llama", action="store_true")
     ap.add_argument("--merge", action="store_true",
                     help="keep the previous results.json's figures for checkpoints not run now")
@@ -272,7 +275,7 @@ def main():
     for name in names:
         d = out / "models" / name
         cfg = json.loads((d / "config.json").read_text())
-        plan = PLAN[name]
+        plan = (QUICK if args.quick else PLAN)[name]
         runs = args.runs or plan["runs"]
         pf = prompts_file(out, cfg["vocab_size"], FULL if args.runs else plan["prompts"])
         go = json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", runs],

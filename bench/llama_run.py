@@ -10,6 +10,7 @@ one per core. Runs in .deps/llama's venv.
 """
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import llama_cpp
+from runs import figures, report, run_prompt, timed
 
 
 def main():
@@ -52,45 +54,23 @@ def main():
     for p in prompts:
         runs = []
         for i in range(args.warmup + args.runs):
-            tokens, gen = p["tokens"], p["gen"]
-            if i < args.warmup:
-                tokens = tokens[: p.get("warm_tokens") or len(tokens)]
-                gen = min(gen, p.get("warm_gen") or gen)
-            out = []
+            tokens, gen = run_prompt(p, i, args.warmup)
             # Forget the previous run's tokens, so that generate evaluates
             # the whole prompt rather than reusing the cached prefix.
             llm.reset()
-            start = time.perf_counter()
-            first = last = None
-            for tok in llm.generate(tokens, top_k=1, top_p=1.0, min_p=0.0, temp=0.0,
-                                    repeat_penalty=1.0, reset=True):
-                now = time.perf_counter()
-                if first is None:
-                    first = now
-                last = now
-                out.append(int(tok))
-                if len(out) == gen:
-                    break
+            out, first, last = timed(itertools.islice(
+                llm.generate(tokens, top_k=1, top_p=1.0, min_p=0.0, temp=0.0,
+                             repeat_penalty=1.0, reset=True), gen))
             if len(out) != gen:
                 sys.exit(f"llama_run: {p['name']}: generated {len(out)} tokens, want {gen}")
-            if i < args.warmup:
-                continue
-            ttft = first - start
-            runs.append({
-                "prompt_tps": len(tokens) / ttft,
-                "generate_tps": (len(out) - 1) / (last - first) if len(out) > 1 else 0.0,
-                "ttft_s": ttft,
+            if i >= args.warmup:
                 # llama.cpp has no allocator figure like MLX's: the process's
                 # peak resident set, interpreter included, stands in.
-                "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                "tokens": len(out),
-            })
-            res["outputs"][p["name"]] = out
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                runs.append(figures(len(tokens), out, first, last, peak_rss=rss))
+                res["outputs"][p["name"]] = out
         res["runs"][p["name"]] = runs
-        pt = sorted(r["prompt_tps"] for r in runs)
-        gt = sorted(r["generate_tps"] for r in runs)
-        print(f"llama_run: {p['name']}: prompt {pt[len(pt)//2]:.1f} tok/s, decode "
-              f"{gt[len(gt)//2]:.1f} tok/s (medians of {len(runs)})", file=sys.stderr)
+        report("llama_run", p["name"], runs)
     llm.close()
     json.dump(res, sys.stdout)
     print()

@@ -22,6 +22,7 @@ from pathlib import Path
 import mlx.core as mx
 from mlx_lm.generate import generate_step
 from mlx_lm.utils import load_model
+from runs import figures, report, run_prompt, timed
 
 
 def main():
@@ -67,42 +68,19 @@ def main():
             continue
         runs = []
         for i in range(args.warmup + args.runs):
-            tokens, gen = p["tokens"], p["gen"]
-            if i < args.warmup:
-                tokens = tokens[: p.get("warm_tokens") or len(tokens)]
-                gen = min(gen, p.get("warm_gen") or gen)
+            tokens, gen = run_prompt(p, i, args.warmup)
             prompt = mx.array(tokens, dtype=mx.uint32)
-            out = []
             mx.reset_peak_memory()
-            start = time.perf_counter()
-            first = last = None
-            for tok, _ in generate_step(prompt, model, max_tokens=gen):
-                now = time.perf_counter()
-                if first is None:
-                    first = now
-                last = now
-                out.append(int(tok))
+            out, first, last = timed(tok for tok, _ in generate_step(prompt, model, max_tokens=gen))
             peak = mx.get_peak_memory()
             mx.clear_cache()
             if len(out) != gen:
                 sys.exit(f"mlxlm_run: {p['name']}: generated {len(out)} tokens, want {gen}")
-            if i < args.warmup:
-                continue
-            ttft = first - start
-            gen = (len(out) - 1) / (last - first) if len(out) > 1 and last > first else 0.0
-            runs.append({
-                "prompt_tps": len(p["tokens"]) / ttft,
-                "generate_tps": gen,
-                "ttft_s": ttft,
-                "peak_memory": peak,
-                "tokens": len(out),
-            })
-            res["outputs"][p["name"]] = out
+            if i >= args.warmup:
+                runs.append(figures(len(tokens), out, first, last, peak_memory=peak))
+                res["outputs"][p["name"]] = out
         res["runs"][p["name"]] = runs
-        pt = sorted(r["prompt_tps"] for r in runs)
-        gt = sorted(r["generate_tps"] for r in runs)
-        print(f"mlxlm_run: {args.model}: {p['name']}: prompt {pt[len(pt)//2]:.1f} tok/s, "
-              f"decode {gt[len(gt)//2]:.1f} tok/s (medians of {len(runs)})", file=sys.stderr)
+        report(f"mlxlm_run: {args.model}", p["name"], runs)
     json.dump(res, sys.stdout)
     print()
 

@@ -11,8 +11,6 @@ makes the model class of CONFIG's model_type with mlx's default
 initialization, seeded, and saves it in float32.
 """
 
-import contextlib
-import io
 import json
 import shutil
 import sys
@@ -24,10 +22,12 @@ from mlx_lm.utils import (
     _get_classes,
     dequantize_model,
     load_model,
-    quantize_model,
     save_config,
     save_model,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "parity" / "refgen"))
+from refgen import convert  # noqa: E402  (mlx_lm.convert's cast and quantize)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -51,18 +51,7 @@ def derive(src, dst, level):
         model = dequantize_model(model)
         config.pop("quantization", None)
         config.pop("quantization_config", None)
-    dtype = getattr(mx, dtype_name)
-    cast_predicate = getattr(model, "cast_predicate", lambda _: True)
-
-    def set_dtype(k, v):
-        if cast_predicate(k) and mx.issubdtype(v.dtype, mx.floating):
-            return v.astype(dtype)
-        return v
-
-    model.update(tree_map_with_path(set_dtype, model.parameters()))
-    if bits:
-        with contextlib.redirect_stdout(io.StringIO()):
-            model, config = quantize_model(model, config, group, bits, mode="affine")
+    model, config = convert(model, config, dtype_name, bits, group)
     write(model, config, Path(dst), Path(src))
 
 

@@ -129,11 +129,11 @@ def build_model_dir(case: Case, dst: Path):
     save_config(config, config_path=dst / "config.json")
 
 
-def derive_level(src: Path, level: Level, dst: Path):
-    """A level's checkpoint from the float32 one, as mlx_lm.convert makes it:
-    load, cast the floating parameters the model lets cast, quantize."""
-    model, config = load_model(src)
-    dtype = getattr(mx, level.dtype)
+def convert(model, config, dtype_name: str, bits: int, group_size: int):
+    """What mlx_lm.convert does to a loaded model: cast the floating
+    parameters the model lets cast to dtype_name, then quantize (affine)
+    when bits is not 0. Returns the model and its updated config."""
+    dtype = getattr(mx, dtype_name)
     cast_predicate = getattr(model, "cast_predicate", lambda _: True)
 
     def set_dtype(k, v):
@@ -142,11 +142,17 @@ def derive_level(src: Path, level: Level, dst: Path):
         return v
 
     model.update(tree_map_with_path(set_dtype, model.parameters()))
-    if level.bits:
+    if bits:
         with contextlib.redirect_stdout(io.StringIO()):
-            model, config = quantize_model(
-                model, config, level.group_size, level.bits, mode="affine"
-            )
+            model, config = quantize_model(model, config, group_size, bits, mode="affine")
+    return model, config
+
+
+def derive_level(src: Path, level: Level, dst: Path):
+    """A level's checkpoint from the float32 one, as mlx_lm.convert makes it:
+    load, cast the floating parameters the model lets cast, quantize."""
+    model, config = load_model(src)
+    model, config = convert(model, config, level.dtype, level.bits, level.group_size)
     save_model(dst, model)
     save_config(config, config_path=dst / "config.json")
 

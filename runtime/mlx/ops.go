@@ -673,6 +673,17 @@ func (g *Graph) Matmul(a, b *Array) *Array {
 	return g.done("matmul", C.mlxg_matmul(g.res0(), a.c, b.c, g.s.c, g.errp()))
 }
 
+// Linear is x w^T, a linear layer's product for a weight w [out, in]: the
+// matrix product by w's transpose, on archgen's own CPU kernel for an
+// evaluated float32 weight (see NativeQuantizedMatmul), mlx's matmul
+// otherwise.
+func (g *Graph) Linear(x, w *Array) *Array {
+	if !g.ok("linear", x, w) {
+		return g.bad
+	}
+	return g.done("linear", C.mlxg_linear(g.res0(), x.c, w.c, g.s.c, g.errp()))
+}
+
 // Addmm is beta*c + alpha*(a @ b).
 func (g *Graph) Addmm(c, a, b *Array, alpha, beta float32) *Array {
 	if !g.ok("addmm", c, a, b) {

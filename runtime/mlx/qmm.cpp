@@ -515,7 +515,7 @@ class NativeLinear : public mx::UnaryPrimitive {
   }
 };
 
-bool cpu_has_avx2() {
+bool native_enabled() {
   static const bool ok = [] {
     if (const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM")) {
       if (std::strcmp(e, "0") == 0) {
@@ -531,7 +531,7 @@ bool cpu_has_avx2() {
 
 }  // namespace
 
-extern "C" int mlxg_native_qmm(void) { return cpu_has_avx2() ? 1 : 0; }
+extern "C" int mlxg_native_qmm(void) { return native_enabled() ? 1 : 0; }
 
 namespace {
 
@@ -546,7 +546,7 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
                                             const std::optional<mx::array>& biases,
                                             bool transpose, int group_size, int bits,
                                             const std::string& mode, mx::Stream s) {
-  if (!cpu_has_avx2() || s.device != mx::Device::cpu || !transpose || mode != "affine" ||
+  if (!native_enabled() || s.device != mx::Device::cpu || !transpose || mode != "affine" ||
       !biases || (bits != 4 && bits != 8) ||
       (group_size != 32 && group_size != 64 && group_size != 128)) {
     return std::nullopt;
@@ -579,26 +579,16 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
                    std::move(inputs));
 }
 
-std::optional<mx::array> archgen_native_linear(const mx::array& a, const mx::array& b,
+std::optional<mx::array> archgen_native_linear(const mx::array& x, const mx::array& w,
                                                mx::Stream s) {
-  if (!cpu_has_avx2() || s.device != mx::Device::cpu || a.dtype() != mx::float32 ||
-      b.dtype() != mx::float32 || a.ndim() < 1 || b.ndim() != 2 || !b.has_primitive() ||
-      b.inputs().size() != 1) {
+  if (!native_enabled() || s.device != mx::Device::cpu || x.dtype() != mx::float32 ||
+      w.dtype() != mx::float32 || x.ndim() < 1 || w.ndim() != 2 || !w.is_available() ||
+      !w.flags().row_contiguous || w.shape(1) != x.shape(-1) || w.shape(1) % 8 != 0 ||
+      x.size() == 0) {
     return std::nullopt;
   }
-  // (libmlx exports no type info for its primitives: the name tells.)
-  if (std::strcmp(b.primitive().name(), "Transpose") != 0 ||
-      static_cast<const mx::Transpose&>(b.primitive()).state() != std::vector<int>{1, 0}) {
-    return std::nullopt;
-  }
-  // b must be W^T for a weight W [N, K] that is there already, row-major.
-  const mx::array& w = b.inputs()[0];
-  if (w.ndim() != 2 || !w.is_available() || !w.flags().row_contiguous ||
-      w.shape(1) != a.shape(-1) || w.shape(1) % 8 != 0 || a.size() == 0) {
-    return std::nullopt;
-  }
-  auto out_shape = a.shape();
+  auto out_shape = x.shape();
   out_shape.back() = w.shape(0);
   return mx::array(out_shape, mx::float32, std::make_shared<NativeLinear>(s),
-                   {mx::contiguous(a, false, s), w});
+                   {mx::contiguous(x, false, s), w});
 }

@@ -18,12 +18,12 @@ std::optional<mlx::core::array> archgen_native_qmm(
     const std::optional<mlx::core::array>& biases, bool transpose, int group_size, int bits,
     const std::string& mode, mlx::core::Stream s);
 
-// a b as archgen's kernel computes it where b is W^T for a float32 weight W
-// [N, K] already evaluated and row-major (a linear layer's x W^T) and a is
-// float32; nullopt elsewhere (then mlx's matmul runs). The same switch and
-// CPU features as archgen_native_qmm.
-std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& a,
-                                                      const mlx::core::array& b,
+// x W^T (a linear layer) as archgen's kernel computes it, where x is
+// float32 and W a float32 [N, K] weight already evaluated and row-major;
+// nullopt elsewhere (then mlx's matmul by the transpose runs). The same
+// switch and CPU features as archgen_native_qmm.
+std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& x,
+                                                      const mlx::core::array& w,
                                                       mlx::core::Stream s);
 
 #endif

@@ -83,11 +83,11 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 	}
 }
 
-// TestNativeLinear checks the kernel's float32 path, x W^T for an evaluated
-// weight W, against mlx's matmul of the same transposed view where the
-// kernel does not apply (W not yet evaluated), for row counts that do and do
-// not fill its blocks, widths that are not a multiple of 4, a strided x,
-// and batched x.
+// TestNativeLinear checks Linear, x W^T, on the kernel's float32 path (W
+// evaluated) and on mlx's where the kernel does not apply (W not yet
+// evaluated), against mlx's matmul by W's transpose, for row counts that do
+// and do not fill the kernel's blocks, widths that are not a multiple of 4,
+// a strided x, and batched x.
 func TestNativeLinear(t *testing.T) {
 	if !NativeQuantizedMatmul() {
 		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
@@ -112,24 +112,26 @@ func TestNativeLinear(t *testing.T) {
 			} else {
 				x = g.Normal(c.shape, Float32, 0, 1, k2)
 			}
-			got := g.Matmul(x, g.Transpose(w))
-			// mlx's own matmul: the weight as an unevaluated array (w + 0)
-			// is not one the kernel takes.
-			want := g.Matmul(x, g.Transpose(g.AddScalar(w, 0)))
-			if err := g.Eval(got, want); err != nil {
-				t.Fatal(err)
-			}
-			gv, err := got.Float32s()
-			if err != nil {
+			want := g.Matmul(x, g.Transpose(w))
+			native := g.Linear(x, w)
+			// An unevaluated weight (w + 0) is not one the kernel takes.
+			fallback := g.Linear(x, g.AddScalar(w, 0))
+			if err := g.Eval(native, fallback, want); err != nil {
 				t.Fatal(err)
 			}
 			wv, err := want.Float32s()
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := range wv {
-				if d := math.Abs(float64(gv[i] - wv[i])); d > 1e-4*(1+math.Abs(float64(wv[i]))) {
-					t.Fatalf("element %d: %g, want %g", i, gv[i], wv[i])
+			for name, got := range map[string]*Array{"native": native, "fallback": fallback} {
+				gv, err := got.Float32s()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range wv {
+					if d := math.Abs(float64(gv[i] - wv[i])); d > 1e-4*(1+math.Abs(float64(wv[i]))) {
+						t.Fatalf("%s: element %d: %g, want %g", name, i, gv[i], wv[i])
+					}
 				}
 			}
 		})

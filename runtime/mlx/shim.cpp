@@ -636,12 +636,16 @@ int mlxg_pad(mlxg_array* res, mlxg_array a, const int32_t* axes, const int32_t* 
 }
 
 int mlxg_matmul(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_stream s, char** err) {
+  MLXG_TRY(*res = wrap(mx::matmul(A(a), A(b), S(s))))
+}
+
+int mlxg_linear(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_stream s, char** err) {
   MLXG_TRY({
     auto st = S(s);
-    if (auto y = archgen_native_linear(A(a), A(b), st)) {
+    if (auto y = archgen_native_linear(A(x), A(w), st)) {
       *res = wrap(std::move(*y));
     } else {
-      *res = wrap(mx::matmul(A(a), A(b), st));
+      *res = wrap(mx::matmul(A(x), mx::transpose(A(w), st), st));
     }
   })
 }

@@ -216,6 +216,8 @@ int mlxg_pad(mlxg_array* res, mlxg_array a, const int32_t* axes, const int32_t* 
 
 // Linear algebra and quantization.
 int mlxg_matmul(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_stream s, char** err);
+// x w^T: a linear layer's product, on archgen's kernel where it applies.
+int mlxg_linear(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_stream s, char** err);
 int mlxg_addmm(mlxg_array* res, mlxg_array c, mlxg_array a, mlxg_array b, float alpha,
                float beta, mlxg_stream s, char** err);
 // res holds 3 handles: weight, scales, biases (biases empty for modes without).

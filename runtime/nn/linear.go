@@ -24,7 +24,7 @@ func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	if l.Bias != nil {
 		return g.Addmm(l.Bias, x, g.Transpose(l.Weight), 1, 1)
 	}
-	return g.Matmul(x, g.Transpose(l.Weight))
+	return g.Linear(x, l.Weight)
 }
 
 // Embedding maps token ids to rows of its table: mlx's nn.Embedding, or

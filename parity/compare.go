@@ -12,8 +12,10 @@ type Tolerance struct {
 	Reason string
 }
 
-// Tolerances maps each level to its bound. Greedy tokens have none: they
-// must equal mlx-lm's exactly at every level.
+// Tolerances maps each level to its bound, for the prefill logits and the
+// logits of every teacher-forced decode step. The same bound decides which
+// greedy picks are near-ties (NearTie): free-running tokens must equal
+// mlx-lm's up to its first one.
 var Tolerances = map[string]Tolerance{
 	"float32": {1e-4, "float32 rounding differs between two correct orders of the same ops by " +
 		"about 1e-6 of the logits' scale; a wrong formula (a rope variant, a norm, a mask) " +
@@ -80,4 +82,22 @@ func Argmax(row []float32) int {
 		}
 	}
 	return best
+}
+
+// Margin is the largest value of row minus the second largest (0 on a
+// tie), in float32 arithmetic: how near a tie the greedy pick from row is.
+func Margin(row []float32) float64 {
+	if len(row) < 2 {
+		return math.Inf(1)
+	}
+	first, second := float32(math.Inf(-1)), float32(math.Inf(-1))
+	for _, v := range row {
+		switch {
+		case v > first:
+			first, second = v, first
+		case v > second:
+			second = v
+		}
+	}
+	return float64(first - second)
 }

@@ -3,19 +3,35 @@
 //
 // parity/refgen (Python, run by `make refs`) makes those references with
 // mlx-lm itself: per architecture a set of tiny checkpoints ("cases"), each
-// at several precisions ("levels": float32, bfloat16, 8- and 4-bit affine
-// quantization with groups of 64 and 32), with the prefill logits of a fixed
-// prompt and a greedy decode (its tokens and the logits of every step).
-// parity/refgen/README.md defines that layout. `make parity-models` derives
-// each level's model dir into out/parity with mlx-lm.
+// at several precisions ("levels": float32, bfloat16, float16, 8- and 4-bit
+// affine quantization with groups of 64 and 32), with the prefill logits of
+// a fixed prompt and mlx-lm's greedy decode: its tokens, the logits of every
+// step and each pick's margin (top-1 minus top-2 logit). A case may decode
+// with a quantized KV cache (refs.json's kv_cache). parity/refgen/README.md
+// defines that layout. `make parity-models` derives each level's model dir
+// into out/parity with mlx-lm.
 //
-// The tests load each level's dir through the registry, exactly as a user's
-// checkpoint, and compare: `go test ./parity/...` runs one subtest per
-// <arch>/<case>/<level> (prefill logits and decode logits within the
-// level's Tolerances, greedy tokens exactly, both step by step and through
-// the generate package's decode loop); `make parity` prints the table of
-// errors. Prefill and Greedy run any model with a forward pass and caches,
-// and serve cmd/archrun too.
+// Check holds one level of a case to the standard, the one Hugging Face's
+// and llama.cpp's model tests use, which lets a kernel round differently
+// from libmlx (even more exactly) and still catches a wrong formula:
+//
+//   - prefill logits within the level's Tolerances, relative to the largest
+//     absolute reference logit;
+//   - teacher-forced decode: fed mlx-lm's greedy picks, so that every step
+//     has mlx-lm's history, each step's logits within the tolerance,
+//     relative to that step's largest absolute logit;
+//   - free-running greedy tokens, from the product's decode loop
+//     (generate.Tokens): equal to mlx-lm's at every step before mlx-lm's
+//     first near-tie, a step whose margin is below the tolerance (NearTie).
+//     Past it a correct implementation may pick the other token and go on
+//     from a different history.
+//
+// `go test ./parity/...` runs one subtest per <arch>/<case>/<level> through
+// the registry, exactly as a user's checkpoint loads; `make parity` prints
+// the table (with each level's near-tie step). TestPlantedBugs shows the
+// checks still catch a norm without 1+w and a sliding window off by one.
+// Prefill and Greedy run any model with a forward pass and caches, and
+// serve cmd/archrun too.
 package parity
 
 import (
@@ -72,7 +88,17 @@ type Refs struct {
 	Seed        uint32              `json:"seed"`
 	Prompt      []int32             `json:"prompt"`
 	DecodeCalls []int               `json:"decode_calls"`
+	KVCache     *KVQuant            `json:"kv_cache"`
 	Levels      map[string]LevelRef `json:"levels"`
+}
+
+// KVQuant is the quantized KV cache a case decodes with: mlx-lm's kv_bits,
+// kv_group_size and quantized_kv_start. refs.json's kv_cache is null for
+// mlx-lm's default caches.
+type KVQuant struct {
+	Bits      int `json:"kv_bits"`
+	GroupSize int `json:"kv_group_size"`
+	Start     int `json:"quantized_kv_start"`
 }
 
 // LevelRef is what mlx-lm did at one level of a case.

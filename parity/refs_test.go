@@ -11,7 +11,8 @@ import (
 // TestReferences checks that the committed references agree with
 // themselves: every case of index.json has its refs.json, float32 model dir
 // and one dump per level, the dumps have the shapes the index and the config
-// promise, and each greedy pick is the first maximum of its logits row.
+// promise, each greedy pick is the first maximum of its logits row, and each
+// margin in refs.json is that row's top-1 minus top-2 logit.
 // (That they are what mlx-lm computes is `make refs-check`'s job.)
 func TestReferences(t *testing.T) {
 	dir := RefsDir()
@@ -70,9 +71,17 @@ func TestReferences(t *testing.T) {
 				if d.LogitsDtype.String() != ref.LogitsDtype {
 					t.Errorf("%s: logits are %s, refs.json says %s", lv.Name, d.LogitsDtype, ref.LogitsDtype)
 				}
+				if len(ref.DecodeMargins) != len(d.DecodeTokens) {
+					t.Errorf("%s: %d margins for %d decode steps", lv.Name, len(ref.DecodeMargins), len(d.DecodeTokens))
+					continue
+				}
 				for i, tok := range d.DecodeTokens {
-					if got := Argmax(d.Decode[i*d.Vocab : (i+1)*d.Vocab]); got != int(tok) {
+					row := d.Decode[i*d.Vocab : (i+1)*d.Vocab]
+					if got := Argmax(row); got != int(tok) {
 						t.Errorf("%s: step %d picked %d, but its logits' first maximum is %d", lv.Name, i, tok, got)
+					}
+					if got := Margin(row); got != ref.DecodeMargins[i] {
+						t.Errorf("%s: step %d: refs.json's margin %g, the logits' %g", lv.Name, i, ref.DecodeMargins[i], got)
 					}
 				}
 			}

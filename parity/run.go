@@ -39,6 +39,13 @@ func Prefill(m Model, prompt []int32) ([]float32, int, error) {
 // free-running decode's exactly when they equal force at every step, and a
 // mismatch names the one step that differs instead of derailing the rest.
 func Greedy(m Model, prompt []int32, calls []int, n int, force []int32) ([]int32, []float32, error) {
+	caches := m.NewCaches()
+	defer freeCaches(caches)
+	return greedy(m, caches, prompt, calls, n, force)
+}
+
+// greedy is Greedy over the given empty caches.
+func greedy(m Model, caches []kv.Cache, prompt []int32, calls []int, n int, force []int32) ([]int32, []float32, error) {
 	if len(prompt) == 0 || n <= 0 {
 		return nil, nil, fmt.Errorf("greedy needs a prompt and n > 0 (got %d tokens, n %d)", len(prompt), n)
 	}
@@ -51,8 +58,6 @@ func Greedy(m Model, prompt []int32, calls []int, n int, force []int32) ([]int32
 			calls = append(calls, 1)
 		}
 	}
-	caches := m.NewCaches()
-	defer freeCaches(caches)
 	var picks []int32
 	var rows []float32
 	pos := 0

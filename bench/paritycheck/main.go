@@ -1,7 +1,8 @@
 // Command paritycheck runs every parity case at every level (out/parity,
 // from make parity-models) through the generated models and compares them
-// with mlx-lm's references (testdata/parity) within parity.Tolerances:
-// prefill logits, and greedy tokens, which must match exactly. The speed
+// with mlx-lm's references (testdata/parity) by parity.Check: prefill and
+// teacher-forced decode logits within parity.Tolerances, free-running
+// greedy tokens equal to mlx-lm's up to its first near-tie. The speed
 // work runs it with the shim's native kernels on and off
 // (ARCHGEN_MLX_NATIVE_QMM=0) to show that they keep parity.
 //
@@ -11,7 +12,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/parity"
@@ -44,7 +44,7 @@ func main() {
 		fmt.Printf("%d case levels out of parity\n", bad)
 		os.Exit(1)
 	}
-	fmt.Println("every case level within tolerance, every greedy token equal")
+	fmt.Println("every case level within tolerance, greedy tokens equal up to mlx-lm's near-ties")
 }
 
 func check(dir string, c parity.CaseInfo, level string, refs *parity.Refs) (string, bool) {
@@ -57,19 +57,14 @@ func check(dir string, c parity.CaseInfo, level string, refs *parity.Refs) (stri
 	if err != nil {
 		return err.Error(), false
 	}
-	got, _, err := parity.Prefill(m, refs.Prompt)
-	if err != nil {
-		return "prefill: " + err.Error(), false
-	}
-	diff, err := parity.Compare(got, d.Prefill)
+	r, err := parity.Check(m, refs, d, level)
 	if err != nil {
 		return err.Error(), false
 	}
-	toks, _, err := parity.Greedy(m, refs.Prompt, refs.DecodeCalls, len(d.DecodeTokens), nil)
-	if err != nil {
-		return "decode: " + err.Error(), false
+	msg := fmt.Sprintf("prefill rel %.2e, teacher-forced rel %.2e (tol %.0e), free tokens %d/%d equal (near-tie at %d)",
+		r.Prefill.Rel(), r.Worst().Rel(), r.Tol.Rel, r.FreeEqual, len(r.Steps), r.NearTie)
+	if p := r.Problems(d.Vocab); len(p) > 0 {
+		msg += ": " + p[0]
 	}
-	tol := parity.Tolerances[level].Rel
-	ok := diff.Rel() <= tol && slices.Equal(toks, d.DecodeTokens)
-	return fmt.Sprintf("prefill rel %.2e (tol %.0e), tokens equal %v", diff.Rel(), tol, slices.Equal(toks, d.DecodeTokens)), ok
+	return msg, r.Pass()
 }

@@ -2,68 +2,21 @@ package nn
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 )
 
 // SoftcapAttention is attention with soft-capped scores, written out (MLX's
-// fused kernel has no cap): q [B, Hq, L, D] is scaled, scores against the
-// keys are capped to tanh(s / cap) * cap, masked, normalized in float32
-// precision and mixed with the values; [B, Hq, L, D]. Gemma 2 attends so.
+// fused kernel has no cap) from the kv package's pieces, so it reads every
+// cache kind, quantized ones included: q [B, Hq, L, D] is scaled, scored
+// against the keys (kv.Scores), the scores capped to tanh(s / cap) * cap,
+// masked (kv.MaskScores), normalized in float32 precision and mixed with
+// the values (kv.Mix); [B, Hq, L, D]. Gemma 2 attends so.
 func SoftcapAttention(g *mlx.Graph, q *mlx.Array, kvs kv.KV, scale, cap float64, mask mlx.AttentionMask) *mlx.Array {
-	if kvs.Keys == nil {
-		g.Failf("nn: soft-capped attention over a quantized cache is not supported")
-		return q
-	}
-	k, v := kvs.Keys, kvs.Values
-	B, Hq, L, D := q.Dim(0), q.Dim(1), q.Dim(2), q.Dim(3)
-	Hkv := k.Dim(1)
-	if Hkv == 0 || Hq%Hkv != 0 {
-		g.Failf("nn: %d query heads do not group over %d key heads", Hq, Hkv)
-		return q
-	}
-	repeats := Hq / Hkv
-	q = g.MultiplyScalar(q, scale)
-	if repeats > 1 {
-		q = g.Reshape(q, B, Hkv, repeats, L, D) // [B, Hkv, repeats, L, D]
-		k = g.ExpandDims(k, 2)                  // [B, Hkv, 1, S, D]
-		v = g.ExpandDims(v, 2)
-	}
-	scores := g.Matmul(q, g.Swapaxes(k, -1, -2)) // [..., L, S]
-	scores = Softcap(g, scores, cap)
-	switch mask.Mode {
-	case "array":
-		if mask.Array.Dtype() == mlx.Bool {
-			scores = g.Where(mask.Array, scores, g.Scalar(lowest(scores.Dtype()), scores.Dtype()))
-		} else {
-			scores = g.Add(scores, mask.Array)
-		}
-	case "causal":
-		S := k.Dim(-2)
-		scores = g.Where(kv.CausalMaskArray(g, L, S-L, 0), scores, g.Scalar(lowest(scores.Dtype()), scores.Dtype()))
-	}
-	scores = g.Softmax(scores, true, -1)
-	out := g.Matmul(scores, v)
-	if repeats > 1 {
-		out = g.Reshape(out, B, Hq, L, D) // [B, Hq, L, D]
-	}
-	return out
-}
-
-// lowest is the most negative finite value of a float dtype (numpy's
-// finfo(dtype).min).
-func lowest(dt mlx.Dtype) float64 {
-	switch dt {
-	case mlx.Float16:
-		return -65504
-	case mlx.BFloat16:
-		return -3.3895313892515355e38
-	case mlx.Float64:
-		return -math.MaxFloat64
-	}
-	return -math.MaxFloat32
+	scores := kv.Scores(g, g.MultiplyScalar(q, scale), kvs)
+	scores = kv.MaskScores(g, Softcap(g, scores, cap), mask)
+	return kv.Mix(g, g.Softmax(scores, true, -1), kvs)
 }
 
 // CacheSpec is the cache one layer attends over: a window of Window

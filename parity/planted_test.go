@@ -165,3 +165,44 @@ func copyDir(t *testing.T, src, dst string) {
 		}
 	}
 }
+
+// TestKVCasesNeedTheQuantizedCache shows that the cases decoded with a
+// quantized KV cache test it: the same checkpoints decoded with dense
+// caches fail their float32 teacher-forced check.
+func TestKVCasesNeedTheQuantizedCache(t *testing.T) {
+	refsDir, models := RefsDir(), ModelsDir()
+	idx, err := LoadIndex(refsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkDerived(refsDir, models, idx); err != nil {
+		t.Fatalf("%v: run `make parity-models`", err)
+	}
+	n := 0
+	for _, c := range idx.Cases {
+		refs, err := LoadRefs(refsDir, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refs.KVCache == nil {
+			continue
+		}
+		n++
+		t.Run(c.Key(), func(t *testing.T) {
+			want, err := LoadDumps(refsDir, c, "float32")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dense := *refs
+			dense.KVCache = nil
+			r := check(t, LevelDir(models, c, "float32"), &dense, want, "float32")
+			t.Logf("dense caches: worst teacher-forced step %d at %.3g of its scale", r.WorstStep(), r.Worst().Rel())
+			if r.ForcedOK() {
+				t.Errorf("dense caches pass the teacher-forced check of a quantized KV case")
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no case decodes with a quantized KV cache")
+	}
+}

@@ -14,7 +14,7 @@ and seeds its random weights, so renaming a case regenerates its data.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 # Shared small sizes.
 VOCAB = 256
@@ -30,6 +30,10 @@ class Case:
     name: str
     doc: str  # what the case exercises, one line
     config: Dict[str, Any] = field(default_factory=dict)
+    # A quantized KV cache to decode with, as mlx-lm's generate_step takes it:
+    # {"kv_bits", "kv_group_size", "quantized_kv_start"}; None for its
+    # default caches.
+    kv_cache: Optional[Dict[str, int]] = None
 
     @property
     def key(self) -> str:
@@ -395,6 +399,27 @@ def _gemma2_cases() -> List[Case]:
                 sliding_window=SLIDING_WINDOW,
                 cache_implementation="hybrid",
             ),
+        ),
+        Case(
+            "gemma2",
+            "kv_q8",
+            "decoded with an 8-bit KV cache (group 32) from the start: "
+            "soft-capped attention (cap 5, bites) over quantized keys and values, GQA",
+            gemma2(head_dim=32, tie_word_embeddings=True, attn_logit_softcapping=5.0),
+            kv_cache={"kv_bits": 8, "kv_group_size": 32, "quantized_kv_start": 0},
+        ),
+        Case(
+            "gemma2",
+            "kv_q4_late",
+            "decoded with a 4-bit KV cache (group 32) switched on at offset "
+            "22, mid-decode; plain multi-head, cap 5",
+            gemma2(
+                head_dim=32,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                attn_logit_softcapping=5.0,
+            ),
+            kv_cache={"kv_bits": 4, "kv_group_size": 32, "quantized_kv_start": 22},
         ),
     ]
 

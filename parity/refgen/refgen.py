@@ -35,8 +35,8 @@ import mlx.core as mx
 import mlx_lm
 import numpy as np
 from mlx.utils import tree_flatten, tree_map_with_path, tree_unflatten
-from mlx_lm.generate import generate_step
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.generate import generate_step, maybe_quantize_kv_cache
+from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 from mlx_lm.utils import (
     _get_classes,
     load_model,
@@ -157,24 +157,79 @@ def derive_level(src: Path, level: Level, dst: Path):
     save_config(config, config_path=dst / "config.json")
 
 
-def run_level(level_dir: Path, prompt):
+class DequantizingKVCache(QuantizedKVCache):
+    """mlx-lm's QuantizedKVCache, handing attention its keys and values
+    dequantized (mx.dequantize of the very triples it stores).
+
+    Attention written out by hand in mlx-lm (gemma2's, for its soft cap)
+    cannot read a quantized cache's triples: with kv_bits its generate_step
+    fails there (expand_dims on a list). Everything else, when the cache
+    switches, what it quantizes and how, stays mlx-lm's; the scores are then
+    q @ dequantize(k)^T, what a quantized matmul on the triples computes up
+    to the order of its float operations."""
+
+    def update_and_fetch(self, keys, values):
+        k, v = super().update_and_fetch(keys, values)
+        return (
+            mx.dequantize(*k, group_size=self.group_size, bits=self.bits),
+            mx.dequantize(*v, group_size=self.group_size, bits=self.bits),
+        )
+
+
+class SwitchingKVCache(KVCache):
+    """mlx-lm's KVCache, converted by maybe_quantize_kv_cache into a
+    DequantizingKVCache of the same contents as its to_quantized makes."""
+
+    def to_quantized(self, group_size: int = 64, bits: int = 4):
+        q = super().to_quantized(group_size=group_size, bits=bits)
+        out = DequantizingKVCache(group_size=group_size, bits=bits)
+        out.keys, out.values, out.offset = q.keys, q.values, q.offset
+        return out
+
+
+def decode_cache(model, kv_cache):
+    """The caches a decode starts with: mlx-lm's make_prompt_cache, or with
+    kv_cache, SwitchingKVCaches where it makes plain KVCaches."""
+    cache = make_prompt_cache(model)
+    if kv_cache is None:
+        return cache
+    if any(type(c) is not KVCache for c in cache):
+        raise ValueError("a quantized KV cache case needs plain KVCaches on every layer")
+    return [SwitchingKVCache() for _ in cache]
+
+
+def run_level(level_dir: Path, prompt, kv_cache=None):
     """Loads a level's dir with mlx-lm and records what mlx-lm computes.
 
     Logits keep the dtype mlx-lm returns them in (float32 for the float32
     level, bfloat16 for the others), so each stored value is exactly mlx-lm's.
+    With kv_cache (the case's kv_bits, kv_group_size, quantized_kv_start) the
+    decode quantizes its KV cache as generate_step does.
     """
     model, _ = load_model(level_dir)
     tokens = mx.array(prompt, dtype=mx.int32)[None]
+    kv = kv_cache or {}
+
+    def quantize(cache):
+        maybe_quantize_kv_cache(
+            cache,
+            quantized_kv_start=kv.get("quantized_kv_start", 0),
+            kv_group_size=kv.get("kv_group_size", 64),
+            kv_bits=kv.get("kv_bits"),
+        )
 
     # Prefill: the whole prompt in one call, no cache.
     prefill = model(tokens)[0]
 
     # Greedy decode as generate_step runs it: prompt[:-1] into the cache in one
-    # call, then the last prompt token, then each picked token, one at a time.
-    cache = make_prompt_cache(model)
+    # call, then the last prompt token, then each picked token, one at a time,
+    # the cache quantized after each call once its offset reaches the start.
+    cache = decode_cache(model, kv_cache)
     model(tokens[:, :-1], cache=cache)
+    quantize(cache)
     mx.eval([c.state for c in cache])
     logits = model(tokens[:, -1:], cache=cache)[0, -1]
+    quantize(cache)
     picked, rows, logprob_rows = [], [], []
     for step in range(DECODE_STEPS):
         logprobs = logits - mx.logsumexp(logits, keepdims=True)
@@ -185,13 +240,21 @@ def run_level(level_dir: Path, prompt):
         logprob_rows.append(logprobs)
         if step + 1 < DECODE_STEPS:
             logits = model(tok.reshape(1, 1), cache=cache)[0, -1]
+            quantize(cache)
     decode = mx.stack(rows)
     mx.eval(prefill, decode)
+    if kv_cache is not None and not any(
+        isinstance(c, QuantizedKVCache) for c in cache
+    ):
+        raise RuntimeError(f"{level_dir}: the KV cache never switched to quantized")
 
     # mlx-lm's own generation loop must agree token for token.
     theirs, their_logprobs = [], []
+    extra = {}
+    if kv_cache is not None:
+        extra = dict(kv_cache, prompt_cache=decode_cache(model, kv_cache))
     for tok, lp in generate_step(
-        mx.array(prompt, dtype=mx.int32), model, max_tokens=DECODE_STEPS
+        mx.array(prompt, dtype=mx.int32), model, max_tokens=DECODE_STEPS, **extra
     ):
         theirs.append(int(tok.item()) if isinstance(tok, mx.array) else int(tok))
         their_logprobs.append(lp)
@@ -287,14 +350,16 @@ def generate(out: Path, levels_out: Path, only=None):
             "seed": case_seed(case),
             "prompt": prompt,
             "decode_calls": [PROMPT_LEN - 1] + [1] * DECODE_STEPS,
-            "levels": {},
         }
+        if case.kv_cache is not None:
+            refs["kv_cache"] = case.kv_cache
+        refs["levels"] = {}
         for level in LEVELS:
             level_dir = levels_out / case.arch / case.name / level.name
             if level_dir.exists():
                 shutil.rmtree(level_dir)
             derive_level(model_dir, level, level_dir)
-            dumps, stats = run_level(level_dir, prompt)
+            dumps, stats = run_level(level_dir, prompt, case.kv_cache)
             mx.save_safetensors(
                 str(case_dir / f"{level.name}.safetensors"),
                 dumps,

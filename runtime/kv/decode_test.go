@@ -325,7 +325,7 @@ func TestDecodeEqualsRecompute(t *testing.T) {
 					tokens[i] = int32(rng.IntN(vocab))
 				}
 				start := len(seq)
-				if tc.quant.Bits > 0 && start >= tc.quant.Start {
+				if tc.quant.Bits > 0 && start >= tc.quant.Start && start > 0 {
 					switched = true
 				}
 				for range tokens {

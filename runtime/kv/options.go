@@ -13,8 +13,9 @@ type Options struct {
 	MaxKVSize int
 	// KVBits > 0 quantizes every cache once its offset reaches
 	// QuantizedKVStart (mlx-lm's kv_bits and quantized_kv_start; its
-	// command line starts at 5000, here 0 means from the first step), in
-	// groups of KVGroupSize values along the head dim (64 when 0).
+	// command line starts at 5000, here 0), after the model call that got
+	// it there, in groups of KVGroupSize values along the head dim (64
+	// when 0).
 	KVBits, KVGroupSize, QuantizedKVStart int
 }
 
@@ -39,8 +40,11 @@ func (o Options) Check() error {
 	return o.quantization().Check()
 }
 
+// quantization is when mlx-lm's generate_step switches a cache: it checks
+// after each model call, so the first call of an empty cache runs dense
+// even from start 0, as a switch at offset 1 would have it.
 func (o Options) quantization() Quantization {
-	return Quantization{Bits: o.KVBits, GroupSize: o.KVGroupSize, Start: o.QuantizedKVStart}
+	return Quantization{Bits: o.KVBits, GroupSize: o.KVGroupSize, Start: max(o.QuantizedKVStart, 1)}
 }
 
 // Full is the cache of a full-attention layer.

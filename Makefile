@@ -88,7 +88,8 @@ rope-reference: setup
 	.deps/py/bin/python runtime/nn/testdata/rope_reference.py
 
 # The parity matrix: every arch x case x level run through the registry and
-# compared with mlx-lm; prints the table (errors, tolerance, tokens, pass/fail).
+# checked against mlx-lm (parity.Check); prints the table (prefill and
+# teacher-forced errors, tolerance, near-tie step, free-running tokens, pass/fail).
 parity: setup parity-models
 	@mkdir -p out && rm -f out/parity-table.txt
 	@$(GO) test -count=1 ./parity/ -run '^TestParity$$' -parity.table $(CURDIR)/out/parity-table.txt; \

@@ -203,8 +203,8 @@ func table(rs []result) string {
 			tie, x.FreeEqual, len(x.Steps), status, r.note)
 	}
 	fmt.Fprintf(&sb, "%d of %d pass\n", pass, len(rs))
-	fmt.Fprintf(&sb, "forced: the decode fed mlx-lm's picks, its worst step relative to that step's largest |logit|; "+
-		"tie: mlx-lm's first near-tie step (top-1 minus top-2 below tol times the step's scale; - for none); "+
-		"free: the free-running tokens equal to mlx-lm's from the first, of which every one before tie must be\n")
+	sb.WriteString("forced: the decode fed mlx-lm's picks; its worst step (at) relative to that step's largest |logit|\n" +
+		"tie:    mlx-lm's first near-tie step, its top-1 minus top-2 logit below tol times the step's scale (- for none)\n" +
+		"free:   the free-running greedy tokens equal to mlx-lm's, from the first; every step before tie must be\n")
 	return sb.String()
 }

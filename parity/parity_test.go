@@ -47,14 +47,7 @@ func TestMain(m *testing.M) {
 // decode logits within the level's tolerance, free-running greedy tokens
 // equal to mlx-lm's up to its first near-tie.
 func TestParity(t *testing.T) {
-	refsDir, models := RefsDir(), ModelsDir()
-	idx, err := LoadIndex(refsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkDerived(refsDir, models, idx); err != nil {
-		t.Fatalf("%v: run `make parity-models` (it derives each level's model dir from testdata/parity)", err)
-	}
+	refsDir, models, idx := derived(t)
 	// Every descriptor, and every alias a descriptor declares, has cases.
 	byType := map[string]int{}
 	for _, c := range idx.Cases {
@@ -102,6 +95,21 @@ func TestParity(t *testing.T) {
 			})
 		}
 	}
+}
+
+// derived loads the references' index and fails t unless out/parity holds
+// the level dirs derived from them.
+func derived(t *testing.T) (refsDir, models string, idx *Index) {
+	t.Helper()
+	refsDir, models = RefsDir(), ModelsDir()
+	idx, err := LoadIndex(refsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkDerived(refsDir, models, idx); err != nil {
+		t.Fatalf("%v: run `make parity-models` (it derives each level's model dir from testdata/parity)", err)
+	}
+	return refsDir, models, idx
 }
 
 // checkDerived reports level dirs missing from models, or derived from

@@ -26,14 +26,7 @@ import (
 // check (and so the whole check), at the sharp float32 level and at the
 // loosest levels.
 func TestPlantedBugs(t *testing.T) {
-	refsDir, models := RefsDir(), ModelsDir()
-	idx, err := LoadIndex(refsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkDerived(refsDir, models, idx); err != nil {
-		t.Fatalf("%v: run `make parity-models`", err)
-	}
+	refsDir, models, _ := derived(t)
 	bugs := []struct {
 		name  string
 		c     CaseInfo
@@ -170,14 +163,7 @@ func copyDir(t *testing.T, src, dst string) {
 // quantized KV cache test it: the same checkpoints decoded with dense
 // caches fail their float32 teacher-forced check.
 func TestKVCasesNeedTheQuantizedCache(t *testing.T) {
-	refsDir, models := RefsDir(), ModelsDir()
-	idx, err := LoadIndex(refsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkDerived(refsDir, models, idx); err != nil {
-		t.Fatalf("%v: run `make parity-models`", err)
-	}
+	refsDir, models, idx := derived(t)
 	n := 0
 	for _, c := range idx.Cases {
 		refs, err := LoadRefs(refsDir, c)

@@ -87,8 +87,8 @@ func (r *Result) Problems(vocab int) []string {
 	}
 	for i, s := range r.Steps {
 		if s.Rel() > r.Tol.Rel {
-			out = append(out, fmt.Sprintf("teacher-forced step %d: max abs error %.3g (%.3g of the step's scale %.3g) at token %d; tolerance %.3g",
-				i, s.MaxAbs, s.Rel(), s.Scale, s.At, r.Tol.Rel))
+			out = append(out, fmt.Sprintf("teacher-forced step %d: max abs error %.3g (%.3g of the step's scale %.3g) at token %d; tolerance %.3g (its pick %d, mlx-lm's %d)",
+				i, s.MaxAbs, s.Rel(), s.Scale, s.At, r.Tol.Rel, s.Pick, s.Want))
 		}
 	}
 	if r.Free != nil && !r.FreeOK() {

@@ -9,7 +9,8 @@ save_model/save_config write the float32 model dir. Each level (a dtype, and
 affine quantization or none) is then derived from that dir the way
 `mlx_lm.convert` does it (cast the floating parameters, quantize_model), saved
 as a model dir, loaded back with mlx-lm's load_model, and run: the prefill
-logits of the case's prompt, and a greedy decode with mlx-lm's prompt cache
+logits of the case's prompt, and a greedy decode with mlx-lm's prompt cache,
+quantized as generate_step's kv_bits does where the case gives a kv_cache
 (cross-checked against mlx-lm's own generate_step). The float32 model dir, the
 dumps and a refs.json per case are written under --out; the level dirs go to
 --levels (a temporary folder when not given).

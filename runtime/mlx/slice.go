@@ -69,7 +69,7 @@ func (s *SafetensorsFile) ReadSlice(name string, axis, lo, hi int) (*Array, erro
 	for _, d := range t.Shape[axis+1:] {
 		inner *= d
 	}
-	run := (hi - lo) * inner                // bytes per outer index
+	run := (hi - lo) * inner               // bytes per outer index
 	stride := int64(t.Shape[axis] * inner) // bytes between them in the file
 	buf := make([]byte, outer*run)
 	base := s.dataStart + t.Begin + int64(lo*inner)

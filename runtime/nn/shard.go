@@ -1,0 +1,204 @@
+package nn
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// ShardRole is how a linear layer is split over the processes of a group
+// in tensor parallelism, as mlx's sharded layers split it.
+type ShardRole int
+
+const (
+	// Replicated: every process holds the whole layer.
+	Replicated ShardRole = iota
+	// AllToSharded: each process holds a block of the output rows (and of
+	// the bias): a whole input in, its part of the output out.
+	AllToSharded
+	// ShardedToAll: each process holds a block of the input columns; the
+	// partial products are summed over the group (all_sum), then the whole
+	// bias is added: a part of the input in, the whole output out.
+	ShardedToAll
+)
+
+func (r ShardRole) String() string {
+	switch r {
+	case Replicated:
+		return "replicated"
+	case AllToSharded:
+		return "all-to-sharded"
+	case ShardedToAll:
+		return "sharded-to-all"
+	}
+	return fmt.Sprintf("ShardRole(%d)", int(r))
+}
+
+// ShardPlan is an architecture's tensor-parallel plan: what a model loaded
+// with a group of N processes splits. It is data only, so a generated
+// architecture states it beside its Arch:
+//
+//   - Linears maps the names the architecture passes to Weights.Linear
+//     within a scope ("self_attn.q_proj", "mlp.down_proj") to their roles;
+//     a linear not listed is replicated, and so are embeddings and norms.
+//   - Counts are config.json keys (the JSON names of the parsed config's
+//     integer fields) that N divides once the config is parsed: head
+//     counts, KV head counts, intermediate sizes. The model is then built
+//     on the divided config, so every shape it asks for is its own share.
+//
+// A sharded linear asks for its local shape: an all-to-sharded one
+// [out/N, in], a sharded-to-all one [out, in/N]; the loader reads that
+// block of the checkpoint's [out, in] tensor.
+type ShardPlan struct {
+	Linears map[string]ShardRole
+	Counts  []string
+}
+
+// ShardError is the refusal of a model that a group cannot share.
+type ShardError struct {
+	Size int
+	Msg  string
+}
+
+func (e *ShardError) Error() string {
+	return fmt.Sprintf("cannot shard over %d processes: %s", e.Size, e.Msg)
+}
+
+// sharding is whether opts ask for a model split over a group.
+func (o Options) sharding() bool { return o.Group != nil && o.Group.Size() > 1 }
+
+// divideCounts divides the plan's counts of the parsed config c (a pointer
+// to a struct with JSON-tagged fields) by the group size, or refuses the
+// config, naming every count that does not divide.
+func divideCounts(c any, plan *ShardPlan, n int) error {
+	v := reflect.ValueOf(c)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("nn: a shard plan needs the config as a struct pointer, got %T", c)
+	}
+	v = v.Elem()
+	fields := map[string]reflect.Value{}
+	for i := 0; i < v.NumField(); i++ {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			fields[name] = v.Field(i)
+		}
+	}
+	var bad []string
+	var targets []reflect.Value
+	for _, key := range plan.Counts {
+		f, ok := fields[key]
+		if !ok || f.Kind() != reflect.Int {
+			return fmt.Errorf("nn: the shard plan divides %q, which the config has no integer field for", key)
+		}
+		if f.Int()%int64(n) != 0 || f.Int() < int64(n) {
+			bad = append(bad, fmt.Sprintf("%s = %d", key, f.Int()))
+		}
+		targets = append(targets, f)
+	}
+	if len(bad) > 0 {
+		return &ShardError{Size: n, Msg: fmt.Sprintf("%s: the group size must divide each (into at least one per process)", strings.Join(bad, ", "))}
+	}
+	for _, f := range targets {
+		f.SetInt(f.Int() / int64(n))
+	}
+	return nil
+}
+
+// role is the plan's role for the linear name of scope w.
+func (w *Weights) role(name string) ShardRole {
+	l := w.l
+	if l.record || !l.opts.sharding() || l.opts.Shard == nil {
+		return Replicated
+	}
+	return l.opts.Shard.Linears[name]
+}
+
+// shardedLinear is Linear for a layer the plan splits: out and in are this
+// process's share; the checkpoint holds the whole [out*N, in] or
+// [out, in*N] matrix, of which it reads its block.
+func (w *Weights) shardedLinear(name string, out, in int, bias bool, role ShardRole) *Linear {
+	grp := w.l.opts.Group
+	n, r := grp.Size(), grp.Rank()
+	full := [2]int{out, in}
+	axis := 0
+	if role == ShardedToAll {
+		axis = 1
+	}
+	full[axis] *= n
+	l := &Linear{}
+	q := w.quantFor(name, full[1])
+	switch {
+	case q == badQuant:
+	case q != nil:
+		if full[1]%q.GroupSize != 0 {
+			w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), full[1], q.GroupSize)
+			break
+		}
+		if groups := full[1] / q.GroupSize; axis == 1 && groups%n != 0 {
+			w.badQuant(name, "%s: %v", w.local(name), &ShardError{Size: n, Msg: fmt.Sprintf(
+				"its %d input columns make %d quantization groups of %d, which do not divide evenly", full[1], groups, q.GroupSize)})
+			break
+		}
+		weight := w.block(name+".weight", []int{full[0], q.PackedDims(full[1])}, axis, n, r, true)
+		scales := w.block(name+".scales", []int{full[0], full[1] / q.GroupSize}, axis, n, r, false)
+		biases := w.block(name+".biases", []int{full[0], full[1] / q.GroupSize}, axis, n, r, false)
+		if weight != nil && scales != nil && biases != nil {
+			l.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
+		}
+	default:
+		l.Weight = w.block(name+".weight", full[:], axis, n, r, false)
+	}
+	if bias {
+		if role == AllToSharded {
+			l.Bias = w.block(name+".bias", []int{full[0]}, 0, n, r, false)
+		} else {
+			l.Bias = w.param(name+".bias", []int{out}, false)
+		}
+	}
+	if role == ShardedToAll {
+		l.Sum = grp
+	}
+	return l
+}
+
+// block is block r of n along axis of the tensor name, whose whole shape
+// is shape, made a parameter: read from its file alone when the tensor
+// comes from one, sliced from the tensor otherwise.
+func (w *Weights) block(name string, shape []int, axis, n, r int, packed bool) *mlx.Array {
+	l := w.l
+	full := w.prefix + name
+	if shape[axis]%n != 0 {
+		w.failf("%s: %v", w.local(name), &ShardError{Size: n, Msg: fmt.Sprintf("shape %v does not split on axis %d", shape, axis)})
+		l.used[full] = true
+		return nil
+	}
+	whole := w.lookup(name, shape, packed)
+	if whole == nil {
+		return nil
+	}
+	size := shape[axis] / n
+	lo, hi := r*size, (r+1)*size
+	var a *mlx.Array
+	if f, ok := l.files[full]; ok {
+		var err error
+		if a, err = f.ReadSlice(full, axis, lo, hi); err != nil {
+			w.Fail(err)
+			return nil
+		}
+	} else {
+		start, stop := make([]int, len(shape)), append([]int(nil), shape...)
+		start[axis], stop[axis] = lo, hi
+		// A copy, so that the whole tensor is not kept alive by a view.
+		a = l.g.Contiguous(l.g.Slice(whole, start, stop))
+		l.g.Keep(a)
+	}
+	if !packed {
+		if c := w.cast(a); c != a {
+			l.scratch = append(l.scratch, a) // freed by Finish, once read
+			a = c
+		}
+	}
+	return w.keep(a)
+}

@@ -78,7 +78,11 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "archrun:", err)
+		if r := groupRank(); r >= 0 {
+			fmt.Fprintf(os.Stderr, "archrun: rank %d: %v\n", r, err)
+		} else {
+			fmt.Fprintln(os.Stderr, "archrun:", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -88,6 +92,7 @@ const usageText = `usage:
   archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
   archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
   archrun convert  -gguf FILE -out DIR
+  archrun launch   [-n N | -hostfile F] -- generate|logits|greedy ...
   archrun list
 Run "go doc github.com/archgen/archgen/cmd/archrun" for the manual.
 `
@@ -131,7 +136,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		stderr = io.Discard
 	}
 	if len(args) == 0 {
-		return usagef("no command (logits, greedy, generate, convert or list)")
+		return usagef("no command (logits, greedy, generate, convert, launch or list)")
 	}
 	a := &app{stdout: stdout, stderr: stderr}
 	cmds := map[string]func([]string) error{
@@ -140,10 +145,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		"generate": a.generate,
 		"convert":  a.convert,
 		"list":     a.list,
+		"launch":   a.launch,
 	}
 	cmd, ok := cmds[args[0]]
+	if ok && launchable[args[0]] && inGroup() && groupRank() != 0 {
+		// a rank of a group other than 0 runs its shard silently
+		a.stdout, a.stderr = io.Discard, io.Discard
+	}
 	if !ok {
-		return usagef("unknown command %q (logits, greedy, generate, convert or list)", args[0])
+		return usagef("unknown command %q (logits, greedy, generate, convert, launch or list)", args[0])
 	}
 	return cmd(args[1:])
 }

@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -201,4 +203,32 @@ func (w *Weights) block(name string, shape []int, axis, n, r int, packed bool) *
 		}
 	}
 	return w.keep(a)
+}
+
+// ParseShardPlan reads a plan written as JSON:
+//
+//	{"linears": {"self_attn.q_proj": "all-to-sharded", "self_attn.o_proj": "sharded-to-all"},
+//	 "counts": ["num_attention_heads", "num_key_value_heads"]}
+//
+// The roles are spelled as mlx's shard_linear spells them ("replicated"
+// too). Errors name the key.
+func ParseShardPlan(data []byte) (*ShardPlan, error) {
+	var raw struct {
+		Linears map[string]string `json:"linears"`
+		Counts  []string          `json:"counts"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("want {\"linears\": {name: role}, \"counts\": [config key]}: %v", err)
+	}
+	p := &ShardPlan{Linears: map[string]ShardRole{}, Counts: raw.Counts}
+	for name, role := range raw.Linears {
+		r, ok := map[string]ShardRole{"replicated": Replicated, "all-to-sharded": AllToSharded, "sharded-to-all": ShardedToAll}[role]
+		if !ok {
+			return nil, fmt.Errorf("linears.%s: role %q, want all-to-sharded, sharded-to-all or replicated", name, role)
+		}
+		p.Linears[name] = r
+	}
+	return p, nil
 }

@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -61,6 +63,9 @@ const DefaultGroupTimeout = 2 * time.Minute
 // A peer that exits makes the others' evaluations fail with MLX's error; a
 // peer that stops answering (hung, or its machine cut off) makes them wait,
 // which the group bounds with its timeout (see GroupOptions.OnTimeout).
+// A process in a group of more than one ignores SIGPIPE, so that a write
+// to a dead peer's socket fails as an error instead of ending it (a write
+// to a closed standard output then fails as an error too).
 type Group struct {
 	c          C.mlxg_group
 	rank, size int
@@ -152,6 +157,12 @@ func InitGroup(opts GroupOptions) (*Group, error) {
 	g := &Group{c: r.c, backend: backend, timeout: timeout, onTimeout: opts.OnTimeout}
 	g.rank = int(C.mlxg_group_rank(r.c))
 	g.size = int(C.mlxg_group_size(r.c))
+	if g.size > 1 {
+		// The ring backend writes to sockets that a dead peer has closed;
+		// the write must fail (and the evaluation with it), not kill the
+		// process with SIGPIPE.
+		signal.Ignore(syscall.SIGPIPE)
+	}
 	return g, nil
 }
 

@@ -230,4 +230,3 @@ func inGroup() bool {
 	_, r := os.LookupEnv("MLX_RANK")
 	return h || r
 }
-

@@ -178,6 +178,24 @@ func TestLaunchErrors(t *testing.T) {
 	}
 }
 
+// TestBadShardPlan: a plan file archrun cannot read is named.
+func TestBadShardPlan(t *testing.T) {
+	dir, _ := level(t, "llama", "base", "float32")
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	for body, want := range map[string]string{
+		`{"linears": {"mlp.up_proj": "split"}}`: `-shard-plan ` + plan + `: linears.mlp.up_proj: role "split", want all-to-sharded, sharded-to-all or replicated`,
+		`{"linear": {}}`:                        `-shard-plan ` + plan + `: want {"linears": {name: role}, "counts": [config key]}: json: unknown field "linear"`,
+	} {
+		if err := os.WriteFile(plan, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := run([]string{"greedy", "-model", dir, "-tokens", "1", "-shard-plan", plan}, nil, nil)
+		if err == nil || err.Error() != want {
+			t.Errorf("plan %s: %v\nwant %s", body, err, want)
+		}
+	}
+}
+
 // TestKilledRank: a rank killed while the group decodes makes the other
 // exit at once with the ring's error, named by rank.
 func TestKilledRank(t *testing.T) {

@@ -8,6 +8,7 @@
 //	archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
 //	archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
 //	archrun convert  -gguf FILE -out DIR
+//	archrun launch   [-n N | -hostfile F] [-timeout D] -- generate|logits|greedy ...
 //	archrun list
 //
 // A model directory is a config.json and its safetensors: model.safetensors,
@@ -50,6 +51,16 @@
 // convert writes a GGUF file as a Hugging Face model directory
 // (config.json, model.safetensors, tokenizer.json, tokenizer_config.json)
 // that archrun and mlx-lm both load.
+//
+// launch runs a command over a group of processes (tensor parallelism on
+// MLX's ring backend): -n N processes on this machine over loopback, or,
+// with -hostfile (mlx.launch's hostfile), the command each host runs is
+// printed. A process whose environment has MLX_RANK and MLX_HOSTFILE set (as
+// launch and mlx.launch start them) loads its share of the model and runs
+// it with the others; only rank 0 prints. -shard-plan FILE gives the
+// tensor-parallel plan (JSON: {"linears": {name: role}, "counts": [config
+// key]}) in place of the architecture's. A peer that stops answering makes
+// the others exit after -timeout (ARCHGEN_DIST_TIMEOUT, default 2m).
 //
 // While weights load from a terminal, a progress bar shows on standard
 // error.

@@ -49,6 +49,7 @@ func (r ShardRole) String() string {
 //     integer fields) that N divides once the config is parsed: head
 //     counts, KV head counts, intermediate sizes. The model is then built
 //     on the divided config, so every shape it asks for is its own share.
+//   - Parts names the fused linears whose split axis holds equal parts.
 //
 // A sharded linear asks for its local shape: an all-to-sharded one
 // [out/N, in], a sharded-to-all one [out, in/N]; the loader reads that
@@ -56,6 +57,10 @@ func (r ShardRole) String() string {
 type ShardPlan struct {
 	Linears map[string]ShardRole
 	Counts  []string
+	// Parts are the fused linears among Linears, with the number of equal
+	// parts along the split axis (2 for a gate_up projection): each part
+	// is split on its own, as mlx's shard_linear splits its segments.
+	Parts map[string]int
 }
 
 // ShardError is the refusal of a model that a group cannot share.
@@ -129,6 +134,7 @@ func (w *Weights) shardedLinear(name string, out, in int, bias bool, role ShardR
 		axis = 1
 	}
 	full[axis] *= n
+	parts := w.l.opts.Shard.Parts[name]
 	l := &Linear{}
 	q := w.quantFor(name, full[1])
 	switch {
@@ -138,23 +144,23 @@ func (w *Weights) shardedLinear(name string, out, in int, bias bool, role ShardR
 			w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), full[1], q.GroupSize)
 			break
 		}
-		if groups := full[1] / q.GroupSize; axis == 1 && groups%n != 0 {
+		if groups := full[1] / q.GroupSize; axis == 1 && groups%(n*max(parts, 1)) != 0 {
 			w.badQuant(name, "%s: %v", w.local(name), &ShardError{Size: n, Msg: fmt.Sprintf(
 				"its %d input columns make %d quantization groups of %d, which do not divide evenly", full[1], groups, q.GroupSize)})
 			break
 		}
-		weight := w.block(name+".weight", []int{full[0], q.PackedDims(full[1])}, axis, n, r, true)
-		scales := w.block(name+".scales", []int{full[0], full[1] / q.GroupSize}, axis, n, r, false)
-		biases := w.block(name+".biases", []int{full[0], full[1] / q.GroupSize}, axis, n, r, false)
+		weight := w.block(name+".weight", []int{full[0], q.PackedDims(full[1])}, axis, n, r, parts, true)
+		scales := w.block(name+".scales", []int{full[0], full[1] / q.GroupSize}, axis, n, r, parts, false)
+		biases := w.block(name+".biases", []int{full[0], full[1] / q.GroupSize}, axis, n, r, parts, false)
 		if weight != nil && scales != nil && biases != nil {
 			l.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
 		}
 	default:
-		l.Weight = w.block(name+".weight", full[:], axis, n, r, false)
+		l.Weight = w.block(name+".weight", full[:], axis, n, r, parts, false)
 	}
 	if bias {
 		if role == AllToSharded {
-			l.Bias = w.block(name+".bias", []int{full[0]}, 0, n, r, false)
+			l.Bias = w.block(name+".bias", []int{full[0]}, 0, n, r, parts, false)
 		} else {
 			l.Bias = w.param(name+".bias", []int{out}, false)
 		}
@@ -165,14 +171,23 @@ func (w *Weights) shardedLinear(name string, out, in int, bias bool, role ShardR
 	return l
 }
 
-// block is block r of n along axis of the tensor name, whose whole shape
-// is shape, made a parameter: read from its file alone when the tensor
-// comes from one, sliced from the tensor otherwise.
-func (w *Weights) block(name string, shape []int, axis, n, r int, packed bool) *mlx.Array {
+// block is this process's share along axis of the tensor name, whose
+// whole shape is shape, made a parameter. The axis holds parts equal parts
+// (a fused projection's), each split over the n processes: the share is
+// block r of each part, in order. It is read from the tensor's file alone
+// when the tensor comes from one, sliced from the tensor otherwise.
+func (w *Weights) block(name string, shape []int, axis, n, r, parts int, packed bool) *mlx.Array {
 	l := w.l
 	full := w.prefix + name
-	if shape[axis]%n != 0 {
-		w.failf("%s: %v", w.local(name), &ShardError{Size: n, Msg: fmt.Sprintf("shape %v does not split on axis %d", shape, axis)})
+	if parts < 1 {
+		parts = 1
+	}
+	if shape[axis]%(n*parts) != 0 {
+		what := fmt.Sprintf("shape %v does not split on axis %d", shape, axis)
+		if parts > 1 {
+			what = fmt.Sprintf("shape %v does not split on axis %d into %d parts of %d blocks", shape, axis, parts, n)
+		}
+		w.failf("%s: %v", w.local(name), &ShardError{Size: n, Msg: what})
 		l.used[full] = true
 		return nil
 	}
@@ -180,20 +195,42 @@ func (w *Weights) block(name string, shape []int, axis, n, r int, packed bool) *
 	if whole == nil {
 		return nil
 	}
-	size := shape[axis] / n
-	lo, hi := r*size, (r+1)*size
-	var a *mlx.Array
-	if f, ok := l.files[full]; ok {
-		var err error
-		if a, err = f.ReadSlice(full, axis, lo, hi); err != nil {
-			w.Fail(err)
-			return nil
+	part := shape[axis] / parts
+	size := part / n
+	f, fromFile := l.files[full]
+	var pieces []*mlx.Array
+	for p := 0; p < parts; p++ {
+		lo := p*part + r*size
+		if fromFile {
+			a, err := f.ReadSlice(full, axis, lo, lo+size)
+			if err != nil {
+				w.Fail(err)
+				for _, a := range pieces {
+					a.Free()
+				}
+				return nil
+			}
+			pieces = append(pieces, a)
+			continue
 		}
-	} else {
 		start, stop := make([]int, len(shape)), append([]int(nil), shape...)
-		start[axis], stop[axis] = lo, hi
+		start[axis], stop[axis] = lo, lo+size
+		pieces = append(pieces, l.g.Slice(whole, start, stop))
+	}
+	var a *mlx.Array
+	switch {
+	case fromFile && parts == 1:
+		a = pieces[0]
+	case fromFile:
+		a = l.g.Concatenate(axis, pieces...)
+		l.g.Keep(a)
+		l.scratch = append(l.scratch, pieces...) // freed by Finish, once read
+	case parts == 1:
 		// A copy, so that the whole tensor is not kept alive by a view.
-		a = l.g.Contiguous(l.g.Slice(whole, start, stop))
+		a = l.g.Contiguous(pieces[0])
+		l.g.Keep(a)
+	default:
+		a = l.g.Concatenate(axis, pieces...)
 		l.g.Keep(a)
 	}
 	if !packed {
@@ -208,7 +245,7 @@ func (w *Weights) block(name string, shape []int, axis, n, r int, packed bool) *
 // ParseShardPlan reads a plan written as JSON:
 //
 //	{"linears": {"self_attn.q_proj": "all-to-sharded", "self_attn.o_proj": "sharded-to-all"},
-//	 "counts": ["num_attention_heads", "num_key_value_heads"]}
+//	 "counts": ["num_attention_heads", "num_key_value_heads"], "parts": {"mlp.gate_up_proj": 2}}
 //
 // The roles are spelled as mlx's shard_linear spells them ("replicated"
 // too). Errors name the key.
@@ -216,13 +253,19 @@ func ParseShardPlan(data []byte) (*ShardPlan, error) {
 	var raw struct {
 		Linears map[string]string `json:"linears"`
 		Counts  []string          `json:"counts"`
+		Parts   map[string]int    `json:"parts"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("want {\"linears\": {name: role}, \"counts\": [config key]}: %v", err)
 	}
-	p := &ShardPlan{Linears: map[string]ShardRole{}, Counts: raw.Counts}
+	p := &ShardPlan{Linears: map[string]ShardRole{}, Counts: raw.Counts, Parts: raw.Parts}
+	for name, k := range raw.Parts {
+		if _, ok := raw.Linears[name]; !ok || k < 1 {
+			return nil, fmt.Errorf("parts.%s: want a count of at least 1 for a linear that linears lists", name)
+		}
+	}
 	for name, role := range raw.Linears {
 		r, ok := map[string]ShardRole{"replicated": Replicated, "all-to-sharded": AllToSharded, "sharded-to-all": ShardedToAll}[role]
 		if !ok {

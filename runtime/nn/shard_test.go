@@ -15,9 +15,10 @@ import (
 	"github.com/archgen/archgen/runtime/nn"
 )
 
-// The stack of TestShardedStack: x [2, 3, 64] -> a -> silu -> b -> c -> d,
-// each linear [out, in] with its role, as a transformer block's pairs of
-// projections split (a, c all-to-sharded; b, d sharded-to-all).
+// The stack of TestShardedStack: x [2, 3, 64] -> a -> silu -> b -> gu ->
+// silu(gate) * up -> d, each linear [out, in] with its role, as a
+// transformer block's pairs of projections split (a, gu all-to-sharded; b,
+// d sharded-to-all); gu is a fused gate and up projection of 2 parts.
 var stackLayers = []struct {
 	name    string
 	out, in int
@@ -26,12 +27,14 @@ var stackLayers = []struct {
 }{
 	{"a", 128, 64, true, nn.AllToSharded},
 	{"b", 64, 128, true, nn.ShardedToAll},
-	{"c", 256, 64, false, nn.AllToSharded},
-	{"d", 64, 256, false, nn.ShardedToAll},
+	{"gu", 256, 64, true, nn.AllToSharded},
+	{"d", 64, 128, false, nn.ShardedToAll},
 }
 
-var stackPlan = &nn.ShardPlan{Linears: map[string]nn.ShardRole{
-	"a": nn.AllToSharded, "b": nn.ShardedToAll, "c": nn.AllToSharded, "d": nn.ShardedToAll}}
+var stackPlan = &nn.ShardPlan{
+	Linears: map[string]nn.ShardRole{"a": nn.AllToSharded, "b": nn.ShardedToAll, "gu": nn.AllToSharded, "d": nn.ShardedToAll},
+	Parts:   map[string]int{"gu": 2},
+}
 
 // writeStack writes the stack's random checkpoint, 4-bit (groups of 32)
 // when quant.
@@ -110,7 +113,8 @@ func runStack(dir string, grp *mlx.Group, inMemory bool) ([]float32, int, error)
 	h := mlx.FromSlice(g, xs, 2, 3, 64)
 	h = ls[0].Apply(g, h)
 	h = ls[1].Apply(g, g.SiLU(h))
-	h = ls[3].Apply(g, ls[2].Apply(g, h))
+	gu := g.Split(ls[2].Apply(g, h), 2, -1)
+	h = ls[3].Apply(g, g.Multiply(g.SiLU(gu[0]), gu[1]))
 	if err := g.Eval(h); err != nil {
 		return nil, 0, err
 	}
@@ -220,7 +224,7 @@ func refusals(dir string, grp *mlx.Group) []string {
 	} else {
 		w.Linear("e", 64, 96/2, false)
 		w.Drop("a.weight", "a.scales", "a.biases", "a.bias", "b.weight", "b.scales", "b.biases", "b.bias",
-			"c.weight", "c.scales", "c.biases", "d.weight", "d.scales", "d.biases")
+			"gu.weight", "gu.scales", "gu.biases", "gu.bias", "d.weight", "d.scales", "d.biases")
 		_, err = w.Finish()
 		add(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,12 +212,12 @@ func TestKilledRank(t *testing.T) {
 	dir, want := level(t, "llama", "base", "float32")
 	hostfile := disttest.Hostfile(t, 2)
 	var procs [2]*exec.Cmd
-	var stderr [2]bytes.Buffer
+	var stderr [2]lockedBuffer
 	done := make(chan int, 2)
 	for r := range procs {
 		p := exec.Command(os.Args[0], "greedy", "-model", dir, "-tokens", tokenList(want.Prompt), "-n", "1000000", "-shard-plan", llamaPlan)
 		p.Env = append(os.Environ(), "ARCHGEN_ARCHRUN_MAIN=1", fmt.Sprintf("MLX_RANK=%d", r), "MLX_HOSTFILE="+hostfile,
-			"ARCHGEN_DIST_TIMEOUT=10s")
+			"ARCHGEN_DIST_TIMEOUT=10s", "MLX_RING_VERBOSE=1")
 		p.Stderr = &stderr[r]
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
@@ -229,7 +230,15 @@ func TestKilledRank(t *testing.T) {
 			p.Process.Kill()
 		}
 	}()
-	time.Sleep(3 * time.Second) // loaded and decoding
+	// the ring is up (MLX_RING_VERBOSE says so), then the tiny model loads
+	// in milliseconds: after 2s more the group is decoding
+	for start := time.Now(); !strings.Contains(stderr[0].String(), "Rank 0 connecting to 1"); {
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("rank 0 did not join the group in 60s:\n%s", stderr[0].String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
 	if err := procs[1].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,4 +262,22 @@ func TestKilledRank(t *testing.T) {
 	if e := stderr[0].String(); !lost.MatchString(e) && !strings.Contains(e, waited) {
 		t.Errorf("rank 0's stderr:\n%s\nwant the ring's lost-peer error or the group's timeout", e)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

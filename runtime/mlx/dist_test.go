@@ -131,13 +131,13 @@ func TestKilledPeer(t *testing.T) {
 func TestStoppedPeerTimesOut(t *testing.T) {
 	zero := 0
 	res := disttest.Run(t, 2, "TestDistWorker", "stopped", disttest.Options{
-		WaitFor: &zero, Timeout: 40 * time.Second, Env: []string{"ARCHGEN_DIST_TIMEOUT=3s"}})
+		WaitFor: &zero, Timeout: 40 * time.Second, Env: []string{"ARCHGEN_DIST_TIMEOUT=5s"}})
 	r := res[0]
 	if r.ExitCode != 1 {
 		t.Fatalf("rank 0 exited with %d, want 1\nstdout:\n%s\nstderr:\n%s", r.ExitCode, r.Stdout, r.Stderr)
 	}
 	want := "rank 0 of 2 (ring): an evaluation on stream"
-	if !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "waited 3s for the group's peers") {
+	if !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "waited 5s for the group's peers") {
 		t.Errorf("rank 0's stderr:\n%s\nwant the timeout's message (%q)", r.Stderr, want)
 	}
 	if r.Value != nil {

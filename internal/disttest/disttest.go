@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -47,8 +48,12 @@ func Report(v any) {
 	fmt.Printf("%s%s\n", resultTag, b)
 }
 
-// FreePorts finds n free TCP ports on 127.0.0.1 (held together, so they
-// differ, then released for the ranks to listen on).
+// FreePorts finds n free TCP ports on 127.0.0.1, held together so they
+// differ, then released for the ranks to listen on. They are drawn at
+// random below the kernel's ephemeral range (32768 and up on Linux), so
+// that the sockets other processes open meanwhile (a parallel test's
+// connections and listeners on port 0) cannot take them before the ranks
+// do.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ls []net.Listener
@@ -57,17 +62,23 @@ func FreePorts(t testing.TB, n int) []int {
 			l.Close()
 		}
 	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("no %d free ports in [%d, %d)", n, portLo, portHi)
+		}
+		p := portLo + rand.IntN(portHi-portLo)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports = append(ports, p)
 	}
 	return ports
 }
+
+const portLo, portHi = 20000, 32000
 
 // Hostfile writes the ring backend's hostfile for n ranks on free
 // loopback ports into a temporary directory and returns its path.

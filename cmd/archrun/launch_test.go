@@ -112,7 +112,8 @@ func TestLaunchLogits(t *testing.T) {
 			mlxlm := filepath.Join(tmp, "mlxlm.npy")
 			py := filepath.Join(parity.Root(), ".deps", "py", "bin", "python")
 			res := disttest.Run(t, 2, "TestMLXLMShardWorker", "", disttest.Options{
-				Env: []string{"ARCHGEN_PY=" + py, "ARCHGEN_ARGS=" + strings.Join([]string{dir, tokens, mlxlm}, "\n")}, Timeout: 2 * time.Minute})
+				Env: []string{"ARCHGEN_PY=" + py, "ARCHGEN_ARGS=" + strings.Join([]string{dir, tokens, mlxlm}, "\n"),
+					"MLX_RING_VERBOSE=1"}, Timeout: 2 * time.Minute})
 			for _, r := range res {
 				if r.ExitCode != 0 {
 					t.Fatalf("mlx-lm rank %d: exit %d\n%s%s", r.Rank, r.ExitCode, r.Stdout, r.Stderr)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,6 +141,8 @@ func TestMLXLMShardWorker(t *testing.T) {
 	args := strings.Split(os.Getenv("ARCHGEN_ARGS"), "\n")
 	cmd := exec.Command(os.Getenv("ARCHGEN_PY"), append([]string{"testdata/mlxlm_shard.py"}, args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// killed with this rank, should the test kill it
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}

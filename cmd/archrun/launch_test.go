@@ -286,3 +286,29 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestLaunchHostfile: with mlx.launch's hostfile, launch prints each
+// host's command: the ring's hostfile written in place, then the rank's
+// environment and the command, quoted for a shell.
+func TestLaunchHostfile(t *testing.T) {
+	hosts := filepath.Join(t.TempDir(), "hosts.json")
+	os.WriteFile(hosts, []byte(`{"envs": ["OMP_NUM_THREADS=1"], "hosts": [{"ssh": "m1", "ips": ["10.0.0.1"]}, {"ssh": "m2", "ips": ["10.0.0.2"]}]}`), 0o644)
+	var out bytes.Buffer
+	if err := run([]string{"launch", "-hostfile", hosts, "-port", "4000", "--", "generate", "-model", "/m/my model", "-prompt", "it's"}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	ring := `'[["10.0.0.1:4000"],["10.0.0.2:4001"]]'`
+	want := "# 2 ranks; run each line on its host (as `ssh HOST '...'`), in the same directory\n" +
+		"# rank 0 on m1\n" +
+		"printf '%s\\n' " + ring + " > /tmp/archgen-ring.json && env OMP_NUM_THREADS=1 MLX_RANK=0 MLX_HOSTFILE=/tmp/archgen-ring.json archrun generate -model '/m/my model' -prompt 'it'\\''s'\n" +
+		"# rank 1 on m2\n" +
+		"printf '%s\\n' " + ring + " > /tmp/archgen-ring.json && env OMP_NUM_THREADS=1 MLX_RANK=1 MLX_HOSTFILE=/tmp/archgen-ring.json archrun generate -model '/m/my model' -prompt 'it'\\''s'\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+	os.WriteFile(hosts, []byte(`[{"ssh": "m1"}]`), 0o644)
+	err := run([]string{"launch", "-hostfile", hosts, "--", "greedy"}, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), `host 0 ("m1") has no ips; the ring backend connects to IP addresses`) {
+		t.Errorf("a host without ips: %v", err)
+	}
+}

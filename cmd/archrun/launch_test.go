@@ -311,4 +311,9 @@ func TestLaunchHostfile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `host 0 ("m1") has no ips; the ring backend connects to IP addresses`) {
 		t.Errorf("a host without ips: %v", err)
 	}
+	os.WriteFile(hosts, []byte(`"m1,m2"`), 0o644)
+	err = run([]string{"launch", "-hostfile", hosts, "--", "greedy"}, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), `want mlx.launch's hostfile, a JSON list of {"ssh": name, "ips": [ip]} (or {"hosts": [...]})`) {
+		t.Errorf("not a hostfile: %v", err)
+	}
 }

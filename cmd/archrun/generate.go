@@ -123,6 +123,11 @@ func (a *app) generate(args []string) error {
 			limit = fmt.Sprintf(" (limit %.3f GB)", float64(mlx.MemoryLimit())/1e9)
 		}
 		fmt.Fprintf(a.stderr, "Peak memory: %.3f GB%s\n", float64(st.PeakMemory)/1e9, limit)
+		if g := src.group; g != nil && g.Size() > 1 {
+			calls, bytes := g.AllSumStats()
+			fmt.Fprintf(a.stderr, "Shard: rank %d of %d, weights %.3f GB; all_sum: %d ops, %d bytes from each rank over %d tokens\n",
+				g.Rank(), g.Size(), float64(m.Info().Nbytes)/1e9, calls, bytes, st.PromptTokens+st.Tokens)
+		}
 	}
 	return err
 }

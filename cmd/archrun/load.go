@@ -24,6 +24,8 @@ type source struct {
 	dir, gguf, dtype string
 	memory           string
 	limit            uint64 // bytes; 0 for none
+	plan             string
+	group            *mlx.Group // the group this process runs its shard in, if any
 }
 
 func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
@@ -33,6 +35,7 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 	}
 	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, float16 or bfloat16 (default: the checkpoint's)")
 	fs.StringVar(&s.memory, "memory-limit", "", "stop with an error when the weights or MLX's active memory pass this size (8GB, 512MiB, bytes)")
+	fs.StringVar(&s.plan, "shard-plan", "", "a tensor-parallel plan (JSON) to use instead of the architecture's, in a group")
 }
 
 func (s *source) check() error {
@@ -88,6 +91,22 @@ func (s *source) options() (nn.Options, error) {
 		mlx.SetMemoryLimit(s.limit)
 		opts.MemoryLimit = s.limit
 	}
+	if s.plan != "" {
+		data, err := os.ReadFile(s.plan)
+		if err != nil {
+			return opts, err
+		}
+		if opts.Shard, err = nn.ParseShardPlan(data); err != nil {
+			return opts, fmt.Errorf("-shard-plan %s: %w", s.plan, err)
+		}
+	}
+	if inGroup() {
+		g, err := mlx.InitGroup(mlx.GroupOptions{Strict: true})
+		if err != nil {
+			return opts, err
+		}
+		s.group, opts.Group = g, g
+	}
 	if bar := newBar(); bar != nil {
 		opts.Progress = func(done, total int64) {
 			bar.ChangeMax64(total)
@@ -102,7 +121,7 @@ func (s *source) options() (nn.Options, error) {
 
 // newBar is a progress bar on standard error when that is a terminal.
 func newBar() *progressbar.ProgressBar {
-	if !term.IsTerminal(int(os.Stderr.Fd())) {
+	if !term.IsTerminal(int(os.Stderr.Fd())) || groupRank() > 0 {
 		return nil
 	}
 	return progressbar.NewOptions64(-1,

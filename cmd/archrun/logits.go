@@ -54,6 +54,9 @@ func (a *app) logits(args []string) error {
 	if err != nil {
 		return err
 	}
+	if src.group != nil && src.group.Rank() != 0 {
+		return nil // rank 0 writes the file
+	}
 	return npy.WriteFile(*out, npy.Array{Shape: logits.Shape(), Data: v})
 }
 

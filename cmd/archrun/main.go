@@ -8,6 +8,7 @@
 //	archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
 //	archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
 //	archrun convert  -gguf FILE -out DIR
+//	archrun launch   [-n N | -hostfile F] [-timeout D] -- generate|logits|greedy ...
 //	archrun list
 //
 // A model directory is a config.json and its safetensors: model.safetensors,
@@ -51,6 +52,16 @@
 // (config.json, model.safetensors, tokenizer.json, tokenizer_config.json)
 // that archrun and mlx-lm both load.
 //
+// launch runs a command over a group of processes (tensor parallelism on
+// MLX's ring backend): -n N processes on this machine over loopback, or,
+// with -hostfile (mlx.launch's hostfile), the command each host runs is
+// printed. A process whose environment has MLX_RANK and MLX_HOSTFILE set (as
+// launch and mlx.launch start them) loads its share of the model and runs
+// it with the others; only rank 0 prints. -shard-plan FILE gives the
+// tensor-parallel plan (JSON: {"linears": {name: role}, "counts": [config
+// key]}) in place of the architecture's. A peer that stops answering makes
+// the others exit after -timeout (ARCHGEN_DIST_TIMEOUT, default 2m).
+//
 // While weights load from a terminal, a progress bar shows on standard
 // error.
 package main
@@ -78,7 +89,11 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "archrun:", err)
+		if r := groupRank(); r >= 0 {
+			fmt.Fprintf(os.Stderr, "archrun: rank %d: %v\n", r, err)
+		} else {
+			fmt.Fprintln(os.Stderr, "archrun:", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -88,6 +103,7 @@ const usageText = `usage:
   archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
   archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
   archrun convert  -gguf FILE -out DIR
+  archrun launch   [-n N | -hostfile F] -- generate|logits|greedy ...
   archrun list
 Run "go doc github.com/archgen/archgen/cmd/archrun" for the manual.
 `
@@ -131,7 +147,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		stderr = io.Discard
 	}
 	if len(args) == 0 {
-		return usagef("no command (logits, greedy, generate, convert or list)")
+		return usagef("no command (logits, greedy, generate, convert, launch or list)")
 	}
 	a := &app{stdout: stdout, stderr: stderr}
 	cmds := map[string]func([]string) error{
@@ -140,10 +156,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		"generate": a.generate,
 		"convert":  a.convert,
 		"list":     a.list,
+		"launch":   a.launch,
 	}
 	cmd, ok := cmds[args[0]]
+	if ok && launchable[args[0]] && inGroup() && groupRank() != 0 {
+		// a rank of a group other than 0 runs its shard silently
+		a.stdout, a.stderr = io.Discard, io.Discard
+	}
 	if !ok {
-		return usagef("unknown command %q (logits, greedy, generate, convert or list)", args[0])
+		return usagef("unknown command %q (logits, greedy, generate, convert, launch or list)", args[0])
 	}
 	return cmd(args[1:])
 }

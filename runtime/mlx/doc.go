@@ -47,4 +47,12 @@
 // per stream with a mutex. Any goroutine may use any stream. A *Graph, like
 // a bytes.Buffer, is used by one goroutine at a time; arrays that have been
 // evaluated (weights, say) may be read by graphs on many goroutines at once.
+//
+// # Several processes
+//
+// InitGroup joins the group of processes MLX's distributed layer finds
+// (MLX_RANK and MLX_HOSTFILE, as mlx.launch sets them); AllSum, AllGather,
+// AllMax, Send and Recv are graph ops over it. Every evaluation on a stream
+// that runs them is timed: a peer that stops answering ends the process
+// with an error after the group's timeout instead of a silent wait.
 package mlx

@@ -215,7 +215,11 @@ func (s *Stream) Synchronize() error {
 func (s *Stream) lock() func() {
 	streamsMu.RLock()
 	s.mu.Lock()
+	stop := watch(s) // times evaluations that run collectives (dist.go)
 	return func() {
+		if stop != nil {
+			stop()
+		}
 		s.mu.Unlock()
 		streamsMu.RUnlock()
 	}

@@ -25,4 +25,13 @@
 // together with the tensors nobody asked for. RecordWeights runs the same
 // calls without a checkpoint and lists the tensors they ask for, which is
 // how tests write random checkpoints of any architecture.
+//
+// # Several processes
+//
+// With Options.Group (a group of mlx.InitGroup) and a ShardPlan, a process
+// loads only its share of a model: the plan's linears are split by rows
+// (all-to-sharded) or by columns with an all_sum after them
+// (sharded-to-all), each read from its file alone, and the plan's config
+// counts (heads, intermediate sizes) are divided before the model is
+// built, so generated code runs its share unchanged.
 package nn

@@ -10,10 +10,17 @@ type Linear struct {
 	Weight *mlx.Array     // [out, in], dense
 	Q      *mlx.Quantized // the quantized [out, in] matrix
 	Bias   *mlx.Array     // [out] or nil
+	// Sum, when set, is the group over which the layer's input columns are
+	// split (ShardedToAll): the partial products are summed over it before
+	// the bias is added.
+	Sum *mlx.Group
 }
 
 // Apply is the layer on x [..., in]: [..., out].
 func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	if l.Sum != nil {
+		return l.applySum(g, x)
+	}
 	if l.Q != nil {
 		y := g.QuantizedMatmul(x, *l.Q, true)
 		if l.Bias != nil {
@@ -25,6 +32,22 @@ func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		return g.Addmm(l.Bias, x, g.Transpose(l.Weight), 1, 1)
 	}
 	return g.Linear(x, l.Weight)
+}
+
+// applySum is Apply for a layer whose input columns are split over l.Sum:
+// this process's partial product, summed over the group, plus the bias.
+func (l *Linear) applySum(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	var y *mlx.Array
+	if l.Q != nil {
+		y = g.QuantizedMatmul(x, *l.Q, true)
+	} else {
+		y = g.Linear(x, l.Weight)
+	}
+	y = g.AllSum(y, l.Sum)
+	if l.Bias != nil {
+		y = g.Add(y, l.Bias)
+	}
+	return y
 }
 
 // Embedding maps token ids to rows of its table: mlx's nn.Embedding, or

@@ -59,6 +59,9 @@ type Arch struct {
 	Derived []string
 	// Ignored are config keys of published checkpoints it does not read.
 	Ignored []string
+	// Shard is its tensor-parallel plan; nil when it runs in one process
+	// only.
+	Shard *ShardPlan
 }
 
 // Catalog maps model_types to architectures: their own names, their
@@ -155,6 +158,9 @@ func (c *Catalog) Load(dir string, opts Options) (Model, error) {
 		opts.freeTensors()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	if opts.Shard == nil {
+		opts.Shard = a.Shard
+	}
 	return a.Load(dir, opts)
 }
 
@@ -213,6 +219,13 @@ func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name stri
 		return none, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	c, err := parse(data)
+	if err == nil && opts.sharding() {
+		if opts.Shard == nil {
+			err = &ShardError{Size: opts.Group.Size(), Msg: fmt.Sprintf("%s has no tensor-parallel plan", name)}
+		} else {
+			err = divideCounts(c, opts.Shard, opts.Group.Size())
+		}
+	}
 	if err != nil {
 		opts.freeTensors()
 		return none, fmt.Errorf("%s: %w", cfgPath, err)

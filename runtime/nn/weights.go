@@ -34,6 +34,12 @@ type Options struct {
 	// MemoryLimit, when set, refuses a model whose weights (in the
 	// compute dtype) take more bytes, before any is read.
 	MemoryLimit uint64
+	// Group, when it has more than one process, loads this process's
+	// share of the model by Shard (Catalog.Load takes the architecture's
+	// plan when Shard is nil): each sharded tensor's block is read from
+	// its file alone.
+	Group *mlx.Group
+	Shard *ShardPlan
 }
 
 // TensorSpec is one tensor a model asks for: its checkpoint name and its
@@ -56,18 +62,20 @@ type Weights struct {
 }
 
 type loader struct {
-	record  bool
-	tensors map[string]*mlx.Array // the checkpoint's, owned until Finish
-	used    map[string]bool
-	dropped map[string]bool
-	quant   *Quantization
-	opts    Options
-	g       *mlx.Graph   // casts and derived weights
-	scratch []*mlx.Array // casts that feed derived weights; freed by Finish
-	params  *Params
-	specs   []TensorSpec
-	errs    []error
-	scopes  map[string]string // prefix -> label, to name unexpected tensors
+	record    bool
+	tensors   map[string]*mlx.Array // the checkpoint's, owned until Finish
+	used      map[string]bool
+	dropped   map[string]bool
+	quant     *Quantization
+	opts      Options
+	g         *mlx.Graph   // casts and derived weights
+	scratch   []*mlx.Array // casts that feed derived weights; freed by Finish
+	params    *Params
+	specs     []TensorSpec
+	errs      []error
+	scopes    map[string]string               // prefix -> label, to name unexpected tensors
+	files     map[string]*mlx.SafetensorsFile // tensor -> its file, when sharding
+	openFiles []*mlx.SafetensorsFile
 }
 
 // OpenWeights opens the checkpoint in dir: model.safetensors, or the
@@ -97,7 +105,23 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 		arrays, _, err := mlx.LoadSafetensors(f, opts.Stream)
 		if err != nil {
 			l.freeTensors()
+			l.closeFiles()
 			return nil, err
+		}
+		if opts.sharding() {
+			sf, err := mlx.OpenSafetensors(f)
+			if err != nil {
+				for _, a := range arrays {
+					a.Free()
+				}
+				l.freeTensors()
+				l.closeFiles()
+				return nil, err
+			}
+			l.openFiles = append(l.openFiles, sf)
+			for name := range arrays {
+				l.files[name] = sf
+			}
 		}
 		for name, a := range arrays {
 			if prev, dup := from[name]; dup {
@@ -138,6 +162,7 @@ func newLoader(q *Quantization, opts Options) *loader {
 		g:       mlx.NewGraph(opts.Stream),
 		params:  &Params{},
 		scopes:  map[string]string{},
+		files:   map[string]*mlx.SafetensorsFile{},
 	}
 }
 
@@ -254,6 +279,17 @@ func (w *Weights) param(name string, shape []int, packed bool) *mlx.Array {
 // take is the tensor prefix+name, checked to have shape and a float dtype
 // (or uint32 when packed), cast to the compute dtype; nil when missing.
 func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
+	a := w.lookup(name, shape, packed)
+	if a == nil || packed {
+		return a
+	}
+	return w.cast(a)
+}
+
+// lookup is the tensor prefix+name, marked used and checked to have shape
+// and a float dtype (or uint32 when packed); nil, with the problem
+// recorded, when it is missing or wrong.
+func (w *Weights) lookup(name string, shape []int, packed bool) *mlx.Array {
 	l := w.l
 	full := w.prefix + name
 	a, ok := l.tensors[full]
@@ -279,10 +315,13 @@ func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
 		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
 		return nil
 	}
-	if packed {
-		return a
-	}
-	if want := l.opts.Dtype; want.IsFloat() && want != dt {
+	return a
+}
+
+// cast is a in the compute dtype, when one is set and a has another.
+func (w *Weights) cast(a *mlx.Array) *mlx.Array {
+	l := w.l
+	if want := l.opts.Dtype; want.IsFloat() && want != a.Dtype() {
 		c := l.g.AsType(a, want)
 		l.g.Keep(c)
 		l.scratch = append(l.scratch, c)
@@ -380,7 +419,13 @@ func (w *Weights) quantized(name string, rows, in int, p *QuantParams) *mlx.Quan
 
 // Linear is the layer name: weight [out, in], dense or quantized, and a
 // bias [out] when bias is set.
+//
+// When the model is loaded over a group (Options.Group) and the shard plan
+// gives name a role, out and in are this process's share (see ShardPlan).
 func (w *Weights) Linear(name string, out, in int, bias bool) *Linear {
+	if role := w.role(name); role != Replicated {
+		return w.shardedLinear(name, out, in, bias, role)
+	}
 	l := &Linear{}
 	q := w.quantFor(name, in)
 	if w.l.record {
@@ -484,6 +529,7 @@ const maxErrors = 20
 func (w *Weights) Finish() (*Params, error) {
 	l := w.l
 	defer l.g.Close()
+	defer l.closeFiles()
 	errs := l.errs
 	var extra []string
 	for name := range l.tensors {
@@ -593,6 +639,13 @@ func (l *loader) freeTensors() {
 		a.Free()
 		delete(l.tensors, name)
 	}
+}
+
+func (l *loader) closeFiles() {
+	for _, f := range l.openFiles {
+		f.Close()
+	}
+	l.openFiles, l.files = nil, nil
 }
 
 // Params owns a loaded model's arrays.

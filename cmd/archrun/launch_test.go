@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/archgen/archgen/internal/disttest"
+	"github.com/archgen/archgen/internal/npy"
+	"github.com/archgen/archgen/parity"
+)
+
+// TestMain lets this test binary run as archrun itself (for launch, which
+// starts copies of its own executable as the ranks).
+func TestMain(m *testing.M) {
+	if os.Getenv("ARCHGEN_ARCHRUN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// archrun runs this binary as archrun with args, as a real process.
+func archrun(t *testing.T, timeout time.Duration, env []string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "ARCHGEN_ARCHRUN_MAIN=1"), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return stdout.String(), stderr.String(), err
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("archrun %q: still running after %s", args, timeout)
+		return "", "", nil
+	}
+}
+
+const llamaPlan = "testdata/llama-shard.json"
+
+func readNpy(t *testing.T, path string) []float32 {
+	t.Helper()
+	a, err := npy.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := a.Data.([]float32)
+	if !ok {
+		t.Fatalf("%s holds %T, want float32", path, a.Data)
+	}
+	return v
+}
+
+// TestLaunchLogits: 2 ranks on loopback give the logits of one process and
+// mlx-lm's within the level's tolerance; at float32, those of the same
+// checkpoint sharded by mlx-lm itself too.
+func TestLaunchLogits(t *testing.T) {
+	for _, tc := range [][3]string{
+		{"llama", "base", "float32"},
+		{"qwen3", "base", "float32"},
+		{"llama", "base", "q4_g64"},
+		{"glm4", "base", "float32"}, // a fused gate_up projection
+	} {
+		t.Run(strings.Join(tc[:], "/"), func(t *testing.T) {
+			plan := llamaPlan
+			if tc[0] == "glm4" {
+				plan = "testdata/glm4-shard.json"
+			}
+			dir, want := level(t, tc[0], tc[1], tc[2])
+			tmp := t.TempDir()
+			tokens := tokenList(want.Prompt)
+			one := filepath.Join(tmp, "one.npy")
+			if err := run([]string{"logits", "-model", dir, "-tokens", tokens, "-out", one}, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			two := filepath.Join(tmp, "two.npy")
+			stdout, stderr, err := archrun(t, 2*time.Minute, nil,
+				"launch", "-n", "2", "--", "logits", "-model", dir, "-tokens", tokens, "-out", two, "-shard-plan", plan)
+			if err != nil {
+				t.Fatalf("launch: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+			}
+			tol := parity.Tolerances[tc[2]]
+			got := readNpy(t, two)
+			for name, ref := range map[string][]float32{"mlx-lm's": want.Prefill, "one process's": readNpy(t, one)} {
+				d, err := parity.Compare(got, ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("2 ranks vs %s logits: %.3g of the scale", name, d.Rel())
+				if d.Rel() > tol.Rel {
+					t.Errorf("2 ranks vs %s logits: %.3g of the scale, tolerance %.3g", name, d.Rel(), tol.Rel)
+				}
+			}
+			if tc[0] == "glm4" {
+				return // mlx-lm's glm4 has no shard
+			}
+			// mlx-lm's own sharding of the checkpoint, on the ring backend
+			mlxlm := filepath.Join(tmp, "mlxlm.npy")
+			py := filepath.Join(parity.Root(), ".deps", "py", "bin", "python")
+			res := disttest.Run(t, 2, "TestMLXLMShardWorker", "", disttest.Options{
+				Env: []string{"ARCHGEN_PY=" + py, "ARCHGEN_ARGS=" + strings.Join([]string{dir, tokens, mlxlm}, "\n"),
+					"MLX_RING_VERBOSE=1"}, Timeout: 2 * time.Minute})
+			for _, r := range res {
+				if r.ExitCode != 0 {
+					t.Fatalf("mlx-lm rank %d: exit %d\n%s%s", r.Rank, r.ExitCode, r.Stdout, r.Stderr)
+				}
+			}
+			d, err := parity.Compare(got, readNpy(t, mlxlm))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("2 ranks vs mlx-lm's 2 ranks: %.3g of the scale", d.Rel())
+			if d.Rel() > tol.Rel {
+				t.Errorf("2 ranks vs mlx-lm sharded over 2 ranks: %.3g of the scale, tolerance %.3g", d.Rel(), tol.Rel)
+			}
+		})
+	}
+}
+
+// TestMLXLMShardWorker is one rank of mlx-lm's sharded run: it runs
+// testdata/mlxlm_shard.py in the rank's environment.
+func TestMLXLMShardWorker(t *testing.T) {
+	if _, ok := disttest.Worker(); !ok {
+		return
+	}
+	args := strings.Split(os.Getenv("ARCHGEN_ARGS"), "\n")
+	cmd := exec.Command(os.Getenv("ARCHGEN_PY"), append([]string{"testdata/mlxlm_shard.py"}, args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// killed with this rank, should the test kill it
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLaunchGreedy: 2 ranks decode mlx-lm's greedy tokens, and only rank 0
+// prints them.
+func TestLaunchGreedy(t *testing.T) {
+	dir, want := level(t, "llama", "base", "float32")
+	n := fmt.Sprint(len(want.DecodeTokens))
+	stdout, stderr, err := archrun(t, 2*time.Minute, nil,
+		"launch", "-n", "2", "--", "greedy", "-model", dir, "-tokens", tokenList(want.Prompt), "-n", n, "-shard-plan", llamaPlan)
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr)
+	}
+	wantLine := strings.ReplaceAll(tokenList(want.DecodeTokens), ",", " ") + "\n"
+	if stdout != wantLine {
+		t.Errorf("2 ranks printed %q, mlx-lm's greedy tokens are %q", stdout, wantLine)
+	}
+}
+
+// TestLaunchErrors: refusals reach the user from each rank, named; a
+// group without a plan is refused.
+func TestLaunchErrors(t *testing.T) {
+	dir, _ := level(t, "llama", "base", "float32")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"launch", "-n", "2", "--", "greedy", "-model", dir, "-tokens", "1,2"},
+			// the rank that fails first is named; launch then kills the other
+			[]string{": " + dir + "/config.json: cannot shard over 2 processes: llama has no tensor-parallel plan", "archrun: rank ", "archrun: launch: rank "}},
+		{[]string{"launch", "-n", "3", "--", "greedy", "-model", dir, "-tokens", "1,2", "-shard-plan", llamaPlan},
+			[]string{"cannot shard over 3 processes: num_attention_heads = 4, num_key_value_heads = 2, intermediate_size = 128: the group size must divide each"}},
+		{[]string{"launch", "-n", "2", "--", "list"}, []string{"launch needs a command after its flags"}},
+	} {
+		_, stderr, err := archrun(t, 2*time.Minute, nil, tc.args...)
+		if err == nil {
+			t.Errorf("archrun %q: no error", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("archrun %q: stderr\n%s\nwant %q", tc.args, stderr, w)
+			}
+		}
+	}
+}
+
+// TestBadShardPlan: a plan file archrun cannot read is named.
+func TestBadShardPlan(t *testing.T) {
+	dir, _ := level(t, "llama", "base", "float32")
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	for body, want := range map[string]string{
+		`{"linears": {"mlp.up_proj": "split"}}`: `-shard-plan ` + plan + `: linears.mlp.up_proj: role "split", want all-to-sharded, sharded-to-all or replicated`,
+		`{"linear": {}}`:                        `-shard-plan ` + plan + `: want {"linears": {name: role}, "counts": [config key]}: json: unknown field "linear"`,
+		`{"linears": {}, "parts": {"x": 2}}`:    `-shard-plan ` + plan + `: parts.x: want a count of at least 1 for a linear that linears lists`,
+	} {
+		if err := os.WriteFile(plan, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := run([]string{"greedy", "-model", dir, "-tokens", "1", "-shard-plan", plan}, nil, nil)
+		if err == nil || err.Error() != want {
+			t.Errorf("plan %s: %v\nwant %s", body, err, want)
+		}
+	}
+}
+
+// TestKilledRank: a rank killed while the group decodes makes the other
+// exit at once with the ring's error, named by rank.
+func TestKilledRank(t *testing.T) {
+	dir, want := level(t, "llama", "base", "float32")
+	hostfile := disttest.Hostfile(t, 2)
+	var procs [2]*exec.Cmd
+	var stderr [2]lockedBuffer
+	done := make(chan int, 2)
+	for r := range procs {
+		p := exec.Command(os.Args[0], "greedy", "-model", dir, "-tokens", tokenList(want.Prompt), "-n", "1000000", "-shard-plan", llamaPlan)
+		p.Env = append(os.Environ(), "ARCHGEN_ARCHRUN_MAIN=1", fmt.Sprintf("MLX_RANK=%d", r), "MLX_HOSTFILE="+hostfile,
+			"ARCHGEN_DIST_TIMEOUT=10s", "MLX_RING_VERBOSE=1")
+		p.Stderr = &stderr[r]
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[r] = p
+		go func(r int) { p.Wait(); done <- r }(r)
+	}
+	defer func() {
+		for _, p := range procs {
+			p.Process.Kill()
+		}
+	}()
+	// the ring is up (MLX_RING_VERBOSE says so), then the tiny model loads
+	// in milliseconds: after 2s more the group is decoding
+	for start := time.Now(); !strings.Contains(stderr[0].String(), "Rank 0 connecting to 1"); {
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("rank 0 did not join the group in 60s:\n%s", stderr[0].String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	if err := procs[1].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+			t.Fatalf("rank 0 still running 40s after rank 1 was killed\n%s", stderr[0].String())
+		}
+	}
+	t.Logf("rank 0 ended %s after rank 1 was killed", time.Since(killed))
+	if code := procs[0].ProcessState.ExitCode(); code != 1 {
+		t.Errorf("rank 0 exited with %d (%s), want 1", code, procs[0].ProcessState)
+	}
+	// Most often the ring's error reaches the evaluation; sometimes the
+	// ring fails its pending tasks without the evaluation returning, and
+	// the group's timeout ends the wait.
+	lost := regexp.MustCompile(`archrun: rank 0: .*\[ring\] connection to a peer was lost`)
+	waited := "rank 0 of 2 (any): an evaluation on stream"
+	if e := stderr[0].String(); !lost.MatchString(e) && !strings.Contains(e, waited) {
+		t.Errorf("rank 0's stderr:\n%s\nwant the ring's lost-peer error or the group's timeout", e)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLaunchHostfile: with mlx.launch's hostfile, launch prints each
+// host's command: the ring's hostfile written in place, then the rank's
+// environment and the command, quoted for a shell.
+func TestLaunchHostfile(t *testing.T) {
+	hosts := filepath.Join(t.TempDir(), "hosts.json")
+	os.WriteFile(hosts, []byte(`{"envs": ["OMP_NUM_THREADS=1"], "hosts": [{"ssh": "m1", "ips": ["10.0.0.1"]}, {"ssh": "m2", "ips": ["10.0.0.2"]}]}`), 0o644)
+	var out bytes.Buffer
+	if err := run([]string{"launch", "-hostfile", hosts, "-port", "4000", "--", "generate", "-model", "/m/my model", "-prompt", "it's"}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	ring := `'[["10.0.0.1:4000"],["10.0.0.2:4001"]]'`
+	want := "# 2 ranks; run each line on its host (as `ssh HOST '...'`), in the same directory\n" +
+		"# rank 0 on m1\n" +
+		"printf '%s\\n' " + ring + " > /tmp/archgen-ring.json && env OMP_NUM_THREADS=1 MLX_RANK=0 MLX_HOSTFILE=/tmp/archgen-ring.json archrun generate -model '/m/my model' -prompt 'it'\\''s'\n" +
+		"# rank 1 on m2\n" +
+		"printf '%s\\n' " + ring + " > /tmp/archgen-ring.json && env OMP_NUM_THREADS=1 MLX_RANK=1 MLX_HOSTFILE=/tmp/archgen-ring.json archrun generate -model '/m/my model' -prompt 'it'\\''s'\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+	os.WriteFile(hosts, []byte(`[{"ssh": "m1"}]`), 0o644)
+	err := run([]string{"launch", "-hostfile", hosts, "--", "greedy"}, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), `host 0 ("m1") has no ips; the ring backend connects to IP addresses`) {
+		t.Errorf("a host without ips: %v", err)
+	}
+	os.WriteFile(hosts, []byte(`"m1,m2"`), 0o644)
+	err = run([]string{"launch", "-hostfile", hosts, "--", "greedy"}, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), `want mlx.launch's hostfile, a JSON list of {"ssh": name, "ips": [ip]} (or {"hosts": [...]})`) {
+		t.Errorf("not a hostfile: %v", err)
+	}
+}

@@ -55,6 +55,11 @@ type Options struct {
 	// as MLX's active memory passes it (checked after each prompt chunk and
 	// each token), before the next step is queued.
 	MemoryLimit uint64
+	// OnPrompt, when set, is told after each prompt chunk how many of the
+	// prompt's tokens have gone through the model, of how many. A
+	// cancelled context stops the prompt at the next chunk: PrefillStep
+	// bounds how long cancelling takes.
+	OnPrompt func(done, total int)
 }
 
 // ErrMemoryLimit is the error of a generation that reached
@@ -79,6 +84,13 @@ type Stats struct {
 	FirstTokenDelay time.Duration // from the start to the first token
 	PeakMemory      uint64
 	Finish          Finish
+	// PromptDone is how many of the prompt's tokens went through the model:
+	// all of them, unless the context ended during the prompt.
+	PromptDone int
+	// StopToken is the stop token that ended generation, -1 if none did.
+	// It went through the model (the caches hold it) unless generation
+	// stopped before the next step was queued.
+	StopToken int32
 }
 
 // PromptTPS is prompt tokens per second.
@@ -102,7 +114,7 @@ var ErrStopped = errors.New("generation stopped")
 // is known. onToken may return ErrStopped to end generation (Finish is then
 // FinishStop) or another error to abort with it.
 func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken func(int32) error) (Stats, error) {
-	var st Stats
+	st := Stats{StopToken: -1}
 	if opts.Vocab == 0 {
 		if in, ok := m.(interface{ Info() nn.Info }); ok {
 			opts.Vocab = in.Info().VocabSize
@@ -154,6 +166,7 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	for len(rest) > 1 {
 		if err := ctx.Err(); err != nil {
 			st.Finish = FinishCancelled
+			st.PromptTime = time.Since(start)
 			return st, err
 		}
 		n := min(opts.PrefillStep, len(rest)-1)
@@ -161,6 +174,10 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			return st, err
 		}
 		rest = rest[n:]
+		st.PromptDone = len(prompt) - len(rest)
+		if opts.OnPrompt != nil {
+			opts.OnPrompt(st.PromptDone, len(prompt))
+		}
 		if err := checkMemory(opts.MemoryLimit, "the prompt's first", len(prompt)-len(rest)); err != nil {
 			return st, err
 		}
@@ -188,12 +205,17 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			genStart = time.Now()
 			st.PromptTime = genStart.Sub(start)
 			st.FirstTokenDelay = st.PromptTime
+			st.PromptDone = len(prompt)
+			if opts.OnPrompt != nil {
+				opts.OnPrompt(len(prompt), len(prompt))
+			}
 		}
 		st.GenerateTime = time.Since(genStart)
 		id := int32(tok)
 		if stop[id] {
 			next.Free()
 			st.Finish = FinishStop
+			st.StopToken = id
 			break
 		}
 		st.Tokens++

@@ -71,6 +71,9 @@ func Resolve(path string) (Resolved, error) {
 		if errors.Is(err, fs.ErrNotExist) && repoID.MatchString(path) && !strings.HasPrefix(path, ".") {
 			return resolveRepo(path)
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return Resolved{}, fmt.Errorf("%s: no such file or directory: pass a model directory, a .gguf file or a Hugging Face repo id (ORG/NAME)", path)
+		}
 		return Resolved{}, err
 	}
 	if !st.IsDir() {

@@ -68,14 +68,15 @@ import (
 )
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	err := runIO(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	var usage usageError
 	switch {
+	case errors.Is(err, errHelp):
+		os.Exit(0)
+	case errors.Is(err, errInterrupted):
+		os.Exit(130)
 	case errors.As(err, &usage):
 		fmt.Fprintln(os.Stderr, "archrun:", err)
-		fmt.Fprint(os.Stderr, usageText)
-		os.Exit(2)
-	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "archrun:", err)
@@ -83,13 +84,21 @@ func main() {
 	}
 }
 
-const usageText = `usage:
-  archrun logits   -model DIR -tokens 1,2,3 -out FILE.npy
-  archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
-  archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
-  archrun convert  -gguf FILE -out DIR
-  archrun list
-Run "go doc github.com/archgen/archgen/cmd/archrun" for the manual.
+const usageText = `usage: archrun COMMAND [flags]
+
+commands:
+  chat      talk with a model: a REPL that keeps the KV cache across turns
+  generate  generate after one prompt, streaming the text
+  convert   write a GGUF file as a model directory
+  logits    write the prompt's logits as .npy
+  greedy    print greedy decoding's token ids
+  list      list the supported architectures
+
+A model is a directory (config.json, safetensors, tokenizer.json), a .gguf
+file, or a Hugging Face repo id or cache folder, read offline.
+
+"archrun help COMMAND" or "archrun COMMAND -h" shows a command's flags;
+"go doc github.com/archgen/archgen/cmd/archrun" is the manual.
 `
 
 // usageError is a mistake in the command line (exit status 2).
@@ -99,42 +108,90 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// app is where a command writes.
+// errHelp ends archrun with status 0 once help is printed.
+var errHelp = errors.New("help shown")
+
+// app is where a command reads and writes.
 type app struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
+	help           bool // print the command's help and stop
 }
 
-// flags is a command's flag set, printing to stderr.
-func (a *app) flags(name string) *flag.FlagSet {
+// command is one archrun command's flag set, with its synopsis and what it
+// does, for its help.
+type command struct {
+	*flag.FlagSet
+	synopsis, doc string
+}
+
+// flags is a command's flag set; its own output is silenced: parse turns
+// its errors into usage errors and prints help to stdout.
+func (a *app) flags(name, synopsis, doc string) *command {
 	fs := flag.NewFlagSet("archrun "+name, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	return fs
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &command{FlagSet: fs, synopsis: synopsis, doc: doc}
 }
 
-// parse parses args and refuses leftovers.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+// printHelp writes the command's help.
+func (c *command) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s %s\n\n%s\n\nflags:\n", c.Name(), c.synopsis, c.doc)
+	c.SetOutput(w)
+	c.PrintDefaults()
+	c.SetOutput(io.Discard)
+}
+
+// parse parses args and refuses leftovers; -h, -help, --help and a lone
+// "help" print the command's help.
+func (a *app) parse(c *command, args []string) error {
+	if a.help || (len(args) == 1 && args[0] == "help") {
+		c.printHelp(a.stdout)
+		return errHelp
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
+	if err := c.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.printHelp(a.stdout)
+			return errHelp
+		}
+		return usagef("%v (%q lists the flags)", err, c.Name()+" -h")
+	}
+	if c.NArg() > 0 {
+		return usagef("unexpected arguments %q (%q lists the flags)", c.Args(), c.Name()+" -h")
 	}
 	return nil
 }
 
-// run runs one archrun command line (without the program name).
+// run runs one archrun command line (without the program name), with no
+// standard input.
 func run(args []string, stdout, stderr io.Writer) error {
+	return runIO(args, strings.NewReader(""), stdout, stderr)
+}
+
+// runIO runs one archrun command line.
+func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if stdout == nil {
 		stdout = io.Discard
 	}
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return usagef("no command (logits, greedy, generate, convert or list)")
+		fmt.Fprint(stderr, usageText)
+		return usagef("no command (chat, generate, convert, logits, greedy or list)")
 	}
-	a := &app{stdout: stdout, stderr: stderr}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) == 1 {
+			fmt.Fprint(stdout, usageText)
+			return errHelp
+		}
+		a.help = true
+		args = args[1:]
+	}
 	cmds := map[string]func([]string) error{
+		"chat":     a.chat,
 		"logits":   a.logits,
 		"greedy":   a.greedy,
 		"generate": a.generate,
@@ -143,7 +200,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		return usagef("unknown command %q (logits, greedy, generate, convert or list)", args[0])
+		return usagef("unknown command %q (chat, generate, convert, logits, greedy or list; \"archrun -h\" for help)", args[0])
 	}
 	return cmd(args[1:])
 }
@@ -165,7 +222,7 @@ func parseTokens(s string) ([]int32, error) {
 }
 
 func (a *app) list(args []string) error {
-	if err := parse(a.flags("list"), args); err != nil {
+	if err := a.parse(a.flags("list", "", "Lists the architectures archgen runs, their support tiers and aliases."), args); err != nil {
 		return err
 	}
 	for _, arch := range registry.Archs() {

@@ -90,12 +90,12 @@ func Write(dir string, config, generation map[string]any) error {
 	}
 	byteLevel := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
 	tok := map[string]any{
-		"version":        "1.0",
-		"truncation":     nil,
-		"padding":        nil,
-		"added_tokens":   added,
-		"normalizer":     nil,
-		"pre_tokenizer":  byteLevel,
+		"version":       "1.0",
+		"truncation":    nil,
+		"padding":       nil,
+		"added_tokens":  added,
+		"normalizer":    nil,
+		"pre_tokenizer": byteLevel,
 		"post_processor": map[string]any{
 			"type":   "TemplateProcessing",
 			"single": []any{map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},

@@ -3,12 +3,57 @@
 // penalty, seeded draws that match mlx-lm's), stop tokens and stop strings,
 // a token budget, streaming callbacks and cancellation.
 //
+// Most programs want the archgen package, which loads a checkpoint with
+// its tokenizer and chat template and calls this one. Use generate
+// directly to drive a model from token ids:
+//
+//	st, err := generate.Tokens(ctx, model, prompt, generate.Options{MaxTokens: 64}, func(id int32) error {
+//		fmt.Println(id)
+//		return nil
+//	})
+//
+// or, with a detokenizer (*tokenizer.Stream), to stream text:
+//
+//	text, st, err := generate.Text(ctx, model, prompt, tok.NewStream(true), generate.TextOptions{
+//		Options:     generate.Options{StopTokens: []int32{eos}},
+//		StopStrings: []string{"\n\n"},
+//		OnText:      func(s string) error { fmt.Print(s); return nil },
+//	})
+//
+// # Options
+//
+// Sampling is greedy by default; Sampling.Temp and the filters after it
+// sample, with Sampling.Seed for reproducible draws. MaxTokens bounds the
+// tokens (default 256). StopTokens end generation without being passed on;
+// StopStrings end it where the text contains one, and OnText never receives
+// a piece that ends inside a possible stop string. Caches continue from
+// caches a previous call filled (a processed prompt, a conversation's
+// turns): generation appends to them in place, and afterwards they hold the
+// prompt, every token passed on and the stop token (Stats.StopToken), but
+// not the last token when MaxTokens ended generation.
+//
+// # Prompt, progress and cancellation
+//
+// The prompt goes through the model in chunks of PrefillStep tokens
+// (default 2048); OnPrompt is told after each how far the prompt is. The
+// context is checked between chunks and between tokens: cancelling stops
+// generation at the next one with the context's error, Stats.Finish
+// "cancelled" and Stats.PromptDone telling how much of the prompt went
+// through. A chunk itself is not interrupted, so PrefillStep bounds how
+// long cancelling takes. MemoryLimit stops generation with ErrMemoryLimit
+// at the same points.
+//
+// # The loop
+//
 // The decode loop is mlx-lm's generate_step: the prompt is processed in
 // chunks, then each step's graph is built and queued (async eval) before the
 // previous step's token is read, so building in Go overlaps evaluating in
 // MLX. Each step's graph is closed as soon as it is queued, keeping only its
 // token: the cache buffers it replaced then have no other owner, and MLX
 // writes the next step into them in place.
+//
+// One model may generate in several goroutines at once, each call with
+// caches of its own.
 package generate
 
 import (

@@ -1,45 +1,92 @@
 // Command archrun runs any architecture archgen generated on a model on
-// disk. It is how the parity matrix runs checkpoints, and how a user checks a
-// new checkpoint by hand or talks to one.
+// disk: to talk with it, to generate from a prompt, and to check a
+// checkpoint against mlx-lm (the parity matrix runs it).
 //
 // Usage:
 //
-//	archrun logits   -model DIR -tokens 1,2,3 -out FILE.npy
-//	archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
-//	archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
+//	archrun chat     -model PATH [flags]
+//	archrun generate -model PATH (-prompt TEXT | -f FILE) [flags]
 //	archrun convert  -gguf FILE -out DIR
+//	archrun logits   -model PATH -tokens 1,2,3 -out FILE.npy
+//	archrun greedy   -model PATH -tokens 1,2,3 [-n 16]
 //	archrun list
+//	archrun help [COMMAND]
 //
-// A model directory is a config.json and its safetensors: model.safetensors,
-// or shards listed by model.safetensors.index.json; float32, float16 or
-// bfloat16 weights, or mlx-community quantized ones. A -gguf file is a
-// llama.cpp checkpoint (llama, qwen2 or qwen3 architecture) read through
-// MLX's GGUF loader. A model_type archgen does not support is refused with
-// the reason, naming the real architecture behind an alias.
+// -h, -help, --help and help print the help of archrun or of a command
+// (archrun generate -h, archrun help generate), to standard output.
 //
-// logits writes the prefill logits of the tokens as float32, shape
-// [T, vocab], in numpy's .npy format. greedy prints the n tokens greedy
-// decoding with the KV cache produces, space-separated, on one line.
+// # Models
 //
-// generate prints text as it is generated, then a line with the prompt's
-// and the generation's tokens per second and the peak memory. Its flags
-// follow mlx_lm.generate's:
+// -model (or -m) takes what archgen.Load takes: a model directory (a
+// config.json and its safetensors, model.safetensors or shards listed by
+// model.safetensors.index.json, float or mlx-community quantized, with
+// tokenizer.json and tokenizer_config.json); a llama.cpp GGUF file (llama,
+// qwen2 or qwen3 architecture; -gguf FILE says the same); or a Hugging
+// Face repo id (ORG/NAME) or cache folder (models--ORG--NAME), found in
+// the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
+// ~/.cache/huggingface/hub) at the snapshot refs/main names. Nothing is
+// downloaded. A path that is none of these is refused with what to pass
+// instead: a directory without config.json is told what a model directory
+// holds; a cache folder above the models--ORG--NAME folders is told the
+// repo ids it holds; a directory without tokenizer.json is refused before
+// its weights are read. A model_type archgen does not support is refused
+// with the reason, naming the real architecture behind an alias.
 //
-//	-prompt TEXT            the prompt ("-" reads it from standard input)
+// # chat
+//
+// chat is a REPL: each line read from standard input is a user message,
+// answered with the model's chat template, the text streaming as it comes.
+// The KV cache is kept across turns, so each turn runs only the tokens the
+// cache does not hold yet; after each answer a line on standard error gives
+// the prompt tokens processed and those the cache held, with the speeds:
+//
+//	[prompt: 16 tokens processed, 49 cached, 24.9 tok/s | generation: 11 tokens, 7.5 tok/s | stop]
+//
+// Lines that start with a slash are commands:
+//
+//	/system TEXT  set the system prompt (the cache is reused up to where
+//	              the conversation changes)
+//	/reset        forget the conversation and empty the cache
+//	/save FILE    save the cache and the conversation, in mlx-lm's
+//	              prompt-cache format (safetensors)
+//	/load FILE    load what /save wrote
+//	/help, /quit  (end of input quits too)
+//
+// chat takes generate's sampling, cache and template flags.
+//
+// # generate
+//
+// generate prints text as it is generated, then the prompt's and the
+// generation's tokens per second and the peak memory. Its flags follow
+// mlx_lm.generate's, with llama-cli's short forms:
+//
+//	-prompt, -p TEXT        the prompt ("-" reads it from standard input)
+//	-f FILE                 read the prompt from FILE
 //	-system-prompt TEXT     a system message before it
 //	-chat                   require the tokenizer's chat template (it is used
 //	                        whenever the tokenizer has one)
 //	-ignore-chat-template   use the prompt as it is
-//	-max-tokens N           at most N tokens (default 256)
+//	-chat-template-config JSON
+//	                        further template variables, such as
+//	                        {"enable_thinking": false}
+//	-prompt-cache-file F    continue a prompt cache (mlx_lm.cache_prompt's,
+//	                        or chat's /save): with the chat template, the
+//	                        prompt is the part of the rendered conversation
+//	                        from the user's text on, as mlx_lm.generate
+//	                        takes it; -model defaults to the cache's model
+//	-max-tokens, -n N       at most N tokens (default 256)
 //	-temp T                 temperature; 0, the default, is greedy
 //	-top-p P, -min-p P, -min-tokens-to-keep N, -top-k K
 //	-repetition-penalty R, -repetition-context-size N
-//	-seed S                 the random seed (default 0)
+//	-seed S                 the random seed; without it each run draws a
+//	                        seed of its own, so that sampling differs from
+//	                        run to run, as in mlx-lm
 //	-stop TEXT              stop before TEXT (repeatable)
 //	-extra-eos-token TOKEN  another token that ends generation (repeatable)
 //	-max-kv-size N          keep at most N positions per layer (rotating)
 //	-kv-bits B, -kv-group-size G, -quantized-kv-start N
 //	                        quantize the KV cache from position N on
+//	-prefill-step-size N    prompt tokens processed at once (default 256)
 //	-dtype D                compute dtype (float32, float16, bfloat16);
 //	                        default: the checkpoint's
 //	-verbose=false          print only the text
@@ -47,12 +94,35 @@
 //	                        bytes) and stop once MLX holds more; also sets
 //	                        MLX's own limit, which the timing line reports
 //
+// Generation ends at a stop token: the tokenizer's eos token and every id
+// of config.json's and generation_config.json's eos_token_id (an id or a
+// list), as mlx-lm merges them (archgen.StopTokens). Every flag is checked
+// before the model loads.
+//
+// # Interrupting
+//
+// Ctrl-C (SIGINT) stops generate after the prompt chunk under way
+// (-prefill-step-size tokens), or after the token under way: archrun
+// prints the figures so far (how much of the prompt was processed) and
+// exits with status 130, without an error message. A second Ctrl-C ends it
+// at once. In chat, Ctrl-C stops the answer and returns to the prompt; at
+// the prompt, or a second time, it quits.
+//
+// While weights load, and while a prompt of more than one chunk is
+// processed, a progress line shows on standard error when it is a
+// terminal: the prompt's tokens done of all and the speed so far.
+//
+// # The others
+//
+// logits writes the prefill logits of the tokens as float32, shape
+// [T, vocab], in numpy's .npy format. greedy prints the n tokens greedy
+// decoding with the KV cache produces, space-separated, on one line.
 // convert writes a GGUF file as a Hugging Face model directory
 // (config.json, model.safetensors, tokenizer.json, tokenizer_config.json)
 // that archrun and mlx-lm both load.
 //
-// While weights load from a terminal, a progress bar shows on standard
-// error.
+// Exit status: 0 on success and after help, 1 on an error, 2 on a mistake
+// in the command line, 130 after Ctrl-C.
 package main
 
 import (

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -340,4 +341,79 @@ func TestSecondInterruptQuits(t *testing.T) {
 	assert.NotContains(t, out, "Interrupted:", "the second signal ended the process before the chunk did")
 	assert.Equal(t, 130, code, out)
 	t.Logf("exited %v after the first SIGINT", took)
+}
+
+// venv is the project's Python, with mlx-lm.
+func venv(t *testing.T, tool string) string {
+	t.Helper()
+	p, err := filepath.Abs("../../.deps/py/bin/" + tool)
+	require.NoError(t, err)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the project venv is missing (%v): run `make setup-py`", err)
+	}
+	return p
+}
+
+// TestPromptCacheFilesWithMLXLM: generate -prompt-cache-file continues a
+// cache mlx_lm.cache_prompt wrote as the whole prompt would; mlx_lm.generate
+// continues a cache archrun chat's /save wrote with the same tokens archrun
+// does; the mismatches are errors that say what to do.
+func TestPromptCacheFilesWithMLXLM(t *testing.T) {
+	dir := tiny(t, nil)
+	tmp := t.TempDir()
+	theirs := filepath.Join(tmp, "mlxlm.safetensors")
+	out, err := exec.Command(venv(t, "mlx_lm.cache_prompt"), "--model", dir, "--prompt", "abc", "--prompt-cache-file", theirs).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	gen := func(args ...string) string {
+		var stdout, stderr bytes.Buffer
+		require.NoError(t, run(append([]string{"generate", "-n", "8", "-verbose=false"}, args...), &stdout, &stderr), stderr.String())
+		return stdout.String()
+	}
+	whole := gen("-m", dir, "-p", "abcdef")
+	assert.Equal(t, whole, gen("-prompt-cache-file", theirs, "-p", "def"), "mlx-lm's cache of the prompt's start, then the rest")
+	assert.Equal(t, whole, gen("-m", dir, "-prompt-cache-file", theirs, "-p", "def"))
+
+	ours := filepath.Join(tmp, "ours.safetensors")
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, runIO([]string{"chat", "-m", dir, "-n", "6"}, strings.NewReader("hello\n/save "+ours+"\n/load "+theirs+"\n"), &stdout, &stderr))
+	assert.Contains(t, stderr.String(), theirs+" holds a prompt cache but not the conversation it came from")
+	want := gen("-prompt-cache-file", ours, "-p", "more")
+	got, err := exec.Command(venv(t, "mlx_lm.generate"), "--model", dir, "--prompt-cache-file", ours, "--prompt", "more",
+		"--max-tokens", "8", "--verbose", "False").Output()
+	require.NoError(t, err, "%s", got)
+	// mlx-lm's text shows special tokens, archrun's skips them.
+	theirText := strings.NewReplacer("<|im_start|>", "", "<|im_end|>", "", "<|endoftext|>", "", "<s>", "", "<pad>", "").Replace(string(got))
+	assert.Equal(t, strings.TrimSpace(want), strings.TrimSpace(theirText), "mlx_lm.generate on archrun's cache")
+
+	other := tiny(t, nil)
+	err = run([]string{"generate", "-m", other, "-prompt-cache-file", theirs, "-p", "x"}, nil, nil)
+	assert.EqualError(t, err, "-prompt-cache-file "+theirs+" was made with the model "+dir+", not "+other+": pass that model, or none")
+}
+
+// TestPromptAndChatErrors: the prompt's sources, and chat on a tokenizer
+// without a chat template.
+func TestPromptAndChatErrors(t *testing.T) {
+	dir := tiny(t, nil)
+	missing := filepath.Join(t.TempDir(), "absent.txt")
+	var u usageError
+	err := run([]string{"generate", "-m", dir, "-p", "x", "-f", missing}, nil, nil)
+	assert.ErrorAs(t, err, &u)
+	assert.EqualError(t, err, "-prompt and -f exclude each other")
+	err = run([]string{"generate", "-m", dir, "-f", missing}, nil, nil)
+	assert.ErrorAs(t, err, &u)
+	assert.EqualError(t, err, "-f: open "+missing+": no such file or directory")
+
+	var cfg map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	delete(cfg, "chat_template")
+	b, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), b, 0o644))
+	err = runIO([]string{"chat", "-m", dir}, strings.NewReader("hi\n"), nil, nil)
+	assert.EqualError(t, err, dir+": the tokenizer has no chat template, which archrun chat needs (archrun generate -ignore-chat-template runs plain prompts)")
+	err = run([]string{"generate", "-m", dir, "-p", "hi", "-chat"}, nil, nil)
+	assert.EqualError(t, err, "-chat: the tokenizer has no chat template")
 }

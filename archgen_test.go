@@ -320,3 +320,28 @@ func TestSessionLoadOtherModel(t *testing.T) {
 	assert.EqualError(t, err, file+": holds the caches of 2 layers, the model has 30: the file was made with another model ("+tinyDir+")")
 	assert.True(t, slices.Equal(rs.Tokens(), nil))
 }
+
+// TestSessionChatOnForeignCache: a cache mlx_lm.cache_prompt wrote lists
+// no tokens; Chat refuses it, Append continues it.
+func TestSessionChatOnForeignCache(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mlxlm.safetensors")
+	tool, err := filepath.Abs(".deps/py/bin/mlx_lm.cache_prompt")
+	require.NoError(t, err)
+	out, err := exec.Command(tool, "--model", tinyDir, "--prompt", "abc", "--prompt-cache-file", file).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := load(t, tinyDir)
+	s, err := m.NewSession(archgen.Options{}.KV)
+	require.NoError(t, err)
+	defer s.Free()
+	meta, err := s.Load(file)
+	require.NoError(t, err)
+	assert.Equal(t, tinyDir, meta["model"])
+	assert.Nil(t, s.Tokens())
+	assert.Equal(t, 10, s.Cached(), "<s>, <|im_start|> and the 8 bytes of \"user\\nabc\"")
+	_, err = s.Chat(context.Background(), []archgen.Message{{Role: "user", Content: "x"}}, archgen.Options{MaxTokens: 2}, nil)
+	assert.EqualError(t, err, "the session's cache came from a file that does not list its tokens: a chat cannot tell which of its turns the cache holds (continue it with Append)")
+	res, err := s.Append(context.Background(), []int32{'d'}, archgen.Options{MaxTokens: 2}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 10, res.CachedTokens)
+	assert.Equal(t, 1, res.Processed())
+}

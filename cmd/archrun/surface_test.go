@@ -56,8 +56,13 @@ func TestHelp(t *testing.T) {
 			assert.Contains(t, stdout.String(), "usage: archrun "+cmd+" ", "%q", args)
 		}
 	}
-	assert.Contains(t, func() string { var b bytes.Buffer; run([]string{"generate", "-h"}, &b, nil); return b.String() }(),
-		"-prompt-cache-file")
+	var help bytes.Buffer
+	require.ErrorIs(t, run([]string{"generate", "-h"}, &help, nil), errHelp)
+	assert.Contains(t, help.String(), "-prompt-cache-file")
+	err := run([]string{"generate", "-x"}, nil, nil)
+	var u usageError
+	assert.ErrorAs(t, err, &u)
+	assert.EqualError(t, err, `flag provided but not defined: -x ("archrun generate -h" lists the flags)`)
 }
 
 // TestFlagsCheckedBeforeLoading: bad sampling and template flags are usage
@@ -191,6 +196,7 @@ func TestChatREPL(t *testing.T) {
 		"/system You answer in one word.",
 		"And of Japan?",
 		"/bogus",
+		"/save",
 	}, "\n") + "\n"
 	var stdout, stderr bytes.Buffer
 	err := runIO([]string{"chat", "-m", smolLM2, "-n", "24"}, strings.NewReader(in), &stdout, &stderr)
@@ -211,7 +217,8 @@ func TestChatREPL(t *testing.T) {
 	assert.Less(t, afterSystem[1], 10, "a new system prompt changes the start: little is reused")
 	assert.Contains(t, stderr.String(), "[saved ")
 	assert.Contains(t, stderr.String(), "[loaded ")
-	assert.Contains(t, stderr.String(), "unknown command /bogus")
+	assert.Contains(t, stderr.String(), "archrun: unknown command /bogus (/help lists them)")
+	assert.Contains(t, stderr.String(), "archrun: /save needs a file name")
 	assert.Contains(t, stdout.String(), "Paris")
 }
 

@@ -424,3 +424,30 @@ func TestPromptAndChatErrors(t *testing.T) {
 	err = run([]string{"generate", "-m", dir, "-p", "hi", "-chat"}, nil, nil)
 	assert.EqualError(t, err, "-chat: the tokenizer has no chat template")
 }
+
+// TestChatTemplateConfig: -chat-template-config's variables reach the
+// template (here one that writes an empty think block when enable_thinking
+// is false: 15 more prompt tokens, one per byte).
+func TestChatTemplateConfig(t *testing.T) {
+	dir := tiny(t, nil)
+	p := filepath.Join(dir, "tokenizer_config.json")
+	var cfg map[string]any
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	cfg["chat_template"] = tinychat.Template + "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}"
+	b, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	prompt := func(extra ...string) int {
+		var stderr bytes.Buffer
+		require.NoError(t, run(append([]string{"generate", "-m", dir, "-p", "hi", "-n", "1"}, extra...), nil, &stderr))
+		m := regexp.MustCompile(`Prompt: (\d+) tokens`).FindStringSubmatch(stderr.String())
+		require.NotNil(t, m, stderr.String())
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	plain := prompt()
+	assert.Equal(t, plain+15, prompt("-chat-template-config", `{"enable_thinking": false}`))
+	assert.Equal(t, plain, prompt("-chat-template-config", `{"enable_thinking": true}`))
+}

@@ -451,3 +451,15 @@ func TestChatTemplateConfig(t *testing.T) {
 	assert.Equal(t, plain+15, prompt("-chat-template-config", `{"enable_thinking": false}`))
 	assert.Equal(t, plain, prompt("-chat-template-config", `{"enable_thinking": true}`))
 }
+
+// TestNoProgressOffTerminal: the progress line is for terminals; a prompt
+// of many chunks writes none to a pipe or file (the pseudo-terminal tests
+// above see it).
+func TestNoProgressOffTerminal(t *testing.T) {
+	dir := tiny(t, nil)
+	var stderr bytes.Buffer
+	require.NoError(t, run([]string{"generate", "-m", dir, "-p", strings.Repeat("abcd", 20), "-n", "1", "-prefill-step-size", "4"}, nil, &stderr))
+	assert.NotContains(t, stderr.String(), "prompt: ")
+	// 80 bytes, the template's 16 and its 4 special tokens.
+	assert.Contains(t, stderr.String(), "Prompt: 100 tokens")
+}

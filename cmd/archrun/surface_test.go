@@ -222,12 +222,24 @@ func TestChatREPL(t *testing.T) {
 	assert.Contains(t, stdout.String(), "Paris")
 }
 
+// binDir holds the binary buildArchrun builds; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // buildArchrun builds the real binary once.
 var buildArchrun = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "archrun-bin-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "archrun")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {

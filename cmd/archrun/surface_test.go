@@ -475,3 +475,67 @@ func TestNoProgressOffTerminal(t *testing.T) {
 	// 80 bytes, the template's 16 and its 4 special tokens.
 	assert.Contains(t, stderr.String(), "Prompt: 100 tokens")
 }
+
+// TestChatInterruptOnTerminal drives archrun chat on a pseudo-terminal:
+// Ctrl-C during an answer stops it and returns to the prompt, where the
+// conversation goes on; /quit then ends the REPL with status 0.
+func TestChatInterruptOnTerminal(t *testing.T) {
+	bin, err := buildArchrun()
+	require.NoError(t, err)
+	ptmx, tty := openPTY(t)
+	cmd := exec.Command(bin, "chat", "-m", smolLM2, "-n", "400")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	require.NoError(t, cmd.Start())
+	var term bytes.Buffer
+	var mu sync.Mutex
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			term.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// waitFor waits until the terminal shows re n times.
+	waitFor := func(re string, n int) {
+		t.Helper()
+		r := regexp.MustCompile(re)
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			mu.Lock()
+			got := len(r.FindAllIndex(term.Bytes(), -1))
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+		}
+		cmd.Process.Kill()
+		t.Fatalf("the terminal never showed %q %d times:\n%s", re, n, term.String())
+	}
+	waitFor(`>> `, 1)
+	_, err = ptmx.Write([]byte("Write a long story about a dragon.\n"))
+	require.NoError(t, err)
+	waitFor(`[Dd]ragon`, 2) // the question's echo, then the answer
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	waitFor(`\[interrupted\]`, 1)
+	waitFor(`>> `, 2)
+	_, err = ptmx.Write([]byte("What is the capital of France?\n"))
+	require.NoError(t, err)
+	waitFor(`\[prompt: \d+ tokens processed, \d+ cached`, 2)
+	_, err = ptmx.Write([]byte("/quit\n"))
+	require.NoError(t, err)
+	require.NoError(t, cmd.Wait())
+	mu.Lock()
+	out := term.String()
+	mu.Unlock()
+	m := regexp.MustCompile(`\[prompt: \d+ tokens processed, (\d+) cached.*generation: (\d+) tokens.*\| (\w+)\]`).FindAllStringSubmatch(out, -1)
+	require.Len(t, m, 2, out)
+	assert.Equal(t, "cancelled", m[0][3], "the first answer was interrupted")
+	gen, _ := strconv.Atoi(m[0][2])
+	assert.Less(t, gen, 400)
+	cached, _ := strconv.Atoi(m[1][1])
+	assert.Greater(t, cached, 0, "the second turn reuses the interrupted first")
+}

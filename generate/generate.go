@@ -3,12 +3,57 @@
 // penalty, seeded draws that match mlx-lm's), stop tokens and stop strings,
 // a token budget, streaming callbacks and cancellation.
 //
+// Most programs want the archgen package, which loads a checkpoint with
+// its tokenizer and chat template and calls this one. Use generate
+// directly to drive a model from token ids:
+//
+//	st, err := generate.Tokens(ctx, model, prompt, generate.Options{MaxTokens: 64}, func(id int32) error {
+//		fmt.Println(id)
+//		return nil
+//	})
+//
+// or, with a detokenizer (*tokenizer.Stream), to stream text:
+//
+//	text, st, err := generate.Text(ctx, model, prompt, tok.NewStream(true), generate.TextOptions{
+//		Options:     generate.Options{StopTokens: []int32{eos}},
+//		StopStrings: []string{"\n\n"},
+//		OnText:      func(s string) error { fmt.Print(s); return nil },
+//	})
+//
+// # Options
+//
+// Sampling is greedy by default; Sampling.Temp and the filters after it
+// sample, with Sampling.Seed for reproducible draws. MaxTokens bounds the
+// tokens (default 256). StopTokens end generation without being passed on;
+// StopStrings end it where the text contains one, and OnText never receives
+// a piece that ends inside a possible stop string. Caches continue from
+// caches a previous call filled (a processed prompt, a conversation's
+// turns): generation appends to them in place, and afterwards they hold the
+// prompt, every token passed on and the stop token (Stats.StopToken), but
+// not the last token when MaxTokens ended generation.
+//
+// # Prompt, progress and cancellation
+//
+// The prompt goes through the model in chunks of PrefillStep tokens
+// (default 2048); OnPrompt is told after each how far the prompt is. The
+// context is checked between chunks and between tokens: cancelling stops
+// generation at the next one with the context's error, Stats.Finish
+// "cancelled" and Stats.PromptDone telling how much of the prompt went
+// through. A chunk itself is not interrupted, so PrefillStep bounds how
+// long cancelling takes. MemoryLimit stops generation with ErrMemoryLimit
+// at the same points.
+//
+// # The loop
+//
 // The decode loop is mlx-lm's generate_step: the prompt is processed in
 // chunks, then each step's graph is built and queued (async eval) before the
 // previous step's token is read, so building in Go overlaps evaluating in
 // MLX. Each step's graph is closed as soon as it is queued, keeping only its
 // token: the cache buffers it replaced then have no other owner, and MLX
 // writes the next step into them in place.
+//
+// One model may generate in several goroutines at once, each call with
+// caches of its own.
 package generate
 
 import (
@@ -55,6 +100,11 @@ type Options struct {
 	// as MLX's active memory passes it (checked after each prompt chunk and
 	// each token), before the next step is queued.
 	MemoryLimit uint64
+	// OnPrompt, when set, is told after each prompt chunk how many of the
+	// prompt's tokens have gone through the model, of how many. A
+	// cancelled context stops the prompt at the next chunk: PrefillStep
+	// bounds how long cancelling takes.
+	OnPrompt func(done, total int)
 }
 
 // ErrMemoryLimit is the error of a generation that reached
@@ -79,6 +129,13 @@ type Stats struct {
 	FirstTokenDelay time.Duration // from the start to the first token
 	PeakMemory      uint64
 	Finish          Finish
+	// PromptDone is how many of the prompt's tokens went through the model:
+	// all of them, unless the context ended during the prompt.
+	PromptDone int
+	// StopToken is the stop token that ended generation, -1 if none did.
+	// It went through the model (the caches hold it) unless generation
+	// stopped before the next step was queued.
+	StopToken int32
 }
 
 // PromptTPS is prompt tokens per second.
@@ -102,7 +159,7 @@ var ErrStopped = errors.New("generation stopped")
 // is known. onToken may return ErrStopped to end generation (Finish is then
 // FinishStop) or another error to abort with it.
 func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken func(int32) error) (Stats, error) {
-	var st Stats
+	st := Stats{StopToken: -1}
 	if opts.Vocab == 0 {
 		if in, ok := m.(interface{ Info() nn.Info }); ok {
 			opts.Vocab = in.Info().VocabSize
@@ -154,6 +211,7 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	for len(rest) > 1 {
 		if err := ctx.Err(); err != nil {
 			st.Finish = FinishCancelled
+			st.PromptTime = time.Since(start)
 			return st, err
 		}
 		n := min(opts.PrefillStep, len(rest)-1)
@@ -161,6 +219,10 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			return st, err
 		}
 		rest = rest[n:]
+		st.PromptDone = len(prompt) - len(rest)
+		if opts.OnPrompt != nil {
+			opts.OnPrompt(st.PromptDone, len(prompt))
+		}
 		if err := checkMemory(opts.MemoryLimit, "the prompt's first", len(prompt)-len(rest)); err != nil {
 			return st, err
 		}
@@ -188,12 +250,17 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			genStart = time.Now()
 			st.PromptTime = genStart.Sub(start)
 			st.FirstTokenDelay = st.PromptTime
+			st.PromptDone = len(prompt)
+			if opts.OnPrompt != nil {
+				opts.OnPrompt(len(prompt), len(prompt))
+			}
 		}
 		st.GenerateTime = time.Since(genStart)
 		id := int32(tok)
 		if stop[id] {
 			next.Free()
 			st.Finish = FinishStop
+			st.StopToken = id
 			break
 		}
 		st.Tokens++

@@ -7,10 +7,10 @@ import (
 )
 
 func (a *app) convert(args []string) error {
-	fs := a.flags("convert")
+	fs := a.flags("convert", "-gguf FILE -out DIR", "Writes a GGUF file as a Hugging Face model directory (config.json, model.safetensors, tokenizer.json, tokenizer_config.json) that archrun and mlx-lm both load.")
 	in := fs.String("gguf", "", "the GGUF file to convert")
 	out := fs.String("out", "", "the model directory to write")
-	if err := parse(fs, args); err != nil {
+	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	if *in == "" || *out == "" {

@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
+	"time"
 
+	"golang.org/x/term"
+
+	"github.com/archgen/archgen"
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
-	"github.com/archgen/archgen/tokenizer"
-	"github.com/archgen/archgen/tokenizer/chat"
 )
 
 // strs is a repeatable string flag.
@@ -22,42 +27,139 @@ type strs []string
 func (s *strs) String() string     { return strings.Join(*s, ",") }
 func (s *strs) Set(v string) error { *s = append(*s, v); return nil }
 
-func (a *app) generate(args []string) error {
-	fs := a.flags("generate")
-	var src source
-	src.flags(fs, true)
-	prompt := fs.String("prompt", "", `the prompt ("-" reads standard input)`)
-	system := fs.String("system-prompt", "", "a system message before the prompt")
-	useChat := fs.Bool("chat", false, "require the tokenizer's chat template")
-	ignoreChat := fs.Bool("ignore-chat-template", false, "use the prompt as it is")
-	maxTokens := fs.Int("max-tokens", 256, "tokens to generate at most")
-	verbose := fs.Bool("verbose", true, "print the timing line after the text")
-	var s generate.Sampling
-	fs.Float64Var(&s.Temp, "temp", 0, "sampling temperature (0: greedy)")
-	fs.Float64Var(&s.TopP, "top-p", 0, "nucleus sampling mass (used in (0, 1))")
-	fs.Float64Var(&s.MinP, "min-p", 0, "min-p sampling (used when > 0)")
-	fs.IntVar(&s.MinTokensToKeep, "min-tokens-to-keep", 1, "tokens min-p keeps at least")
-	fs.IntVar(&s.TopK, "top-k", 0, "top-k sampling (used when > 0)")
-	fs.Float64Var(&s.RepetitionPenalty, "repetition-penalty", 0, "penalty for repeated tokens (0 or 1: off)")
-	fs.IntVar(&s.RepetitionContext, "repetition-context-size", 20, "tokens the penalty looks back over")
-	fs.Uint64Var(&s.Seed, "seed", 0, "random seed")
-	var stops, extraEOS strs
-	fs.Var(&stops, "stop", "stop before this text (repeatable)")
-	fs.Var(&extraEOS, "extra-eos-token", "another token that ends generation (repeatable)")
-	var ko kv.Options
-	fs.IntVar(&ko.MaxKVSize, "max-kv-size", 0, "positions each layer keeps at most (0: all)")
-	fs.IntVar(&ko.KVBits, "kv-bits", 0, "quantize the KV cache to these bits (0: off)")
-	fs.IntVar(&ko.KVGroupSize, "kv-group-size", 0, "KV quantization group size (default 64)")
-	fs.IntVar(&ko.QuantizedKVStart, "quantized-kv-start", 0, "position from which the KV cache is quantized")
-	if err := parse(fs, args); err != nil {
+// genFlags are the flags generate and chat share.
+type genFlags struct {
+	src            source
+	system         string
+	maxTokens      int
+	verbose        bool
+	s              generate.Sampling
+	seed           uint64
+	stops          strs
+	extraEOS       strs
+	ko             kv.Options
+	templateConfig string
+	vars           map[string]any
+	prefillStep    int
+	set            map[string]bool // the flags the command line gave
+}
+
+func (f *genFlags) define(fs *flag.FlagSet) {
+	f.src.flags(fs, true)
+	fs.StringVar(&f.system, "system-prompt", "", "a system message before the prompt")
+	fs.IntVar(&f.maxTokens, "max-tokens", 256, "tokens to generate at most")
+	fs.IntVar(&f.maxTokens, "n", 256, "short for -max-tokens")
+	fs.BoolVar(&f.verbose, "verbose", true, "print the timing lines after the text")
+	fs.Float64Var(&f.s.Temp, "temp", 0, "sampling temperature (0: greedy)")
+	fs.Float64Var(&f.s.TopP, "top-p", 0, "nucleus sampling mass (used in (0, 1))")
+	fs.Float64Var(&f.s.MinP, "min-p", 0, "min-p sampling (used when > 0)")
+	fs.IntVar(&f.s.MinTokensToKeep, "min-tokens-to-keep", 1, "tokens min-p keeps at least")
+	fs.IntVar(&f.s.TopK, "top-k", 0, "top-k sampling (used when > 0)")
+	fs.Float64Var(&f.s.RepetitionPenalty, "repetition-penalty", 0, "penalty for repeated tokens (0 or 1: off)")
+	fs.IntVar(&f.s.RepetitionContext, "repetition-context-size", 20, "tokens the penalty looks back over")
+	fs.Uint64Var(&f.seed, "seed", 0, "random seed (default: a random one, so that each run samples anew)")
+	fs.Var(&f.stops, "stop", "stop before this text (repeatable)")
+	fs.Var(&f.extraEOS, "extra-eos-token", "another token that ends generation (repeatable)")
+	fs.IntVar(&f.ko.MaxKVSize, "max-kv-size", 0, "positions each layer keeps at most (0: all)")
+	fs.IntVar(&f.ko.KVBits, "kv-bits", 0, "quantize the KV cache to these bits (0: off)")
+	fs.IntVar(&f.ko.KVGroupSize, "kv-group-size", 0, "KV quantization group size (default 64)")
+	fs.IntVar(&f.ko.QuantizedKVStart, "quantized-kv-start", 0, "position from which the KV cache is quantized")
+	fs.StringVar(&f.templateConfig, "chat-template-config", "", `JSON object of further chat template variables, e.g. {"enable_thinking": false}`)
+	fs.IntVar(&f.prefillStep, "prefill-step-size", 256, "prompt tokens processed at once (Ctrl-C stops after the chunk under way)")
+}
+
+// check validates the flags, before anything loads.
+func (f *genFlags) check(fs *flag.FlagSet) error {
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if err := f.src.check(); err != nil {
 		return err
 	}
-	if err := src.check(); err != nil {
+	if f.maxTokens < 1 {
+		return usagef("-max-tokens %d: want at least 1", f.maxTokens)
+	}
+	if f.prefillStep < 1 {
+		return usagef("-prefill-step-size %d: want at least 1", f.prefillStep)
+	}
+	if err := f.s.Check(0); err != nil {
+		return usageError{err.Error()}
+	}
+	if err := f.ko.Check(); err != nil {
+		return usageError{err.Error()}
+	}
+	if f.templateConfig != "" {
+		if err := json.Unmarshal([]byte(f.templateConfig), &f.vars); err != nil || f.vars == nil {
+			return usagef("-chat-template-config %q: want a JSON object, such as {\"enable_thinking\": false}", f.templateConfig)
+		}
+	}
+	// mlx-lm seeds only when asked: each unseeded run samples anew.
+	f.s.Seed = f.seed
+	if !f.set["seed"] {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		f.s.Seed = binary.LittleEndian.Uint64(b[:])
+	}
+	return nil
+}
+
+// options are the generation options, once the model is loaded.
+func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
+	if f.s.TopK > 0 {
+		if err := f.s.Check(m.Net.Info().VocabSize); err != nil {
+			return archgen.Options{}, usageError{err.Error()}
+		}
+	}
+	o := archgen.Options{
+		Sampling: f.s, MaxTokens: f.maxTokens, StopStrings: f.stops, TemplateVars: f.vars,
+		KV: f.ko, PrefillStep: f.prefillStep, MemoryLimit: f.src.limit,
+	}
+	for _, t := range f.extraEOS {
+		id, ok := m.Tokenizer.TokenToID(t)
+		if !ok {
+			return o, fmt.Errorf("-extra-eos-token %q is not a token of the tokenizer", t)
+		}
+		o.ExtraStopTokens = append(o.ExtraStopTokens, id)
+	}
+	return o, nil
+}
+
+func (a *app) generate(args []string) error {
+	fs := a.flags("generate", "(-model PATH | -gguf FILE) (-prompt TEXT | -f FILE) [flags]",
+		"Generates after a prompt, with the model's chat template unless told otherwise, and prints the text as it comes.")
+	var f genFlags
+	f.define(fs.FlagSet)
+	prompt := fs.String("prompt", "", `the prompt ("-" reads standard input)`)
+	fs.StringVar(prompt, "p", "", "short for -prompt")
+	file := fs.String("f", "", "read the prompt from this file")
+	useChat := fs.Bool("chat", false, "require the tokenizer's chat template")
+	ignoreChat := fs.Bool("ignore-chat-template", false, "use the prompt as it is")
+	cacheFile := fs.String("prompt-cache-file", "", "a prompt cache (mlx_lm.cache_prompt's, or archrun chat's /save) the prompt continues")
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if *cacheFile != "" && f.src.path() == "" {
+		// As mlx_lm.generate: the model that made the cache.
+		meta, err := kv.ReadMetadata(*cacheFile)
+		if err != nil {
+			return err
+		}
+		f.src.dir = meta["model"]
+	}
+	if err := f.check(fs.FlagSet); err != nil {
 		return err
 	}
 	text := strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(*prompt)
-	if text == "-" {
-		b, err := io.ReadAll(os.Stdin)
+	switch {
+	case *file != "" && *prompt != "":
+		return usagef("-prompt and -f exclude each other")
+	case *file != "":
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return usagef("-f: %v", err)
+		}
+		text = string(b)
+	case text == "-":
+		b, err := io.ReadAll(a.stdin)
 		if err != nil {
 			return err
 		}
@@ -69,111 +171,158 @@ func (a *app) generate(args []string) error {
 	if *useChat && *ignoreChat {
 		return usagef("-chat and -ignore-chat-template exclude each other")
 	}
-	if *maxTokens < 1 {
-		return usagef("-max-tokens %d: want at least 1", *maxTokens)
+	if *cacheFile != "" {
+		meta, err := kv.ReadMetadata(*cacheFile)
+		if err != nil {
+			return err
+		}
+		if m := meta["model"]; m != "" && m != f.src.path() {
+			return fmt.Errorf("-prompt-cache-file %s was made with the model %s, not %s: pass that model, or none", *cacheFile, m, f.src.path())
+		}
 	}
-	if err := ko.Check(); err != nil {
-		return usageError{err.Error()}
-	}
-	m, tok, err := src.load(true)
+
+	intr := newInterrupts()
+	defer intr.stop()
+	ctx, done := intr.turn()
+	defer done()
+	m, err := f.src.load(ctx, true)
 	if err != nil {
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
 		return err
 	}
 	defer m.Free()
-	ids, err := promptTokens(tok, text, *system, *useChat, *ignoreChat)
+	opts, err := f.options(m)
 	if err != nil {
 		return err
 	}
-	caches, err := m.NewCachesWith(ko)
+	if *useChat && m.Template == nil {
+		return errors.New("-chat: the tokenizer has no chat template")
+	}
+	useTemplate := m.Template != nil && !*ignoreChat
+	sess, err := m.NewSession(f.ko)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, c := range caches {
-			c.Free()
+	defer sess.Free()
+	var msgs []archgen.Message
+	if f.system != "" {
+		msgs = append(msgs, archgen.Message{Role: "system", Content: f.system})
+	}
+	msgs = append(msgs, archgen.Message{Role: "user", Content: text})
+	run := func(opts archgen.Options, onText func(string) error) (archgen.Result, error) {
+		switch {
+		case *cacheFile != "":
+			if _, err := sess.Load(*cacheFile); err != nil {
+				return archgen.Result{}, err
+			}
+			ids, err := suffixTokens(m, msgs, text, useTemplate, f.vars)
+			if err != nil {
+				return archgen.Result{}, err
+			}
+			return sess.Append(ctx, ids, opts, onText)
+		case useTemplate:
+			return sess.Chat(ctx, msgs, opts, onText)
 		}
-	}()
-	eos, err := stopTokens(tok, extraEOS)
-	if err != nil {
-		return err
+		return sess.Generate(ctx, text, opts, onText)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	opts := generate.TextOptions{
-		Options: generate.Options{
-			Sampling: s, MaxTokens: *maxTokens, StopTokens: eos, Caches: caches, Vocab: m.Info().VocabSize,
-			MemoryLimit: src.limit,
-		},
-		StopStrings: stops,
-		OnText: func(s string) error {
-			_, err := io.WriteString(a.stdout, s)
-			return err
-		},
-	}
-	_, st, err := generate.Text(ctx, m, ids, tok.NewStream(true), opts)
-	fmt.Fprintln(a.stdout)
+	res, err := a.turn(opts, run)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	if *verbose {
-		fmt.Fprintf(a.stderr, "Prompt: %d tokens, %.3f tokens-per-sec\n", st.PromptTokens, st.PromptTPS())
-		fmt.Fprintf(a.stderr, "Generation: %d tokens, %.3f tokens-per-sec\n", st.Tokens, st.GenerateTPS())
-		limit := ""
-		if src.limit > 0 {
-			limit = fmt.Sprintf(" (limit %.3f GB)", float64(mlx.MemoryLimit())/1e9)
-		}
-		fmt.Fprintf(a.stderr, "Peak memory: %.3f GB%s\n", float64(st.PeakMemory)/1e9, limit)
-		if g := src.group; g != nil && g.Size() > 1 {
+	if f.verbose {
+		a.figures(res, f.src.limit)
+		if g := f.src.group; g != nil && g.Size() > 1 {
 			calls, bytes := g.AllSumStats()
 			fmt.Fprintf(a.stderr, "Shard: rank %d of %d, weights %.3f GB; all_sum: %d ops, %d bytes from each rank over %d tokens\n",
-				g.Rank(), g.Size(), float64(m.Info().Nbytes)/1e9, calls, bytes, st.PromptTokens+st.Tokens)
+				g.Rank(), g.Size(), float64(m.Net.Info().Nbytes)/1e9, calls, bytes, res.Stats.PromptTokens+res.Stats.Tokens)
 		}
 	}
-	return err
+	if err != nil {
+		return errInterrupted
+	}
+	return nil
 }
 
-// promptTokens renders and encodes the prompt as mlx_lm.generate does: with
-// the chat template when the tokenizer has one (and it is not ignored),
-// adding no special tokens beyond the template's; as plain text otherwise.
-func promptTokens(tok *tokenizer.Pretrained, text, system string, require, ignore bool) ([]int32, error) {
-	tmpl := tok.Config.ChatTemplate
-	if require && tmpl == "" {
-		return nil, errors.New("-chat: the tokenizer has no chat template")
+// turn runs one generation, printing its text to stdout and, on a
+// terminal, a progress line for long prompts to stderr.
+func (a *app) turn(opts archgen.Options, run func(archgen.Options, func(string) error) (archgen.Result, error)) (archgen.Result, error) {
+	if a.terminal() {
+		start := time.Now()
+		shown := false
+		opts.OnPrompt = func(done, total int) {
+			if done == total && !shown {
+				return
+			}
+			shown = true
+			rate := float64(done) / time.Since(start).Seconds()
+			fmt.Fprintf(a.stderr, "\r\033[Kprompt: %d/%d tokens, %.1f tok/s", done, total, rate)
+			if done == total {
+				fmt.Fprint(a.stderr, "\r\033[K")
+			}
+		}
 	}
-	if tmpl == "" || ignore {
-		return tok.Encode(text, true), nil
-	}
-	t, err := chat.Compile(tmpl)
-	if err != nil {
-		return nil, fmt.Errorf("chat template: %w", err)
-	}
-	var msgs []chat.Message
-	if system != "" {
-		msgs = append(msgs, chat.Message{Role: "system", Content: system})
-	}
-	msgs = append(msgs, chat.Message{Role: "user", Content: text})
-	rendered, err := t.Render(msgs, chat.Options{
-		AddGenerationPrompt: true, BOSToken: tok.Config.BOSToken, EOSToken: tok.Config.EOSToken,
+	res, err := run(opts, func(s string) error {
+		_, err := io.WriteString(a.stdout, s)
+		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("chat template: %w", err)
-	}
-	return tok.Encode(rendered, false), nil
+	fmt.Fprintln(a.stdout)
+	return res, err
 }
 
-// stopTokens are the ids that end generation: the tokenizer's eos and the
-// extra ones named.
-func stopTokens(tok *tokenizer.Pretrained, extra []string) ([]int32, error) {
-	var ids []int32
-	if tok.EOS >= 0 {
-		ids = append(ids, tok.EOS)
+// terminal tells whether stderr is a terminal (progress lines go there).
+func (a *app) terminal() bool {
+	f, ok := a.stderr.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// figures prints the timing lines of a generation, as mlx_lm.generate
+// does; an interrupted prompt says how far it got.
+func (a *app) figures(res archgen.Result, limit uint64) {
+	st := res.Stats
+	if st.PromptDone < res.Processed() {
+		fmt.Fprintf(a.stderr, "Interrupted: prompt %d of %d tokens processed\n", st.PromptDone, res.Processed())
+		fmt.Fprintf(a.stderr, "Prompt: %d tokens, %.3f tokens-per-sec\n", st.PromptDone, rateOf(st.PromptDone, st.PromptTime))
+	} else {
+		fmt.Fprintf(a.stderr, "Prompt: %d tokens, %.3f tokens-per-sec\n", st.PromptTokens, st.PromptTPS())
 	}
-	for _, t := range extra {
-		id, ok := tok.TokenToID(t)
-		if !ok {
-			return nil, fmt.Errorf("-extra-eos-token %q is not a token of the tokenizer", t)
-		}
-		ids = append(ids, id)
+	fmt.Fprintf(a.stderr, "Generation: %d tokens, %.3f tokens-per-sec\n", st.Tokens, st.GenerateTPS())
+	lim := ""
+	if limit > 0 {
+		lim = fmt.Sprintf(" (limit %.3f GB)", float64(mlx.MemoryLimit())/1e9)
 	}
-	return ids, nil
+	fmt.Fprintf(a.stderr, "Peak memory: %.3f GB%s\n", float64(st.PeakMemory)/1e9, lim)
+}
+
+func rateOf(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// suffixTokens are the tokens a prompt adds after a cached prompt, as
+// mlx_lm.generate finds them: with the chat template, the rendered
+// conversation from where the user's text starts (the cached prefix being
+// the template's opening); without, the prompt encoded as it is.
+func suffixTokens(m *archgen.Model, msgs []archgen.Message, text string, useTemplate bool, vars map[string]any) ([]int32, error) {
+	if !useTemplate {
+		return m.Tokenizer.Encode(text, true), nil
+	}
+	full, err := m.RenderChat(msgs, vars)
+	if err != nil {
+		return nil, err
+	}
+	probe := append([]archgen.Message(nil), msgs...)
+	probe[len(probe)-1].Content = "<query>"
+	test, err := m.RenderChat(probe, vars)
+	if err != nil {
+		return nil, err
+	}
+	i := strings.Index(test, "<query>")
+	if i < 0 || i > len(full) {
+		return nil, errors.New("-prompt-cache-file: the chat template does not show the prompt's text")
+	}
+	return m.Tokenizer.Encode(full[i:], false), nil
 }

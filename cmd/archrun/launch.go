@@ -24,12 +24,13 @@ var launchable = map[string]bool{"generate": true, "logits": true, "greedy": tru
 // MLX group over loopback (the ring backend), or prints the command each
 // host of a hostfile runs.
 func (a *app) launch(args []string) error {
-	fs := a.flags("launch")
+	fs := a.flags("launch", "[-n N | -hostfile F] [-timeout D] -- generate|logits|greedy ...",
+		"Runs a command over a group of processes, each holding its share of the model (tensor parallelism on MLX's ring backend):\n-n processes on this machine over loopback, or, with -hostfile, prints the command each host runs. Only rank 0 prints.")
 	n := fs.Int("n", 2, "processes to start on this machine")
 	hostfile := fs.String("hostfile", "", "mlx.launch's hostfile (hosts with ssh names and ips): print each host's command instead")
 	port := fs.Int("port", 32323, "with -hostfile: the ring's first port, one more per rank as mlx.launch counts")
 	timeout := fs.Duration("timeout", 0, "how long a process waits for its peers (default 2m, or ARCHGEN_DIST_TIMEOUT)")
-	if err := fs.Parse(args); err != nil {
+	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	cmd := fs.Args()

@@ -18,14 +18,14 @@ import (
 	"github.com/archgen/archgen/parity"
 )
 
-// TestMain lets this test binary run as archrun itself (for launch, which
-// starts copies of its own executable as the ranks).
-func TestMain(m *testing.M) {
+// runAsArchrun makes this test binary archrun itself when
+// ARCHGEN_ARCHRUN_MAIN is 1 (TestMain calls it), so that launch can start
+// copies of it as ranks.
+func runAsArchrun() {
 	if os.Getenv("ARCHGEN_ARCHRUN_MAIN") == "1" {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
 }
 
 // archrun runs this binary as archrun with args, as a real process.

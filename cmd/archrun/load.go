@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,14 +13,13 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/archgen/archgen/generated/registry"
-	"github.com/archgen/archgen/gguf"
+	"github.com/archgen/archgen"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
-	"github.com/archgen/archgen/tokenizer"
 )
 
-// source is where a model comes from: a directory or a GGUF file.
+// source is where a model comes from: a directory, a GGUF file or a Hugging
+// Face repo id or cache folder (see archgen.Resolve).
 type source struct {
 	dir, gguf, dtype string
 	memory           string
@@ -29,19 +29,29 @@ type source struct {
 }
 
 func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
-	fs.StringVar(&s.dir, "model", "", "model directory (config.json and safetensors)")
+	const use = "the model: a model directory, a .gguf file, or a Hugging Face repo id or cache folder (read offline)"
+	fs.StringVar(&s.dir, "model", "", use)
+	fs.StringVar(&s.dir, "m", "", "short for -model")
 	if withGGUF {
-		fs.StringVar(&s.gguf, "gguf", "", "GGUF file, instead of -model")
+		fs.StringVar(&s.gguf, "gguf", "", "a GGUF file (-model takes one too)")
 	}
 	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, float16 or bfloat16 (default: the checkpoint's)")
 	fs.StringVar(&s.memory, "memory-limit", "", "stop with an error when the weights or MLX's active memory pass this size (8GB, 512MiB, bytes)")
 	fs.StringVar(&s.plan, "shard-plan", "", "a tensor-parallel plan (JSON) to use instead of the architecture's, in a group")
 }
 
+// path is the model's path, given by -model or -gguf.
+func (s *source) path() string {
+	if s.gguf != "" {
+		return s.gguf
+	}
+	return s.dir
+}
+
 func (s *source) check() error {
 	switch {
 	case s.dir == "" && s.gguf == "":
-		return usagef("-model DIR is required")
+		return usagef("-model is required: a model directory, a .gguf file or a Hugging Face repo id")
 	case s.dir != "" && s.gguf != "":
 		return usagef("-model and -gguf exclude each other")
 	}
@@ -51,6 +61,12 @@ func (s *source) check() error {
 			return usagef("-memory-limit %q: %v", s.memory, err)
 		}
 		s.limit = n
+	}
+	if s.dtype != "" {
+		dt, err := mlx.ParseDtype(s.dtype)
+		if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
+			return usagef("-dtype %q: want float32, float16 or bfloat16", s.dtype)
+		}
 	}
 	return nil
 }
@@ -81,11 +97,7 @@ func parseSize(s string) (uint64, error) {
 func (s *source) options() (nn.Options, error) {
 	var opts nn.Options
 	if s.dtype != "" {
-		dt, err := mlx.ParseDtype(s.dtype)
-		if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
-			return opts, usagef("-dtype %q: want float32, float16 or bfloat16", s.dtype)
-		}
-		opts.Dtype = dt
+		opts.Dtype, _ = mlx.ParseDtype(s.dtype) // checked by check
 	}
 	if s.limit > 0 {
 		mlx.SetMemoryLimit(s.limit)
@@ -133,71 +145,55 @@ func newBar() *progressbar.ProgressBar {
 	)
 }
 
-// load opens the model, and its tokenizer when withTokenizer.
-func (s *source) load(withTokenizer bool) (nn.Model, *tokenizer.Pretrained, error) {
+// load opens the model, with its tokenizer when withTokenizer, through
+// archgen.Load; ctx cancels it before the weights are read.
+func (s *source) load(ctx context.Context, withTokenizer bool) (*archgen.Model, error) {
 	if err := s.check(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	opts, err := s.options()
-	if err != nil {
-		return nil, nil, err
-	}
-	if s.gguf != "" {
-		return loadGGUF(s.gguf, opts, withTokenizer)
-	}
-	m, err := registry.Load(s.dir, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !withTokenizer {
-		return m, nil, nil
-	}
-	tok, err := tokenizer.Load(s.dir)
-	if err != nil {
-		m.Free()
-		return nil, nil, err
-	}
-	return m, tok, nil
-}
-
-func loadGGUF(path string, opts nn.Options, withTokenizer bool) (nn.Model, *tokenizer.Pretrained, error) {
-	var spin *progressbar.ProgressBar
-	if newBar() != nil {
-		spin = progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription("reading "+path), progressbar.OptionClearOnFinish(),
-			progressbar.OptionSpinnerType(14))
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					spin.Finish()
-					return
-				case <-t.C:
-					spin.Add(1)
-				}
-			}
-		}()
-	}
-	g, err := gguf.Read(path, opts.Stream)
-	if err != nil {
-		return nil, nil, err
-	}
-	var tok *tokenizer.Pretrained
-	if withTokenizer {
-		if tok, err = g.Tokenizer(); err != nil {
-			g.Free()
-			return nil, nil, err
+	path := s.path()
+	if s.gguf != "" && !strings.HasSuffix(s.gguf, ".gguf") {
+		if st, err := os.Stat(s.gguf); err == nil && st.IsDir() {
+			return nil, fmt.Errorf("-gguf %s: a directory; -gguf takes a .gguf file (pass a directory with -model)", s.gguf)
 		}
 	}
-	m, err := g.Load(opts)
+	o, err := s.options()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return m, tok, nil
+	opts := archgen.LoadOptions{Options: o, NoTokenizer: !withTokenizer}
+	if r, err := archgen.Resolve(path); err == nil && r.Kind == archgen.KindGGUF {
+		defer spin("reading " + r.Path)()
+	}
+	return archgen.Load(ctx, path, opts)
+}
+
+// spin shows a spinner on a terminal until the function it returns is
+// called: MLX reads a GGUF file without telling how far it is.
+func spin(what string) func() {
+	if newBar() == nil {
+		return func() {}
+	}
+	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(what), progressbar.OptionClearOnFinish(),
+		progressbar.OptionSpinnerType(14))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				bar.Finish()
+				return
+			case <-t.C:
+				bar.Add(1)
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }
 
 // checkTokens refuses ids the model has no embedding for.

@@ -11,12 +11,12 @@ import (
 )
 
 func (a *app) logits(args []string) error {
-	fs := a.flags("logits")
+	fs := a.flags("logits", "-model PATH -tokens 1,2,3 -out FILE.npy", "Writes the prefill logits of the tokens as float32, shape [T, vocab], in numpy's .npy format.")
 	var src source
-	src.flags(fs, true)
+	src.flags(fs.FlagSet, true)
 	tokens := fs.String("tokens", "", "prompt token ids, comma-separated")
 	out := fs.String("out", "", "the .npy file to write")
-	if err := parse(fs, args); err != nil {
+	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	if err := src.check(); err != nil {
@@ -29,11 +29,12 @@ func (a *app) logits(args []string) error {
 	if err != nil {
 		return err
 	}
-	m, _, err := src.load(false)
+	model, err := src.load(context.Background(), false)
 	if err != nil {
 		return err
 	}
-	defer m.Free()
+	defer model.Free()
+	m := model.Net
 	if err := checkTokens(ids, m.Info().VocabSize); err != nil {
 		return err
 	}
@@ -61,12 +62,12 @@ func (a *app) logits(args []string) error {
 }
 
 func (a *app) greedy(args []string) error {
-	fs := a.flags("greedy")
+	fs := a.flags("greedy", "-model PATH -tokens 1,2,3 [-n 16]", "Prints the n tokens greedy decoding with the KV cache produces, space-separated, on one line.")
 	var src source
-	src.flags(fs, true)
+	src.flags(fs.FlagSet, true)
 	tokens := fs.String("tokens", "", "prompt token ids, comma-separated")
 	n := fs.Int("n", 16, "tokens to generate")
-	if err := parse(fs, args); err != nil {
+	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	if err := src.check(); err != nil {
@@ -79,11 +80,12 @@ func (a *app) greedy(args []string) error {
 	if *n < 1 {
 		return usagef("-n %d: need at least one token", *n)
 	}
-	m, _, err := src.load(false)
+	model, err := src.load(context.Background(), false)
 	if err != nil {
 		return err
 	}
-	defer m.Free()
+	defer model.Free()
+	m := model.Net
 	var out []string
 	_, err = generate.Tokens(context.Background(), m, ids, generate.Options{MaxTokens: *n, Vocab: m.Info().VocabSize, MemoryLimit: src.limit},
 		func(id int32) error {

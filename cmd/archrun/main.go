@@ -1,46 +1,93 @@
 // Command archrun runs any architecture archgen generated on a model on
-// disk. It is how the parity matrix runs checkpoints, and how a user checks a
-// new checkpoint by hand or talks to one.
+// disk: to talk with it, to generate from a prompt, and to check a
+// checkpoint against mlx-lm (the parity matrix runs it).
 //
 // Usage:
 //
-//	archrun logits   -model DIR -tokens 1,2,3 -out FILE.npy
-//	archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
-//	archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
+//	archrun chat     -model PATH [flags]
+//	archrun generate -model PATH (-prompt TEXT | -f FILE) [flags]
 //	archrun convert  -gguf FILE -out DIR
+//	archrun logits   -model PATH -tokens 1,2,3 -out FILE.npy
+//	archrun greedy   -model PATH -tokens 1,2,3 [-n 16]
 //	archrun launch   [-n N | -hostfile F] [-timeout D] -- generate|logits|greedy ...
 //	archrun list
+//	archrun help [COMMAND]
 //
-// A model directory is a config.json and its safetensors: model.safetensors,
-// or shards listed by model.safetensors.index.json; float32, float16 or
-// bfloat16 weights, or mlx-community quantized ones. A -gguf file is a
-// llama.cpp checkpoint (llama, qwen2 or qwen3 architecture) read through
-// MLX's GGUF loader. A model_type archgen does not support is refused with
-// the reason, naming the real architecture behind an alias.
+// -h, -help, --help and help print the help of archrun or of a command
+// (archrun generate -h, archrun help generate), to standard output.
 //
-// logits writes the prefill logits of the tokens as float32, shape
-// [T, vocab], in numpy's .npy format. greedy prints the n tokens greedy
-// decoding with the KV cache produces, space-separated, on one line.
+// # Models
 //
-// generate prints text as it is generated, then a line with the prompt's
-// and the generation's tokens per second and the peak memory. Its flags
-// follow mlx_lm.generate's:
+// -model (or -m) takes what archgen.Load takes: a model directory (a
+// config.json and its safetensors, model.safetensors or shards listed by
+// model.safetensors.index.json, float or mlx-community quantized, with
+// tokenizer.json and tokenizer_config.json); a llama.cpp GGUF file (llama,
+// qwen2 or qwen3 architecture; -gguf FILE says the same); or a Hugging
+// Face repo id (ORG/NAME) or cache folder (models--ORG--NAME), found in
+// the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
+// ~/.cache/huggingface/hub) at the snapshot refs/main names. Nothing is
+// downloaded. A path that is none of these is refused with what to pass
+// instead: a directory without config.json is told what a model directory
+// holds; a cache folder above the models--ORG--NAME folders is told the
+// repo ids it holds; a directory without tokenizer.json is refused before
+// its weights are read. A model_type archgen does not support is refused
+// with the reason, naming the real architecture behind an alias.
 //
-//	-prompt TEXT            the prompt ("-" reads it from standard input)
+// # chat
+//
+// chat is a REPL: each line read from standard input is a user message,
+// answered with the model's chat template, the text streaming as it comes.
+// The KV cache is kept across turns, so each turn runs only the tokens the
+// cache does not hold yet; after each answer a line on standard error gives
+// the prompt tokens processed and those the cache held, with the speeds:
+//
+//	[prompt: 16 tokens processed, 49 cached, 24.9 tok/s | generation: 11 tokens, 7.5 tok/s | stop]
+//
+// Lines that start with a slash are commands:
+//
+//	/system TEXT  set the system prompt (the cache is reused up to where
+//	              the conversation changes)
+//	/reset        forget the conversation and empty the cache
+//	/save FILE    save the cache and the conversation, in mlx-lm's
+//	              prompt-cache format (safetensors)
+//	/load FILE    load what /save wrote
+//	/help, /quit  (end of input quits too)
+//
+// chat takes generate's sampling, cache and template flags.
+//
+// # generate
+//
+// generate prints text as it is generated, then the prompt's and the
+// generation's tokens per second and the peak memory. Its flags follow
+// mlx_lm.generate's, with llama-cli's short forms:
+//
+//	-prompt, -p TEXT        the prompt ("-" reads it from standard input)
+//	-f FILE                 read the prompt from FILE
 //	-system-prompt TEXT     a system message before it
 //	-chat                   require the tokenizer's chat template (it is used
 //	                        whenever the tokenizer has one)
 //	-ignore-chat-template   use the prompt as it is
-//	-max-tokens N           at most N tokens (default 256)
+//	-chat-template-config JSON
+//	                        further template variables, such as
+//	                        {"enable_thinking": false}
+//	-prompt-cache-file F    continue a prompt cache (mlx_lm.cache_prompt's,
+//	                        or chat's /save): with the chat template, the
+//	                        prompt is the part of the rendered conversation
+//	                        from the user's text on, as mlx_lm.generate
+//	                        takes it; -model defaults to the cache's model
+//	-max-tokens, -n N       at most N tokens (default 256)
 //	-temp T                 temperature; 0, the default, is greedy
 //	-top-p P, -min-p P, -min-tokens-to-keep N, -top-k K
 //	-repetition-penalty R, -repetition-context-size N
-//	-seed S                 the random seed (default 0)
+//	-seed S                 the random seed; without it each run draws a
+//	                        seed of its own, so that sampling differs from
+//	                        run to run, as in mlx-lm
 //	-stop TEXT              stop before TEXT (repeatable)
 //	-extra-eos-token TOKEN  another token that ends generation (repeatable)
 //	-max-kv-size N          keep at most N positions per layer (rotating)
 //	-kv-bits B, -kv-group-size G, -quantized-kv-start N
 //	                        quantize the KV cache from position N on
+//	-prefill-step-size N    prompt tokens processed at once (default 256)
 //	-dtype D                compute dtype (float32, float16, bfloat16);
 //	                        default: the checkpoint's
 //	-verbose=false          print only the text
@@ -48,9 +95,34 @@
 //	                        bytes) and stop once MLX holds more; also sets
 //	                        MLX's own limit, which the timing line reports
 //
+// Generation ends at a stop token: the tokenizer's eos token and every id
+// of config.json's and generation_config.json's eos_token_id (an id or a
+// list), as mlx-lm merges them (archgen.StopTokens). Every flag is checked
+// before the model loads.
+//
+// # Interrupting
+//
+// Ctrl-C (SIGINT) stops generate after the prompt chunk under way
+// (-prefill-step-size tokens), or after the token under way: archrun
+// prints the figures so far (how much of the prompt was processed) and
+// exits with status 130, without an error message. A second Ctrl-C ends it
+// at once. In chat, Ctrl-C stops the answer and returns to the prompt; at
+// the prompt, or a second time, it quits.
+//
+// While weights load, and while a prompt of more than one chunk is
+// processed, a progress line shows on standard error when it is a
+// terminal: the prompt's tokens done of all and the speed so far.
+//
+// # The others
+//
+// logits writes the prefill logits of the tokens as float32, shape
+// [T, vocab], in numpy's .npy format. greedy prints the n tokens greedy
+// decoding with the KV cache produces, space-separated, on one line.
 // convert writes a GGUF file as a Hugging Face model directory
 // (config.json, model.safetensors, tokenizer.json, tokenizer_config.json)
 // that archrun and mlx-lm both load.
+//
+// # launch
 //
 // launch runs a command over a group of processes (tensor parallelism on
 // MLX's ring backend): -n N processes on this machine over loopback, or,
@@ -62,8 +134,8 @@
 // key]}) in place of the architecture's. A peer that stops answering makes
 // the others exit after -timeout (ARCHGEN_DIST_TIMEOUT, default 2m).
 //
-// While weights load from a terminal, a progress bar shows on standard
-// error.
+// Exit status: 0 on success and after help, 1 on an error, 2 on a mistake
+// in the command line, 130 after Ctrl-C.
 package main
 
 import (
@@ -79,14 +151,15 @@ import (
 )
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	err := runIO(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	var usage usageError
 	switch {
+	case errors.Is(err, errHelp):
+		os.Exit(0)
+	case errors.Is(err, errInterrupted):
+		os.Exit(130)
 	case errors.As(err, &usage):
 		fmt.Fprintln(os.Stderr, "archrun:", err)
-		fmt.Fprint(os.Stderr, usageText)
-		os.Exit(2)
-	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
 	case err != nil:
 		if r := groupRank(); r >= 0 {
@@ -98,14 +171,22 @@ func main() {
 	}
 }
 
-const usageText = `usage:
-  archrun logits   -model DIR -tokens 1,2,3 -out FILE.npy
-  archrun greedy   -model DIR -tokens 1,2,3 [-n 16]
-  archrun generate (-model DIR | -gguf FILE) -prompt TEXT [flags]
-  archrun convert  -gguf FILE -out DIR
-  archrun launch   [-n N | -hostfile F] -- generate|logits|greedy ...
-  archrun list
-Run "go doc github.com/archgen/archgen/cmd/archrun" for the manual.
+const usageText = `usage: archrun COMMAND [flags]
+
+commands:
+  chat      talk with a model: a REPL that keeps the KV cache across turns
+  generate  generate after one prompt, streaming the text
+  convert   write a GGUF file as a model directory
+  logits    write the prompt's logits as .npy
+  greedy    print greedy decoding's token ids
+  launch    run generate, logits or greedy over a group of processes (tensor parallelism)
+  list      list the supported architectures
+
+A model is a directory (config.json, safetensors, tokenizer.json), a .gguf
+file, or a Hugging Face repo id or cache folder, read offline.
+
+"archrun help COMMAND" or "archrun COMMAND -h" shows a command's flags;
+"go doc github.com/archgen/archgen/cmd/archrun" is the manual.
 `
 
 // usageError is a mistake in the command line (exit status 2).
@@ -115,42 +196,90 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// app is where a command writes.
+// errHelp ends archrun with status 0 once help is printed.
+var errHelp = errors.New("help shown")
+
+// app is where a command reads and writes.
 type app struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
+	help           bool // print the command's help and stop
 }
 
-// flags is a command's flag set, printing to stderr.
-func (a *app) flags(name string) *flag.FlagSet {
+// command is one archrun command's flag set, with its synopsis and what it
+// does, for its help.
+type command struct {
+	*flag.FlagSet
+	synopsis, doc string
+}
+
+// flags is a command's flag set; its own output is silenced: parse turns
+// its errors into usage errors and prints help to stdout.
+func (a *app) flags(name, synopsis, doc string) *command {
 	fs := flag.NewFlagSet("archrun "+name, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	return fs
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &command{FlagSet: fs, synopsis: synopsis, doc: doc}
 }
 
-// parse parses args and refuses leftovers.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+// printHelp writes the command's help.
+func (c *command) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s %s\n\n%s\n\nflags:\n", c.Name(), c.synopsis, c.doc)
+	c.SetOutput(w)
+	c.PrintDefaults()
+	c.SetOutput(io.Discard)
+}
+
+// parse parses args and refuses leftovers; -h, -help, --help and a lone
+// "help" print the command's help.
+func (a *app) parse(c *command, args []string) error {
+	if a.help || (len(args) == 1 && args[0] == "help") {
+		c.printHelp(a.stdout)
+		return errHelp
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
+	if err := c.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.printHelp(a.stdout)
+			return errHelp
+		}
+		return usagef("%v (%q lists the flags)", err, c.Name()+" -h")
+	}
+	if c.NArg() > 0 {
+		return usagef("unexpected arguments %q (%q lists the flags)", c.Args(), c.Name()+" -h")
 	}
 	return nil
 }
 
-// run runs one archrun command line (without the program name).
+// run runs one archrun command line (without the program name), with no
+// standard input.
 func run(args []string, stdout, stderr io.Writer) error {
+	return runIO(args, strings.NewReader(""), stdout, stderr)
+}
+
+// runIO runs one archrun command line.
+func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if stdout == nil {
 		stdout = io.Discard
 	}
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return usagef("no command (logits, greedy, generate, convert, launch or list)")
+		fmt.Fprint(stderr, usageText)
+		return usagef("no command (chat, generate, convert, logits, greedy, launch or list)")
 	}
-	a := &app{stdout: stdout, stderr: stderr}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) == 1 {
+			fmt.Fprint(stdout, usageText)
+			return errHelp
+		}
+		a.help = true
+		args = args[1:]
+	}
 	cmds := map[string]func([]string) error{
+		"chat":     a.chat,
 		"logits":   a.logits,
 		"greedy":   a.greedy,
 		"generate": a.generate,
@@ -164,7 +293,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		a.stdout, a.stderr = io.Discard, io.Discard
 	}
 	if !ok {
-		return usagef("unknown command %q (logits, greedy, generate, convert, launch or list)", args[0])
+		return usagef("unknown command %q (chat, generate, convert, logits, greedy, launch or list; \"archrun -h\" for help)", args[0])
 	}
 	return cmd(args[1:])
 }
@@ -186,7 +315,7 @@ func parseTokens(s string) ([]int32, error) {
 }
 
 func (a *app) list(args []string) error {
-	if err := parse(a.flags("list"), args); err != nil {
+	if err := a.parse(a.flags("list", "", "Lists the architectures archgen runs, their support tiers and aliases."), args); err != nil {
 		return err
 	}
 	for _, arch := range registry.Archs() {

@@ -109,7 +109,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{nil, true, "no command"},
 		{[]string{"sample", "-model", dir, "-tokens", "1"}, true, `unknown command "sample"`},
-		{[]string{"greedy", "-tokens", "1"}, true, "-model DIR is required"},
+		{[]string{"greedy", "-tokens", "1"}, true, "-model is required: a model directory, a .gguf file or a Hugging Face repo id"},
 		{[]string{"greedy", "-model", dir}, true, "-tokens is required"},
 		{[]string{"greedy", "-model", dir, "-tokens", "1,x"}, true, `item 2 ("x")`},
 		{[]string{"greedy", "-model", dir, "-tokens", "1", "-n", "0"}, true, "-n 0"},
@@ -118,7 +118,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"greedy", "-model", dir, "-tokens", "1,256"}, false, "token 256 (position 1) is outside the vocabulary of 256"},
 		{[]string{"greedy", "-model", alias, "-tokens", "1"}, false, `"llava" is an alias of "mistral3"`},
 		{[]string{"greedy", "-model", unknown, "-tokens", "1"}, false, `"no_such_arch" is not supported`},
-		{[]string{"greedy", "-model", filepath.Join(unknown, "missing"), "-tokens", "1"}, false, "config.json"},
+		{[]string{"greedy", "-model", filepath.Join(unknown, "missing"), "-tokens", "1"}, false, "missing: no such file or directory: pass a model directory, a .gguf file or a Hugging Face repo id (ORG/NAME)"},
+		{[]string{"greedy", "-model", unknown + "/..", "-tokens", "1"}, false, "has no config.json: a model directory holds config.json, the weights"},
 	} {
 		err := run(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil {

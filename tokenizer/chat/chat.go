@@ -1,6 +1,28 @@
 // Package chat renders the chat templates Hugging Face checkpoints ship
 // (tokenizer_config.json's chat_template, a Jinja template) into the prompt
 // text a model expects, as transformers' apply_chat_template does.
+//
+//	t, err := chat.Compile(tok.Config.ChatTemplate)
+//	text, err := t.Render([]chat.Message{
+//		{Role: "system", Content: "Be brief."},
+//		{Role: "user", Content: "Hello!"},
+//	}, chat.Options{AddGenerationPrompt: true, BOSToken: tok.Config.BOSToken, EOSToken: tok.Config.EOSToken})
+//	ids := tok.Encode(text, false)
+//
+// Encode the rendered text without adding special tokens: a template writes
+// the BOS token itself where the model wants one (bos_token), and adding
+// the tokenizer's would double it. The archgen package does this for you.
+//
+// The template sees messages, add_generation_prompt, bos_token, eos_token,
+// tools when Options.Tools is set, and any further variables in
+// Options.Vars (enable_thinking, say: what archrun's -chat-template-config
+// passes). Messages whose fields go beyond role and content (tool calls,
+// reasoning, lists of content parts) put them in Message.Fields, or use
+// RenderMaps with the messages as JSON. A raise_exception in the template
+// comes back as Render's error.
+//
+// Templates are Jinja as transformers runs it (github.com/ardanlabs/jinja);
+// a Template is safe for concurrent use.
 package chat
 
 import (

@@ -40,7 +40,7 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 		jen.Id("h").Op(":=").Id("m").Dot(goName(n.Embed)).Dot("Apply").Call(g(), jen.Id("tokens")).Comment("[B, L, hidden]"),
 	}
 	if a.EmbedScale != nil {
-		body = append(body, jen.Id("h").Op("=").Add(call("MultiplyScalar", jen.Id("h"), m("embedScale"))).Comment(a.EmbedScale.Text))
+		body = append(body, jen.Id("h").Op("=").Add(call("MultiplyScalar", jen.Id("h"), m("embedScale"))).Comment(inline(a.EmbedScale.Text)))
 	}
 	var mask jen.Code
 	if a.Sliding() {
@@ -65,7 +65,7 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 		jen.Id("logits").Op(":=").Id("m").Dot(goName(n.LMHead)).Dot("Apply").Call(g(), jen.Id("h")).Comment("[B, L, vocab]"),
 	)
 	if a.Head.Divide != nil {
-		body = append(body, jen.Id("logits").Op("=").Add(call("DivideScalar", jen.Id("logits"), m("logitsDivisor"))).Comment("/ "+a.Head.Divide.Text))
+		body = append(body, jen.Id("logits").Op("=").Add(call("DivideScalar", jen.Id("logits"), m("logitsDivisor"))).Comment(inline("/ "+a.Head.Divide.Text)))
 	}
 	if a.Head.Softcap != nil {
 		body = append(body, jen.Id("logits").Op("=").Qual(nnPkg, "Softcap").Call(g(), jen.Id("logits"), m("finalSoftcap")).Comment("tanh(logits / c) * c"))
@@ -103,7 +103,7 @@ func emitLayer(f *jen.File, a *Arch) {
 			stmts = append(stmts, jen.Id("r").Op("=").Add(l().Dot(s.Field).Dot("Apply").Call(g(), jen.Id("r"))))
 		}
 		if a.ResidualScale != nil {
-			stmts = append(stmts, jen.Id("r").Op("=").Add(call("MultiplyScalar", jen.Id("r"), m("residualScale"))).Comment(a.ResidualScale.Text))
+			stmts = append(stmts, jen.Id("r").Op("=").Add(call("MultiplyScalar", jen.Id("r"), m("residualScale"))).Comment(inline(a.ResidualScale.Text)))
 		}
 		return stmts
 	}

@@ -81,7 +81,7 @@ func emitTypes(f *jen.File, a *Arch) {
 		jen.Comment("What the forward pass reads, from the config."),
 		jen.Id("hidden").Op(",").Id("vocab").Int(),
 		jen.Id("heads").Op(",").Id("kvHeads").Op(",").Id("headDim").Int(),
-		jen.Id("scale").Float32().Comment("attention: " + a.Attn.Scale.Text),
+		jen.Id("scale").Float32().Comment(inline("attention: " + a.Attn.Scale.Text)),
 	}
 	for _, x := range []struct {
 		v    *Value
@@ -91,12 +91,12 @@ func emitTypes(f *jen.File, a *Arch) {
 		{a.Head.Divide, "logitsDivisor"}, {a.Head.Softcap, "finalSoftcap"},
 	} {
 		if x.v != nil {
-			fields = append(fields, jen.Id(x.name).Float64().Comment(x.v.Text))
+			fields = append(fields, jen.Id(x.name).Float64().Comment(inline(x.v.Text)))
 		}
 	}
 	if a.Sliding() {
 		fields = append(fields,
-			jen.Id("window").Int().Comment(a.Attn.Window.Text),
+			jen.Id("window").Int().Comment(inline(a.Attn.Window.Text)),
 			jen.Id("fullLayer").Op(",").Id("slidingLayer").Int().Comment("the layers whose caches make the masks"))
 	}
 	fields = append(fields,
@@ -121,7 +121,7 @@ func emitTypes(f *jen.File, a *Arch) {
 	if a.HasRope() {
 		doc := "the rope of this layer"
 		if a.Rope.Layers != nil {
-			doc += " (nn.NoRope where " + a.Rope.Layers.Text + " is false)"
+			doc += " (nn.NoRope where " + inline(a.Rope.Layers.Text) + " is false)"
 		}
 		lf = append(lf, jen.Id("rope").Qual(nnPkg, "Rope").Comment(doc))
 	}

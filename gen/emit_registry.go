@@ -112,7 +112,7 @@ func emitArchTest(a *Arch) ([]byte, error) {
 		return nil, err
 	}
 	f.Comment("testConfig is the descriptor's test_config: a small " + a.Name + ".")
-	f.Const().Id("testConfig").Op("=").Id("`" + string(cfg) + "`")
+	f.Const().Id("testConfig").Op("=").Add(goString(string(cfg)))
 	f.Line()
 	for _, t := range []struct{ name, fn, doc string }{
 		{"TestForward", "Forward", "runs a batch through a random checkpoint: shapes, dtypes, finite logits"},

@@ -108,6 +108,10 @@ func TestDescriptorErrors(t *testing.T) {
 			"    vocab_size: {type: int, required: true}", "    vocab_size: {type: int, required: true}\n    nope: {type: ints, derive: 'layers(1)'}", 1),
 			"  mlp:", "  rope:\n    layers: \"nope[i] == 1\"\n  mlp:", 1)},
 			`descriptors/a.yaml:17: structure.rope.layers: only lists with one entry per layer (length: the layer count) can be indexed by i`},
+		{"key that is no name", map[string]string{"descriptors/a.yaml": strings.Replace(base, "    vocab_size:", "    \"vocab size\": {type: int, optional: true}\n    vocab_size:", 1)},
+			`descriptors/a.yaml:13: config.keys.vocab size: "vocab size" is not a name (letters, digits and _, not first a digit)`},
+		{"keys of one Go name", map[string]string{"descriptors/a.yaml": strings.Replace(base, "    vocab_size:", "    vocab__size: {type: int, optional: true}\n    vocab_size:", 1)},
+			`descriptors/a.yaml:14: config.keys.vocab_size: is spelled VocabSize in Go, as vocab__size is`},
 		{"no test config", map[string]string{"descriptors/a.yaml": strings.Replace(base, "test_config:\n  hidden_size: 8\n", "", 1)},
 			`descriptors/a.yaml:1: test_config: missing (required): a small config.json for the forward tests`},
 	} {

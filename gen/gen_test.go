@@ -215,3 +215,29 @@ func TestExplain(t *testing.T) {
 		t.Errorf("explain of an alias: %.40q", a)
 	}
 }
+
+// TestDescriptorStringsStayQuoted: strings of a descriptor that Go's
+// literals and comments cannot hold as written still generate code that
+// parses (FuzzResolve found a backquote in test_config breaking the test
+// file's raw string).
+func TestDescriptorStringsStayQuoted(t *testing.T) {
+	data := strings.Replace(base, "test_config:\n  hidden_size: 8\n",
+		"test_config:\n  hidden_size: 8\n  \"na`me\": \"x\\r\\u0000\\ufeff`\"\n", 1)
+	s, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.Arch("a")
+	if a.TestConfig["na`me"] != "x\r\x00\ufeff`" {
+		t.Fatalf("test_config: %q", a.TestConfig)
+	}
+	files, err := Generate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, src := range files {
+		if _, err := parser.ParseFile(token.NewFileSet(), p, src, parser.ParseComments); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}

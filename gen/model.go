@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode"
@@ -153,11 +154,36 @@ type Drop struct {
 // ---- building ----
 
 type builder struct {
-	d     *Descriptor
-	a     *Arch
-	types map[string]Type
-	min   map[string]float64
-	plain map[string]bool // keys read as such (not derived when absent)
+	d      *Descriptor
+	a      *Arch
+	types  map[string]Type
+	min    map[string]float64
+	plain  map[string]bool   // keys read as such (not derived when absent)
+	fields map[string]string // Config's Go fields, by the name they spell
+}
+
+// nameRE is a config key or derived value that is also an expression's
+// name and a Go field once in CamelCase.
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// claimField checks that a config key or derived value makes a Go field of
+// Config of its own.
+func (b *builder) claimField(name string, pos Pos, path string) error {
+	if !nameRE.MatchString(name) {
+		return errAt(pos, path, "%q is not a name (letters, digits and _, not first a digit)", name)
+	}
+	f := goName(name)
+	if f == "" {
+		return errAt(pos, path, "%q makes no Go name", name)
+	}
+	if f == "ModelType" {
+		return errAt(pos, path, "is spelled ModelType in Go, which model_type is")
+	}
+	if prev, dup := b.fields[f]; dup {
+		return errAt(pos, path, "is spelled %s in Go, as %s is", f, prev)
+	}
+	b.fields[f] = name
+	return nil
 }
 
 func build(d *Descriptor) (*Arch, error) {
@@ -172,7 +198,7 @@ func build(d *Descriptor) (*Arch, error) {
 	if a.Doc == "" {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")
 	}
-	b := &builder{d: d, a: a, types: map[string]Type{}, min: map[string]float64{}, plain: map[string]bool{}}
+	b := &builder{d: d, a: a, types: map[string]Type{}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
 	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.drops, b.testConfig}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -203,6 +229,9 @@ func (b *builder) keys() error {
 		k := &Key{Name: e.Key, Field: goName(e.Key), Type: ks.Type.V, Fallback: ks.Fallback.V, Doc: ks.Doc.V}
 		if e.Key == "model_type" {
 			return errAt(e.Pos, path, "model_type is always read; do not list it")
+		}
+		if err := b.claimField(e.Key, e.Pos, path); err != nil {
+			return err
 		}
 		var modes []string
 		if ks.Required.IsSet() && ks.Required.V {
@@ -263,6 +292,9 @@ func (b *builder) derived() error {
 			return errAt(e.Pos, path+".expr", "missing (required)")
 		}
 		dv := &Derived{Name: e.Key, Field: goName(e.Key), Type: e.Val.Type.V, Doc: e.Val.Doc.V}
+		if err := b.claimField(e.Key, e.Pos, path); err != nil {
+			return err
+		}
 		if e.Val.Min.IsSet() {
 			m := e.Val.Min.V
 			dv.Min = &m

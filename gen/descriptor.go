@@ -62,33 +62,6 @@ type CheckSpec struct {
 	Message F[string] `yaml:"message"`
 }
 
-// Block kinds: where the norms of a decoder layer sit.
-type BlockKind string
-
-func (BlockKind) values() []string { return []string{"pre_norm", "post_norm", "sandwich", "four_norm"} }
-
-// NormKind is the norm every layer uses.
-type NormKind string
-
-func (NormKind) values() []string { return []string{"rms", "rms_one_plus", "layer_norm"} }
-
-// QKNorm is a norm on queries and keys before the rope.
-type QKNorm string
-
-func (QKNorm) values() []string { return []string{"none", "per_head", "full_width"} }
-
-// MLPKind is the feed-forward block.
-type MLPKind string
-
-func (MLPKind) values() []string {
-	return []string{"swiglu", "gelu_gated", "gelu_tanh_gated", "fused_swiglu", "gelu"}
-}
-
-// RopeKindName is how positions enter attention.
-type RopeKindName string
-
-func (RopeKindName) values() []string { return []string{"none", "plain", "scaled", "su"} }
-
 // Structure is the shape of the network.
 type Structure struct {
 	Layers        F[Expr]      `yaml:"layers"`
@@ -190,6 +163,7 @@ type Names struct {
 	AttnOut   F[string] `yaml:"attn_out_norm"`
 	MLPIn     F[string] `yaml:"mlp_in_norm"`
 	MLPOut    F[string] `yaml:"mlp_out_norm"`
+	Pos       Pos       `yaml:"-"`
 }
 
 // DropRule is a tensor loading drops (mlx-lm's sanitize): by exact name or

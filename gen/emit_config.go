@@ -197,7 +197,7 @@ func parseBody(a *Arch) []jen.Code {
 		body = append(body,
 			jen.Var().Id("ropeErr").Error(),
 			jen.List(c(rs.Field), jen.Id("ropeErr")).Op("=").Qual(nnPkg, "CheckRopeScaling").Call(
-				jen.Qual(nnPkg, a.RopeKindConst()), c(rs.Field), maxPos),
+				a.Rope.KindConst(), c(rs.Field), maxPos),
 			jen.Id("r").Dot("Fail").Call(jen.Lit(rs.Name), jen.Id("ropeErr")),
 		)
 	}

@@ -239,28 +239,9 @@ func applyDefaults(d *Descriptor) {
 	} {
 		setDefault(x.f, x.v, f)
 	}
-	in, out, mlpIn, mlpOut := blockNormNames(d.Structure.Block.V)
-	for _, x := range []struct {
-		f *F[string]
-		v string
-	}{{&n.AttnIn, in}, {&n.AttnOut, out}, {&n.MLPIn, mlpIn}, {&n.MLPOut, mlpOut}} {
-		if x.v != "" {
-			setDefault(x.f, x.v, f)
+	for slot, name := range slotNames(d.Structure.Block.V) {
+		if name != "" {
+			setDefault(slotName(n, Slot(slot)), name, f)
 		}
 	}
-}
-
-// blockNormNames are the default checkpoint names of a block kind's norms
-// (around attention: in, out; around the MLP: in, out); "" where the kind
-// has none.
-func blockNormNames(k BlockKind) (attnIn, attnOut, mlpIn, mlpOut string) {
-	switch k {
-	case "post_norm":
-		return "", "post_attention_layernorm", "", "post_feedforward_layernorm"
-	case "sandwich":
-		return "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"
-	case "four_norm":
-		return "input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"
-	}
-	return "input_layernorm", "", "post_attention_layernorm", ""
 }

@@ -10,7 +10,9 @@ type Descriptor struct {
 	Doc        F[string]   `yaml:"doc"`
 	Tier       F[Tier]     `yaml:"tier"`
 	Extends    F[string]   `yaml:"extends"`
+	Include    F[[]string] `yaml:"include"`
 	Aliases    F[[]string] `yaml:"aliases"`
+	Fragment   F[string]   `yaml:"fragment"` // only in descriptors/fragments/
 	Config     ConfigDesc  `yaml:"config"`
 	Structure  Structure   `yaml:"structure"`
 	Weights    WeightsDesc `yaml:"weights"`

@@ -46,7 +46,7 @@ func TestDescriptorErrors(t *testing.T) {
 		{"unknown key", map[string]string{"descriptors/a.yaml": strings.Replace(base, "    kind: swiglu", "    kind: swiglu\n    gated: true", 1)},
 			"descriptors/a.yaml:17: structure.mlp.gated: unknown key (want one of bias, hidden, kind)"},
 		{"unknown top-level key", map[string]string{"descriptors/a.yaml": base + "structur: {}\n"},
-			"descriptors/a.yaml:19: structur: unknown key (want one of aliases, config, doc, extends, model_type, structure, test_config, tier, weights)"},
+			"descriptors/a.yaml:19: structur: unknown key (want one of aliases, config, doc, extends, fragment, include, model_type, structure, test_config, tier, weights)"},
 		{"unknown value", map[string]string{"descriptors/a.yaml": strings.Replace(base, "kind: swiglu", "kind: gegl", 1)},
 			`descriptors/a.yaml:16: structure.mlp.kind: unknown "gegl" (want one of fused_swiglu, gelu, gelu_gated, gelu_tanh_gated, swiglu)`},
 		{"unknown type", map[string]string{"descriptors/a.yaml": strings.Replace(base, "vocab_size: {type: int", "vocab_size: {type: integer", 1)},
@@ -112,6 +112,33 @@ func TestDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:13: config.keys.vocab size: "vocab size" is not a name (letters, digits and _, not first a digit)`},
 		{"keys of one Go name", map[string]string{"descriptors/a.yaml": strings.Replace(base, "    vocab_size:", "    vocab__size: {type: int, optional: true}\n    vocab_size:", 1)},
 			`descriptors/a.yaml:14: config.keys.vocab_size: is spelled VocabSize in Go, as vocab__size is`},
+		{"include of a missing fragment", map[string]string{"descriptors/a.yaml": base + "include: [sliding]\n"},
+			`descriptors/a.yaml:19: include[0]: no fragment "sliding" (want descriptors/fragments/sliding.yaml)`},
+		{"fragment included twice", map[string]string{"descriptors/a.yaml": base + "include: [f, f]\n", "descriptors/fragments/f.yaml": frag("f", "")},
+			`descriptors/a.yaml:19: include[1]: "f" is included twice`},
+		{"fragments that overlap", map[string]string{"descriptors/a.yaml": base + "include: [f, g]\n",
+			"descriptors/fragments/f.yaml": frag("f", "structure:\n  attention:\n    scale: \"1.0\"\n"),
+			"descriptors/fragments/g.yaml": frag("g", "structure:\n  attention:\n    scale: \"2.0\"\n")},
+			`descriptors/fragments/g.yaml:5: structure.attention.scale: set by fragment g and by fragment f (descriptors/fragments/f.yaml:5); a descriptor's fragments may not overlap`},
+		{"fragment with a model_type", map[string]string{"descriptors/a.yaml": base, "descriptors/fragments/f.yaml": frag("f", "model_type: f\n")},
+			`descriptors/fragments/f.yaml:3: model_type: a fragment has none (only a descriptor has model_type, tier, aliases, extends, include)`},
+		{"fragment that extends", map[string]string{"descriptors/a.yaml": base, "descriptors/fragments/f.yaml": frag("f", "extends: a\n")},
+			`descriptors/fragments/f.yaml:3: extends: a fragment has none (only a descriptor has model_type, tier, aliases, extends, include)`},
+		{"fragment against its file name", map[string]string{"descriptors/a.yaml": base, "descriptors/fragments/g.yaml": frag("f", "")},
+			`descriptors/fragments/g.yaml:1: fragment: "f" does not match the file name (want "g")`},
+		{"fragment without its name", map[string]string{"descriptors/a.yaml": base, "descriptors/fragments/f.yaml": "doc: A fragment.\n"},
+			`descriptors/fragments/f.yaml:1: fragment: missing (required): the fragment's name, "f"`},
+		{"fragment without a doc", map[string]string{"descriptors/a.yaml": base, "descriptors/fragments/f.yaml": "fragment: f\n"},
+			`descriptors/fragments/f.yaml:1: doc: missing (required): what the fragment brings`},
+		{"descriptor that says it is a fragment", map[string]string{"descriptors/a.yaml": base + "fragment: a\n"},
+			`descriptors/a.yaml:19: fragment: only files in descriptors/fragments/ are fragments; a descriptor includes them (include: [...])`},
+		{"bad value in a fragment", map[string]string{"descriptors/a.yaml": base + "include: [f]\n",
+			"descriptors/fragments/f.yaml": frag("f", "structure:\n  attention:\n    window: windw\n    sliding: \"true\"\n")},
+			`descriptors/fragments/f.yaml:5: structure.attention.window: unknown name "windw"`},
+		{"checkpoint name that is no name", map[string]string{"descriptors/a.yaml": base + "weights:\n  names: {q: \"q proj\"}\n"},
+			`descriptors/a.yaml:20: weights.names.q: "q proj" is not a checkpoint name (dotted names of letters, digits and _)`},
+		{"checkpoint names of one Go field", map[string]string{"descriptors/a.yaml": base + "weights:\n  names: {gate: up_proj}\n"},
+			`descriptors/a.yaml:20: weights.names: up_proj and up_proj are both UpProj in Go, in one module`},
 		{"no test config", map[string]string{"descriptors/a.yaml": strings.Replace(base, "test_config:\n  hidden_size: 8\n", "", 1)},
 			`descriptors/a.yaml:1: test_config: missing (required): a small config.json for the forward tests`},
 	} {
@@ -140,4 +167,9 @@ func TestBaseIsValid(t *testing.T) {
 	if len(s.Archs) != 2 || s.Arch("b").Extends != "a" {
 		t.Fatalf("archs %v", s.Archs)
 	}
+}
+
+// frag is a fragment file named name with more lines.
+func frag(name, more string) string {
+	return "fragment: " + name + "\ndoc: A fragment.\n" + more
 }

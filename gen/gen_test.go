@@ -197,15 +197,32 @@ func TestExplain(t *testing.T) {
 	}
 	for _, want := range []string{
 		"toychild (descriptors/toychild.yaml, extends toy)",
-		"config.keys.hidden_size.required true # inherited, descriptors/toy.yaml:11",
+		"config.keys.hidden_size.required true # inherited, descriptors/toy.yaml:12",
 		"config.keys.norm_eps.default 1e-05 # here, descriptors/toychild.yaml:12",
-		"structure.block post_norm # here, descriptors/toychild.yaml:21",
+		"structure.block post_norm # here, descriptors/toychild.yaml:19",
 		"structure.mlp.hidden intermediate_size # default",
-		"weights.names.fc fc1 # here, descriptors/toychild.yaml:47",
-		"test_config.hidden_size 32 # inherited, descriptors/toy.yaml:46",
+		"weights.names.fc fc1 # here, descriptors/toychild.yaml:43",
+		"test_config.hidden_size 32 # inherited, descriptors/toy.yaml:42",
 	} {
 		if !lines[want] {
 			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	toy, err := Explain(s, "toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = map[string]bool{}
+	for _, l := range strings.Split(toy, "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = true
+	}
+	for _, want := range []string{
+		"toy (descriptors/toy.yaml, includes sliding)",
+		"structure.attention.window sliding_window # fragment, descriptors/fragments/sliding.yaml:11",
+		"config.keys.sliding_window.optional true # fragment, descriptors/fragments/sliding.yaml:7",
+	} {
+		if !lines[want] {
+			t.Errorf("explain lacks %q:\n%s", want, toy)
 		}
 	}
 	if _, err := Explain(s, "toy_legacy"); err == nil || err.Error() != `"toy_legacy" is an alias of "toy_v0", which has no descriptor` {

@@ -17,12 +17,13 @@ import (
 
 // Arch is one resolved architecture.
 type Arch struct {
-	Name    string // model_type
-	File    string // descriptors/<name>.yaml
-	Doc     string
-	Tier    string
-	Aliases []string
-	Extends string // the base's model_type, "" when none
+	Name     string // model_type
+	File     string // descriptors/<name>.yaml
+	Doc      string
+	Tier     string
+	Aliases  []string
+	Extends  string   // the base's model_type, "" when none
+	Includes []string // the fragments it includes
 
 	Keys    []*Key
 	Derived []*Derived
@@ -150,12 +151,13 @@ func (b *builder) claimField(name string, pos Pos, path string) error {
 
 func build(d *Descriptor) (*Arch, error) {
 	a := &Arch{
-		Name:    d.ModelType.V,
-		File:    d.file,
-		Doc:     strings.TrimSpace(d.Doc.V),
-		Tier:    string(d.Tier.V),
-		Aliases: d.Aliases.V,
-		Extends: d.Extends.V,
+		Name:     d.ModelType.V,
+		File:     d.file,
+		Doc:      strings.TrimSpace(d.Doc.V),
+		Tier:     string(d.Tier.V),
+		Aliases:  d.Aliases.V,
+		Extends:  d.Extends.V,
+		Includes: d.Include.V,
 	}
 	if a.Doc == "" {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")

@@ -31,21 +31,14 @@ config:
     tie_word_embeddings: {required: true}
     rope_traditional: null
     rope_scaling: null
-    layer_types: null
-    sliding_window: null
   derived:
     attn_head_dim: {type: int, expr: "hidden_size // num_attention_heads", min: 1}
-  checks:
-    full_layer: null
-    window: null
 
 structure:
   attention:
     head_dim: attn_head_dim
     scale: "attn_head_dim ** -0.5"
     bias: {o: false}
-    sliding: null
-    window: null
   rope:
     kind: plain
     dims: attn_head_dim
@@ -84,11 +77,13 @@ func TestAddingAnArch(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	descs := filepath.Join(tmp, "descriptors")
-	os.MkdirAll(descs, 0o755)
-	paths, _ := filepath.Glob(filepath.Join(root, "descriptors", "*.yaml"))
-	for _, p := range paths {
-		data, _ := os.ReadFile(p)
-		os.WriteFile(filepath.Join(descs, filepath.Base(p)), data, 0o644)
+	os.MkdirAll(filepath.Join(descs, FragmentsDir), 0o755)
+	for _, sub := range []string{"", FragmentsDir} {
+		paths, _ := filepath.Glob(filepath.Join(root, "descriptors", sub, "*.yaml"))
+		for _, p := range paths {
+			data, _ := os.ReadFile(p)
+			os.WriteFile(filepath.Join(descs, sub, filepath.Base(p)), data, 0o644)
+		}
 	}
 	os.WriteFile(filepath.Join(descs, "helium.yaml"), []byte(helium), 0o644)
 	const module = "example.com/newarch"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 )
@@ -37,23 +38,66 @@ func (s *Set) Arch(name string) *Arch {
 	return nil
 }
 
-// Load reads every descriptors/*.yaml of dir (named by rel in messages, as
-// "descriptors") and resolves them.
+// FragmentsDir is the directory, beside the descriptors, of the fragments
+// they include.
+const FragmentsDir = "fragments"
+
+// Load reads every descriptors/*.yaml of dir, and the fragments of
+// dir/fragments (named by rel in messages, as "descriptors"), and resolves
+// them.
 func Load(dir, rel string) (*Set, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(paths)
 	files := map[string][]byte{}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
+	for _, sub := range []string{"", FragmentsDir} {
+		paths, err := filepath.Glob(filepath.Join(dir, sub, "*.yaml"))
 		if err != nil {
 			return nil, err
 		}
-		files[filepath.ToSlash(filepath.Join(rel, filepath.Base(p)))] = data
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil, err
+			}
+			files[filepath.ToSlash(filepath.Join(rel, sub, filepath.Base(p)))] = data
+		}
 	}
 	return Resolve(files)
+}
+
+// isFragment reports whether a file name is a fragment's.
+func isFragment(name string) bool {
+	return filepath.Base(filepath.Dir(name)) == FragmentsDir
+}
+
+// parseFragment reads one fragment and checks that it is one.
+func parseFragment(n string, data []byte) (*Descriptor, error) {
+	d := &Descriptor{file: n}
+	if err := parseFile(n, data, d); err != nil {
+		return nil, err
+	}
+	want := strings.TrimSuffix(filepath.Base(n), ".yaml")
+	if !d.Fragment.IsSet() {
+		return nil, errAt(Pos{File: n, Line: 1}, "fragment", "missing (required): the fragment's name, %q", want)
+	}
+	if d.Fragment.V != want {
+		return nil, errAt(d.Fragment.Pos, "fragment", "%q does not match the file name (want %q)", d.Fragment.V, want)
+	}
+	if !d.Doc.IsSet() || strings.TrimSpace(d.Doc.V) == "" {
+		return nil, errAt(Pos{File: n, Line: 1}, "doc", "missing (required): what the fragment brings")
+	}
+	for _, x := range []struct {
+		set bool
+		pos Pos
+		key string
+	}{
+		{d.ModelType.Set, d.ModelType.Pos, "model_type"}, {d.Tier.Set, d.Tier.Pos, "tier"},
+		{d.Aliases.Set, d.Aliases.Pos, "aliases"}, {d.Extends.Set, d.Extends.Pos, "extends"},
+		{d.Include.Set, d.Include.Pos, "include"},
+	} {
+		if x.set {
+			return nil, errAt(x.pos, x.key, "a fragment has none (only a descriptor has %s)", strings.Join(notInFragments, ", "))
+		}
+	}
+	return d, nil
 }
 
 // Resolve resolves descriptor files given by name (descriptors/llama.yaml)
@@ -76,7 +120,16 @@ func Resolve(files map[string][]byte) (*Set, error) {
 	}
 	var descs []*Descriptor
 	var reg *Registry
+	frags := map[string]*Descriptor{}
 	for _, n := range names {
+		if isFragment(n) {
+			fr, err := parseFragment(n, files[n])
+			if err != nil {
+				return nil, err
+			}
+			frags[fr.Fragment.V] = fr
+			continue
+		}
 		if filepath.Base(n) == RegistryFile {
 			reg = &Registry{}
 			if err := parseFile(n, files[n], reg); err != nil {
@@ -87,6 +140,9 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		d := &Descriptor{file: n}
 		if err := parseFile(n, files[n], d); err != nil {
 			return nil, err
+		}
+		if d.Fragment.Set {
+			return nil, errAt(d.Fragment.Pos, "fragment", "only files in descriptors/%s/ are fragments; a descriptor includes them (include: [...])", FragmentsDir)
 		}
 		if !d.ModelType.IsSet() {
 			return nil, errAt(Pos{File: n, Line: 1}, "model_type", "missing (required)")
@@ -126,32 +182,38 @@ func Resolve(files map[string][]byte) (*Set, error) {
 			set.Drafters = append(set.Drafters, d)
 		}
 	}
-	// Flatten extends, bases first. chain is the descriptors being
-	// flattened, d last.
-	done := map[string]bool{}
+	// Flatten extends, bases first, and merge in the fragments. chain is
+	// the descriptors being flattened, d last. lineage is what a child
+	// inherits from a descriptor: its own values and its bases', without
+	// its fragments.
+	lineage := map[string]*Descriptor{}
 	var flatten func(d *Descriptor, chain []string) error
 	flatten = func(d *Descriptor, chain []string) error {
 		mt := d.ModelType.V
-		if done[mt] || !d.Extends.IsSet() {
-			done[mt] = true
+		if _, done := lineage[mt]; done {
 			return nil
 		}
-		base, ok := byType[d.Extends.V]
-		if !ok {
-			return errAt(d.Extends.Pos, "extends", "no descriptor for %q", d.Extends.V)
-		}
-		for i, c := range chain {
-			if c == base.ModelType.V {
-				cycle := append(append([]string{}, chain[i:]...), c)
-				return errAt(d.Extends.Pos, "extends", "cycle: %s", strings.Join(cycle, " -> "))
+		own := deepCopy(reflect.ValueOf(d).Elem()).Addr().Interface().(*Descriptor)
+		var baseLine *Descriptor
+		if d.Extends.IsSet() {
+			base, ok := byType[d.Extends.V]
+			if !ok {
+				return errAt(d.Extends.Pos, "extends", "no descriptor for %q", d.Extends.V)
 			}
+			for i, c := range chain {
+				if c == base.ModelType.V {
+					cycle := append(append([]string{}, chain[i:]...), c)
+					return errAt(d.Extends.Pos, "extends", "cycle: %s", strings.Join(cycle, " -> "))
+				}
+			}
+			if err := flatten(base, append(chain, base.ModelType.V)); err != nil {
+				return err
+			}
+			baseLine = lineage[base.ModelType.V]
+			inherit(own, baseLine)
 		}
-		if err := flatten(base, append(chain, base.ModelType.V)); err != nil {
-			return err
-		}
-		inherit(d, base)
-		done[mt] = true
-		return nil
+		lineage[mt] = own
+		return compose(d, baseLine, frags)
 	}
 	for _, d := range descs {
 		if err := flatten(d, []string{d.ModelType.V}); err != nil {

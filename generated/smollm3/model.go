@@ -33,7 +33,7 @@ var Arch = nn.Arch{
 	Config: func(data []byte) (any, error) {
 		return ParseConfig(data)
 	},
-	Derived: []string{"head_dim", "num_key_value_heads", "layer_types", "no_rope_layers"},
+	Derived: []string{"head_dim", "num_key_value_heads", "no_rope_layers", "layer_types"},
 	Ignored: IgnoredKeys,
 }
 

@@ -144,6 +144,11 @@ func (at *Attention) build(s stage) []jen.Code {
 	return out
 }
 
+// MaskArray: attention written out (soft-capped scores) adds an explicit
+// mask array to its scores, where MLX's fused attention takes the causal
+// mask by name.
+func (at *Attention) MaskArray() bool { return at.softcap != nil }
+
 // forward spells the layer's attention on x.
 func (at *Attention) forward(x jen.Code) *jen.Statement {
 	return at.Field.of(rLayer).Dot("forward").Call(g(), x, jen.Id("mask"), jen.Id("c"))

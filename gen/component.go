@@ -62,40 +62,32 @@ func (a *Arch) components() []component {
 	return append(cs, a.Head, &a.Scalars)
 }
 
-// fieldsOf collects every component's fields of type t.
+// collect gathers one answer of every component, in order.
+func collect[T any](a *Arch, of func(component) []T) []T {
+	var out []T
+	for _, c := range a.components() {
+		out = append(out, of(c)...)
+	}
+	return out
+}
+
+// fieldsOf, paramsOf, initsOf and buildAt collect every component's
+// fields, hyperparameters and literal entries of type t, and its build
+// lines at stage s.
 func (a *Arch) fieldsOf(t goType) []jen.Code {
-	var out []jen.Code
-	for _, c := range a.components() {
-		out = append(out, c.fields(t)...)
-	}
-	return out
+	return collect(a, func(c component) []jen.Code { return c.fields(t) })
 }
 
-// paramsOf collects every component's hyperparameters of type t.
 func (a *Arch) paramsOf(t goType) []jen.Code {
-	var out []jen.Code
-	for _, c := range a.components() {
-		out = append(out, c.params(t)...)
-	}
-	return out
+	return collect(a, func(c component) []jen.Code { return c.params(t) })
 }
 
-// initsOf collects every component's literal entries of type t.
 func (a *Arch) initsOf(t goType) []kvPair {
-	var out []kvPair
-	for _, c := range a.components() {
-		out = append(out, c.inits(t)...)
-	}
-	return out
+	return collect(a, func(c component) []kvPair { return c.inits(t) })
 }
 
-// buildAt collects every component's build lines at stage s.
 func (a *Arch) buildAt(s stage) []jen.Code {
-	var out []jen.Code
-	for _, c := range a.components() {
-		out = append(out, c.build(s)...)
-	}
-	return out
+	return collect(a, func(c component) []jen.Code { return c.build(s) })
 }
 
 // field is one field of a generated type, named once here so that no

@@ -16,6 +16,8 @@ type Descriptor struct {
 	Config     ConfigDesc  `yaml:"config"`
 	Structure  Structure   `yaml:"structure"`
 	Weights    WeightsDesc `yaml:"weights"`
+	GGUF       GGUFDesc    `yaml:"gguf"`
+	Wrapper    WrapperDesc `yaml:"wrapper"`
 	TestConfig OMap[Raw]   `yaml:"test_config"`
 
 	file string
@@ -175,6 +177,39 @@ type DropRule struct {
 	Contains F[string] `yaml:"contains"`
 	When     F[Expr]   `yaml:"when"`
 	Pos      Pos       `yaml:"-"`
+}
+
+// GGUFDesc is how llama.cpp's GGUF files of the architecture read. It is
+// never inherited: a GGUF architecture name belongs to one model_type.
+type GGUFDesc struct {
+	Arch          F[string]       `yaml:"arch"`
+	Class         F[string]       `yaml:"class"`
+	PermuteQK     F[bool]         `yaml:"permute_qk"`
+	AlwaysHeadDim F[bool]         `yaml:"always_head_dim"`
+	Config        OMap[Raw]       `yaml:"config"`
+	Tensors       OMap[F[string]] `yaml:"tensors"`
+	Pos           Pos             `yaml:"-"`
+}
+
+// WrapperDesc makes a descriptor a wrapper: its checkpoints hold a text
+// model (in a section of the config, under prefixes of the tensor names,
+// beside towers it drops) that another descriptor's architecture runs.
+type WrapperDesc struct {
+	Section  F[string]        `yaml:"section"`
+	TopWins  F[[]string]      `yaml:"top_wins"`
+	Defaults OMap[Raw]        `yaml:"defaults"`
+	Runs     F[string]        `yaml:"runs"`
+	Dispatch OMap[F[string]]  `yaml:"dispatch"`
+	Prefixes List[PrefixDesc] `yaml:"prefixes"`
+	Drop     F[[]string]      `yaml:"drop"`
+	Pos      Pos              `yaml:"-"`
+}
+
+// PrefixDesc rewrites checkpoint names starting with from to start with to.
+type PrefixDesc struct {
+	From F[string] `yaml:"from"`
+	To   F[string] `yaml:"to"`
+	Pos  Pos       `yaml:"-"`
 }
 
 // Registry is descriptors/registry.yaml: the model_types refused by name.

@@ -36,7 +36,7 @@ func emitConfig(a *Arch) ([]byte, error) {
 		fields = append(fields, jen.Line(), jen.Comment(comment(doc)),
 			jen.Id(d.Field).Add(d.Type.goType()).Tag(map[string]string{"json": "-"}))
 	}
-	f.Comment(comment(fmt.Sprintf("Config is a %s config.json as mlx-lm reads it: every key the architecture uses, with mlx-lm's defaults applied. Keys nested under text_config count as top-level ones.", a.Name)))
+	f.Comment(comment(fmt.Sprintf("Config is a %s config.json as mlx-lm reads it: every key the architecture uses, with mlx-lm's defaults applied.", a.Name)))
 	f.Type().Id("Config").Struct(fields...)
 	f.Line()
 

@@ -28,9 +28,7 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 		jen.Id("L").Op(":=").Qual(nnPkg, "SeqLen").Call(g(), jen.Id("tokens")),
 	}
 	body = append(body, a.Embed.forward()...)
-	// Manual (soft-capped) attention needs an explicit mask array, as
-	// mlx-lm's gemma2 asks for one.
-	maskArray := a.Attn.softcap != nil
+	maskArray := a.Attn.MaskArray()
 	var mask jen.Code
 	if sl := a.Attn.Sliding; sl != nil {
 		var lines []jen.Code

@@ -39,7 +39,7 @@ func emitModel(a *Arch) ([]byte, error) {
 	f.Var().Id("Aliases").Op("=").Index().String().Values(al...)
 	f.Line()
 	f.Comment("Arch is this architecture as the registry lists it.")
-	f.Var().Id("Arch").Op("=").Qual(nnPkg, "Arch").Values(fieldsOf([]kvPair{
+	archFields := []kvPair{
 		{"Name", jen.Id("Name")},
 		{"Tier", jen.Lit(a.Tier)},
 		{"Aliases", jen.Id("Aliases")},
@@ -49,13 +49,48 @@ func emitModel(a *Arch) ([]byte, error) {
 		{"Config", jen.Func().Params(jen.Id("data").Index().Byte()).Params(jen.Any(), jen.Error()).Block(jen.Return(jen.Id("ParseConfig").Call(jen.Id("data"))))},
 		{"Derived", strList(a.DerivedKeys())},
 		{"Ignored", jen.Id("IgnoredKeys")},
-	})...)
+	}
+	if a.GGUF != nil {
+		archFields = append(archFields, kvPair{"GGUF", ggufFacts(a)})
+	}
+	f.Var().Id("Arch").Op("=").Qual(nnPkg, "Arch").Values(fieldsOf(archFields)...)
 	f.Line()
 	emitTypes(f, a)
 	emitLoad(f, a)
 	emitBuild(f, a)
 	emitAccessors(f, a)
 	return render(f)
+}
+
+// ggufFacts spells the descriptor's gguf section as an *nn.GGUF:
+//
+//	&nn.GGUF{Arch: "llama", Class: "LlamaForCausalLM", Tensors: map[string]string{"attn_q": "self_attn.q_proj", ...}, ...}
+func ggufFacts(a *Arch) jen.Code {
+	g := a.GGUF
+	cfg := jen.Dict{}
+	for _, e := range g.Config {
+		v := e.Val.V
+		if i, ok := v.(int64); ok {
+			v = int(i)
+		}
+		cfg[jen.Lit(e.Key)] = jen.Lit(v)
+	}
+	tensors := jen.Dict{}
+	for _, e := range g.Tensors {
+		tensors[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
+	}
+	return jen.Op("&").Qual(nnPkg, "GGUF").Values(fieldsOf([]kvPair{
+		{"Arch", jen.Lit(g.Arch)},
+		{"Class", jen.Lit(g.Class)},
+		{"PermuteQK", jen.Lit(g.PermuteQK)},
+		{"AlwaysHeadDim", jen.Lit(g.AlwaysHeadDim)},
+		{"Config", jen.Map(jen.String()).Any().Values(cfg)},
+		{"Tensors", jen.Map(jen.String()).String().Values(tensors)},
+		{"Layers", jen.Lit(a.Block.Path)},
+		{"Embed", jen.Lit(a.Embed.Path)},
+		{"Norm", jen.Lit(a.Head.NormPath)},
+		{"Head", jen.Lit(a.Head.Name)},
+	})...)
 }
 
 func strList(xs []string) *jen.Statement {

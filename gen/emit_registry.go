@@ -28,6 +28,9 @@ func emitRegistry(s *Set, module string) ([]byte, error) {
 		f.ImportName(module+"/"+a.Dir(), a.Pkg())
 		archs = append(archs, jen.Line().Qual(module+"/"+a.Dir(), "Arch"))
 	}
+	for _, w := range s.Wrappers {
+		archs = append(archs, jen.Line().Add(w.archEntry()))
+	}
 	archs = append(archs, jen.Line())
 	remapped := jen.Dict{}
 	for _, k := range sortedKeys(s.Remapped) {
@@ -76,6 +79,12 @@ func emitRegistryTest(s *Set) ([]byte, error) {
 		names[jen.Lit(a.Name)] = jen.Lit(a.Name)
 		for _, al := range a.Aliases {
 			names[jen.Lit(al)] = jen.Lit(a.Name)
+		}
+	}
+	for _, w := range s.Wrappers {
+		names[jen.Lit(w.Name)] = jen.Lit(w.Name)
+		for _, al := range w.Aliases {
+			names[jen.Lit(al)] = jen.Lit(w.Name)
 		}
 	}
 	remapped := jen.Dict{}

@@ -14,6 +14,9 @@ import (
 // the language's default.
 func Explain(s *Set, name string) (string, error) {
 	a := s.Arch(name)
+	if w := s.wrapper(name); w != nil {
+		a = &Arch{Name: w.Name, File: w.File, Doc: w.Doc}
+	}
 	if a == nil {
 		if t, ok := s.Remapped[name]; ok {
 			return "", fmt.Errorf("%q is an alias of %q, which has no descriptor", name, t)
@@ -148,6 +151,13 @@ func Listing(s *Set) string {
 			ext = a.Extends
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, a.Tier, al, ext)
+	}
+	for _, w := range s.Wrappers {
+		al := "-"
+		if len(w.Aliases) > 0 {
+			al = strings.Join(w.Aliases, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", w.Name, w.Tier, al, "wraps "+w.Runs)
 	}
 	tw.Flush()
 	var refused []string

@@ -70,7 +70,7 @@ func FuzzResolve(f *testing.F) {
 			}
 			return
 		}
-		if isFrag {
+		if isFrag || s.wrapper(name) != nil {
 			if _, err := Generate(s); err != nil {
 				t.Fatalf("fragment %s resolves but does not generate: %v", frag, err)
 			}

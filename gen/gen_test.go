@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -182,6 +183,15 @@ func TestWriteRemovesStale(t *testing.T) {
 	}
 }
 
+// explainLines are explain's lines, their spaces collapsed.
+func explainLines(out string) map[string]bool {
+	lines := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = true
+	}
+	return lines
+}
+
 func TestExplain(t *testing.T) {
 	s, err := Load("testdata/golden/toy/descriptors", "descriptors")
 	if err != nil {
@@ -191,10 +201,7 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := map[string]bool{}
-	for _, l := range strings.Split(out, "\n") {
-		lines[strings.Join(strings.Fields(l), " ")] = true
-	}
+	lines := explainLines(out)
 	for _, want := range []string{
 		"toychild (descriptors/toychild.yaml, extends toy)",
 		"config.keys.hidden_size.required true # inherited, descriptors/toy.yaml:12",
@@ -212,10 +219,7 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines = map[string]bool{}
-	for _, l := range strings.Split(toy, "\n") {
-		lines[strings.Join(strings.Fields(l), " ")] = true
-	}
+	lines = explainLines(toy)
 	for _, want := range []string{
 		"toy (descriptors/toy.yaml, includes sliding)",
 		"structure.attention.window sliding_window # fragment, descriptors/fragments/sliding.yaml:11",
@@ -256,5 +260,57 @@ func TestDescriptorStringsStayQuoted(t *testing.T) {
 		if _, err := parser.ParseFile(token.NewFileSet(), p, src, parser.ParseComments); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+}
+
+// TestNoArchNames: the generator, the runtime and the GGUF reader name no
+// architecture in their code; an architecture's facts live in its
+// descriptor. A string literal of their non-test files that is a model_type,
+// an alias or a GGUF architecture name fails.
+func TestNoArchNames(t *testing.T) {
+	s, err := Load("../descriptors", "descriptors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, a := range s.Archs {
+		names[a.Name] = true
+		for _, al := range a.Aliases {
+			names[al] = true
+		}
+		if a.GGUF != nil {
+			names[a.GGUF.Arch] = true
+		}
+	}
+	// llama.cpp's tokenizer.ggml.pre names pre-tokenizers, some after a
+	// model family; they are tokenizer facts, not architectures.
+	pretok := map[string]bool{"../gguf/tokenizer.go": true}
+	n := 0
+	for _, root := range []string{".", "../runtime", "../gguf"} {
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			ast.Inspect(f, func(node ast.Node) bool {
+				if lit, ok := node.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, err := strconv.Unquote(lit.Value); err == nil && names[v] && !pretok[p] {
+						t.Errorf("%s: names the architecture %q", p, v)
+					}
+				}
+				return true
+			})
+			return nil
+		})
+	}
+	if n < 20 {
+		t.Fatalf("read only %d files", n)
 	}
 }

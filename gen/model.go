@@ -44,6 +44,7 @@ type Arch struct {
 	Scalars Scalars
 	Names   ResolvedNames
 	Drops   []Drop
+	GGUF    *GGUF // nil: no GGUF support
 
 	derivationOrder []string
 }
@@ -163,7 +164,7 @@ func build(d *Descriptor) (*Arch, error) {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")
 	}
 	b := &builder{d: d, a: a, types: map[string]Type{}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
-	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.drops, b.testConfig}
+	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.drops, b.gguf, b.testConfig}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err
@@ -703,6 +704,58 @@ func (b *builder) drops() error {
 		}
 		b.a.Drops = append(b.a.Drops, d)
 	}
+	return nil
+}
+
+// GGUF is the descriptor's gguf section, resolved.
+type GGUF struct {
+	Arch, Class   string
+	PermuteQK     bool
+	AlwaysHeadDim bool
+	Config        []Entry[Raw]
+	Tensors       []Entry[F[string]]
+}
+
+// ggufTensor is llama.cpp's name of a module of a layer.
+var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+func (b *builder) gguf() error {
+	g := b.d.GGUF
+	set := g.Arch.Set || g.Class.Set || g.PermuteQK.Set || g.AlwaysHeadDim.Set || g.Config.Set || g.Tensors.Set
+	if !set {
+		return nil
+	}
+	pos := g.Pos
+	if pos.File == "" {
+		pos = Pos{File: b.d.file}
+	}
+	if !g.Arch.IsSet() || g.Arch.V == "" {
+		return errAt(pos, "gguf.arch", "missing (required): the file's general.architecture")
+	}
+	if !g.Class.IsSet() || g.Class.V == "" {
+		return errAt(pos, "gguf.class", "missing (required): config.json's architectures entry")
+	}
+	if len(g.Tensors.Entries) == 0 {
+		return errAt(pos, "gguf.tensors", "missing (required): llama.cpp's names of a layer's tensors")
+	}
+	for _, e := range g.Tensors.Entries {
+		path := "gguf.tensors." + e.Key
+		if !ggufTensor.MatchString(e.Key) {
+			return errAt(e.Pos, path, "%q is not a llama.cpp tensor name (lower-case letters, digits and _)", e.Key)
+		}
+		if e.Null || !checkpointName.MatchString(e.Val.V) {
+			return errAt(e.Pos, path, "want a checkpoint name within the layer, got %q", e.Val.V)
+		}
+	}
+	for _, e := range g.Config.Entries {
+		switch e.Val.V.(type) {
+		case bool, int64, float64, string:
+		default:
+			return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string or true/false")
+		}
+	}
+	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, PermuteQK: g.PermuteQK.V, AlwaysHeadDim: g.AlwaysHeadDim.V,
+		Config: g.Config.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }
 

@@ -66,6 +66,18 @@ test_config:
   tie_word_embeddings: false
 `
 
+// heliumVL wraps helium, as a vision-language checkpoint would: the
+// registry lists it and builds with it.
+const heliumVL = `model_type: helium_vl
+doc: Helium's text model inside a vision-language checkpoint.
+wrapper:
+  section: text_config
+  runs: helium
+  top_wins: [vocab_size]
+  prefixes: [{from: language_model., to: ""}]
+  drop: [vision_tower]
+`
+
 // TestAddingAnArch adds one descriptor to a copy of descriptors/ in a
 // module of its own that uses this one, generates, builds the new package
 // and the registry, and runs the new package's tests: forward passes on a
@@ -86,6 +98,7 @@ func TestAddingAnArch(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(descs, "helium.yaml"), []byte(helium), 0o644)
+	os.WriteFile(filepath.Join(descs, "helium_vl.yaml"), []byte(heliumVL), 0o644)
 	const module = "example.com/newarch"
 	gomod := "module " + module + "\n\ngo 1.26\n\nrequire github.com/archgen/archgen v0.0.0\n\nreplace github.com/archgen/archgen => " + root + "\n"
 	os.WriteFile(filepath.Join(tmp, "go.mod"), []byte(gomod), 0o644)
@@ -106,6 +119,9 @@ func TestAddingAnArch(t *testing.T) {
 	}
 	if _, ok := files["generated/helium/forward.go"]; !ok {
 		t.Fatal("no generated/helium")
+	}
+	if !bytes.Contains(files["generated/registry/registry.go"], []byte(`Runs:     "helium",`)) {
+		t.Fatal("the registry lists no helium_vl wrapper")
 	}
 	goTool := func(args ...string) string {
 		t.Helper()

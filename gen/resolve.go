@@ -16,6 +16,7 @@ const RegistryFile = "registry.yaml"
 // Set is every descriptor of a directory, loaded, flattened and resolved.
 type Set struct {
 	Archs    []*Arch           // sorted by name
+	Wrappers []*Wrapper        // sorted by name
 	Remapped map[string]string // alias -> arch without a descriptor
 	Drafters []string
 	// Flat are the descriptors with extends flattened and defaults
@@ -212,6 +213,7 @@ func Resolve(files map[string][]byte) (*Set, error) {
 			baseLine = lineage[base.ModelType.V]
 			inherit(own, baseLine)
 		}
+		own.GGUF = GGUFDesc{} // a GGUF name belongs to one model_type
 		lineage[mt] = own
 		return compose(d, baseLine, frags)
 	}
@@ -221,6 +223,15 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		}
 	}
 	for _, d := range descs {
+		if isWrapper(d) {
+			w, err := buildWrapper(d, byType)
+			if err != nil {
+				return nil, err
+			}
+			set.Wrappers = append(set.Wrappers, w)
+			set.Flat[w.Name] = d
+			continue
+		}
 		applyDefaults(d)
 		a, err := build(d)
 		if err != nil {
@@ -230,6 +241,18 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		set.Flat[a.Name] = d
 	}
 	sort.Slice(set.Archs, func(i, j int) bool { return set.Archs[i].Name < set.Archs[j].Name })
+	sort.Slice(set.Wrappers, func(i, j int) bool { return set.Wrappers[i].Name < set.Wrappers[j].Name })
+	ggufNames := map[string]string{}
+	for _, a := range set.Archs {
+		if a.GGUF == nil {
+			continue
+		}
+		if prev, dup := ggufNames[a.GGUF.Arch]; dup {
+			d := set.Flat[a.Name]
+			return nil, errAt(d.GGUF.Arch.Pos, "gguf.arch", "%q is %s's GGUF architecture already", a.GGUF.Arch, prev)
+		}
+		ggufNames[a.GGUF.Arch] = a.Name
+	}
 	return set, nil
 }
 

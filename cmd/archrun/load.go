@@ -163,7 +163,7 @@ func loadGGUF(path string, opts nn.Options, withTokenizer bool) (nn.Model, *toke
 			}
 		}()
 	}
-	g, err := gguf.Read(path, opts.Stream)
+	g, err := gguf.Read(path, opts.Stream, registry.Archs())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -174,7 +174,7 @@ func loadGGUF(path string, opts nn.Options, withTokenizer bool) (nn.Model, *toke
 			return nil, nil, err
 		}
 	}
-	m, err := g.Load(opts)
+	m, err := g.Load(opts, registry.Load)
 	if err != nil {
 		return nil, nil, err
 	}

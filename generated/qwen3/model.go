@@ -35,6 +35,30 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
+	GGUF: &nn.GGUF{
+		Arch:          "qwen3",
+		Class:         "Qwen3ForCausalLM",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_k_norm": "self_attn.k_norm",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_q_norm": "self_attn.q_norm",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded qwen3. Its weights are named as in the checkpoint, in Go's

@@ -34,6 +34,9 @@ type Options struct {
 	// MemoryLimit, when set, refuses a model whose weights (in the
 	// compute dtype) take more bytes, before any is read.
 	MemoryLimit uint64
+	// Rename, when set, gives each checkpoint tensor the name the model
+	// asks for, or false to drop it (a wrapper's prefixes and towers).
+	Rename func(name string) (string, bool)
 }
 
 // TensorSpec is one tensor a model asks for: its checkpoint name and its
@@ -83,7 +86,11 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 	if opts.Tensors != nil {
 		l := newLoader(q, opts)
 		for name, a := range opts.Tensors {
-			l.tensors[name] = a
+			if name, keep := opts.rename(name); keep {
+				l.tensors[name] = a
+			} else {
+				a.Free()
+			}
 		}
 		return &Weights{l: l}, nil
 	}
@@ -100,6 +107,11 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 			return nil, err
 		}
 		for name, a := range arrays {
+			name, keep := opts.rename(name)
+			if !keep {
+				a.Free()
+				continue
+			}
 			if prev, dup := from[name]; dup {
 				a.Free()
 				l.errs = append(l.errs, fmt.Errorf("tensor %s is in both %s and %s", name, filepath.Base(prev), filepath.Base(f)))
@@ -123,6 +135,14 @@ func RecordWeights(config []byte) (*Weights, error) {
 	l := newLoader(q, Options{})
 	l.record = true
 	return &Weights{l: l}, nil
+}
+
+// rename applies Rename.
+func (o Options) rename(name string) (string, bool) {
+	if o.Rename == nil {
+		return name, true
+	}
+	return o.Rename(name)
 }
 
 func newLoader(q *Quantization, opts Options) *loader {

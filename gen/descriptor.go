@@ -196,6 +196,7 @@ type GGUFDesc struct {
 // beside towers it drops) that another descriptor's architecture runs.
 type WrapperDesc struct {
 	Section  F[string]        `yaml:"section"`
+	Optional F[bool]          `yaml:"section_optional"`
 	TopWins  F[[]string]      `yaml:"top_wins"`
 	Defaults OMap[Raw]        `yaml:"defaults"`
 	Runs     F[string]        `yaml:"runs"`

@@ -20,6 +20,7 @@ type Wrapper struct {
 	Name, File, Doc, Tier string
 	Aliases               []string
 	Section               string
+	SectionOptional       bool
 	TopWins               []string
 	Defaults              []Entry[Raw]
 	Runs                  string
@@ -34,7 +35,7 @@ var wrapperKeys = map[string]bool{"model_type": true, "doc": true, "tier": true,
 // isWrapper reports whether a flattened descriptor is a wrapper's.
 func isWrapper(d *Descriptor) bool {
 	w := d.Wrapper
-	return w.Section.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set
+	return w.Section.Set || w.Optional.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set
 }
 
 // buildWrapper resolves a wrapper descriptor; archs are the descriptors by
@@ -105,7 +106,7 @@ func buildWrapper(d *Descriptor, archs map[string]*Descriptor) (*Wrapper, error)
 	}
 	return &Wrapper{
 		Name: d.ModelType.V, File: d.file, Doc: doc, Tier: tier, Aliases: d.Aliases.V,
-		Section: w.Section.V, TopWins: w.TopWins.V, Defaults: w.Defaults.Entries,
+		Section: w.Section.V, SectionOptional: w.Optional.V, TopWins: w.TopWins.V, Defaults: w.Defaults.Entries,
 		Runs: w.Runs.V, Dispatch: w.Dispatch.Entries, Prefixes: w.Prefixes.Items, Drop: w.Drop.V,
 	}, nil
 }
@@ -136,6 +137,7 @@ func (w *Wrapper) archEntry() jen.Code {
 		{"Doc", jen.Lit(w.FirstSentence())},
 		{"Wrapper", jen.Op("&").Qual(nnPkg, "Wrapper").Values(fieldsOf([]kvPair{
 			{"Section", jen.Lit(w.Section)},
+			{"SectionOptional", jen.Lit(w.SectionOptional)},
 			{"TopWins", strList(w.TopWins)},
 			{"Defaults", jen.Map(jen.String()).Any().Values(defaults)},
 			{"Runs", jen.Lit(w.Runs)},

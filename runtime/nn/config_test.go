@@ -150,6 +150,11 @@ func TestWrapperUnwrap(t *testing.T) {
 			t.Errorf("%s: error %v, want %s", data, err, msg)
 		}
 	}
+	w.SectionOptional = true
+	_, text, err = w.Unwrap([]byte(`{"model_type": "wrap", "hidden_size": 8}`))
+	if err != nil || string(text) != `{"hidden_size":8,"model_type":"llama","num_attention_heads":8,"tie_word_embeddings":false}` {
+		t.Errorf("a config without its optional section: %s, %v", text, err)
+	}
 	w.Prefixes = []Prefix{{"model.language_model.", "model."}, {"language_model.", ""}}
 	w.Drop = []string{"vision_tower", "multi_modal_projector"}
 	for in, out := range map[string]string{

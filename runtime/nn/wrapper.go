@@ -14,8 +14,10 @@ import (
 // model on the architecture its section names. Every fact comes from the
 // wrapper's descriptor.
 type Wrapper struct {
-	// Section is the config key holding the text model's config.
-	Section string
+	// Section is the config key holding the text model's config;
+	// SectionOptional reads a config without it as the text model's own.
+	Section         string
+	SectionOptional bool
 	// TopWins are top-level keys whose value replaces the section's.
 	TopWins []string
 	// Defaults are section values set where the section lacks them.
@@ -48,11 +50,17 @@ func (w *Wrapper) Unwrap(data []byte) (arch string, text []byte, err error) {
 	}
 	sec := map[string]json.RawMessage{}
 	raw, ok := top[w.Section]
-	if !ok || isNull(raw) {
+	switch {
+	case (!ok || isNull(raw)) && w.SectionOptional:
+		for k, v := range top {
+			sec[k] = v
+		}
+	case !ok || isNull(raw):
 		return "", nil, &ConfigError{Key: w.Section, Msg: "missing (required): the text model's config"}
-	}
-	if err := json.Unmarshal(raw, &sec); err != nil || sec == nil {
-		return "", nil, &ConfigError{Key: w.Section, Msg: "want an object, got " + clip(raw)}
+	default:
+		if err := json.Unmarshal(raw, &sec); err != nil || sec == nil {
+			return "", nil, &ConfigError{Key: w.Section, Msg: "want an object, got " + clip(raw)}
+		}
 	}
 	for _, k := range append(append([]string(nil), w.TopWins...), carried...) {
 		if v, ok := top[k]; ok && !isNull(v) {

@@ -28,11 +28,12 @@ var catalog = nn.NewCatalog(
 			Aliases: []string{},
 			Doc:     "A toy vision-language model: its text model runs on toy, its vision tower is dropped.",
 			Wrapper: &nn.Wrapper{
-				Section:  "text_config",
-				TopWins:  []string{"vocab_size"},
-				Defaults: map[string]any{"tie_word_embeddings": false},
-				Runs:     "toy",
-				Dispatch: map[string]string{"toychild": "toychild"},
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{"vocab_size"},
+				Defaults:        map[string]any{"tie_word_embeddings": false},
+				Runs:            "toy",
+				Dispatch:        map[string]string{"toychild": "toychild"},
 				Prefixes: []nn.Prefix{{
 					From: "model.language_model.",
 					To:   "model.",

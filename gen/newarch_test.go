@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -120,7 +121,7 @@ func TestAddingAnArch(t *testing.T) {
 	if _, ok := files["generated/helium/forward.go"]; !ok {
 		t.Fatal("no generated/helium")
 	}
-	if !bytes.Contains(files["generated/registry/registry.go"], []byte(`Runs:     "helium",`)) {
+	if !regexp.MustCompile(`Runs:\s+"helium",`).Match(files["generated/registry/registry.go"]) {
 		t.Fatal("the registry lists no helium_vl wrapper")
 	}
 	goTool := func(args ...string) string {

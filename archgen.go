@@ -153,7 +153,7 @@ func (m *Model) loadDir(ctx context.Context, opts LoadOptions) error {
 }
 
 func (m *Model) loadGGUF(ctx context.Context, opts LoadOptions) error {
-	g, err := gguf.Read(m.Source.Path, opts.Stream)
+	g, err := gguf.Read(m.Source.Path, opts.Stream, registry.Archs())
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (m *Model) loadGGUF(ctx context.Context, opts LoadOptions) error {
 		g.Free()
 		return err
 	}
-	if m.Net, err = g.Load(opts.Options); err != nil {
+	if m.Net, err = g.Load(opts.Options, registry.Load); err != nil {
 		return err
 	}
 	return nil

@@ -63,6 +63,8 @@ const (
 	FromBase
 	// FromDelta is written in the descriptor itself.
 	FromDelta
+	// FromFragment comes from a fragment the descriptor includes.
+	FromFragment
 )
 
 // F is one settable leaf of a descriptor: its value, whether the file set

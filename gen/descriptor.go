@@ -10,10 +10,14 @@ type Descriptor struct {
 	Doc        F[string]   `yaml:"doc"`
 	Tier       F[Tier]     `yaml:"tier"`
 	Extends    F[string]   `yaml:"extends"`
+	Include    F[[]string] `yaml:"include"`
 	Aliases    F[[]string] `yaml:"aliases"`
+	Fragment   F[string]   `yaml:"fragment"` // only in descriptors/fragments/
 	Config     ConfigDesc  `yaml:"config"`
 	Structure  Structure   `yaml:"structure"`
 	Weights    WeightsDesc `yaml:"weights"`
+	GGUF       GGUFDesc    `yaml:"gguf"`
+	Wrapper    WrapperDesc `yaml:"wrapper"`
 	TestConfig OMap[Raw]   `yaml:"test_config"`
 
 	file string
@@ -61,33 +65,6 @@ type CheckSpec struct {
 	Key     F[string] `yaml:"key"`
 	Message F[string] `yaml:"message"`
 }
-
-// Block kinds: where the norms of a decoder layer sit.
-type BlockKind string
-
-func (BlockKind) values() []string { return []string{"pre_norm", "post_norm", "sandwich", "four_norm"} }
-
-// NormKind is the norm every layer uses.
-type NormKind string
-
-func (NormKind) values() []string { return []string{"rms", "rms_one_plus", "layer_norm"} }
-
-// QKNorm is a norm on queries and keys before the rope.
-type QKNorm string
-
-func (QKNorm) values() []string { return []string{"none", "per_head", "full_width"} }
-
-// MLPKind is the feed-forward block.
-type MLPKind string
-
-func (MLPKind) values() []string {
-	return []string{"swiglu", "gelu_gated", "gelu_tanh_gated", "fused_swiglu", "gelu"}
-}
-
-// RopeKindName is how positions enter attention.
-type RopeKindName string
-
-func (RopeKindName) values() []string { return []string{"none", "plain", "scaled", "su"} }
 
 // Structure is the shape of the network.
 type Structure struct {
@@ -190,6 +167,7 @@ type Names struct {
 	AttnOut   F[string] `yaml:"attn_out_norm"`
 	MLPIn     F[string] `yaml:"mlp_in_norm"`
 	MLPOut    F[string] `yaml:"mlp_out_norm"`
+	Pos       Pos       `yaml:"-"`
 }
 
 // DropRule is a tensor loading drops (mlx-lm's sanitize): by exact name or
@@ -199,6 +177,40 @@ type DropRule struct {
 	Contains F[string] `yaml:"contains"`
 	When     F[Expr]   `yaml:"when"`
 	Pos      Pos       `yaml:"-"`
+}
+
+// GGUFDesc is how llama.cpp's GGUF files of the architecture read. It is
+// never inherited: a GGUF architecture name belongs to one model_type.
+type GGUFDesc struct {
+	Arch          F[string]       `yaml:"arch"`
+	Class         F[string]       `yaml:"class"`
+	PermuteQK     F[bool]         `yaml:"permute_qk"`
+	AlwaysHeadDim F[bool]         `yaml:"always_head_dim"`
+	Config        OMap[Raw]       `yaml:"config"`
+	Tensors       OMap[F[string]] `yaml:"tensors"`
+	Pos           Pos             `yaml:"-"`
+}
+
+// WrapperDesc makes a descriptor a wrapper: its checkpoints hold a text
+// model (in a section of the config, under prefixes of the tensor names,
+// beside towers it drops) that another descriptor's architecture runs.
+type WrapperDesc struct {
+	Section  F[string]        `yaml:"section"`
+	Optional F[bool]          `yaml:"section_optional"`
+	TopWins  F[[]string]      `yaml:"top_wins"`
+	Defaults OMap[Raw]        `yaml:"defaults"`
+	Runs     F[string]        `yaml:"runs"`
+	Dispatch OMap[F[string]]  `yaml:"dispatch"`
+	Prefixes List[PrefixDesc] `yaml:"prefixes"`
+	Drop     F[[]string]      `yaml:"drop"`
+	Pos      Pos              `yaml:"-"`
+}
+
+// PrefixDesc rewrites checkpoint names starting with from to start with to.
+type PrefixDesc struct {
+	From F[string] `yaml:"from"`
+	To   F[string] `yaml:"to"`
+	Pos  Pos       `yaml:"-"`
 }
 
 // Registry is descriptors/registry.yaml: the model_types refused by name.

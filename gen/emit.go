@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
 )
@@ -103,4 +104,25 @@ func fieldsOf(pairs []kvPair) []jen.Code {
 		out = append(out, jen.Line().Id(p.key).Op(":").Add(p.val))
 	}
 	return append(out, jen.Line())
+}
+
+// goString spells a string from a descriptor as a Go literal that cannot
+// break the file it lands in: a raw string where every byte may stand in
+// one (no backquote, carriage return, NUL or byte order mark, valid
+// UTF-8), an interpreted one (strconv.Quote) otherwise.
+func goString(s string) jen.Code {
+	if utf8.ValidString(s) && !strings.ContainsAny(s, "`\r\x00\ufeff") {
+		return jen.Id("`" + s + "`")
+	}
+	return jen.Lit(s)
+}
+
+// inline is descriptor text for a trailing // comment: one line, so that
+// nothing in it can end the comment or start code.
+func inline(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if strings.HasPrefix(s, "//") || strings.HasPrefix(s, "/*") {
+		s = " " + s // jennifer writes a comment that starts with // or /* as is
+	}
+	return s
 }

@@ -36,7 +36,7 @@ func emitConfig(a *Arch) ([]byte, error) {
 		fields = append(fields, jen.Line(), jen.Comment(comment(doc)),
 			jen.Id(d.Field).Add(d.Type.goType()).Tag(map[string]string{"json": "-"}))
 	}
-	f.Comment(comment(fmt.Sprintf("Config is a %s config.json as mlx-lm reads it: every key the architecture uses, with mlx-lm's defaults applied. Keys nested under text_config count as top-level ones.", a.Name)))
+	f.Comment(comment(fmt.Sprintf("Config is a %s config.json as mlx-lm reads it: every key the architecture uses, with mlx-lm's defaults applied.", a.Name)))
 	f.Type().Id("Config").Struct(fields...)
 	f.Line()
 
@@ -197,7 +197,7 @@ func parseBody(a *Arch) []jen.Code {
 		body = append(body,
 			jen.Var().Id("ropeErr").Error(),
 			jen.List(c(rs.Field), jen.Id("ropeErr")).Op("=").Qual(nnPkg, "CheckRopeScaling").Call(
-				jen.Qual(nnPkg, a.RopeKindConst()), c(rs.Field), maxPos),
+				a.Rope.KindConst(), c(rs.Field), maxPos),
 			jen.Id("r").Dot("Fail").Call(jen.Lit(rs.Name), jen.Id("ropeErr")),
 		)
 	}

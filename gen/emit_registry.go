@@ -28,6 +28,9 @@ func emitRegistry(s *Set, module string) ([]byte, error) {
 		f.ImportName(module+"/"+a.Dir(), a.Pkg())
 		archs = append(archs, jen.Line().Qual(module+"/"+a.Dir(), "Arch"))
 	}
+	for _, w := range s.Wrappers {
+		archs = append(archs, jen.Line().Add(w.archEntry()))
+	}
 	archs = append(archs, jen.Line())
 	remapped := jen.Dict{}
 	for _, k := range sortedKeys(s.Remapped) {
@@ -78,6 +81,12 @@ func emitRegistryTest(s *Set) ([]byte, error) {
 			names[jen.Lit(al)] = jen.Lit(a.Name)
 		}
 	}
+	for _, w := range s.Wrappers {
+		names[jen.Lit(w.Name)] = jen.Lit(w.Name)
+		for _, al := range w.Aliases {
+			names[jen.Lit(al)] = jen.Lit(w.Name)
+		}
+	}
 	remapped := jen.Dict{}
 	for _, k := range sortedKeys(s.Remapped) {
 		remapped[jen.Lit(k)] = jen.Lit(s.Remapped[k])
@@ -112,7 +121,7 @@ func emitArchTest(a *Arch) ([]byte, error) {
 		return nil, err
 	}
 	f.Comment("testConfig is the descriptor's test_config: a small " + a.Name + ".")
-	f.Const().Id("testConfig").Op("=").Id("`" + string(cfg) + "`")
+	f.Const().Id("testConfig").Op("=").Add(goString(string(cfg)))
 	f.Line()
 	for _, t := range []struct{ name, fn, doc string }{
 		{"TestForward", "Forward", "runs a batch through a random checkpoint: shapes, dtypes, finite logits"},

@@ -14,6 +14,9 @@ import (
 // the language's default.
 func Explain(s *Set, name string) (string, error) {
 	a := s.Arch(name)
+	if w := s.wrapper(name); w != nil {
+		a = &Arch{Name: w.Name, File: w.File, Doc: w.Doc}
+	}
 	if a == nil {
 		if t, ok := s.Remapped[name]; ok {
 			return "", fmt.Errorf("%q is an alias of %q, which has no descriptor", name, t)
@@ -26,13 +29,16 @@ func Explain(s *Set, name string) (string, error) {
 	if a.Extends != "" {
 		fmt.Fprintf(&b, ", extends %s", a.Extends)
 	}
+	if len(a.Includes) > 0 {
+		fmt.Fprintf(&b, ", includes %s", strings.Join(a.Includes, ", "))
+	}
 	b.WriteString(")\n\n")
 	b.WriteString(wrapText(a.Doc))
 	b.WriteString("\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	walk(reflect.ValueOf(d).Elem(), "", a.File, func(path, value, origin string) {
+	walk(reflect.ValueOf(d).Elem(), "", a.File, func(path, value string, p Pos, o Origin) {
 		if path != "doc" {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", path, value, origin)
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", path, value, origin(o, p))
 		}
 	})
 	tw.Flush()
@@ -45,12 +51,15 @@ func origin(o Origin, p Pos) string {
 		return "# here, " + p.String()
 	case FromBase:
 		return "# inherited, " + p.String()
+	case FromFragment:
+		return "# fragment, " + p.String()
 	}
 	return "# default"
 }
 
-// walk visits every set leaf of a descriptor tree.
-func walk(v reflect.Value, path, file string, visit func(path, value, origin string)) {
+// walk visits every set leaf of a descriptor tree: its path, value, and
+// where it was written.
+func walk(v reflect.Value, path, file string, visit func(path, value string, pos Pos, o Origin)) {
 	t := v.Type()
 	switch {
 	case strings.HasPrefix(t.String(), "gen.F["):
@@ -61,14 +70,14 @@ func walk(v reflect.Value, path, file string, visit func(path, value, origin str
 		if !v.FieldByName("Null").Bool() {
 			val = leafString(v.FieldByName("V").Interface())
 		}
-		visit(path, val, origin(Origin(v.FieldByName("Origin").Int()), v.FieldByName("Pos").Interface().(Pos)))
+		visit(path, val, v.FieldByName("Pos").Interface().(Pos), Origin(v.FieldByName("Origin").Int()))
 	case strings.HasPrefix(t.String(), "gen.List["):
 		if !v.FieldByName("Set").Bool() {
 			return
 		}
 		items := v.FieldByName("Items")
 		if items.Len() == 0 {
-			visit(path, "[]", origin(Origin(v.FieldByName("Origin").Int()), v.FieldByName("Pos").Interface().(Pos)))
+			visit(path, "[]", v.FieldByName("Pos").Interface().(Pos), Origin(v.FieldByName("Origin").Int()))
 		}
 		for i := 0; i < items.Len(); i++ {
 			walk(items.Index(i), fmt.Sprintf("%s[%d]", path, i), file, visit)
@@ -82,10 +91,12 @@ func walk(v reflect.Value, path, file string, visit func(path, value, origin str
 	case t == reflect.TypeOf(Raw{}):
 		p := v.FieldByName("Pos").Interface().(Pos)
 		o := FromDelta
-		if p.File != file {
+		if strings.Contains(p.File, "/fragments/") {
+			o = FromFragment
+		} else if p.File != file {
 			o = FromBase
 		}
-		visit(path, leafString(v.FieldByName("V").Interface()), origin(o, p))
+		visit(path, leafString(v.FieldByName("V").Interface()), p, o)
 	case t.Kind() == reflect.Struct && t != reflect.TypeOf(Pos{}):
 		for i := 0; i < t.NumField(); i++ {
 			tag := t.Field(i).Tag.Get("yaml")
@@ -140,6 +151,13 @@ func Listing(s *Set) string {
 			ext = a.Extends
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, a.Tier, al, ext)
+	}
+	for _, w := range s.Wrappers {
+		al := "-"
+		if len(w.Aliases) > 0 {
+			al = strings.Join(w.Aliases, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", w.Name, w.Tier, al, "wraps "+w.Runs)
 	}
 	tw.Flush()
 	var refused []string

@@ -10,21 +10,37 @@ import (
 
 var fuzzName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 
-// FuzzResolve puts one fuzzed descriptor file among the real ones and
-// resolves the set: no input may panic, an error must name a descriptor
-// file, and a descriptor that resolves must generate its package.
+// fragPrefix marks a fuzzed name as a fragment's.
+const fragPrefix = "frag_"
+
+// FuzzResolve puts one fuzzed descriptor file (or, named frag_<name>, a
+// fragment) among the real ones and resolves the set: no input may panic,
+// an error must name a descriptor file, and a descriptor that resolves
+// must generate its package (every package, for a fragment).
 func FuzzResolve(f *testing.F) {
 	real := map[string][]byte{}
-	paths, _ := filepath.Glob("../descriptors/*.yaml")
-	paths2, _ := filepath.Glob("testdata/golden/*/descriptors/*.yaml")
-	for _, p := range append(paths, paths2...) {
+	var paths []string
+	for _, g := range []string{"../descriptors/*.yaml", "../descriptors/fragments/*.yaml",
+		"testdata/golden/*/descriptors/*.yaml", "testdata/golden/*/descriptors/fragments/*.yaml"} {
+		ps, _ := filepath.Glob(g)
+		paths = append(paths, ps...)
+	}
+	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
 		}
 		name := strings.TrimSuffix(filepath.Base(p), ".yaml")
+		frag := filepath.Base(filepath.Dir(p)) == FragmentsDir
 		if strings.HasPrefix(p, "../descriptors/") {
-			real["descriptors/"+name+".yaml"] = data
+			if frag {
+				real["descriptors/fragments/"+name+".yaml"] = data
+			} else {
+				real["descriptors/"+name+".yaml"] = data
+			}
+		}
+		if frag {
+			name = fragPrefix + name
 		}
 		f.Add(name, data)
 	}
@@ -41,11 +57,22 @@ func FuzzResolve(f *testing.F) {
 		for k, v := range real {
 			files[k] = v
 		}
-		files["descriptors/"+name+".yaml"] = data
+		frag, isFrag := strings.CutPrefix(name, fragPrefix)
+		if isFrag {
+			files["descriptors/fragments/"+frag+".yaml"] = data
+		} else {
+			files["descriptors/"+name+".yaml"] = data
+		}
 		s, err := Resolve(files)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "descriptors/") {
 				t.Fatalf("error naming no file: %v", err)
+			}
+			return
+		}
+		if isFrag || s.wrapper(name) != nil {
+			if _, err := Generate(s); err != nil {
+				t.Fatalf("fragment %s resolves but does not generate: %v", frag, err)
 			}
 			return
 		}

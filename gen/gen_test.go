@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -182,6 +183,15 @@ func TestWriteRemovesStale(t *testing.T) {
 	}
 }
 
+// explainLines are explain's lines, their spaces collapsed.
+func explainLines(out string) map[string]bool {
+	lines := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = true
+	}
+	return lines
+}
+
 func TestExplain(t *testing.T) {
 	s, err := Load("testdata/golden/toy/descriptors", "descriptors")
 	if err != nil {
@@ -191,21 +201,32 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := map[string]bool{}
-	for _, l := range strings.Split(out, "\n") {
-		lines[strings.Join(strings.Fields(l), " ")] = true
-	}
+	lines := explainLines(out)
 	for _, want := range []string{
 		"toychild (descriptors/toychild.yaml, extends toy)",
-		"config.keys.hidden_size.required true # inherited, descriptors/toy.yaml:11",
+		"config.keys.hidden_size.required true # inherited, descriptors/toy.yaml:12",
 		"config.keys.norm_eps.default 1e-05 # here, descriptors/toychild.yaml:12",
-		"structure.block post_norm # here, descriptors/toychild.yaml:21",
+		"structure.block post_norm # here, descriptors/toychild.yaml:19",
 		"structure.mlp.hidden intermediate_size # default",
-		"weights.names.fc fc1 # here, descriptors/toychild.yaml:47",
-		"test_config.hidden_size 32 # inherited, descriptors/toy.yaml:46",
+		"weights.names.fc fc1 # here, descriptors/toychild.yaml:43",
+		"test_config.hidden_size 32 # inherited, descriptors/toy.yaml:42",
 	} {
 		if !lines[want] {
 			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	toy, err := Explain(s, "toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = explainLines(toy)
+	for _, want := range []string{
+		"toy (descriptors/toy.yaml, includes sliding)",
+		"structure.attention.window sliding_window # fragment, descriptors/fragments/sliding.yaml:11",
+		"config.keys.sliding_window.optional true # fragment, descriptors/fragments/sliding.yaml:7",
+	} {
+		if !lines[want] {
+			t.Errorf("explain lacks %q:\n%s", want, toy)
 		}
 	}
 	if _, err := Explain(s, "toy_legacy"); err == nil || err.Error() != `"toy_legacy" is an alias of "toy_v0", which has no descriptor` {
@@ -213,5 +234,83 @@ func TestExplain(t *testing.T) {
 	}
 	if a, _ := Explain(s, "toy_alias"); !strings.HasPrefix(a, "toy (") {
 		t.Errorf("explain of an alias: %.40q", a)
+	}
+}
+
+// TestDescriptorStringsStayQuoted: strings of a descriptor that Go's
+// literals and comments cannot hold as written still generate code that
+// parses (FuzzResolve found a backquote in test_config breaking the test
+// file's raw string).
+func TestDescriptorStringsStayQuoted(t *testing.T) {
+	data := strings.Replace(base, "test_config:\n  hidden_size: 8\n",
+		"test_config:\n  hidden_size: 8\n  \"na`me\": \"x\\r\\u0000\\ufeff`\"\n", 1)
+	s, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.Arch("a")
+	if a.TestConfig["na`me"] != "x\r\x00\ufeff`" {
+		t.Fatalf("test_config: %q", a.TestConfig)
+	}
+	files, err := Generate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, src := range files {
+		if _, err := parser.ParseFile(token.NewFileSet(), p, src, parser.ParseComments); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// TestNoArchNames: the generator, the runtime and the GGUF reader name no
+// architecture in their code; an architecture's facts live in its
+// descriptor. A string literal of their non-test files that is a model_type,
+// an alias or a GGUF architecture name fails.
+func TestNoArchNames(t *testing.T) {
+	s, err := Load("../descriptors", "descriptors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, a := range s.Archs {
+		names[a.Name] = true
+		for _, al := range a.Aliases {
+			names[al] = true
+		}
+		if a.GGUF != nil {
+			names[a.GGUF.Arch] = true
+		}
+	}
+	// llama.cpp's tokenizer.ggml.pre names pre-tokenizers, some after a
+	// model family; they are tokenizer facts, not architectures.
+	pretok := map[string]bool{"../gguf/tokenizer.go": true}
+	n := 0
+	for _, root := range []string{".", "../runtime", "../gguf"} {
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			ast.Inspect(f, func(node ast.Node) bool {
+				if lit, ok := node.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, err := strconv.Unquote(lit.Value); err == nil && names[v] && !pretok[p] {
+						t.Errorf("%s: names the architecture %q", p, v)
+					}
+				}
+				return true
+			})
+			return nil
+		})
+	}
+	if n < 20 {
+		t.Fatalf("read only %d files", n)
 	}
 }

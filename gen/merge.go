@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -19,13 +20,13 @@ import (
 // inherit merges base into d.
 func inherit(d, base *Descriptor) {
 	own := struct {
-		mt, doc, ext F[string]
-		tier         F[Tier]
-		aliases      F[[]string]
-	}{d.ModelType, d.Doc, d.Extends, d.Tier, d.Aliases}
+		mt, doc, ext, frag F[string]
+		tier               F[Tier]
+		aliases, include   F[[]string]
+	}{d.ModelType, d.Doc, d.Extends, d.Fragment, d.Tier, d.Aliases, d.Include}
 	ignore := d.Config.Ignore
 	mergeValue(reflect.ValueOf(d).Elem(), deepCopy(reflect.ValueOf(base).Elem()))
-	d.ModelType, d.Doc, d.Extends, d.Tier, d.Aliases = own.mt, own.doc, own.ext, own.tier, own.aliases
+	d.ModelType, d.Doc, d.Extends, d.Fragment, d.Tier, d.Aliases, d.Include = own.mt, own.doc, own.ext, own.frag, own.tier, own.aliases, own.include
 	if ignore.IsSet() {
 		union := append([]string(nil), base.Config.Ignore.V...)
 		for _, k := range ignore.V {
@@ -119,27 +120,117 @@ func mergeOMap(child, base reflect.Value) {
 
 // markBase turns the origin of every value in v from the base's own into
 // inherited.
-func markBase(v reflect.Value) {
+func markBase(v reflect.Value) { markAs(v, FromDelta, FromBase) }
+
+// markAs turns the origin of every value in v from one into another.
+func markAs(v reflect.Value, from, to Origin) {
 	t := v.Type()
 	switch {
 	case isLeaf(t):
-		if o := v.FieldByName("Origin"); Origin(o.Int()) == FromDelta {
-			o.SetInt(int64(FromBase))
+		if o := v.FieldByName("Origin"); Origin(o.Int()) == from {
+			o.SetInt(int64(to))
 		}
 		if items := v.FieldByName("Items"); items.IsValid() {
 			for i := 0; i < items.Len(); i++ {
-				markBase(items.Index(i))
+				markAs(items.Index(i), from, to)
 			}
 		}
 	case isOMap(t):
 		es := v.FieldByName("Entries")
 		for i := 0; i < es.Len(); i++ {
-			markBase(es.Index(i).FieldByName("Val"))
+			markAs(es.Index(i).FieldByName("Val"), from, to)
 		}
 	case t.Kind() == reflect.Struct && t != reflect.TypeOf(Raw{}) && t != reflect.TypeOf(Pos{}):
 		for i := 0; i < v.NumField(); i++ {
 			if t.Field(i).IsExported() {
-				markBase(v.Field(i))
+				markAs(v.Field(i), from, to)
+			}
+		}
+	}
+}
+
+// Fragments: a fragment (descriptors/fragments/<name>.yaml) is a partial
+// descriptor, a bundle of keys, structure and weights that several
+// architectures share (a sliding window, a wrapper). A descriptor lists the
+// fragments it includes; they merge into it as a base would, below what
+// the descriptor writes itself and above what it extends. Two fragments of
+// one descriptor may not set the same leaf. Inclusion is a descriptor's
+// own: extending a descriptor inherits what its file says (and what it
+// extends), not the fragments it includes.
+
+// notInFragments are the top-level keys only a descriptor has.
+var notInFragments = []string{"model_type", "tier", "aliases", "extends", "include"}
+
+// compose merges d's fragments (in order) and then base (its lineage,
+// without its fragments) into d. frags are the fragments by name.
+func compose(d, base *Descriptor, frags map[string]*Descriptor) error {
+	var acc *Descriptor
+	seen := map[string]string{} // leaf path -> where first set
+	for i, name := range d.Include.V {
+		path := fmt.Sprintf("include[%d]", i)
+		fr, ok := frags[name]
+		if !ok {
+			return errAt(d.Include.Pos, path, "no fragment %q (want descriptors/fragments/%s.yaml)", name, name)
+		}
+		if slices.Index(d.Include.V, name) != i {
+			return errAt(d.Include.Pos, path, "%q is included twice", name)
+		}
+		var clash error
+		walk(reflect.ValueOf(fr).Elem(), "", fr.file, func(p, _ string, pos Pos, _ Origin) {
+			if p == "doc" || p == "fragment" {
+				return
+			}
+			if prev, dup := seen[p]; dup && clash == nil {
+				clash = errAt(pos, p, "set by fragment %s and by %s; a descriptor's fragments may not overlap", name, prev)
+			}
+			seen[p] = "fragment " + name + " (" + pos.String() + ")"
+		})
+		if clash != nil {
+			return clash
+		}
+		c := deepCopy(reflect.ValueOf(fr).Elem())
+		markAs(c, FromDelta, FromFragment)
+		cd := c.Addr().Interface().(*Descriptor)
+		if acc == nil {
+			acc = cd
+		} else {
+			inherit(acc, cd)
+		}
+	}
+	if base != nil {
+		if acc == nil {
+			inherit(d, base)
+			return nil
+		}
+		inherit(acc, base)
+	}
+	if acc != nil {
+		inherit(d, acc)
+		fragmentsLast(reflect.ValueOf(d).Elem())
+	}
+	return nil
+}
+
+// fragmentsLast moves the entries a fragment brought to the end of each
+// ordered map, so that a descriptor's own keys keep their order.
+func fragmentsLast(v reflect.Value) {
+	t := v.Type()
+	switch {
+	case isOMap(t):
+		es := v.FieldByName("Entries")
+		out := reflect.MakeSlice(es.Type(), 0, es.Len())
+		for _, last := range []bool{false, true} {
+			for i := 0; i < es.Len(); i++ {
+				if isFragment(es.Index(i).FieldByName("Pos").Interface().(Pos).File) == last {
+					out = reflect.Append(out, es.Index(i))
+				}
+			}
+		}
+		es.Set(out)
+	case t.Kind() == reflect.Struct && !isLeaf(t) && t != reflect.TypeOf(Raw{}) && t != reflect.TypeOf(Pos{}):
+		for i := 0; i < v.NumField(); i++ {
+			if t.Field(i).IsExported() {
+				fragmentsLast(v.Field(i))
 			}
 		}
 	}

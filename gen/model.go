@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode"
@@ -16,12 +17,13 @@ import (
 
 // Arch is one resolved architecture.
 type Arch struct {
-	Name    string // model_type
-	File    string // descriptors/<name>.yaml
-	Doc     string
-	Tier    string
-	Aliases []string
-	Extends string // the base's model_type, "" when none
+	Name     string // model_type
+	File     string // descriptors/<name>.yaml
+	Doc      string
+	Tier     string
+	Aliases  []string
+	Extends  string   // the base's model_type, "" when none
+	Includes []string // the fragments it includes
 
 	Keys    []*Key
 	Derived []*Derived
@@ -31,17 +33,18 @@ type Arch struct {
 	TestConfig map[string]any
 
 	Layers, Hidden, Vocab *Value
-	Block                 BlockKind
-	Norm                  NormKind
-	Eps                   *Value
-	EmbedScale            *Value // nil: no scaling
-	ResidualScale         *Value // nil: none
-	Attn                  Attention
-	Rope                  Rope
-	MLP                   MLP
-	Head                  Head
-	Names                 ResolvedNames
-	Drops                 []Drop
+	// The network's components (component.go).
+	Norm    *Norm
+	Embed   *Embed
+	Block   *Block
+	Attn    *Attention
+	Rope    *Rope
+	MLP     *MLP
+	Head    *Head
+	Scalars Scalars
+	Names   ResolvedNames
+	Drops   []Drop
+	GGUF    *GGUF // nil: no GGUF support
 
 	derivationOrder []string
 }
@@ -98,44 +101,6 @@ func (v *Value) IsFalse() bool { b, ok := v.lit.(bool); return v.isLit && ok && 
 // Float32 spells the value as a float32 (for kernels that take one).
 func (v *Value) Float32() *jen.Statement { return jen.Float32().Call(v.Code()) }
 
-// Attention is self-attention, resolved.
-type Attention struct {
-	Heads, KVHeads, HeadDim *Value
-	Scale                   *Value
-	FusedQKV                bool
-	BiasQ, BiasK, BiasV     *Value
-	BiasO                   *Value
-	QKNorm                  QKNorm
-	Softcap                 *Value // nil: MLX's fused attention
-	Sliding                 *Value // per-layer bool; nil: every layer attends fully
-	Window                  *Value
-}
-
-// Rope is the rotary embedding, resolved.
-type Rope struct {
-	Kind                 RopeKindName
-	Dims, Base           *Value
-	Traditional          *Value
-	Scaling              *Key // the rope_scaling key; nil for plain ropes
-	MaxPositions         *Value
-	OriginalMaxPositions *Value
-	Layers               *Value // per-layer bool; nil: every layer rotates
-}
-
-// MLP is the feed-forward block, resolved.
-type MLP struct {
-	Kind   MLPKind
-	Hidden *Value
-	Bias   *Value
-}
-
-// Head is the output projection, resolved.
-type Head struct {
-	Tied    *Value
-	Divide  *Value
-	Softcap *Value
-}
-
 // ResolvedNames are the checkpoint names by role.
 type ResolvedNames struct {
 	Model, Embed, Layers, Norm, LMHead, Attention, MLP string
@@ -153,27 +118,53 @@ type Drop struct {
 // ---- building ----
 
 type builder struct {
-	d     *Descriptor
-	a     *Arch
-	types map[string]Type
-	min   map[string]float64
-	plain map[string]bool // keys read as such (not derived when absent)
+	d      *Descriptor
+	a      *Arch
+	types  map[string]Type
+	min    map[string]float64
+	plain  map[string]bool   // keys read as such (not derived when absent)
+	fields map[string]string // Config's Go fields, by the name they spell
+}
+
+// nameRE is a config key or derived value that is also an expression's
+// name and a Go field once in CamelCase.
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// claimField checks that a config key or derived value makes a Go field of
+// Config of its own.
+func (b *builder) claimField(name string, pos Pos, path string) error {
+	if !nameRE.MatchString(name) {
+		return errAt(pos, path, "%q is not a name (letters, digits and _, not first a digit)", name)
+	}
+	f := goName(name)
+	if f == "" {
+		return errAt(pos, path, "%q makes no Go name", name)
+	}
+	if f == "ModelType" {
+		return errAt(pos, path, "is spelled ModelType in Go, which model_type is")
+	}
+	if prev, dup := b.fields[f]; dup {
+		return errAt(pos, path, "is spelled %s in Go, as %s is", f, prev)
+	}
+	b.fields[f] = name
+	return nil
 }
 
 func build(d *Descriptor) (*Arch, error) {
 	a := &Arch{
-		Name:    d.ModelType.V,
-		File:    d.file,
-		Doc:     strings.TrimSpace(d.Doc.V),
-		Tier:    string(d.Tier.V),
-		Aliases: d.Aliases.V,
-		Extends: d.Extends.V,
+		Name:     d.ModelType.V,
+		File:     d.file,
+		Doc:      strings.TrimSpace(d.Doc.V),
+		Tier:     string(d.Tier.V),
+		Aliases:  d.Aliases.V,
+		Extends:  d.Extends.V,
+		Includes: d.Include.V,
 	}
 	if a.Doc == "" {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")
 	}
-	b := &builder{d: d, a: a, types: map[string]Type{}, min: map[string]float64{}, plain: map[string]bool{}}
-	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.drops, b.testConfig}
+	b := &builder{d: d, a: a, types: map[string]Type{}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
+	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.drops, b.gguf, b.testConfig}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err
@@ -203,6 +194,9 @@ func (b *builder) keys() error {
 		k := &Key{Name: e.Key, Field: goName(e.Key), Type: ks.Type.V, Fallback: ks.Fallback.V, Doc: ks.Doc.V}
 		if e.Key == "model_type" {
 			return errAt(e.Pos, path, "model_type is always read; do not list it")
+		}
+		if err := b.claimField(e.Key, e.Pos, path); err != nil {
+			return err
 		}
 		var modes []string
 		if ks.Required.IsSet() && ks.Required.V {
@@ -263,6 +257,9 @@ func (b *builder) derived() error {
 			return errAt(e.Pos, path+".expr", "missing (required)")
 		}
 		dv := &Derived{Name: e.Key, Field: goName(e.Key), Type: e.Val.Type.V, Doc: e.Val.Doc.V}
+		if err := b.claimField(e.Key, e.Pos, path); err != nil {
+			return err
+		}
 		if e.Val.Min.IsSet() {
 			m := e.Val.Min.V
 			dv.Min = &m
@@ -490,13 +487,15 @@ func (b *builder) structure() error {
 	}
 	a.Hidden = must(s.Hidden, "structure.hidden", TInt)
 	a.Vocab = must(s.Vocab, "structure.vocab", TInt)
-	a.Block = s.Block.V
-	a.Norm = s.Norm.Kind.V
-	a.Eps = must(s.Norm.Eps, "structure.norm.eps", TFloat)
-	a.EmbedScale = opt(s.EmbedScale, "structure.embed_scale", TFloat)
-	a.ResidualScale = opt(s.ResidualScale, "structure.residual_scale", TFloat)
+	a.Norm = newNorm(s.Norm.Kind.V, must(s.Norm.Eps, "structure.norm.eps", TFloat))
+	if err != nil {
+		return err
+	}
+	if err := b.scalars(sc); err != nil {
+		return err
+	}
 	at := &s.Attention
-	a.Attn = Attention{
+	a.Attn = &Attention{
 		Heads:    must(at.Heads, "structure.attention.heads", TInt),
 		KVHeads:  must(at.KVHeads, "structure.attention.kv_heads", TInt),
 		HeadDim:  must(at.HeadDim, "structure.attention.head_dim", TInt),
@@ -507,21 +506,21 @@ func (b *builder) structure() error {
 		BiasV:    must(at.Bias.V, "structure.attention.bias.v", TBool),
 		BiasO:    must(at.Bias.O, "structure.attention.bias.o", TBool),
 		QKNorm:   at.QKNorm.V,
-		Softcap:  opt(at.Softcap, "structure.attention.softcap", TFloat),
-		Sliding:  perLayer(at.Sliding, "structure.attention.sliding"),
-		Window:   opt(at.Window, "structure.attention.window", TInt),
 	}
+	sliding := perLayer(at.Sliding, "structure.attention.sliding")
+	window := opt(at.Window, "structure.attention.window", TInt)
 	if err != nil {
 		return err
 	}
 	if a.Attn.FusedQKV && !(a.Attn.BiasQ.IsFalse() && a.Attn.BiasK.IsFalse() && a.Attn.BiasV.IsFalse()) {
 		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has no q, k, v biases here")
 	}
-	if (a.Attn.Sliding == nil) != (a.Attn.Window == nil) {
+	if (sliding == nil) != (window == nil) {
 		return errAt(at.Sliding.Pos, "structure.attention", "sliding and window go together")
 	}
+	a.Attn.Sliding = newSliding(sliding, window)
 	r := &s.Rope
-	a.Rope = Rope{
+	a.Rope = &Rope{
 		Kind:                 r.Kind.V,
 		Dims:                 must(r.Dims, "structure.rope.dims", TInt),
 		Base:                 must(r.Base, "structure.rope.base", TFloat),
@@ -533,8 +532,8 @@ func (b *builder) structure() error {
 	if err != nil {
 		return err
 	}
-	switch a.Rope.Kind {
-	case "scaled", "su":
+	switch {
+	case a.Rope.readsScaling():
 		if !r.Scaling.IsSet() {
 			return errAt(r.Kind.Pos, "structure.rope.scaling", "a %s rope needs the rope_scaling key's name", a.Rope.Kind)
 		}
@@ -551,38 +550,109 @@ func (b *builder) structure() error {
 			return errAt(r.Scaling.Pos, "structure.rope.scaling", "a %s rope reads no rope_scaling", a.Rope.Kind)
 		}
 	}
-	if a.Rope.Kind == "none" && a.Rope.Layers != nil {
+	if !a.Rope.Rotates() && a.Rope.Layers != nil {
 		return errAt(r.Layers.Pos, "structure.rope.layers", "there is no rope to turn off")
 	}
-	a.MLP = MLP{
+	a.MLP = &MLP{
 		Kind:   s.MLP.Kind.V,
 		Hidden: must(s.MLP.Hidden, "structure.mlp.hidden", TInt),
 		Bias:   must(s.MLP.Bias, "structure.mlp.bias", TBool),
 	}
-	a.Head = Head{
-		Tied:    must(s.Head.Tied, "structure.head.tied", TBool),
-		Divide:  opt(s.Head.Divide, "structure.head.divide", TFloat),
-		Softcap: opt(s.Head.Softcap, "structure.head.softcap", TFloat),
-	}
+	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool)}
 	if err != nil {
 		return err
 	}
+	if err := b.names(); err != nil {
+		return err
+	}
+	a.Embed = &Embed{}
+	a.Embed.link(a)
+	a.Attn.link(a)
+	a.Rope.link()
+	a.MLP.link(a)
+	a.Head.link(a)
+	a.Block = &Block{Kind: s.Block.V, norm: a.Norm, attn: a.Attn, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
+		Path: a.path(a.Names.Layers)}
+	a.Block.Stack = newField(goName(a.Names.Layers), func() *jen.Statement { return jen.Index().Id("Layer") }, a.Block.Path+".N")
+	n := &b.d.Weights.Names
+	defaults := slotNames(s.Block.V)
+	for slot := AttnIn; slot <= MLPOut; slot++ {
+		f := slotName(n, slot)
+		if defaults[slot] == "" {
+			if f.IsSet() {
+				return errAt(f.Pos, "weights.names."+slotKeys[slot], "a %s block has no such norm", s.Block.V)
+			}
+			continue
+		}
+		a.Block.Slots = append(a.Block.Slots, &NormSlot{Slot: slot, Name: f.V, Field: a.Norm.field(goName(f.V), f.V)})
+	}
+	if sl := a.Attn.Sliding; sl != nil {
+		sl.stack, sl.count = a.Block.Stack, a.Layers
+	}
+	return b.uniqueFields()
+}
+
+// names resolves the checkpoint names by role.
+func (b *builder) names() error {
 	n := b.d.Weights.Names
-	a.Names = ResolvedNames{
+	for _, x := range []struct {
+		f    F[string]
+		path string
+	}{
+		{n.Model, "model"}, {n.Embed, "embed"}, {n.Layers, "layers"}, {n.Norm, "norm"}, {n.LMHead, "lm_head"},
+		{n.Attention, "attention"}, {n.MLP, "mlp"}, {n.Q, "q"}, {n.K, "k"}, {n.V, "v"}, {n.O, "o"}, {n.QKV, "qkv"},
+		{n.QNorm, "q_norm"}, {n.KNorm, "k_norm"}, {n.Gate, "gate"}, {n.Up, "up"}, {n.Down, "down"},
+		{n.GateUp, "gate_up"}, {n.FC, "fc"}, {n.Proj, "proj"},
+		{n.AttnIn, "attn_in_norm"}, {n.AttnOut, "attn_out_norm"}, {n.MLPIn, "mlp_in_norm"}, {n.MLPOut, "mlp_out_norm"},
+	} {
+		if x.f.IsSet() && !(x.path == "model" && x.f.V == "") && !checkpointName.MatchString(x.f.V) {
+			return errAt(x.f.Pos, "weights.names."+x.path, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
+		}
+	}
+	b.a.Names = ResolvedNames{
 		Model: n.Model.V, Embed: n.Embed.V, Layers: n.Layers.V, Norm: n.Norm.V, LMHead: n.LMHead.V,
 		Attention: n.Attention.V, MLP: n.MLP.V,
 		Q: n.Q.V, K: n.K.V, V: n.V.V, O: n.O.V, QKV: n.QKV.V, QNorm: n.QNorm.V, KNorm: n.KNorm.V,
 		Gate: n.Gate.V, Up: n.Up.V, Down: n.Down.V, GateUp: n.GateUp.V, FC: n.FC.V, Proj: n.Proj.V,
 		AttnIn: n.AttnIn.V, AttnOut: n.AttnOut.V, MLPIn: n.MLPIn.V, MLPOut: n.MLPOut.V,
 	}
-	in, out, mIn, mOut := blockNormNames(a.Block)
-	for _, x := range []struct {
-		f    F[string]
-		need string
-		path string
-	}{{n.AttnIn, in, "attn_in_norm"}, {n.AttnOut, out, "attn_out_norm"}, {n.MLPIn, mIn, "mlp_in_norm"}, {n.MLPOut, mOut, "mlp_out_norm"}} {
-		if x.need == "" && x.f.IsSet() {
-			return errAt(x.f.Pos, "weights.names."+x.path, "a %s block has no such norm", a.Block)
+	return nil
+}
+
+// checkpointName is a module's name in a checkpoint: dotted names.
+var checkpointName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// uniqueFields: the Go fields each generated type gets from the
+// checkpoint's names are distinct.
+func (b *builder) uniqueFields() error {
+	a := b.a
+	byType := [][]*field{
+		{a.Embed.Field, a.Block.Stack, a.Head.Norm, a.Head.LMHead},
+		{a.Attn.Field, a.MLP.Field},
+		nil,
+		nil,
+	}
+	for _, s := range a.Block.Slots {
+		byType[tLayer] = append(byType[tLayer], s.Field)
+	}
+	for _, p := range a.Attn.Projs {
+		byType[tAttention] = append(byType[tAttention], p.Field)
+	}
+	if a.Attn.QNorm != nil {
+		byType[tAttention] = append(byType[tAttention], a.Attn.QNorm, a.Attn.KNorm)
+	}
+	for _, p := range a.MLP.Projs {
+		byType[tMLP] = append(byType[tMLP], p.Field)
+	}
+	for _, fields := range byType {
+		seen := map[string]string{}
+		for _, f := range fields {
+			if prev, dup := seen[f.name]; dup {
+				this, _, _ := strings.Cut(f.doc, ";")
+				return errAt(Pos{File: b.d.file, Line: b.d.Weights.Names.Pos.Line}, "weights.names",
+					"%s and %s are both %s in Go, in one module", prev, this, f.name)
+			}
+			seen[f.name], _, _ = strings.Cut(f.doc, ";")
 		}
 	}
 	return nil
@@ -634,6 +704,58 @@ func (b *builder) drops() error {
 		}
 		b.a.Drops = append(b.a.Drops, d)
 	}
+	return nil
+}
+
+// GGUF is the descriptor's gguf section, resolved.
+type GGUF struct {
+	Arch, Class   string
+	PermuteQK     bool
+	AlwaysHeadDim bool
+	Config        []Entry[Raw]
+	Tensors       []Entry[F[string]]
+}
+
+// ggufTensor is llama.cpp's name of a module of a layer.
+var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+func (b *builder) gguf() error {
+	g := b.d.GGUF
+	set := g.Arch.Set || g.Class.Set || g.PermuteQK.Set || g.AlwaysHeadDim.Set || g.Config.Set || g.Tensors.Set
+	if !set {
+		return nil
+	}
+	pos := g.Pos
+	if pos.File == "" {
+		pos = Pos{File: b.d.file}
+	}
+	if !g.Arch.IsSet() || g.Arch.V == "" {
+		return errAt(pos, "gguf.arch", "missing (required): the file's general.architecture")
+	}
+	if !g.Class.IsSet() || g.Class.V == "" {
+		return errAt(pos, "gguf.class", "missing (required): config.json's architectures entry")
+	}
+	if len(g.Tensors.Entries) == 0 {
+		return errAt(pos, "gguf.tensors", "missing (required): llama.cpp's names of a layer's tensors")
+	}
+	for _, e := range g.Tensors.Entries {
+		path := "gguf.tensors." + e.Key
+		if !ggufTensor.MatchString(e.Key) {
+			return errAt(e.Pos, path, "%q is not a llama.cpp tensor name (lower-case letters, digits and _)", e.Key)
+		}
+		if e.Null || !checkpointName.MatchString(e.Val.V) {
+			return errAt(e.Pos, path, "want a checkpoint name within the layer, got %q", e.Val.V)
+		}
+	}
+	for _, e := range g.Config.Entries {
+		switch e.Val.V.(type) {
+		case bool, int64, float64, string:
+		default:
+			return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string or true/false")
+		}
+	}
+	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, PermuteQK: g.PermuteQK.V, AlwaysHeadDim: g.AlwaysHeadDim.V,
+		Config: g.Config.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }
 
@@ -723,149 +845,12 @@ func (a *Arch) Pkg() string { return strings.NewReplacer("-", "_", ".", "_").Rep
 // Dir is the output directory, relative to the root.
 func (a *Arch) Dir() string { return "generated/" + a.Pkg() }
 
-// Sliding reports whether some layers may attend within a window.
-func (a *Arch) Sliding() bool { return a.Attn.Sliding != nil }
-
-// HasRope reports whether attention rotates positions.
-func (a *Arch) HasRope() bool { return a.Rope.Kind != "none" }
-
-// MaskArray: manual (soft-capped) attention needs an explicit mask array,
-// as mlx-lm's gemma2 asks for one.
-func (a *Arch) MaskArray() bool { return a.Attn.Softcap != nil }
-
 // path is a checkpoint name under the decoder stack's prefix.
 func (a *Arch) path(name string) string {
 	if a.Names.Model == "" {
 		return name
 	}
 	return a.Names.Model + "." + name
-}
-
-// EmbedPath, NormPath and LayersPath are checkpoint names of the stack.
-func (a *Arch) EmbedPath() string  { return a.path(a.Names.Embed) }
-func (a *Arch) NormPath() string   { return a.path(a.Names.Norm) }
-func (a *Arch) LayersPath() string { return a.path(a.Names.Layers) }
-
-// Proj is one linear layer of a block: its Go field, checkpoint name
-// (relative to the layer), and its shape as Go code.
-type Proj struct {
-	Field, Name string
-	Out, In     *jen.Statement
-	Bias        *Value
-}
-
-// m spells a field of the model receiver.
-func m(name string) *jen.Statement { return jen.Id("m").Dot(name) }
-
-// AttnProjs are the attention's linear layers.
-func (a *Arch) AttnProjs() []Proj {
-	n := a.Names
-	qOut := m("heads").Op("*").Add(m("headDim"))
-	kvOut := m("kvHeads").Op("*").Add(m("headDim"))
-	hidden := func() *jen.Statement { return m("hidden") }
-	o := Proj{Field: goName(n.O), Name: n.O, Out: hidden(), In: qOut.Clone(), Bias: a.Attn.BiasO}
-	if a.Attn.FusedQKV {
-		out := jen.Parens(m("heads").Op("+").Lit(2).Op("*").Add(m("kvHeads"))).Op("*").Add(m("headDim"))
-		return []Proj{{Field: goName(n.QKV), Name: n.QKV, Out: out, In: hidden(), Bias: a.Attn.BiasQ}, o}
-	}
-	return []Proj{
-		{Field: goName(n.Q), Name: n.Q, Out: qOut, In: hidden(), Bias: a.Attn.BiasQ},
-		{Field: goName(n.K), Name: n.K, Out: kvOut, In: hidden(), Bias: a.Attn.BiasK},
-		{Field: goName(n.V), Name: n.V, Out: kvOut.Clone(), In: hidden(), Bias: a.Attn.BiasV},
-		o,
-	}
-}
-
-// MLPProjs are the MLP's linear layers.
-func (a *Arch) MLPProjs() []Proj {
-	n := a.Names
-	hidden, inner := func() *jen.Statement { return m("hidden") }, a.MLP.Hidden.Code
-	bias := a.MLP.Bias
-	switch a.MLP.Kind {
-	case "fused_swiglu":
-		return []Proj{
-			{Field: goName(n.GateUp), Name: n.GateUp, Out: jen.Lit(2).Op("*").Add(inner()), In: hidden(), Bias: bias},
-			{Field: goName(n.Down), Name: n.Down, Out: hidden(), In: inner(), Bias: bias},
-		}
-	case "gelu":
-		return []Proj{
-			{Field: goName(n.FC), Name: n.FC, Out: inner(), In: hidden(), Bias: bias},
-			{Field: goName(n.Proj), Name: n.Proj, Out: hidden(), In: inner(), Bias: bias},
-		}
-	}
-	return []Proj{
-		{Field: goName(n.Gate), Name: n.Gate, Out: inner(), In: hidden(), Bias: bias},
-		{Field: goName(n.Up), Name: n.Up, Out: inner(), In: hidden(), Bias: bias},
-		{Field: goName(n.Down), Name: n.Down, Out: hidden(), In: inner(), Bias: bias},
-	}
-}
-
-// NormSlot is one of a layer's norms.
-type NormSlot struct {
-	Role  string // attn_in, attn_out, mlp_in, mlp_out
-	Field string
-	Name  string
-}
-
-// BlockNorms are the norms of a layer, in checkpoint order.
-func (a *Arch) BlockNorms() []NormSlot {
-	var out []NormSlot
-	for _, s := range []struct{ role, name string }{
-		{"attn_in", a.Names.AttnIn}, {"attn_out", a.Names.AttnOut}, {"mlp_in", a.Names.MLPIn}, {"mlp_out", a.Names.MLPOut},
-	} {
-		if s.name != "" {
-			out = append(out, NormSlot{Role: s.role, Field: goName(s.name), Name: s.name})
-		}
-	}
-	return out
-}
-
-// Norm returns the slot of a role, or nil.
-func (a *Arch) normSlot(role string) *NormSlot {
-	for _, s := range a.BlockNorms() {
-		if s.Role == role {
-			return &s
-		}
-	}
-	return nil
-}
-
-// NormType is the nn type of every norm.
-func (a *Arch) NormType() string {
-	if a.Norm == "layer_norm" {
-		return "LayerNorm"
-	}
-	return "RMSNorm"
-}
-
-// NormLoader is the Weights method that loads a norm.
-func (a *Arch) NormLoader() string {
-	switch a.Norm {
-	case "rms_one_plus":
-		return "RMSNormOnePlus"
-	case "layer_norm":
-		return "LayerNorm"
-	}
-	return "RMSNorm"
-}
-
-// QKNormDims are the widths of the q and k norms.
-func (a *Arch) QKNormDims() (q, k *jen.Statement) {
-	if a.Attn.QKNorm == "full_width" {
-		return m("heads").Op("*").Add(m("headDim")), m("kvHeads").Op("*").Add(m("headDim"))
-	}
-	return m("headDim"), m("headDim")
-}
-
-// RopeKindConst is the nn constant of the rope kind.
-func (a *Arch) RopeKindConst() string {
-	switch a.Rope.Kind {
-	case "scaled":
-		return "RopeScaled"
-	case "su":
-		return "RopeSu"
-	}
-	return "RopePlain"
 }
 
 // Derivations are the keys derived when absent and the derived values, in

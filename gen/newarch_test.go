@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -31,21 +32,14 @@ config:
     tie_word_embeddings: {required: true}
     rope_traditional: null
     rope_scaling: null
-    layer_types: null
-    sliding_window: null
   derived:
     attn_head_dim: {type: int, expr: "hidden_size // num_attention_heads", min: 1}
-  checks:
-    full_layer: null
-    window: null
 
 structure:
   attention:
     head_dim: attn_head_dim
     scale: "attn_head_dim ** -0.5"
     bias: {o: false}
-    sliding: null
-    window: null
   rope:
     kind: plain
     dims: attn_head_dim
@@ -73,6 +67,18 @@ test_config:
   tie_word_embeddings: false
 `
 
+// heliumVL wraps helium, as a vision-language checkpoint would: the
+// registry lists it and builds with it.
+const heliumVL = `model_type: helium_vl
+doc: Helium's text model inside a vision-language checkpoint.
+wrapper:
+  section: text_config
+  runs: helium
+  top_wins: [vocab_size]
+  prefixes: [{from: language_model., to: ""}]
+  drop: [vision_tower]
+`
+
 // TestAddingAnArch adds one descriptor to a copy of descriptors/ in a
 // module of its own that uses this one, generates, builds the new package
 // and the registry, and runs the new package's tests: forward passes on a
@@ -84,13 +90,16 @@ func TestAddingAnArch(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	descs := filepath.Join(tmp, "descriptors")
-	os.MkdirAll(descs, 0o755)
-	paths, _ := filepath.Glob(filepath.Join(root, "descriptors", "*.yaml"))
-	for _, p := range paths {
-		data, _ := os.ReadFile(p)
-		os.WriteFile(filepath.Join(descs, filepath.Base(p)), data, 0o644)
+	os.MkdirAll(filepath.Join(descs, FragmentsDir), 0o755)
+	for _, sub := range []string{"", FragmentsDir} {
+		paths, _ := filepath.Glob(filepath.Join(root, "descriptors", sub, "*.yaml"))
+		for _, p := range paths {
+			data, _ := os.ReadFile(p)
+			os.WriteFile(filepath.Join(descs, sub, filepath.Base(p)), data, 0o644)
+		}
 	}
 	os.WriteFile(filepath.Join(descs, "helium.yaml"), []byte(helium), 0o644)
+	os.WriteFile(filepath.Join(descs, "helium_vl.yaml"), []byte(heliumVL), 0o644)
 	const module = "example.com/newarch"
 	gomod := "module " + module + "\n\ngo 1.26\n\nrequire github.com/archgen/archgen v0.0.0\n\nreplace github.com/archgen/archgen => " + root + "\n"
 	os.WriteFile(filepath.Join(tmp, "go.mod"), []byte(gomod), 0o644)
@@ -111,6 +120,9 @@ func TestAddingAnArch(t *testing.T) {
 	}
 	if _, ok := files["generated/helium/forward.go"]; !ok {
 		t.Fatal("no generated/helium")
+	}
+	if !regexp.MustCompile(`Runs:\s+"helium",`).Match(files["generated/registry/registry.go"]) {
+		t.Fatal("the registry lists no helium_vl wrapper")
 	}
 	goTool := func(args ...string) string {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 )
@@ -15,6 +16,7 @@ const RegistryFile = "registry.yaml"
 // Set is every descriptor of a directory, loaded, flattened and resolved.
 type Set struct {
 	Archs    []*Arch           // sorted by name
+	Wrappers []*Wrapper        // sorted by name
 	Remapped map[string]string // alias -> arch without a descriptor
 	Drafters []string
 	// Flat are the descriptors with extends flattened and defaults
@@ -37,23 +39,66 @@ func (s *Set) Arch(name string) *Arch {
 	return nil
 }
 
-// Load reads every descriptors/*.yaml of dir (named by rel in messages, as
-// "descriptors") and resolves them.
+// FragmentsDir is the directory, beside the descriptors, of the fragments
+// they include.
+const FragmentsDir = "fragments"
+
+// Load reads every descriptors/*.yaml of dir, and the fragments of
+// dir/fragments (named by rel in messages, as "descriptors"), and resolves
+// them.
 func Load(dir, rel string) (*Set, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(paths)
 	files := map[string][]byte{}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
+	for _, sub := range []string{"", FragmentsDir} {
+		paths, err := filepath.Glob(filepath.Join(dir, sub, "*.yaml"))
 		if err != nil {
 			return nil, err
 		}
-		files[filepath.ToSlash(filepath.Join(rel, filepath.Base(p)))] = data
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil, err
+			}
+			files[filepath.ToSlash(filepath.Join(rel, sub, filepath.Base(p)))] = data
+		}
 	}
 	return Resolve(files)
+}
+
+// isFragment reports whether a file name is a fragment's.
+func isFragment(name string) bool {
+	return filepath.Base(filepath.Dir(name)) == FragmentsDir
+}
+
+// parseFragment reads one fragment and checks that it is one.
+func parseFragment(n string, data []byte) (*Descriptor, error) {
+	d := &Descriptor{file: n}
+	if err := parseFile(n, data, d); err != nil {
+		return nil, err
+	}
+	want := strings.TrimSuffix(filepath.Base(n), ".yaml")
+	if !d.Fragment.IsSet() {
+		return nil, errAt(Pos{File: n, Line: 1}, "fragment", "missing (required): the fragment's name, %q", want)
+	}
+	if d.Fragment.V != want {
+		return nil, errAt(d.Fragment.Pos, "fragment", "%q does not match the file name (want %q)", d.Fragment.V, want)
+	}
+	if !d.Doc.IsSet() || strings.TrimSpace(d.Doc.V) == "" {
+		return nil, errAt(Pos{File: n, Line: 1}, "doc", "missing (required): what the fragment brings")
+	}
+	for _, x := range []struct {
+		set bool
+		pos Pos
+		key string
+	}{
+		{d.ModelType.Set, d.ModelType.Pos, "model_type"}, {d.Tier.Set, d.Tier.Pos, "tier"},
+		{d.Aliases.Set, d.Aliases.Pos, "aliases"}, {d.Extends.Set, d.Extends.Pos, "extends"},
+		{d.Include.Set, d.Include.Pos, "include"},
+	} {
+		if x.set {
+			return nil, errAt(x.pos, x.key, "a fragment has none (only a descriptor has %s)", strings.Join(notInFragments, ", "))
+		}
+	}
+	return d, nil
 }
 
 // Resolve resolves descriptor files given by name (descriptors/llama.yaml)
@@ -76,7 +121,16 @@ func Resolve(files map[string][]byte) (*Set, error) {
 	}
 	var descs []*Descriptor
 	var reg *Registry
+	frags := map[string]*Descriptor{}
 	for _, n := range names {
+		if isFragment(n) {
+			fr, err := parseFragment(n, files[n])
+			if err != nil {
+				return nil, err
+			}
+			frags[fr.Fragment.V] = fr
+			continue
+		}
 		if filepath.Base(n) == RegistryFile {
 			reg = &Registry{}
 			if err := parseFile(n, files[n], reg); err != nil {
@@ -87,6 +141,9 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		d := &Descriptor{file: n}
 		if err := parseFile(n, files[n], d); err != nil {
 			return nil, err
+		}
+		if d.Fragment.Set {
+			return nil, errAt(d.Fragment.Pos, "fragment", "only files in descriptors/%s/ are fragments; a descriptor includes them (include: [...])", FragmentsDir)
 		}
 		if !d.ModelType.IsSet() {
 			return nil, errAt(Pos{File: n, Line: 1}, "model_type", "missing (required)")
@@ -126,32 +183,39 @@ func Resolve(files map[string][]byte) (*Set, error) {
 			set.Drafters = append(set.Drafters, d)
 		}
 	}
-	// Flatten extends, bases first. chain is the descriptors being
-	// flattened, d last.
-	done := map[string]bool{}
+	// Flatten extends, bases first, and merge in the fragments. chain is
+	// the descriptors being flattened, d last. lineage is what a child
+	// inherits from a descriptor: its own values and its bases', without
+	// its fragments.
+	lineage := map[string]*Descriptor{}
 	var flatten func(d *Descriptor, chain []string) error
 	flatten = func(d *Descriptor, chain []string) error {
 		mt := d.ModelType.V
-		if done[mt] || !d.Extends.IsSet() {
-			done[mt] = true
+		if _, done := lineage[mt]; done {
 			return nil
 		}
-		base, ok := byType[d.Extends.V]
-		if !ok {
-			return errAt(d.Extends.Pos, "extends", "no descriptor for %q", d.Extends.V)
-		}
-		for i, c := range chain {
-			if c == base.ModelType.V {
-				cycle := append(append([]string{}, chain[i:]...), c)
-				return errAt(d.Extends.Pos, "extends", "cycle: %s", strings.Join(cycle, " -> "))
+		own := deepCopy(reflect.ValueOf(d).Elem()).Addr().Interface().(*Descriptor)
+		var baseLine *Descriptor
+		if d.Extends.IsSet() {
+			base, ok := byType[d.Extends.V]
+			if !ok {
+				return errAt(d.Extends.Pos, "extends", "no descriptor for %q", d.Extends.V)
 			}
+			for i, c := range chain {
+				if c == base.ModelType.V {
+					cycle := append(append([]string{}, chain[i:]...), c)
+					return errAt(d.Extends.Pos, "extends", "cycle: %s", strings.Join(cycle, " -> "))
+				}
+			}
+			if err := flatten(base, append(chain, base.ModelType.V)); err != nil {
+				return err
+			}
+			baseLine = lineage[base.ModelType.V]
+			inherit(own, baseLine)
 		}
-		if err := flatten(base, append(chain, base.ModelType.V)); err != nil {
-			return err
-		}
-		inherit(d, base)
-		done[mt] = true
-		return nil
+		own.GGUF = GGUFDesc{} // a GGUF name belongs to one model_type
+		lineage[mt] = own
+		return compose(d, baseLine, frags)
 	}
 	for _, d := range descs {
 		if err := flatten(d, []string{d.ModelType.V}); err != nil {
@@ -159,6 +223,15 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		}
 	}
 	for _, d := range descs {
+		if isWrapper(d) {
+			w, err := buildWrapper(d, byType)
+			if err != nil {
+				return nil, err
+			}
+			set.Wrappers = append(set.Wrappers, w)
+			set.Flat[w.Name] = d
+			continue
+		}
 		applyDefaults(d)
 		a, err := build(d)
 		if err != nil {
@@ -168,6 +241,18 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		set.Flat[a.Name] = d
 	}
 	sort.Slice(set.Archs, func(i, j int) bool { return set.Archs[i].Name < set.Archs[j].Name })
+	sort.Slice(set.Wrappers, func(i, j int) bool { return set.Wrappers[i].Name < set.Wrappers[j].Name })
+	ggufNames := map[string]string{}
+	for _, a := range set.Archs {
+		if a.GGUF == nil {
+			continue
+		}
+		if prev, dup := ggufNames[a.GGUF.Arch]; dup {
+			d := set.Flat[a.Name]
+			return nil, errAt(d.GGUF.Arch.Pos, "gguf.arch", "%q is %s's GGUF architecture already", a.GGUF.Arch, prev)
+		}
+		ggufNames[a.GGUF.Arch] = a.Name
+	}
 	return set, nil
 }
 
@@ -239,28 +324,9 @@ func applyDefaults(d *Descriptor) {
 	} {
 		setDefault(x.f, x.v, f)
 	}
-	in, out, mlpIn, mlpOut := blockNormNames(d.Structure.Block.V)
-	for _, x := range []struct {
-		f *F[string]
-		v string
-	}{{&n.AttnIn, in}, {&n.AttnOut, out}, {&n.MLPIn, mlpIn}, {&n.MLPOut, mlpOut}} {
-		if x.v != "" {
-			setDefault(x.f, x.v, f)
+	for slot, name := range slotNames(d.Structure.Block.V) {
+		if name != "" {
+			setDefault(slotName(n, Slot(slot)), name, f)
 		}
 	}
-}
-
-// blockNormNames are the default checkpoint names of a block kind's norms
-// (around attention: in, out; around the MLP: in, out); "" where the kind
-// has none.
-func blockNormNames(k BlockKind) (attnIn, attnOut, mlpIn, mlpOut string) {
-	switch k {
-	case "post_norm":
-		return "", "post_attention_layernorm", "", "post_feedforward_layernorm"
-	case "sandwich":
-		return "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"
-	case "four_norm":
-		return "input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"
-	}
-	return "input_layernorm", "", "post_attention_layernorm", ""
 }

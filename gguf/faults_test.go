@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/archgen/archgen/generated/registry"
 )
 
 // pythonCmd runs the project venv's python on args.
@@ -73,7 +75,7 @@ func TestReadRefuses(t *testing.T) {
 			"mlx: load_gguf: [load_gguf] Tensor '" + last.Name + "' extends past the end of the file. Perhaps an incomplete download or corrupt file?"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := Read(c.path, nil)
+			m, err := Read(c.path, nil, registry.Archs())
 			if err == nil {
 				m.Free()
 				t.Fatal("Read succeeded")

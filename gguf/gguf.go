@@ -15,6 +15,11 @@
 // llama-family models so that its interleaved rope applies; Read puts them
 // back in Hugging Face order (rows, with their scales and biases), so the
 // checkpoint runs with the same rope as its safetensors form.
+//
+// The package knows no architecture: what differs between them (the name
+// in the file's metadata, the tensor names, the reordering) comes from each
+// architecture's descriptor, as the nn.GGUF of its nn.Arch, which the
+// caller hands to Read (registry.Archs() lists them all).
 package gguf
 
 import (
@@ -24,8 +29,10 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
 )
 
 // Model is a GGUF checkpoint in Hugging Face form.
@@ -48,60 +55,48 @@ func (m *Model) Free() {
 	m.Tensors = nil
 }
 
-// arch is what differs between the architectures Read supports.
-type arch struct {
-	modelType   string
-	className   string
-	permuteQK   bool // llama.cpp reordered q and k rows for its rope
-	tensorNames map[string]string
+// Supported lists the GGUF architecture names archs can read.
+func Supported(archs []nn.Arch) []string {
+	var out []string
+	for _, a := range archs {
+		if a.GGUF != nil {
+			out = append(out, a.GGUF.Arch)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
-// Block tensor names, llama.cpp's on the left. Each maps the part between
-// "blk.N." and the suffix (.weight, .bias, .scales, .biases).
-var llamaBlock = map[string]string{
-	"attn_norm":   "input_layernorm",
-	"ffn_norm":    "post_attention_layernorm",
-	"attn_q":      "self_attn.q_proj",
-	"attn_k":      "self_attn.k_proj",
-	"attn_v":      "self_attn.v_proj",
-	"attn_output": "self_attn.o_proj",
-	"ffn_gate":    "mlp.gate_proj",
-	"ffn_up":      "mlp.up_proj",
-	"ffn_down":    "mlp.down_proj",
+// find is the architecture whose GGUF name is name.
+func find(archs []nn.Arch, name string) (string, *nn.GGUF, bool) {
+	for _, a := range archs {
+		if a.GGUF != nil && a.GGUF.Arch == name {
+			return a.Name, a.GGUF, true
+		}
+	}
+	return "", nil, false
 }
 
-var qwen3Block = func() map[string]string {
-	m := maps.Clone(llamaBlock)
-	m["attn_q_norm"] = "self_attn.q_norm"
-	m["attn_k_norm"] = "self_attn.k_norm"
-	return m
-}()
-
-var archs = map[string]arch{
-	"llama": {modelType: "llama", className: "LlamaForCausalLM", permuteQK: true, tensorNames: llamaBlock},
-	"qwen2": {modelType: "qwen2", className: "Qwen2ForCausalLM", tensorNames: llamaBlock},
-	"qwen3": {modelType: "qwen3", className: "Qwen3ForCausalLM", tensorNames: qwen3Block},
-}
-
-// Supported lists the GGUF architectures Read accepts.
-func Supported() []string { return slices.Sorted(maps.Keys(archs)) }
-
-var topNames = map[string]string{
-	"token_embd":  "model.embed_tokens",
-	"output_norm": "model.norm",
-	"output":      "lm_head",
-}
+// llama.cpp's names of the tensors outside the layers.
+const (
+	ggufEmbed = "token_embd"
+	ggufNorm  = "output_norm"
+	ggufHead  = "output"
+	ggufQ     = "attn_q" // rows reordered under PermuteQK, by heads
+	ggufK     = "attn_k" // by key/value heads
+)
 
 var blockName = regexp.MustCompile(`^blk\.(\d+)\.([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
 var topName = regexp.MustCompile(`^([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
 
-// Read loads a GGUF file on stream s (the default when nil).
-func Read(path string, s *mlx.Stream) (*Model, error) {
+// Read loads a GGUF file on stream s (the default when nil), as the one of
+// archs whose GGUF name the file's general.architecture is.
+func Read(path string, s *mlx.Stream, archs []nn.Arch) (*Model, error) {
 	hdr, err := ReadHeader(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := hdr.check(path); err != nil {
+	if err := hdr.check(path, archs); err != nil {
 		return nil, err
 	}
 	arrays, meta, err := mlx.LoadGGUF(path, s)
@@ -114,7 +109,7 @@ func Read(path string, s *mlx.Stream) (*Model, error) {
 		}
 	}
 	defer freeMeta()
-	m, err := build(path, arrays, metadata{path: path, raw: meta}, s)
+	m, err := build(path, arrays, metadata{path: path, raw: meta}, s, archs)
 	if err != nil {
 		for _, a := range arrays {
 			a.Free()
@@ -124,19 +119,19 @@ func Read(path string, s *mlx.Stream) (*Model, error) {
 	return m, nil
 }
 
-func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream) (*Model, error) {
+func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream, archs []nn.Arch) (*Model, error) {
 	name, err := md.str("general.architecture")
 	if err != nil {
 		return nil, err
 	}
-	a, ok := archs[name]
+	modelType, a, ok := find(archs, name)
 	if !ok {
-		return nil, fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported())
+		return nil, fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported(archs))
 	}
 	if _, ok := arrays["rope_freqs.weight"]; ok {
 		return nil, fmt.Errorf("%s: tensor rope_freqs.weight (llama.cpp's rope frequency factors) is not supported", path)
 	}
-	cfg, err := config(md, name, a, arrays)
+	cfg, err := config(md, name, modelType, a, arrays)
 	if err != nil {
 		return nil, err
 	}
@@ -144,8 +139,8 @@ func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream
 	if err != nil {
 		return nil, err
 	}
-	if a.permuteQK {
-		if err := unpermute(tensors, cfg, s); err != nil {
+	if a.PermuteQK {
+		if err := unpermute(tensors, cfg, a, s); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -161,11 +156,11 @@ func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream
 
 // config builds config.json from the file's metadata, under the key names
 // the Hugging Face config of the architecture uses.
-func config(md metadata, name string, a arch, arrays map[string]*mlx.Array) (map[string]any, error) {
+func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]*mlx.Array) (map[string]any, error) {
 	key := func(k string) string { return name + "." + k }
 	cfg := map[string]any{
-		"model_type":    a.modelType,
-		"architectures": []string{a.className},
+		"model_type":    modelType,
+		"architectures": []string{a.Class},
 	}
 	ints := []struct{ gguf, hf string }{
 		{"embedding_length", "hidden_size"},
@@ -204,7 +199,7 @@ func config(md metadata, name string, a arch, arrays map[string]*mlx.Array) (map
 			return nil, err
 		}
 	}
-	if headDim != hidden/heads || a.modelType == "qwen3" {
+	if headDim != hidden/heads || a.AlwaysHeadDim {
 		cfg["head_dim"] = headDim
 	}
 	eps, err := md.float(key("attention.layer_norm_rms_epsilon"))
@@ -255,7 +250,7 @@ func config(md metadata, name string, a arch, arrays map[string]*mlx.Array) (map
 		}
 	}
 	cfg["vocab_size"] = vocab
-	_, untied := arrays["output.weight"]
+	_, untied := arrays[ggufHead+".weight"]
 	cfg["tie_word_embeddings"] = !untied
 	for _, k := range []struct{ gguf, hf string }{
 		{"tokenizer.ggml.bos_token_id", "bos_token_id"},
@@ -269,9 +264,8 @@ func config(md metadata, name string, a arch, arrays map[string]*mlx.Array) (map
 			cfg[k.hf] = v
 		}
 	}
-	if a.modelType == "qwen2" {
-		// llama.cpp writes no bias flags: Qwen2 always has q, k and v biases.
-		cfg["attention_bias"] = true
+	for k, v := range a.Config {
+		cfg[k] = v
 	}
 	return cfg, nil
 }
@@ -281,17 +275,18 @@ type quantSpec struct{ bits, group int }
 
 // rename maps llama.cpp's tensor names to Hugging Face's and tells each
 // quantized module's bits (from its packed width against its scales).
-func rename(path string, arrays map[string]*mlx.Array, a arch) (map[string]*mlx.Array, map[string]quantSpec, error) {
+func rename(path string, arrays map[string]*mlx.Array, a *nn.GGUF) (map[string]*mlx.Array, map[string]quantSpec, error) {
 	out := map[string]*mlx.Array{}
 	quant := map[string]quantSpec{}
+	topNames := map[string]string{ggufEmbed: a.Embed, ggufNorm: a.Norm, ggufHead: a.Head}
 	for _, n := range slices.Sorted(maps.Keys(arrays)) {
 		var module, suffix string
 		if m := blockName.FindStringSubmatch(n); m != nil {
-			hf, ok := a.tensorNames[m[2]]
+			hf, ok := a.Tensors[m[2]]
 			if !ok {
 				return nil, nil, fmt.Errorf("%s: unexpected tensor %s", path, n)
 			}
-			module, suffix = "model.layers."+m[1]+"."+hf, m[3]
+			module, suffix = a.Layers+"."+m[1]+"."+hf, m[3]
 		} else if m := topName.FindStringSubmatch(n); m != nil {
 			hf, ok := topNames[m[1]]
 			if !ok {
@@ -350,9 +345,10 @@ func quantization(q map[string]quantSpec) map[string]any {
 // views the rows of each head as [2, d/2] and stores them as [d/2, 2]; the
 // inverse views them as [d/2, 2] and swaps back. Packed weights, scales,
 // biases and bias vectors are all rows of the same projection.
-func unpermute(t map[string]*mlx.Array, cfg map[string]any, s *mlx.Stream) error {
+func unpermute(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.Stream) error {
 	heads := cfg["num_attention_heads"].(int)
 	kv := cfg["num_key_value_heads"].(int)
+	q, k := "."+a.Tensors[ggufQ]+".", "."+a.Tensors[ggufK]+"."
 	g := mlx.NewGraph(s)
 	defer g.Close()
 	var names []string
@@ -360,9 +356,9 @@ func unpermute(t map[string]*mlx.Array, cfg map[string]any, s *mlx.Stream) error
 	for _, n := range slices.Sorted(maps.Keys(t)) {
 		var h int
 		switch {
-		case regexp.MustCompile(`\.self_attn\.q_proj\.`).MatchString(n):
+		case strings.Contains(n, q):
 			h = heads
-		case regexp.MustCompile(`\.self_attn\.k_proj\.`).MatchString(n):
+		case strings.Contains(n, k):
 			h = kv
 		default:
 			continue

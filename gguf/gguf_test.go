@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/internal/npy"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
@@ -61,7 +62,7 @@ func TestRead(t *testing.T) {
 		json.Unmarshal(b, &hf)
 		for _, kind := range kinds {
 			t.Run(filepath.Base(c)+"/"+kind, func(t *testing.T) {
-				m, err := Read(filepath.Join(c, "model-"+kind+".gguf"), nil)
+				m, err := Read(filepath.Join(c, "model-"+kind+".gguf"), nil, registry.Archs())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -87,11 +88,11 @@ var tokens = []int32{5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250}
 // directory WriteDir wrote.
 func writeGoLogits(t *testing.T, path, out string) {
 	t.Helper()
-	m, err := Read(path, nil)
+	m, err := Read(path, nil, registry.Archs())
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := m.Load(nn.Options{})
+	model, err := m.Load(nn.Options{}, registry.Load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +185,12 @@ func checkTensors(t *testing.T, m *Model, expectedPath, kind string) {
 
 func TestErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Read(filepath.Join(dir, "missing.gguf"), nil); err == nil || !strings.Contains(err.Error(), "missing.gguf") {
+	if _, err := Read(filepath.Join(dir, "missing.gguf"), nil, registry.Archs()); err == nil || !strings.Contains(err.Error(), "missing.gguf") {
 		t.Fatalf("missing file: %v", err)
 	}
 	junk := filepath.Join(dir, "junk.gguf")
 	os.WriteFile(junk, []byte("not a gguf file at all"), 0o644)
-	if _, err := Read(junk, nil); err == nil || !strings.Contains(err.Error(), junk) {
+	if _, err := Read(junk, nil, registry.Archs()); err == nil || !strings.Contains(err.Error(), junk) {
 		t.Fatalf("junk file: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/archgen/archgen/runtime/nn"
 )
 
 // Type is a GGML tensor type code, as a GGUF file's tensor entries hold it.
@@ -301,10 +303,10 @@ func (p *headerReader) header() (*Header, error) {
 
 // check refuses what Read cannot load, before MLX reads the tensors: an
 // architecture without a mapping, a tensor type MLX does not convert.
-func (h *Header) check(path string) error {
+func (h *Header) check(path string, archs []nn.Arch) error {
 	if name, ok := h.Strings["general.architecture"]; ok {
-		if _, ok := archs[name]; !ok {
-			return fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported())
+		if _, _, ok := find(archs, name); !ok {
+			return fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported(archs))
 		}
 	}
 	for _, t := range h.Tensors {

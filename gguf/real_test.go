@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/archgen/archgen/generate"
+	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/internal/npy"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
@@ -26,7 +27,7 @@ func TestRealCheckpoint(t *testing.T) {
 		t.Fatalf("%v: run `make models`", err)
 	}
 	dir := t.TempDir()
-	m, err := Read(realModel, nil)
+	m, err := Read(realModel, nil, registry.Archs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestRealCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	prompt := tok.Encode("<|im_start|>user\nName three colours of the rainbow.<|im_end|>\n<|im_start|>assistant\n", false)
-	model, err := m.Load(nn.Options{})
+	model, err := m.Load(nn.Options{}, registry.Load)
 	if err != nil {
 		t.Fatal(err)
 	}

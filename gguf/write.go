@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 	"github.com/archgen/archgen/tokenizer"
@@ -46,17 +45,18 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
-// Load runs the checkpoint with its generated architecture, as
-// registry.Load runs a model directory. The model takes the tensors over:
-// m holds none afterwards.
-func (m *Model) Load(opts nn.Options) (nn.Model, error) {
+// Load runs the checkpoint with load (registry.Load, which picks the
+// generated architecture by model_type), as a model directory of its
+// config.json and tensors. The model takes the tensors over: m holds none
+// afterwards.
+func (m *Model) Load(opts nn.Options, load func(dir string, opts nn.Options) (nn.Model, error)) (nn.Model, error) {
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
 		return nil, fmt.Errorf("%s: config: %w", m.Path, err)
 	}
 	opts.Config, opts.Tensors = cfg, m.Tensors
 	m.Tensors = nil
-	return registry.Load(m.Path, opts)
+	return load(m.Path, opts)
 }
 
 // Tokenizer is the tokenizer the file's vocabulary describes, as the

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/gguf"
 )
 
@@ -21,7 +22,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: ggufdir -in model.gguf -out dir")
 		os.Exit(2)
 	}
-	m, err := gguf.Read(*in, nil)
+	m, err := gguf.Read(*in, nil, registry.Archs())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ggufdir:", err)
 		os.Exit(1)

@@ -22,8 +22,8 @@ func TestCheckOnTheRepository(t *testing.T) {
 
 func TestGenerateAndCheck(t *testing.T) {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "descriptors"), 0o755)
-	for _, f := range []string{"toy.yaml", "toychild.yaml", "registry.yaml"} {
+	os.MkdirAll(filepath.Join(root, "descriptors", "fragments"), 0o755)
+	for _, f := range []string{"toy.yaml", "toychild.yaml", "registry.yaml", "fragments/sliding.yaml"} {
 		data, err := os.ReadFile(filepath.Join("../../gen/testdata/golden/toy/descriptors", f))
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +55,7 @@ func TestGenerateAndCheck(t *testing.T) {
 		t.Errorf("list: exit %d\n%s", code, out)
 	}
 	code, out, _ = archgen("-root", root, "explain", "toy_alias")
-	if code != 0 || !strings.HasPrefix(out, "toy (descriptors/toy.yaml)") {
+	if code != 0 || !strings.HasPrefix(out, "toy (descriptors/toy.yaml, includes sliding)") {
 		t.Errorf("explain: exit %d\n%.200s", code, out)
 	}
 	if code, _, errs := archgen("-root", root, "explain", "nope"); code != 2 || errs != "archgen: no descriptor or alias \"nope\"\n" {
@@ -67,7 +67,7 @@ func TestGenerateAndCheck(t *testing.T) {
 
 	os.WriteFile(filepath.Join(root, "descriptors", "toy.yaml"), []byte("model_type: toy\nstructure:\n  mlp: {kind: gegl}\n"), 0o644)
 	code, _, errs = archgen("-root", root)
-	if want := "descriptors/toy.yaml:3: structure.mlp.kind: unknown \"gegl\" (want one of swiglu, gelu_gated, gelu_tanh_gated, fused_swiglu, gelu)\n"; code != 2 || errs != want {
+	if want := "descriptors/toy.yaml:3: structure.mlp.kind: unknown \"gegl\" (want one of fused_swiglu, gelu, gelu_gated, gelu_tanh_gated, swiglu)\n"; code != 2 || errs != want {
 		t.Errorf("a bad descriptor: exit %d, %q", code, errs)
 	}
 	if _, err := os.Stat(filepath.Join(root, "generated", "toy", "model.go")); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/gguf"
 )
 
@@ -16,7 +17,7 @@ func (a *app) convert(args []string) error {
 	if *in == "" || *out == "" {
 		return usagef("convert needs -gguf FILE and -out DIR")
 	}
-	m, err := gguf.Read(*in, nil)
+	m, err := gguf.Read(*in, nil, registry.Archs())
 	if err != nil {
 		return err
 	}

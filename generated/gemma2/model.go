@@ -49,14 +49,12 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: 1 / query_pre_attn_scalar ** 0.5
-	embedScale              float64        // hidden_size ** 0.5
-	attnSoftcap             float64        // attn_logit_softcapping
-	finalSoftcap            float64        // final_logit_softcapping
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden       int
+	vocab        int
+	embedScale   float64        // hidden_size ** 0.5
+	finalSoftcap float64        // final_logit_softcapping
+	caches       []nn.CacheSpec // per layer
+	params       *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -67,16 +65,21 @@ type Layer struct {
 	PostAttentionLayernorm   *nn.RMSNorm // post_attention_layernorm
 	PreFeedforwardLayernorm  *nn.RMSNorm // pre_feedforward_layernorm
 	PostFeedforwardLayernorm *nn.RMSNorm // post_feedforward_layernorm
-
-	rope nn.Rope // the rope of this layer
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QProj *nn.Linear // q_proj
 	KProj *nn.Linear // k_proj
 	VProj *nn.Linear // v_proj
 	OProj *nn.Linear // o_proj
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // 1 / query_pre_attn_scalar ** 0.5
+	rope    nn.Rope // the rope of this layer
+	softcap float64 // attn_logit_softcapping
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -117,38 +120,42 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Config:       c,
 		hidden:       c.HiddenSize,
 		vocab:        c.VocabSize,
-		heads:        c.NumAttentionHeads,
-		kvHeads:      c.NumKeyValueHeads,
-		headDim:      c.HeadDim,
-		scale:        float32(1.0 / math.Pow(c.QueryPreAttnScalar, 0.5)),
 		embedScale:   math.Pow(float64(c.HiddenSize), 0.5),
-		attnSoftcap:  c.AttnLogitSoftcapping,
 		finalSoftcap: c.FinalLogitSoftcapping,
 		caches:       make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:        nn.RopePlain,
 		Dims:        c.HeadDim,
 		Base:        c.RopeTheta,
 		Traditional: c.RopeTraditional,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QProj = lw.Linear("self_attn.q_proj", m.heads*m.headDim, m.hidden, false)
-		l.SelfAttn.KProj = lw.Linear("self_attn.k_proj", m.kvHeads*m.headDim, m.hidden, false)
-		l.SelfAttn.VProj = lw.Linear("self_attn.v_proj", m.kvHeads*m.headDim, m.hidden, false)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, false)
-		l.MLP.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, false)
-		l.MLP.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, false)
-		l.MLP.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(1.0 / math.Pow(c.QueryPreAttnScalar, 0.5)),
+			rope:    rope,
+			softcap: c.AttnLogitSoftcapping,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, false)
+		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, false)
+		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, false)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, false)
+		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, false)
+		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, false)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
 		l.InputLayernorm = lw.RMSNormOnePlus("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNormOnePlus("post_attention_layernorm", m.hidden, c.RMSNormEps)
 		l.PreFeedforwardLayernorm = lw.RMSNormOnePlus("pre_feedforward_layernorm", m.hidden, c.RMSNormEps)
 		l.PostFeedforwardLayernorm = lw.RMSNormOnePlus("post_feedforward_layernorm", m.hidden, c.RMSNormEps)
-		l.rope = rope
 	}
 	m.Norm = w.RMSNormOnePlus("model.norm", m.hidden, c.RMSNormEps)
 	m.LMHead = m.EmbedTokens.AsLinear()

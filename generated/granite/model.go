@@ -48,14 +48,12 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: attention_multiplier
-	embedScale              float64        // embedding_multiplier
-	residualScale           float64        // residual_multiplier
-	logitsDivisor           float64        // logits_scaling
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden        int
+	vocab         int
+	embedScale    float64        // embedding_multiplier
+	logitsDivisor float64        // logits_scaling
+	caches        []nn.CacheSpec // per layer
+	params        *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -65,15 +63,21 @@ type Layer struct {
 	InputLayernorm         *nn.RMSNorm // input_layernorm
 	PostAttentionLayernorm *nn.RMSNorm // post_attention_layernorm
 
-	rope nn.Rope // the rope of this layer
+	residualScale float64 // residual_multiplier
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QProj *nn.Linear // q_proj
 	KProj *nn.Linear // k_proj
 	VProj *nn.Linear // v_proj
 	OProj *nn.Linear // o_proj
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // attention_multiplier
+	rope    nn.Rope // the rope of this layer
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -117,15 +121,11 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Config:        c,
 		hidden:        c.HiddenSize,
 		vocab:         c.VocabSize,
-		heads:         c.NumAttentionHeads,
-		kvHeads:       c.NumKeyValueHeads,
-		headDim:       c.HeadDim,
-		scale:         float32(c.AttentionMultiplier),
 		embedScale:    c.EmbeddingMultiplier,
-		residualScale: c.ResidualMultiplier,
 		logitsDivisor: c.LogitsScaling,
 		caches:        make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:         nn.RopeScaled,
 		Dims:         c.HeadDim,
@@ -134,21 +134,29 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Scaling:      c.RopeScaling,
 		MaxPositions: c.MaxPositionEmbeddings,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QProj = lw.Linear("self_attn.q_proj", m.heads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.KProj = lw.Linear("self_attn.k_proj", m.kvHeads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.VProj = lw.Linear("self_attn.v_proj", m.kvHeads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, c.AttentionBias)
-		l.MLP.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, c.MLPBias)
-		l.MLP.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, c.MLPBias)
-		l.MLP.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, c.MLPBias)
+		l.residualScale = c.ResidualMultiplier
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(c.AttentionMultiplier),
+			rope:    rope,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, c.AttentionBias)
+		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, c.AttentionBias)
+		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, c.AttentionBias)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, c.AttentionBias)
+		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, c.MLPBias)
+		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, c.MLPBias)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, c.MLPBias)
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
-		l.rope = rope
 	}
 	m.Norm = w.RMSNorm("model.norm", m.hidden, c.RMSNormEps)
 	if c.TieWordEmbeddings {

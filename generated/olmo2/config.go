@@ -13,8 +13,7 @@ package olmo2
 import "github.com/archgen/archgen/runtime/nn"
 
 // Config is a olmo2 config.json as mlx-lm reads it: every key the architecture
-// uses, with mlx-lm's defaults applied. Keys nested under text_config count as
-// top-level ones.
+// uses, with mlx-lm's defaults applied.
 type Config struct {
 	// ModelType is model_type.
 	ModelType string `json:"model_type"`

@@ -48,11 +48,10 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: head_dim ** -0.5
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden int
+	vocab  int
+	caches []nn.CacheSpec // per layer
+	params *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -61,11 +60,9 @@ type Layer struct {
 	MLP                      MLP         // mlp
 	PostAttentionLayernorm   *nn.RMSNorm // post_attention_layernorm
 	PostFeedforwardLayernorm *nn.RMSNorm // post_feedforward_layernorm
-
-	rope nn.Rope // the rope of this layer
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QProj *nn.Linear  // q_proj
 	KProj *nn.Linear  // k_proj
@@ -73,6 +70,12 @@ type Attention struct {
 	OProj *nn.Linear  // o_proj
 	QNorm *nn.RMSNorm // q_norm
 	KNorm *nn.RMSNorm // k_norm
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // head_dim ** -0.5
+	rope    nn.Rope // the rope of this layer
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -111,15 +114,12 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 func build(w *nn.Weights, c *Config) (*Model, error) {
 	w.DropContaining("self_attn.rotary_emb.inv_freq")
 	m := &Model{
-		Config:  c,
-		hidden:  c.HiddenSize,
-		vocab:   c.VocabSize,
-		heads:   c.NumAttentionHeads,
-		kvHeads: c.NumKeyValueHeads,
-		headDim: c.HeadDim,
-		scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
-		caches:  make([]nn.CacheSpec, c.NumHiddenLayers),
+		Config: c,
+		hidden: c.HiddenSize,
+		vocab:  c.VocabSize,
+		caches: make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:         nn.RopeScaled,
 		Dims:         c.HeadDim,
@@ -128,23 +128,30 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Scaling:      c.RopeScaling,
 		MaxPositions: c.MaxPositionEmbeddings,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QProj = lw.Linear("self_attn.q_proj", m.heads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.KProj = lw.Linear("self_attn.k_proj", m.kvHeads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.VProj = lw.Linear("self_attn.v_proj", m.kvHeads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, c.AttentionBias)
-		l.SelfAttn.QNorm = lw.RMSNorm("self_attn.q_norm", m.heads*m.headDim, c.RMSNormEps)
-		l.SelfAttn.KNorm = lw.RMSNorm("self_attn.k_norm", m.kvHeads*m.headDim, c.RMSNormEps)
-		l.MLP.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, c.MLPBias)
-		l.MLP.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, c.MLPBias)
-		l.MLP.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, c.MLPBias)
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
+			rope:    rope,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, c.AttentionBias)
+		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, c.AttentionBias)
+		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, c.AttentionBias)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, c.AttentionBias)
+		a.QNorm = lw.RMSNorm("self_attn.q_norm", a.heads*a.headDim, c.RMSNormEps)
+		a.KNorm = lw.RMSNorm("self_attn.k_norm", a.kvHeads*a.headDim, c.RMSNormEps)
+		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, c.MLPBias)
+		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, c.MLPBias)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, c.MLPBias)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
 		l.PostFeedforwardLayernorm = lw.RMSNorm("post_feedforward_layernorm", m.hidden, c.RMSNormEps)
-		l.rope = rope
 	}
 	m.Norm = w.RMSNorm("model.norm", m.hidden, c.RMSNormEps)
 	if c.TieWordEmbeddings {

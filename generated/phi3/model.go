@@ -48,11 +48,10 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: head_dim ** -0.5
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden int
+	vocab  int
+	caches []nn.CacheSpec // per layer
+	params *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -61,14 +60,18 @@ type Layer struct {
 	MLP                    MLP         // mlp
 	InputLayernorm         *nn.RMSNorm // input_layernorm
 	PostAttentionLayernorm *nn.RMSNorm // post_attention_layernorm
-
-	rope nn.Rope // the rope of this layer
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QKVProj *nn.Linear // qkv_proj
 	OProj   *nn.Linear // o_proj
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // head_dim ** -0.5
+	rope    nn.Rope // the rope of this layer
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -105,15 +108,12 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 // forward pass reads.
 func build(w *nn.Weights, c *Config) (*Model, error) {
 	m := &Model{
-		Config:  c,
-		hidden:  c.HiddenSize,
-		vocab:   c.VocabSize,
-		heads:   c.NumAttentionHeads,
-		kvHeads: c.NumKeyValueHeads,
-		headDim: c.HeadDim,
-		scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
-		caches:  make([]nn.CacheSpec, c.NumHiddenLayers),
+		Config: c,
+		hidden: c.HiddenSize,
+		vocab:  c.VocabSize,
+		caches: make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:                 nn.RopeSu,
 		Dims:                 c.RopeDims,
@@ -123,18 +123,25 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		MaxPositions:         c.MaxPositionEmbeddings,
 		OriginalMaxPositions: c.OriginalMaxPositionEmbeddings,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QKVProj = lw.Linear("self_attn.qkv_proj", (m.heads+2*m.kvHeads)*m.headDim, m.hidden, false)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, false)
-		l.MLP.GateUpProj = lw.Linear("mlp.gate_up_proj", 2*c.IntermediateSize, m.hidden, false)
-		l.MLP.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
+			rope:    rope,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QKVProj = lw.Linear("self_attn.qkv_proj", (a.heads+2*a.kvHeads)*a.headDim, m.hidden, false)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, false)
+		p.GateUpProj = lw.Linear("mlp.gate_up_proj", 2*c.IntermediateSize, m.hidden, false)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
-		l.rope = rope
 	}
 	m.Norm = w.RMSNorm("model.norm", m.hidden, c.RMSNormEps)
 	if c.TieWordEmbeddings {

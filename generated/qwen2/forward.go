@@ -17,46 +17,46 @@ func (m *Model) Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx
 	h := m.EmbedTokens.Apply(g, tokens) // [B, L, hidden]
 	mask := caches[0].Mask(g, L, 0, false)
 	for i := range m.Layers {
-		h = m.layer(g, &m.Layers[i], h, mask, caches[i])
+		h = m.Layers[i].forward(g, h, mask, caches[i])
 	}
 	h = m.Norm.Apply(g, h)
 	logits := m.LMHead.Apply(g, h) // [B, L, vocab]
 	return logits
 }
 
-// layer is a pre-norm decoder layer: each sublayer reads a normed copy of the
-// residual stream and adds its output back.
-func (m *Model) layer(g *mlx.Graph, l *Layer, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
-	r := m.attention(g, l, l.InputLayernorm.Apply(g, x), mask, c)
+// forward is a decoder layer with input_layernorm, post_attention_layernorm:
+// each sublayer reads a normed copy of the residual stream, and adds its
+// output back.
+func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
+	r := l.SelfAttn.forward(g, l.InputLayernorm.Apply(g, x), mask, c)
 	h := g.Add(x, r)
-	r = m.mlp(g, &l.MLP, l.PostAttentionLayernorm.Apply(g, h))
+	r = l.MLP.forward(g, l.PostAttentionLayernorm.Apply(g, h))
 	return g.Add(h, r)
 }
 
-// attention is grouped-query self-attention over x [B, L, hidden], with rotary
+// forward is grouped-query self-attention over x [B, L, hidden], with rotary
 // positions.
-func (m *Model) attention(g *mlx.Graph, l *Layer, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
-	a := &l.SelfAttn
+func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	B, L := x.Dim(0), x.Dim(1)
 	q := a.QProj.Apply(g, x)                     // [B, L, heads*head_dim]
 	k := a.KProj.Apply(g, x)                     // [B, L, kv_heads*head_dim]
 	v := a.VProj.Apply(g, x)                     // [B, L, kv_heads*head_dim]
-	q = g.Reshape(q, B, L, m.heads, m.headDim)   // [B, L, heads, head_dim]
-	k = g.Reshape(k, B, L, m.kvHeads, m.headDim) // [B, L, kv_heads, head_dim]
-	v = g.Reshape(v, B, L, m.kvHeads, m.headDim) // [B, L, kv_heads, head_dim]
+	q = g.Reshape(q, B, L, a.heads, a.headDim)   // [B, L, heads, head_dim]
+	k = g.Reshape(k, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]
+	v = g.Reshape(v, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]
 	q = g.Transpose(q, 0, 2, 1, 3)               // [B, heads, L, head_dim]
 	k = g.Transpose(k, 0, 2, 1, 3)               // [B, kv_heads, L, head_dim]
 	v = g.Transpose(v, 0, 2, 1, 3)               // [B, kv_heads, L, head_dim]
 	offset := c.Offset()
-	q = l.rope.Apply(g, q, offset)
-	k = l.rope.Apply(g, k, offset)
-	o := kv.Attention(g, q, c.Update(g, k, v), m.scale, mask)          // [B, heads, L, head_dim]
-	o = g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, m.heads*m.headDim) // [B, L, heads*head_dim]
+	q = a.rope.Apply(g, q, offset)
+	k = a.rope.Apply(g, k, offset)
+	o := kv.Attention(g, q, c.Update(g, k, v), a.scale, mask)          // [B, heads, L, head_dim]
+	o = g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, a.heads*a.headDim) // [B, L, heads*head_dim]
 	return a.OProj.Apply(g, o)
 }
 
-// mlp is the SwiGLU feed-forward block: down(silu(gate(x)) * up(x)).
-func (m *Model) mlp(g *mlx.Graph, p *MLP, x *mlx.Array) *mlx.Array {
+// forward is the SwiGLU feed-forward block: down(silu(gate(x)) * up(x)).
+func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	gate := p.GateProj.Apply(g, x) // [B, L, intermediate]
 	up := p.UpProj.Apply(g, x)     // [B, L, intermediate]
 	return p.DownProj.Apply(g, g.Multiply(g.SiLU(gate), up))

@@ -35,6 +35,28 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
+	GGUF: &nn.GGUF{
+		Arch:          "qwen2",
+		Class:         "Qwen2ForCausalLM",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{"attention_bias": true},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded qwen2. Its weights are named as in the checkpoint, in Go's
@@ -48,11 +70,10 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: head_dim ** -0.5
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden int
+	vocab  int
+	caches []nn.CacheSpec // per layer
+	params *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -61,16 +82,20 @@ type Layer struct {
 	MLP                    MLP         // mlp
 	InputLayernorm         *nn.RMSNorm // input_layernorm
 	PostAttentionLayernorm *nn.RMSNorm // post_attention_layernorm
-
-	rope nn.Rope // the rope of this layer
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QProj *nn.Linear // q_proj
 	KProj *nn.Linear // k_proj
 	VProj *nn.Linear // v_proj
 	OProj *nn.Linear // o_proj
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // head_dim ** -0.5
+	rope    nn.Rope // the rope of this layer
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -112,15 +137,12 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		w.Drop("lm_head.weight")
 	}
 	m := &Model{
-		Config:  c,
-		hidden:  c.HiddenSize,
-		vocab:   c.VocabSize,
-		heads:   c.NumAttentionHeads,
-		kvHeads: c.NumKeyValueHeads,
-		headDim: c.HeadDim,
-		scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
-		caches:  make([]nn.CacheSpec, c.NumHiddenLayers),
+		Config: c,
+		hidden: c.HiddenSize,
+		vocab:  c.VocabSize,
+		caches: make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:         nn.RopeScaled,
 		Dims:         c.HeadDim,
@@ -129,21 +151,28 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Scaling:      c.RopeScaling,
 		MaxPositions: c.MaxPositionEmbeddings,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QProj = lw.Linear("self_attn.q_proj", m.heads*m.headDim, m.hidden, true)
-		l.SelfAttn.KProj = lw.Linear("self_attn.k_proj", m.kvHeads*m.headDim, m.hidden, true)
-		l.SelfAttn.VProj = lw.Linear("self_attn.v_proj", m.kvHeads*m.headDim, m.hidden, true)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, false)
-		l.MLP.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, false)
-		l.MLP.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, false)
-		l.MLP.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
+			rope:    rope,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, true)
+		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, true)
+		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, true)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, false)
+		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, false)
+		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, false)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
-		l.rope = rope
 	}
 	m.Norm = w.RMSNorm("model.norm", m.hidden, c.RMSNormEps)
 	if c.TieWordEmbeddings {

@@ -35,6 +35,30 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
+	GGUF: &nn.GGUF{
+		Arch:          "qwen3",
+		Class:         "Qwen3ForCausalLM",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_k_norm": "self_attn.k_norm",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_q_norm": "self_attn.q_norm",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded qwen3. Its weights are named as in the checkpoint, in Go's
@@ -48,11 +72,10 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: head_dim ** -0.5
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden int
+	vocab  int
+	caches []nn.CacheSpec // per layer
+	params *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -61,11 +84,9 @@ type Layer struct {
 	MLP                    MLP         // mlp
 	InputLayernorm         *nn.RMSNorm // input_layernorm
 	PostAttentionLayernorm *nn.RMSNorm // post_attention_layernorm
-
-	rope nn.Rope // the rope of this layer
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QProj *nn.Linear  // q_proj
 	KProj *nn.Linear  // k_proj
@@ -73,6 +94,12 @@ type Attention struct {
 	OProj *nn.Linear  // o_proj
 	QNorm *nn.RMSNorm // q_norm
 	KNorm *nn.RMSNorm // k_norm
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // head_dim ** -0.5
+	rope    nn.Rope // the rope of this layer
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -113,15 +140,12 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		w.Drop("lm_head.weight")
 	}
 	m := &Model{
-		Config:  c,
-		hidden:  c.HiddenSize,
-		vocab:   c.VocabSize,
-		heads:   c.NumAttentionHeads,
-		kvHeads: c.NumKeyValueHeads,
-		headDim: c.HeadDim,
-		scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
-		caches:  make([]nn.CacheSpec, c.NumHiddenLayers),
+		Config: c,
+		hidden: c.HiddenSize,
+		vocab:  c.VocabSize,
+		caches: make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:         nn.RopeScaled,
 		Dims:         c.HeadDim,
@@ -130,23 +154,30 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Scaling:      c.RopeScaling,
 		MaxPositions: c.MaxPositionEmbeddings,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QProj = lw.Linear("self_attn.q_proj", m.heads*m.headDim, m.hidden, false)
-		l.SelfAttn.KProj = lw.Linear("self_attn.k_proj", m.kvHeads*m.headDim, m.hidden, false)
-		l.SelfAttn.VProj = lw.Linear("self_attn.v_proj", m.kvHeads*m.headDim, m.hidden, false)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, false)
-		l.SelfAttn.QNorm = lw.RMSNorm("self_attn.q_norm", m.headDim, c.RMSNormEps)
-		l.SelfAttn.KNorm = lw.RMSNorm("self_attn.k_norm", m.headDim, c.RMSNormEps)
-		l.MLP.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, false)
-		l.MLP.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, false)
-		l.MLP.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
+			rope:    rope,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, false)
+		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, false)
+		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, false)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, false)
+		a.QNorm = lw.RMSNorm("self_attn.q_norm", a.headDim, c.RMSNormEps)
+		a.KNorm = lw.RMSNorm("self_attn.k_norm", a.headDim, c.RMSNormEps)
+		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, false)
+		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, false)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
-		l.rope = rope
 	}
 	m.Norm = w.RMSNorm("model.norm", m.hidden, c.RMSNormEps)
 	if c.TieWordEmbeddings {

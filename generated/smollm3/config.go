@@ -13,8 +13,7 @@ package smollm3
 import "github.com/archgen/archgen/runtime/nn"
 
 // Config is a smollm3 config.json as mlx-lm reads it: every key the
-// architecture uses, with mlx-lm's defaults applied. Keys nested under
-// text_config count as top-level ones.
+// architecture uses, with mlx-lm's defaults applied.
 type Config struct {
 	// ModelType is model_type.
 	ModelType string `json:"model_type"`
@@ -66,13 +65,6 @@ type Config struct {
 	// default; Hugging Face's is false.
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
 
-	// LayerTypes is layer_types; layers("full_attention") when absent. Per layer,
-	// full_attention or sliding_attention.
-	LayerTypes []string `json:"layer_types"`
-
-	// SlidingWindow is sliding_window; 0 when absent.
-	SlidingWindow int `json:"sliding_window"`
-
 	// NoRopeLayerInterval is no_rope_layer_interval; 4 when absent.
 	NoRopeLayerInterval int `json:"no_rope_layer_interval"`
 
@@ -80,6 +72,13 @@ type Config struct {
 	// != 0)) when absent. Per layer, 1 where it rotates positions and 0 where it
 	// does not.
 	NoRopeLayers []int `json:"no_rope_layers"`
+
+	// LayerTypes is layer_types; layers("full_attention") when absent. Per layer,
+	// full_attention or sliding_attention.
+	LayerTypes []string `json:"layer_types"`
+
+	// SlidingWindow is sliding_window; 0 when absent.
+	SlidingWindow int `json:"sliding_window"`
 }
 
 // IgnoredKeys are config.json keys of published checkpoints that this
@@ -94,7 +93,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
-	var hasHeadDim, hasNumKeyValueHeads, hasLayerTypes, hasNoRopeLayers bool
+	var hasHeadDim, hasNumKeyValueHeads, hasNoRopeLayers, hasLayerTypes bool
 	c.HiddenSize = nn.Required[int](r, "hidden_size")
 	c.NumHiddenLayers = nn.Required[int](r, "num_hidden_layers")
 	c.IntermediateSize = nn.Required[int](r, "intermediate_size")
@@ -110,10 +109,10 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.RopeTraditional = nn.Default[bool](r, "rope_traditional", false)
 	c.RopeScaling, _ = nn.Optional[*nn.RopeScaling](r, "rope_scaling")
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", true)
-	c.LayerTypes, hasLayerTypes = nn.Optional[[]string](r, "layer_types")
-	c.SlidingWindow, _ = nn.Optional[int](r, "sliding_window")
 	c.NoRopeLayerInterval = nn.Default[int](r, "no_rope_layer_interval", 4)
 	c.NoRopeLayers, hasNoRopeLayers = nn.Optional[[]int](r, "no_rope_layers")
+	c.LayerTypes, hasLayerTypes = nn.Optional[[]string](r, "layer_types")
+	c.SlidingWindow, _ = nn.Optional[int](r, "sliding_window")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
@@ -131,21 +130,21 @@ func ParseConfig(data []byte) (*Config, error) {
 		c.NumKeyValueHeads = c.NumAttentionHeads
 	}
 	nn.Min(r, "num_key_value_heads", c.NumKeyValueHeads, 1)
-	if !hasLayerTypes {
-		c.LayerTypes = nn.PerLayer(c.NumHiddenLayers, func(i int) string {
-			return "full_attention"
-		})
-	}
 	if !hasNoRopeLayers {
 		c.NoRopeLayers = nn.PerLayer(c.NumHiddenLayers, func(i int) int {
 			return nn.Btoi((i+1)%c.NoRopeLayerInterval != 0)
 		})
 	}
+	if !hasLayerTypes {
+		c.LayerTypes = nn.PerLayer(c.NumHiddenLayers, func(i int) string {
+			return "full_attention"
+		})
+	}
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	r.Len("layer_types", len(c.LayerTypes), c.NumHiddenLayers, "num_hidden_layers")
 	r.Len("no_rope_layers", len(c.NoRopeLayers), c.NumHiddenLayers, "num_hidden_layers")
+	r.Len("layer_types", len(c.LayerTypes), c.NumHiddenLayers, "num_hidden_layers")
 	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
 	r.Check(nn.Count(c.LayerTypes, "full_attention") > 0, "layer_types", "needs at least one full_attention layer")
 	r.Check(nn.Count(c.LayerTypes, "sliding_attention") == 0 || c.SlidingWindow > 0, "sliding_window", "must be set when layer_types has sliding_attention layers")

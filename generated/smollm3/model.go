@@ -33,7 +33,7 @@ var Arch = nn.Arch{
 	Config: func(data []byte) (any, error) {
 		return ParseConfig(data)
 	},
-	Derived: []string{"head_dim", "num_key_value_heads", "layer_types", "no_rope_layers"},
+	Derived: []string{"head_dim", "num_key_value_heads", "no_rope_layers", "layer_types"},
 	Ignored: IgnoredKeys,
 }
 
@@ -49,13 +49,13 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: head_dim ** -0.5
-	window                  int            // sliding_window
-	fullLayer, slidingLayer int            // the layers whose caches make the masks
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden       int
+	vocab        int
+	window       int            // sliding_window
+	fullLayer    int            // the layer whose cache makes the full-attention mask
+	slidingLayer int            // the layer whose cache makes the sliding-window mask
+	caches       []nn.CacheSpec // per layer
+	params       *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -65,16 +65,21 @@ type Layer struct {
 	InputLayernorm         *nn.RMSNorm // input_layernorm
 	PostAttentionLayernorm *nn.RMSNorm // post_attention_layernorm
 
-	rope nn.Rope // the rope of this layer (nn.NoRope where no_rope_layers[i] != 0 is false)
-	mask int     // the mask it attends with: 0 full, 1 sliding window
+	mask int // the mask it attends with: 0 full, 1 sliding window
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QProj *nn.Linear // q_proj
 	KProj *nn.Linear // k_proj
 	VProj *nn.Linear // v_proj
 	OProj *nn.Linear // o_proj
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // head_dim ** -0.5
+	rope    nn.Rope // the rope of this layer (nn.NoRope where no_rope_layers[i] != 0 is false)
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -116,16 +121,13 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		w.Drop("lm_head.weight")
 	}
 	m := &Model{
-		Config:  c,
-		hidden:  c.HiddenSize,
-		vocab:   c.VocabSize,
-		heads:   c.NumAttentionHeads,
-		kvHeads: c.NumKeyValueHeads,
-		headDim: c.HeadDim,
-		scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
-		window:  c.SlidingWindow,
-		caches:  make([]nn.CacheSpec, c.NumHiddenLayers),
+		Config: c,
+		hidden: c.HiddenSize,
+		vocab:  c.VocabSize,
+		window: c.SlidingWindow,
+		caches: make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:         nn.RopeScaled,
 		Dims:         c.HeadDim,
@@ -134,37 +136,44 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Scaling:      c.RopeScaling,
 		MaxPositions: c.MaxPositionEmbeddings,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
-	sliding := make([]bool, len(m.Layers))
+	sliding := make([]bool, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QProj = lw.Linear("self_attn.q_proj", m.heads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.KProj = lw.Linear("self_attn.k_proj", m.kvHeads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.VProj = lw.Linear("self_attn.v_proj", m.kvHeads*m.headDim, m.hidden, c.AttentionBias)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, c.AttentionBias)
-		l.MLP.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, c.MLPBias)
-		l.MLP.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, c.MLPBias)
-		l.MLP.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, c.MLPBias)
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
+			rope:    nn.RopeOrNone(c.NoRopeLayers[i] != 0, rope),
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, c.AttentionBias)
+		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, c.AttentionBias)
+		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, c.AttentionBias)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, c.AttentionBias)
+		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, c.MLPBias)
+		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, c.MLPBias)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, c.MLPBias)
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
-		l.rope = nn.RopeOrNone(c.NoRopeLayers[i] != 0, rope)
 		sliding[i] = c.LayerTypes[i] == "sliding_attention"
 		if sliding[i] {
 			l.mask = 1
 			m.caches[i].Window = m.window
 		}
 	}
+	var err error
+	m.fullLayer, m.slidingLayer, err = nn.MaskLayers(sliding)
+	w.Fail(err)
 	m.Norm = w.RMSNorm("model.norm", m.hidden, c.RMSNormEps)
 	if c.TieWordEmbeddings {
 		m.LMHead = m.EmbedTokens.AsLinear()
 	} else {
 		m.LMHead = w.Linear("lm_head", c.VocabSize, m.hidden, false)
 	}
-	var err error
-	m.fullLayer, m.slidingLayer, err = nn.MaskLayers(sliding)
-	w.Fail(err)
 	params, err := w.Finish()
 	if err != nil {
 		return nil, err

@@ -49,11 +49,10 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: head_dim ** -0.5
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden int
+	vocab  int
+	caches []nn.CacheSpec // per layer
+	params *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -62,16 +61,20 @@ type Layer struct {
 	MLP                    MLP           // mlp
 	InputLayernorm         *nn.LayerNorm // input_layernorm
 	PostAttentionLayernorm *nn.LayerNorm // post_attention_layernorm
-
-	rope nn.Rope // the rope of this layer
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QProj *nn.Linear // q_proj
 	KProj *nn.Linear // k_proj
 	VProj *nn.Linear // v_proj
 	OProj *nn.Linear // o_proj
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // head_dim ** -0.5
+	rope    nn.Rope // the rope of this layer
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -108,35 +111,39 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 // forward pass reads.
 func build(w *nn.Weights, c *Config) (*Model, error) {
 	m := &Model{
-		Config:  c,
-		hidden:  c.HiddenSize,
-		vocab:   c.VocabSize,
-		heads:   c.NumAttentionHeads,
-		kvHeads: c.NumKeyValueHeads,
-		headDim: c.HeadDim,
-		scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
-		caches:  make([]nn.CacheSpec, c.NumHiddenLayers),
+		Config: c,
+		hidden: c.HiddenSize,
+		vocab:  c.VocabSize,
+		caches: make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:        nn.RopePlain,
 		Dims:        c.HeadDim,
 		Base:        c.RopeTheta,
 		Traditional: false,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QProj = lw.Linear("self_attn.q_proj", m.heads*m.headDim, m.hidden, true)
-		l.SelfAttn.KProj = lw.Linear("self_attn.k_proj", m.kvHeads*m.headDim, m.hidden, true)
-		l.SelfAttn.VProj = lw.Linear("self_attn.v_proj", m.kvHeads*m.headDim, m.hidden, true)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, true)
-		l.MLP.CFC = lw.Linear("mlp.c_fc", c.IntermediateSize, m.hidden, true)
-		l.MLP.CProj = lw.Linear("mlp.c_proj", m.hidden, c.IntermediateSize, true)
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
+			rope:    rope,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, true)
+		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, true)
+		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, true)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, true)
+		p.CFC = lw.Linear("mlp.c_fc", c.IntermediateSize, m.hidden, true)
+		p.CProj = lw.Linear("mlp.c_proj", m.hidden, c.IntermediateSize, true)
 		l.InputLayernorm = lw.LayerNorm("input_layernorm", m.hidden, c.NormEpsilon)
 		l.PostAttentionLayernorm = lw.LayerNorm("post_attention_layernorm", m.hidden, c.NormEpsilon)
-		l.rope = rope
 	}
 	m.Norm = w.LayerNorm("model.norm", m.hidden, c.NormEpsilon)
 	if c.TieWordEmbeddings {

@@ -19,11 +19,11 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return e.Key + ": " + e.Msg }
 
-// ConfigReader reads the keys of a config.json as a generated ParseConfig
-// asks for them, collecting one error per bad key. Keys nested under
-// text_config are read as if they stood at the top (where both have a key,
-// text_config's wins); model_type is always the top-level one. A key whose
-// value is null reads as absent, as None does in mlx-lm's dataclasses.
+// ConfigReader reads the top-level keys of a config.json as a generated
+// ParseConfig asks for them, collecting one error per bad key. A key whose
+// value is null reads as absent, as None does in mlx-lm's dataclasses. A
+// config that nests its text model's keys (text_config) is a wrapper's,
+// which Wrapper.Unwrap turns into a plain one first.
 type ConfigReader struct {
 	modelType string
 	keys      map[string]json.RawMessage
@@ -40,20 +40,6 @@ func NewConfigReader(data []byte) (*ConfigReader, error) {
 		return nil, fmt.Errorf("not a JSON object")
 	}
 	r := &ConfigReader{keys: top}
-	if tc, ok := top["text_config"]; ok && !isNull(tc) {
-		var text map[string]json.RawMessage
-		if err := json.Unmarshal(tc, &text); err != nil {
-			return nil, &ConfigError{Key: "text_config", Msg: "want an object, got " + clip(tc)}
-		}
-		merged := make(map[string]json.RawMessage, len(top)+len(text))
-		for k, v := range top {
-			merged[k] = v
-		}
-		for k, v := range text {
-			merged[k] = v
-		}
-		r.keys = merged
-	}
 	if mt, ok := top["model_type"]; ok && !isNull(mt) {
 		if err := json.Unmarshal(mt, &r.modelType); err != nil {
 			r.fail("model_type", "want a string, got %s", clip(mt))

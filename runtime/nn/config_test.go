@@ -2,6 +2,7 @@ package nn
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -19,11 +20,11 @@ func TestConfigReader(t *testing.T) {
 	if r.ModelType() != "llama" {
 		t.Errorf("model_type %q", r.ModelType())
 	}
-	if v := Required[int](r, "hidden_size"); v != 32 {
-		t.Errorf("text_config's hidden_size wins: got %d", v)
+	if v := Required[int](r, "hidden_size"); v != 64 {
+		t.Errorf("a plain config's text_config is not read: hidden_size %d", v)
 	}
-	if v := Required[int](r, "inner"); v != 7 {
-		t.Errorf("inner %d", v)
+	if _, ok := Optional[int](r, "inner"); ok {
+		t.Error("a key of text_config reads as a top-level one")
 	}
 	if v := Default[float64](r, "ratio", 1); v != 0.5 {
 		t.Errorf("ratio %v", v)
@@ -109,5 +110,64 @@ func TestRopeScalingJSON(t *testing.T) {
 	}
 	if r.Kind() != "llama3" || *r.Factor != 8 {
 		t.Errorf("%+v", r)
+	}
+}
+
+// TestWrapperUnwrap: a wrapper's config becomes its text model's: the
+// section's keys, top-level keys that win, defaults, the quantization, and
+// the model_type of the architecture that runs it.
+func TestWrapperUnwrap(t *testing.T) {
+	w := &Wrapper{
+		Section:  "text_config",
+		TopWins:  []string{"vocab_size"},
+		Defaults: map[string]any{"tie_word_embeddings": false, "num_attention_heads": 8},
+		Runs:     "llama",
+		Dispatch: map[string]string{"ministral3": "ministral3"},
+	}
+	arch, text, err := w.Unwrap([]byte(`{"model_type": "wrap", "vocab_size": 50, "hidden_size": 1,
+		"quantization": {"bits": 4, "group_size": 64},
+		"text_config": {"model_type": "mistral", "hidden_size": 64, "vocab_size": 10, "num_attention_heads": 4}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	json.Unmarshal(text, &got)
+	want := map[string]any{"model_type": "llama", "hidden_size": 64.0, "vocab_size": 50.0, "num_attention_heads": 4.0,
+		"tie_word_embeddings": false, "quantization": map[string]any{"bits": 4.0, "group_size": 64.0}}
+	if arch != "llama" || !reflect.DeepEqual(got, want) {
+		t.Errorf("unwrapped to %s %v, want llama %v", arch, got, want)
+	}
+	arch, _, _ = w.Unwrap([]byte(`{"model_type": "wrap", "text_config": {"model_type": "ministral3"}}`))
+	if arch != "ministral3" {
+		t.Errorf("dispatch on text_config.model_type: %s", arch)
+	}
+	for data, msg := range map[string]string{
+		`{"model_type": "wrap"}`:                     "text_config: missing (required): the text model's config",
+		`{"model_type": "wrap", "text_config": [1]}`: "text_config: want an object, got [1]",
+		`[]`: "not a JSON object",
+	} {
+		if _, _, err := w.Unwrap([]byte(data)); err == nil || err.Error() != msg {
+			t.Errorf("%s: error %v, want %s", data, err, msg)
+		}
+	}
+	w.SectionOptional = true
+	_, text, err = w.Unwrap([]byte(`{"model_type": "wrap", "hidden_size": 8}`))
+	if err != nil || string(text) != `{"hidden_size":8,"model_type":"llama","num_attention_heads":8,"tie_word_embeddings":false}` {
+		t.Errorf("a config without its optional section: %s, %v", text, err)
+	}
+	w.Prefixes = []Prefix{{"model.language_model.", "model."}, {"language_model.", ""}}
+	w.Drop = []string{"vision_tower", "multi_modal_projector"}
+	for in, out := range map[string]string{
+		"model.language_model.layers.0.mlp.up_proj.weight": "model.layers.0.mlp.up_proj.weight",
+		"language_model.model.norm.weight":                 "model.norm.weight",
+		"language_model.lm_head.weight":                    "lm_head.weight",
+		"lm_head.weight":                                   "lm_head.weight",
+		"model.vision_tower.patch_conv.weight":             "",
+		"multi_modal_projector.linear_1.weight":            "",
+	} {
+		got, keep := w.rename(in)
+		if keep != (out != "") || got != out && keep {
+			t.Errorf("%s: %q %v, want %q", in, got, keep, out)
+		}
 	}
 }

@@ -62,6 +62,37 @@ type Arch struct {
 	// Shard is its tensor-parallel plan; nil when it runs in one process
 	// only.
 	Shard *ShardPlan
+	// GGUF is how llama.cpp's GGUF files of it read, from its descriptor's
+	// gguf section; nil when it has none.
+	GGUF *GGUF
+	// Wrapper, when set, makes the model_type a wrapper around a text
+	// model that another architecture runs; Load, Tensors and Config are
+	// then nil.
+	Wrapper *Wrapper
+}
+
+// GGUF is what reading an architecture's GGUF checkpoints needs to know:
+// the name llama.cpp gives it, its tensors' names, and what the file does
+// not record. The gguf package reads files with it and knows no
+// architecture itself.
+type GGUF struct {
+	Arch  string // general.architecture in the file's metadata
+	Class string // config.json's "architectures" entry
+	// PermuteQK: llama.cpp's converter reordered the rows of attn_q and
+	// attn_k for its interleaved rope; reading puts them back.
+	PermuteQK bool
+	// AlwaysHeadDim: config.json always carries head_dim (else only
+	// where it differs from hidden_size / num_attention_heads).
+	AlwaysHeadDim bool
+	// Config are config.json values every checkpoint has and the file does
+	// not record.
+	Config map[string]any
+	// Tensors maps llama.cpp's name of a layer's module (between blk.N.
+	// and .weight) to its checkpoint name within the layer.
+	Tensors map[string]string
+	// Layers, Embed, Norm and Head are the checkpoint names of the layer
+	// stack and of token_embd, output_norm and output.
+	Layers, Embed, Norm, Head string
 }
 
 // Catalog maps model_types to architectures: their own names, their
@@ -157,6 +188,9 @@ func (c *Catalog) Load(dir string, opts Options) (Model, error) {
 	if err != nil {
 		opts.freeTensors()
 		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if a.Wrapper != nil {
+		return c.loadWrapped(dir, a.Wrapper, data, opts)
 	}
 	if opts.Shard == nil {
 		opts.Shard = a.Shard

@@ -197,12 +197,12 @@ func (w *Weights) block(name string, shape []int, axis, n, r, parts int, packed 
 	}
 	part := shape[axis] / parts
 	size := part / n
-	f, fromFile := l.files[full]
+	ft, fromFile := l.files[full]
 	var pieces []*mlx.Array
 	for p := 0; p < parts; p++ {
 		lo := p*part + r*size
 		if fromFile {
-			a, err := f.ReadSlice(full, axis, lo, lo+size)
+			a, err := ft.f.ReadSlice(ft.name, axis, lo, lo+size)
 			if err != nil {
 				w.Fail(err)
 				for _, a := range pieces {

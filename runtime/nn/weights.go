@@ -40,6 +40,9 @@ type Options struct {
 	// its file alone.
 	Group *mlx.Group
 	Shard *ShardPlan
+	// Rename, when set, gives each checkpoint tensor the name the model
+	// asks for, or false to drop it (a wrapper's prefixes and towers).
+	Rename func(name string) (string, bool)
 }
 
 // TensorSpec is one tensor a model asks for: its checkpoint name and its
@@ -74,7 +77,7 @@ type loader struct {
 	specs     []TensorSpec
 	errs      []error
 	scopes    map[string]string               // prefix -> label, to name unexpected tensors
-	files     map[string]*mlx.SafetensorsFile // tensor -> its file, when sharding
+	files     map[string]fileTensor // tensor -> where it is stored, when sharding
 	openFiles []*mlx.SafetensorsFile
 }
 
@@ -91,7 +94,11 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 	if opts.Tensors != nil {
 		l := newLoader(q, opts)
 		for name, a := range opts.Tensors {
-			l.tensors[name] = a
+			if name, keep := opts.rename(name); keep {
+				l.tensors[name] = a
+			} else {
+				a.Free()
+			}
 		}
 		return &Weights{l: l}, nil
 	}
@@ -119,11 +126,16 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 				return nil, err
 			}
 			l.openFiles = append(l.openFiles, sf)
-			for name := range arrays {
-				l.files[name] = sf
-			}
 		}
-		for name, a := range arrays {
+		for stored, a := range arrays {
+			name, keep := opts.rename(stored)
+			if !keep {
+				a.Free()
+				continue
+			}
+			if sf := l.lastFile(); opts.sharding() {
+				l.files[name] = fileTensor{sf, stored}
+			}
 			if prev, dup := from[name]; dup {
 				a.Free()
 				l.errs = append(l.errs, fmt.Errorf("tensor %s is in both %s and %s", name, filepath.Base(prev), filepath.Base(f)))
@@ -149,6 +161,14 @@ func RecordWeights(config []byte) (*Weights, error) {
 	return &Weights{l: l}, nil
 }
 
+// rename applies Rename.
+func (o Options) rename(name string) (string, bool) {
+	if o.Rename == nil {
+		return name, true
+	}
+	return o.Rename(name)
+}
+
 func newLoader(q *Quantization, opts Options) *loader {
 	if opts.Stream == nil {
 		opts.Stream = mlx.DefaultStream()
@@ -162,7 +182,7 @@ func newLoader(q *Quantization, opts Options) *loader {
 		g:       mlx.NewGraph(opts.Stream),
 		params:  &Params{},
 		scopes:  map[string]string{},
-		files:   map[string]*mlx.SafetensorsFile{},
+		files:   map[string]fileTensor{},
 	}
 }
 
@@ -675,4 +695,19 @@ func (p *Params) Nbytes() int {
 		n += a.Nbytes()
 	}
 	return n
+}
+
+// fileTensor is where a tensor is stored: its file and its name there
+// (which a wrapper's Rename may have changed).
+type fileTensor struct {
+	f    *mlx.SafetensorsFile
+	name string
+}
+
+// lastFile is the file opened last for sharded reading.
+func (l *loader) lastFile() *mlx.SafetensorsFile {
+	if len(l.openFiles) == 0 {
+		return nil
+	}
+	return l.openFiles[len(l.openFiles)-1]
 }

@@ -22,6 +22,28 @@ var catalog = nn.NewCatalog(
 	[]nn.Arch{
 		toy.Arch,
 		toychild.Arch,
+		{
+			Name:    "toy_vl",
+			Tier:    "smoke",
+			Aliases: []string{},
+			Doc:     "A toy vision-language model: its text model runs on toy, its vision tower is dropped.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{"vocab_size"},
+				Defaults:        map[string]any{"tie_word_embeddings": false},
+				Runs:            "toy",
+				Dispatch:        map[string]string{"toychild": "toychild"},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "multi_modal_projector"},
+			},
+		},
 	},
 	map[string]string{"toy_legacy": "toy_v0"},
 	[]string{"toy_drafter"},

@@ -12,6 +12,7 @@ func TestLookup(t *testing.T) {
 		map[string]string{
 			"toy":       "toy",
 			"toy_alias": "toy",
+			"toy_vl":    "toy_vl",
 			"toychild":  "toychild",
 		},
 		map[string]string{"toy_legacy": "toy_v0"},

@@ -49,16 +49,13 @@ type Model struct {
 	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
-	hidden, vocab           int
-	heads, kvHeads, headDim int
-	scale                   float32        // attention: head_dim ** -0.5
-	embedScale              float64        // sqrt(hidden_size)
-	residualScale           float64        // 0.5
-	attnSoftcap             float64        // softcap
-	logitsDivisor           float64        // 2
-	finalSoftcap            float64        // softcap
-	caches                  []nn.CacheSpec // per layer
-	params                  *nn.Params
+	hidden        int
+	vocab         int
+	embedScale    float64        // sqrt(hidden_size)
+	logitsDivisor float64        // 2
+	finalSoftcap  float64        // softcap
+	caches        []nn.CacheSpec // per layer
+	params        *nn.Params
 }
 
 // Layer is one decoder layer (model.layers.N).
@@ -68,15 +65,22 @@ type Layer struct {
 	PostAttentionLayernorm   *nn.LayerNorm // post_attention_layernorm
 	PostFeedforwardLayernorm *nn.LayerNorm // post_feedforward_layernorm
 
-	rope nn.Rope // the rope of this layer (nn.NoRope where no_rope[i] == 1 is false)
+	residualScale float64 // 0.5
 }
 
-// Attention is a layer's self-attention (self_attn).
+// Attention is a layer's self-attention (self_attn), with its hyperparameters.
 type Attention struct {
 	QKVProj *nn.Linear    // qkv_proj
 	OProj   *nn.Linear    // o_proj
 	QNorm   *nn.LayerNorm // q_norm
 	KNorm   *nn.LayerNorm // k_norm
+
+	heads   int
+	kvHeads int
+	headDim int
+	scale   float32 // head_dim ** -0.5
+	rope    nn.Rope // the rope of this layer (nn.NoRope where no_rope[i] == 1 is false)
+	softcap float64 // softcap
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -116,37 +120,41 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		Config:        c,
 		hidden:        c.HiddenSize,
 		vocab:         c.VocabSize,
-		heads:         c.NumAttentionHeads,
-		kvHeads:       c.NumKeyValueHeads,
-		headDim:       c.HeadDim,
-		scale:         float32(math.Pow(float64(c.HeadDim), -0.5)),
 		embedScale:    math.Sqrt(float64(c.HiddenSize)),
-		residualScale: 0.5,
-		attnSoftcap:   c.Softcap,
 		logitsDivisor: 2.0,
 		finalSoftcap:  c.Softcap,
 		caches:        make([]nn.CacheSpec, c.NumHiddenLayers),
 	}
+	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	rope := w.Rope(nn.RopeSpec{
 		Kind:        nn.RopePlain,
 		Dims:        c.HeadDim,
 		Base:        c.RopeTheta,
 		Traditional: false,
 	})
-	m.EmbedTokens = w.Embedding("model.embed_tokens", c.VocabSize, m.hidden)
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
-		l.SelfAttn.QKVProj = lw.Linear("self_attn.qkv_proj", (m.heads+2*m.kvHeads)*m.headDim, m.hidden, false)
-		l.SelfAttn.OProj = lw.Linear("self_attn.o_proj", m.hidden, m.heads*m.headDim, true)
-		l.SelfAttn.QNorm = lw.LayerNorm("self_attn.q_norm", m.heads*m.headDim, c.NormEps)
-		l.SelfAttn.KNorm = lw.LayerNorm("self_attn.k_norm", m.kvHeads*m.headDim, c.NormEps)
-		l.MLP.Fc1 = lw.Linear("mlp.fc1", c.IntermediateSize, m.hidden, true)
-		l.MLP.Fc2 = lw.Linear("mlp.fc2", m.hidden, c.IntermediateSize, true)
+		l.residualScale = 0.5
+		l.SelfAttn = Attention{
+			heads:   c.NumAttentionHeads,
+			kvHeads: c.NumKeyValueHeads,
+			headDim: c.HeadDim,
+			scale:   float32(math.Pow(float64(c.HeadDim), -0.5)),
+			rope:    nn.RopeOrNone(c.NoRope[i] == 1, rope),
+			softcap: c.Softcap,
+		}
+		a := &l.SelfAttn
+		p := &l.MLP
+		a.QKVProj = lw.Linear("self_attn.qkv_proj", (a.heads+2*a.kvHeads)*a.headDim, m.hidden, false)
+		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, true)
+		a.QNorm = lw.LayerNorm("self_attn.q_norm", a.heads*a.headDim, c.NormEps)
+		a.KNorm = lw.LayerNorm("self_attn.k_norm", a.kvHeads*a.headDim, c.NormEps)
+		p.Fc1 = lw.Linear("mlp.fc1", c.IntermediateSize, m.hidden, true)
+		p.Fc2 = lw.Linear("mlp.fc2", m.hidden, c.IntermediateSize, true)
 		l.PostAttentionLayernorm = lw.LayerNorm("post_attention_layernorm", m.hidden, c.NormEps)
 		l.PostFeedforwardLayernorm = lw.LayerNorm("post_feedforward_layernorm", m.hidden, c.NormEps)
-		l.rope = nn.RopeOrNone(c.NoRope[i] == 1, rope)
 	}
 	m.Norm = w.LayerNorm("model.norm", m.hidden, c.NormEps)
 	m.LMHead = w.Linear("lm_head", c.VocabSize, m.hidden, false)

@@ -1,0 +1,310 @@
+package gen
+
+import (
+	"github.com/dave/jennifer/jen"
+)
+
+// Attention: grouped-query self-attention with its projections (separate
+// or fused qkv), optional q and k norms, its hyperparameters, and the
+// layers that attend within a sliding window.
+
+// QKNorm is a norm on queries and keys before the rope.
+type QKNorm string
+
+func (QKNorm) values() []string { return []string{"none", "per_head", "full_width"} }
+
+// Proj is one linear layer of a module: its field, checkpoint name
+// (relative to the module), its shape and bias.
+type Proj struct {
+	Field   *field
+	Name    string
+	Out, In func() *jen.Statement
+	Bias    *Value
+}
+
+// linear is a projection's field.
+func linear(n string) *field { return newField(goName(n), nnType("Linear"), n) }
+
+// load spells recv.Field = lw.Linear(prefix.name, out, in, bias).
+func (p Proj) load(recv, prefix string) jen.Code {
+	return p.Field.of(recv).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(prefix+"."+p.Name), p.Out(), p.In(), p.Bias.Code())
+}
+
+// Attention is self-attention, resolved.
+type Attention struct {
+	none
+	Field                   *field // the Layer's Attention
+	Name                    string // its checkpoint name
+	Heads, KVHeads, HeadDim *Value
+	Scale                   *Value
+	FusedQKV                bool
+	BiasQ, BiasK, BiasV     *Value
+	BiasO                   *Value
+	QKNorm                  QKNorm
+	Projs                   []Proj
+	QNorm, KNorm            *field // nil without q and k norms
+	qNormName, kNormName    string
+	Sliding                 *Sliding // nil: every layer attends fully
+
+	heads, kvHeads, headDim *field
+	scale                   *field
+	norm                    *Norm
+	rope                    *Rope
+	softcap                 *Scalar
+}
+
+// link names the attention's fields and projections and ties it to the
+// norm, rope and scalars of a.
+func (at *Attention) link(a *Arch) {
+	n := a.Names
+	at.Field, at.Name = newField(goName(n.Attention), func() *jen.Statement { return jen.Id("Attention") }, n.Attention), n.Attention
+	at.heads = newField("heads", intType, "")
+	at.kvHeads = newField("kvHeads", intType, "")
+	at.headDim = newField("headDim", intType, "")
+	at.scale = newField("scale", float32Type, at.Scale.Text)
+	at.norm, at.rope, at.softcap = a.Norm, a.Rope, a.Scalars.Get(AttnSoftcap)
+	width := func(h *field) func() *jen.Statement {
+		return func() *jen.Statement { return h.of(rAttn).Op("*").Add(at.headDim.of(rAttn)) }
+	}
+	hidden := func() *jen.Statement { return fHidden.of(rModel) }
+	o := Proj{Field: linear(n.O), Name: n.O, Out: hidden, In: width(at.heads), Bias: at.BiasO}
+	if at.FusedQKV {
+		qkv := func() *jen.Statement {
+			return jen.Parens(at.heads.of(rAttn).Op("+").Lit(2).Op("*").Add(at.kvHeads.of(rAttn))).Op("*").Add(at.headDim.of(rAttn))
+		}
+		at.Projs = []Proj{{Field: linear(n.QKV), Name: n.QKV, Out: qkv, In: hidden, Bias: at.BiasQ}, o}
+	} else {
+		at.Projs = []Proj{
+			{Field: linear(n.Q), Name: n.Q, Out: width(at.heads), In: hidden, Bias: at.BiasQ},
+			{Field: linear(n.K), Name: n.K, Out: width(at.kvHeads), In: hidden, Bias: at.BiasK},
+			{Field: linear(n.V), Name: n.V, Out: width(at.kvHeads), In: hidden, Bias: at.BiasV},
+			o,
+		}
+	}
+	if at.QKNorm != "none" {
+		at.QNorm, at.KNorm = a.Norm.field(goName(n.QNorm), n.QNorm), a.Norm.field(goName(n.KNorm), n.KNorm)
+		at.qNormName, at.kNormName = n.QNorm, n.KNorm
+	}
+}
+
+func (at *Attention) fields(t goType) []jen.Code {
+	switch t {
+	case tLayer:
+		return []jen.Code{at.Field.decl()}
+	case tAttention:
+		var out []jen.Code
+		for _, p := range at.Projs {
+			out = append(out, p.Field.decl())
+		}
+		if at.QNorm != nil {
+			out = append(out, at.QNorm.decl(), at.KNorm.decl())
+		}
+		return out
+	}
+	return nil
+}
+
+func (at *Attention) params(t goType) []jen.Code {
+	if t != tAttention {
+		return nil
+	}
+	return []jen.Code{at.heads.decl(), at.kvHeads.decl(), at.headDim.decl(), at.scale.decl()}
+}
+
+func (at *Attention) inits(t goType) []kvPair {
+	if t != tAttention {
+		return nil
+	}
+	return []kvPair{
+		{at.heads.key(), at.Heads.Code()},
+		{at.kvHeads.key(), at.KVHeads.Code()},
+		{at.headDim.key(), at.HeadDim.Code()},
+		{at.scale.key(), at.Scale.Float32()},
+	}
+}
+
+func (at *Attention) build(s stage) []jen.Code {
+	if s != sLayer {
+		return nil
+	}
+	var out []jen.Code
+	for _, p := range at.Projs {
+		out = append(out, p.load(rAttn, at.Name))
+	}
+	if at.QNorm != nil {
+		q, k := at.headDim.of(rAttn), at.headDim.of(rAttn)
+		if at.QKNorm == "full_width" {
+			q = at.heads.of(rAttn).Op("*").Add(at.headDim.of(rAttn))
+			k = at.kvHeads.of(rAttn).Op("*").Add(at.headDim.of(rAttn))
+		}
+		out = append(out,
+			at.QNorm.of(rAttn).Op("=").Add(at.norm.load("lw", at.Name+"."+at.qNormName, q)),
+			at.KNorm.of(rAttn).Op("=").Add(at.norm.load("lw", at.Name+"."+at.kNormName, k)))
+	}
+	return out
+}
+
+// MaskArray: attention written out (soft-capped scores) adds an explicit
+// mask array to its scores, where MLX's fused attention takes the causal
+// mask by name.
+func (at *Attention) MaskArray() bool { return at.softcap != nil }
+
+// forward spells the layer's attention on x.
+func (at *Attention) forward(x jen.Code) *jen.Statement {
+	return at.Field.of(rLayer).Dot("forward").Call(g(), x, jen.Id("mask"), jen.Id("c"))
+}
+
+// emitForward writes Attention.forward:
+//
+//	func (a *Attention) forward(g, x, mask, c) *mlx.Array {
+//		q, k, v := projections of x, reshaped to heads and transposed
+//		q, k = a.rope.Apply(...)
+//		o := kv.Attention(g, q, c.Update(g, k, v), a.scale, mask)
+//		return a.OProj.Apply(g, o back to [B, L, heads*head_dim])
+//	}
+func (at *Attention) emitForward(f *jen.File) {
+	self := func(fl *field) *jen.Statement { return fl.of(rAttn) }
+	width := func(h *field) *jen.Statement { return self(h).Op("*").Add(self(at.headDim)) }
+	body := []jen.Code{
+		jen.List(jen.Id("B"), jen.Id("L")).Op(":=").List(jen.Id("x").Dot("Dim").Call(jen.Lit(0)), jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
+	}
+	if at.FusedQKV {
+		body = append(body,
+			jen.Id("qkv").Op(":=").Add(call("SplitAt", apply(self(at.Projs[0].Field), jen.Id("x")),
+				jen.Index().Int().Values(width(at.heads), jen.Parens(self(at.heads).Op("+").Add(self(at.kvHeads))).Op("*").Add(self(at.headDim))), jen.Lit(-1))),
+			jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
+				Comment("[B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice"),
+		)
+	} else {
+		body = append(body,
+			jen.Id("q").Op(":=").Add(apply(self(at.Projs[0].Field), jen.Id("x"))).Comment("[B, L, heads*head_dim]"),
+			jen.Id("k").Op(":=").Add(apply(self(at.Projs[1].Field), jen.Id("x"))).Comment("[B, L, kv_heads*head_dim]"),
+			jen.Id("v").Op(":=").Add(apply(self(at.Projs[2].Field), jen.Id("x"))).Comment("[B, L, kv_heads*head_dim]"),
+		)
+	}
+	var qkNorm []jen.Code
+	if at.QNorm != nil {
+		qkNorm = []jen.Code{
+			jen.Id("q").Op("=").Add(apply(self(at.QNorm), jen.Id("q"))),
+			jen.Id("k").Op("=").Add(apply(self(at.KNorm), jen.Id("k"))),
+		}
+	}
+	if at.QKNorm == "full_width" {
+		body = append(body, qkNorm...)
+	}
+	body = append(body,
+		jen.Id("q").Op("=").Add(call("Reshape", jen.Id("q"), jen.Id("B"), jen.Id("L"), self(at.heads), self(at.headDim))).Comment("[B, L, heads, head_dim]"),
+		jen.Id("k").Op("=").Add(call("Reshape", jen.Id("k"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
+		jen.Id("v").Op("=").Add(call("Reshape", jen.Id("v"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
+	)
+	if at.QKNorm == "per_head" {
+		body = append(body, qkNorm...)
+	}
+	body = append(body,
+		jen.Id("q").Op("=").Add(call("Transpose", jen.Id("q"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, heads, L, head_dim]"),
+		jen.Id("k").Op("=").Add(call("Transpose", jen.Id("k"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
+		jen.Id("v").Op("=").Add(call("Transpose", jen.Id("v"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
+	)
+	body = append(body, at.rope.forward()...)
+	update := jen.Id("c").Dot("Update").Call(g(), jen.Id("k"), jen.Id("v"))
+	if at.softcap != nil {
+		body = append(body, jen.Id("o").Op(":=").Qual(nnPkg, "SoftcapAttention").Call(g(), jen.Id("q"), update, jen.Float64().Call(self(at.scale)), at.softcap.of(rAttn), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
+	} else {
+		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, "Attention").Call(g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
+	}
+	body = append(body,
+		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
+		jen.Return(apply(self(at.Projs[len(at.Projs)-1].Field), jen.Id("o"))),
+	)
+	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc()
+	if at.softcap != nil {
+		doc += "; scores are soft-capped, so attention is written out rather than fused"
+	}
+	f.Comment(comment(doc + "."))
+	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
+		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
+	).Add(arrayType()).Block(body...)
+	f.Line()
+}
+
+// Sliding says which layers attend within a window. The forward pass
+// makes two masks once, from the first full layer's cache and the first
+// sliding layer's, and each layer reads its own from a table build makes.
+type Sliding struct {
+	none
+	Layers *Value // per-layer bool
+	Window *Value
+
+	window, fullLayer, slidingLayer, mask *field
+	stack                                 *field
+	count                                 *Value
+	softcap                               bool
+}
+
+func newSliding(layers, window *Value) *Sliding {
+	if layers == nil {
+		return nil
+	}
+	return &Sliding{
+		Layers:       layers,
+		Window:       window,
+		window:       newField("window", intType, window.Text),
+		fullLayer:    newField("fullLayer", intType, "the layer whose cache makes the full-attention mask"),
+		slidingLayer: newField("slidingLayer", intType, "the layer whose cache makes the sliding-window mask"),
+		mask:         newField("mask", intType, "the mask it attends with: 0 full, 1 sliding window"),
+	}
+}
+
+func (s *Sliding) params(t goType) []jen.Code {
+	switch t {
+	case tModel:
+		return []jen.Code{s.window.decl(), s.fullLayer.decl(), s.slidingLayer.decl()}
+	case tLayer:
+		return []jen.Code{s.mask.decl()}
+	}
+	return nil
+}
+
+func (s *Sliding) inits(t goType) []kvPair {
+	if t != tModel {
+		return nil
+	}
+	return []kvPair{{s.window.key(), s.Window.Code()}}
+}
+
+func (s *Sliding) build(st stage) []jen.Code {
+	switch st {
+	case sBefore:
+		return []jen.Code{jen.Id("sliding").Op(":=").Make(jen.Index().Bool(), s.count.Code())}
+	case sLayer:
+		return []jen.Code{
+			jen.Id("sliding").Index(jen.Id("i")).Op("=").Add(s.Layers.Code()),
+			jen.If(jen.Id("sliding").Index(jen.Id("i"))).Block(
+				s.mask.of(rLayer).Op("=").Lit(1),
+				fCaches.of(rModel).Index(jen.Id("i")).Dot("Window").Op("=").Add(s.window.of(rModel)),
+			),
+		}
+	case sAfter:
+		return []jen.Code{
+			jen.Var().Err().Error(),
+			jen.List(s.fullLayer.of(rModel), s.slidingLayer.of(rModel), jen.Err()).Op("=").Qual(nnPkg, "MaskLayers").Call(jen.Id("sliding")),
+			jen.Id("w").Dot("Fail").Call(jen.Err()),
+		}
+	}
+	return nil
+}
+
+// masks are the lines of Forward that make the masks, and the mask layer i
+// reads.
+func (s *Sliding) masks(maskArray bool) ([]jen.Code, jen.Code) {
+	stack := s.stack.of(rModel)
+	return []jen.Code{
+		jen.Comment("The masks of the full-attention layers and of the sliding ones, made"),
+		jen.Comment("once from the first cache of each kind."),
+		jen.Id("masks").Op(":=").Index(jen.Lit(2)).Qual(mlxPkg, "AttentionMask").Values(
+			jen.Line().Id("caches").Index(s.fullLayer.of(rModel)).Dot("Mask").Call(g(), jen.Id("L"), jen.Lit(0), jen.Lit(maskArray)),
+			jen.Line().Id("caches").Index(s.slidingLayer.of(rModel)).Dot("Mask").Call(g(), jen.Id("L"), s.window.of(rModel), jen.Lit(maskArray)),
+			jen.Line(),
+		),
+	}, jen.Id("masks").Index(stack.Index(jen.Id("i")).Dot(s.mask.name))
+}

@@ -1,0 +1,184 @@
+package gen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// The block: a decoder layer is attention then the MLP, each a residual
+// branch, with a norm in any of four slots: before and after each
+// sublayer. A block kind is a set of filled slots with their default
+// checkpoint names; sandwich and four_norm are the same shape under other
+// names.
+
+// BlockKind names a preset of norm slots.
+type BlockKind string
+
+// Slot is where a norm sits in a layer.
+type Slot int
+
+const (
+	AttnIn  Slot = iota // before attention, on its input
+	AttnOut             // after attention, on its output
+	MLPIn               // before the MLP
+	MLPOut              // after the MLP
+)
+
+// slotKeys are the slots' weights.names keys.
+var slotKeys = [...]string{"attn_in_norm", "attn_out_norm", "mlp_in_norm", "mlp_out_norm"}
+
+// blockKinds are the block kinds: each slot's default checkpoint name, ""
+// where the kind has no norm.
+var blockKinds = []struct {
+	kind  BlockKind
+	names [4]string
+}{
+	{"pre_norm", [4]string{"input_layernorm", "", "post_attention_layernorm", ""}},
+	{"post_norm", [4]string{"", "post_attention_layernorm", "", "post_feedforward_layernorm"}},
+	{"sandwich", [4]string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"}},
+	{"four_norm", [4]string{"input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"}},
+}
+
+func (BlockKind) values() []string {
+	var out []string
+	for _, k := range blockKinds {
+		out = append(out, string(k.kind))
+	}
+	return out
+}
+
+// slotNames are a block kind's default norm names by slot.
+func slotNames(k BlockKind) [4]string {
+	for _, b := range blockKinds {
+		if b.kind == k {
+			return b.names
+		}
+	}
+	return [4]string{}
+}
+
+// slotName is the weights.names leaf of a slot.
+func slotName(n *Names, s Slot) *F[string] {
+	return [...]*F[string]{&n.AttnIn, &n.AttnOut, &n.MLPIn, &n.MLPOut}[s]
+}
+
+// NormSlot is one filled slot of a layer.
+type NormSlot struct {
+	Slot  Slot
+	Name  string // checkpoint name, relative to the layer
+	Field *field
+}
+
+// Block is the decoder layer, resolved.
+type Block struct {
+	none
+	Kind   BlockKind
+	Slots  []*NormSlot // in checkpoint order
+	Stack  *field      // Model's []Layer
+	Path   string      // the stack's checkpoint prefix
+	Count  *Value      // the layer count
+	norm   *Norm
+	attn   *Attention
+	mlp    *MLP
+	scales *Scalars
+}
+
+func (b *Block) slot(s Slot) *NormSlot {
+	for _, x := range b.Slots {
+		if x.Slot == s {
+			return x
+		}
+	}
+	return nil
+}
+
+func (b *Block) fields(t goType) []jen.Code {
+	switch t {
+	case tModel:
+		return []jen.Code{b.Stack.decl()}
+	case tLayer:
+		var out []jen.Code
+		for _, s := range b.Slots {
+			out = append(out, s.Field.decl())
+		}
+		return out
+	}
+	return nil
+}
+
+func (b *Block) build(s stage) []jen.Code {
+	if s == sBefore {
+		return []jen.Code{b.Stack.of(rModel).Op("=").Make(jen.Index().Id("Layer"), b.Count.Code())}
+	}
+	if s != sLayer {
+		return nil
+	}
+	var out []jen.Code
+	for _, x := range b.Slots {
+		out = append(out, x.Field.of(rLayer).Op("=").Add(b.norm.load("lw", x.Name, fHidden.of(rModel))))
+	}
+	return out
+}
+
+// doc describes the layer's wiring from its slots.
+func (b *Block) doc() string {
+	in, out := b.slot(AttnIn) != nil, b.slot(AttnOut) != nil
+	if (b.slot(MLPIn) != nil) != in || (b.slot(MLPOut) != nil) != out {
+		return "a decoder layer: attention, then the MLP, each a residual branch with the norms its slots hold"
+	}
+	var parts []string
+	if in {
+		parts = append(parts, "each sublayer reads a normed copy of the residual stream")
+	} else {
+		parts = append(parts, "each sublayer reads the residual stream as it is")
+	}
+	if out {
+		parts = append(parts, "its output is normed before it is added back")
+	} else {
+		parts = append(parts, "adds its output back")
+	}
+	names := make([]string, len(b.Slots))
+	for i, s := range b.Slots {
+		names[i] = s.Name
+	}
+	return fmt.Sprintf("a decoder layer with %s: %s", strings.Join(names, ", "), strings.Join(parts, ", and "))
+}
+
+// emitForward writes Layer.forward, the residual wiring:
+//
+//	func (l *Layer) forward(g, x, mask, c) *mlx.Array {
+//		r := l.SelfAttn.forward(g, l.InputLayernorm.Apply(g, x), mask, c)
+//		h := g.Add(x, r)
+//		r = l.MLP.forward(g, l.PostAttentionLayernorm.Apply(g, h))
+//		return g.Add(h, r)
+//	}
+func (b *Block) emitForward(f *jen.File) {
+	normed := func(s Slot, x jen.Code) jen.Code {
+		if n := b.slot(s); n != nil {
+			return apply(n.Field.of(rLayer), x)
+		}
+		return x
+	}
+	branch := func(out Slot, op string, sub *jen.Statement) []jen.Code {
+		stmts := []jen.Code{jen.Id("r").Op(op).Add(sub)}
+		if n := b.slot(out); n != nil {
+			stmts = append(stmts, jen.Id("r").Op("=").Add(apply(n.Field.of(rLayer), jen.Id("r"))))
+		}
+		if s := b.scales.Get(ResidualScale); s != nil {
+			stmts = append(stmts, jen.Id("r").Op("=").Add(call("MultiplyScalar", jen.Id("r"), s.of(rLayer))).Comment(inline(s.Value.Text)))
+		}
+		return stmts
+	}
+	var body []jen.Code
+	body = append(body, branch(AttnOut, ":=", b.attn.forward(normed(AttnIn, jen.Id("x"))))...)
+	body = append(body, jen.Id("h").Op(":=").Add(call("Add", jen.Id("x"), jen.Id("r"))))
+	body = append(body, branch(MLPOut, "=", b.mlp.forward(normed(MLPIn, jen.Id("h"))))...)
+	body = append(body, jen.Return(call("Add", jen.Id("h"), jen.Id("r"))))
+	f.Comment(comment(fmt.Sprintf("forward is %s.", b.doc())))
+	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id("forward").Params(
+		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
+	).Add(arrayType()).Block(body...)
+	f.Line()
+}

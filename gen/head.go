@@ -1,0 +1,71 @@
+package gen
+
+import "github.com/dave/jennifer/jen"
+
+// The head: the final norm and the output projection (the embedding table
+// itself when tied), then optionally divided and soft-capped.
+
+// Head is the output head, resolved.
+type Head struct {
+	none
+	Tied     *Value
+	Norm     *field // Model's final norm
+	NormPath string
+	LMHead   *field
+	Name     string // lm_head's checkpoint name
+
+	norm    *Norm
+	embed   *Embed
+	vocab   *Value
+	divide  *Scalar
+	softcap *Scalar
+}
+
+func (h *Head) link(a *Arch) {
+	h.NormPath = a.path(a.Names.Norm)
+	h.Norm = a.Norm.field(goName(a.Names.Norm), h.NormPath)
+	h.Name = a.Names.LMHead
+	h.LMHead = newField(goName(h.Name), nnType("Linear"), h.Name+"; the embedding table itself when the head is tied")
+	h.norm, h.embed, h.vocab = a.Norm, a.Embed, a.Vocab
+	h.divide, h.softcap = a.Scalars.Get(LogitsDivisor), a.Scalars.Get(FinalSoftcap)
+}
+
+func (h *Head) fields(t goType) []jen.Code {
+	if t != tModel {
+		return nil
+	}
+	return []jen.Code{h.Norm.decl(), h.LMHead.decl()}
+}
+
+func (h *Head) build(s stage) []jen.Code {
+	if s != sAfter {
+		return nil
+	}
+	tied := h.LMHead.of(rModel).Op("=").Add(h.embed.Field.of(rModel)).Dot("AsLinear").Call()
+	untied := h.LMHead.of(rModel).Op("=").Id("w").Dot("Linear").Call(jen.Lit(h.Name), h.vocab.Code(), fHidden.of(rModel), jen.False())
+	out := []jen.Code{h.Norm.of(rModel).Op("=").Add(h.norm.load("w", h.NormPath, fHidden.of(rModel)))}
+	switch {
+	case h.Tied.IsTrue():
+		out = append(out, tied)
+	case h.Tied.IsFalse():
+		out = append(out, untied)
+	default:
+		out = append(out, jen.If(h.Tied.Code()).Block(tied).Else().Block(untied))
+	}
+	return out
+}
+
+// forward are Forward's last lines: logits from h.
+func (h *Head) forward() []jen.Code {
+	out := []jen.Code{
+		jen.Id("h").Op("=").Add(apply(h.Norm.of(rModel), jen.Id("h"))),
+		jen.Id("logits").Op(":=").Add(apply(h.LMHead.of(rModel), jen.Id("h"))).Comment("[B, L, vocab]"),
+	}
+	if h.divide != nil {
+		out = append(out, jen.Id("logits").Op("=").Add(call("DivideScalar", jen.Id("logits"), h.divide.of(rModel))).Comment(inline("/ "+h.divide.Value.Text)))
+	}
+	if h.softcap != nil {
+		out = append(out, jen.Id("logits").Op("=").Qual(nnPkg, "Softcap").Call(g(), jen.Id("logits"), h.softcap.of(rModel)).Comment("tanh(logits / c) * c"))
+	}
+	return out
+}

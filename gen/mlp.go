@@ -1,0 +1,100 @@
+package gen
+
+import (
+	"sort"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// The MLP: the feed-forward block of each layer. Its kinds live one per
+// file (mlp_*.go), each registering itself; a new kind is a new file.
+
+// MLPKind is the feed-forward block's kind.
+type MLPKind string
+
+// mlpKind is what differs between MLP kinds.
+type mlpKind interface {
+	// doc says what the block computes.
+	doc() string
+	// projs are its linear layers, in checkpoint order; hidden and inner
+	// spell the widths.
+	projs(n ResolvedNames, hidden, inner func() *jen.Statement, bias *Value) []Proj
+	// body is MLP.forward's body on x; proj(i, x) applies the i-th of projs.
+	body(proj func(i int, x jen.Code) *jen.Statement) []jen.Code
+}
+
+var mlpKinds = map[MLPKind]mlpKind{}
+
+// registerMLP adds an MLP kind to the language.
+func registerMLP(name MLPKind, k mlpKind) { mlpKinds[name] = k }
+
+func (MLPKind) values() []string {
+	var out []string
+	for k := range mlpKinds {
+		out = append(out, string(k))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MLP is the feed-forward block, resolved.
+type MLP struct {
+	none
+	Kind   MLPKind
+	Hidden *Value
+	Bias   *Value
+	Field  *field // the Layer's MLP
+	Name   string // its checkpoint name
+	Projs  []Proj
+
+	kind mlpKind
+}
+
+func (p *MLP) link(a *Arch) {
+	n := a.Names
+	p.kind = mlpKinds[p.Kind]
+	p.Field, p.Name = newField(goName(n.MLP), func() *jen.Statement { return jen.Id("MLP") }, n.MLP), n.MLP
+	p.Projs = p.kind.projs(n, func() *jen.Statement { return fHidden.of(rModel) }, p.Hidden.Code, p.Bias)
+}
+
+func (p *MLP) fields(t goType) []jen.Code {
+	switch t {
+	case tLayer:
+		return []jen.Code{p.Field.decl()}
+	case tMLP:
+		var out []jen.Code
+		for _, x := range p.Projs {
+			out = append(out, x.Field.decl())
+		}
+		return out
+	}
+	return nil
+}
+
+func (p *MLP) build(s stage) []jen.Code {
+	if s != sLayer {
+		return nil
+	}
+	var out []jen.Code
+	for _, x := range p.Projs {
+		out = append(out, x.load(rMLP, p.Name))
+	}
+	return out
+}
+
+// forward spells the layer's MLP on x.
+func (p *MLP) forward(x jen.Code) *jen.Statement {
+	return p.Field.of(rLayer).Dot("forward").Call(g(), x)
+}
+
+// emitForward writes MLP.forward.
+func (p *MLP) emitForward(f *jen.File) {
+	proj := func(i int, x jen.Code) *jen.Statement { return apply(p.Projs[i].Field.of(rMLP), x) }
+	f.Comment(comment("forward is " + p.kind.doc() + "."))
+	f.Func().Params(jen.Id(rMLP).Op("*").Id("MLP")).Id("forward").Params(graphParam(), jen.Id("x").Add(arrayType())).Add(arrayType()).Block(p.kind.body(proj)...)
+}
+
+// proj is a linear layer of an MLP named n.
+func mlpProj(name string, out, in func() *jen.Statement, bias *Value) Proj {
+	return Proj{Field: linear(name), Name: name, Out: out, In: in, Bias: bias}
+}

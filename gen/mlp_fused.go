@@ -1,0 +1,28 @@
+package gen
+
+import "github.com/dave/jennifer/jen"
+
+// The fused SwiGLU MLP: one gate_up projection split in two as activations
+// (so a quantized matrix stays whole), down(silu(gate) * up).
+
+type fusedSwiGLU struct{}
+
+func init() { registerMLP("fused_swiglu", fusedSwiGLU{}) }
+
+func (fusedSwiGLU) doc() string {
+	return "the SwiGLU feed-forward block with gate and up fused in one projection: down(silu(gate) * up)"
+}
+
+func (fusedSwiGLU) projs(n ResolvedNames, hidden, inner func() *jen.Statement, bias *Value) []Proj {
+	return []Proj{
+		mlpProj(n.GateUp, func() *jen.Statement { return jen.Lit(2).Op("*").Add(inner()) }, hidden, bias),
+		mlpProj(n.Down, hidden, inner, bias),
+	}
+}
+
+func (fusedSwiGLU) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+	return []jen.Code{
+		jen.Id("gu").Op(":=").Add(call("Split", proj(0, jen.Id("x")), jen.Lit(2), jen.Lit(-1))).Comment("gate, up: [B, L, intermediate] each"),
+		jen.Return(proj(1, call("Multiply", call("SiLU", jen.Id("gu").Index(jen.Lit(0))), jen.Id("gu").Index(jen.Lit(1))))),
+	}
+}

@@ -1,0 +1,35 @@
+package gen
+
+import "github.com/dave/jennifer/jen"
+
+// Gated MLPs: down(act(gate(x)) * up(x)), with SiLU (SwiGLU), the exact
+// (erf) GELU, or the tanh-approximate GELU.
+
+type gatedMLP struct {
+	act  string // the Graph method
+	what string
+}
+
+func init() {
+	registerMLP("swiglu", gatedMLP{"SiLU", "the SwiGLU feed-forward block: down(silu(gate(x)) * up(x))"})
+	registerMLP("gelu_gated", gatedMLP{"GELU", "the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)), exact (erf) GELU"})
+	registerMLP("gelu_tanh_gated", gatedMLP{"GELUApprox", "the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)), tanh-approximate GELU"})
+}
+
+func (k gatedMLP) doc() string { return k.what }
+
+func (gatedMLP) projs(n ResolvedNames, hidden, inner func() *jen.Statement, bias *Value) []Proj {
+	return []Proj{
+		mlpProj(n.Gate, inner, hidden, bias),
+		mlpProj(n.Up, inner, hidden, bias),
+		mlpProj(n.Down, hidden, inner, bias),
+	}
+}
+
+func (k gatedMLP) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+	return []jen.Code{
+		jen.Id("gate").Op(":=").Add(proj(0, jen.Id("x"))).Comment("[B, L, intermediate]"),
+		jen.Id("up").Op(":=").Add(proj(1, jen.Id("x"))).Comment("[B, L, intermediate]"),
+		jen.Return(proj(2, call("Multiply", call(k.act, jen.Id("gate")), jen.Id("up")))),
+	}
+}

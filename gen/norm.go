@@ -1,0 +1,57 @@
+package gen
+
+import "github.com/dave/jennifer/jen"
+
+// Norms: the kind every norm of an architecture uses (the block's slots,
+// the q and k norms, the final one), and how each is typed and loaded.
+
+// NormKind is the norm every layer uses.
+type NormKind string
+
+// normKinds are the norm kinds: the runtime type of the module and the
+// Weights method that loads it.
+var normKinds = []struct {
+	kind        NormKind
+	typ, loader string
+}{
+	{"rms", "RMSNorm", "RMSNorm"},                 // x / rms(x) * w
+	{"rms_one_plus", "RMSNorm", "RMSNormOnePlus"}, // x / rms(x) * (1 + w)
+	{"layer_norm", "LayerNorm", "LayerNorm"},      // with weight and bias
+}
+
+func (NormKind) values() []string {
+	var out []string
+	for _, k := range normKinds {
+		out = append(out, string(k.kind))
+	}
+	return out
+}
+
+// Norm is the norm of an architecture, resolved.
+type Norm struct {
+	Kind        NormKind
+	Eps         *Value
+	typ, loader string
+}
+
+func newNorm(kind NormKind, eps *Value) *Norm {
+	n := &Norm{Kind: kind, Eps: eps}
+	for _, k := range normKinds {
+		if k.kind == kind {
+			n.typ, n.loader = k.typ, k.loader
+		}
+	}
+	return n
+}
+
+// goType is the Go type of a norm module.
+func (n *Norm) goType() func() *jen.Statement { return nnType(n.typ) }
+
+// field is a norm module's field, commented with its checkpoint name.
+func (n *Norm) field(goName, name string) *field { return newField(goName, n.goType(), name) }
+
+// load spells w.<loader>(name, dims, eps): loading one norm by checkpoint
+// name.
+func (n *Norm) load(w, name string, dims jen.Code) *jen.Statement {
+	return jen.Id(w).Dot(n.loader).Call(jen.Lit(name), dims, n.Eps.Code())
+}

@@ -35,10 +35,14 @@ func SoftcapAttention(g *mlx.Graph, q *mlx.Array, kvs kv.KV, scale, cap float64,
 	scores = Softcap(g, scores, cap)
 	switch mask.Mode {
 	case "array":
-		if mask.Array.Dtype() == mlx.Bool {
-			scores = g.Where(mask.Array, scores, g.Scalar(lowest(scores.Dtype()), scores.Dtype()))
+		m := mask.Array
+		if repeats > 1 && m.Ndim() == 4 {
+			m = g.ExpandDims(m, 2) // a per-row mask [B, 1, L, S] over the grouped heads
+		}
+		if m.Dtype() == mlx.Bool {
+			scores = g.Where(m, scores, g.Scalar(lowest(scores.Dtype()), scores.Dtype()))
 		} else {
-			scores = g.Add(scores, mask.Array)
+			scores = g.Add(scores, m)
 		}
 	case "causal":
 		S := k.Dim(-2)

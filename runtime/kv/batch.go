@@ -132,7 +132,9 @@ func Merge(g *mlx.Graph, caches []Cache) (*Batched, error) {
 	for i, c := range caches {
 		b, err := single(g, c)
 		if err != nil {
-			out.Free()
+			if out != nil {
+				out.Free()
+			}
 			return nil, fmt.Errorf("kv: cache %d: %w", i, err)
 		}
 		if out == nil {
@@ -571,4 +573,49 @@ func (c *Batched) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attenti
 		}
 	}
 	return mlx.MaskArray(mlx.FromSlice(g, m, B, 1, n, S))
+}
+
+// Clone is a copy of a Plain or Rotating cache that owns its own arrays:
+// stepping either one leaves the other as it was. A Plain copy holds only
+// the positions in use.
+func Clone(g *mlx.Graph, c Cache) (Cache, error) {
+	copyStore := func(s store, arrs []*mlx.Array) (store, error) {
+		out := store{bits: s.bits, group: s.group, batch: s.batch, heads: s.heads, kdim: s.kdim, vdim: s.vdim}
+		if s.broken != nil {
+			return out, fmt.Errorf("kv: cloning a cache that is unusable after a failed step: %v", s.broken)
+		}
+		if arrs != nil {
+			cp := make([]*mlx.Array, len(arrs))
+			for i, a := range arrs {
+				cp[i] = g.Contiguous(a)
+			}
+			if err := g.Err(); err != nil {
+				return out, err
+			}
+			out.set(g, fresh(g, cp))
+		}
+		return out, nil
+	}
+	switch c := c.(type) {
+	case *Plain:
+		var arrs []*mlx.Array
+		if !c.s.empty() && c.offset > 0 {
+			arrs = slicePos(g, c.s.arrs, 0, c.offset)
+		}
+		s, err := copyStore(c.s, arrs)
+		if err != nil {
+			return nil, err
+		}
+		return &Plain{s: s, offset: c.offset, quant: c.quant}, nil
+	case *Rotating:
+		if c.bad != nil {
+			return nil, c.bad
+		}
+		s, err := copyStore(c.s, c.s.arrs)
+		if err != nil {
+			return nil, err
+		}
+		return &Rotating{s: s, offset: c.offset, idx: c.idx, maxSize: c.maxSize, keep: c.keep, quant: c.quant}, nil
+	}
+	return nil, fmt.Errorf("kv: a %T cannot be cloned (Plain and Rotating caches can)", c)
 }

@@ -463,11 +463,16 @@ func (e *Engine) prefill(s *seq) ([]kv.Cache, error) {
 		e.remember(g, s.fed, caches)
 	}
 	tok, err := pick.Int32s()
+	var vals []float32
+	if err == nil && lp != nil {
+		vals, err = lp.Float32s()
+	}
 	if err != nil {
 		freeCaches(caches)
 		return nil, err
 	}
-	e.emit(s, tok[0], lp)
+	g.Close()
+	e.emit(s, tok[0], vals)
 	if s.done {
 		freeCaches(caches)
 		return nil, nil
@@ -581,6 +586,18 @@ func (e *Engine) step() {
 		e.failAll(err)
 		return
 	}
+	vals := make([][]float32, B)
+	for i, lp := range lps {
+		if lp != nil {
+			if vals[i], err = lp.Float32s(); err != nil {
+				e.failAll(err)
+				return
+			}
+		}
+	}
+	// The step's arrays go before the rows leave, so that an engine seen
+	// idle holds nothing of the step.
+	g.Close()
 	e.stepped++
 	e.count(func(st *Stats) {
 		st.Steps++
@@ -589,7 +606,7 @@ func (e *Engine) step() {
 	})
 	keep = keep[:0]
 	for i, s := range e.active {
-		e.emit(s, toks[i], lps[i])
+		e.emit(s, toks[i], vals[i])
 		if !s.done {
 			keep = append(keep, i)
 		}
@@ -602,22 +619,17 @@ func (e *Engine) step() {
 	}
 }
 
-// emit hands s the token t (with its log-probabilities lp, evaluated, when
-// asked for): a stop token or the last allowed one finishes s.
-func (e *Engine) emit(s *seq, t int32, lp *mlx.Array) {
+// emit hands s the token t (with its log-probabilities lp when asked
+// for): a stop token or the last allowed one finishes s.
+func (e *Engine) emit(s *seq, t int32, lp []float32) {
 	if s.stop[t] {
 		e.finish(s, generate.FinishStop, nil)
 		return
 	}
 	ev := Event{Token: t}
 	if lp != nil {
-		vals, err := lp.Float32s()
-		if err != nil {
-			e.finish(s, generate.FinishCancelled, err)
-			return
-		}
-		ev.Logprob = vals[t]
-		ev.TopLogprobs = top(vals, s.req.TopLogprobs)
+		ev.Logprob = lp[t]
+		ev.TopLogprobs = top(lp, s.req.TopLogprobs)
 	}
 	s.tokens++
 	s.last = t

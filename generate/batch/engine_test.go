@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -344,4 +346,192 @@ func TestSubmitErrors(t *testing.T) {
 		err.Error() != "batch: a max KV size pins the first 4 positions of each cache, which a batch cannot hold" {
 		t.Errorf("MaxKVSize: %v", err)
 	}
+}
+
+// TestPromptCacheNextTurn: a conversation's next turn reuses the caches of
+// the previous turn's prompt and answer, and a prompt sharing a system
+// prompt with an earlier one reuses that prefix; each still gets its solo
+// tokens. On window caches only a whole entry can be reused (nothing is
+// cut from a ring that has dropped positions).
+func TestPromptCacheNextTurn(t *testing.T) {
+	for _, cas := range []string{"base", "sliding"} {
+		t.Run(cas, func(t *testing.T) {
+			m := load(t, "llama", cas)
+			e, err := New(m, Options{PromptCacheBytes: 8 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			first := Request{Prompt: prompt(5), MaxTokens: 8}
+			a := submitAll(t, e, []Request{first})[0]
+			// The next turn: the prompt, the answer, new tokens. The
+			// answer's last token was never fed to the model.
+			turn := slices.Concat(first.Prompt, a.tokens, []int32{9, 8, 7})
+			next := Request{Prompt: turn, MaxTokens: 8}
+			b := submitAll(t, e, []Request{next})[0]
+			if want := len(first.Prompt) + len(a.tokens) - 1; b.last.CachedTokens != want {
+				t.Errorf("next turn reused %d tokens, want %d", b.last.CachedTokens, want)
+			}
+			if want := solo(t, m, kv.Options{}, next); !slices.Equal(b.tokens, want.tokens) {
+				t.Errorf("next turn: %v, alone %v", b.tokens, want.tokens)
+			}
+			// A shared system prompt: the first entry is cut to the prefix.
+			system := slices.Concat(first.Prompt[:4], []int32{1, 2, 3, 4, 5})
+			c := submitAll(t, e, []Request{{Prompt: system, MaxTokens: 4}})[0]
+			wantCached := 4
+			if cas == "sliding" {
+				wantCached = 0 // the window has dropped positions: no cut
+			}
+			if c.last.CachedTokens != wantCached {
+				t.Errorf("shared prefix: reused %d tokens, want %d", c.last.CachedTokens, wantCached)
+			}
+			if want := solo(t, m, kv.Options{}, Request{Prompt: system, MaxTokens: 4}); !slices.Equal(c.tokens, want.tokens) {
+				t.Errorf("shared prefix: %v, alone %v", c.tokens, want.tokens)
+			}
+			st := e.Stats().PromptCache
+			t.Logf("prompt cache: %+v", st)
+			if st.Hits < 1 || st.Misses < 1 || st.Entries == 0 || st.Bytes <= 0 || st.Bytes > st.MaxBytes {
+				t.Errorf("prompt cache stats %+v", st)
+			}
+		})
+	}
+}
+
+// prefilled is the caches of m after tokens.
+func prefilled(t *testing.T, m nn.Model, tokens []int32) []kv.Cache {
+	t.Helper()
+	caches := m.NewCaches()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	m.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), caches)
+	if err := g.Eval(cacheArrays(caches)...); err != nil {
+		t.Fatal(err)
+	}
+	return caches
+}
+
+// TestPromptCacheLRU: entries past the byte budget are evicted least
+// recently used first; a lookup counts as a use; an entry larger than the
+// budget is not kept.
+func TestPromptCacheLRU(t *testing.T) {
+	m := load(t, "llama", "base")
+	size := func(c []kv.Cache) int64 { return cacheBytes(c) }
+	a, b, c := prefilled(t, m, prompt(10)), prefilled(t, m, prompt(11)), prefilled(t, m, prompt(12))
+	one := size(a)
+	if size(b) != one || size(c) != one {
+		t.Fatalf("entry sizes %d %d %d", one, size(b), size(c))
+	}
+	p := NewPromptCache(2*one + one/2) // room for two
+	defer p.Clear()
+	p.Insert(prompt(10), a)
+	p.Insert(prompt(11), b)
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	got, n, err := p.Lookup(g, slices.Concat(prompt(10), []int32{1}))
+	if err != nil || n != len(prompt(10)) {
+		t.Fatalf("lookup of entry a: %d tokens, %v", n, err)
+	}
+	freeCaches(got)
+	p.Insert(prompt(12), c) // evicts b, the least recently used
+	if _, n, _ := p.Lookup(g, slices.Concat(prompt(11), []int32{1})); n != 0 {
+		t.Errorf("entry b survived eviction (%d tokens)", n)
+	}
+	got, n, _ = p.Lookup(g, slices.Concat(prompt(10), []int32{1}))
+	freeCaches(got)
+	if n == 0 {
+		t.Errorf("entry a was evicted although used after b")
+	}
+	st := p.Stats()
+	if st.Entries != 2 || st.Evictions != 1 || st.Hits != 2 || st.Misses != 1 || st.Bytes != 2*one {
+		t.Errorf("stats %+v", st)
+	}
+	p.Insert(prompt(13), slices.Concat(prefilled(t, m, prompt(13)), prefilled(t, m, prompt(14)), prefilled(t, m, prompt(15))))
+	if st := p.Stats(); st.Entries != 2 || st.Bytes != 2*one {
+		t.Errorf("an entry over the budget was kept: %+v", st)
+	}
+}
+
+// TestSequentialMemoryFlat: 500 requests one after another, some sharing
+// prefixes, some sampled. Without a prompt cache, what MLX holds once the
+// engine is idle again is the same after every request. With one, it
+// moves only with the sizes of the entries kept, within the budget, and no
+// goroutine is left behind.
+func TestSequentialMemoryFlat(t *testing.T) {
+	m := load(t, "llama", "sliding")
+	for _, pc := range []int64{0, 256 << 10} {
+		t.Run(fmt.Sprintf("prompt_cache_%d", pc), func(t *testing.T) {
+			e, err := New(m, Options{PromptCacheBytes: pc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			const n, warm = 500, 50
+			var base, lo, hi, early, late int64
+			var g0 int
+			for i := range n {
+				r := Request{Prompt: slices.Concat(prompt(i%7), prompt(i)), MaxTokens: 4 + i%9}
+				if i%5 == 0 {
+					r.Sampling = generate.Sampling{Temp: 0.7, Seed: uint64(i)}
+				}
+				res := submitAll(t, e, []Request{r})[0]
+				if res.last.Err != nil || res.last.Tokens == 0 {
+					t.Fatalf("request %d: %+v", i, res.last)
+				}
+				idle(t, e)
+				held := int64(mlx.ActiveMemory()) - e.Stats().PromptCache.Bytes
+				switch {
+				case i >= warm && i < warm+100:
+					early += held
+				case i >= n-100:
+					late += held
+				}
+				switch {
+				case i == warm:
+					base, g0 = held, runtime.NumGoroutine()
+				case i > warm:
+					lo, hi = min(lo, held-base), max(hi, held-base)
+				}
+			}
+			st := e.Stats()
+			t.Logf("%d requests: active memory less the prompt cache's %d bytes (%d entries, %d evictions) moved within [%d, %d] bytes of request %d's (%d)",
+				n, st.PromptCache.Bytes, st.PromptCache.Entries, st.PromptCache.Evictions, lo, hi, warm, base)
+			if pc == 0 && (lo != 0 || hi != 0) {
+				t.Errorf("an idle engine without a prompt cache held [%d, %d] bytes more than after request %d", lo, hi, warm)
+			}
+			if pc > 0 {
+				if st.PromptCache.Evictions == 0 || st.PromptCache.Bytes > pc {
+					t.Errorf("prompt cache %+v: want evictions, and no more than %d bytes", st.PromptCache, pc)
+				}
+				// The entries' arrays take more memory than their
+				// bytes by amounts that differ from entry to entry
+				// (MLX's allocation sizes, views of larger buffers), so
+				// the difference moves as entries come and go. Growth is
+				// what must not happen: the mean of the last 100
+				// requests against that of the first 100 after the
+				// warm-up. Keeping any part of each request would grow it
+				// by hundreds of bytes per request.
+				drift := (late - early) / 100
+				t.Logf("mean drift from requests %d-%d to %d-%d: %d bytes", warm, warm+99, n-100, n-1, drift)
+				if drift > 8<<10 || drift < -8<<10 {
+					t.Errorf("memory beyond the prompt cache drifted by %d bytes", drift)
+				}
+			}
+			if g := runtime.NumGoroutine(); g > g0+2 {
+				t.Errorf("%d goroutines after the requests, %d after the warm-up", g, g0)
+			}
+		})
+	}
+}
+
+// idle waits until e has released the batch of the requests it ran (a
+// request's last event comes before its row leaves the batch).
+func idle(t *testing.T, e *Engine) {
+	t.Helper()
+	for range 1000 {
+		if st := e.Stats(); st.Active == 0 && st.Queued == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("the engine is still busy: %+v", e.Stats())
 }

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/archgen/archgen/generate"
+	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
+	"github.com/archgen/archgen/runtime/nn/nntest"
 )
 
 // Parity checkpoints made by mlx-lm (see parity/refgen): llama's sliding
@@ -22,6 +24,25 @@ import (
 func load(t testing.TB, arch, cas string) nn.Model {
 	t.Helper()
 	m, err := registry.Load(filepath.Join("../../testdata/parity", arch, cas, "model"), nn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Free)
+	return m
+}
+
+// slidingQuantizable is a random llama with windows of 5 on half its
+// layers and a head dim of 32, which KV quantization in groups of 32
+// needs (the parity checkpoint with windows has a head dim of 16).
+func slidingQuantizable(t testing.TB) nn.Model {
+	t.Helper()
+	config := []byte(`{"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+		"num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 4,
+		"layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+		"sliding_window": 5, "rms_norm_eps": 1e-5, "vocab_size": 256, "tie_word_embeddings": false}`)
+	dir := t.TempDir()
+	nntest.Random(t, llama.Arch, config, 7).Write(t, dir, mlx.Float32, false, nil)
+	m, err := registry.Load(dir, nn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +135,9 @@ func requests(n int, vary func(i int, r *Request)) []Request {
 // TestBatchMatchesSolo: 16 requests of different prompt lengths and token
 // budgets decode in one batch (rows leaving as they finish), and each gets
 // exactly the tokens, finish reason and counts it gets alone, on plain
-// llama, on windows shorter than the prompts, with quantized KV, and on
-// written-out attention over grouped heads (gemma2).
+// llama, on windows shorter than the prompts, with quantized KV (on full
+// layers and on windows), and on written-out attention over grouped heads
+// (gemma2).
 func TestBatchMatchesSolo(t *testing.T) {
 	cases := []struct {
 		arch, cas string
@@ -127,10 +149,17 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"gemma2", "defaults", kv.Options{}},
 		{"qwen3", "base", kv.Options{}},
+		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
+		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s_%s_kv%d", c.arch, c.cas, c.cache.KVBits), func(t *testing.T) {
-			m := load(t, c.arch, c.cas)
+			var m nn.Model
+			if c.arch == "random" {
+				m = slidingQuantizable(t)
+			} else {
+				m = load(t, c.arch, c.cas)
+			}
 			e, err := New(m, Options{MaxBatch: 16, Cache: c.cache})
 			if err != nil {
 				t.Fatal(err)

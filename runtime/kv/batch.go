@@ -141,7 +141,7 @@ func Merge(g *mlx.Graph, caches []Cache) (*Batched, error) {
 			out = b
 			continue
 		}
-		err = out.Extend(g, b)
+		err = out.extend(g, b)
 		b.Free()
 		if err != nil {
 			out.Free()
@@ -212,14 +212,22 @@ func (b *Batched) setRows(s store, offset, held int) {
 // window; when one is quantized the other is quantized to match. other is
 // left as it was.
 func (c *Batched) Extend(g *mlx.Graph, other *Batched) error {
+	if err := c.extend(g, other); err != nil {
+		return fmt.Errorf("kv: %w", err)
+	}
+	return nil
+}
+
+func (c *Batched) extend(g *mlx.Graph, other *Batched) error {
 	if c.window != other.window {
-		return fmt.Errorf("kv: batching caches of windows %d and %d", c.window, other.window)
+		return fmt.Errorf("batching a cache of window %d (0: growing) with one of window %d", c.window, other.window)
 	}
 	if c.s.broken != nil || other.s.broken != nil {
-		return fmt.Errorf("kv: batching a cache that is unusable after a failed step")
+		return fmt.Errorf("batching a cache that is unusable after a failed step")
 	}
 	if c.quant != other.quant {
-		return fmt.Errorf("kv: batching caches quantized differently (%+v and %+v)", c.quant, other.quant)
+		return fmt.Errorf("batching caches quantized differently (%d and %d bits, group sizes %d and %d, from offsets %d and %d)",
+			c.quant.Bits, other.quant.Bits, c.quant.GroupSize, other.quant.GroupSize, c.quant.Start, other.quant.Start)
 	}
 	a, b := c.temporal(g), other.temporal(g)
 	bits, group := c.s.bits, c.s.group
@@ -235,7 +243,7 @@ func (c *Batched) Extend(g *mlx.Graph, other *Batched) error {
 	}
 	if a != nil && b != nil {
 		if ca, cb := dims4(a[0]), dims4(b[0]); ca[1] != cb[1] || dims4(a[len(a)-1])[3] != dims4(b[len(b)-1])[3] || ca[3] != cb[3] {
-			return fmt.Errorf("kv: batching caches of shapes %v and %v", ca, cb)
+			return fmt.Errorf("batching caches of shapes %v and %v", ca, cb)
 		}
 	}
 	n := max(c.n, other.n)

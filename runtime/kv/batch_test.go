@@ -5,10 +5,32 @@ import (
 	"math"
 	"testing"
 
+	"github.com/archgen/archgen/generated/llama"
+	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
+	"github.com/archgen/archgen/runtime/nn/nntest"
 )
+
+// slidingQuantizable is a random llama with windows of 5 on half its
+// layers and a head dim of 32, which KV quantization in groups of 32
+// needs (the parity checkpoint with windows has a head dim of 16).
+func slidingQuantizable(t testing.TB) nn.Model {
+	t.Helper()
+	config := []byte(`{"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+		"num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 4,
+		"layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+		"sliding_window": 5, "rms_norm_eps": 1e-5, "vocab_size": 256, "tie_word_embeddings": false}`)
+	dir := t.TempDir()
+	nntest.Random(t, llama.Arch, config, 7).Write(t, dir, mlx.Float32, false, nil)
+	m, err := registry.Load(dir, nn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Free)
+	return m
+}
 
 // prompts of different lengths, some longer than the sliding windows (6).
 func batchPrompts(n int) [][]int32 {
@@ -143,6 +165,8 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}, 0},
 		{"llama", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
 		{"mistral", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
+		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}, 1e-4},
+		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32}, 1e-4},
 	}
 	const steps = 12
 	for _, c := range cases {
@@ -150,7 +174,12 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 		// broadcast over the wrong axis would go unnoticed.
 		for _, B := range []int{16, 2} {
 			t.Run(fmt.Sprintf("%s_%s_kv%d_B%d", c.arch, c.cas, c.opts.KVBits, B), func(t *testing.T) {
-				m := load(t, c.arch, c.cas)
+				var m nn.Model
+				if c.arch == "random" {
+					m = slidingQuantizable(t)
+				} else {
+					m = load(t, c.arch, c.cas)
+				}
 				prompts := batchPrompts(B)
 				bt, bl := decodeBatched(t, m, c.opts, prompts, steps)
 				worst := 0.0
@@ -171,5 +200,211 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// prefill is fresh caches of m (made as opts says) after tokens.
+func prefill(t *testing.T, m nn.Model, opts kv.Options, tokens []int32) []kv.Cache {
+	t.Helper()
+	c, err := m.NewCachesWith(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, m, c, tokens)
+	return c
+}
+
+// merge batches per-sequence caches layer by layer.
+func merge(t *testing.T, per [][]kv.Cache) []kv.Cache {
+	t.Helper()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	out := make([]kv.Cache, len(per[0]))
+	for j := range out {
+		col := make([]kv.Cache, len(per))
+		for i := range per {
+			col[i] = per[i][j]
+		}
+		b, err := kv.Merge(g, col)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[j] = b
+	}
+	return out
+}
+
+// stepRows feeds one token per row and returns each row's logits.
+func stepRows(t *testing.T, m nn.Model, caches []kv.Cache, in []int32) [][]float32 {
+	t.Helper()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	logits := g.AsType(m.Forward(g, mlx.FromSlice(g, in, len(in), 1), caches), mlx.Float32)
+	if err := g.Eval(logits); err != nil {
+		t.Fatal(err)
+	}
+	v, err := logits.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := len(v) / len(in)
+	out := make([][]float32, len(in))
+	for i := range out {
+		out[i] = v[i*vocab : (i+1)*vocab]
+	}
+	return out
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// TestBatchedLeaveJoinExtract: rows leave (Filter) and join (Extend) a
+// running batch, and a row taken out (Extract) goes on alone; through all
+// of it every row sees the logits it sees alone (the sliding case within
+// the ring-order rounding of TestBatchedDecodeMatchesSolo).
+func TestBatchedLeaveJoinExtract(t *testing.T) {
+	for _, c := range []struct {
+		cas string
+		tol float64
+	}{{"base", 0}, {"sliding", 1e-4}} {
+		t.Run(c.cas, func(t *testing.T) {
+			m := load(t, "llama", c.cas)
+			opts := kv.Options{}
+			prompts := batchPrompts(5)
+			// Alone: each prompt, then the same forced tokens.
+			force := []int32{3, 99, 12, 200, 45, 61, 7, 18, 150, 33}
+			alone := make([][][]float32, len(prompts))
+			for i, p := range prompts {
+				caches := prefill(t, m, opts, p)
+				for _, tok := range force {
+					alone[i] = append(alone[i], run(t, m, caches, []int32{tok})[0])
+				}
+				freeAll(caches)
+			}
+			check := func(row, step int, got []float32) {
+				t.Helper()
+				if d := maxAbsDiff(got, alone[row][step]); d > c.tol {
+					t.Errorf("row %d step %d: logits differ from alone by %g", row, step, d)
+				}
+			}
+			per := [][]kv.Cache{prefill(t, m, opts, prompts[0]), prefill(t, m, opts, prompts[1]), prefill(t, m, opts, prompts[2])}
+			batch := merge(t, per)
+			for _, p := range per {
+				freeAll(p)
+			}
+			defer func() { freeAll(batch) }()
+			rows := []int{0, 1, 2} // the prompt each batch row holds
+			steps := []int{0, 0, 0}
+			advance := func() {
+				in := make([]int32, len(rows))
+				for i := range rows {
+					in[i] = force[steps[i]]
+				}
+				for i, l := range stepRows(t, m, batch, in) {
+					check(rows[i], steps[i], l)
+					steps[i]++
+				}
+			}
+			advance()
+			advance()
+			// Row 1 leaves.
+			g := mlx.NewGraph(nil)
+			for _, b := range batch {
+				if err := b.(*kv.Batched).Filter(g, []int{0, 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.Close()
+			rows, steps = []int{0, 2}, []int{steps[0], steps[2]}
+			advance()
+			// Prompts 3 and 4 join, one step behind.
+			joining := merge(t, [][]kv.Cache{prefill(t, m, opts, prompts[3]), prefill(t, m, opts, prompts[4])})
+			g = mlx.NewGraph(nil)
+			for j, b := range batch {
+				if err := b.(*kv.Batched).Extend(g, joining[j].(*kv.Batched)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.Close()
+			freeAll(joining)
+			rows, steps = append(rows, 3, 4), append(steps, 0, 0)
+			advance()
+			advance()
+			// Row 0 (prompt 0) goes on alone.
+			g = mlx.NewGraph(nil)
+			one := make([]kv.Cache, len(batch))
+			for j, b := range batch {
+				x, err := b.(*kv.Batched).Extract(g, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				one[j] = x
+			}
+			g.Close()
+			defer freeAll(one)
+			for s := steps[0]; s < len(force); s++ {
+				check(0, s, run(t, m, one, []int32{force[s]})[0])
+			}
+			advance()
+		})
+	}
+}
+
+// other is a cache kind the batch does not know.
+type other struct{ kv.Cache }
+
+// TestBatchedErrors: what cannot be batched, and misuse, are errors that
+// say why.
+func TestBatchedErrors(t *testing.T) {
+	m := load(t, "llama", "base")
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	plain := prefill(t, m, kv.Options{}, []int32{1, 2, 3})
+	defer freeAll(plain)
+	for _, c := range []struct {
+		caches []kv.Cache
+		want   string
+	}{
+		{nil, "kv: merging no caches"},
+		{[]kv.Cache{kv.NewRotating(8, 4)}, "kv: cache 0: a rotating cache that pins its first 4 positions cannot be batched"},
+		{[]kv.Cache{plain[0], kv.NewRotating(8, 0)}, "kv: cache 1: batching a cache of window 0 (0: growing) with one of window 8"},
+		{[]kv.Cache{plain[0], kv.NewQuantized(4, 32)}, "kv: cache 1: batching caches quantized differently (0 and 4 bits, group sizes 0 and 32, from offsets 0 and 0)"},
+		{[]kv.Cache{other{plain[0]}}, "kv: cache 0: a kv_test.other cannot be batched (Plain and Rotating caches can)"},
+	} {
+		if _, err := kv.Merge(g, c.caches); err == nil || err.Error() != c.want {
+			t.Errorf("Merge: %v, want %q", err, c.want)
+		}
+	}
+	b, err := kv.Merge(g, []kv.Cache{plain[0], plain[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	if err := b.Filter(g, []int{0, 2}); err == nil || err.Error() != "kv: row 2 of a batch of 2" {
+		t.Errorf("Filter: %v", err)
+	}
+	if _, err := b.Extract(g, -1); err == nil || err.Error() != "kv: row -1 of a batch of 2" {
+		t.Errorf("Extract: %v", err)
+	}
+	// A step on a graph whose Mask was not asked: the ropes would not know
+	// each row's position.
+	k := g.Zeros([]int{2, 2, 1, 32}, mlx.Float32)
+	s := mlx.NewGraph(nil)
+	defer s.Close()
+	b.Update(s, k, k)
+	if err := s.Err(); err == nil || err.Error() != "kv: a batched cache stepped on a graph that does not carry its rows' offsets [3 3] (a batch's Mask binds them)" {
+		t.Errorf("Update without Mask: %v", err)
+	}
+	s2 := mlx.NewGraph(nil)
+	defer s2.Close()
+	b.Mask(s2, 1, 0, false)
+	b.Update(s2, g.Zeros([]int{3, 2, 1, 32}, mlx.Float32), g.Zeros([]int{3, 2, 1, 32}, mlx.Float32))
+	if err := s2.Err(); err == nil || err.Error() != "kv: a step of 3 rows on a batch of 2" {
+		t.Errorf("Update of 3 rows: %v", err)
 	}
 }

@@ -10,8 +10,9 @@
 //
 // Batching does not change what a sequence gets: its prompt runs as it
 // would alone, and a batched step gives each row the logits it would get
-// alone (bit for bit on growing caches; see kv.Batched for window caches),
-// so greedy tokens and seeded draws are those of generate.Tokens.
+// alone (bit for bit on growing caches; see kv's doc on batches for window
+// caches and kernels), so greedy tokens and seeded draws are those of
+// generate.Tokens.
 package batch
 
 import (

@@ -52,7 +52,9 @@
 // forward pass runs a batch unchanged. A row's logits are those it gets
 // alone: bit for bit over growing caches, and within float32 rounding over
 // window caches, whose shared ring holds each row's window in another order
-// than the row's own ring would.
+// than the row's own ring would; both as long as the model's kernels round
+// a row alike however many rows they multiply (runtime/mlx's float32
+// quantized kernel takes another path past two rows, a rounding apart).
 //
 // # Lifetimes and writing in place
 //

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/archgen/archgen/generated/llama"
-	"github.com/archgen/archgen/gguf"
 	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/gguf"
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"

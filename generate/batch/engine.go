@@ -94,7 +94,9 @@ type Event struct {
 
 // Stats are an engine's counters.
 type Stats struct {
-	Active, Queued int
+	Active         int   // rows decoding
+	Prefilling     int   // prompts under way
+	Queued         int   // waiting for room in the batch
 	Requests       int64 // finished, in all
 	PromptTokens   int64 // processed by the model (cached ones not counted)
 	Generated      int64
@@ -124,7 +126,8 @@ type Engine struct {
 	wake    chan struct{}
 	done    chan struct{}
 	stats   Stats
-	active  []*seq     // owned by the loop
+	active  []*seq     // decoding, owned by the loop
+	pending []*seq     // prompts under way, owned by the loop
 	batch   []kv.Cache // the batch's per-layer caches (kv.Batched), owned by the loop
 	layers  int
 	stepped int
@@ -132,6 +135,16 @@ type Engine struct {
 
 // New starts an engine on m.
 func New(m Model, opts Options) (*Engine, error) {
+	e, err := newEngine(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	go e.loop()
+	return e, nil
+}
+
+// newEngine is an engine whose loop has not started.
+func newEngine(m Model, opts Options) (*Engine, error) {
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 8
 	}
@@ -158,7 +171,6 @@ func New(m Model, opts Options) (*Engine, error) {
 	if opts.PromptCacheBytes > 0 {
 		e.pc = NewPromptCache(opts.PromptCacheBytes)
 	}
-	go e.loop()
 	return e, nil
 }
 
@@ -249,8 +261,10 @@ type seq struct {
 	out     *stream
 	sampler *generate.Sampler
 	stop    map[int32]bool
-	fed     []int32 // the tokens its caches hold
-	last    int32   // the token to feed next
+	fed     []int32    // the tokens its caches hold
+	last    int32      // the token to feed next
+	caches  []kv.Cache // its own, while its prompt runs
+	rest    []int32    // prompt tokens still to run
 	tokens  int
 	cached  int
 	done    bool
@@ -263,7 +277,7 @@ func (e *Engine) loop() {
 	defer e.release()
 	for {
 		e.admit()
-		if len(e.active) > 0 {
+		if len(e.active) > 0 || len(e.pending) > 0 {
 			e.step()
 			continue
 		}
@@ -282,6 +296,9 @@ func (e *Engine) loop() {
 
 // release frees what the loop holds once it stops.
 func (e *Engine) release() {
+	for _, s := range e.pending {
+		freeCaches(s.caches)
+	}
 	freeCaches(e.batch)
 	e.batch = nil
 	if e.pc != nil {
@@ -290,9 +307,13 @@ func (e *Engine) release() {
 	mlx.ClearCache()
 }
 
-// admit moves queued requests into the batch while there is room: each
-// prompt runs alone (after the longest cached prefix), its first token is
-// drawn, and its caches join the batch.
+// admit moves queued requests toward the batch while there is room (the
+// decoding rows and those whose prompts are under way count against
+// MaxBatch), and runs prompt chunks, at least one and about PrefillStep
+// tokens in all, between two decode steps: a long prompt does not stall the
+// batch for longer than a chunk. Each prompt runs alone, in the chunks
+// generate.Tokens makes; when its last token has given the first draw, the
+// sequence's caches join the batch.
 func (e *Engine) admit() {
 	e.mu.Lock()
 	var cancelled []*seq
@@ -309,9 +330,7 @@ func (e *Engine) admit() {
 	for _, s := range cancelled {
 		e.finish(s, generate.FinishCancelled, s.ctx.Err())
 	}
-	var joined []*seq
-	var joinedCaches [][]kv.Cache
-	for len(e.active)+len(joined) < e.opts.MaxBatch {
+	for len(e.active)+len(e.pending) < e.opts.MaxBatch {
 		e.mu.Lock()
 		if len(e.queue) == 0 {
 			e.mu.Unlock()
@@ -320,28 +339,63 @@ func (e *Engine) admit() {
 		s := e.queue[0]
 		e.queue = e.queue[1:]
 		e.mu.Unlock()
-		caches, err := e.prefill(s)
-		if err != nil || s.done {
-			freeCaches(caches)
-			if err != nil {
-				e.finish(s, generate.FinishCancelled, err)
+		if err := e.start(s); err != nil {
+			e.finish(s, generate.FinishCancelled, err)
+			continue
+		}
+		e.pending = append(e.pending, s)
+	}
+	var joined []*seq
+	budget := e.opts.PrefillStep
+	for len(e.pending) > 0 {
+		s := e.pending[0]
+		if err := s.ctx.Err(); err != nil {
+			e.drop(s, err)
+			continue
+		}
+		if len(s.rest) > 1 {
+			n := min(e.opts.PrefillStep, len(s.rest)-1)
+			if n > budget && budget < e.opts.PrefillStep {
+				break // the next chunk waits for the next step
 			}
+			if err := e.prefillChunk(s.caches, s.rest[:n]); err != nil {
+				e.drop(s, err)
+				continue
+			}
+			s.rest = s.rest[n:]
+			budget -= n
+			continue
+		}
+		if err := e.first(s); err != nil {
+			e.drop(s, err)
+			continue
+		}
+		e.pending = e.pending[1:]
+		budget--
+		if s.done {
+			freeCaches(s.caches)
+			s.caches = nil
 			continue
 		}
 		joined = append(joined, s)
-		joinedCaches = append(joinedCaches, caches)
 	}
+	e.setCounts()
 	if len(joined) == 0 {
 		return
 	}
+	joining := make([][]kv.Cache, len(joined))
+	for i, s := range joined {
+		joining[i] = s.caches
+	}
 	defer func() {
-		for _, c := range joinedCaches {
-			freeCaches(c)
+		for _, s := range joined {
+			freeCaches(s.caches)
+			s.caches = nil
 		}
 	}()
 	g := mlx.NewGraph(e.opts.Stream)
 	defer g.Close()
-	merged, err := e.join(g, joinedCaches)
+	merged, err := e.join(g, joining)
 	if err != nil {
 		for _, s := range joined {
 			e.finish(s, generate.FinishCancelled, fmt.Errorf("batch: joining the batch: %w", err))
@@ -351,8 +405,22 @@ func (e *Engine) admit() {
 	}
 	e.batch = merged
 	e.active = append(e.active, joined...)
+	e.setCounts()
+}
+
+// drop ends the first pending sequence with err.
+func (e *Engine) drop(s *seq, err error) {
+	e.pending = e.pending[1:]
+	freeCaches(s.caches)
+	s.caches = nil
+	e.finish(s, generate.FinishCancelled, err)
+}
+
+// setCounts publishes the sizes of the batch and of the prompts under way.
+func (e *Engine) setCounts() {
 	e.mu.Lock()
-	e.stats.Active = len(e.active)
+	e.stats.Active, e.stats.Prefilling = len(e.active), len(e.pending)
+	e.stats.CacheBytes = cacheBytes(e.batch)
 	e.mu.Unlock()
 }
 
@@ -391,77 +459,61 @@ func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
 	return merged, nil
 }
 
-// prefill runs s's prompt alone through caches of its own (after a cached
-// prefix), draws its first token and sends it. It returns the caches,
-// holding the whole prompt, or nil when s is already done.
-func (e *Engine) prefill(s *seq) ([]kv.Cache, error) {
+// start readies s's prompt: caches after the longest cached prefix (or
+// fresh ones), the tokens still to run, its sampler.
+func (e *Engine) start(s *seq) error {
 	prompt := s.req.Prompt
-	if err := s.ctx.Err(); err != nil {
-		e.finish(s, generate.FinishCancelled, err)
-		return nil, nil
-	}
-	var caches []kv.Cache
 	if e.pc != nil {
 		g := mlx.NewGraph(e.opts.Stream)
 		c, n, err := e.pc.Lookup(g, prompt)
 		g.Close()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		caches, s.cached = c, n
+		s.caches, s.cached = c, n
 	}
-	if caches == nil {
+	if s.caches == nil {
 		var err error
-		if caches, err = e.m.NewCachesWith(e.opts.Cache); err != nil {
-			return nil, err
+		if s.caches, err = e.m.NewCachesWith(e.opts.Cache); err != nil {
+			return err
 		}
 	}
+	s.rest = prompt[s.cached:]
 	s.sampler = generate.NewSampler(s.req.Sampling)
 	s.stop = map[int32]bool{}
 	for _, t := range s.req.StopTokens {
 		s.stop[t] = true
 	}
-	rest := prompt[s.cached:]
-	for len(rest) > 1 {
-		if err := s.ctx.Err(); err != nil {
-			freeCaches(caches)
-			e.finish(s, generate.FinishCancelled, err)
-			return nil, nil
-		}
-		n := min(e.opts.PrefillStep, len(rest)-1)
-		if err := e.prefillChunk(caches, rest[:n]); err != nil {
-			freeCaches(caches)
-			return nil, err
-		}
-		rest = rest[n:]
-	}
-	s.fed = slices.Clone(prompt[:len(prompt)-1])
 	e.count(func(st *Stats) { st.PromptTokens += int64(len(prompt) - s.cached) })
+	return nil
+}
 
-	// The last prompt token: logits, the first draw.
+// first runs the prompt's last token (s.rest), draws the first token and
+// sends it; the caches then hold the whole prompt, and a copy goes to the
+// prompt cache.
+func (e *Engine) first(s *seq) error {
+	prompt := s.req.Prompt
+	s.fed = slices.Clone(prompt)
 	g := mlx.NewGraph(e.opts.Stream)
 	defer g.Close()
-	x := mlx.FromSlice(g, rest, 1, len(rest))
-	logits := e.m.Forward(g, x, caches)
+	x := mlx.FromSlice(g, s.rest, 1, len(s.rest))
+	logits := e.m.Forward(g, x, s.caches)
 	v := logits.Dim(-1)
 	l := x.Dim(1)
 	logits = g.Reshape(g.Slice(logits, []int{0, l - 1, 0}, []int{1, l, v}), 1, v)
-	s.fed = append(s.fed, rest...)
 	pick, lp := e.draw(g, s, logits)
-	outs := append([]*mlx.Array{pick}, cacheArrays(caches)...)
+	outs := append([]*mlx.Array{pick}, cacheArrays(s.caches)...)
 	if lp != nil {
 		outs = append(outs, lp)
 	}
 	if err := g.Err(); err != nil {
-		freeCaches(caches)
-		return nil, fmt.Errorf("batch: prompt: %w", err)
+		return fmt.Errorf("batch: prompt: %w", err)
 	}
 	if err := g.Eval(outs...); err != nil {
-		freeCaches(caches)
-		return nil, fmt.Errorf("batch: prompt: %w", err)
+		return fmt.Errorf("batch: prompt: %w", err)
 	}
 	if e.pc != nil {
-		e.remember(g, s.fed, caches)
+		e.remember(g, s.fed, s.caches)
 	}
 	tok, err := pick.Int32s()
 	var vals []float32
@@ -469,16 +521,12 @@ func (e *Engine) prefill(s *seq) ([]kv.Cache, error) {
 		vals, err = lp.Float32s()
 	}
 	if err != nil {
-		freeCaches(caches)
-		return nil, err
+		return err
 	}
 	g.Close()
+	s.rest = nil
 	e.emit(s, tok[0], vals)
-	if s.done {
-		freeCaches(caches)
-		return nil, nil
-	}
-	return caches, nil
+	return nil
 }
 
 // prefillChunk runs tokens into caches, for their keys and values only.
@@ -535,6 +583,9 @@ func (e *Engine) draw(g *mlx.Graph, s *seq, logits *mlx.Array) (*mlx.Array, *mlx
 // step runs one batched forward over the active sequences and hands each
 // its token; finished ones leave the batch.
 func (e *Engine) step() {
+	if len(e.active) == 0 {
+		return
+	}
 	// Cancelled requests leave before the step.
 	var keep []int
 	for i, s := range e.active {
@@ -725,10 +776,7 @@ func (e *Engine) shrink(keep []int) {
 			return
 		}
 	}
-	e.mu.Lock()
-	e.stats.Active = len(e.active)
-	e.stats.CacheBytes = cacheBytes(e.batch)
-	e.mu.Unlock()
+	e.setCounts()
 }
 
 // failAll ends every active sequence with err and drops the batch.
@@ -739,9 +787,7 @@ func (e *Engine) failAll(err error) {
 	e.active = nil
 	freeCaches(e.batch)
 	e.batch = nil
-	e.mu.Lock()
-	e.stats.Active = 0
-	e.mu.Unlock()
+	e.setCounts()
 }
 
 func (e *Engine) count(f func(*Stats)) {

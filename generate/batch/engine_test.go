@@ -557,10 +557,80 @@ func TestSequentialMemoryFlat(t *testing.T) {
 func idle(t *testing.T, e *Engine) {
 	t.Helper()
 	for range 1000 {
-		if st := e.Stats(); st.Active == 0 && st.Queued == 0 {
+		if st := e.Stats(); st.Active == 0 && st.Prefilling == 0 && st.Queued == 0 {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("the engine is still busy: %+v", e.Stats())
+}
+
+// TestChunkedPrefillInterleaves drives the loop by hand: a long prompt runs
+// in chunks of PrefillStep tokens, one chunk between two decode steps of
+// the running batch, so the batch keeps decoding meanwhile; and the long
+// request still gets the tokens generate.Tokens gives it with the same
+// chunks.
+func TestChunkedPrefillInterleaves(t *testing.T) {
+	m := load(t, "llama", "sliding")
+	const chunk = 4
+	e, err := newEngine(m, Options{MaxBatch: 4, PrefillStep: chunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.release()
+	a := Request{Prompt: prompt(3), MaxTokens: 40}
+	ach, err := e.Submit(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iterate := func() { e.admit(); e.step() }
+	for len(e.active) == 0 {
+		iterate()
+	}
+	long := make([]int32, 61)
+	for i := range long {
+		long[i] = int32((i*17 + 3) % 256)
+	}
+	b := Request{Prompt: long, MaxTokens: 5}
+	bch, err := e.Submit(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	for len(e.active) < 2 {
+		before := e.Stats().Steps
+		iterate()
+		if e.Stats().Steps != before+1 {
+			t.Fatalf("iteration %d ran %d decode steps, want 1", steps, e.Stats().Steps-before)
+		}
+		steps++
+	}
+	// 60 tokens before the last one, in chunks of 4: 15 iterations, the
+	// last of which also runs the last token and joins.
+	if steps != (len(long)-1)/chunk {
+		t.Errorf("the long prompt joined after %d steps of the batch, want %d", steps, (len(long)-1)/chunk)
+	}
+	for len(e.active) > 0 {
+		iterate()
+	}
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	got := collect(bch)
+	caches, err := m.NewCachesWith(kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freeCaches(caches)
+	var want []int32
+	if _, err := generate.Tokens(context.Background(), m, long, generate.Options{MaxTokens: 5, PrefillStep: chunk, Caches: caches},
+		func(tok int32) error { want = append(want, tok); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.tokens, want) {
+		t.Errorf("long prompt in chunks: %v, alone %v", got.tokens, want)
+	}
+	if ga, wa := collect(ach), solo(t, m, kv.Options{}, a); !slices.Equal(ga.tokens, wa.tokens) {
+		t.Errorf("running request: %v, alone %v", ga.tokens, wa.tokens)
+	}
 }

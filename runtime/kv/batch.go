@@ -10,32 +10,34 @@ import (
 
 // Batched is one layer's cache for a batch of sequences of different
 // lengths, the counterpart of mlx-lm's BatchKVCache and
-// BatchRotatingKVCache. Row r of its arrays [B, Hkv, N, *] holds sequence
-// r's entries right-aligned in temporal order: the newest held[r] columns
-// are the row's, the columns before them are left padding that its masks
-// hide. Every row steps together (one column per position of a step), but
-// each keeps its own offset, the rope position of its next token, which a
-// step's graph carries to the ropes (RowOffsets).
+// BatchRotatingKVCache. Every row steps together, one position per row and
+// step, but each keeps its own offset, the rope position of its next
+// token, which a step's graph carries to the ropes (RowOffsets), and its
+// masks hide what is not the row's.
 //
-// A Batched cache is either growing (every position, as Plain) or a window
-// of window positions (as Rotating with nothing pinned): a step of one
-// position then writes into a ring, a longer step reorders, keeps the
-// newest window-1 columns and appends. Either one may hold its keys and
-// values quantized, as its rows did.
+// A growing batch (every position, as Plain) holds row r's entries
+// right-aligned in temporal order in arrays [B, Hkv, N, *]: its newest
+// held[r] columns, after left padding. A window batch (as Rotating, with
+// nothing pinned) keeps each row's ring where the row's own Rotating cache
+// keeps it: row r's oldest entry at slot start[r], the next ones after it
+// modulo the window, so that attention reads a row's keys in the order the
+// row alone reads them. A step of one position writes each row's next slot;
+// a longer step puts the rows in temporal order, keeps the newest window-1
+// columns and appends. Either kind may hold its keys and values quantized,
+// as its rows did.
 //
 // Sequences join by Merge (single-sequence caches after their prompt) and
 // Extend, and leave by Filter, between steps; Extract gives one row back as
 // a single-sequence cache.
 type Batched struct {
-	s       store
-	rows    []int // per row: positions processed (its rope offset)
-	held    []int // per row: the newest columns that hold its entries
-	n       int   // columns in temporal order (the whole ring once wrapped)
-	window  int   // 0: growing; else the ring's size
-	wrapped bool  // a full ring: the oldest column is at idx
-	idx     int   // the next write slot of a wrapped ring
-	quant   Quantization
-	bound   *mlx.Graph // the last graph bound to this cache's rows
+	s      store
+	rows   []int // per row: positions processed (its rope offset)
+	held   []int // per row: entries it holds
+	start  []int // window batches, per row: the slot of its oldest entry
+	n      int   // growing batches: columns in use
+	window int   // 0: growing; else the ring's size
+	quant  Quantization
+	bound  *mlx.Graph // the last graph bound to this cache's rows
 }
 
 // Rows is the number of sequences in the batch.
@@ -73,8 +75,8 @@ func (c *Batched) State() []*mlx.Array { return c.s.arrs }
 
 func (c *Batched) Free() {
 	c.s.free()
-	c.rows, c.held = nil, nil
-	c.n, c.idx, c.wrapped = 0, 0, false
+	c.rows, c.held, c.start = nil, nil, nil
+	c.n = 0
 	c.s.bits, c.s.group = 0, 0
 	c.unbind()
 }
@@ -151,7 +153,8 @@ func Merge(g *mlx.Graph, caches []Cache) (*Batched, error) {
 	return out, g.Err()
 }
 
-// single is a batch of one row holding what c holds, in temporal order.
+// single is a batch of the rows of c (all alike) holding what c holds, laid
+// out as c lays it out.
 func single(g *mlx.Graph, c Cache) (*Batched, error) {
 	var b *Batched
 	switch c := c.(type) {
@@ -164,7 +167,8 @@ func single(g *mlx.Graph, c Cache) (*Batched, error) {
 		if !c.s.empty() && c.offset > 0 {
 			b.s.set(g, fresh(g, slicePos(g, c.s.arrs, 0, c.offset)))
 		}
-		b.setRows(c.s, c.offset, c.offset)
+		b.setRows(c.s, c.offset, c.offset, 0)
+		b.n = c.offset
 	case *Rotating:
 		if c.bad != nil {
 			return nil, c.bad
@@ -177,16 +181,25 @@ func single(g *mlx.Graph, c Cache) (*Batched, error) {
 		}
 		b = &Batched{window: c.maxSize, quant: c.quant}
 		b.s.bits, b.s.group = c.s.bits, c.s.group
-		held := 0
-		if !c.s.empty() && c.offset > 0 {
-			arrs := c.temporalOrder(g)
-			if arrs == nil {
-				arrs = c.s.arrs
+		held, start := 0, 0
+		if n := c.s.length(); n > 0 && c.offset > 0 {
+			arrs := c.s.arrs
+			switch {
+			case n > c.maxSize:
+				// After a longer step, in temporal order: its next step
+				// keeps the newest maxSize and overwrites the oldest.
+				arrs, held = slicePos(g, arrs, n-c.maxSize, n), c.maxSize
+			case c.offset >= n:
+				held = n
+				if n == c.maxSize {
+					start = c.idx % c.maxSize
+				}
+			default:
+				held = c.offset // growing: slots [0, offset)
 			}
-			held = dims4(arrs[0])[2]
 			b.s.set(g, fresh(g, arrs))
 		}
-		b.setRows(c.s, c.offset, held)
+		b.setRows(c.s, c.offset, held, start)
 	default:
 		return nil, fmt.Errorf("a %T cannot be batched (Plain and Rotating caches can)", c)
 	}
@@ -198,14 +211,13 @@ func single(g *mlx.Graph, c Cache) (*Batched, error) {
 }
 
 // setRows sets the rows of a batch made from one cache whose store is s
-// (B rows alike, each with offset positions of which the newest held are
-// kept).
-func (b *Batched) setRows(s store, offset, held int) {
+// (B rows alike).
+func (b *Batched) setRows(s store, offset, held, start int) {
 	B := max(s.batch, 1)
 	b.rows = slices.Repeat([]int{offset}, B)
 	b.held = slices.Repeat([]int{held}, B)
+	b.start = slices.Repeat([]int{start}, B)
 	b.s.batch, b.s.heads, b.s.kdim, b.s.vdim = B, s.heads, s.kdim, s.vdim
-	b.n = held
 }
 
 // Extend appends the rows of other after c's. Both must be of one kind and
@@ -229,14 +241,14 @@ func (c *Batched) extend(g *mlx.Graph, other *Batched) error {
 		return fmt.Errorf("batching caches quantized differently (%d and %d bits, group sizes %d and %d, from offsets %d and %d)",
 			c.quant.Bits, other.quant.Bits, c.quant.GroupSize, other.quant.GroupSize, c.quant.Start, other.quant.Start)
 	}
-	a, b := c.temporal(g), other.temporal(g)
+	a, b := c.layout(g), other.layout(g)
 	bits, group := c.s.bits, c.s.group
 	switch {
 	case a != nil && b != nil && c.s.bits != other.s.bits:
 		if c.s.bits == 0 {
-			a, bits, group = c.encodeAll(g, a, other.s.bits, other.s.group), other.s.bits, other.s.group
+			a, bits, group = encodeAll(g, a, other.s.bits, other.s.group), other.s.bits, other.s.group
 		} else {
-			b = other.encodeAll(g, b, c.s.bits, c.s.group)
+			b = encodeAll(g, b, c.s.bits, c.s.group)
 		}
 	case a == nil && b != nil:
 		bits, group = other.s.bits, other.s.group
@@ -246,23 +258,41 @@ func (c *Batched) extend(g *mlx.Graph, other *Batched) error {
 			return fmt.Errorf("batching caches of shapes %v and %v", ca, cb)
 		}
 	}
-	n := max(c.n, other.n)
+	// Growing batches align their rows at the end (left padding); window
+	// batches keep each row's slots (unused slots at the end).
+	n := 0
+	if a != nil {
+		n = dims4(a[0])[2]
+	}
+	if b != nil {
+		n = max(n, dims4(b[0])[2])
+	}
+	fit := func(x *mlx.Array) *mlx.Array {
+		m := dims4(x)[2]
+		if m >= n {
+			return x
+		}
+		if c.window > 0 {
+			return g.Pad(x, []int{2}, []int{0}, []int{n - m}, 0)
+		}
+		return g.Pad(x, []int{2}, []int{n - m}, []int{0}, 0)
+	}
 	var arrs []*mlx.Array
 	switch {
 	case a != nil && b != nil:
 		arrs = make([]*mlx.Array, len(a))
 		for i := range a {
-			arrs[i] = g.Concatenate(0, padLeft(g, a[i], n), padLeft(g, b[i], n))
+			arrs[i] = g.Concatenate(0, fit(a[i]), fit(b[i]))
 		}
 	case a != nil:
 		arrs = make([]*mlx.Array, len(a))
 		for i := range a {
-			arrs[i] = g.Concatenate(0, padLeft(g, a[i], n), g.Zeros(withDims(a[i], len(other.rows), n), a[i].Dtype()))
+			arrs[i] = g.Concatenate(0, fit(a[i]), g.Zeros(withDims(a[i], len(other.rows), n), a[i].Dtype()))
 		}
 	case b != nil:
 		arrs = make([]*mlx.Array, len(b))
 		for i := range b {
-			arrs[i] = g.Concatenate(0, g.Zeros(withDims(b[i], len(c.rows), n), b[i].Dtype()), padLeft(g, b[i], n))
+			arrs[i] = g.Concatenate(0, g.Zeros(withDims(b[i], len(c.rows), n), b[i].Dtype()), fit(b[i]))
 		}
 	}
 	if err := g.Err(); err != nil {
@@ -279,27 +309,63 @@ func (c *Batched) extend(g *mlx.Graph, other *Batched) error {
 	c.s.bits, c.s.group = bits, group
 	c.rows = append(c.rows, other.rows...)
 	c.held = append(c.held, other.held...)
+	c.start = append(c.start, other.start...)
 	c.s.batch = len(c.rows)
-	c.n, c.wrapped, c.idx = n, false, 0
+	if c.window == 0 {
+		c.n = n
+	}
 	return nil
 }
 
-// temporal is c's columns in temporal order, cut to the n in use (nil when
-// c holds nothing).
-func (c *Batched) temporal(g *mlx.Graph) []*mlx.Array {
+// layout is c's arrays as its rows use them: a growing batch's n columns,
+// a window batch's whole ring (nil when c holds nothing).
+func (c *Batched) layout(g *mlx.Graph) []*mlx.Array {
 	switch {
-	case c.s.empty() || c.n == 0:
+	case c.s.empty():
 		return nil
-	case c.wrapped && c.idx > 0:
-		return concatPos(g, slicePos(g, c.s.arrs, c.idx, c.n), slicePos(g, c.s.arrs, 0, c.idx))
-	case c.s.length() > c.n:
+	case c.window == 0 && c.n == 0:
+		return nil
+	case c.window == 0 && c.s.length() > c.n:
 		return slicePos(g, c.s.arrs, 0, c.n)
 	}
 	return c.s.arrs
 }
 
+// ring is the number of slots a window batch's positions wrap around: the
+// window, or the whole buffer while a longer step has left more.
+func (c *Batched) ring() int { return max(c.window, c.s.length()) }
+
+// temporal is a window batch's rows in temporal order, right-aligned over
+// as many columns as the fullest row holds (left padding before the
+// others): one gather of each row's slots.
+func (c *Batched) temporal(g *mlx.Graph) []*mlx.Array {
+	if c.s.empty() {
+		return nil
+	}
+	T := slices.Max(c.held)
+	if T == 0 {
+		return nil
+	}
+	B, size := len(c.rows), c.ring()
+	idx := make([]int32, B*T)
+	for r := range B {
+		for j := range T {
+			if t := j - (T - c.held[r]); t >= 0 {
+				idx[r*T+j] = int32((c.start[r] + t) % size)
+			}
+		}
+	}
+	at := mlx.FromSlice(g, idx, B, 1, T, 1)
+	out := make([]*mlx.Array, len(c.s.arrs))
+	for i, a := range c.s.arrs {
+		sh := dims4(a)
+		out[i] = g.TakeAlongAxis(a, g.BroadcastTo(at, sh[0], sh[1], T, sh[3]), 2)
+	}
+	return out
+}
+
 // encodeAll quantizes dense arrays {keys, values}.
-func (c *Batched) encodeAll(g *mlx.Graph, arrs []*mlx.Array, bits, group int) []*mlx.Array {
+func encodeAll(g *mlx.Graph, arrs []*mlx.Array, bits, group int) []*mlx.Array {
 	s := store{bits: bits, group: group}
 	return s.encode(g, arrs[0], arrs[1])
 }
@@ -309,78 +375,81 @@ func withDims(a *mlx.Array, b, n int) []int {
 	return []int{b, sh[1], n, sh[3]}
 }
 
-// padLeft gives a [B, H, m, *] array n columns, zeros first.
-func padLeft(g *mlx.Graph, a *mlx.Array, n int) *mlx.Array {
-	m := dims4(a)[2]
-	if m >= n {
-		return a
-	}
-	return g.Pad(a, []int{2}, []int{n - m}, []int{0}, 0)
-}
-
 // ---- leaving ----
 
 // Filter keeps the rows keep (indices into the current rows, in the order
-// given) and drops the columns no remaining row holds.
+// given); a growing batch drops the columns no remaining row holds.
 func (c *Batched) Filter(g *mlx.Graph, keep []int) error {
 	for _, r := range keep {
 		if r < 0 || r >= len(c.rows) {
 			return fmt.Errorf("kv: row %d of a batch of %d", r, len(c.rows))
 		}
 	}
-	rows, held := make([]int, len(keep)), make([]int, len(keep))
-	for i, r := range keep {
-		rows[i], held[i] = c.rows[r], c.held[r]
+	pick := func(xs []int) []int {
+		out := make([]int, len(keep))
+		for i, r := range keep {
+			out[i] = xs[r]
+		}
+		return out
 	}
-	if len(keep) == 0 {
+	rows, held, start := pick(c.rows), pick(c.held), pick(c.start)
+	arrs := c.layout(g)
+	if len(keep) == 0 || arrs == nil {
 		c.Free()
-		c.rows, c.held = []int{}, []int{}
+		c.rows, c.held, c.start, c.s.batch = rows, held, start, len(rows)
 		return nil
 	}
-	if !c.s.empty() {
-		idx := make([]int32, len(keep))
-		for i, r := range keep {
-			idx[i] = int32(r)
-		}
-		at := mlx.FromSlice(g, idx, len(idx))
-		arrs := c.temporal(g)
-		if arrs == nil {
-			c.Free()
-			c.rows, c.held, c.s.batch = rows, held, len(rows)
-			return nil
-		}
-		most := slices.Max(held)
-		n := c.n
-		if most < n {
-			arrs = slicePos(g, arrs, n-most, n)
-			n = most
-		}
-		out := make([]*mlx.Array, len(arrs))
-		for i, a := range arrs {
-			out[i] = g.Take(a, at, 0)
-		}
-		if err := g.Err(); err != nil {
-			return err
-		}
-		c.s.set(g, out)
-		c.n, c.wrapped, c.idx = n, false, 0
+	idx := make([]int32, len(keep))
+	for i, r := range keep {
+		idx[i] = int32(r)
 	}
-	c.rows, c.held = rows, held
+	if most := slices.Max(held); c.window == 0 && most < c.n {
+		arrs = slicePos(g, arrs, c.n-most, c.n)
+		c.n = most
+	}
+	at := mlx.FromSlice(g, idx, len(idx))
+	out := make([]*mlx.Array, len(arrs))
+	for i, a := range arrs {
+		out[i] = g.Take(a, at, 0)
+	}
+	if err := g.Err(); err != nil {
+		return err
+	}
+	c.s.set(g, out)
+	c.rows, c.held, c.start = rows, held, start
 	c.s.batch = len(rows)
 	return nil
 }
 
-// Extract is row r as a cache of one sequence: a Plain cache, or a
-// Rotating one of the window, holding the row's entries in temporal order,
-// with c's quantization.
+// Extract is row r as a cache of one sequence, with c's quantization: a
+// Plain cache, or a Rotating one of the window laid out as the row's own
+// ring (in temporal order when a longer step has left the row
+// right-aligned).
 func (c *Batched) Extract(g *mlx.Graph, r int) (Cache, error) {
 	if r < 0 || r >= len(c.rows) {
 		return nil, fmt.Errorf("kv: row %d of a batch of %d", r, len(c.rows))
 	}
+	h := c.held[r]
+	var src []*mlx.Array
+	idx := h // a Rotating's next write slot
+	if h > 0 && !c.s.empty() {
+		switch size := c.s.length(); {
+		case c.window == 0:
+			src = slicePos(g, c.layout(g), c.n-h, c.n)
+		case size <= c.window && h == c.window:
+			src, idx = c.s.arrs, c.start[r] // a full ring
+		case size <= c.window && c.start[r] == 0:
+			src = slicePos(g, c.s.arrs, 0, h) // a growing ring
+		default:
+			t := c.temporal(g)
+			n := dims4(t[0])[2]
+			src = slicePos(g, t, n-h, n)
+		}
+	}
 	var arrs []*mlx.Array
-	if h := c.held[r]; h > 0 && !c.s.empty() {
+	if src != nil {
 		at := mlx.FromSlice(g, []int32{int32(r)}, 1)
-		for _, a := range slicePos(g, c.temporal(g), c.n-h, c.n) {
+		for _, a := range src {
 			arrs = append(arrs, g.Contiguous(g.Take(a, at, 0)))
 		}
 	}
@@ -396,7 +465,7 @@ func (c *Batched) Extract(g *mlx.Graph, r int) (Cache, error) {
 	if c.window == 0 {
 		return &Plain{s: s, offset: c.rows[r], quant: c.quant}, nil
 	}
-	return &Rotating{s: s, offset: c.rows[r], idx: c.held[r], maxSize: c.window, quant: c.quant}, nil
+	return &Rotating{s: s, offset: c.rows[r], idx: idx, maxSize: c.window, quant: c.quant}, nil
 }
 
 // ---- a step ----
@@ -435,7 +504,7 @@ func (c *Batched) Update(g *mlx.Graph, k, v *mlx.Array) KV {
 	case c.window == 0:
 		return c.appendCols(g, upd, n)
 	case n == 1:
-		return c.ring(g, upd)
+		return c.write(g, upd)
 	}
 	return c.concat(g, upd, n)
 }
@@ -466,58 +535,112 @@ func (c *Batched) appendCols(g *mlx.Graph, upd []*mlx.Array, n int) KV {
 	return c.s.kv(c.s.arrs)
 }
 
-// ring is a window batch's step of one position.
-func (c *Batched) ring(g *mlx.Graph, upd []*mlx.Array) KV {
-	if !c.wrapped && c.n >= c.window {
-		// After a longer step: keep the newest window-1 columns.
-		c.s.set(g, slicePos(g, c.temporal(g), c.n-c.window+1, c.n))
-		c.n = c.window - 1
+// plan is a window batch's next one-position step, worked out before it is
+// taken (Mask and Update both need it): the columns cut from the front of
+// a buffer longer than the window, each row's held count and oldest slot
+// after the cut, the slot each row writes, and the buffer's size after the
+// step.
+type plan struct {
+	cut                int
+	held, start, write []int
+	size               int
+}
+
+func (c *Batched) plan() plan {
+	B := len(c.rows)
+	p := plan{held: slices.Clone(c.held), start: slices.Clone(c.start), write: make([]int, B), size: c.s.length()}
+	if p.size > c.window {
+		// After a longer step the rows are right-aligned in temporal order:
+		// keep the newest window columns.
+		p.cut = p.size - c.window
+		p.size = c.window
+		for r := range B {
+			p.held[r] = min(p.held[r], c.window)
+			p.start[r] = c.window - p.held[r]
+		}
 	}
-	if c.wrapped {
-		c.s.set(g, writePos(g, c.s.arrs, upd, c.idx))
-		c.idx = (c.idx + 1) % c.window
+	need := p.size
+	for r := range B {
+		if p.held[r] == c.window {
+			p.write[r] = p.start[r] // overwrite the oldest
+		} else {
+			p.write[r] = (p.start[r] + p.held[r]) % c.window
+		}
+		need = max(need, p.write[r]+1)
+	}
+	if need > p.size {
+		p.size = min(c.window, max(need, p.size+step))
+	}
+	return p
+}
+
+// write is a window batch's step of one position: each row writes its next
+// slot (its oldest once its window is full), as the row's own ring would.
+func (c *Batched) write(g *mlx.Graph, upd []*mlx.Array) KV {
+	p := c.plan()
+	if p.cut > 0 {
+		c.s.set(g, slicePos(g, c.s.arrs, p.cut, c.s.length()))
+	}
+	if c.s.empty() {
+		c.s.set(g, zerosPos(g, upd, p.size))
+	} else if p.size > c.s.length() {
+		c.s.set(g, concatPos(g, c.s.arrs, zerosPos(g, upd, p.size-c.s.length())))
+	}
+	if w := p.write[0]; allEqual(p.write) {
+		c.s.set(g, writePos(g, c.s.arrs, upd, w))
 	} else {
-		if c.s.empty() || c.n == c.s.length() {
-			grown := zerosPos(g, upd, min(step, c.window-c.n))
-			if !c.s.empty() {
-				grown = concatPos(g, c.s.arrs, grown)
-			}
-			c.s.set(g, grown)
+		B := len(c.rows)
+		idx := make([]int32, B)
+		for r, w := range p.write {
+			idx[r] = int32(w)
 		}
-		c.s.set(g, writePos(g, c.s.arrs, upd, c.n))
-		c.n++
-		if c.n == c.window {
-			c.wrapped, c.idx = true, 0
+		at := mlx.FromSlice(g, idx, B, 1, 1, 1)
+		out := make([]*mlx.Array, len(c.s.arrs))
+		for i, a := range c.s.arrs {
+			sh := dims4(upd[i])
+			out[i] = g.PutAlongAxis(a, g.BroadcastTo(at, sh...), upd[i], 2)
 		}
+		c.s.set(g, out)
 	}
-	for r := range c.held {
-		c.held[r] = min(c.held[r]+1, c.n)
-	}
-	if c.n < c.s.length() {
-		return c.s.kv(slicePos(g, c.s.arrs, 0, c.n))
+	for r := range c.rows {
+		if p.held[r] == c.window {
+			c.start[r] = (p.start[r] + 1) % c.window
+		} else {
+			c.start[r] = p.start[r]
+		}
+		c.held[r] = min(p.held[r]+1, c.window)
 	}
 	return c.s.kv(c.s.arrs)
 }
 
-// concat is a window batch's step of n > 1 positions: temporal order, the
-// newest window-1 columns kept, the step appended, so that each new
-// position sees a window of context.
-func (c *Batched) concat(g *mlx.Graph, upd []*mlx.Array, n int) KV {
-	if c.s.empty() {
-		c.s.set(g, fresh(g, upd))
-	} else {
-		old := c.temporal(g)
-		if keep := c.window - 1; c.n > keep {
-			old = slicePos(g, old, c.n-keep, c.n)
-			c.n = keep
+func allEqual(xs []int) bool {
+	for _, x := range xs {
+		if x != xs[0] {
+			return false
 		}
-		c.s.set(g, concatPos(g, old, upd))
 	}
+	return true
+}
+
+// concat is a window batch's step of n > 1 positions: the rows in temporal
+// order, the newest window-1 columns kept, the step appended, so that each
+// new position sees a window of context. The rows stay right-aligned until
+// the next step of one position cuts the buffer back to the window.
+func (c *Batched) concat(g *mlx.Graph, upd []*mlx.Array, n int) KV {
+	old := c.temporal(g)
+	k := 0
+	if old != nil {
+		T := dims4(old[0])[2]
+		k = min(T, c.window-1)
+		c.s.set(g, concatPos(g, slicePos(g, old, T-k, T), upd))
+	} else {
+		c.s.set(g, fresh(g, upd))
+	}
+	size := k + n
 	for r := range c.held {
-		c.held[r] = min(c.held[r], c.n) + n
+		c.held[r] = min(c.held[r], k) + n
+		c.start[r] = size - c.held[r]
 	}
-	c.n += n
-	c.wrapped, c.idx = false, 0
 	return c.s.kv(c.s.arrs)
 }
 
@@ -538,32 +661,41 @@ func (c *Batched) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attenti
 	}
 	c.bind(g)
 	B := len(c.rows)
-	// Per layout: S columns after the step, first the old columns kept
-	// (k of them, of which row r holds the newest old[r]), the query of
-	// position i at temporal column k+i, and slot(t) the column of temporal
-	// index t.
-	var S, k int
-	old := slices.Clone(c.held)
-	slot := func(t int) int { return t }
-	switch {
-	case c.window == 0:
-		k, S = c.n, c.n+n
-	case n == 1:
-		if c.wrapped {
-			k, S = c.window-1, c.window
-			start := (c.idx + 1) % c.window
-			slot = func(t int) int { return (start + t) % c.window }
-		} else {
-			k = min(c.n, c.window-1)
-			S = k + 1
+	if c.window > 0 && n == 1 {
+		// Each row's held slots after the step, from its oldest.
+		p := c.plan()
+		m := make([]bool, B*p.size)
+		for r := range B {
+			h := min(p.held[r]+1, c.window)
+			first := p.start[r]
+			if p.held[r] == c.window {
+				first = (first + 1) % c.window
+			}
+			for t := range h {
+				if window > 0 && t < h-window {
+					continue
+				}
+				m[r*p.size+(first+t)%c.window] = true
+			}
 		}
-	default:
+		return mlx.MaskArray(mlx.FromSlice(g, m, B, 1, 1, p.size))
+	}
+	// In temporal order: k old columns kept (row r holds the newest old[r]
+	// of them), then the n new ones; query i at column k+i.
+	var k int
+	old := slices.Clone(c.held)
+	if c.window == 0 {
+		k = c.n
+	} else {
 		if window <= 0 {
 			window = c.window
 		}
-		k = min(c.n, c.window-1)
-		S = k + n
+		k = 0
+		if len(old) > 0 {
+			k = min(slices.Max(old), c.window-1)
+		}
 	}
+	S := k + n
 	for r := range old {
 		old[r] = min(old[r], k)
 	}
@@ -576,7 +708,7 @@ func (c *Batched) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attenti
 				if window > 0 && t <= q-window {
 					continue
 				}
-				row[slot(t)] = true
+				row[t] = true
 			}
 		}
 	}

@@ -49,12 +49,11 @@
 // prompts) and Extend, and leave by Filter, between steps. A batched cache's
 // Mask binds the rows' offsets to the step's graph (RowOffsets), and the
 // ropes of runtime/nn rotate each row from its own position, so a generated
-// forward pass runs a batch unchanged. A row's logits are those it gets
-// alone: bit for bit over growing caches, and within float32 rounding over
-// window caches, whose shared ring holds each row's window in another order
-// than the row's own ring would; both as long as the model's kernels round
-// a row alike however many rows they multiply (runtime/mlx's float32
-// quantized kernel takes another path past two rows, a rounding apart).
+// forward pass runs a batch unchanged. A window batch keeps each row's ring
+// where the row's own cache keeps it, so a row's logits are those it gets
+// alone, bit for bit, as long as the model's kernels round a row alike
+// however many rows they multiply (runtime/mlx's float32 quantized kernel
+// takes another path past two rows, a rounding apart).
 //
 // # Lifetimes and writing in place
 //

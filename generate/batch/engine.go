@@ -46,6 +46,10 @@ type Options struct {
 	PrefillStep int
 	// Cache chooses each sequence's caches (its quantization, say). A bound
 	// by MaxKVSize pins positions, which a batch cannot hold: it is refused.
+	// A KV quantization that starts past offset 0 quantizes the whole batch
+	// once its longest row reaches the start, so a shorter row's keys and
+	// values are quantized earlier than they would be alone (and its tokens
+	// may differ); from offset 0 every row is quantized as alone.
 	Cache kv.Options
 	// PromptCacheBytes > 0 keeps the caches of finished requests, up to that
 	// many bytes, for later prompts that start the same way.

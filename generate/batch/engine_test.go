@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -31,23 +32,16 @@ func load(t testing.TB, arch, cas string) nn.Model {
 	return m
 }
 
-// slidingQuantizable is a random llama with windows of 5 on half its
-// layers and a head dim of 32, which KV quantization in groups of 32
+// slidingQuantizable is a random llama (runtime/kv/testdata/sliding_head32.json) with windows of 5 on half
+// its layers and a head dim of 32, which KV quantization in groups of 32
 // needs (the parity checkpoint with windows has a head dim of 16).
 func slidingQuantizable(t testing.TB) nn.Model {
 	t.Helper()
-	config := []byte(`{"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
-		"num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 4,
-		"layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-		"sliding_window": 5, "rms_norm_eps": 1e-5, "vocab_size": 256, "tie_word_embeddings": false}`)
-	dir := t.TempDir()
-	nntest.Random(t, llama.Arch, config, 7).Write(t, dir, mlx.Float32, false, nil)
-	m, err := registry.Load(dir, nn.Options{})
+	config, err := os.ReadFile("../../runtime/kv/testdata/sliding_head32.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Free)
-	return m
+	return nntest.Model(t, llama.Arch, config, 7)
 }
 
 // prompt i: lengths from 1 to 19, ids below 250.

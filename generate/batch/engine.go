@@ -280,9 +280,9 @@ func (e *Engine) loop() {
 	defer close(e.done)
 	defer e.release()
 	for {
-		e.admit()
+		e.guard(e.admit)
 		if len(e.active) > 0 || len(e.pending) > 0 {
-			e.step()
+			e.guard(e.step)
 			continue
 		}
 		e.mu.Lock()
@@ -296,6 +296,27 @@ func (e *Engine) loop() {
 			<-e.wake
 		}
 	}
+}
+
+// guard runs f, turning a panic (a fault of the engine or the model) into
+// the error of every request in the batch or under way, so that the process
+// and the later requests go on.
+func (e *Engine) guard(f func()) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		err := fmt.Errorf("batch: internal error: %v", p)
+		for _, s := range e.pending {
+			freeCaches(s.caches)
+			s.caches = nil
+			e.finish(s, generate.FinishCancelled, err)
+		}
+		e.pending = nil
+		e.failAll(err)
+	}()
+	f()
 }
 
 // release frees what the loop holds once it stops.
@@ -404,7 +425,7 @@ func (e *Engine) admit() {
 		for _, s := range joined {
 			e.finish(s, generate.FinishCancelled, fmt.Errorf("batch: joining the batch: %w", err))
 		}
-		e.failAll(err)
+		e.failAll(fmt.Errorf("batch: joining the batch: %w", err))
 		return
 	}
 	e.batch = merged
@@ -630,23 +651,23 @@ func (e *Engine) step() {
 	all := g.Concatenate(0, picks...)
 	outs = append(outs, all)
 	if err := g.Err(); err != nil {
-		e.failAll(err)
+		e.failAll(fmt.Errorf("batch: step: %w", err))
 		return
 	}
 	if err := g.Eval(outs...); err != nil {
-		e.failAll(err)
+		e.failAll(fmt.Errorf("batch: step: %w", err))
 		return
 	}
 	toks, err := all.Int32s()
 	if err != nil {
-		e.failAll(err)
+		e.failAll(fmt.Errorf("batch: step: %w", err))
 		return
 	}
 	vals := make([][]float32, B)
 	for i, lp := range lps {
 		if lp != nil {
 			if vals[i], err = lp.Float32s(); err != nil {
-				e.failAll(err)
+				e.failAll(fmt.Errorf("batch: step: %w", err))
 				return
 			}
 		}
@@ -771,12 +792,12 @@ func (e *Engine) shrink(keep []int) {
 	} else {
 		for _, c := range e.batch {
 			if err := c.(*kv.Batched).Filter(g, keep); err != nil {
-				e.failAll(err)
+				e.failAll(fmt.Errorf("batch: step: %w", err))
 				return
 			}
 		}
 		if err := evalCaches(e.batch); err != nil {
-			e.failAll(err)
+			e.failAll(fmt.Errorf("batch: step: %w", err))
 			return
 		}
 	}
@@ -786,7 +807,7 @@ func (e *Engine) shrink(keep []int) {
 // failAll ends every active sequence with err and drops the batch.
 func (e *Engine) failAll(err error) {
 	for _, s := range e.active {
-		e.finish(s, generate.FinishCancelled, fmt.Errorf("batch: step: %w", err))
+		e.finish(s, generate.FinishCancelled, err)
 	}
 	e.active = nil
 	freeCaches(e.batch)

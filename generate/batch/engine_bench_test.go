@@ -45,8 +45,14 @@ func benchRequests(n, vocab int) []Request {
 // tokens each, greedy) through the engine, beside the same requests one
 // after another through generate.Tokens: tok/s is generated tokens per
 // second of wall time over all streams, and x-sequential the ratio.
-func BenchmarkStreams(b *testing.B) {
-	m := loadGGUF(b)
+func BenchmarkStreams(b *testing.B) { benchStreams(b, loadGGUF(b)) }
+
+// BenchmarkStreamsTiny is BenchmarkStreams on the parity tests' tiny llama,
+// where a step costs mostly building and running its graph, not the
+// weights: the engine's own overhead per step.
+func BenchmarkStreamsTiny(b *testing.B) { benchStreams(b, load(b, "llama", "base")) }
+
+func benchStreams(b *testing.B, m nn.Model) {
 	vocab := m.Info().VocabSize
 	for _, n := range []int{1, 4, 16} {
 		reqs := benchRequests(n, vocab)

@@ -628,3 +628,40 @@ func TestChunkedPrefillInterleaves(t *testing.T) {
 		t.Errorf("running request: %v, alone %v", ga.tokens, wa.tokens)
 	}
 }
+
+// faulty is a real model whose forward pass panics from its call number
+// panicAt on: a fault inside the engine's loop.
+type faulty struct {
+	nn.Model
+	calls, panicAt int
+}
+
+func (f *faulty) Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array {
+	if f.calls++; f.calls >= f.panicAt && f.panicAt > 0 {
+		panic("forward failed")
+	}
+	return f.Model.Forward(g, tokens, caches)
+}
+
+// TestPanicFailsRequests: a panic inside a step ends the requests then in
+// the batch with an error instead of the process, and the engine serves
+// the next ones.
+func TestPanicFailsRequests(t *testing.T) {
+	f := &faulty{Model: load(t, "llama", "base"), panicAt: 6}
+	e, err := New(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got := submitAll(t, e, requests(3, func(i int, r *Request) { r.MaxTokens = 50 }))
+	for i, r := range got {
+		if r.last.Err == nil || r.last.Err.Error() != "batch: internal error: forward failed" {
+			t.Errorf("request %d ended with %+v", i, r.last)
+		}
+	}
+	f.panicAt = 0
+	r := Request{Prompt: prompt(4), MaxTokens: 5}
+	if got, want := submitAll(t, e, []Request{r})[0], solo(t, f.Model, kv.Options{}, r); !slices.Equal(got.tokens, want.tokens) {
+		t.Errorf("after the fault: %v (%+v), alone %v", got.tokens, got.last, want.tokens)
+	}
+}

@@ -3,16 +3,20 @@
 // over every active sequence, with ragged lengths held in batched caches
 // (kv.Batched: left padding, per-row offsets and masks). Requests join the
 // running batch and leave it between steps: a new request's prompt is
-// processed on its own (reusing the longest cached prefix of an earlier
-// request from a PromptCache), its caches are merged into the batch, and a
-// finished, cancelled or failed sequence is filtered out. At most MaxBatch
-// sequences decode at once; the rest wait in order.
+// processed on its own, in chunks between the batch's steps (after the
+// longest prefix an earlier request left in the PromptCache), its caches
+// are merged into the batch, and a finished, cancelled or failed sequence
+// is filtered out. At most MaxBatch sequences decode or process their
+// prompts at once; the rest wait in order.
 //
 // Batching does not change what a sequence gets: its prompt runs as it
 // would alone, and a batched step gives each row the logits it would get
-// alone (bit for bit on growing caches; see kv's doc on batches for window
-// caches and kernels), so greedy tokens and seeded draws are those of
+// alone, bit for bit (see kv's doc on batches for the kernel that rounds
+// differently), so greedy tokens and seeded draws are those of
 // generate.Tokens.
+//
+// Each request's events arrive on its own channel, one per token, then a
+// last one with the finish reason and counts (see the example).
 package batch
 
 import (
@@ -90,7 +94,10 @@ type Event struct {
 
 	Done   bool
 	Finish generate.Finish // on the last event
-	Err    error           // on the last event, when the generation failed
+	// Err is set on the last event when the generation did not end by a
+	// stop token or MaxTokens: the context's error when it was cancelled
+	// (Finish cancelled), or what failed.
+	Err error
 	// On the last event: the prompt's tokens, those of them taken from the
 	// prompt cache, and the tokens generated (a stop token not counted).
 	PromptTokens, CachedTokens, Tokens int

@@ -101,6 +101,9 @@ type Event struct {
 	// On the last event: the prompt's tokens, those of them taken from the
 	// prompt cache, and the tokens generated (a stop token not counted).
 	PromptTokens, CachedTokens, Tokens int
+	// On the last event: from Submit to the first token (waiting for room
+	// and the prompt included; 0 when none came), and to the end.
+	FirstTokenDelay, Duration time.Duration
 }
 
 // Stats are an engine's counters.
@@ -195,7 +198,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 	if err := e.check(&r); err != nil {
 		return nil, err
 	}
-	s := &seq{req: r, ctx: ctx, out: newStream(ctx)}
+	s := &seq{req: r, ctx: ctx, out: newStream(ctx), submitted: time.Now()}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -267,18 +270,19 @@ func (e *Engine) poke() {
 
 // seq is one request in the engine.
 type seq struct {
-	req     Request
-	ctx     context.Context
-	out     *stream
-	sampler *generate.Sampler
-	stop    map[int32]bool
-	fed     []int32    // the tokens its caches hold
-	last    int32      // the token to feed next
-	caches  []kv.Cache // its own, while its prompt runs
-	rest    []int32    // prompt tokens still to run
-	tokens  int
-	cached  int
-	done    bool
+	req                   Request
+	ctx                   context.Context
+	out                   *stream
+	sampler               *generate.Sampler
+	stop                  map[int32]bool
+	fed                   []int32    // the tokens its caches hold
+	last                  int32      // the token to feed next
+	caches                []kv.Cache // its own, while its prompt runs
+	rest                  []int32    // prompt tokens still to run
+	tokens                int
+	cached                int
+	done                  bool
+	submitted, firstToken time.Time
 }
 
 // ---- the loop ----
@@ -717,6 +721,9 @@ func (e *Engine) emit(s *seq, t int32, lp []float32) {
 	}
 	s.tokens++
 	s.last = t
+	if s.tokens == 1 {
+		s.firstToken = time.Now()
+	}
 	s.out.send(ev)
 	e.count(func(st *Stats) { st.Generated++ })
 	if s.tokens >= s.req.MaxTokens {
@@ -751,7 +758,12 @@ func (e *Engine) finish(s *seq, f generate.Finish, err error) {
 	if s.sampler != nil {
 		s.sampler.Free()
 	}
-	s.out.send(Event{Done: true, Finish: f, Err: err, PromptTokens: len(s.req.Prompt), CachedTokens: s.cached, Tokens: s.tokens})
+	last := Event{Done: true, Finish: f, Err: err, PromptTokens: len(s.req.Prompt), CachedTokens: s.cached, Tokens: s.tokens,
+		Duration: time.Since(s.submitted)}
+	if !s.firstToken.IsZero() {
+		last.FirstTokenDelay = s.firstToken.Sub(s.submitted)
+	}
+	s.out.send(last)
 	s.out.close()
 	e.count(func(st *Stats) { st.Requests++ })
 }

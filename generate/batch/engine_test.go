@@ -166,7 +166,8 @@ func TestBatchMatchesSolo(t *testing.T) {
 				if !slices.Equal(got[i].tokens, want.tokens) {
 					t.Errorf("request %d (prompt of %d): batched %v, alone %v", i, len(r.Prompt), got[i].tokens, want.tokens)
 				}
-				if l := got[i].last; l.Finish != want.last.Finish || l.Tokens != want.last.Tokens || l.PromptTokens != len(r.Prompt) || l.Err != nil {
+				if l := got[i].last; l.Finish != want.last.Finish || l.Tokens != want.last.Tokens || l.PromptTokens != len(r.Prompt) || l.Err != nil ||
+					l.FirstTokenDelay <= 0 || l.Duration < l.FirstTokenDelay {
 					t.Errorf("request %d: last event %+v, alone %+v", i, l, want.last)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -450,5 +451,80 @@ func TestBatchedErrors(t *testing.T) {
 	b.Update(s2, g.Zeros([]int{3, 2, 1, 32}, mlx.Float32), g.Zeros([]int{3, 2, 1, 32}, mlx.Float32))
 	if err := s2.Err(); err == nil || err.Error() != "kv: a step of 3 rows on a batch of 2" {
 		t.Errorf("Update of 3 rows: %v", err)
+	}
+}
+
+// TestBatchedLongerSteps: steps of several positions per row on a batch
+// (a batched prompt chunk), then single ones, give every row the logits it
+// gets alone with the same steps. A growing batch and a window batch whose
+// rows all fill their windows are exact; a window batch's rows that have
+// not filled theirs wrap their ring at another slot than alone after the
+// longer step (reading their keys in another order), a float32 rounding
+// apart.
+func TestBatchedLongerSteps(t *testing.T) {
+	for _, c := range []struct {
+		cas     string
+		lengths []int
+		tol     float64
+	}{
+		{"base", []int{1, 4, 9, 2}, 0},
+		{"sliding", []int{7, 9, 12, 8}, 0},
+		{"sliding", []int{1, 4, 9, 2}, 1e-4},
+	} {
+		t.Run(fmt.Sprintf("%s_%v", c.cas, c.lengths), func(t *testing.T) {
+			m := load(t, "llama", c.cas)
+			chunk := []int32{17, 23, 99}
+			after := []int32{5, 200, 31, 64}
+			per := make([][]kv.Cache, len(c.lengths))
+			alone := make([][][]float32, len(c.lengths))
+			for i, n := range c.lengths {
+				p := make([]int32, 0, n)
+				for j := range n {
+					p = append(p, int32((i*13+j*7+1)%250))
+				}
+				solo := prefill(t, m, kv.Options{}, p)
+				alone[i] = append(alone[i], run(t, m, solo, chunk)[len(chunk)-1])
+				for _, tok := range after {
+					alone[i] = append(alone[i], run(t, m, solo, []int32{tok})[0])
+				}
+				freeAll(solo)
+				per[i] = prefill(t, m, kv.Options{}, p)
+			}
+			batch := merge(t, per)
+			for _, p := range per {
+				freeAll(p)
+			}
+			defer freeAll(batch)
+			B := len(c.lengths)
+			in := make([]int32, 0, B*len(chunk))
+			for range B {
+				in = append(in, chunk...)
+			}
+			g := mlx.NewGraph(nil)
+			logits := g.AsType(m.Forward(g, mlx.FromSlice(g, in, B, len(chunk)), batch), mlx.Float32)
+			if err := g.Eval(logits); err != nil {
+				t.Fatal(err)
+			}
+			v, err := logits.Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Close()
+			vocab := len(v) / (B * len(chunk))
+			worst := 0.0
+			for i := range B {
+				last := v[(i*len(chunk)+len(chunk)-1)*vocab : (i*len(chunk)+len(chunk))*vocab]
+				worst = max(worst, maxAbsDiff(last, alone[i][0]))
+			}
+			for s, tok := range after {
+				for i, l := range stepRows(t, m, batch, slices.Repeat([]int32{tok}, B)) {
+					worst = max(worst, maxAbsDiff(l, alone[i][s+1]))
+				}
+			}
+			t.Logf("largest logit difference batched vs alone: %g", worst)
+			if worst > c.tol {
+				t.Errorf("logits differ from the rows' own by up to %g (allowed %g)", worst, c.tol)
+			}
+		})
 	}
 }

@@ -22,9 +22,9 @@ import (
 // keeps it: row r's oldest entry at slot start[r], the next ones after it
 // modulo the window, so that attention reads a row's keys in the order the
 // row alone reads them. A step of one position writes each row's next slot;
-// a longer step puts the rows in temporal order, keeps the newest window-1
-// columns and appends. Either kind may hold its keys and values quantized,
-// as its rows did.
+// a longer step has each row keep its newest window-1 entries, in temporal
+// order from slot 0, and append the step's, as the row's own prefill does.
+// Either kind may hold its keys and values quantized, as its rows did.
 //
 // Sequences join by Merge (single-sequence caches after their prompt) and
 // Extend, and leave by Filter, between steps; Extract gives one row back as
@@ -536,12 +536,12 @@ func (c *Batched) appendCols(g *mlx.Graph, upd []*mlx.Array, n int) KV {
 }
 
 // plan is a window batch's next one-position step, worked out before it is
-// taken (Mask and Update both need it): the columns cut from the front of
-// a buffer longer than the window, each row's held count and oldest slot
-// after the cut, the slot each row writes, and the buffer's size after the
-// step.
+// taken (Mask and Update both need it): each row's held count and oldest
+// slot once a buffer longer than the window is cut back to it (keep, the
+// gather that cuts it; nil when it is not longer), the slot each row
+// writes, and the buffer's size after the step.
 type plan struct {
-	cut                int
+	keep               []int32 // [B, window]: the column each slot takes
 	held, start, write []int
 	size               int
 }
@@ -550,13 +550,17 @@ func (c *Batched) plan() plan {
 	B := len(c.rows)
 	p := plan{held: slices.Clone(c.held), start: slices.Clone(c.start), write: make([]int, B), size: c.s.length()}
 	if p.size > c.window {
-		// After a longer step the rows are right-aligned in temporal order:
-		// keep the newest window columns.
-		p.cut = p.size - c.window
+		// After a longer step each row is in temporal order from slot 0:
+		// it keeps its newest window entries from slot 0, as its own
+		// cache trims itself.
 		p.size = c.window
+		p.keep = make([]int32, B*c.window)
 		for r := range B {
-			p.held[r] = min(p.held[r], c.window)
-			p.start[r] = c.window - p.held[r]
+			h := min(p.held[r], c.window)
+			for j := range h {
+				p.keep[r*c.window+j] = int32(p.held[r] - h + j)
+			}
+			p.held[r], p.start[r] = h, 0
 		}
 	}
 	need := p.size
@@ -574,12 +578,24 @@ func (c *Batched) plan() plan {
 	return p
 }
 
+// gather takes, from each array [B, H, N, X] of arrs, the columns idx
+// ([B, T], row-major) names: [B, H, T, X].
+func gather(g *mlx.Graph, arrs []*mlx.Array, idx []int32, B, T int) []*mlx.Array {
+	at := mlx.FromSlice(g, idx, B, 1, T, 1)
+	out := make([]*mlx.Array, len(arrs))
+	for i, a := range arrs {
+		sh := dims4(a)
+		out[i] = g.TakeAlongAxis(a, g.BroadcastTo(at, sh[0], sh[1], T, sh[3]), 2)
+	}
+	return out
+}
+
 // write is a window batch's step of one position: each row writes its next
 // slot (its oldest once its window is full), as the row's own ring would.
 func (c *Batched) write(g *mlx.Graph, upd []*mlx.Array) KV {
 	p := c.plan()
-	if p.cut > 0 {
-		c.s.set(g, slicePos(g, c.s.arrs, p.cut, c.s.length()))
+	if p.keep != nil {
+		c.s.set(g, gather(g, c.s.arrs, p.keep, len(c.rows), c.window))
 	}
 	if c.s.empty() {
 		c.s.set(g, zerosPos(g, upd, p.size))
@@ -622,24 +638,46 @@ func allEqual(xs []int) bool {
 	return true
 }
 
-// concat is a window batch's step of n > 1 positions: the rows in temporal
-// order, the newest window-1 columns kept, the step appended, so that each
-// new position sees a window of context. The rows stay right-aligned until
-// the next step of one position cuts the buffer back to the window.
-func (c *Batched) concat(g *mlx.Graph, upd []*mlx.Array, n int) KV {
-	old := c.temporal(g)
-	k := 0
-	if old != nil {
-		T := dims4(old[0])[2]
-		k = min(T, c.window-1)
-		c.s.set(g, concatPos(g, slicePos(g, old, T-k, T), upd))
-	} else {
-		c.s.set(g, fresh(g, upd))
+// kept is, per row, how many of its newest entries a longer step keeps
+// (window-1 at most, as Rotating's prefill keeps), and their most.
+func (c *Batched) kept() ([]int, int) {
+	k := make([]int, len(c.held))
+	most := 0
+	for r, h := range c.held {
+		k[r] = min(h, c.window-1)
+		most = max(most, k[r])
 	}
-	size := k + n
+	return k, most
+}
+
+// concat is a window batch's step of n > 1 positions: each row keeps its
+// newest window-1 entries and appends the step's, in temporal order from
+// slot 0 (as its own cache's prefill does), so that each new position sees
+// a window of context. The buffer may then be longer than the window until
+// the next step of one position cuts it back.
+func (c *Batched) concat(g *mlx.Graph, upd []*mlx.Array, n int) KV {
+	B := len(c.rows)
+	k, K := c.kept()
+	L := c.s.length()
+	src := upd
+	if L > 0 {
+		src = concatPos(g, c.s.arrs, upd)
+	}
+	T := K + n
+	idx := make([]int32, B*T)
+	for r := range B {
+		for j := range T {
+			switch {
+			case j < k[r]:
+				idx[r*T+j] = int32((c.start[r] + c.held[r] - k[r] + j) % c.ring())
+			case j < k[r]+n:
+				idx[r*T+j] = int32(L + j - k[r])
+			}
+		}
+	}
+	c.s.set(g, gather(g, src, idx, B, T))
 	for r := range c.held {
-		c.held[r] = min(c.held[r], k) + n
-		c.start[r] = size - c.held[r]
+		c.held[r], c.start[r] = k[r]+n, 0
 	}
 	return c.s.kv(c.s.arrs)
 }
@@ -680,31 +718,30 @@ func (c *Batched) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attenti
 		}
 		return mlx.MaskArray(mlx.FromSlice(g, m, B, 1, 1, p.size))
 	}
-	// In temporal order: k old columns kept (row r holds the newest old[r]
-	// of them), then the n new ones; query i at column k+i.
-	var k int
-	old := slices.Clone(c.held)
+	// Growing: the n new columns after the c.n old ones, row r's entries
+	// the newest held[r] of those (right-aligned). Window: row r's kept
+	// entries from column 0, its new ones right after (see concat).
+	S := c.n + n
+	first := make([]int, B) // row r's first column
+	at := make([]int, B)    // the column of row r's first query
 	if c.window == 0 {
-		k = c.n
+		for r := range B {
+			first[r], at[r] = c.n-c.held[r], c.n
+		}
 	} else {
 		if window <= 0 {
 			window = c.window
 		}
-		k = 0
-		if len(old) > 0 {
-			k = min(slices.Max(old), c.window-1)
-		}
-	}
-	S := k + n
-	for r := range old {
-		old[r] = min(old[r], k)
+		k, K := c.kept()
+		S = K + n
+		copy(at, k)
 	}
 	m := make([]bool, B*n*S)
 	for r := range B {
 		for i := range n {
-			q := k + i
+			q := at[r] + i
 			row := m[(r*n+i)*S : (r*n+i+1)*S]
-			for t := k - old[r]; t <= q; t++ {
+			for t := first[r]; t <= q; t++ {
 				if window > 0 && t <= q-window {
 					continue
 				}

@@ -131,40 +131,14 @@ func decodeBatched(t *testing.T, m nn.Model, opts kv.Options, prompts [][]int32,
 		rows[i] = append(rows[i], l)
 		per[i] = c
 	}
-	layers := len(per[0])
-	batch := make([]kv.Cache, layers)
-	g := mlx.NewGraph(nil)
-	for j := range layers {
-		col := make([]kv.Cache, B)
-		for i := range per {
-			col[i] = per[i][j]
-		}
-		b, err := kv.Merge(g, col)
-		if err != nil {
-			t.Fatal(err)
-		}
-		batch[j] = b
-	}
-	g.Close()
+	batch := merge(t, per)
 	defer freeAll(batch)
 	for s := 1; s < steps; s++ {
 		in := make([]int32, B)
 		for i := range in {
 			in[i] = toks[i][s-1]
 		}
-		g := mlx.NewGraph(nil)
-		logits := g.AsType(m.Forward(g, mlx.FromSlice(g, in, B, 1), batch), mlx.Float32)
-		if err := g.Eval(logits); err != nil {
-			t.Fatal(err)
-		}
-		v, err := logits.Float32s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.Close()
-		vocab := len(v) / B
-		for i := range B {
-			l := v[i*vocab : (i+1)*vocab]
+		for i, l := range stepRows(t, m, batch, in) {
 			toks[i] = append(toks[i], argmax(l))
 			rows[i] = append(rows[i], l)
 		}

@@ -161,7 +161,18 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 		{"llama", "sliding", kv.Options{}, 0},
 		{"mistral", "base", kv.Options{}, 0},
 		{"gemma2", "capped", kv.Options{}, 0},
-		{"gemma2", "defaults", kv.Options{}, 0}, // grouped heads, written-out attention
+		{"gemma2", "defaults", kv.Options{}, 0},    // grouped heads, written-out attention
+		{"llama", "rope_dynamic", kv.Options{}, 0}, // a rope whose base follows each row's length
+		{"llama", "rope_yarn", kv.Options{}, 0},
+		{"phi3", "longrope_partial", kv.Options{}, 0},
+		{"smollm3", "nope_interval", kv.Options{}, 0}, // layers without positions
+		{"starcoder2", "base", kv.Options{}, 0},
+		{"olmo2", "base", kv.Options{}, 0},
+		{"gemma", "base", kv.Options{}, 0},
+		{"glm4", "base", kv.Options{}, 0},
+		{"granite", "base", kv.Options{}, 0},
+		{"qwen2", "base", kv.Options{}, 0},
+		{"qwen3", "base", kv.Options{}, 0},
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}, 0},
 		{"llama", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
 		{"mistral", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},

@@ -237,9 +237,8 @@ func (c *Batched) extend(g *mlx.Graph, other *Batched) error {
 	if c.s.broken != nil || other.s.broken != nil {
 		return fmt.Errorf("batching a cache that is unusable after a failed step")
 	}
-	if c.quant != other.quant {
-		return fmt.Errorf("batching caches quantized differently (%d and %d bits, group sizes %d and %d, from offsets %d and %d)",
-			c.quant.Bits, other.quant.Bits, c.quant.GroupSize, other.quant.GroupSize, c.quant.Start, other.quant.Start)
+	if !c.quant.same(other.quant) {
+		return fmt.Errorf("batching caches quantized differently (%s and %s)", c.quant, other.quant)
 	}
 	a, b := c.layout(g), other.layout(g)
 	bits, group := c.s.bits, c.s.group
@@ -362,6 +361,19 @@ func (c *Batched) temporal(g *mlx.Graph) []*mlx.Array {
 		out[i] = g.TakeAlongAxis(a, g.BroadcastTo(at, sh[0], sh[1], T, sh[3]), 2)
 	}
 	return out
+}
+
+// same reports whether q and o quantize alike (any two dense ones do).
+func (q Quantization) same(o Quantization) bool {
+	return q.Bits == o.Bits && (q.Bits == 0 || (q.group() == o.group() && q.Start == o.Start))
+}
+
+// String says how q quantizes, for messages.
+func (q Quantization) String() string {
+	if q.Bits == 0 {
+		return "dense"
+	}
+	return fmt.Sprintf("%d bits in groups of %d from offset %d", q.Bits, q.group(), q.Start)
 }
 
 // encodeAll quantizes dense arrays {keys, values}.

@@ -403,7 +403,7 @@ func TestBatchedErrors(t *testing.T) {
 		{nil, "kv: merging no caches"},
 		{[]kv.Cache{kv.NewRotating(8, 4)}, "kv: cache 0: a rotating cache that pins its first 4 positions cannot be batched"},
 		{[]kv.Cache{plain[0], kv.NewRotating(8, 0)}, "kv: cache 1: batching a cache of window 0 (0: growing) with one of window 8"},
-		{[]kv.Cache{plain[0], kv.NewQuantized(4, 32)}, "kv: cache 1: batching caches quantized differently (0 and 4 bits, group sizes 0 and 32, from offsets 0 and 0)"},
+		{[]kv.Cache{plain[0], kv.NewQuantized(4, 32)}, "kv: cache 1: batching caches quantized differently (dense and 4 bits in groups of 32 from offset 0)"},
 		{[]kv.Cache{other{plain[0]}}, "kv: cache 0: a kv_test.other cannot be batched (Plain and Rotating caches can)"},
 	} {
 		if _, err := kv.Merge(g, c.caches); err == nil || err.Error() != c.want {

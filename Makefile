@@ -38,9 +38,11 @@ test: setup models refs-check parity-models
 	$(GO) test -count=1 ./...
 	$(MAKE) -s race
 
-# One loaded model generating in several goroutines, under the race detector.
+# One loaded model generating in several goroutines, and the batching
+# engine taking requests from several, under the race detector.
 race: setup-mlx
 	$(GO) test -race -count=1 -run '^TestConcurrentGeneration$$' ./generate/
+	$(GO) test -race -count=1 -run '^(TestJoinAndLeave|TestCancelFreesSlot)$$' ./generate/batch/
 
 # Each fuzz target for FUZZTIME (the seed corpora alone run in make test).
 FUZZTIME ?= 60s

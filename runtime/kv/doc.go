@@ -40,6 +40,21 @@
 // hand uses Scores, MaskScores and Mix, which take both kinds and handle
 // grouped-query heads.
 //
+// # Batches
+//
+// Batched holds one layer's keys and values for several sequences of
+// different lengths, as mlx-lm's BatchKVCache and BatchRotatingKVCache do:
+// rows right-aligned and left-padded, an offset per row, and masks that hide
+// each row's padding. Sequences join by Merge (their own caches, after their
+// prompts) and Extend, and leave by Filter, between steps. A batched cache's
+// Mask binds the rows' offsets to the step's graph (RowOffsets), and the
+// ropes of runtime/nn rotate each row from its own position, so a generated
+// forward pass runs a batch unchanged. A window batch keeps each row's ring
+// where the row's own cache keeps it, so a row's logits are those it gets
+// alone, bit for bit, as long as the model's kernels round a row alike
+// however many rows they multiply (runtime/mlx's float32 quantized kernel
+// takes another path past two rows, a rounding apart).
+//
 // # Lifetimes and writing in place
 //
 // A cache owns its arrays across graphs and releases the handle of every

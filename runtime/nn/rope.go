@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 )
 
@@ -294,7 +295,33 @@ func RopeOrNone(use bool, r Rope) Rope {
 type plainRope struct{ r mlx.RoPE }
 
 func (p *plainRope) Apply(g *mlx.Graph, x *mlx.Array, offset int) *mlx.Array {
+	if at := rowOffsets(g, x, offset); at != nil {
+		return g.RoPEAt(x, &p.r, at)
+	}
 	return g.RoPE(x, &p.r, offset)
+}
+
+// rowOffsets is the per-row offsets [B] of a batch that g steps (see
+// kv.RowOffsets), when they are not all offset; nil otherwise.
+func rowOffsets(g *mlx.Graph, x *mlx.Array, offset int) *mlx.Array {
+	rows := kv.RowOffsets(g)
+	if rows == nil {
+		return nil
+	}
+	if x.Ndim() != 4 || x.Dim(0) != len(rows) {
+		g.Failf("nn: rope of %s in a step of a batch of %d rows", x, len(rows))
+		return nil
+	}
+	same := true
+	at := make([]int32, len(rows))
+	for i, r := range rows {
+		at[i] = int32(r)
+		same = same && r == offset
+	}
+	if same {
+		return nil
+	}
+	return mlx.FromSlice(g, at, len(at))
 }
 
 // freqRope is fast.rope from a frequency table, after multiplying the
@@ -307,6 +334,9 @@ type freqRope struct {
 func (f *freqRope) Apply(g *mlx.Graph, x *mlx.Array, offset int) *mlx.Array {
 	if f.mscale != 1 {
 		x = scaleLeading(g, x, f.r.Dims, f.mscale)
+	}
+	if at := rowOffsets(g, x, offset); at != nil {
+		return g.RoPEAt(x, &f.r, at)
 	}
 	return g.RoPE(x, &f.r, offset)
 }
@@ -334,6 +364,21 @@ type dynamicRope struct {
 }
 
 func (d *dynamicRope) Apply(g *mlx.Graph, x *mlx.Array, offset int) *mlx.Array {
+	if rows := kv.RowOffsets(g); rows != nil && rowOffsets(g, x, offset) != nil {
+		// Each row's base depends on its own length: one row at a time.
+		parts := make([]*mlx.Array, len(rows))
+		for i, r := range rows {
+			sh := x.Shape()
+			start, stop := make([]int, len(sh)), slices.Clone(sh)
+			start[0], stop[0] = i, i+1
+			parts[i] = d.apply(g, g.Slice(x, start, stop), r)
+		}
+		return g.Concatenate(0, parts...)
+	}
+	return d.apply(g, x, offset)
+}
+
+func (d *dynamicRope) apply(g *mlx.Graph, x *mlx.Array, offset int) *mlx.Array {
 	seq := max(x.Dim(-2)+offset, d.maxPositions)
 	base := d.base * math.Pow(d.factor*float64(seq)/float64(d.maxPositions)-(d.factor-1),
 		float64(d.dims)/float64(d.dims-2))

@@ -404,3 +404,10 @@ func CacheOptions(t *testing.T, arch nn.Arch, config string) {
 	}
 	checkFinite(t, "past the bound", got[bound*vocab:])
 }
+
+// Model is a random checkpoint of arch for config (values from seed),
+// written in float32 and loaded.
+func Model(t testing.TB, arch nn.Arch, config []byte, seed uint64) nn.Model {
+	t.Helper()
+	return load(t, arch, Random(t, arch, config, seed), mlx.Float32, false, nn.Options{})
+}

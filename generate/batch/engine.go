@@ -1,0 +1,942 @@
+// Package batch runs many generations on one model at once by continuous
+// batching, as mlx-lm's BatchGenerator does: each step is one forward pass
+// over every active sequence, with ragged lengths held in batched caches
+// (kv.Batched: left padding, per-row offsets and masks). Requests join the
+// running batch and leave it between steps: a new request's prompt is
+// processed on its own, in chunks between the batch's steps (after the
+// longest prefix an earlier request left in the PromptCache), its caches
+// are merged into the batch, and a finished, cancelled or failed sequence
+// is filtered out. At most MaxBatch sequences decode or process their
+// prompts at once; the rest wait in order.
+//
+// Batching does not change what a sequence gets: its prompt runs as it
+// would alone, and a batched step gives each row the logits it would get
+// alone, bit for bit (see kv's doc on batches for the kernel that rounds
+// differently), so greedy tokens and seeded draws are those of
+// generate.Tokens.
+//
+// Each request's events arrive on its own channel, one per token, then a
+// last one with the finish reason and counts (see the example).
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/archgen/archgen/generate"
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// Model is what the engine needs of a generated model (every nn.Model).
+type Model interface {
+	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
+	NewCachesWith(opts kv.Options) ([]kv.Cache, error)
+	Info() nn.Info
+}
+
+// Options configure an engine.
+type Options struct {
+	// MaxBatch is how many sequences decode at once (default 8).
+	MaxBatch int
+	// PrefillStep is how many prompt tokens go through the model at once
+	// (default 2048).
+	PrefillStep int
+	// Cache chooses each sequence's caches (its quantization, say). A bound
+	// by MaxKVSize pins positions, which a batch cannot hold: it is refused.
+	// A KV quantization that starts past offset 0 quantizes the whole batch
+	// once its longest row reaches the start, so a shorter row's keys and
+	// values are quantized earlier than they would be alone (and its tokens
+	// may differ); from offset 0 every row is quantized as alone.
+	Cache kv.Options
+	// PromptCacheBytes > 0 keeps the caches of finished requests, up to that
+	// many bytes, for later prompts that start the same way.
+	PromptCacheBytes int64
+	// Stream runs the computation (the default stream when nil).
+	Stream *mlx.Stream
+}
+
+// Request is one generation.
+type Request struct {
+	Prompt   []int32 // token ids, at least one
+	Sampling generate.Sampling
+	// MaxTokens bounds the tokens generated (default 256).
+	MaxTokens int
+	// StopTokens end the generation when drawn; a stop token is not sent.
+	StopTokens []int32
+	// Logprobs asks for each token's log-probability, and TopLogprobs
+	// (0 to MaxTopLogprobs) for that many of the most likely alternatives.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// MaxTopLogprobs is the most alternatives a request may ask for per token.
+const MaxTopLogprobs = 20
+
+// TokenLogprob is a token and its log-probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Event is what a request's stream delivers: one event per generated token,
+// then a last one with Done set.
+type Event struct {
+	Token       int32
+	Logprob     float32        // when the request asked for logprobs
+	TopLogprobs []TokenLogprob // most likely first
+
+	Done   bool
+	Finish generate.Finish // on the last event
+	// Err is set on the last event when the generation did not end by a
+	// stop token or MaxTokens: the context's error when it was cancelled
+	// (Finish cancelled), or what failed.
+	Err error
+	// On the last event: the prompt's tokens, those of them taken from the
+	// prompt cache, and the tokens generated (a stop token not counted).
+	PromptTokens, CachedTokens, Tokens int
+	// On the last event: from Submit to the first token (waiting for room
+	// and the prompt included; 0 when none came), and to the end.
+	FirstTokenDelay, Duration time.Duration
+}
+
+// Stats are an engine's counters.
+type Stats struct {
+	Active         int   // rows decoding
+	Prefilling     int   // prompts under way
+	Queued         int   // waiting for room in the batch
+	Requests       int64 // finished, in all
+	PromptTokens   int64 // processed by the model (cached ones not counted)
+	Generated      int64
+	Steps          int64         // batched steps
+	StepTime       time.Duration // in batched steps, in all
+	MaxActive      int           // the most sequences one step has run
+	PromptCache    PromptCacheStats
+	HasPromptCache bool
+	ActiveMemory   uint64
+	PeakMemory     uint64
+	CacheBytes     int64 // the batch's caches
+}
+
+// ErrClosed is Submit's error once the engine is closing.
+var ErrClosed = errors.New("batch: the engine is closed")
+
+// Engine runs requests on one model in a loop of its own.
+type Engine struct {
+	m     Model
+	opts  Options
+	vocab int
+	pc    *PromptCache
+
+	mu      sync.Mutex
+	queue   []*seq
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+	stats   Stats
+	active  []*seq     // decoding, owned by the loop
+	pending []*seq     // prompts under way, owned by the loop
+	batch   []kv.Cache // the batch's per-layer caches (kv.Batched), owned by the loop
+	layers  int
+	stepped int
+}
+
+// New starts an engine on m.
+func New(m Model, opts Options) (*Engine, error) {
+	e, err := newEngine(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	go e.loop()
+	return e, nil
+}
+
+// newEngine is an engine whose loop has not started.
+func newEngine(m Model, opts Options) (*Engine, error) {
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = 8
+	}
+	if opts.MaxBatch < 0 {
+		return nil, fmt.Errorf("batch: max batch %d must be positive", opts.MaxBatch)
+	}
+	if opts.PrefillStep <= 0 {
+		opts.PrefillStep = 2048
+	}
+	if opts.PromptCacheBytes < 0 {
+		return nil, fmt.Errorf("batch: prompt cache bytes %d must be >= 0", opts.PromptCacheBytes)
+	}
+	if opts.Cache.MaxKVSize > 0 {
+		return nil, fmt.Errorf("batch: a max KV size pins the first %d positions of each cache, which a batch cannot hold", kv.MaxKVKeep)
+	}
+	caches, err := m.NewCachesWith(opts.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("batch: %w", err)
+	}
+	layers := len(caches)
+	freeCaches(caches)
+	e := &Engine{m: m, opts: opts, vocab: m.Info().VocabSize, layers: layers,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if opts.PromptCacheBytes > 0 {
+		e.pc = NewPromptCache(opts.PromptCacheBytes)
+	}
+	return e, nil
+}
+
+// PromptCache is the engine's prompt cache (nil without one).
+func (e *Engine) PromptCache() *PromptCache { return e.pc }
+
+// Submit checks r and queues it. The stream delivers its events and is
+// closed after the last; ctx cancels it, which frees its place in the batch
+// at the next step.
+func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
+	if err := e.check(&r); err != nil {
+		return nil, err
+	}
+	s := &seq{req: r, ctx: ctx, out: newStream(ctx), submitted: time.Now()}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e.queue = append(e.queue, s)
+	e.mu.Unlock()
+	e.poke()
+	return s.out.ch, nil
+}
+
+// check validates a request, naming the field at fault.
+func (e *Engine) check(r *Request) error {
+	if len(r.Prompt) == 0 {
+		return errors.New("batch: prompt: empty; at least one token is needed")
+	}
+	for i, t := range r.Prompt {
+		if t < 0 || int(t) >= e.vocab {
+			return fmt.Errorf("batch: prompt: token %d (position %d) is outside the vocabulary of %d", t, i, e.vocab)
+		}
+	}
+	if err := r.Sampling.Check(e.vocab); err != nil {
+		return fmt.Errorf("batch: sampling: %w", err)
+	}
+	if r.MaxTokens == 0 {
+		r.MaxTokens = 256
+	}
+	if r.MaxTokens < 0 {
+		return fmt.Errorf("batch: max tokens %d must be positive", r.MaxTokens)
+	}
+	if r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs || r.TopLogprobs >= e.vocab {
+		return fmt.Errorf("batch: top logprobs %d must be in [0, %d]", r.TopLogprobs, min(MaxTopLogprobs, e.vocab-1))
+	}
+	if r.TopLogprobs > 0 && !r.Logprobs {
+		return fmt.Errorf("batch: top logprobs %d asked without logprobs", r.TopLogprobs)
+	}
+	return nil
+}
+
+// Close stops taking requests, lets the queued and running ones end, and
+// returns when the loop has stopped and released what it held.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.poke()
+	<-e.done
+}
+
+// Stats are the counters now.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	st := e.stats
+	st.Queued = len(e.queue)
+	e.mu.Unlock()
+	if e.pc != nil {
+		st.PromptCache, st.HasPromptCache = e.pc.Stats(), true
+	}
+	st.ActiveMemory, st.PeakMemory = mlx.ActiveMemory(), mlx.PeakMemory()
+	return st
+}
+
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// seq is one request in the engine.
+type seq struct {
+	req                   Request
+	ctx                   context.Context
+	out                   *stream
+	sampler               *generate.Sampler
+	stop                  map[int32]bool
+	fed                   []int32    // the tokens its caches hold
+	last                  int32      // the token to feed next
+	caches                []kv.Cache // its own, while its prompt runs
+	rest                  []int32    // prompt tokens still to run
+	tokens                int
+	cached                int
+	done                  bool
+	submitted, firstToken time.Time
+}
+
+// ---- the loop ----
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	defer e.release()
+	for {
+		e.guard(e.admit)
+		if len(e.active) > 0 || len(e.pending) > 0 {
+			e.guard(e.step)
+			continue
+		}
+		e.mu.Lock()
+		idle := len(e.queue) == 0
+		closed := e.closed
+		e.mu.Unlock()
+		if idle && closed {
+			return
+		}
+		if idle {
+			<-e.wake
+		}
+	}
+}
+
+// guard runs f, turning a panic (a fault of the engine or the model) into
+// the error of every request in the batch or under way, so that the process
+// and the later requests go on.
+func (e *Engine) guard(f func()) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		err := fmt.Errorf("batch: internal error: %v", p)
+		for _, s := range e.pending {
+			freeCaches(s.caches)
+			s.caches = nil
+			e.finish(s, generate.FinishCancelled, err)
+		}
+		e.pending = nil
+		e.failAll(err)
+	}()
+	f()
+}
+
+// release frees what the loop holds once it stops.
+func (e *Engine) release() {
+	for _, s := range e.pending {
+		freeCaches(s.caches)
+	}
+	freeCaches(e.batch)
+	e.batch = nil
+	if e.pc != nil {
+		e.pc.Clear()
+	}
+	mlx.ClearCache()
+}
+
+// admit moves queued requests toward the batch while there is room (the
+// decoding rows and those whose prompts are under way count against
+// MaxBatch), and runs prompt chunks, at least one and about PrefillStep
+// tokens in all, between two decode steps: a long prompt does not stall the
+// batch for longer than a chunk. Each prompt runs alone, in the chunks
+// generate.Tokens makes; when its last token has given the first draw, the
+// sequence's caches join the batch.
+func (e *Engine) admit() {
+	e.mu.Lock()
+	var cancelled []*seq
+	queue := e.queue[:0]
+	for _, s := range e.queue {
+		if s.ctx.Err() != nil {
+			cancelled = append(cancelled, s)
+		} else {
+			queue = append(queue, s)
+		}
+	}
+	e.queue = queue
+	e.mu.Unlock()
+	for _, s := range cancelled {
+		e.finish(s, generate.FinishCancelled, s.ctx.Err())
+	}
+	for len(e.active)+len(e.pending) < e.opts.MaxBatch {
+		e.mu.Lock()
+		if len(e.queue) == 0 {
+			e.mu.Unlock()
+			break
+		}
+		s := e.queue[0]
+		e.queue = e.queue[1:]
+		e.mu.Unlock()
+		if err := e.start(s); err != nil {
+			e.finish(s, generate.FinishCancelled, err)
+			continue
+		}
+		e.pending = append(e.pending, s)
+	}
+	var joined []*seq
+	budget := e.opts.PrefillStep
+	for len(e.pending) > 0 {
+		s := e.pending[0]
+		if err := s.ctx.Err(); err != nil {
+			e.drop(s, err)
+			continue
+		}
+		if len(s.rest) > 1 {
+			n := min(e.opts.PrefillStep, len(s.rest)-1)
+			if n > budget && budget < e.opts.PrefillStep {
+				break // the next chunk waits for the next step
+			}
+			if err := e.prefillChunk(s.caches, s.rest[:n]); err != nil {
+				e.drop(s, err)
+				continue
+			}
+			s.rest = s.rest[n:]
+			budget -= n
+			continue
+		}
+		if err := e.first(s); err != nil {
+			e.drop(s, err)
+			continue
+		}
+		e.pending = e.pending[1:]
+		budget--
+		if s.done {
+			freeCaches(s.caches)
+			s.caches = nil
+			continue
+		}
+		joined = append(joined, s)
+	}
+	e.setCounts()
+	if len(joined) == 0 {
+		return
+	}
+	joining := make([][]kv.Cache, len(joined))
+	for i, s := range joined {
+		joining[i] = s.caches
+	}
+	defer func() {
+		for _, s := range joined {
+			freeCaches(s.caches)
+			s.caches = nil
+		}
+	}()
+	g := mlx.NewGraph(e.opts.Stream)
+	defer g.Close()
+	merged, err := e.join(g, joining)
+	if err != nil {
+		for _, s := range joined {
+			e.finish(s, generate.FinishCancelled, fmt.Errorf("batch: joining the batch: %w", err))
+		}
+		e.failAll(fmt.Errorf("batch: joining the batch: %w", err))
+		return
+	}
+	e.batch = merged
+	e.active = append(e.active, joined...)
+	e.setCounts()
+}
+
+// drop ends the first pending sequence with err.
+func (e *Engine) drop(s *seq, err error) {
+	e.pending = e.pending[1:]
+	freeCaches(s.caches)
+	s.caches = nil
+	e.finish(s, generate.FinishCancelled, err)
+}
+
+// setCounts publishes the sizes of the batch and of the prompts under way.
+func (e *Engine) setCounts() {
+	e.mu.Lock()
+	e.stats.Active, e.stats.Prefilling = len(e.active), len(e.pending)
+	e.stats.CacheBytes = cacheBytes(e.batch)
+	e.mu.Unlock()
+}
+
+// join merges the caches of joining sequences (one list per sequence) into
+// a batch, after the rows of the running one: the batch's new caches.
+func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
+	merged := make([]kv.Cache, 0, e.layers)
+	for j := range e.layers {
+		col := make([]kv.Cache, len(joining))
+		for i, c := range joining {
+			col[i] = c[j]
+		}
+		b, err := kv.Merge(g, col)
+		if err != nil {
+			freeCaches(merged)
+			return nil, err
+		}
+		merged = append(merged, b)
+	}
+	if e.batch != nil {
+		for j := range e.layers {
+			if err := e.batch[j].(*kv.Batched).Extend(g, merged[j].(*kv.Batched)); err != nil {
+				freeCaches(merged)
+				return nil, err
+			}
+		}
+		freeCaches(merged)
+		merged = e.batch
+	}
+	if err := evalCaches(merged); err != nil {
+		if e.batch == nil {
+			freeCaches(merged)
+		}
+		return nil, err
+	}
+	return merged, nil
+}
+
+// start readies s's prompt: caches after the longest cached prefix (or
+// fresh ones), the tokens still to run, its sampler.
+func (e *Engine) start(s *seq) error {
+	prompt := s.req.Prompt
+	if e.pc != nil {
+		g := mlx.NewGraph(e.opts.Stream)
+		c, n, err := e.pc.Lookup(g, prompt)
+		g.Close()
+		if err != nil {
+			return err
+		}
+		s.caches, s.cached = c, n
+	}
+	if s.caches == nil {
+		var err error
+		if s.caches, err = e.m.NewCachesWith(e.opts.Cache); err != nil {
+			return err
+		}
+	}
+	s.rest = prompt[s.cached:]
+	s.sampler = generate.NewSampler(s.req.Sampling)
+	s.stop = map[int32]bool{}
+	for _, t := range s.req.StopTokens {
+		s.stop[t] = true
+	}
+	e.count(func(st *Stats) { st.PromptTokens += int64(len(prompt) - s.cached) })
+	return nil
+}
+
+// first runs the prompt's last token (s.rest), draws the first token and
+// sends it; the caches then hold the whole prompt, and a copy goes to the
+// prompt cache.
+func (e *Engine) first(s *seq) error {
+	prompt := s.req.Prompt
+	s.fed = slices.Clone(prompt)
+	g := mlx.NewGraph(e.opts.Stream)
+	defer g.Close()
+	x := mlx.FromSlice(g, s.rest, 1, len(s.rest))
+	logits := e.m.Forward(g, x, s.caches)
+	v := logits.Dim(-1)
+	l := x.Dim(1)
+	logits = g.Reshape(g.Slice(logits, []int{0, l - 1, 0}, []int{1, l, v}), 1, v)
+	pick, lp := e.draw(g, s, logits)
+	outs := append([]*mlx.Array{pick}, cacheArrays(s.caches)...)
+	if lp != nil {
+		outs = append(outs, lp)
+	}
+	if err := g.Err(); err != nil {
+		return fmt.Errorf("batch: prompt: %w", err)
+	}
+	if err := g.Eval(outs...); err != nil {
+		return fmt.Errorf("batch: prompt: %w", err)
+	}
+	if e.pc != nil {
+		e.remember(g, s.fed, s.caches)
+	}
+	tok, err := pick.Int32s()
+	var vals []float32
+	if err == nil && lp != nil {
+		vals, err = lp.Float32s()
+	}
+	if err != nil {
+		return err
+	}
+	g.Close()
+	s.rest = nil
+	e.emit(s, tok[0], vals)
+	return nil
+}
+
+// prefillChunk runs tokens into caches, for their keys and values only.
+func (e *Engine) prefillChunk(caches []kv.Cache, tokens []int32) error {
+	g := mlx.NewGraph(e.opts.Stream)
+	defer g.Close()
+	x := mlx.FromSlice(g, tokens, 1, len(tokens))
+	e.m.Forward(g, x, caches)
+	outs := cacheArrays(caches)
+	if err := g.Err(); err != nil {
+		return fmt.Errorf("batch: prompt: %w", err)
+	}
+	g.Close() // as generate does: MLX frees each activation once used
+	if err := mlx.Eval(outs...); err != nil {
+		return fmt.Errorf("batch: prompt: %w", err)
+	}
+	return nil
+}
+
+// remember puts copies of caches, holding tokens, in the prompt cache.
+func (e *Engine) remember(g *mlx.Graph, tokens []int32, caches []kv.Cache) {
+	cp := make([]kv.Cache, 0, len(caches))
+	for _, c := range caches {
+		x, err := kv.Clone(g, c)
+		if err != nil {
+			freeCaches(cp)
+			return
+		}
+		cp = append(cp, x)
+	}
+	if evalCaches(cp) != nil {
+		freeCaches(cp)
+		return
+	}
+	e.pc.Insert(tokens, cp)
+}
+
+// draw is s's next token from logits [1, V]: the penalty over its recent
+// tokens, log-probabilities, the sampler's pick ([1]); and the
+// log-probabilities when s asked for them.
+func (e *Engine) draw(g *mlx.Graph, s *seq, logits *mlx.Array) (*mlx.Array, *mlx.Array) {
+	if s.sampler.Penalizes() {
+		recent := s.fed[max(0, len(s.fed)-s.sampler.Context()):]
+		logits = s.sampler.Penalize(g, logits, mlx.FromSlice(g, recent, len(recent)))
+	}
+	logprobs := g.Subtract(logits, g.LogSumExp(logits, true, -1))
+	pick := g.AsType(s.sampler.Sample(g, logprobs), mlx.Int32)
+	if !s.req.Logprobs {
+		return pick, nil
+	}
+	return pick, g.AsType(logprobs, mlx.Float32)
+}
+
+// step runs one batched forward over the active sequences and hands each
+// its token; finished ones leave the batch.
+func (e *Engine) step() {
+	if len(e.active) == 0 {
+		return
+	}
+	// Cancelled requests leave before the step.
+	var keep []int
+	for i, s := range e.active {
+		if err := s.ctx.Err(); err != nil {
+			e.finish(s, generate.FinishCancelled, err)
+			continue
+		}
+		keep = append(keep, i)
+	}
+	if len(keep) < len(e.active) {
+		e.shrink(keep)
+		if len(e.active) == 0 {
+			return
+		}
+	}
+	start := time.Now()
+	B := len(e.active)
+	g := mlx.NewGraph(e.opts.Stream)
+	defer g.Close()
+	in := make([]int32, B)
+	for i, s := range e.active {
+		in[i] = s.last
+		s.fed = append(s.fed, s.last)
+	}
+	logits := e.m.Forward(g, mlx.FromSlice(g, in, B, 1), e.batch)
+	v := logits.Dim(-1)
+	logits = g.Reshape(logits, B, v)
+	picks := make([]*mlx.Array, B)
+	lps := make([]*mlx.Array, B)
+	outs := []*mlx.Array{}
+	for i, s := range e.active {
+		row := g.Slice(logits, []int{i, 0}, []int{i + 1, v})
+		picks[i], lps[i] = e.draw(g, s, row)
+		if lps[i] != nil {
+			outs = append(outs, lps[i])
+		}
+	}
+	all := g.Concatenate(0, picks...)
+	outs = append(outs, all)
+	if err := g.Err(); err != nil {
+		e.failAll(fmt.Errorf("batch: step: %w", err))
+		return
+	}
+	if err := g.Eval(outs...); err != nil {
+		e.failAll(fmt.Errorf("batch: step: %w", err))
+		return
+	}
+	toks, err := all.Int32s()
+	if err != nil {
+		e.failAll(fmt.Errorf("batch: step: %w", err))
+		return
+	}
+	vals := make([][]float32, B)
+	for i, lp := range lps {
+		if lp != nil {
+			if vals[i], err = lp.Float32s(); err != nil {
+				e.failAll(fmt.Errorf("batch: step: %w", err))
+				return
+			}
+		}
+	}
+	// The step's arrays go before the rows leave, so that an engine seen
+	// idle holds nothing of the step.
+	g.Close()
+	e.stepped++
+	e.count(func(st *Stats) {
+		st.Steps++
+		st.StepTime += time.Since(start)
+		st.MaxActive = max(st.MaxActive, B)
+	})
+	keep = keep[:0]
+	for i, s := range e.active {
+		e.emit(s, toks[i], vals[i])
+		if !s.done {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) < len(e.active) {
+		e.shrink(keep)
+	}
+	if e.stepped%256 == 0 {
+		mlx.ClearCache()
+	}
+}
+
+// emit hands s the token t (with its log-probabilities lp when asked
+// for): a stop token or the last allowed one finishes s.
+func (e *Engine) emit(s *seq, t int32, lp []float32) {
+	if s.stop[t] {
+		e.finish(s, generate.FinishStop, nil)
+		return
+	}
+	ev := Event{Token: t}
+	if lp != nil {
+		ev.Logprob = lp[t]
+		ev.TopLogprobs = top(lp, s.req.TopLogprobs)
+	}
+	s.tokens++
+	s.last = t
+	if s.tokens == 1 {
+		s.firstToken = time.Now()
+	}
+	s.out.send(ev)
+	e.count(func(st *Stats) { st.Generated++ })
+	if s.tokens >= s.req.MaxTokens {
+		e.finish(s, generate.FinishLength, nil)
+	}
+}
+
+// top is the k most likely tokens of logprobs, most likely first (the
+// lower id first among equals).
+func top(logprobs []float32, k int) []TokenLogprob {
+	if k == 0 {
+		return nil
+	}
+	idx := make([]int, len(logprobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return logprobs[idx[a]] > logprobs[idx[b]] })
+	out := make([]TokenLogprob, k)
+	for i := range out {
+		out[i] = TokenLogprob{Token: int32(idx[i]), Logprob: logprobs[idx[i]]}
+	}
+	return out
+}
+
+// finish sends s's last event.
+func (e *Engine) finish(s *seq, f generate.Finish, err error) {
+	if s.done {
+		return
+	}
+	s.done = true
+	if s.sampler != nil {
+		s.sampler.Free()
+	}
+	last := Event{Done: true, Finish: f, Err: err, PromptTokens: len(s.req.Prompt), CachedTokens: s.cached, Tokens: s.tokens,
+		Duration: time.Since(s.submitted)}
+	if !s.firstToken.IsZero() {
+		last.FirstTokenDelay = s.firstToken.Sub(s.submitted)
+	}
+	s.out.send(last)
+	s.out.close()
+	e.count(func(st *Stats) { st.Requests++ })
+}
+
+// shrink keeps the active rows keep (finished ones already told), putting
+// the caches of those that leave in the prompt cache.
+func (e *Engine) shrink(keep []int) {
+	g := mlx.NewGraph(e.opts.Stream)
+	defer g.Close()
+	if e.pc != nil {
+		kept := map[int]bool{}
+		for _, i := range keep {
+			kept[i] = true
+		}
+		for i, s := range e.active {
+			if kept[i] || len(s.fed) == 0 {
+				continue
+			}
+			caches := make([]kv.Cache, 0, e.layers)
+			ok := true
+			for _, c := range e.batch {
+				x, err := c.(*kv.Batched).Extract(g, i)
+				if err != nil {
+					ok = false
+					break
+				}
+				caches = append(caches, x)
+			}
+			if ok && evalCaches(caches) == nil {
+				e.pc.Insert(s.fed, caches)
+			} else {
+				freeCaches(caches)
+			}
+		}
+	}
+	active := make([]*seq, len(keep))
+	for j, i := range keep {
+		active[j] = e.active[i]
+	}
+	e.active = active
+	if len(keep) == 0 {
+		freeCaches(e.batch)
+		e.batch = nil
+		mlx.ClearCache()
+	} else {
+		for _, c := range e.batch {
+			if err := c.(*kv.Batched).Filter(g, keep); err != nil {
+				e.failAll(fmt.Errorf("batch: step: %w", err))
+				return
+			}
+		}
+		if err := evalCaches(e.batch); err != nil {
+			e.failAll(fmt.Errorf("batch: step: %w", err))
+			return
+		}
+	}
+	e.setCounts()
+}
+
+// failAll ends every active sequence with err and drops the batch.
+func (e *Engine) failAll(err error) {
+	for _, s := range e.active {
+		e.finish(s, generate.FinishCancelled, err)
+	}
+	e.active = nil
+	freeCaches(e.batch)
+	e.batch = nil
+	e.setCounts()
+}
+
+func (e *Engine) count(f func(*Stats)) {
+	e.mu.Lock()
+	f(&e.stats)
+	e.mu.Unlock()
+}
+
+func cacheArrays(caches []kv.Cache) []*mlx.Array {
+	var out []*mlx.Array
+	for _, c := range caches {
+		if s, ok := c.(interface{ State() []*mlx.Array }); ok {
+			out = append(out, s.State()...)
+		}
+	}
+	return out
+}
+
+func evalCaches(caches []kv.Cache) error {
+	if arrs := cacheArrays(caches); len(arrs) > 0 {
+		return mlx.Eval(arrs...)
+	}
+	return nil
+}
+
+func cacheBytes(caches []kv.Cache) int64 {
+	n := int64(0)
+	for _, c := range caches {
+		n += int64(c.Nbytes())
+	}
+	return n
+}
+
+// ---- streams ----
+
+// stream delivers a request's events in order without ever blocking the
+// engine: events queue until the receiver takes them. Once the request's
+// context has ended, token events the receiver has not taken are dropped
+// (the last event is kept), so a receiver that cancels need not drain the
+// channel.
+type stream struct {
+	ctx    context.Context
+	ch     chan Event
+	mu     sync.Mutex
+	queue  []Event
+	more   chan struct{}
+	closed bool
+}
+
+func newStream(ctx context.Context) *stream {
+	s := &stream{ctx: ctx, ch: make(chan Event, 1), more: make(chan struct{}, 1)}
+	go s.forward()
+	return s
+}
+
+func (s *stream) send(ev Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, ev)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *stream) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *stream) signal() {
+	select {
+	case s.more <- struct{}{}:
+	default:
+	}
+}
+
+// forward passes queued events on, closing ch after the last.
+func (s *stream) forward() {
+	defer close(s.ch)
+	for {
+		s.mu.Lock()
+		q, closed := s.queue, s.closed
+		s.queue = nil
+		s.mu.Unlock()
+		for _, ev := range q {
+			if ev.Done && s.ctx.Err() != nil {
+				// The last event always fits: drop a token the
+				// receiver has not taken from the buffer instead.
+				select {
+				case <-s.ch:
+				default:
+				}
+				s.ch <- ev
+				continue
+			}
+			select {
+			case s.ch <- ev:
+			case <-s.ctx.Done():
+			}
+		}
+		if closed && len(q) == 0 {
+			return
+		}
+		if len(q) == 0 {
+			<-s.more
+		}
+	}
+}

@@ -308,3 +308,25 @@ func (s *Sliding) masks(maskArray bool) ([]jen.Code, jen.Code) {
 		),
 	}, jen.Id("masks").Index(stack.Index(jen.Id("i")).Dot(s.mask.name))
 }
+
+// shard splits attention by heads: q, k and v (all-to-sharded) give each
+// process its heads, o (sharded-to-all) sums their outputs; the head and
+// KV head counts are divided.
+func (at *Attention) shard(p *ShardPlan, a *Arch) {
+	switch {
+	case at.FusedQKV:
+		p.refuse("its fused %s.%s holds q, k and v parts of unequal sizes (%s heads of queries, %s of keys and of values), which a plan's equal parts cannot split",
+			at.Name, at.Projs[0].Name, at.Heads.Text, at.KVHeads.Text)
+		return
+	case at.QKNorm == "full_width":
+		p.refuse("its %s.%s and %s.%s norms span the width of all heads, which no process holds", at.Name, at.qNormName, at.Name, at.kNormName)
+		return
+	}
+	p.count(a, at.Heads, "structure.attention.heads")
+	p.count(a, at.KVHeads, "structure.attention.kv_heads")
+	last := len(at.Projs) - 1
+	for _, pr := range at.Projs[:last] {
+		p.tag(at.Name, pr, AllToSharded, 1)
+	}
+	p.tag(at.Name, at.Projs[last], ShardedToAll, 1)
+}

@@ -47,6 +47,7 @@ type Arch struct {
 	GGUF    *GGUF // nil: no GGUF support
 
 	derivationOrder []string
+	values          []*Value // every expression, in the order compiled
 }
 
 // Key is one config.json key the architecture reads.
@@ -89,6 +90,7 @@ type Value struct {
 	lit   any
 	isLit bool
 	refs  []string
+	path  string // its key path in the descriptor
 }
 
 // Code spells the value in Go.
@@ -334,7 +336,8 @@ func (b *builder) value(f F[Expr], path string, want Type, sc *scope) (*Value, e
 			return nil, errAt(pos, path, "%q is %s, want %s", f.V.Text, t.t, want)
 		}
 	}
-	v := &Value{Text: f.V.Text, Type: want, Pos: pos, code: t.code, refs: t.refs}
+	v := &Value{Text: f.V.Text, Type: want, Pos: pos, code: t.code, refs: t.refs, path: path}
+	b.a.values = append(b.a.values, v)
 	if lit, ok := literalOf(f.V.Text); ok {
 		v.lit, v.isLit = lit, true
 		if want == TFloat {

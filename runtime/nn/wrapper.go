@@ -126,5 +126,8 @@ func (c *Catalog) loadWrapped(dir string, w *Wrapper, data []byte, opts Options)
 		}
 		return n, keep
 	}
+	if err := a.plan(dir, &opts); err != nil {
+		return nil, err
+	}
 	return a.Load(dir, opts)
 }

@@ -104,3 +104,55 @@ func TestShardPlans(t *testing.T) {
 		t.Errorf("only %d of %d architectures have a plan", planned, len(s.Archs))
 	}
 }
+
+// TestShardPlanRefusals: the plans base's components give, and the exact
+// reason of each architecture they cannot split.
+func TestShardPlanRefusals(t *testing.T) {
+	attn := func(lines string) string {
+		return strings.Replace(base, "  mlp:\n", "  attention:\n"+lines+"  mlp:\n", 1)
+	}
+	for _, c := range []struct {
+		name, desc string
+		want       string // the refusal, "" for a plan
+		parts      map[string]int
+	}{
+		{"separate projections", base, "", map[string]int{}},
+		{"fused gate_up", strings.Replace(base, "kind: swiglu", "kind: fused_swiglu", 1), "", map[string]int{"mlp.gate_up_proj": 2}},
+		{"fused qkv", attn("    fused_qkv: true\n"),
+			"its fused self_attn.qkv_proj holds q, k and v parts of unequal sizes (num_attention_heads heads of queries, num_key_value_heads of keys and of values), which a plan's equal parts cannot split", nil},
+		{"q and k norms over all heads", attn("    qk_norm: full_width\n"),
+			"its self_attn.q_norm and self_attn.k_norm norms span the width of all heads, which no process holds", nil},
+		{"a head count that is no config key", attn("    heads: \"num_key_value_heads * 2\"\n"),
+			`structure.attention.heads is "num_key_value_heads * 2", not a config key the group size can divide`, nil},
+		{"a value the build computes from a count", attn("    head_dim: \"hidden_size // num_attention_heads\"\n"),
+			`structure.attention.head_dim ("hidden_size // num_attention_heads") reads num_attention_heads, which the group size divides`, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.desc)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := s.Arch("a").ShardPlan()
+			if p.Refused != c.want {
+				t.Fatalf("refused %q, want %q", p.Refused, c.want)
+			}
+			if c.want != "" {
+				if len(p.Linears) != 0 || len(p.Counts) != 0 {
+					t.Errorf("a refused plan splits %v, divides %v", p.Linears, p.Counts)
+				}
+				return
+			}
+			up := map[string]ShardRole{"self_attn.q_proj": AllToSharded, "self_attn.k_proj": AllToSharded, "self_attn.v_proj": AllToSharded,
+				"self_attn.o_proj": ShardedToAll, "mlp.down_proj": ShardedToAll}
+			if len(c.parts) > 0 {
+				up["mlp.gate_up_proj"] = AllToSharded
+			} else {
+				up["mlp.gate_proj"], up["mlp.up_proj"] = AllToSharded, AllToSharded
+			}
+			if !reflect.DeepEqual(p.Linears, up) || !reflect.DeepEqual(p.Parts, c.parts) ||
+				!reflect.DeepEqual(p.Counts, []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"}) {
+				t.Errorf("plan %+v, want linears %v, parts %v", p, up, c.parts)
+			}
+		})
+	}
+}

@@ -72,7 +72,7 @@ def case_seed(case: Case) -> int:
 def case_prompt(case: Case):
     """A fixed token sequence per case, drawn from the case's seed."""
     rng = np.random.default_rng([case_seed(case), 0])
-    vocab = case.config["vocab_size"]
+    vocab = case.config.get("text_config", case.config)["vocab_size"]
     return [int(t) for t in rng.integers(3, vocab, size=PROMPT_LEN)]
 
 

@@ -7,17 +7,26 @@
 package registry
 
 import (
+	"github.com/archgen/archgen/generated/ernie4_5"
+	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
+	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/granite"
+	"github.com/archgen/archgen/generated/helium"
+	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
+	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/phi3"
+	"github.com/archgen/archgen/generated/pixtral"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen3"
+	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
 	"github.com/archgen/archgen/generated/starcoder2"
+	"github.com/archgen/archgen/generated/telechat3"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -29,17 +38,26 @@ type Model = nn.Model
 // speculative-decoding drafters, which never run alone.
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
+		ernie4_5.Arch,
+		exaone.Arch,
 		gemma.Arch,
 		gemma2.Arch,
+		glm.Arch,
 		glm4.Arch,
 		granite.Arch,
+		helium.Arch,
+		internlm3.Arch,
 		llama.Arch,
+		mimo.Arch,
 		olmo2.Arch,
 		phi3.Arch,
+		pixtral.Arch,
 		qwen2.Arch,
 		qwen3.Arch,
+		seed_oss.Arch,
 		smollm3.Arch,
 		starcoder2.Arch,
+		telechat3.Arch,
 	},
 	map[string]string{
 		"deepseek_v41_text": "deepseek_v41",

@@ -104,6 +104,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "num_key_value_heads", c.NumKeyValueHeads, 1)
 	nn.Min(r, "num_layers", c.NumLayers, 1)
+	nn.LayerCount(r, "num_layers", c.NumLayers)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
@@ -115,7 +116,6 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
-	r.Check(c.NumAttentionHeads*c.HeadDim == c.HiddenSize, "head_dim", "times num_attention_heads must equal hidden_size (mlx-lm reshapes the attention output to hidden_size)")
 	var ropeErr error
 	c.RopeScaling, ropeErr = nn.CheckRopeScaling(nn.RopeScaled, c.RopeScaling, c.MaxPositionEmbeddings)
 	r.Fail("rope_scaling", ropeErr)

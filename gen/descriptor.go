@@ -72,10 +72,13 @@ type NormKind string
 
 func (NormKind) values() []string { return []string{"rms", "rms_one_plus", "layer_norm"} }
 
-// QKNorm is a norm on queries and keys before the rope.
+// QKNorm is a norm on queries and keys: before the rope (per_head,
+// full_width) or after it (per_head_after_rope).
 type QKNorm string
 
-func (QKNorm) values() []string { return []string{"none", "per_head", "full_width"} }
+func (QKNorm) values() []string {
+	return []string{"none", "per_head", "full_width", "per_head_after_rope"}
+}
 
 // MLPKind is the feed-forward block.
 type MLPKind string

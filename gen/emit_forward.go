@@ -171,6 +171,9 @@ func emitAttention(f *jen.File, a *Arch) {
 			jen.Id("k").Op("=").Id("l").Dot("rope").Dot("Apply").Call(g(), jen.Id("k"), jen.Id("offset")),
 		)
 	}
+	if a.Attn.QKNorm == "per_head_after_rope" {
+		body = append(body, qkNorm...)
+	}
 	update := jen.Id("c").Dot("Update").Call(g(), jen.Id("k"), jen.Id("v"))
 	if a.Attn.Softcap != nil {
 		body = append(body, jen.Id("o").Op(":=").Qual(nnPkg, "SoftcapAttention").Call(g(), jen.Id("q"), update, jen.Float64().Call(m("scale")), m("attnSoftcap"), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))

@@ -15,6 +15,7 @@ import (
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/granite"
 	"github.com/archgen/archgen/generated/helium"
+	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/mimo"
@@ -46,6 +47,7 @@ var catalog = nn.NewCatalog(
 		glm4.Arch,
 		granite.Arch,
 		helium.Arch,
+		hunyuan_v1_dense.Arch,
 		internlm3.Arch,
 		llama.Arch,
 		mimo.Arch,

@@ -1010,6 +1010,50 @@ def _pixtral_cases() -> List[Case]:
     ]
 
 
+def _hunyuan_v1_dense_cases() -> List[Case]:
+    def hunyuan(**over):
+        cfg = _llama_like(
+            "hunyuan_v1_dense",
+            "HunYuanDenseV1ForCausalLM",
+            use_qk_norm=True,
+            attention_bias=False,
+            mlp_bias=False,
+            pad_token_id=0,
+            tie_word_embeddings=True,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "hunyuan_v1_dense",
+            "alpha_tied",
+            "q/k RMSNorm per head after the rope, rope base scaled by "
+            "rope_scaling alpha 1000 (^ 32/30), head_dim 32 unlike hidden/heads "
+            "16, GQA, tied head",
+            hunyuan(
+                head_dim=32,
+                rope_scaling={"alpha": 1000.0, "factor": 1.0, "type": "dynamic"},
+            ),
+        ),
+        Case(
+            "hunyuan_v1_dense",
+            "bias_untied",
+            "no rope_scaling (alpha 1), q/k/v/o biases, untied head (the "
+            "default), plain multi-head, rope_theta 5e5",
+            {
+                k: v
+                for k, v in hunyuan(
+                    num_key_value_heads=4,
+                    attention_bias=True,
+                    rope_theta=500000.0,
+                ).items()
+                if k != "tie_word_embeddings"
+            },
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1031,6 +1075,7 @@ CASES: List[Case] = (
     + _telechat3_cases()
     + _exaone_cases()
     + _pixtral_cases()
+    + _hunyuan_v1_dense_cases()
 )
 
 

@@ -194,6 +194,8 @@ func TestConfigFaultsByArch(t *testing.T) {
 			`rope_scaling: type "longrope" needs short_factor`},
 		{"phi3", map[string]any{"rope_scaling": map[string]any{"short_factor": []float64{1}}},
 			"rope_scaling: must contain the keys long_factor and type"},
+		{"hunyuan_v1_dense", map[string]any{"use_qk_norm": false},
+			"use_qk_norm: false is not supported (archgen builds hunyuan_v1_dense with its q and k norms)"},
 	} {
 		t.Run(c.arch+"/"+c.want, func(t *testing.T) {
 			dir := configDir(t, with(publishedConfig(t, c.arch), c.keys))

@@ -120,6 +120,7 @@ type AttnDesc struct {
 	HeadDim  F[Expr]   `yaml:"head_dim"`
 	Scale    F[Expr]   `yaml:"scale"`
 	FusedQKV F[bool]   `yaml:"fused_qkv"`
+	Float32  F[bool]   `yaml:"float32"`
 	Bias     BiasDesc  `yaml:"bias"`
 	QKNorm   F[QKNorm] `yaml:"qk_norm"`
 	Softcap  F[Expr]   `yaml:"softcap"`

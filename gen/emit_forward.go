@@ -178,7 +178,11 @@ func emitAttention(f *jen.File, a *Arch) {
 	if a.Attn.Softcap != nil {
 		body = append(body, jen.Id("o").Op(":=").Qual(nnPkg, "SoftcapAttention").Call(g(), jen.Id("q"), update, jen.Float64().Call(m("scale")), m("attnSoftcap"), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
 	} else {
-		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, "Attention").Call(g(), jen.Id("q"), update, m("scale"), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
+		attend := "Attention"
+		if a.Attn.Float32 {
+			attend = "AttentionFloat32"
+		}
+		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, attend).Call(g(), jen.Id("q"), update, m("scale"), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
 	}
 	body = append(body,
 		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), hd("heads"))).Comment("[B, L, heads*head_dim]"),
@@ -193,6 +197,9 @@ func emitAttention(f *jen.File, a *Arch) {
 	}
 	if a.Attn.Softcap != nil {
 		doc += "; scores are soft-capped, so attention is written out rather than fused"
+	}
+	if a.Attn.Float32 {
+		doc += "; queries and keys attend in float32, and the result is cast back to the values' dtype"
 	}
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("attention").Params(

@@ -26,6 +26,7 @@ import (
 	"github.com/archgen/archgen/generated/qwen3"
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
+	"github.com/archgen/archgen/generated/stablelm"
 	"github.com/archgen/archgen/generated/starcoder2"
 	"github.com/archgen/archgen/generated/telechat3"
 	"github.com/archgen/archgen/runtime/nn"
@@ -58,6 +59,7 @@ var catalog = nn.NewCatalog(
 		qwen3.Arch,
 		seed_oss.Arch,
 		smollm3.Arch,
+		stablelm.Arch,
 		starcoder2.Arch,
 		telechat3.Arch,
 	},

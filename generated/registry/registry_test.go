@@ -31,6 +31,7 @@ func TestLookup(t *testing.T) {
 			"qwen3":            "qwen3",
 			"seed_oss":         "seed_oss",
 			"smollm3":          "smollm3",
+			"stablelm":         "stablelm",
 			"starcoder2":       "starcoder2",
 			"telechat3":        "telechat3",
 			"xverse":           "llama",

@@ -1054,6 +1054,59 @@ def _hunyuan_v1_dense_cases() -> List[Case]:
     ]
 
 
+def _stablelm_cases() -> List[Case]:
+    def stablelm(**over):
+        cfg = {
+            "architectures": ["StableLmForCausalLM"],
+            "model_type": "stablelm",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_act": "silu",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 4096,
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.25,
+            "use_qkv_bias": False,
+            "use_parallel_residual": False,
+            "qk_layernorm": False,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+            "tie_word_embeddings": False,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "stablelm",
+            "base",
+            "LayerNorms with bias, partial rope 0.25 (4 of 16 dims), attention in "
+            "float32 cast back, no q/k/v biases, GQA, untied",
+            stablelm(),
+        ),
+        Case(
+            "stablelm",
+            "qkv_bias_half_rope",
+            "use_qkv_bias on q/k/v (not o), partial_rotary_factor 0.5, plain "
+            "multi-head, rope_theta 1e5, layer_norm_eps 1e-6",
+            stablelm(
+                num_key_value_heads=4,
+                use_qkv_bias=True,
+                partial_rotary_factor=0.5,
+                rope_theta=100000.0,
+                layer_norm_eps=1e-6,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1076,6 +1129,7 @@ CASES: List[Case] = (
     + _exaone_cases()
     + _pixtral_cases()
     + _hunyuan_v1_dense_cases()
+    + _stablelm_cases()
 )
 
 

@@ -70,7 +70,9 @@ func (BlockKind) values() []string { return []string{"pre_norm", "post_norm", "s
 // NormKind is the norm every layer uses.
 type NormKind string
 
-func (NormKind) values() []string { return []string{"rms", "rms_one_plus", "layer_norm"} }
+func (NormKind) values() []string {
+	return []string{"rms", "rms_one_plus", "layer_norm", "layer_norm_one_plus"}
+}
 
 // QKNorm is a norm on queries and keys: before the rope (per_head,
 // full_width) or after it (per_head_after_rope).
@@ -84,7 +86,7 @@ func (QKNorm) values() []string {
 type MLPKind string
 
 func (MLPKind) values() []string {
-	return []string{"swiglu", "gelu_gated", "gelu_tanh_gated", "fused_swiglu", "gelu"}
+	return []string{"swiglu", "gelu_gated", "gelu_tanh_gated", "fused_swiglu", "gelu", "relu2"}
 }
 
 // RopeKindName is how positions enter attention.

@@ -214,6 +214,7 @@ var mlpDoc = map[MLPKind]string{
 	"gelu_tanh_gated": "the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)), tanh-approximate GELU",
 	"fused_swiglu":    "the SwiGLU feed-forward block with gate and up fused in one projection: down(silu(gate) * up)",
 	"gelu":            "the plain feed-forward block: proj(gelu(fc(x))), exact (erf) GELU",
+	"relu2":           "the ungated feed-forward block: down(relu(up(x))²)",
 }
 
 func emitMLP(f *jen.File, a *Arch) {
@@ -234,6 +235,10 @@ func emitMLP(f *jen.File, a *Arch) {
 		body = []jen.Code{
 			jen.Id("gu").Op(":=").Add(call("Split", p(n.GateUp, jen.Id("x")), jen.Lit(2), jen.Lit(-1))).Comment("gate, up: [B, L, intermediate] each"),
 			jen.Return(p(n.Down, call("Multiply", call("SiLU", jen.Id("gu").Index(jen.Lit(0))), jen.Id("gu").Index(jen.Lit(1))))),
+		}
+	case "relu2":
+		body = []jen.Code{
+			jen.Return(p(n.Down, jen.Qual(nnPkg, "ReLUSquared").Call(g(), p(n.Up, jen.Id("x"))))),
 		}
 	case "gelu":
 		body = []jen.Code{

@@ -792,6 +792,11 @@ func (a *Arch) MLPProjs() []Proj {
 			{Field: goName(n.GateUp), Name: n.GateUp, Out: jen.Lit(2).Op("*").Add(inner()), In: hidden(), Bias: bias},
 			{Field: goName(n.Down), Name: n.Down, Out: hidden(), In: inner(), Bias: bias},
 		}
+	case "relu2":
+		return []Proj{
+			{Field: goName(n.Up), Name: n.Up, Out: inner(), In: hidden(), Bias: bias},
+			{Field: goName(n.Down), Name: n.Down, Out: hidden(), In: inner(), Bias: bias},
+		}
 	case "gelu":
 		return []Proj{
 			{Field: goName(n.FC), Name: n.FC, Out: inner(), In: hidden(), Bias: bias},
@@ -837,7 +842,7 @@ func (a *Arch) normSlot(role string) *NormSlot {
 
 // NormType is the nn type of every norm.
 func (a *Arch) NormType() string {
-	if a.Norm == "layer_norm" {
+	if a.Norm == "layer_norm" || a.Norm == "layer_norm_one_plus" {
 		return "LayerNorm"
 	}
 	return "RMSNorm"
@@ -850,6 +855,8 @@ func (a *Arch) NormLoader() string {
 		return "RMSNormOnePlus"
 	case "layer_norm":
 		return "LayerNorm"
+	case "layer_norm_one_plus":
+		return "LayerNormOnePlus"
 	}
 	return "RMSNorm"
 }

@@ -32,6 +32,7 @@ import zlib
 from pathlib import Path
 
 import mlx.core as mx
+import mlx.nn as nn
 import mlx_lm
 import numpy as np
 from mlx.utils import tree_flatten, tree_map_with_path, tree_unflatten
@@ -81,6 +82,7 @@ def _norm_modules(model):
         path
         for path, module in model.named_modules()
         if type(module).__name__.endswith("Norm")
+        or isinstance(module, (nn.LayerNorm, nn.RMSNorm))
     }
 
 

@@ -19,6 +19,7 @@ import (
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/pixtral"
@@ -52,6 +53,7 @@ var catalog = nn.NewCatalog(
 		internlm3.Arch,
 		llama.Arch,
 		mimo.Arch,
+		nemotron.Arch,
 		olmo2.Arch,
 		phi3.Arch,
 		pixtral.Arch,

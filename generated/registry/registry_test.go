@@ -24,6 +24,7 @@ func TestLookup(t *testing.T) {
 			"llama":            "llama",
 			"mimo":             "mimo",
 			"mistral":          "llama",
+			"nemotron":         "nemotron",
 			"olmo2":            "olmo2",
 			"phi3":             "phi3",
 			"pixtral":          "pixtral",

@@ -1107,6 +1107,51 @@ def _stablelm_cases() -> List[Case]:
     ]
 
 
+def _nemotron_cases() -> List[Case]:
+    def nemotron(**over):
+        cfg = _llama_like(
+            "nemotron",
+            "NemotronForCausalLM",
+            hidden_act="relu2",
+            norm_eps=1e-5,
+            partial_rotary_factor=0.5,
+        )
+        del cfg["rms_norm_eps"]
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "nemotron",
+            "base",
+            "LayerNorms scaling by 1 + weight with bias, ungated relu² MLP, partial "
+            "rope 0.5 (the default, no key), GQA, untied head (the default), no biases",
+            {
+                k: v
+                for k, v in nemotron(head_dim=32).items()
+                if k not in ("partial_rotary_factor", "tie_word_embeddings")
+            },
+        ),
+        Case(
+            "nemotron",
+            "bias_tied_linear",
+            "attention (o too) and MLP biases, tied head, plain multi-head, partial "
+            "rope 0.25, rope_scaling linear factor 2, norm_eps 1e-6, "
+            "rope_traditional true (which nemotron does not use)",
+            nemotron(
+                num_key_value_heads=4,
+                attention_bias=True,
+                mlp_bias=True,
+                tie_word_embeddings=True,
+                partial_rotary_factor=0.25,
+                norm_eps=1e-6,
+                rope_traditional=True,
+                rope_scaling={"type": "linear", "factor": 2.0},
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1130,6 +1175,7 @@ CASES: List[Case] = (
     + _pixtral_cases()
     + _hunyuan_v1_dense_cases()
     + _stablelm_cases()
+    + _nemotron_cases()
 )
 
 

@@ -59,6 +59,11 @@ def _llama_like(model_type: str, arch_name: str, **over) -> Dict[str, Any]:
     return cfg
 
 
+def _without(cfg: Dict[str, Any], *keys: str) -> Dict[str, Any]:
+    """cfg less keys: a case whose config leaves them out, so the defaults apply."""
+    return {k: v for k, v in cfg.items() if k not in keys}
+
+
 def _llama_cases() -> List[Case]:
     def llama(**over):
         return _llama_like("llama", "LlamaForCausalLM", **over)
@@ -716,16 +721,15 @@ def _glm_cases() -> List[Case]:
             "tied_nobias",
             "attention_bias false, tied head (the default), plain multi-head, "
             "head_dim 16, rope_theta 5e5",
-            {
-                k: v
-                for k, v in glm(
+            _without(
+                glm(
                     head_dim=16,
                     num_key_value_heads=4,
                     attention_bias=False,
                     rope_theta=500000.0,
-                ).items()
-                if k != "tie_word_embeddings"
-            },
+                ),
+                "tie_word_embeddings",
+            ),
         ),
     ]
 
@@ -750,15 +754,14 @@ def _internlm3_cases() -> List[Case]:
             "qkv_bias on q/k/v/o, untied head (the default), GQA, rope_scaling "
             "dynamic factor 2 with max_position_embeddings 16 so prefill and decode "
             "run past it",
-            {
-                k: v
-                for k, v in internlm3(
+            _without(
+                internlm3(
                     qkv_bias=True,
                     max_position_embeddings=16,
                     rope_scaling={"rope_type": "dynamic", "factor": 2.0},
-                ).items()
-                if k != "tie_word_embeddings"
-            },
+                ),
+                "tie_word_embeddings",
+            ),
         ),
         Case(
             "internlm3",
@@ -796,7 +799,7 @@ def _mimo_cases() -> List[Case]:
             "base",
             "biased q/k/v, o without bias, GQA, untied head (the default), "
             "num_nextn_predict_layers 1",
-            {k: v for k, v in mimo().items() if k != "tie_word_embeddings"},
+            _without(mimo(), "tie_word_embeddings"),
         ),
         Case(
             "mimo",
@@ -873,11 +876,7 @@ def _telechat3_cases() -> List[Case]:
             "base",
             "no biases, untied head (the default), GQA, head_dim 32 unlike "
             "hidden/heads 16",
-            {
-                k: v
-                for k, v in telechat3(head_dim=32).items()
-                if k != "tie_word_embeddings"
-            },
+            _without(telechat3(head_dim=32), "tie_word_embeddings"),
         ),
         Case(
             "telechat3",
@@ -1000,11 +999,9 @@ def _pixtral_cases() -> List[Case]:
             "text_config without num_attention_heads or num_key_value_heads: 32 "
             "heads of head_dim 8, plain multi-head",
             pixtral(
-                {
-                    k: v
-                    for k, v in text(head_dim=8).items()
-                    if k not in ("num_attention_heads", "num_key_value_heads")
-                }
+                _without(
+                    text(head_dim=8), "num_attention_heads", "num_key_value_heads"
+                )
             ),
         ),
     ]
@@ -1041,15 +1038,14 @@ def _hunyuan_v1_dense_cases() -> List[Case]:
             "bias_untied",
             "no rope_scaling (alpha 1), q/k/v/o biases, untied head (the "
             "default), plain multi-head, rope_theta 5e5",
-            {
-                k: v
-                for k, v in hunyuan(
+            _without(
+                hunyuan(
                     num_key_value_heads=4,
                     attention_bias=True,
                     rope_theta=500000.0,
-                ).items()
-                if k != "tie_word_embeddings"
-            },
+                ),
+                "tie_word_embeddings",
+            ),
         ),
     ]
 
@@ -1126,11 +1122,9 @@ def _nemotron_cases() -> List[Case]:
             "base",
             "LayerNorms scaling by 1 + weight with bias, ungated relu² MLP, partial "
             "rope 0.5 (the default, no key), GQA, untied head (the default), no biases",
-            {
-                k: v
-                for k, v in nemotron(head_dim=32).items()
-                if k not in ("partial_rotary_factor", "tie_word_embeddings")
-            },
+            _without(
+                nemotron(head_dim=32), "partial_rotary_factor", "tie_word_embeddings"
+            ),
         ),
         Case(
             "nemotron",

@@ -3,8 +3,8 @@
 // Package internlm3 runs the internlm3 architecture on MLX. Shanghai AI Lab's
 // InternLM3: Llama's layers with head_dim always hidden_size /
 // num_attention_heads, one qkv_bias switch for the biases of q, k, v and o,
-// another (bias) for the MLP's, and an output head of its own by default.
-// mlx-lm accepts only linear and dynamic rope scaling, given with rope_type
+// another (bias) for the MLP's, and an output head of its own by default. Like
+// mlx-lm it accepts only linear and dynamic rope scaling, given with rope_type
 // and factor.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
@@ -64,6 +64,21 @@ type Config struct {
 	// QKVBias is qkv_bias; false when absent. Biases on q, k, v and o alike.
 	QKVBias bool `json:"qkv_bias"`
 
+	// RopeScalingRopeType is rope_scaling_rope_type; "" when absent. Read from
+	// rope_scaling.rope_type when rope_scaling_rope_type is absent. rope_scaling's
+	// rope_type, for the check below; no published config has this key itself.
+	RopeScalingRopeType string `json:"rope_scaling_rope_type"`
+
+	// RopeScalingType is rope_scaling_type; "" when absent. Read from
+	// rope_scaling.type when rope_scaling_type is absent. rope_scaling's type, for
+	// the check below; no published config has this key itself.
+	RopeScalingType string `json:"rope_scaling_type"`
+
+	// RopeScalingFactor is rope_scaling_factor; 0 when absent. Read from
+	// rope_scaling.factor when rope_scaling_factor is absent. rope_scaling's
+	// factor, for the check below; no published config has this key itself.
+	RopeScalingFactor float64 `json:"rope_scaling_factor"`
+
 	// HeadDim is hidden_size // num_attention_heads, computed from the config (not
 	// a config.json key).
 	HeadDim int `json:"-"`
@@ -96,6 +111,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", false)
 	c.Bias = nn.Default[bool](r, "bias", false)
 	c.QKVBias = nn.Default[bool](r, "qkv_bias", false)
+	c.RopeScalingRopeType, _ = nn.Optional[string](r, "rope_scaling_rope_type", "rope_scaling.rope_type")
+	c.RopeScalingType, _ = nn.Optional[string](r, "rope_scaling_type", "rope_scaling.type")
+	c.RopeScalingFactor, _ = nn.Optional[float64](r, "rope_scaling_factor", "rope_scaling.factor")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
@@ -115,6 +133,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
+	r.Check(c.RopeScalingRopeType == "" && c.RopeScalingType == "" && c.RopeScalingFactor == 0.0 || (c.RopeScalingRopeType == "linear" || c.RopeScalingRopeType == "dynamic") && c.RopeScalingFactor != 0.0, "rope_scaling", "must hold factor and a rope_type of linear or dynamic")
 	var ropeErr error
 	c.RopeScaling, ropeErr = nn.CheckRopeScaling(nn.RopeScaled, c.RopeScaling, c.MaxPositionEmbeddings)
 	r.Fail("rope_scaling", ropeErr)

@@ -200,6 +200,8 @@ func TestConfigFaultsByArch(t *testing.T) {
 			"qk_layernorm: true is not supported (archgen builds stablelm without q and k LayerNorms)"},
 		{"stablelm", map[string]any{"num_attention_heads": 48, "num_key_value_heads": 48},
 			"hidden_size: must be divisible by num_attention_heads"},
+		{"internlm3", map[string]any{"rope_scaling": map[string]any{"type": "linear", "factor": 2}},
+			"rope_scaling: must hold factor and a rope_type of linear or dynamic"},
 		{"hunyuan_v1_dense", map[string]any{"use_qk_norm": false},
 			"use_qk_norm: false is not supported (archgen builds hunyuan_v1_dense with its q and k norms)"},
 	} {

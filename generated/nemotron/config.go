@@ -4,11 +4,11 @@
 // (Minitron): pre-norm layers whose LayerNorms scale by 1 + weight and add a
 // bias, an ungated MLP down(relu(up(x))²), a partial rope over
 // int(partial_rotary_factor * head_dim) features (half by default) with linear
-// rope scaling only, biases per attention_bias (q, k, v and o) and mlp_bias,
-// and an output head of its own by default. hidden_act is not read (the MLP is
-// always relu²; mlx-lm requires the key and ignores its value);
-// rope_traditional is read and not used (the rope never rotates interleaved
-// pairs).
+// rope scaling only (given by type, with a factor), biases per attention_bias
+// (q, k, v and o) and mlp_bias, and an output head of its own by default.
+// hidden_act is not read (the MLP is always relu²; mlx-lm requires the key
+// and ignores its value); rope_traditional is read and not used (the rope
+// never rotates interleaved pairs).
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -74,6 +74,21 @@ type Config struct {
 	// PartialRotaryFactor is partial_rotary_factor; 0.5 when absent.
 	PartialRotaryFactor float64 `json:"partial_rotary_factor"`
 
+	// RopeScalingType is rope_scaling_type; "" when absent. Read from
+	// rope_scaling.type when rope_scaling_type is absent. rope_scaling's type, for
+	// the check below; no published config has this key itself.
+	RopeScalingType string `json:"rope_scaling_type"`
+
+	// RopeScalingRopeType is rope_scaling_rope_type; "" when absent. Read from
+	// rope_scaling.rope_type when rope_scaling_rope_type is absent. rope_scaling's
+	// rope_type, for the check below; no published config has this key itself.
+	RopeScalingRopeType string `json:"rope_scaling_rope_type"`
+
+	// RopeScalingFactor is rope_scaling_factor; 0 when absent. Read from
+	// rope_scaling.factor when rope_scaling_factor is absent. rope_scaling's
+	// factor, for the check below; no published config has this key itself.
+	RopeScalingFactor float64 `json:"rope_scaling_factor"`
+
 	// RopeDims is int(partial_rotary_factor * head_dim), computed from the config
 	// (not a config.json key).
 	RopeDims int `json:"-"`
@@ -108,6 +123,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", false)
 	c.NormEps = nn.Required[float64](r, "norm_eps")
 	c.PartialRotaryFactor = nn.Default[float64](r, "partial_rotary_factor", 0.5)
+	c.RopeScalingType, _ = nn.Optional[string](r, "rope_scaling_type", "rope_scaling.type")
+	c.RopeScalingRopeType, _ = nn.Optional[string](r, "rope_scaling_rope_type", "rope_scaling.rope_type")
+	c.RopeScalingFactor, _ = nn.Optional[float64](r, "rope_scaling_factor", "rope_scaling.factor")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
@@ -128,6 +146,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
+	r.Check(c.RopeScalingType == "" && c.RopeScalingRopeType == "" && c.RopeScalingFactor == 0.0 || c.RopeScalingType == "linear" && c.RopeScalingFactor != 0.0, "rope_scaling", "must be type linear with a factor (the only scaling mlx-lm's nemotron runs)")
 	var ropeErr error
 	c.RopeScaling, ropeErr = nn.CheckRopeScaling(nn.RopeScaled, c.RopeScaling, c.MaxPositionEmbeddings)
 	r.Fail("rope_scaling", ropeErr)

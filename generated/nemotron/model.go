@@ -27,7 +27,7 @@ var Arch = nn.Arch{
 	Name:    Name,
 	Tier:    "parity",
 	Aliases: Aliases,
-	Doc:     "NVIDIA's Nemotron (Minitron): pre-norm layers whose LayerNorms scale by 1 + weight and add a bias, an ungated MLP down(relu(up(x))²), a partial rope over int(partial_rotary_factor * head_dim) features (half by default) with linear rope scaling only, biases per attention_bias (q, k, v and o) and mlp_bias, and an output head of its own by default.",
+	Doc:     "NVIDIA's Nemotron (Minitron): pre-norm layers whose LayerNorms scale by 1 + weight and add a bias, an ungated MLP down(relu(up(x))²), a partial rope over int(partial_rotary_factor * head_dim) features (half by default) with linear rope scaling only (given by type, with a factor), biases per attention_bias (q, k, v and o) and mlp_bias, and an output head of its own by default.",
 	Load:    loadModel,
 	Tensors: Tensors,
 	Config: func(data []byte) (any, error) {

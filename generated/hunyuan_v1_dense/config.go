@@ -6,8 +6,9 @@
 // and key_layernorm), biases on q, k, v and o per attention_bias, and a plain
 // rope whose base is rope_theta times alpha ** (head_dim / (head_dim - 2)),
 // alpha being rope_scaling's alpha (1 without one). Only use_qk_norm true runs
-// here (every published checkpoint); mlx-lm's check that a rope_scaling holds
-// alpha, factor and type is not made.
+// here (every published checkpoint). A rope_scaling must hold factor and type,
+// as mlx-lm asks; its check that alpha is there too is not made (alpha is 1
+// without one).
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -57,6 +58,9 @@ type Config struct {
 	// RopeTheta is rope_theta; 10000 when absent.
 	RopeTheta float64 `json:"rope_theta"`
 
+	// RopeScaling is rope_scaling; nil (no scaling) when absent.
+	RopeScaling *nn.RopeScaling `json:"rope_scaling"`
+
 	// TieWordEmbeddings is tie_word_embeddings; false when absent. mlx-lm's
 	// default; Hugging Face's is false.
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
@@ -68,11 +72,21 @@ type Config struct {
 	// rope_scaling.alpha when rope_scaling_alpha is absent. rope_scaling's alpha,
 	// which scales the rope base; no published config has this key itself.
 	RopeScalingAlpha float64 `json:"rope_scaling_alpha"`
+
+	// RopeScalingType is rope_scaling_type; "" when absent. Read from
+	// rope_scaling.type when rope_scaling_type is absent. rope_scaling's type, for
+	// the check below; no published config has this key itself.
+	RopeScalingType string `json:"rope_scaling_type"`
+
+	// RopeScalingFactor is rope_scaling_factor; 0 when absent. Read from
+	// rope_scaling.factor when rope_scaling_factor is absent. rope_scaling's
+	// factor, for the check below; no published config has this key itself.
+	RopeScalingFactor float64 `json:"rope_scaling_factor"`
 }
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "eos_token_id", "hidden_act", "initializer_range", "mlp_bias", "pad_token_id", "pretraining_tp", "rope_scaling", "torch_dtype", "transformers_version", "use_cache"}
+var IgnoredKeys = []string{"architectures", "attention_dropout", "bos_token_id", "eos_token_id", "hidden_act", "initializer_range", "mlp_bias", "pad_token_id", "pretraining_tp", "torch_dtype", "transformers_version", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.
@@ -94,9 +108,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.NumKeyValueHeads = nn.Required[int](r, "num_key_value_heads")
 	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
 	c.RopeTheta = nn.Default[float64](r, "rope_theta", 10000.0)
+	c.RopeScaling, _ = nn.Optional[*nn.RopeScaling](r, "rope_scaling")
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", false)
 	c.UseQKNorm = nn.Default[bool](r, "use_qk_norm", true)
 	c.RopeScalingAlpha = nn.Default[float64](r, "rope_scaling_alpha", 1.0, "rope_scaling.alpha")
+	c.RopeScalingType, _ = nn.Optional[string](r, "rope_scaling_type", "rope_scaling.type")
+	c.RopeScalingFactor, _ = nn.Optional[float64](r, "rope_scaling_factor", "rope_scaling.factor")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
@@ -115,6 +132,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
+	r.Check(c.RopeScalingType == "" && c.RopeScalingFactor == 0.0 || c.RopeScalingType != "" && c.RopeScalingFactor != 0.0, "rope_scaling", "must hold alpha, factor and type")
 	r.Check(c.UseQKNorm, "use_qk_norm", "false is not supported (archgen builds hunyuan_v1_dense with its q and k norms)")
 	if err := r.Err(); err != nil {
 		return nil, err

@@ -6,9 +6,9 @@
 // and key_layernorm), biases on q, k, v and o per attention_bias, and a plain
 // rope whose base is rope_theta times alpha ** (head_dim / (head_dim - 2)),
 // alpha being rope_scaling's alpha (1 without one). Only use_qk_norm true runs
-// here (every published checkpoint). A rope_scaling must hold factor and type,
-// as mlx-lm asks; its check that alpha is there too is not made (alpha is 1
-// without one).
+// here (every published checkpoint). A rope_scaling with a factor or a type
+// must hold both, as mlx-lm asks; its check that alpha is there too is not
+// made (alpha is 1 without one), nor is it refused with alpha alone.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches

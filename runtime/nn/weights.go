@@ -76,7 +76,7 @@ type loader struct {
 	params    *Params
 	specs     []TensorSpec
 	errs      []error
-	scopes    map[string]string               // prefix -> label, to name unexpected tensors
+	scopes    map[string]string     // prefix -> label, to name unexpected tensors
 	files     map[string]fileTensor // tensor -> where it is stored, when sharding
 	openFiles []*mlx.SafetensorsFile
 }

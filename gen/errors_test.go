@@ -173,6 +173,9 @@ func TestDescriptorErrors(t *testing.T) {
 		{"wrapper prefix without from", map[string]string{"descriptors/a.yaml": base,
 			"descriptors/w.yaml": "model_type: w\ndoc: W.\nwrapper:\n  section: text_config\n  runs: a\n  prefixes: [{to: model.}]\n"},
 			`descriptors/w.yaml:6: wrapper.prefixes[0]: needs from (not empty) and to`},
+		{"wrapper value set or defaulted to null", map[string]string{"descriptors/a.yaml": base,
+			"descriptors/w.yaml": "model_type: w\ndoc: W.\nwrapper:\n  section: text_config\n  runs: a\n  set: {tie_word_embeddings: null}\n"},
+			`descriptors/w.yaml:6: wrapper.set.tie_word_embeddings: want a value`},
 		{"no test config", map[string]string{"descriptors/a.yaml": strings.Replace(base, "test_config:\n  hidden_size: 8\n", "", 1)},
 			`descriptors/a.yaml:1: test_config: missing (required): a small config.json for the forward tests`},
 	} {

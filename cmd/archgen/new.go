@@ -85,8 +85,8 @@ type draft struct {
 	caseStub string
 }
 
-// configKeys reads a config.json as the runtime does: the top level, with
-// text_config's keys over it. It returns the merged keys, the original
+// configKeys reads a config.json's keys: the top level, with text_config's
+// keys over it (a wrapper's text model reads text_config alone). It returns the merged keys, the original
 // object (for the case stub) and whether a text_config was merged.
 func configKeys(path string) (map[string]any, map[string]any, bool, error) {
 	data, err := os.ReadFile(path)
@@ -275,9 +275,11 @@ func (d *draft) descriptor(set *gen.Set, name, from string, cfg map[string]any, 
 		p("#   (config.keys.%s: {default: ...}) or remove it (%s: null).", k, k)
 	}
 	if nested {
-		p("# TODO: the config nests text_config: a wrapper. Check in mlx-lm which keys")
-		p("#   it reads from where, the checkpoint names (weights.names.model and")
-		p("#   lm_head, e.g. language_model.model) and the tensors sanitize drops.")
+		p("# TODO: the config nests text_config: a wrapper. Its model_type gets a wrapper")
+		p("#   descriptor (include: [vlm_wrapper]; descriptors/README.md, Wrappers) that")
+		p("#   runs the text model's architecture; check in mlx-lm which keys it reads")
+		p("#   from where, what it fixes (wrapper.defaults, wrapper.set), and the tensors")
+		p("#   sanitize drops.")
 	}
 	p("model_type: %s", name)
 	p("tier: smoke")

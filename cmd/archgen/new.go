@@ -85,6 +85,17 @@ type draft struct {
 	caseStub string
 }
 
+// wrapperNamed is the wrapper descriptor of model_type name (or alias),
+// or nil.
+func wrapperNamed(set *gen.Set, name string) *gen.Wrapper {
+	for _, w := range set.Wrappers {
+		if w.Name == name || slices.Contains(w.Aliases, name) {
+			return w
+		}
+	}
+	return nil
+}
+
 // configKeys reads a config.json's keys: the top level, with text_config's
 // keys over it (a wrapper's text model reads text_config alone). It returns the merged keys, the original
 // object (for the case stub) and whether a text_config was merged.
@@ -124,6 +135,9 @@ func draftArch(set *gen.Set, name, from, base string) (*draft, error) {
 	if a := set.Arch(name); a != nil {
 		return nil, fmt.Errorf("model_type %q already runs on descriptors/%s.yaml", name, a.Name)
 	}
+	if w := wrapperNamed(set, name); w != nil {
+		return nil, fmt.Errorf("model_type %q already runs on descriptors/%s.yaml (a wrapper)", name, w.Name)
+	}
 	cfg, top, nested, err := configKeys(from)
 	if err != nil {
 		return nil, err
@@ -133,6 +147,9 @@ func draftArch(set *gen.Set, name, from, base string) (*draft, error) {
 	}
 	d := &draft{}
 	if base != "" {
+		if w := wrapperNamed(set, base); w != nil && w.Name == base {
+			return nil, fmt.Errorf("--extends %s: a wrapper, with no network to extend (extend the architecture it runs, %s)", base, w.Runs)
+		}
 		if d.base = set.Arch(base); d.base == nil || d.base.Name != base {
 			return nil, fmt.Errorf("--extends %s: no descriptor of that model_type", base)
 		}

@@ -197,6 +197,8 @@ func TestNewRefuses(t *testing.T) {
 	}{
 		{"existing model_type", []string{"new", "llama", "--from", mimo}, `archgen new: model_type "llama" already runs on descriptors/llama.yaml`},
 		{"alias", []string{"new", "mistral", "--from", mimo}, `archgen new: model_type "mistral" already runs on descriptors/llama.yaml`},
+		{"wrapper", []string{"new", "pixtral", "--from", mimo}, `archgen new: model_type "pixtral" already runs on descriptors/pixtral.yaml (a wrapper)`},
+		{"wrapper as the base", []string{"new", "mimo", "--from", mimo, "--extends", "pixtral"}, `archgen new: --extends pixtral: a wrapper, with no network to extend (extend the architecture it runs, llama)`},
 		{"config of another model_type", []string{"new", "foo", "--from", mimo}, `archgen new: ` + mimo + `: model_type: "mimo", not "foo"`},
 		{"unknown base", []string{"new", "mimo", "--from", mimo, "--extends", "nosuch"}, `archgen new: --extends nosuch: no descriptor of that model_type`},
 		{"bad name", []string{"new", "Mi Mo", "--from", mimo}, `archgen new: MODEL_TYPE "Mi Mo": want lower-case letters, digits, _, . and -`},

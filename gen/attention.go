@@ -8,10 +8,13 @@ import (
 // or fused qkv), optional q and k norms, its hyperparameters, and the
 // layers that attend within a sliding window.
 
-// QKNorm is a norm on queries and keys before the rope.
+// QKNorm is a norm on queries and keys: before the rope (per_head,
+// full_width) or after it (per_head_after_rope).
 type QKNorm string
 
-func (QKNorm) values() []string { return []string{"none", "per_head", "full_width"} }
+func (QKNorm) values() []string {
+	return []string{"none", "per_head", "full_width", "per_head_after_rope"}
+}
 
 // Proj is one linear layer of a module: its field, checkpoint name
 // (relative to the module), its shape and bias.
@@ -38,6 +41,7 @@ type Attention struct {
 	Heads, KVHeads, HeadDim *Value
 	Scale                   *Value
 	FusedQKV                bool
+	Float32                 bool // queries, keys and values attend in float32, the result cast back
 	BiasQ, BiasK, BiasV     *Value
 	BiasO                   *Value
 	QKNorm                  QKNorm
@@ -206,11 +210,18 @@ func (at *Attention) emitForward(f *jen.File) {
 		jen.Id("v").Op("=").Add(call("Transpose", jen.Id("v"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
 	)
 	body = append(body, at.rope.forward()...)
+	if at.QKNorm == "per_head_after_rope" {
+		body = append(body, qkNorm...)
+	}
 	update := jen.Id("c").Dot("Update").Call(g(), jen.Id("k"), jen.Id("v"))
 	if at.softcap != nil {
 		body = append(body, jen.Id("o").Op(":=").Qual(nnPkg, "SoftcapAttention").Call(g(), jen.Id("q"), update, jen.Float64().Call(self(at.scale)), at.softcap.of(rAttn), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
 	} else {
-		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, "Attention").Call(g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
+		attend := "Attention"
+		if at.Float32 {
+			attend = "AttentionFloat32"
+		}
+		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, attend).Call(g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
 	}
 	body = append(body,
 		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
@@ -219,6 +230,9 @@ func (at *Attention) emitForward(f *jen.File) {
 	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc()
 	if at.softcap != nil {
 		doc += "; scores are soft-capped, so attention is written out rather than fused"
+	}
+	if at.Float32 {
+		doc += "; queries and keys attend in float32, and the result is cast back to the values' dtype"
 	}
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(

@@ -504,6 +504,7 @@ func (b *builder) structure() error {
 		HeadDim:  must(at.HeadDim, "structure.attention.head_dim", TInt),
 		Scale:    must(at.Scale, "structure.attention.scale", TFloat),
 		FusedQKV: at.FusedQKV.V,
+		Float32:  at.Float32.V,
 		BiasQ:    must(at.Bias.Q, "structure.attention.bias.q", TBool),
 		BiasK:    must(at.Bias.K, "structure.attention.bias.k", TBool),
 		BiasV:    must(at.Bias.V, "structure.attention.bias.v", TBool),
@@ -517,6 +518,9 @@ func (b *builder) structure() error {
 	}
 	if a.Attn.FusedQKV && !(a.Attn.BiasQ.IsFalse() && a.Attn.BiasK.IsFalse() && a.Attn.BiasV.IsFalse()) {
 		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has no q, k, v biases here")
+	}
+	if a.Attn.Float32 && a.Scalars.Get(AttnSoftcap) != nil {
+		return errAt(at.Float32.Pos, "structure.attention.float32", "soft-capped attention is written out in the model's dtype; float32 does not apply")
 	}
 	if (sliding == nil) != (window == nil) {
 		return errAt(at.Sliding.Pos, "structure.attention", "sliding and window go together")

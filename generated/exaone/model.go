@@ -35,6 +35,18 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{"head_dim"},
 	Ignored: IgnoredKeys,
+	Shard: &nn.ShardPlan{
+		Linears: map[string]nn.ShardRole{
+			"attn.attention.k_proj":   nn.AllToSharded,
+			"attn.attention.out_proj": nn.ShardedToAll,
+			"attn.attention.q_proj":   nn.AllToSharded,
+			"attn.attention.v_proj":   nn.AllToSharded,
+			"mlp.c_fc_0":              nn.AllToSharded,
+			"mlp.c_fc_1":              nn.AllToSharded,
+			"mlp.c_proj":              nn.ShardedToAll,
+		},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
+	},
 }
 
 // Model is a loaded exaone. Its weights are named as in the checkpoint, in

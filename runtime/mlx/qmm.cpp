@@ -11,15 +11,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
+
+#include "cpukern.h"
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
@@ -29,154 +26,12 @@ namespace mx = mlx::core;
 
 namespace {
 
-// Pool runs f(0..n-1) on the calling thread and one worker per other core.
-class Pool {
- public:
-  static Pool& get() {
-    static Pool* p = new Pool();  // never destroyed: workers outlive exit paths
-    return *p;
-  }
-
-  int threads() const { return static_cast<int>(workers_.size()) + 1; }
-
-  void run(int n, const std::function<void(int)>& f) {
-    if (n <= 1 || workers_.empty()) {
-      for (int i = 0; i < n; i++) {
-        f(i);
-      }
-      return;
-    }
-    std::unique_lock<std::mutex> run_lock(run_mu_);  // one job at a time
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      job_ = &f;
-      n_ = n;
-      next_.store(0);
-      done_.store(0);
-      gen_++;
-    }
-    cv_.notify_all();
-    work();
-    // Wait for the workers' last tasks; they are short, so spin.
-    while (done_.load(std::memory_order_acquire) < n_) {
-      _mm_pause();
-    }
-    std::lock_guard<std::mutex> lk(mu_);
-    job_ = nullptr;
-  }
-
- private:
-  Pool() {
-    int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* e = std::getenv("ARCHGEN_MLX_THREADS")) {
-      n = std::atoi(e);
-    }
-    n = std::max(1, std::min(n, 64));
-    for (int i = 1; i < n; i++) {
-      workers_.emplace_back([this] { loop(); });
-      workers_.back().detach();
-    }
-  }
-
-  void work() {
-    for (;;) {
-      int i = next_.fetch_add(1);
-      if (i >= n_) {
-        return;
-      }
-      (*job_)(i);
-      done_.fetch_add(1, std::memory_order_release);
-    }
-  }
-
-  void loop() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return gen_ != seen && job_ != nullptr; });
-        seen = gen_;
-      }
-      work();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex run_mu_, mu_;
-  std::condition_variable cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  int n_ = 0;
-  uint64_t gen_ = 0;
-  std::atomic<int> next_{0}, done_{0};
-};
-
-enum class Kind { f32, f16, bf16 };
-
-Kind kind_of(mx::Dtype d) {
-  if (d == mx::float16) return Kind::f16;
-  if (d == mx::bfloat16) return Kind::bf16;
-  return Kind::f32;
-}
-
-__attribute__((target("avx2,fma,f16c"))) inline float load1(const void* p, size_t i, Kind k) {
-  switch (k) {
-    case Kind::f16:
-      return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
-    case Kind::bf16: {
-      uint32_t u = static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
-
-// Converts n values of kind k at p into float32 at dst.
-__attribute__((target("avx2,fma,f16c"))) void to_f32(float* dst, const void* p, size_t n, Kind k) {
-  size_t i = 0;
-  if (k == Kind::f32) {
-    std::memcpy(dst, p, n * 4);
-    return;
-  }
-  const uint16_t* h = static_cast<const uint16_t*>(p);
-  if (k == Kind::f16) {
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(h + i))));
-    }
-  } else {
-    for (; i + 8 <= n; i += 8) {
-      __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(h + i)));
-      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
-    }
-  }
-  for (; i < n; i++) {
-    dst[i] = load1(p, i, k);
-  }
-}
-
-// Writes v as kind k at index i of p.
-__attribute__((target("avx2,fma,f16c"))) inline void store1(void* p, size_t i, float v, Kind k) {
-  switch (k) {
-    case Kind::f16:
-      static_cast<uint16_t*>(p)[i] = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
-      break;
-    case Kind::bf16: {
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      if ((u & 0x7fffffff) > 0x7f800000) {
-        u |= 0x00400000;  // NaN stays NaN
-      } else {
-        u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
-      }
-      static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(u >> 16);
-      break;
-    }
-    default:
-      static_cast<float*>(p)[i] = v;
-  }
-}
+using archgen::Kind;
+using archgen::kind_of;
+using archgen::load1;
+using archgen::Pool;
+using archgen::store1;
+using archgen::to_f32;
 
 // Dequantizes row n of W (K values) into dst.
 template <int bits>

@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -270,24 +271,63 @@ __attribute__((target("avx2,fma,f16c"))) void rope_row(const RopeJob& j, int64_t
   from_f32(static_cast<char*>(j.out) + r * j.D * esz, y, j.D, j.k);
 }
 
-void run_rope(const RopeJob& j) {
+// The cos and sin table of one rope call, kept for the next: every layer
+// of a step rotates the same positions by the same frequencies.
+struct RopeTable {
+  std::vector<float> inv;
+  std::vector<int32_t> offsets;
+  float scale = 0;
+  int64_t T = -1;
+  Kind k = Kind::f32;
+  std::vector<float> cs;  // [offsets][T][half][cos, sin]
+};
+
+const std::vector<float>& rope_table(const RopeJob& j) {
+  thread_local RopeTable tab;
   int half = j.dims / 2;
-  std::vector<float> cs(2 * half), buf(2 * j.D);
   int64_t nb = j.per_batch ? j.B : 1;
+  bool same = tab.T == j.T && tab.k == j.k && tab.scale == j.scale &&
+              tab.inv.size() == static_cast<size_t>(half) &&
+              std::equal(tab.inv.begin(), tab.inv.end(), j.inv_freqs) &&
+              tab.offsets.size() == static_cast<size_t>(nb) &&
+              std::equal(tab.offsets.begin(), tab.offsets.end(), j.offsets);
+  if (same) {
+    return tab.cs;
+  }
+  tab.inv.assign(j.inv_freqs, j.inv_freqs + half);
+  tab.offsets.assign(j.offsets, j.offsets + nb);
+  tab.scale = j.scale;
+  tab.T = j.T;
+  tab.k = j.k;
+  tab.cs.resize(static_cast<size_t>(nb) * j.T * 2 * half);
   // Positions as libmlx forms them: (t + offset) in float32, times scale.
   for (int64_t b0 = 0; b0 < nb; b0++) {
     float off = static_cast<float>(j.offsets[b0]);
     for (int64_t t = 0; t < j.T; t++) {
       float pos = (static_cast<float>(t) + off) * j.scale;
+      float* cs = tab.cs.data() + (b0 * j.T + t) * 2 * half;
       for (int i = 0; i < half; i++) {
         float theta = pos * j.inv_freqs[i];
         cs[2 * i] = round_to(mlx_cos(theta), j.k);
         cs[2 * i + 1] = round_to(mlx_sin(theta), j.k);
       }
+    }
+  }
+  return tab.cs;
+}
+
+void run_rope(const RopeJob& j) {
+  int half = j.dims / 2;
+  std::vector<float> buf(2 * j.D);
+  const std::vector<float>& tab = rope_table(j);
+  int64_t nb = j.per_batch ? j.B : 1;
+  for (int64_t b0 = 0; b0 < nb; b0++) {
+    for (int64_t t = 0; t < j.T; t++) {
+      const float* cs = tab.data() + (b0 * j.T + t) * 2 * half;
       int64_t blo = j.per_batch ? b0 : 0, bhi = j.per_batch ? b0 + 1 : j.B;
       for (int64_t b = blo; b < bhi; b++) {
         for (int64_t n = 0; n < j.N; n++) {
-          rope_row(j, (b * j.N + n) * j.T + t, cs.data(), buf.data());
+          rope_row(j, (b * j.N + n) * j.T + t, cs, buf.data());
         }
       }
     }

@@ -351,3 +351,25 @@ func BenchmarkFastOps(b *testing.B) {
 		}
 	}
 }
+
+// TestNativeRoPETable checks that the cos and sin table one rope call
+// leaves for the next is used only when the next rotates the same
+// positions by the same frequencies: ropes of one graph at the same and
+// at other offsets, bases, scales and lengths, against the fallback's.
+func TestNativeRoPETable(t *testing.T) {
+	forEachISA(t, func(t *testing.T) {
+		native, fallback, _ := withFast(t, func(g *Graph) *Array {
+			x := randn(g, 21, Float32, 1, 2, 3, 64)
+			a := &RoPE{Dims: 64, Base: 10000, Scale: 1}
+			b := &RoPE{Dims: 64, Base: 500000, Scale: 1}
+			c := &RoPE{Dims: 64, Base: 10000, Scale: 0.5}
+			parts := []*Array{g.RoPE(x, a, 5), g.RoPE(x, a, 5), g.RoPE(x, a, 6), g.RoPE(x, b, 6),
+				g.RoPE(x, c, 6), g.RoPE(g.Slice(x, []int{0, 0, 0, 0}, []int{1, 2, 2, 64}), c, 6)}
+			for i, p := range parts {
+				parts[i] = g.Reshape(p, -1)
+			}
+			return g.Concatenate(0, parts...)
+		})
+		compareFast(t, native, fallback, fastTol(Float32))
+	})
+}

@@ -367,6 +367,47 @@ void run_job(const Job& j) {
   });
 }
 
+// x as the kernels read it: float32 rows of K values, one after another.
+// An x that is float32 and row-contiguous is read in place; any other
+// (another float dtype, a transposed or broadcast view) is converted into
+// a buffer, so the graph needs no copy of its own before the kernel.
+struct XIn {
+  const void* p;
+  Kind k;
+  bool contiguous;
+  archgen::Rows rows;
+
+  explicit XIn(const mx::array& x)
+      : p(x.data<void>()), k(kind_of(x.dtype())), contiguous(x.flags().row_contiguous), rows(x) {}
+
+  const float* read(std::vector<float>& buf, int M, int K) const {
+    if (k == Kind::f32 && contiguous) {
+      return static_cast<const float*>(p);
+    }
+    buf.resize(static_cast<size_t>(M) * K);
+    if (contiguous) {
+      to_f32(buf.data(), p, buf.size(), k);
+    } else {
+      size_t esz = archgen::kind_size(k);
+      for (int m = 0; m < M; m++) {
+        archgen::gather_f32(buf.data() + static_cast<size_t>(m) * K,
+                            static_cast<const char*>(p) + rows.offset(m) * esz, rows.last_stride,
+                            K, k);
+      }
+    }
+    return buf.data();
+  }
+};
+
+// a itself where it is evaluated and row-contiguous (a checkpoint's
+// weights), or a row-contiguous copy where it is not.
+mx::array row_major(const mx::array& a, mx::Stream s) {
+  if (a.is_available() && a.flags().row_contiguous) {
+    return a;
+  }
+  return mx::contiguous(a, false, s);
+}
+
 class NativeQMM : public mx::UnaryPrimitive {
  public:
   NativeQMM(mx::Stream s, int group, int bits) : UnaryPrimitive(s), group_(group), bits_(bits) {}
@@ -398,17 +439,10 @@ class NativeQMM : public mx::UnaryPrimitive {
           K,
           group_,
           bits_};
-    Kind xk = kind_of(x.dtype());
-    const void* xp = x.data<void>();
-    enc.dispatch([j, xk, xp, x, w, scales, biases, out]() mutable {
+    XIn xi(x);
+    enc.dispatch([j, xi, x, w, scales, biases, out]() mutable {
       std::vector<float> xf;
-      if (xk == Kind::f32) {
-        j.x = static_cast<const float*>(xp);
-      } else {
-        xf.resize(static_cast<size_t>(j.M) * j.K);
-        to_f32(xf.data(), xp, xf.size(), xk);
-        j.x = xf.data();
-      }
+      j.x = xi.read(xf, j.M, j.K);
       run_job(j);
     });
   }
@@ -448,9 +482,14 @@ class NativeLinear : public mx::UnaryPrimitive {
     enc.set_input_array(w);
     enc.set_output_array(out);
     int K = x.shape(-1);
-    Job j{x.data<float>(), w.data<uint8_t>(), nullptr, nullptr, Kind::f32, Kind::f32,
+    Job j{nullptr, w.data<uint8_t>(), nullptr, nullptr, Kind::f32, Kind::f32,
           out.data<void>(), static_cast<int>(x.size() / K), w.shape(0), K, 0, 0};
-    enc.dispatch([j, x, w, out]() { run_job(j); });
+    XIn xi(x);
+    enc.dispatch([j, xi, x, w, out]() mutable {
+      std::vector<float> xf;
+      j.x = xi.read(xf, j.M, j.K);
+      run_job(j);
+    });
   }
 
   void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
@@ -527,9 +566,8 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
   }
   auto out_shape = x.shape();
   out_shape.back() = N;
-  std::vector<mx::array> inputs = {mx::contiguous(x, false, s), mx::contiguous(w, false, s),
-                                   mx::contiguous(scales, false, s),
-                                   mx::contiguous(*biases, false, s)};
+  std::vector<mx::array> inputs = {x, row_major(w, s), row_major(scales, s),
+                                   row_major(*biases, s)};
   return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits),
                    std::move(inputs));
 }
@@ -545,5 +583,5 @@ std::optional<mx::array> archgen_native_linear(const mx::array& x, const mx::arr
   auto out_shape = x.shape();
   out_shape.back() = w.shape(0);
   return mx::array(out_shape, mx::float32, std::make_shared<NativeLinear>(s),
-                   {mx::contiguous(x, false, s), w});
+                   {x, w});
 }

@@ -226,9 +226,10 @@ struct Job {
   const uint8_t* w;
   const void* scales;
   const void* biases;
-  Kind sk, ok;
+  Kind sk;    // the kind of scales and biases, or of W when bits is 0
+  Kind ok;    // the output's kind
   void* out;  // [M, N] of kind ok
-  int M, N, K, group, bits;  // bits 0: W is float32 [N, K]
+  int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
 };
 
 // Every row of x against one packed panel of W (output columns n0..n0+nb).
@@ -299,7 +300,7 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     }
     return;
   }
-  if (j.bits == 0 && j.M <= 2) {
+  if (j.bits == 0 && j.M <= 2 && j.sk == Kind::f32) {
     // A float32 W read once, row by row, against one or two rows of x.
     const size_t K = static_cast<size_t>(j.K);
     for (int n = n_lo; n < n_hi; n++) {
@@ -333,8 +334,12 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     for (int r = 0; r < NR; r++) {
       if (r >= nb) {
         rows[r] = zeros.data();
-      } else if (j.bits == 0) {
+      } else if (j.bits == 0 && j.sk == Kind::f32) {
         rows[r] = reinterpret_cast<const float*>(j.w) + (n0 + r) * K;
+      } else if (j.bits == 0) {
+        float* d = tile.data() + r * K;
+        to_f32(d, j.w + (n0 + r) * K * 2, K, j.sk);
+        rows[r] = d;
       } else {
         float* d = tile.data() + r * K;
         if (j.bits == 4) {
@@ -468,7 +473,10 @@ class NativeQMM : public mx::UnaryPrimitive {
   int group_, bits_;
 };
 
-// x W^T for a float32 W [N, K] (in[1]) and x [..., K] (in[0]).
+// x W^T for a W [N, K] (in[1]) and an x [..., K] (in[0]) of one float dtype.
+// For bfloat16 and float16 the panel kernel adds each output's products
+// (exact in float32) in the order of k, one at a time, as libmlx's own
+// CPU matmul for those dtypes does, so the results are libmlx's to the bit.
 class NativeLinear : public mx::UnaryPrimitive {
  public:
   explicit NativeLinear(mx::Stream s) : UnaryPrimitive(s) {}
@@ -482,7 +490,7 @@ class NativeLinear : public mx::UnaryPrimitive {
     enc.set_input_array(w);
     enc.set_output_array(out);
     int K = x.shape(-1);
-    Job j{nullptr, w.data<uint8_t>(), nullptr, nullptr, Kind::f32, Kind::f32,
+    Job j{nullptr, w.data<uint8_t>(), nullptr, nullptr, kind_of(w.dtype()), kind_of(out.dtype()),
           out.data<void>(), static_cast<int>(x.size() / K), w.shape(0), K, 0, 0};
     XIn xi(x);
     enc.dispatch([j, xi, x, w, out]() mutable {
@@ -574,14 +582,14 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
 
 std::optional<mx::array> archgen_native_linear(const mx::array& x, const mx::array& w,
                                                mx::Stream s) {
-  if (!native_enabled() || s.device != mx::Device::cpu || x.dtype() != mx::float32 ||
-      w.dtype() != mx::float32 || x.ndim() < 1 || w.ndim() != 2 || !w.is_available() ||
+  if (!native_enabled() || s.device != mx::Device::cpu || !floating(x.dtype()) ||
+      x.dtype() != w.dtype() || x.ndim() < 1 || w.ndim() != 2 || !w.is_available() ||
       !w.flags().row_contiguous || w.shape(1) != x.shape(-1) || w.shape(1) % 8 != 0 ||
       x.size() == 0) {
     return std::nullopt;
   }
   auto out_shape = x.shape();
   out_shape.back() = w.shape(0);
-  return mx::array(out_shape, mx::float32, std::make_shared<NativeLinear>(s),
+  return mx::array(out_shape, x.dtype(), std::make_shared<NativeLinear>(s),
                    {x, w});
 }

@@ -1,6 +1,6 @@
 // Pieces the CPU kernels of this package share (qmm.cpp, fastops.cpp): a
 // thread pool over the cores, the float kinds the kernels read and write,
-// conversions between them, and which instruction sets to use.
+// and conversions between them.
 #ifndef ARCHGEN_MLX_CPUKERN_H
 #define ARCHGEN_MLX_CPUKERN_H
 
@@ -115,17 +115,6 @@ inline bool kernel_float(mlx::core::Dtype d) {
 }
 
 inline size_t kind_size(Kind k) { return k == Kind::f32 ? 4 : 2; }
-
-// The instruction-set levels the kernels pick from at run time.
-enum class ISA { none = 0, avx2 = 1, avx512 = 2 };
-
-// The widest level this CPU has, or the narrower one ARCHGEN_MLX_ISA names
-// ("avx2"), or the one set_isa last chose.
-ISA isa();
-
-// Chooses the level (capped at what the CPU has) and returns the previous
-// one; the tests use it to run both paths.
-ISA set_isa(ISA level);
 
 __attribute__((target("avx2,fma,f16c"))) inline float bf16_to_f32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;

@@ -29,54 +29,6 @@
 
 namespace mx = mlx::core;
 
-namespace archgen {
-
-namespace {
-
-ISA detect_isa() {
-  __builtin_cpu_init();
-  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))) {
-    return ISA::none;
-  }
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl")) {
-    return ISA::avx512;
-  }
-  return ISA::avx2;
-}
-
-ISA cpu_isa() {
-  static const ISA level = detect_isa();
-  return level;
-}
-
-std::atomic<int>& isa_choice() {
-  static std::atomic<int> v{[] {
-    ISA l = cpu_isa();
-    if (const char* e = std::getenv("ARCHGEN_MLX_ISA")) {
-      if (std::strcmp(e, "avx2") == 0 && l > ISA::avx2) {
-        l = ISA::avx2;
-      }
-    }
-    return static_cast<int>(l);
-  }()};
-  return v;
-}
-
-}  // namespace
-
-ISA isa() { return static_cast<ISA>(isa_choice().load(std::memory_order_relaxed)); }
-
-ISA set_isa(ISA level) {
-  if (level > cpu_isa()) {
-    level = cpu_isa();
-  }
-  return static_cast<ISA>(isa_choice().exchange(static_cast<int>(level)));
-}
-
-}  // namespace archgen
-
 namespace {
 
 using archgen::from_f32;
@@ -96,7 +48,11 @@ std::atomic<int>& fast_switch() {
         return 0;
       }
     }
-    return archgen::isa() >= archgen::ISA::avx2 ? 1 : 0;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                   __builtin_cpu_supports("f16c")
+               ? 1
+               : 0;
   }()};
   return on;
 }
@@ -661,16 +617,12 @@ class NativeSDPA : public mx::UnaryPrimitive {
 extern "C" int mlxg_native_fast(void) { return fast_enabled() ? 1 : 0; }
 
 extern "C" int mlxg_set_native_fast(int on) {
-  if (on && archgen::isa() < archgen::ISA::avx2) {
-    on = 0;
-  }
-  return fast_switch().exchange(on ? 1 : 0);
-}
-
-extern "C" int mlxg_isa(void) { return static_cast<int>(archgen::isa()); }
-
-extern "C" int mlxg_set_isa(int level) {
-  return static_cast<int>(archgen::set_isa(static_cast<archgen::ISA>(level)));
+  static const bool cpu_ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  return fast_switch().exchange(on && cpu_ok ? 1 : 0);
 }
 
 std::optional<mx::array> archgen_native_norm(const mx::array& x,

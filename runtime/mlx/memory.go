@@ -56,17 +56,3 @@ func setNativeFastOps(on bool) bool {
 	}
 	return C.mlxg_set_native_fast(C.int(v)) != 0
 }
-
-// ISA levels of the CPU kernels.
-const (
-	isaNone   = 0
-	isaAVX2   = 1
-	isaAVX512 = 2
-)
-
-// kernelISA is the instruction-set level the CPU kernels use now.
-func kernelISA() int { return int(C.mlxg_isa()) }
-
-// setKernelISA chooses the kernels' level (capped at the CPU's) and returns
-// the previous one; the tests use it to run the narrower paths.
-func setKernelISA(level int) int { return int(C.mlxg_set_isa(C.int(level))) }

@@ -294,12 +294,6 @@ int mlxg_native_qmm(void);
 int mlxg_native_fast(void);
 int mlxg_set_native_fast(int on);
 
-// The instruction-set level the kernels use: 0 none, 1 AVX2 (with FMA and
-// F16C), 2 AVX-512 (F, BW, VL); ARCHGEN_MLX_ISA=avx2 caps it at 1.
-// mlxg_set_isa chooses a level (capped at the CPU's) and returns the
-// previous one.
-int mlxg_isa(void);
-int mlxg_set_isa(int level);
 
 // Memory.
 size_t mlxg_get_active_memory(void);

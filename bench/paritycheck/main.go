@@ -3,7 +3,8 @@
 // with mlx-lm's references (testdata/parity) within parity.Tolerances:
 // prefill logits, and greedy tokens, which must match exactly. The speed
 // work runs it with the shim's native kernels on and off
-// (ARCHGEN_MLX_NATIVE_QMM=0) to show that they keep parity.
+// (ARCHGEN_MLX_NATIVE_QMM=0 for the linear layers, ARCHGEN_MLX_NATIVE_FAST=0
+// for norms, rope and attention) to show that they keep parity.
 //
 //	go run ./bench/paritycheck
 package main

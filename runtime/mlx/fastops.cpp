@@ -479,19 +479,34 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
   int h0 = hkv * rep;
   size_t esz = archgen::kind_size(j.t);
   thread_local std::vector<float> kf, vf, qf, sc, acc;
-  // The whole group's keys and values in float32 (they are read once per
-  // query row).
+  // The group's keys and values as float32 rows: read in place where they
+  // are float32 with unit stride along D (a cache's buffer), converted
+  // once otherwise (they are read once per query row).
   int jend_all = j.S;
   if (j.causal) jend_all = std::max(0, std::min(j.S, (l1 - 1) + j.S - j.L + 1));
   if (jend_all == 0) jend_all = j.S;  // every row fully masked: see below
-  kf.resize(static_cast<size_t>(jend_all) * j.D);
-  vf.resize(static_cast<size_t>(jend_all) * j.Dv);
-  for (int s = 0; s < jend_all; s++) {
-    gather_f32(kf.data() + static_cast<size_t>(s) * j.D,
-               j.k.p + (b * j.k.s[0] + hkv * j.k.s[1] + s * j.k.s[2]) * esz, j.k.s[3], j.D, j.t);
-    gather_f32(vf.data() + static_cast<size_t>(s) * j.Dv,
-               j.v.p + (b * j.v.s[0] + hkv * j.v.s[1] + s * j.v.s[2]) * esz, j.v.s[3], j.Dv,
-               j.t);
+  const float *kp, *vp;
+  size_t kld, vld;
+  if (j.t == Kind::f32 && j.k.s[3] == 1 && j.v.s[3] == 1) {
+    kp = reinterpret_cast<const float*>(j.k.p) + b * j.k.s[0] + hkv * j.k.s[1];
+    vp = reinterpret_cast<const float*>(j.v.p) + b * j.v.s[0] + hkv * j.v.s[1];
+    kld = j.k.s[2];
+    vld = j.v.s[2];
+  } else {
+    kf.resize(static_cast<size_t>(jend_all) * j.D);
+    vf.resize(static_cast<size_t>(jend_all) * j.Dv);
+    for (int s = 0; s < jend_all; s++) {
+      gather_f32(kf.data() + static_cast<size_t>(s) * j.D,
+                 j.k.p + (b * j.k.s[0] + hkv * j.k.s[1] + s * j.k.s[2]) * esz, j.k.s[3], j.D,
+                 j.t);
+      gather_f32(vf.data() + static_cast<size_t>(s) * j.Dv,
+                 j.v.p + (b * j.v.s[0] + hkv * j.v.s[1] + s * j.v.s[2]) * esz, j.v.s[3], j.Dv,
+                 j.t);
+    }
+    kp = kf.data();
+    vp = vf.data();
+    kld = j.D;
+    vld = j.Dv;
   }
   qf.resize(j.D);
   sc.resize(j.S);
@@ -518,7 +533,7 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
         n = std::min(n, j.S);
       }
       for (int s = 0; s < n; s++) {
-        float v = none ? low : round_to(dot(qf.data(), kf.data() + static_cast<size_t>(s) * j.D, j.D), j.t);
+        float v = none ? low : round_to(dot(qf.data(), kp + s * kld, j.D), j.t);
         if (j.has_mask) {
           const char* mp = j.mask.p + (b * j.mask.s[0] + h * j.mask.s[1] + l * j.mask.s[2] +
                                        s * j.mask.s[3]) * (j.bool_mask ? 1 : esz);
@@ -533,7 +548,7 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
       softmax_row(sc.data(), n, j.sinks != nullptr ? &sink : nullptr, j.t);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int s = 0; s < n; s++) {
-        if (sc[s] != 0.0f) axpy(acc.data(), sc[s], vf.data() + static_cast<size_t>(s) * j.Dv, j.Dv);
+        if (sc[s] != 0.0f) axpy(acc.data(), sc[s], vp + s * vld, j.Dv);
       }
       from_f32(static_cast<char*>(j.out) +
                    ((static_cast<size_t>(b) * j.Hq + h) * j.L + l) * j.Dv * esz,

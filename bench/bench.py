@@ -277,7 +277,7 @@ def same_tokens(a, b):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="out/bench")
-    ap.add_argument("--only", default="", help="run only checkpoints whose name contains this")
+    ap.add_argument("--only", default="", help="run only the checkpoint of this name, or those whose name contains this")
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS") or 0),
                     help="measured runs per checkpoint, every prompt (default: the plan's)")
     ap.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
@@ -288,7 +288,7 @@ def main():
     args = ap.parse_args()
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
-    names = [n for n in MODELS if args.only in n]
+    names = [args.only] if args.only in MODELS else [n for n in MODELS if args.only in n]
     started = time.time()
     info = machine()
 

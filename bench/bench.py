@@ -283,6 +283,9 @@ def main():
     ap.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
                     help="fewer runs of the slow checkpoints (about half an hour)")
     ap.add_argument("--no-llama", action="store_true")
+    ap.add_argument("--no-mlxlm", action="store_true",
+                    help="leave mlx-lm out (its columns read —): for the long-context row, whose "
+                         "2,048-token prefill takes mlx-lm minutes on libmlx's CPU kernels")
     ap.add_argument("--merge", action="store_true",
                     help="keep the previous results.json's figures for checkpoints not run now")
     args = ap.parse_args()
@@ -315,8 +318,9 @@ def main():
         pf = prompts_file(out, cfg["vocab_size"], prompts)
         go = json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", runs],
                             capture_output=True, text=True).stdout)
-        ml = json.loads(run([PY, "bench/mlxlm_run.py", "--model", d, "--prompts", pf, "--runs", runs],
-                            capture_output=True, text=True).stdout)
+        ml = {} if args.no_mlxlm else json.loads(run(
+            [PY, "bench/mlxlm_run.py", "--model", d, "--prompts", pf, "--runs", runs],
+            capture_output=True, text=True).stdout)
         r = {"name": name, "family": MODELS[name][0], "level": MODELS[name][1], "step_bytes": step_bytes(d),
              "archgen": summarize(go), "mlx-lm": summarize(ml), "same_tokens": same_tokens(go, ml),
              "raw": {"archgen": go, "mlx-lm": ml}}

@@ -151,6 +151,15 @@ func decodeBatched(t *testing.T, m nn.Model, opts kv.Options, prompts [][]int32,
 // pick the tokens it picks alone, from the very same logits, on growing and
 // window caches, dense and quantized, at every weight level; the one
 // exception is the kernel noted at its case.
+// kernelRounding bounds how far a row's logits in a batch may lie from its
+// logits alone: archgen's own CPU kernels (runtime/mlx's linear and
+// attention) block their work by the number of rows, so a float32 sum can
+// round in another order in a batch (measured: up to 1.7e-5 on these
+// checkpoints; with ARCHGEN_MLX_NATIVE_FAST=0 ARCHGEN_MLX_NATIVE_QMM=0,
+// libmlx's kernels, every case is exact). It is the parity matrix's
+// float32 tolerance; the tokens must still be the very ones picked alone.
+const kernelRounding = 1e-4
+
 func TestBatchedDecodeMatchesSolo(t *testing.T) {
 	cases := []struct {
 		arch, cas string
@@ -173,11 +182,15 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 		{"granite", "base", kv.Options{}, 0},
 		{"qwen2", "base", kv.Options{}, 0},
 		{"qwen3", "base", kv.Options{}, 0},
-		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}, 0},
+		// Keys that differ in the last float32 place (kernelRounding) may fall
+		// into another quantization step.
+		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}, 1e-2},
 		{"llama", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
 		{"mistral", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
 		{"llama", "base/q4_g64", kv.Options{}, 0},
-		{"llama", "base/q8_g32", kv.Options{}, 0},
+		// bfloat16 activations: a sum rounded in another order moves a logit
+		// by one bfloat16 step (0.125 at these magnitudes).
+		{"llama", "base/q8_g32", kv.Options{}, 0.125},
 		{"llama", "base/bfloat16", kv.Options{}, 0},
 		{"llama", "sliding/q4_g64", kv.Options{}, 0},
 		// The real checkpoint of make demo, in llama.cpp's Q4_1 and computed in
@@ -226,8 +239,8 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 					}
 				}
 				t.Logf("largest logit difference batched vs alone: %g", worst)
-				if worst > c.tol {
-					t.Errorf("logits differ from the sequences' own by up to %g (allowed %g)", worst, c.tol)
+				if worst > max(c.tol, kernelRounding) {
+					t.Errorf("logits differ from the sequences' own by up to %g (allowed %g)", worst, max(c.tol, kernelRounding))
 				}
 			})
 		}
@@ -318,7 +331,7 @@ func TestBatchedLeaveJoinExtract(t *testing.T) {
 			}
 			check := func(row, step int, got []float32) {
 				t.Helper()
-				if d := maxAbsDiff(got, alone[row][step]); d > c.tol {
+				if d := maxAbsDiff(got, alone[row][step]); d > max(c.tol, kernelRounding) {
 					t.Errorf("row %d step %d: logits differ from alone by %g", row, step, d)
 				}
 			}
@@ -504,8 +517,8 @@ func TestBatchedLongerSteps(t *testing.T) {
 				}
 			}
 			t.Logf("largest logit difference batched vs alone: %g", worst)
-			if worst > c.tol {
-				t.Errorf("logits differ from the rows' own by up to %g (allowed %g)", worst, c.tol)
+			if worst > max(c.tol, kernelRounding) {
+				t.Errorf("logits differ from the rows' own by up to %g (allowed %g)", worst, max(c.tol, kernelRounding))
 			}
 		})
 	}

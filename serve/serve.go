@@ -226,6 +226,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			field := strings.TrimPrefix(typeErr.Field, "common.") // the embedded struct's Go name
+			if field == "" {
+				return badRequest("", "invalid_type", "the body: want a JSON object, got a JSON %s", typeErr.Value)
+			}
 			return badRequest(field, "invalid_type", "%s: want %s, got a JSON %s", field, typeName(typeErr.Type.Kind().String()), typeErr.Value)
 		}
 		var fe *fieldError

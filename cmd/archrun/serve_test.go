@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,4 +184,29 @@ func tail(s string) string {
 		return fmt.Sprintf("...%s", s[len(s)-200:])
 	}
 	return s
+}
+
+// TestServeFlags: serve's flags are checked before the model loads, and a
+// repo id missing from the cache is refused by name.
+func TestServeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"serve"}, true, "-model is required"},
+		{[]string{"serve", "-model", smolLM2, "-hf", "org/name"}, true, "-hf, -model and -gguf exclude each other"},
+		{[]string{"serve", "-model", smolLM2, "-port", "70000"}, true, "-port 70000: want 0 to 65535"},
+		{[]string{"serve", "-model", smolLM2, "-max-batch", "0"}, true, "-max-batch 0: want at least 1"},
+		{[]string{"serve", "-model", smolLM2, "-prompt-cache-bytes", "lots"}, true, `-prompt-cache-bytes "lots"`},
+		{[]string{"serve", "-model", smolLM2, "-max-tokens", "0"}, true, "-max-tokens 0: want at least 1"},
+		{[]string{"serve", "-model", smolLM2, "-context-length", "-1"}, true, "-context-length -1"},
+		{[]string{"serve", "-hf", "no-such-org/no-such-model", "-port", "0"}, false, "no-such-org/no-such-model"},
+	} {
+		err := run(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
+		require.Error(t, err, "archrun %q", tc.args)
+		var u usageError
+		assert.Equal(t, tc.usage, errors.As(err, &u), "archrun %q: %v", tc.args, err)
+		assert.Contains(t, err.Error(), tc.want, "archrun %q", tc.args)
+	}
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -105,7 +107,7 @@ func (s *syncBuffer) String() string {
 // `archrun serve` on SmolLM2: chat and completions streamed and not,
 // sixteen concurrent clients each getting the text the library gives its
 // prompt alone (greedy), a client leaving mid-stream, and the bad requests
-// with their status and error body. Then SIGTERM lets a running stream
+// with their status and error body; then openai-go does the chats again. Then SIGTERM lets a running stream
 // finish before the process exits.
 func TestServeOpenAIClient(t *testing.T) {
 	python, err := filepath.Abs("../../.deps/py/bin/python")
@@ -152,6 +154,11 @@ func TestServeOpenAIClient(t *testing.T) {
 	require.NoError(t, err, "server log:\n%s", stderr.String())
 	require.Contains(t, string(out), "all checks passed")
 
+	// The same server through openai-go.
+	for _, c := range want.Chats[:4] {
+		checkGoClient(t, base, "smollm2", maxTokens, c.Prompt, c.Text, c.Tokens, c.Finish)
+	}
+
 	// SIGTERM during a stream: the stream ends whole, then the process exits 0.
 	body := `{"model": "smollm2", "messages": [{"role": "user", "content": "Count from one to fifty."}], "max_tokens": 40, "stream": true}`
 	resp, err := http.Post(base+"/chat/completions", "application/json", strings.NewReader(body))
@@ -177,6 +184,62 @@ func TestServeOpenAIClient(t *testing.T) {
 	assert.Contains(t, stderr.String(), "archrun serve: stopped")
 	_, err = http.Get(base + "/models")
 	assert.Error(t, err, "the server still answers after SIGTERM")
+}
+
+// checkGoClient asks for prompt's greedy chat with openai-go, streamed and
+// not, and checks the text, token count and finish reason; then the client
+// sees a 404 and a 422 as API errors naming their fields.
+func checkGoClient(t *testing.T, base, model string, maxTokens int, prompt, text string, tokens int, finish string) {
+	t.Helper()
+	ctx := context.Background()
+	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{
+		Model:     model,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		MaxTokens: openai.Int(int64(maxTokens)),
+	}
+	r, err := client.Chat.Completions.New(ctx, params)
+	require.NoError(t, err)
+	require.Len(t, r.Choices, 1)
+	assert.Equal(t, text, r.Choices[0].Message.Content, "openai-go, %q", prompt)
+	assert.Equal(t, finish, r.Choices[0].FinishReason)
+	assert.Equal(t, int64(tokens), r.Usage.CompletionTokens)
+
+	stream := client.Chat.Completions.NewStreaming(ctx, params)
+	var got strings.Builder
+	var gotFinish string
+	var usage openai.CompletionUsage
+	for stream.Next() {
+		chunk := stream.Current()
+		for _, ch := range chunk.Choices {
+			got.WriteString(ch.Delta.Content)
+			if ch.FinishReason != "" {
+				gotFinish = ch.FinishReason
+			}
+		}
+		if chunk.Usage.CompletionTokens > 0 {
+			usage = chunk.Usage
+		}
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, text, got.String(), "openai-go streamed, %q", prompt)
+	assert.Equal(t, finish, gotFinish)
+	assert.Equal(t, int64(tokens), usage.CompletionTokens)
+
+	bad := params
+	bad.Model = "no-such-model"
+	_, err = client.Chat.Completions.New(ctx, bad)
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusNotFound, apiErr.StatusCode)
+	assert.Equal(t, "model", apiErr.Param)
+	assert.Equal(t, "model_not_found", apiErr.Code)
+	bad = params
+	bad.N = openai.Int(3)
+	_, err = client.Chat.Completions.New(ctx, bad)
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusUnprocessableEntity, apiErr.StatusCode)
+	assert.Equal(t, "n", apiErr.Param)
 }
 
 func tail(s string) string {

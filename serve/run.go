@@ -13,32 +13,21 @@ import (
 	"github.com/archgen/archgen/generate/batch"
 )
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
-	if e := decode(w, r, &req); e != nil {
-		writeError(w, e)
-		return
+// endpoint decodes a request of type T, checks it with parse and runs it.
+func endpoint[T any](s *Server, parse func(*T) (*job, *apiError)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req T
+		if e := decode(w, r, &req); e != nil {
+			writeError(w, e)
+			return
+		}
+		j, e := parse(&req)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		s.run(w, r, j)
 	}
-	j, e := s.parseChat(&req)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	s.run(w, r, j)
-}
-
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	var req completionRequest
-	if e := decode(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	j, e := s.parseCompletion(&req)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	s.run(w, r, j)
 }
 
 // tokenLogprob is one token's entry in a response's logprobs.

@@ -102,8 +102,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
-	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
-	mux.HandleFunc("POST /v1/completions", s.completions)
+	mux.HandleFunc("POST /v1/chat/completions", endpoint(s, s.parseChat))
+	mux.HandleFunc("POST /v1/completions", endpoint(s, s.parseCompletion))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, POST /v1/chat/completions, POST /v1/completions)", r.Method, r.URL.Path)})

@@ -144,6 +144,20 @@ check(h["queue"]["active"] == 0 and h["requests"] == before + 1,
 check(h["generated_tokens"] < 10000, f"the disconnected request stopped early ({h['generated_tokens']} tokens generated in all)")
 
 
+# 500 requests one after another: what MLX holds with the server idle stays
+# flat (the repeated prompt replaces its own prompt-cache entry)
+mem = []
+for i in range(500):
+    r = client.completions.create(model=model, prompt="Once upon a time", max_tokens=4)
+    if r.usage.completion_tokens != 4:
+        check(False, f"sequential request {i}: {r.usage.completion_tokens} tokens")
+        break
+    if i in (99, 499):
+        mem.append(health()["active_memory"])
+check(len(mem) == 2 and abs(mem[1] - mem[0]) < (1 << 20),
+      f"500 sequential requests: active memory after the 100th and the 500th {mem} (within 1 MiB)")
+
+
 # bad requests: the openai client's errors, then raw bodies it cannot send
 def expect_error(call, status, param, code, what):
     try:

@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/generate"
 )
 
 // servePrompts are the concurrent clients' prompts, one each.
@@ -130,6 +131,7 @@ func TestServeOpenAIClient(t *testing.T) {
 		MaxTokens  int      `json:"max_tokens"`
 		Chats      []result `json:"chats"`
 		Completion result   `json:"completion"`
+		Sampled    result   `json:"sampled"`
 	}{Model: "smollm2", MaxTokens: maxTokens}
 	for _, p := range servePrompts {
 		res, err := m.Chat(context.Background(), []archgen.Message{{Role: "user", Content: p}}, archgen.Options{MaxTokens: maxTokens}, nil)
@@ -140,6 +142,13 @@ func TestServeOpenAIClient(t *testing.T) {
 	res, err := m.Generate(context.Background(), prompt, archgen.Options{MaxTokens: maxTokens}, nil)
 	require.NoError(t, err)
 	want.Completion = result{prompt, res.Text, res.Tokens, string(res.Finish)}
+	// Seeded sampling with every filter: the request's fields as the
+	// python script sends them.
+	sampling := generate.Sampling{Temp: 0.8, TopP: 0.9, TopK: 40, MinP: 0.05, RepetitionPenalty: 1.1, Seed: 7}
+	res, err = m.Chat(context.Background(), []archgen.Message{{Role: "user", Content: servePrompts[2]}},
+		archgen.Options{Sampling: sampling, MaxTokens: maxTokens}, nil)
+	require.NoError(t, err)
+	want.Sampled = result{servePrompts[2], res.Text, res.Tokens, string(res.Finish)}
 	m.Free()
 	data, err := json.Marshal(want)
 	require.NoError(t, err)

@@ -4,7 +4,8 @@ Usage: python openai_serve.py BASE_URL EXPECTED.json
 
 EXPECTED.json holds what the archgen library gives for each prompt alone
 (greedy): {"model", "max_tokens", "chats": [{"prompt", "text", "tokens",
-"finish"}], "completion": {"prompt", "text", "tokens", "finish"}}. Every
+"finish"}], "completion": {...}, "sampled": {...}} (sampled: temperature 0.8, top_p 0.9,
+top_k 40, min_p 0.05, repetition_penalty 1.1, seed 7). Every
 check that fails is printed; the exit status is 1 if any did.
 """
 
@@ -73,6 +74,13 @@ check(len(content) == r.usage.completion_tokens, f"logprobs: {len(content)} entr
 check(all(len(e.top_logprobs) == 3 and e.top_logprobs[0].token == e.token and e.logprob <= 0 for e in content),
       "logprobs: each token is its top alternative, with 3 alternatives")
 check("".join(e.token for e in content) == first["text"], "logprobs: the tokens spell the text")
+
+# seeded sampling with every filter gives the library's draws
+sampled = want["sampled"]
+kw = dict(temperature=0.8, top_p=0.9, seed=7, extra_body={"top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1})
+r = chat(sampled["prompt"], **kw)
+check((r.choices[0].message.content, r.usage.completion_tokens) == (sampled["text"], sampled["tokens"]),
+      f"seeded sampling: {r.choices[0].message.content!r} == {sampled['text']!r}")
 
 # stop strings end the text before them
 if len(first["text"]) > 8:

@@ -46,6 +46,13 @@ MODELS = {
     "tiny-bfloat16": ("tiny llama (parity)", "bfloat16", ("derive", TINY_SRC, "bfloat16")),
     "tiny-q4": ("tiny llama (parity)", "4-bit g64", ("derive", TINY_SRC, "q4_g64")),
     "smollm2-135m-q4": ("SmolLM2-135M (real)", "4-bit g32 (Q4_1 GGUF)", ("gguf", GGUF)),
+    # The same checkpoint after a 2,048-token prompt: the step's attention
+    # reads 2,048 cached positions per layer.
+    "smollm2-135m-q4-ctx2048": ("SmolLM2-135M (real), 2,048-token prompt", "4-bit g32 (Q4_1 GGUF)",
+                                ("alias", "smollm2-135m-q4", GGUF)),
+    # A Q8_0 GGUF made from the Q4_1 one by bench/q8gguf.py (gguf-py's
+    # quantizer), for llama.cpp's 8-bit kernels beside archgen's.
+    "smollm2-135m-q8": ("SmolLM2-135M (real)", "8-bit g32 (Q8_0 GGUF, from the Q4_1)", ("gguf-q8", GGUF)),
     "smollm2-135m-float32": ("SmolLM2-135M (real)", "float32", ("derive", "smollm2-135m-q4", "float32")),
     "smollm2-135m-bfloat16": ("SmolLM2-135M (real)", "bfloat16", ("derive", "smollm2-135m-q4", "bfloat16")),
     "qwen2.5-0.5b-float32": ("Qwen2.5-0.5B shape (random)", "float32", ("random", QWEN_CONFIG)),
@@ -68,6 +75,13 @@ for name in ("smollm2-135m-float32", "smollm2-135m-bfloat16"):
     QUICK[name] = {"runs": 3, "prompts": FULL}
 for name in ("qwen2.5-0.5b-float32", "qwen2.5-0.5b-bfloat16", "qwen2.5-0.5b-q4"):
     QUICK[name] = {"runs": 1, "prompts": FULL[:1]}
+# The long-context row decodes 128 tokens after a 2,048-token prompt (its
+# "prefill 128" columns are that prompt's); mlx-lm's prefill of it takes
+# about 3 minutes here, so it runs 3 times in the full plan and once in
+# the quick one, whatever --runs says.
+LONG = [("decode", 2048, 128)]
+PLAN["smollm2-135m-q4-ctx2048"] = {"runs": 3, "prompts": LONG, "fixed": True}
+QUICK["smollm2-135m-q4-ctx2048"] = {"runs": 1, "prompts": LONG, "fixed": True}
 # Warm-ups run a 16-token prompt and 8 tokens: the same code and kernels.
 WARM_TOKENS, WARM_GEN = 16, 8
 
@@ -89,8 +103,11 @@ def prepare(models_dir, names):
         if (dst / "config.json").exists():
             continue
         how = MODELS[name][2]
-        if how[0] == "gguf":
-            run(["go", "run", "./bench/ggufdir", "-in", how[1], "-out", dst])
+        if how[0] == "alias":
+            prepare(models_dir, [how[1]])
+            continue
+        if how[0] in ("gguf", "gguf-q8"):
+            run(["go", "run", "./bench/ggufdir", "-in", gguf_of(models_dir, name), "-out", dst])
         elif how[0] == "random":
             run([PY, "bench/prepare.py", "random", how[1], dst])
         else:
@@ -98,6 +115,23 @@ def prepare(models_dir, names):
             if not (src / "config.json").exists():
                 prepare(models_dir, [how[1]])
             run([PY, "bench/prepare.py", "derive", src, dst, how[2]])
+
+
+def gguf_of(models_dir, name):
+    """The GGUF a checkpoint comes from (made first, for the Q8_0 one)."""
+    how = MODELS[name][2]
+    if how[0] == "gguf-q8":
+        q8 = models_dir.parent / "gguf" / (how[1].name.rsplit(".", 2)[0] + ".Q8_0.gguf")
+        if not q8.exists():
+            q8.parent.mkdir(parents=True, exist_ok=True)
+            run([PY, "bench/q8gguf.py", how[1], q8])
+        return q8
+    return how[-1]
+
+
+def model_dir(models_dir, name):
+    how = MODELS[name][2]
+    return models_dir / (how[1] if how[0] == "alias" else name)
 
 
 def step_bytes(model_dir):
@@ -125,7 +159,7 @@ def prompts_file(out, vocab, prompts, seed=0):
     items = [{"name": n, "tokens": [r.randrange(min(100, vocab // 2), vocab) for _ in range(p)], "gen": g,
               "warm_tokens": WARM_TOKENS, "warm_gen": WARM_GEN}
              for n, p, g in prompts]
-    path = out / f"prompts-{vocab}-{'-'.join(n for n, _, _ in prompts)}.json"
+    path = out / f"prompts-{vocab}-{'-'.join(f'{n}{p}' for n, p, _ in prompts)}.json"
     path.write_text(json.dumps(items))
     return path
 
@@ -243,18 +277,21 @@ def same_tokens(a, b):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="out/bench")
-    ap.add_argument("--only", default="", help="run only checkpoints whose name contains this")
+    ap.add_argument("--only", default="", help="run only the checkpoint of this name, or those whose name contains this")
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS") or 0),
                     help="measured runs per checkpoint, every prompt (default: the plan's)")
     ap.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
                     help="fewer runs of the slow checkpoints (about half an hour)")
     ap.add_argument("--no-llama", action="store_true")
+    ap.add_argument("--no-mlxlm", action="store_true",
+                    help="leave mlx-lm out (its columns read —): for the long-context row, whose "
+                         "2,048-token prefill takes mlx-lm minutes on libmlx's CPU kernels")
     ap.add_argument("--merge", action="store_true",
                     help="keep the previous results.json's figures for checkpoints not run now")
     args = ap.parse_args()
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
-    names = [n for n in MODELS if args.only in n]
+    names = [args.only] if args.only in MODELS else [n for n in MODELS if args.only in n]
     started = time.time()
     info = machine()
 
@@ -273,20 +310,22 @@ def main():
         results = [r for r in old["results"] if r["name"] not in names]
         info = old["machine"] | {"rerun": names, "loadavg_rerun_start": info["loadavg_start"]}
     for name in names:
-        d = out / "models" / name
+        d = model_dir(out / "models", name)
         cfg = json.loads((d / "config.json").read_text())
         plan = (QUICK if args.quick else PLAN)[name]
-        runs = args.runs or plan["runs"]
-        pf = prompts_file(out, cfg["vocab_size"], FULL if args.runs else plan["prompts"])
+        runs = plan["runs"] if plan.get("fixed") else (args.runs or plan["runs"])
+        prompts = plan["prompts"] if plan.get("fixed") or not args.runs else FULL
+        pf = prompts_file(out, cfg["vocab_size"], prompts)
         go = json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", runs],
                             capture_output=True, text=True).stdout)
-        ml = json.loads(run([PY, "bench/mlxlm_run.py", "--model", d, "--prompts", pf, "--runs", runs],
-                            capture_output=True, text=True).stdout)
+        ml = {} if args.no_mlxlm else json.loads(run(
+            [PY, "bench/mlxlm_run.py", "--model", d, "--prompts", pf, "--runs", runs],
+            capture_output=True, text=True).stdout)
         r = {"name": name, "family": MODELS[name][0], "level": MODELS[name][1], "step_bytes": step_bytes(d),
              "archgen": summarize(go), "mlx-lm": summarize(ml), "same_tokens": same_tokens(go, ml),
              "raw": {"archgen": go, "mlx-lm": ml}}
-        if MODELS[name][2][0] == "gguf" and not args.no_llama and LLAMA_PY.exists():
-            ll = json.loads(run([LLAMA_PY, "bench/llama_run.py", "--model", GGUF, "--prompts", pf,
+        if MODELS[name][2][0] in ("gguf", "gguf-q8", "alias") and not args.no_llama and LLAMA_PY.exists():
+            ll = json.loads(run([LLAMA_PY, "bench/llama_run.py", "--model", gguf_of(out / "models", name), "--prompts", pf,
                                  "--runs", runs], capture_output=True, text=True).stdout)
             r["llama.cpp"] = summarize(ll)
             r["raw"]["llama.cpp"] = ll

@@ -8,10 +8,13 @@ import (
 // or fused qkv), optional q and k norms, its hyperparameters, and the
 // layers that attend within a sliding window.
 
-// QKNorm is a norm on queries and keys before the rope.
+// QKNorm is a norm on queries and keys: before the rope (per_head,
+// full_width) or after it (per_head_after_rope).
 type QKNorm string
 
-func (QKNorm) values() []string { return []string{"none", "per_head", "full_width"} }
+func (QKNorm) values() []string {
+	return []string{"none", "per_head", "full_width", "per_head_after_rope"}
+}
 
 // Proj is one linear layer of a module: its field, checkpoint name
 // (relative to the module), its shape and bias.
@@ -38,6 +41,7 @@ type Attention struct {
 	Heads, KVHeads, HeadDim *Value
 	Scale                   *Value
 	FusedQKV                bool
+	Float32                 bool // queries, keys and values attend in float32, the result cast back
 	BiasQ, BiasK, BiasV     *Value
 	BiasO                   *Value
 	QKNorm                  QKNorm
@@ -206,11 +210,18 @@ func (at *Attention) emitForward(f *jen.File) {
 		jen.Id("v").Op("=").Add(call("Transpose", jen.Id("v"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
 	)
 	body = append(body, at.rope.forward()...)
+	if at.QKNorm == "per_head_after_rope" {
+		body = append(body, qkNorm...)
+	}
 	update := jen.Id("c").Dot("Update").Call(g(), jen.Id("k"), jen.Id("v"))
 	if at.softcap != nil {
 		body = append(body, jen.Id("o").Op(":=").Qual(nnPkg, "SoftcapAttention").Call(g(), jen.Id("q"), update, jen.Float64().Call(self(at.scale)), at.softcap.of(rAttn), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
 	} else {
-		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, "Attention").Call(g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
+		attend := "Attention"
+		if at.Float32 {
+			attend = "AttentionFloat32"
+		}
+		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, attend).Call(g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
 	}
 	body = append(body,
 		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
@@ -219,6 +230,9 @@ func (at *Attention) emitForward(f *jen.File) {
 	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc()
 	if at.softcap != nil {
 		doc += "; scores are soft-capped, so attention is written out rather than fused"
+	}
+	if at.Float32 {
+		doc += "; queries and keys attend in float32, and the result is cast back to the values' dtype"
 	}
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
@@ -307,4 +321,26 @@ func (s *Sliding) masks(maskArray bool) ([]jen.Code, jen.Code) {
 			jen.Line(),
 		),
 	}, jen.Id("masks").Index(stack.Index(jen.Id("i")).Dot(s.mask.name))
+}
+
+// shard splits attention by heads: q, k and v (all-to-sharded) give each
+// process its heads, o (sharded-to-all) sums their outputs; the head and
+// KV head counts are divided.
+func (at *Attention) shard(p *ShardPlan, a *Arch) {
+	switch {
+	case at.FusedQKV:
+		p.refuse("its fused %s.%s holds q, k and v parts of unequal sizes (%s heads of queries, %s of keys and of values), which a plan's equal parts cannot split",
+			at.Name, at.Projs[0].Name, at.Heads.Text, at.KVHeads.Text)
+		return
+	case at.QKNorm == "full_width":
+		p.refuse("its %s.%s and %s.%s norms span the width of all heads, which no process holds", at.Name, at.qNormName, at.Name, at.kNormName)
+		return
+	}
+	p.count(a, at.Heads, "structure.attention.heads")
+	p.count(a, at.KVHeads, "structure.attention.kv_heads")
+	last := len(at.Projs) - 1
+	for _, pr := range at.Projs[:last] {
+		p.tag(at.Name, pr, AllToSharded, 1)
+	}
+	p.tag(at.Name, at.Projs[last], ShardedToAll, 1)
 }

@@ -94,6 +94,7 @@ type AttnDesc struct {
 	HeadDim  F[Expr]   `yaml:"head_dim"`
 	Scale    F[Expr]   `yaml:"scale"`
 	FusedQKV F[bool]   `yaml:"fused_qkv"`
+	Float32  F[bool]   `yaml:"float32"`
 	Bias     BiasDesc  `yaml:"bias"`
 	QKNorm   F[QKNorm] `yaml:"qk_norm"`
 	Softcap  F[Expr]   `yaml:"softcap"`
@@ -199,6 +200,7 @@ type WrapperDesc struct {
 	Optional F[bool]          `yaml:"section_optional"`
 	TopWins  F[[]string]      `yaml:"top_wins"`
 	Defaults OMap[Raw]        `yaml:"defaults"`
+	Set      OMap[Raw]        `yaml:"set"`
 	Runs     F[string]        `yaml:"runs"`
 	Dispatch OMap[F[string]]  `yaml:"dispatch"`
 	Prefixes List[PrefixDesc] `yaml:"prefixes"`

@@ -17,7 +17,8 @@
 // forward code (component.go): embed.go, block.go (the layer's norm
 // slots), norm.go, attention.go (with the sliding window), rope.go,
 // mlp.go with one file per MLP kind (mlp_*.go, each registering itself),
-// head.go, and scalars.go, the table of optional scalars. A new MLP kind
+// head.go, and scalars.go, the table of optional scalars. shard.go gathers
+// the tensor-parallel plan the attention and MLP components tag. A new MLP kind
 // is a new file; a new block, norm or rope kind is a row of its file's
 // table. model.go builds the components from a descriptor; the emit_*.go
 // files only put their pieces in order.

@@ -160,6 +160,12 @@ func parseBody(a *Arch) []jen.Code {
 			mins = append(mins, nnMin(k.Name, c(k.Field), *k.Min, k.Type))
 		}
 	}
+	// A layer count past what archgen builds, before anything per layer.
+	if a.Layers != nil {
+		if k := a.KeyByName(strings.TrimSpace(a.Layers.Text)); k != nil && k.Type == TInt && k.Mode != "derive" {
+			mins = append(mins, jen.Qual(nnPkg, "LayerCount").Call(jen.Id("r"), jen.Lit(k.Name), c(k.Field)))
+		}
+	}
 	body = append(body, mins...)
 	body = append(body, returnErr())
 	// Derivations, in dependency order.

@@ -49,6 +49,7 @@ func emitModel(a *Arch) ([]byte, error) {
 		{"Config", jen.Func().Params(jen.Id("data").Index().Byte()).Params(jen.Any(), jen.Error()).Block(jen.Return(jen.Id("ParseConfig").Call(jen.Id("data"))))},
 		{"Derived", strList(a.DerivedKeys())},
 		{"Ignored", jen.Id("IgnoredKeys")},
+		shardFact(a),
 	}
 	if a.GGUF != nil {
 		archFields = append(archFields, kvPair{"GGUF", ggufFacts(a)})

@@ -98,3 +98,30 @@ func (p *MLP) emitForward(f *jen.File) {
 func mlpProj(name string, out, in func() *jen.Statement, bias *Value) Proj {
 	return Proj{Field: linear(name), Name: name, Out: out, In: in, Bias: bias}
 }
+
+// shardPart is how an MLP kind splits one of its projections: its role,
+// and its equal parts when it is fused (gate_up: 2).
+type shardPart struct {
+	role  ShardRole
+	parts int
+}
+
+// mlpSharder is an MLP kind that splits over a group: shardParts are the
+// roles of its projs, in order.
+type mlpSharder interface {
+	shardParts() []shardPart
+}
+
+// shard splits the MLP by its inner width, which the group divides: the
+// projections into it are all-to-sharded, the one out of it sharded-to-all.
+func (p *MLP) shard(plan *ShardPlan, a *Arch) {
+	s, ok := p.kind.(mlpSharder)
+	if !ok {
+		plan.refuse("its %s MLP has no tensor-parallel roles", p.Kind)
+		return
+	}
+	plan.count(a, p.Hidden, "structure.mlp.hidden")
+	for i, part := range s.shardParts() {
+		plan.tag(p.Name, p.Projs[i], part.role, part.parts)
+	}
+}

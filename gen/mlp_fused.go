@@ -26,3 +26,7 @@ func (fusedSwiGLU) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
 		jen.Return(proj(1, call("Multiply", call("SiLU", jen.Id("gu").Index(jen.Lit(0))), jen.Id("gu").Index(jen.Lit(1))))),
 	}
 }
+
+func (fusedSwiGLU) shardParts() []shardPart {
+	return []shardPart{{AllToSharded, 2}, {ShardedToAll, 1}}
+}

@@ -33,3 +33,7 @@ func (k gatedMLP) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
 		jen.Return(proj(2, call("Multiply", call(k.act, jen.Id("gate")), jen.Id("up")))),
 	}
 }
+
+func (gatedMLP) shardParts() []shardPart {
+	return []shardPart{{AllToSharded, 1}, {AllToSharded, 1}, {ShardedToAll, 1}}
+}

@@ -22,3 +22,7 @@ func (plainGELU) projs(n ResolvedNames, hidden, inner func() *jen.Statement, bia
 func (plainGELU) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
 	return []jen.Code{jen.Return(proj(1, call("GELU", proj(0, jen.Id("x")))))}
 }
+
+func (plainGELU) shardParts() []shardPart {
+	return []shardPart{{AllToSharded, 1}, {ShardedToAll, 1}}
+}

@@ -47,6 +47,7 @@ type Arch struct {
 	GGUF    *GGUF // nil: no GGUF support
 
 	derivationOrder []string
+	values          []*Value // every expression, in the order compiled
 }
 
 // Key is one config.json key the architecture reads.
@@ -89,6 +90,7 @@ type Value struct {
 	lit   any
 	isLit bool
 	refs  []string
+	path  string // its key path in the descriptor
 }
 
 // Code spells the value in Go.
@@ -334,7 +336,8 @@ func (b *builder) value(f F[Expr], path string, want Type, sc *scope) (*Value, e
 			return nil, errAt(pos, path, "%q is %s, want %s", f.V.Text, t.t, want)
 		}
 	}
-	v := &Value{Text: f.V.Text, Type: want, Pos: pos, code: t.code, refs: t.refs}
+	v := &Value{Text: f.V.Text, Type: want, Pos: pos, code: t.code, refs: t.refs, path: path}
+	b.a.values = append(b.a.values, v)
 	if lit, ok := literalOf(f.V.Text); ok {
 		v.lit, v.isLit = lit, true
 		if want == TFloat {
@@ -501,6 +504,7 @@ func (b *builder) structure() error {
 		HeadDim:  must(at.HeadDim, "structure.attention.head_dim", TInt),
 		Scale:    must(at.Scale, "structure.attention.scale", TFloat),
 		FusedQKV: at.FusedQKV.V,
+		Float32:  at.Float32.V,
 		BiasQ:    must(at.Bias.Q, "structure.attention.bias.q", TBool),
 		BiasK:    must(at.Bias.K, "structure.attention.bias.k", TBool),
 		BiasV:    must(at.Bias.V, "structure.attention.bias.v", TBool),
@@ -514,6 +518,9 @@ func (b *builder) structure() error {
 	}
 	if a.Attn.FusedQKV && !(a.Attn.BiasQ.IsFalse() && a.Attn.BiasK.IsFalse() && a.Attn.BiasV.IsFalse()) {
 		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has no q, k, v biases here")
+	}
+	if a.Attn.Float32 && a.Scalars.Get(AttnSoftcap) != nil {
+		return errAt(at.Float32.Pos, "structure.attention.float32", "soft-capped attention is written out in the model's dtype; float32 does not apply")
 	}
 	if (sliding == nil) != (window == nil) {
 		return errAt(at.Sliding.Pos, "structure.attention", "sliding and window go together")

@@ -14,9 +14,10 @@ var normKinds = []struct {
 	kind        NormKind
 	typ, loader string
 }{
-	{"rms", "RMSNorm", "RMSNorm"},                 // x / rms(x) * w
-	{"rms_one_plus", "RMSNorm", "RMSNormOnePlus"}, // x / rms(x) * (1 + w)
-	{"layer_norm", "LayerNorm", "LayerNorm"},      // with weight and bias
+	{"rms", "RMSNorm", "RMSNorm"},                            // x / rms(x) * w
+	{"rms_one_plus", "RMSNorm", "RMSNormOnePlus"},            // x / rms(x) * (1 + w)
+	{"layer_norm", "LayerNorm", "LayerNorm"},                 // with weight and bias
+	{"layer_norm_one_plus", "LayerNorm", "LayerNormOnePlus"}, // scaled by 1 + w, with bias
 }
 
 func (NormKind) values() []string {

@@ -295,6 +295,7 @@ func applyDefaults(d *Descriptor) {
 	exprDefault(&a.HeadDim, "head_dim", f)
 	exprDefault(&a.Scale, "head_dim ** -0.5", f)
 	setDefault(&a.FusedQKV, false, f)
+	setDefault(&a.Float32, false, f)
 	for _, b := range []*F[Expr]{&a.Bias.Q, &a.Bias.K, &a.Bias.V, &a.Bias.O} {
 		exprDefault(b, "false", f)
 	}

@@ -23,6 +23,7 @@ type Wrapper struct {
 	SectionOptional       bool
 	TopWins               []string
 	Defaults              []Entry[Raw]
+	Set                   []Entry[Raw]
 	Runs                  string
 	Dispatch              []Entry[F[string]]
 	Prefixes              []PrefixDesc
@@ -35,7 +36,7 @@ var wrapperKeys = map[string]bool{"model_type": true, "doc": true, "tier": true,
 // isWrapper reports whether a flattened descriptor is a wrapper's.
 func isWrapper(d *Descriptor) bool {
 	w := d.Wrapper
-	return w.Section.Set || w.Optional.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set
+	return w.Section.Set || w.Optional.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.Set.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set
 }
 
 // buildWrapper resolves a wrapper descriptor; archs are the descriptors by
@@ -100,13 +101,18 @@ func buildWrapper(d *Descriptor, archs map[string]*Descriptor) (*Wrapper, error)
 			return nil, errAt(e.Pos, "wrapper.defaults."+e.Key, "want a value")
 		}
 	}
+	for _, e := range w.Set.Entries {
+		if e.Null {
+			return nil, errAt(e.Pos, "wrapper.set."+e.Key, "want a value")
+		}
+	}
 	tier := string(d.Tier.V)
 	if tier == "" {
 		tier = "smoke"
 	}
 	return &Wrapper{
 		Name: d.ModelType.V, File: d.file, Doc: doc, Tier: tier, Aliases: d.Aliases.V,
-		Section: w.Section.V, SectionOptional: w.Optional.V, TopWins: w.TopWins.V, Defaults: w.Defaults.Entries,
+		Section: w.Section.V, SectionOptional: w.Optional.V, TopWins: w.TopWins.V, Defaults: w.Defaults.Entries, Set: w.Set.Entries,
 		Runs: w.Runs.V, Dispatch: w.Dispatch.Entries, Prefixes: w.Prefixes.Items, Drop: w.Drop.V,
 	}, nil
 }
@@ -121,6 +127,10 @@ func (w *Wrapper) archEntry() jen.Code {
 	defaults := jen.Dict{}
 	for _, e := range w.Defaults {
 		defaults[jen.Lit(e.Key)] = rawLit(e.Val.V)
+	}
+	set := jen.Dict{}
+	for _, e := range w.Set {
+		set[jen.Lit(e.Key)] = rawLit(e.Val.V)
 	}
 	dispatch := jen.Dict{}
 	for _, e := range w.Dispatch {
@@ -140,6 +150,7 @@ func (w *Wrapper) archEntry() jen.Code {
 			{"SectionOptional", jen.Lit(w.SectionOptional)},
 			{"TopWins", strList(w.TopWins)},
 			{"Defaults", jen.Map(jen.String()).Any().Values(defaults)},
+			{"Set", jen.Map(jen.String()).Any().Values(set)},
 			{"Runs", jen.Lit(w.Runs)},
 			{"Dispatch", jen.Map(jen.String()).String().Values(dispatch)},
 			{"Prefixes", jen.Index().Qual(nnPkg, "Prefix").Values(prefixes...)},

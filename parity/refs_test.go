@@ -34,8 +34,11 @@ func TestReferences(t *testing.T) {
 					refs.Arch, refs.Case, refs.MLX, refs.MLXLM, c.Key(), idx.MLX, idx.MLXLM)
 			}
 			var cfg struct {
-				ModelType string `json:"model_type"`
-				Vocab     int    `json:"vocab_size"`
+				ModelType  string `json:"model_type"`
+				Vocab      int    `json:"vocab_size"`
+				TextConfig *struct {
+					Vocab int `json:"vocab_size"`
+				} `json:"text_config"` // where it nests one, its vocab_size wins
 			}
 			data, err := os.ReadFile(filepath.Join(dir, c.Arch, c.Case, "model", "config.json"))
 			if err != nil {
@@ -43,6 +46,9 @@ func TestReferences(t *testing.T) {
 			}
 			if err := json.Unmarshal(data, &cfg); err != nil {
 				t.Fatal(err)
+			}
+			if cfg.TextConfig != nil && cfg.TextConfig.Vocab != 0 {
+				cfg.Vocab = cfg.TextConfig.Vocab
 			}
 			if cfg.ModelType != refs.ModelType || cfg.ModelType != c.Arch {
 				t.Errorf("config.json model_type %q, refs.json %q, folder %q", cfg.ModelType, refs.ModelType, c.Arch)

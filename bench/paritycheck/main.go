@@ -4,7 +4,8 @@
 // teacher-forced decode logits within parity.Tolerances, free-running
 // greedy tokens equal to mlx-lm's up to its first near-tie. The speed
 // work runs it with the shim's native kernels on and off
-// (ARCHGEN_MLX_NATIVE_QMM=0) to show that they keep parity.
+// (ARCHGEN_MLX_NATIVE_QMM=0 for the linear layers, ARCHGEN_MLX_NATIVE_FAST=0
+// for norms, rope and attention) to show that they keep parity.
 //
 //	go run ./bench/paritycheck
 package main

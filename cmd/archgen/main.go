@@ -9,6 +9,8 @@
 //	archgen -check [-root dir]       print a diff of what generating would change
 //	archgen [-root dir] list         list the architectures, their tiers and aliases
 //	archgen [-root dir] explain TYPE print TYPE's resolved descriptor
+//	archgen [-root dir] new TYPE --from config.json [--extends BASE]
+//	                                 draft descriptors/TYPE.yaml from a published config
 //
 // Generating writes nothing unless every descriptor resolves and every file
 // is made; it removes the generated files of a descriptor that is gone, and
@@ -22,6 +24,16 @@
 // one per line, with its origin: a file and line of the descriptor itself,
 // "inherited" with the base's file and line, or "default" for the
 // language's default (descriptors/README.md lists them).
+//
+// new drafts descriptors/TYPE.yaml from a published config.json: it
+// extends BASE, or the descriptor whose keys fit the config best (it says
+// which and why), lists every key of the config as read by the base,
+// ignored by it, or a TODO under config.ignore with its value and the
+// descriptors that read a key of that name, and the keys the base requires
+// that the config lacks. It prints a parity case stub for
+// parity/refgen/cases.py: the config at the cases' small sizes. It refuses
+// a model_type that already runs, a config of another model_type, and an
+// existing file. docs/ADDING_AN_ARCH.md walks through the rest.
 //
 // -root is the module root, the directory holding descriptors/ and
 // generated/; by default the nearest directory above the working one that
@@ -52,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root := fs.String("root", "", "module root (default: the nearest directory above with descriptors/ and go.mod)")
 	check := fs.Bool("check", false, "print a diff of what generating would change; exit 1 if anything would")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: archgen [-root dir] [-check] [list | explain TYPE]")
+		fmt.Fprintln(stderr, "usage: archgen [-root dir] [-check] [list | explain TYPE | new TYPE --from config.json [--extends BASE]]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, out)
 		return 0
+	case len(rest) >= 1 && rest[0] == "new" && !*check:
+		return runNew(dir, set, rest[1:], stdout, stderr)
 	case len(rest) > 0:
 		fs.Usage()
 		return 2

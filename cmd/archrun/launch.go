@@ -30,6 +30,7 @@ func (a *app) launch(args []string) error {
 	hostfile := fs.String("hostfile", "", "mlx.launch's hostfile (hosts with ssh names and ips): print each host's command instead")
 	port := fs.Int("port", 32323, "with -hostfile: the ring's first port, one more per rank as mlx.launch counts")
 	timeout := fs.Duration("timeout", 0, "how long a process waits for its peers (default 2m, or ARCHGEN_DIST_TIMEOUT)")
+	fs.rest = true
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}

@@ -51,7 +51,9 @@ func archrun(t *testing.T, timeout time.Duration, env []string, args ...string) 
 	}
 }
 
-const llamaPlan = "testdata/llama-shard.json"
+// mlpPlan splits only the MLP: a plan given with -shard-plan in place of
+// the architecture's.
+const mlpPlan = "testdata/mlp-shard.json"
 
 func readNpy(t *testing.T, path string) []float32 {
 	t.Helper()
@@ -66,21 +68,18 @@ func readNpy(t *testing.T, path string) []float32 {
 	return v
 }
 
-// TestLaunchLogits: 2 ranks on loopback give the logits of one process and
-// mlx-lm's within the level's tolerance; at float32, those of the same
-// checkpoint sharded by mlx-lm itself too.
+// TestLaunchLogits: 2 ranks on loopback, on the architecture's generated
+// plan, give the logits of one process and mlx-lm's within the level's
+// tolerance; at float32, those of the same checkpoint sharded by mlx-lm
+// itself too.
 func TestLaunchLogits(t *testing.T) {
 	for _, tc := range [][3]string{
 		{"llama", "base", "float32"},
 		{"qwen3", "base", "float32"},
 		{"llama", "base", "q4_g64"},
-		{"glm4", "base", "float32"}, // a fused gate_up projection
+		{"glm4", "base", "float32"}, // a fused gate_up projection, split in 2 parts
 	} {
 		t.Run(strings.Join(tc[:], "/"), func(t *testing.T) {
-			plan := llamaPlan
-			if tc[0] == "glm4" {
-				plan = "testdata/glm4-shard.json"
-			}
 			dir, want := level(t, tc[0], tc[1], tc[2])
 			tmp := t.TempDir()
 			tokens := tokenList(want.Prompt)
@@ -90,7 +89,7 @@ func TestLaunchLogits(t *testing.T) {
 			}
 			two := filepath.Join(tmp, "two.npy")
 			stdout, stderr, err := archrun(t, 2*time.Minute, nil,
-				"launch", "-n", "2", "--", "logits", "-model", dir, "-tokens", tokens, "-out", two, "-shard-plan", plan)
+				"launch", "-n", "2", "--", "logits", "-model", dir, "-tokens", tokens, "-out", two)
 			if err != nil {
 				t.Fatalf("launch: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 			}
@@ -149,35 +148,44 @@ func TestMLXLMShardWorker(t *testing.T) {
 }
 
 // TestLaunchGreedy: 2 ranks decode mlx-lm's greedy tokens, and only rank 0
-// prints them.
+// prints them, on the architecture's plan and on a -shard-plan that
+// replaces it.
 func TestLaunchGreedy(t *testing.T) {
 	dir, want := level(t, "llama", "base", "float32")
 	n := fmt.Sprint(len(want.DecodeTokens))
-	stdout, stderr, err := archrun(t, 2*time.Minute, nil,
-		"launch", "-n", "2", "--", "greedy", "-model", dir, "-tokens", tokenList(want.Prompt), "-n", n, "-shard-plan", llamaPlan)
-	if err != nil {
-		t.Fatalf("launch: %v\n%s", err, stderr)
-	}
-	wantLine := strings.ReplaceAll(tokenList(want.DecodeTokens), ",", " ") + "\n"
-	if stdout != wantLine {
-		t.Errorf("2 ranks printed %q, mlx-lm's greedy tokens are %q", stdout, wantLine)
+	for _, extra := range [][]string{nil, {"-shard-plan", mlpPlan}} {
+		args := append([]string{"launch", "-n", "2", "--", "greedy", "-model", dir, "-tokens", tokenList(want.Prompt), "-n", n}, extra...)
+		stdout, stderr, err := archrun(t, 2*time.Minute, nil, args...)
+		if err != nil {
+			t.Fatalf("launch %q: %v\n%s", extra, err, stderr)
+		}
+		wantLine := strings.ReplaceAll(tokenList(want.DecodeTokens), ",", " ") + "\n"
+		if stdout != wantLine {
+			t.Errorf("2 ranks %q printed %q, mlx-lm's greedy tokens are %q", extra, stdout, wantLine)
+		}
 	}
 }
 
-// TestLaunchErrors: refusals reach the user from each rank, named; a
-// group without a plan is refused.
+// TestLaunchErrors: refusals reach the user from each rank, named; an
+// architecture without a plan is refused with the reason, and a
+// -shard-plan's counts replace the architecture's.
 func TestLaunchErrors(t *testing.T) {
 	dir, _ := level(t, "llama", "base", "float32")
+	fused, _ := level(t, "phi3", "base", "float32")
 	for _, tc := range []struct {
 		args []string
 		want []string
+		not  string
 	}{
-		{[]string{"launch", "-n", "2", "--", "greedy", "-model", dir, "-tokens", "1,2"},
+		{args: []string{"launch", "-n", "2", "--", "greedy", "-model", fused, "-tokens", "1,2"},
 			// the rank that fails first is named; launch then kills the other
-			[]string{": " + dir + "/config.json: cannot shard over 2 processes: llama has no tensor-parallel plan", "archrun: rank ", "archrun: launch: rank "}},
-		{[]string{"launch", "-n", "3", "--", "greedy", "-model", dir, "-tokens", "1,2", "-shard-plan", llamaPlan},
-			[]string{"cannot shard over 3 processes: num_attention_heads = 4, num_key_value_heads = 2, intermediate_size = 128: the group size must divide each"}},
-		{[]string{"launch", "-n", "2", "--", "list"}, []string{"launch needs a command after its flags"}},
+			want: []string{": " + fused + "/config.json: cannot shard over 2 processes: phi3 has no tensor-parallel plan: " +
+				"its fused self_attn.qkv_proj holds q, k and v parts of unequal sizes", "archrun: rank ", "archrun: launch: rank "}},
+		{args: []string{"launch", "-n", "3", "--", "greedy", "-model", dir, "-tokens", "1,2"},
+			want: []string{"cannot shard over 3 processes: num_attention_heads = 4, num_key_value_heads = 2, intermediate_size = 128: the group size must divide each"}},
+		{args: []string{"launch", "-n", "3", "--", "greedy", "-model", dir, "-tokens", "1,2", "-shard-plan", mlpPlan},
+			want: []string{"cannot shard over 3 processes: intermediate_size = 128: the group size must divide each"}, not: "num_attention_heads"},
+		{args: []string{"launch", "-n", "2", "--", "list"}, want: []string{"launch needs a command after its flags"}},
 	} {
 		_, stderr, err := archrun(t, 2*time.Minute, nil, tc.args...)
 		if err == nil {
@@ -188,6 +196,9 @@ func TestLaunchErrors(t *testing.T) {
 			if !strings.Contains(stderr, w) {
 				t.Errorf("archrun %q: stderr\n%s\nwant %q", tc.args, stderr, w)
 			}
+		}
+		if tc.not != "" && strings.Contains(stderr, tc.not) {
+			t.Errorf("archrun %q: stderr\n%s\nnames %q", tc.args, stderr, tc.not)
 		}
 	}
 }
@@ -220,7 +231,7 @@ func TestKilledRank(t *testing.T) {
 	var stderr [2]lockedBuffer
 	done := make(chan int, 2)
 	for r := range procs {
-		p := exec.Command(os.Args[0], "greedy", "-model", dir, "-tokens", tokenList(want.Prompt), "-n", "1000000", "-shard-plan", llamaPlan)
+		p := exec.Command(os.Args[0], "greedy", "-model", dir, "-tokens", tokenList(want.Prompt), "-n", "1000000")
 		p.Env = append(os.Environ(), "ARCHGEN_ARCHRUN_MAIN=1", fmt.Sprintf("MLX_RANK=%d", r), "MLX_HOSTFILE="+hostfile,
 			"ARCHGEN_DIST_TIMEOUT=10s", "MLX_RING_VERBOSE=1")
 		p.Stderr = &stderr[r]

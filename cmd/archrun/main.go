@@ -227,6 +227,7 @@ type app struct {
 type command struct {
 	*flag.FlagSet
 	synopsis, doc string
+	rest          bool // it takes arguments after its flags (launch: the command it runs)
 }
 
 // flags is a command's flag set; its own output is silenced: parse turns
@@ -246,7 +247,7 @@ func (c *command) printHelp(w io.Writer) {
 	c.SetOutput(io.Discard)
 }
 
-// parse parses args and refuses leftovers; -h, -help, --help and a lone
+// parse parses args and refuses leftovers (unless the command takes them); -h, -help, --help and a lone
 // "help" print the command's help.
 func (a *app) parse(c *command, args []string) error {
 	if a.help || (len(args) == 1 && args[0] == "help") {
@@ -260,7 +261,7 @@ func (a *app) parse(c *command, args []string) error {
 		}
 		return usagef("%v (%q lists the flags)", err, c.Name()+" -h")
 	}
-	if c.NArg() > 0 {
+	if c.NArg() > 0 && !c.rest {
 		return usagef("unexpected arguments %q (%q lists the flags)", c.Args(), c.Name()+" -h")
 	}
 	return nil

@@ -35,6 +35,18 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
+	Shard: &nn.ShardPlan{
+		Linears: map[string]nn.ShardRole{
+			"mlp.down_proj":    nn.ShardedToAll,
+			"mlp.gate_proj":    nn.AllToSharded,
+			"mlp.up_proj":      nn.AllToSharded,
+			"self_attn.k_proj": nn.AllToSharded,
+			"self_attn.o_proj": nn.ShardedToAll,
+			"self_attn.q_proj": nn.AllToSharded,
+			"self_attn.v_proj": nn.AllToSharded,
+		},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
+	},
 }
 
 // Model is a loaded gemma2. Its weights are named as in the checkpoint, in

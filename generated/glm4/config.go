@@ -95,6 +95,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "head_dim", c.HeadDim, 1)
 	nn.Min(r, "num_key_value_heads", c.NumKeyValueHeads, 1)
+	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}

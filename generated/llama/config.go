@@ -113,6 +113,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
 	nn.Min(r, "num_attention_heads", c.NumAttentionHeads, 1)
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
+	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}

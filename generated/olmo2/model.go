@@ -35,6 +35,7 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{"head_dim", "num_key_value_heads"},
 	Ignored: IgnoredKeys,
+	NoShard: "its self_attn.q_norm and self_attn.k_norm norms span the width of all heads, which no process holds",
 }
 
 // Model is a loaded olmo2. Its weights are named as in the checkpoint, in Go's

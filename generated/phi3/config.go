@@ -107,6 +107,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "max_position_embeddings", c.MaxPositionEmbeddings, 1)
 	nn.Min(r, "original_max_position_embeddings", c.OriginalMaxPositionEmbeddings, 1)
+	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{"num_key_value_heads"},
 	Ignored: IgnoredKeys,
+	NoShard: "its fused self_attn.qkv_proj holds q, k and v parts of unequal sizes (num_attention_heads heads of queries, num_key_value_heads of keys and of values), which a plan's equal parts cannot split",
 }
 
 // Model is a loaded phi3. Its weights are named as in the checkpoint, in Go's

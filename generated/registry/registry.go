@@ -7,17 +7,28 @@
 package registry
 
 import (
+	"github.com/archgen/archgen/generated/ernie4_5"
+	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
+	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/granite"
+	"github.com/archgen/archgen/generated/helium"
+	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
+	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
+	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen3"
+	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
+	"github.com/archgen/archgen/generated/stablelm"
 	"github.com/archgen/archgen/generated/starcoder2"
+	"github.com/archgen/archgen/generated/telechat3"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -29,17 +40,51 @@ type Model = nn.Model
 // speculative-decoding drafters, which never run alone.
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
+		ernie4_5.Arch,
+		exaone.Arch,
 		gemma.Arch,
 		gemma2.Arch,
+		glm.Arch,
 		glm4.Arch,
 		granite.Arch,
+		helium.Arch,
+		hunyuan_v1_dense.Arch,
+		internlm3.Arch,
 		llama.Arch,
+		mimo.Arch,
+		nemotron.Arch,
 		olmo2.Arch,
 		phi3.Arch,
 		qwen2.Arch,
 		qwen3.Arch,
+		seed_oss.Arch,
 		smollm3.Arch,
+		stablelm.Arch,
 		starcoder2.Arch,
+		telechat3.Arch,
+		{
+			Name:    "pixtral",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Mistral's Pixtral, its text part: a Llama language model whose config is text_config and whose tensors are under language_model., with an output head of its own always (tie_word_embeddings is set false whatever text_config says) and 32 attention heads when text_config does not say.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{},
+				Defaults:        map[string]any{"num_attention_heads": 32},
+				Set:             map[string]any{"tie_word_embeddings": false},
+				Runs:            "llama",
+				Dispatch:        map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "multi_modal_projector"},
+			},
+		},
 	},
 	map[string]string{
 		"deepseek_v41_text": "deepseek_v41",

@@ -35,6 +35,17 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
+	Shard: &nn.ShardPlan{
+		Linears: map[string]nn.ShardRole{
+			"mlp.c_fc":         nn.AllToSharded,
+			"mlp.c_proj":       nn.ShardedToAll,
+			"self_attn.k_proj": nn.AllToSharded,
+			"self_attn.o_proj": nn.ShardedToAll,
+			"self_attn.q_proj": nn.AllToSharded,
+			"self_attn.v_proj": nn.AllToSharded,
+		},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
+	},
 }
 
 // Model is a loaded starcoder2. Its weights are named as in the checkpoint, in

@@ -63,6 +63,11 @@ def _llama_like(model_type: str, arch_name: str, **over) -> Dict[str, Any]:
     return cfg
 
 
+def _without(cfg: Dict[str, Any], *keys: str) -> Dict[str, Any]:
+    """cfg less keys: a case whose config leaves them out, so the defaults apply."""
+    return {k: v for k, v in cfg.items() if k not in keys}
+
+
 def _llama_cases() -> List[Case]:
     def llama(**over):
         return _llama_like("llama", "LlamaForCausalLM", **over)
@@ -642,6 +647,530 @@ def _starcoder2_cases() -> List[Case]:
     ]
 
 
+def _helium_cases() -> List[Case]:
+    def helium(**over):
+        cfg = _llama_like(
+            "helium",
+            "HeliumForCausalLM",
+            attention_bias=False,
+            mlp_bias=False,
+            rms_norm_eps=1e-8,
+            rope_theta=100000.0,
+            pad_token_id=3,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "helium",
+            "base",
+            "q/k/v biases (none on o), interleaved rope, untied head, GQA 4/2; a "
+            "config head_dim 32 that helium ignores (it uses hidden/heads 16)",
+            helium(head_dim=32, attention_bias=True, tie_word_embeddings=False),
+        ),
+        Case(
+            "helium",
+            "tied_mlp_bias",
+            "tied head with the lm_head mlx-lm builds anyway (dropped at load), MLP "
+            "biases, no attention biases, plain multi-head",
+            helium(
+                head_dim=16,
+                num_key_value_heads=4,
+                mlp_bias=True,
+                tie_word_embeddings=True,
+            ),
+        ),
+    ]
+
+
+def _ernie4_5_cases() -> List[Case]:
+    def ernie(**over):
+        cfg = _llama_like(
+            "ernie4_5",
+            "Ernie4_5_ForCausalLM",
+            rope_theta=500000.0,
+            pad_token_id=0,
+            use_cache=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "ernie4_5",
+            "base",
+            "interleaved plain rope, no biases, tied head, head_dim 32 unlike "
+            "hidden/heads 16, GQA 4/2",
+            ernie(head_dim=32, use_bias=False, tie_word_embeddings=True),
+        ),
+        Case(
+            "ernie4_5",
+            "bias_untied",
+            "use_bias on q/k/v/o and the MLP, untied head, plain multi-head; a "
+            "rope_scaling that ernie4_5 does not read",
+            ernie(
+                head_dim=16,
+                num_key_value_heads=4,
+                use_bias=True,
+                tie_word_embeddings=False,
+                rope_scaling={"type": "linear", "factor": 4.0},
+            ),
+        ),
+    ]
+
+
+def _glm_cases() -> List[Case]:
+    def glm(**over):
+        cfg = _llama_like(
+            "glm",
+            "GlmForCausalLM",
+            partial_rotary_factor=0.5,
+            pad_token_id=0,
+            rms_norm_eps=1.5625e-07,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "glm",
+            "base",
+            "fused gate_up_proj, q/k/v biases (none on o), interleaved rope over "
+            "the whole head (partial_rotary_factor 0.5 is not read), head_dim 32, "
+            "GQA, untied",
+            glm(head_dim=32, attention_bias=True, tie_word_embeddings=False),
+        ),
+        Case(
+            "glm",
+            "tied_nobias",
+            "attention_bias false, tied head (the default), plain multi-head, "
+            "head_dim 16, rope_theta 5e5",
+            _without(
+                glm(
+                    head_dim=16,
+                    num_key_value_heads=4,
+                    attention_bias=False,
+                    rope_theta=500000.0,
+                ),
+                "tie_word_embeddings",
+            ),
+        ),
+    ]
+
+
+def _internlm3_cases() -> List[Case]:
+    def internlm3(**over):
+        cfg = _llama_like(
+            "internlm3",
+            "InternLM3ForCausalLM",
+            bias=False,
+            qkv_bias=False,
+            head_dim=16,
+            pad_token_id=2,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "internlm3",
+            "qkv_bias_dynamic",
+            "qkv_bias on q/k/v/o, untied head (the default), GQA, rope_scaling "
+            "dynamic factor 2 with max_position_embeddings 16 so prefill and decode "
+            "run past it",
+            _without(
+                internlm3(
+                    qkv_bias=True,
+                    max_position_embeddings=16,
+                    rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+                ),
+                "tie_word_embeddings",
+            ),
+        ),
+        Case(
+            "internlm3",
+            "mlp_bias_linear",
+            "bias on the MLP only, tied head, plain multi-head, rope_scaling linear "
+            "factor 3, rope_theta 5e4",
+            internlm3(
+                num_key_value_heads=4,
+                bias=True,
+                tie_word_embeddings=True,
+                rope_theta=50000.0,
+                rope_scaling={"rope_type": "linear", "factor": 3.0},
+            ),
+        ),
+    ]
+
+
+def _mimo_cases() -> List[Case]:
+    def mimo(**over):
+        cfg = _llama_like(
+            "mimo",
+            "MiMoForCausalLM",
+            rope_theta=640000.0,
+            num_nextn_predict_layers=1,
+            max_window_layers=2,
+            use_sliding_window=False,
+            sliding_window=32768,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "mimo",
+            "base",
+            "biased q/k/v, o without bias, GQA, untied head (the default), "
+            "num_nextn_predict_layers 1",
+            _without(mimo(), "tie_word_embeddings"),
+        ),
+        Case(
+            "mimo",
+            "tied_yarn",
+            "tied head, rope_scaling yarn (factor 4, original 32768), plain "
+            "multi-head; a config head_dim 32 that mimo ignores",
+            mimo(
+                num_key_value_heads=4,
+                head_dim=32,
+                tie_word_embeddings=True,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "rope_type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 32768,
+                },
+            ),
+        ),
+    ]
+
+
+def _seed_oss_cases() -> List[Case]:
+    def seed(**over):
+        cfg = _llama_like(
+            "seed_oss",
+            "SeedOssForCausalLM",
+            attention_bias=True,
+            attention_out_bias=False,
+            mlp_bias=False,
+            attention_dropout=0.1,
+            residual_dropout=0.1,
+            pad_token_id=1,
+            rms_norm_eps=1e-6,
+            rope_theta=10000000.0,
+            tie_word_embeddings=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "seed_oss",
+            "base",
+            "q/k/v biases, o without, head_dim 32 unlike hidden/heads 16, GQA, "
+            "untied head",
+            seed(head_dim=32),
+        ),
+        Case(
+            "seed_oss",
+            "out_mlp_bias_linear",
+            "attention_out_bias on o only, MLP biases, plain multi-head, "
+            "head_dim 16, rope_scaling linear factor 2",
+            seed(
+                head_dim=16,
+                num_key_value_heads=4,
+                attention_bias=False,
+                attention_out_bias=True,
+                mlp_bias=True,
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+            ),
+        ),
+    ]
+
+
+def _telechat3_cases() -> List[Case]:
+    def telechat3(**over):
+        cfg = _llama_like("telechat3", "Telechat3ForCausalLM", pad_token_id=3)
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "telechat3",
+            "base",
+            "no biases, untied head (the default), GQA, head_dim 32 unlike "
+            "hidden/heads 16",
+            _without(telechat3(head_dim=32), "tie_word_embeddings"),
+        ),
+        Case(
+            "telechat3",
+            "bias_tied_yarn",
+            "attention (o too) and MLP biases, tied head, plain multi-head, "
+            "rope_scaling telechat3-yarn (factor 4, original 32, so it bites)",
+            telechat3(
+                num_key_value_heads=4,
+                attention_bias=True,
+                mlp_bias=True,
+                tie_word_embeddings=True,
+                max_position_embeddings=131072,
+                rope_scaling={
+                    "rope_type": "telechat3-yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 32,
+                },
+            ),
+        ),
+    ]
+
+
+def _exaone_cases() -> List[Case]:
+    def exaone(**over):
+        cfg = {
+            "architectures": ["ExaoneForCausalLM"],
+            "model_type": "exaone",
+            "activation_function": "silu",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "layer_norm_epsilon": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 4096,
+            "rope_theta": 500000.0,
+            "embed_dropout": 0.0,
+            "attention_dropout": 0.0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "exaone",
+            "base",
+            "GPT-2 names (transformer.wte/h/ln_f, attn.attention.out_proj, "
+            "c_fc_0/c_fc_1/c_proj), num_layers and layer_norm_epsilon, GQA, untied",
+            exaone(tie_word_embeddings=False),
+        ),
+        Case(
+            "exaone",
+            "tied_bias_llama3",
+            "tied head, attention (o too) and MLP biases, plain multi-head, "
+            "rope_scaling llama3 (factor 8, original 32)",
+            exaone(
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                attention_bias=True,
+                mlp_bias=True,
+                layer_norm_epsilon=1e-6,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 32,
+                },
+            ),
+        ),
+    ]
+
+
+def _pixtral_cases() -> List[Case]:
+    def pixtral(text_config):
+        return {
+            "architectures": ["LlavaForConditionalGeneration"],
+            "model_type": "pixtral",
+            "image_token_index": 10,
+            "projector_hidden_act": "gelu",
+            "multimodal_projector_bias": True,
+            "spatial_merge_size": 2,
+            "vision_feature_layer": -1,
+            "vision_config": {
+                "model_type": "pixtral",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "patch_size": 16,
+                "image_size": 64,
+            },
+            "text_config": text_config,
+            "torch_dtype": "float32",
+        }
+
+    def text(**over):
+        cfg = _llama_like("mistral", "MistralForCausalLM", rope_theta=1000000000.0)
+        del cfg["architectures"], cfg["torch_dtype"]
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "pixtral",
+            "base",
+            "a llama under language_model. read from text_config, head_dim 32, GQA; "
+            "the head is never tied (text_config's tie_word_embeddings true is "
+            "overridden)",
+            pixtral(text(head_dim=32, tie_word_embeddings=True)),
+        ),
+        Case(
+            "pixtral",
+            "default_heads",
+            "text_config without num_attention_heads or num_key_value_heads: 32 "
+            "heads of head_dim 8, plain multi-head",
+            pixtral(
+                _without(
+                    text(head_dim=8), "num_attention_heads", "num_key_value_heads"
+                )
+            ),
+        ),
+    ]
+
+
+def _hunyuan_v1_dense_cases() -> List[Case]:
+    def hunyuan(**over):
+        cfg = _llama_like(
+            "hunyuan_v1_dense",
+            "HunYuanDenseV1ForCausalLM",
+            use_qk_norm=True,
+            attention_bias=False,
+            mlp_bias=False,
+            pad_token_id=0,
+            tie_word_embeddings=True,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "hunyuan_v1_dense",
+            "alpha_tied",
+            "q/k RMSNorm per head after the rope, rope base scaled by "
+            "rope_scaling alpha 1000 (^ 32/30), head_dim 32 unlike hidden/heads "
+            "16, GQA, tied head",
+            hunyuan(
+                head_dim=32,
+                rope_scaling={"alpha": 1000.0, "factor": 1.0, "type": "dynamic"},
+            ),
+        ),
+        Case(
+            "hunyuan_v1_dense",
+            "bias_untied",
+            "no rope_scaling (alpha 1), q/k/v/o biases, untied head (the "
+            "default), plain multi-head, rope_theta 5e5",
+            _without(
+                hunyuan(
+                    num_key_value_heads=4,
+                    attention_bias=True,
+                    rope_theta=500000.0,
+                ),
+                "tie_word_embeddings",
+            ),
+        ),
+    ]
+
+
+def _stablelm_cases() -> List[Case]:
+    def stablelm(**over):
+        cfg = {
+            "architectures": ["StableLmForCausalLM"],
+            "model_type": "stablelm",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_act": "silu",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 4096,
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.25,
+            "use_qkv_bias": False,
+            "use_parallel_residual": False,
+            "qk_layernorm": False,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+            "tie_word_embeddings": False,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "stablelm",
+            "base",
+            "LayerNorms with bias, partial rope 0.25 (4 of 16 dims), attention in "
+            "float32 cast back, no q/k/v biases, GQA, untied",
+            stablelm(),
+        ),
+        Case(
+            "stablelm",
+            "qkv_bias_half_rope",
+            "use_qkv_bias on q/k/v (not o), partial_rotary_factor 0.5, plain "
+            "multi-head, rope_theta 1e5, layer_norm_eps 1e-6",
+            stablelm(
+                num_key_value_heads=4,
+                use_qkv_bias=True,
+                partial_rotary_factor=0.5,
+                rope_theta=100000.0,
+                layer_norm_eps=1e-6,
+            ),
+        ),
+    ]
+
+
+def _nemotron_cases() -> List[Case]:
+    def nemotron(**over):
+        cfg = _llama_like(
+            "nemotron",
+            "NemotronForCausalLM",
+            hidden_act="relu2",
+            norm_eps=1e-5,
+            partial_rotary_factor=0.5,
+        )
+        del cfg["rms_norm_eps"]
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "nemotron",
+            "base",
+            "LayerNorms scaling by 1 + weight with bias, ungated relu² MLP, partial "
+            "rope 0.5 (the default, no key), GQA, untied head (the default), no biases",
+            _without(
+                nemotron(head_dim=32), "partial_rotary_factor", "tie_word_embeddings"
+            ),
+        ),
+        Case(
+            "nemotron",
+            "bias_tied_linear",
+            "attention (o too) and MLP biases, tied head, plain multi-head, partial "
+            "rope 0.25, rope_scaling linear factor 2, norm_eps 1e-6, "
+            "rope_traditional true (which nemotron does not use)",
+            nemotron(
+                num_key_value_heads=4,
+                attention_bias=True,
+                mlp_bias=True,
+                tie_word_embeddings=True,
+                partial_rotary_factor=0.25,
+                norm_eps=1e-6,
+                rope_traditional=True,
+                rope_scaling={"type": "linear", "factor": 2.0},
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -654,6 +1183,18 @@ CASES: List[Case] = (
     + _glm4_cases()
     + _granite_cases()
     + _starcoder2_cases()
+    + _helium_cases()
+    + _ernie4_5_cases()
+    + _glm_cases()
+    + _internlm3_cases()
+    + _mimo_cases()
+    + _seed_oss_cases()
+    + _telechat3_cases()
+    + _exaone_cases()
+    + _pixtral_cases()
+    + _hunyuan_v1_dense_cases()
+    + _stablelm_cases()
+    + _nemotron_cases()
 )
 
 

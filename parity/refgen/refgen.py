@@ -33,6 +33,7 @@ import zlib
 from pathlib import Path
 
 import mlx.core as mx
+import mlx.nn as nn
 import mlx_lm
 import numpy as np
 from mlx.utils import tree_flatten, tree_map_with_path, tree_unflatten
@@ -73,7 +74,7 @@ def case_seed(case: Case) -> int:
 def case_prompt(case: Case):
     """A fixed token sequence per case, drawn from the case's seed."""
     rng = np.random.default_rng([case_seed(case), 0])
-    vocab = case.config["vocab_size"]
+    vocab = case.config.get("text_config", case.config)["vocab_size"]
     return [int(t) for t in rng.integers(3, vocab, size=PROMPT_LEN)]
 
 
@@ -82,6 +83,7 @@ def _norm_modules(model):
         path
         for path, module in model.named_modules()
         if type(module).__name__.endswith("Norm")
+        or isinstance(module, (nn.LayerNorm, nn.RMSNorm))
     }
 
 

@@ -38,3 +38,21 @@ func ClearCache() { C.mlxg_clear_cache() }
 // groups of 32, 64 or 128) rather than libmlx's: true on x86-64 CPUs with
 // AVX2, FMA and F16C, unless the environment sets ARCHGEN_MLX_NATIVE_QMM=0.
 func NativeQuantizedMatmul() bool { return C.mlxg_native_qmm() != 0 }
+
+// NativeFastOps reports whether RMSNorm, LayerNorm, RoPE and SDPA run this
+// package's own CPU kernels where they apply (float32, float16 and bfloat16
+// on the CPU) rather than libmlx's fallbacks composed of small ops: true on
+// x86-64 CPUs with AVX2, FMA and F16C, unless the environment sets
+// ARCHGEN_MLX_NATIVE_FAST=0.
+func NativeFastOps() bool { return C.mlxg_native_fast() != 0 }
+
+// setNativeFastOps turns the kernels of NativeFastOps on or off (on only
+// where the CPU allows) and returns the previous setting; the tests use it
+// to compare both paths in one process.
+func setNativeFastOps(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_fast(C.int(v)) != 0
+}

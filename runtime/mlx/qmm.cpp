@@ -11,15 +11,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
+
+#include "cpukern.h"
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
@@ -29,154 +26,13 @@ namespace mx = mlx::core;
 
 namespace {
 
-// Pool runs f(0..n-1) on the calling thread and one worker per other core.
-class Pool {
- public:
-  static Pool& get() {
-    static Pool* p = new Pool();  // never destroyed: workers outlive exit paths
-    return *p;
-  }
-
-  int threads() const { return static_cast<int>(workers_.size()) + 1; }
-
-  void run(int n, const std::function<void(int)>& f) {
-    if (n <= 1 || workers_.empty()) {
-      for (int i = 0; i < n; i++) {
-        f(i);
-      }
-      return;
-    }
-    std::unique_lock<std::mutex> run_lock(run_mu_);  // one job at a time
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      job_ = &f;
-      n_ = n;
-      next_.store(0);
-      done_.store(0);
-      gen_++;
-    }
-    cv_.notify_all();
-    work();
-    // Wait for the workers' last tasks; they are short, so spin.
-    while (done_.load(std::memory_order_acquire) < n_) {
-      _mm_pause();
-    }
-    std::lock_guard<std::mutex> lk(mu_);
-    job_ = nullptr;
-  }
-
- private:
-  Pool() {
-    int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* e = std::getenv("ARCHGEN_MLX_THREADS")) {
-      n = std::atoi(e);
-    }
-    n = std::max(1, std::min(n, 64));
-    for (int i = 1; i < n; i++) {
-      workers_.emplace_back([this] { loop(); });
-      workers_.back().detach();
-    }
-  }
-
-  void work() {
-    for (;;) {
-      int i = next_.fetch_add(1);
-      if (i >= n_) {
-        return;
-      }
-      (*job_)(i);
-      done_.fetch_add(1, std::memory_order_release);
-    }
-  }
-
-  void loop() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return gen_ != seen && job_ != nullptr; });
-        seen = gen_;
-      }
-      work();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex run_mu_, mu_;
-  std::condition_variable cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  int n_ = 0;
-  uint64_t gen_ = 0;
-  std::atomic<int> next_{0}, done_{0};
-};
-
-enum class Kind { f32, f16, bf16 };
-
-Kind kind_of(mx::Dtype d) {
-  if (d == mx::float16) return Kind::f16;
-  if (d == mx::bfloat16) return Kind::bf16;
-  return Kind::f32;
-}
-
-__attribute__((target("avx2,fma,f16c"))) inline float load1(const void* p, size_t i, Kind k) {
-  switch (k) {
-    case Kind::f16:
-      return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
-    case Kind::bf16: {
-      uint32_t u = static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
-
-// Converts n values of kind k at p into float32 at dst.
-__attribute__((target("avx2,fma,f16c"))) void to_f32(float* dst, const void* p, size_t n, Kind k) {
-  size_t i = 0;
-  if (k == Kind::f32) {
-    std::memcpy(dst, p, n * 4);
-    return;
-  }
-  const uint16_t* h = static_cast<const uint16_t*>(p);
-  if (k == Kind::f16) {
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(h + i))));
-    }
-  } else {
-    for (; i + 8 <= n; i += 8) {
-      __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(h + i)));
-      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
-    }
-  }
-  for (; i < n; i++) {
-    dst[i] = load1(p, i, k);
-  }
-}
-
-// Writes v as kind k at index i of p.
-__attribute__((target("avx2,fma,f16c"))) inline void store1(void* p, size_t i, float v, Kind k) {
-  switch (k) {
-    case Kind::f16:
-      static_cast<uint16_t*>(p)[i] = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
-      break;
-    case Kind::bf16: {
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      if ((u & 0x7fffffff) > 0x7f800000) {
-        u |= 0x00400000;  // NaN stays NaN
-      } else {
-        u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
-      }
-      static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(u >> 16);
-      break;
-    }
-    default:
-      static_cast<float*>(p)[i] = v;
-  }
-}
+using archgen::Kind;
+using archgen::kind_of;
+using archgen::from_f32;
+using archgen::load1;
+using archgen::Pool;
+using archgen::store1;
+using archgen::to_f32;
 
 // Dequantizes row n of W (K values) into dst.
 template <int bits>
@@ -221,76 +77,148 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// sum_k x[k] * W[n, k] for one row n of W, straight from its packed
-// values: per group, (q . x) * scale + bias * sum(x of the group), where
-// xsum holds those sums.
-template <int bits>
-__attribute__((target("avx2,fma,f16c"))) float dot_row(
-    const float* x, const float* xsum, const uint8_t* w, const void* scales, const void* biases,
-    Kind sk, size_t n, int K, int group) {
-  const int groups = K / group;
-  const uint8_t* row = w + n * K * bits / 8;
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  __m256 total = _mm256_setzero_ps();
-  float bsum = 0;
-  for (int g = 0; g < groups; g++) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    for (int k0 = g * group; k0 < (g + 1) * group; k0 += 32) {
-      const float* xs = x + k0;
-      if constexpr (bits == 4) {
-        __m128i v = _mm_loadu_si128((const __m128i*)(row + k0 / 2));
-        __m128i lo = _mm_and_si128(v, m4);
-        __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-        __m128i e0 = _mm_unpacklo_epi8(lo, hi);
-        __m128i e1 = _mm_unpackhi_epi8(lo, hi);
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e0)), _mm256_loadu_ps(xs), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e0, 8))),
-                               _mm256_loadu_ps(xs + 8), acc1);
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e1)), _mm256_loadu_ps(xs + 16), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e1, 8))),
-                               _mm256_loadu_ps(xs + 24), acc1);
-      } else {
-        const uint8_t* q = row + k0;
-        for (int p = 0; p < 4; p += 2) {
-          acc0 = _mm256_fmadd_ps(
-              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(q + 8 * p)))),
-              _mm256_loadu_ps(xs + 8 * p), acc0);
-          acc1 = _mm256_fmadd_ps(
-              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(q + 8 * p + 8)))),
-              _mm256_loadu_ps(xs + 8 * p + 8), acc1);
-        }
-      }
+// res[r] = sum_k x[k] * W[n + r, k] for R rows of W, straight from their
+// packed values: per group, (q . x) * scale + bias * sum(x of the group),
+// where xsum holds those sums.
+// Reorders x for dot_rows<4, R>: in each block of 16, the 8 even elements
+// and then the 8 odd ones (the order of the low and high nibbles of 8
+// packed bytes).
+void deinterleave4(const float* x, float* dst, int K) {
+  for (int b = 0; b < K; b += 16) {
+    for (int i = 0; i < 8; i++) {
+      dst[b + i] = x[b + 2 * i];
+      dst[b + 8 + i] = x[b + 2 * i + 1];
     }
-    size_t gi = n * groups + g;
-    total = _mm256_fmadd_ps(_mm256_add_ps(acc0, acc1), _mm256_set1_ps(load1(scales, gi, sk)), total);
-    bsum += load1(biases, gi, sk) * xsum[g];
   }
-  __m128 t = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
-  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  t = _mm_add_ss(t, _mm_movehdup_ps(t));
-  return _mm_cvtss_f32(t) + bsum;
 }
 
-constexpr int NB = 4;   // rows of W dequantized at a time
-constexpr int MC = 64;  // rows of x per pass over a block of W
-
-// out[m, n0..n0+NB) for rows m of x (MB of them) against NB rows of wt.
-template <int MB>
-__attribute__((target("avx2,fma,f16c"))) void micro(
-    const float* x, const float* wt, int K, float* res /* [MB][NB] */) {
-  __m256 acc[MB][NB];
-  for (int i = 0; i < MB; i++)
-    for (int j = 0; j < NB; j++) acc[i][j] = _mm256_setzero_ps();
-  for (int k = 0; k < K; k += 8) {
-    __m256 xv[MB];
-    for (int i = 0; i < MB; i++) xv[i] = _mm256_loadu_ps(x + static_cast<size_t>(i) * K + k);
-    for (int j = 0; j < NB; j++) {
-      __m256 wv = _mm256_loadu_ps(wt + static_cast<size_t>(j) * K + k);
-      for (int i = 0; i < MB; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+template <int bits, int R>
+__attribute__((target("avx2,fma,f16c"))) void dot_rows(
+    const float* x, const float* xsum, const uint8_t* w, const void* scales, const void* biases,
+    Kind sk, size_t n, int K, int group, float* res /* [R] */) {
+  // R rows at once: each step's x is loaded once for all of them, and the
+  // rows' accumulations are independent chains the core overlaps.
+  const int groups = K / group;
+  const size_t row_bytes = static_cast<size_t>(K) * bits / 8;
+  const __m256i m4 = _mm256_set1_epi32(0x0f);
+  __m256 total[R];
+  float bsum[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    total[r] = _mm256_setzero_ps();
+    bsum[r] = 0;
+  }
+  for (int g = 0; g < groups; g++) {
+    __m256 acc0[R], acc1[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int k0 = g * group; k0 < (g + 1) * group; k0 += 32) {
+      const float* xs = x + k0;
+      __m256 x0 = _mm256_loadu_ps(xs), x1 = _mm256_loadu_ps(xs + 8);
+      __m256 x2 = _mm256_loadu_ps(xs + 16), x3 = _mm256_loadu_ps(xs + 24);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const uint8_t* row = w + (n + r) * row_bytes;
+        __m256i e0, e1, e2, e3;
+        if constexpr (bits == 4) {
+          // Bytes widened to 32 bits; their low nibbles are the even
+          // elements and their high nibbles the odd ones, which x (in the
+          // order deinterleave4 gives it) matches.
+          __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(row + k0 / 2)));
+          __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(row + k0 / 2 + 8)));
+          e0 = _mm256_and_si256(b0, m4);
+          e1 = _mm256_srli_epi32(b0, 4);
+          e2 = _mm256_and_si256(b1, m4);
+          e3 = _mm256_srli_epi32(b1, 4);
+        } else {
+          const uint8_t* q = row + k0;
+          e0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(q)));
+          e1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(q + 8)));
+          e2 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(q + 16)));
+          e3 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(q + 24)));
+        }
+        acc0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(e0), x0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(e1), x1, acc1[r]);
+        acc0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(e2), x2, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(e3), x3, acc1[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      size_t gi = (n + r) * groups + g;
+      total[r] = _mm256_fmadd_ps(_mm256_add_ps(acc0[r], acc1[r]),
+                                 _mm256_set1_ps(load1(scales, gi, sk)), total[r]);
+      bsum[r] += load1(biases, gi, sk) * xsum[g];
     }
   }
-  for (int i = 0; i < MB; i++)
-    for (int j = 0; j < NB; j++) res[i * NB + j] = hsum(acc[i][j]);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) res[r] = hsum(total[r]) + bsum[r];
+}
+
+constexpr int NR = 16;  // columns of the output (rows of W) per packed panel
+constexpr int MR = 6;   // rows of x per call of the micro-kernel
+
+// The transpose of an 8x8 block: dst[c * ldd + r] = src[r][c] for the 8
+// rows src[0..8), each read from its own pointer.
+__attribute__((target("avx2,fma,f16c"))) inline void transpose8(const float* const* src, size_t k,
+                                                               float* dst, size_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src[i] + k);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // t0 = a0 b0 a1 b1 | a4 b4 a5 b5, t1 = a2 b2 a3 b3 | a6 b6 a7 b7, ...
+  __m256 s0 = _mm256_shuffle_ps(t[0], t[2], 0x44), s1 = _mm256_shuffle_ps(t[0], t[2], 0xee);
+  __m256 s2 = _mm256_shuffle_ps(t[1], t[3], 0x44), s3 = _mm256_shuffle_ps(t[1], t[3], 0xee);
+  __m256 s4 = _mm256_shuffle_ps(t[4], t[6], 0x44), s5 = _mm256_shuffle_ps(t[4], t[6], 0xee);
+  __m256 s6 = _mm256_shuffle_ps(t[5], t[7], 0x44), s7 = _mm256_shuffle_ps(t[5], t[7], 0xee);
+  _mm256_storeu_ps(dst + 0 * ldd, _mm256_permute2f128_ps(s0, s4, 0x20));
+  _mm256_storeu_ps(dst + 1 * ldd, _mm256_permute2f128_ps(s1, s5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(s2, s6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(s3, s7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(s0, s4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(s1, s5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(s2, s6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+// Packs NR rows of W (rows[r], K float32 values each) into panel[k * NR +
+// r]: the layout the micro-kernel reads one k at a time.
+__attribute__((target("avx2,fma,f16c"))) void pack_panel(const float* const* rows, int K,
+                                                         float* panel) {
+  for (int k = 0; k < K; k += 8) {
+    transpose8(rows, k, panel + static_cast<size_t>(k) * NR, NR);
+    transpose8(rows + 8, k, panel + static_cast<size_t>(k) * NR + 8, NR);
+  }
+}
+
+// c[i][0..NR) = sum_k x[i * ldx + k] * panel[k][0..NR) for MB rows of x:
+// MB x 16 outputs held in 2 * MB registers, one broadcast of x and two
+// loads of the panel per 2 * MB fused multiply-adds.
+template <int MB>
+__attribute__((target("avx2,fma,f16c"))) void micro(const float* x, size_t ldx, const float* panel,
+                                                   int K, float* c /* [MB][NR] */) {
+  // The loops over MB are unrolled so that the accumulators live in
+  // registers.
+  __m256 acc[MB][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int k = 0; k < K; k++) {
+    __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
+    __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; i++) {
+      __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
+      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; i++) {
+    _mm256_storeu_ps(c + i * NR, acc[i][0]);
+    _mm256_storeu_ps(c + i * NR + 8, acc[i][1]);
+  }
 }
 
 struct Job {
@@ -298,54 +226,48 @@ struct Job {
   const uint8_t* w;
   const void* scales;
   const void* biases;
-  Kind sk, ok;
+  Kind sk;    // the kind of scales and biases, or of W when bits is 0
+  Kind ok;    // the output's kind
   void* out;  // [M, N] of kind ok
-  int M, N, K, group, bits;
+  int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
 };
 
-// run_rows for a float32 W [N, K]: the same blocks, read in place.
-__attribute__((target("avx2,fma,f16c"))) void run_dense(const Job& j, int n_lo, int n_hi) {
-  const float* w = reinterpret_cast<const float*>(j.w);
-  thread_local std::vector<float> pad;
-  float res[2 * NB];
-  for (int m0 = 0; m0 < j.M; m0 += MC) {
-    int m1 = std::min(j.M, m0 + MC);
-    for (int n0 = n_lo; n0 < n_hi; n0 += NB) {
-      int nb = std::min(NB, n_hi - n0);
-      const float* wt = w + static_cast<size_t>(n0) * j.K;
-      if (nb < NB) {
-        pad.assign(static_cast<size_t>(NB) * j.K, 0.0f);
-        std::memcpy(pad.data(), wt, sizeof(float) * nb * j.K);
-        wt = pad.data();
-      }
-      int m = m0;
-      for (; m + 2 <= m1; m += 2) {
-        micro<2>(j.x + static_cast<size_t>(m) * j.K, wt, j.K, res);
-        for (int i = 0; i < 2; i++)
-          for (int r = 0; r < nb; r++)
-            store1(j.out, static_cast<size_t>(m + i) * j.N + n0 + r, res[i * NB + r], j.ok);
-      }
-      for (; m < m1; m++) {
-        micro<1>(j.x + static_cast<size_t>(m) * j.K, wt, j.K, res);
-        for (int r = 0; r < nb; r++)
-          store1(j.out, static_cast<size_t>(m) * j.N + n0 + r, res[r], j.ok);
-      }
+// Every row of x against one packed panel of W (output columns n0..n0+nb).
+__attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const float* panel, int n0,
+                                                          int nb) {
+  float c[MR * NR];
+  const size_t osz = archgen::kind_size(j.ok);
+  auto put = [&](int m, int rows) {
+    for (int i = 0; i < rows; i++) {
+      from_f32(static_cast<char*>(j.out) + ((static_cast<size_t>(m) + i) * j.N + n0) * osz,
+               c + i * NR, nb, j.ok);
     }
+  };
+  const size_t K = static_cast<size_t>(j.K);
+  int m = 0;
+  for (; m + MR <= j.M; m += MR) {
+    micro<MR>(j.x + m * K, K, panel, j.K, c);
+    put(m, MR);
   }
+  switch (j.M - m) {
+    case 5: micro<5>(j.x + m * K, K, panel, j.K, c); break;
+    case 4: micro<4>(j.x + m * K, K, panel, j.K, c); break;
+    case 3: micro<3>(j.x + m * K, K, panel, j.K, c); break;
+    case 2: micro<2>(j.x + m * K, K, panel, j.K, c); break;
+    case 1: micro<1>(j.x + m * K, K, panel, j.K, c); break;
+  }
+  put(m, j.M - m);
 }
 
 // Rows [n_lo, n_hi) of W against every row of x.
 __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, int n_hi) {
-  if (j.bits == 0) {
-    run_dense(j, n_lo, n_hi);
-    return;
-  }
-  if (j.M <= 2) {
+  if (j.bits != 0 && j.M <= 2) {
     // Too few rows of x to pay for dequantizing W: multiply from the
     // packed values.
     int groups = j.K / j.group;
-    thread_local std::vector<float> xsum;
+    thread_local std::vector<float> xsum, xd;
     xsum.resize(static_cast<size_t>(groups));
+    xd.resize(static_cast<size_t>(j.K));
     for (int m = 0; m < j.M; m++) {
       const float* x = j.x + static_cast<size_t>(m) * j.K;
       for (int g = 0; g < groups; g++) {
@@ -353,63 +275,142 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
         for (int k = g * j.group; k < (g + 1) * j.group; k++) t += x[k];
         xsum[g] = t;
       }
-      for (int n = n_lo; n < n_hi; n++) {
-        float v = j.bits == 4
-            ? dot_row<4>(x, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group)
-            : dot_row<8>(x, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group);
-        store1(j.out, static_cast<size_t>(m) * j.N + n, v, j.ok);
+      if (j.bits == 4) {
+        deinterleave4(x, xd.data(), j.K);
+        x = xd.data();
+      }
+      float res[4];
+      int n = n_lo;
+      for (; n + 4 <= n_hi; n += 4) {
+        if (j.bits == 4) {
+          dot_rows<4, 4>(x, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+        } else {
+          dot_rows<8, 4>(x, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+        }
+        for (int r = 0; r < 4; r++) store1(j.out, static_cast<size_t>(m) * j.N + n + r, res[r], j.ok);
+      }
+      for (; n < n_hi; n++) {
+        if (j.bits == 4) {
+          dot_rows<4, 1>(x, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+        } else {
+          dot_rows<8, 1>(x, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+        }
+        store1(j.out, static_cast<size_t>(m) * j.N + n, res[0], j.ok);
       }
     }
     return;
   }
-  thread_local std::vector<float> tile;
-  tile.resize(static_cast<size_t>(NB) * j.K);
-  float res[2 * NB];
-  for (int m0 = 0; m0 < j.M; m0 += MC) {
-    int m1 = std::min(j.M, m0 + MC);
-    for (int n0 = n_lo; n0 < n_hi; n0 += NB) {
-      int nb = std::min(NB, n_hi - n0);
-      for (int r = 0; r < NB; r++) {
-        float* d = tile.data() + static_cast<size_t>(r) * j.K;
-        if (r >= nb) {
-          std::memset(d, 0, sizeof(float) * j.K);
-        } else if (j.bits == 4) {
+  if (j.bits == 0 && j.M <= 2 && j.sk == Kind::f32) {
+    // A float32 W read once, row by row, against one or two rows of x.
+    const size_t K = static_cast<size_t>(j.K);
+    for (int n = n_lo; n < n_hi; n++) {
+      const float* w = reinterpret_cast<const float*>(j.w) + n * K;
+      for (int m = 0; m < j.M; m++) {
+        const float* x = j.x + m * K;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        size_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(w + k), a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8), _mm256_loadu_ps(w + k + 8), a1);
+        }
+        for (; k < K; k += 8) {
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(w + k), a0);
+        }
+        store1(j.out, static_cast<size_t>(m) * j.N + n, hsum(_mm256_add_ps(a0, a1)), j.ok);
+      }
+    }
+    return;
+  }
+  // Otherwise each panel of NR rows of W is dequantized (or, for float32
+  // W, read in place), packed once, and swept over every row of x.
+  const size_t K = static_cast<size_t>(j.K);
+  thread_local std::vector<float> tile, panel, zeros;
+  tile.resize(NR * K);
+  panel.resize(NR * K);
+  zeros.assign(K, 0.0f);
+  const float* rows[NR];
+  for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
+    int nb = std::min(NR, n_hi - n0);
+    for (int r = 0; r < NR; r++) {
+      if (r >= nb) {
+        rows[r] = zeros.data();
+      } else if (j.bits == 0 && j.sk == Kind::f32) {
+        rows[r] = reinterpret_cast<const float*>(j.w) + (n0 + r) * K;
+      } else if (j.bits == 0) {
+        float* d = tile.data() + r * K;
+        to_f32(d, j.w + (n0 + r) * K * 2, K, j.sk);
+        rows[r] = d;
+      } else {
+        float* d = tile.data() + r * K;
+        if (j.bits == 4) {
           dequant_row<4>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
         } else {
           dequant_row<8>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
         }
-      }
-      int m = m0;
-      for (; m + 2 <= m1; m += 2) {
-        micro<2>(j.x + static_cast<size_t>(m) * j.K, tile.data(), j.K, res);
-        for (int i = 0; i < 2; i++)
-          for (int r = 0; r < nb; r++)
-            store1(j.out, static_cast<size_t>(m + i) * j.N + n0 + r, res[i * NB + r], j.ok);
-      }
-      for (; m < m1; m++) {
-        micro<1>(j.x + static_cast<size_t>(m) * j.K, tile.data(), j.K, res);
-        for (int r = 0; r < nb; r++)
-          store1(j.out, static_cast<size_t>(m) * j.N + n0 + r, res[r], j.ok);
+        rows[r] = d;
       }
     }
+    pack_panel(rows, j.K, panel.data());
+    sweep_panel(j, panel.data(), n0, nb);
   }
 }
 
 void run_job(const Job& j) {
   auto& pool = Pool::get();
   size_t work = static_cast<size_t>(j.M) * j.N * j.K;
-  int blocks = (j.N + NB - 1) / NB;
+  int blocks = (j.N + NR - 1) / NR;
   // Small products are not worth waking the other cores for.
   int tasks = work < (1u << 22) ? 1 : std::min(blocks, pool.threads() * 4);
   int per = (blocks + tasks - 1) / tasks;
   tasks = (blocks + per - 1) / per;
   pool.run(tasks, [&](int t) {
-    int lo = t * per * NB;
-    int hi = std::min(j.N, (t + 1) * per * NB);
+    int lo = t * per * NR;
+    int hi = std::min(j.N, (t + 1) * per * NR);
     if (lo < hi) {
       run_rows(j, lo, hi);
     }
   });
+}
+
+// x as the kernels read it: float32 rows of K values, one after another.
+// An x that is float32 and row-contiguous is read in place; any other
+// (another float dtype, a transposed or broadcast view) is converted into
+// a buffer, so the graph needs no copy of its own before the kernel.
+struct XIn {
+  const void* p;
+  Kind k;
+  bool contiguous;
+  archgen::Rows rows;
+
+  explicit XIn(const mx::array& x)
+      : p(x.data<void>()), k(kind_of(x.dtype())), contiguous(x.flags().row_contiguous), rows(x) {}
+
+  const float* read(std::vector<float>& buf, int M, int K) const {
+    if (k == Kind::f32 && contiguous) {
+      return static_cast<const float*>(p);
+    }
+    buf.resize(static_cast<size_t>(M) * K);
+    if (contiguous) {
+      to_f32(buf.data(), p, buf.size(), k);
+    } else {
+      size_t esz = archgen::kind_size(k);
+      for (int m = 0; m < M; m++) {
+        archgen::gather_f32(buf.data() + static_cast<size_t>(m) * K,
+                            static_cast<const char*>(p) + rows.offset(m) * esz, rows.last_stride,
+                            K, k);
+      }
+    }
+    return buf.data();
+  }
+};
+
+// a itself where it is evaluated and row-contiguous (a checkpoint's
+// weights), or a row-contiguous copy where it is not.
+mx::array row_major(const mx::array& a, mx::Stream s) {
+  if (a.is_available() && a.flags().row_contiguous) {
+    return a;
+  }
+  return mx::contiguous(a, false, s);
 }
 
 class NativeQMM : public mx::UnaryPrimitive {
@@ -443,17 +444,10 @@ class NativeQMM : public mx::UnaryPrimitive {
           K,
           group_,
           bits_};
-    Kind xk = kind_of(x.dtype());
-    const void* xp = x.data<void>();
-    enc.dispatch([j, xk, xp, x, w, scales, biases, out]() mutable {
+    XIn xi(x);
+    enc.dispatch([j, xi, x, w, scales, biases, out]() mutable {
       std::vector<float> xf;
-      if (xk == Kind::f32) {
-        j.x = static_cast<const float*>(xp);
-      } else {
-        xf.resize(static_cast<size_t>(j.M) * j.K);
-        to_f32(xf.data(), xp, xf.size(), xk);
-        j.x = xf.data();
-      }
+      j.x = xi.read(xf, j.M, j.K);
       run_job(j);
     });
   }
@@ -479,7 +473,10 @@ class NativeQMM : public mx::UnaryPrimitive {
   int group_, bits_;
 };
 
-// x W^T for a float32 W [N, K] (in[1]) and x [..., K] (in[0]).
+// x W^T for a W [N, K] (in[1]) and an x [..., K] (in[0]) of one float dtype.
+// For bfloat16 and float16 the panel kernel adds each output's products
+// (exact in float32) in the order of k, one at a time, as libmlx's own
+// CPU matmul for those dtypes does, so the results are libmlx's to the bit.
 class NativeLinear : public mx::UnaryPrimitive {
  public:
   explicit NativeLinear(mx::Stream s) : UnaryPrimitive(s) {}
@@ -493,9 +490,14 @@ class NativeLinear : public mx::UnaryPrimitive {
     enc.set_input_array(w);
     enc.set_output_array(out);
     int K = x.shape(-1);
-    Job j{x.data<float>(), w.data<uint8_t>(), nullptr, nullptr, Kind::f32, Kind::f32,
+    Job j{nullptr, w.data<uint8_t>(), nullptr, nullptr, kind_of(w.dtype()), kind_of(out.dtype()),
           out.data<void>(), static_cast<int>(x.size() / K), w.shape(0), K, 0, 0};
-    enc.dispatch([j, x, w, out]() { run_job(j); });
+    XIn xi(x);
+    enc.dispatch([j, xi, x, w, out]() mutable {
+      std::vector<float> xf;
+      j.x = xi.read(xf, j.M, j.K);
+      run_job(j);
+    });
   }
 
   void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
@@ -572,23 +574,22 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
   }
   auto out_shape = x.shape();
   out_shape.back() = N;
-  std::vector<mx::array> inputs = {mx::contiguous(x, false, s), mx::contiguous(w, false, s),
-                                   mx::contiguous(scales, false, s),
-                                   mx::contiguous(*biases, false, s)};
+  std::vector<mx::array> inputs = {x, row_major(w, s), row_major(scales, s),
+                                   row_major(*biases, s)};
   return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits),
                    std::move(inputs));
 }
 
 std::optional<mx::array> archgen_native_linear(const mx::array& x, const mx::array& w,
                                                mx::Stream s) {
-  if (!native_enabled() || s.device != mx::Device::cpu || x.dtype() != mx::float32 ||
-      w.dtype() != mx::float32 || x.ndim() < 1 || w.ndim() != 2 || !w.is_available() ||
+  if (!native_enabled() || s.device != mx::Device::cpu || !floating(x.dtype()) ||
+      x.dtype() != w.dtype() || x.ndim() < 1 || w.ndim() != 2 || !w.is_available() ||
       !w.flags().row_contiguous || w.shape(1) != x.shape(-1) || w.shape(1) % 8 != 0 ||
       x.size() == 0) {
     return std::nullopt;
   }
   auto out_shape = x.shape();
   out_shape.back() = w.shape(0);
-  return mx::array(out_shape, mx::float32, std::make_shared<NativeLinear>(s),
-                   {mx::contiguous(x, false, s), w});
+  return mx::array(out_shape, x.dtype(), std::make_shared<NativeLinear>(s),
+                   {x, w});
 }

@@ -18,10 +18,11 @@ std::optional<mlx::core::array> archgen_native_qmm(
     const std::optional<mlx::core::array>& biases, bool transpose, int group_size, int bits,
     const std::string& mode, mlx::core::Stream s);
 
-// x W^T (a linear layer) as archgen's kernel computes it, where x is
-// float32 and W a float32 [N, K] weight already evaluated and row-major;
-// nullopt elsewhere (then mlx's matmul by the transpose runs). The same
-// switch and CPU features as archgen_native_qmm.
+// x W^T (a linear layer) as archgen's kernel computes it, where x and W
+// share a float dtype (float32, bfloat16 or float16) and W [N, K] is
+// already evaluated and row-major; nullopt elsewhere (then mlx's matmul by
+// the transpose runs). In bfloat16 and float16 the results equal libmlx's
+// bit for bit. The same switch and CPU features as archgen_native_qmm.
 std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& x,
                                                       const mlx::core::array& w,
                                                       mlx::core::Stream s);

@@ -83,15 +83,23 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 	}
 }
 
-// TestNativeLinear checks Linear, x W^T, on the kernel's float32 path (W
-// evaluated) and on mlx's where the kernel does not apply (W not yet
-// evaluated), against mlx's matmul by W's transpose, for row counts that do
-// and do not fill the kernel's blocks, widths that are not a multiple of 4,
-// a strided x, and batched x.
+// TestNativeLinear checks Linear, x W^T, on the kernel (float32, bfloat16
+// and float16; W evaluated) and on mlx's where the kernel does not apply (W
+// not yet evaluated), against mlx's matmul by W's transpose, for row counts
+// that do and do not fill the kernel's blocks, widths that are not a
+// multiple of 4, a strided x, and batched x.
 func TestNativeLinear(t *testing.T) {
 	if !NativeQuantizedMatmul() {
 		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
+	for _, dt := range []Dtype{Float32, BFloat16, Float16} {
+		t.Run(dt.String(), func(t *testing.T) { checkLinear(t, dt) })
+	}
+}
+
+// checkLinear is TestNativeLinear for one dtype: float32 within 1e-4 of
+// libmlx's matmul, bfloat16 and float16 equal to it bit for bit.
+func checkLinear(t *testing.T, dt Dtype) {
 	for _, c := range []struct {
 		shape   []int
 		n, k    int
@@ -102,15 +110,15 @@ func TestNativeLinear(t *testing.T) {
 			g := NewGraph(nil)
 			defer g.Close()
 			k1, k2 := g.RandomSplit(g.RandomKey(uint64(c.n*1000 + c.k)))
-			w := g.Normal([]int{c.n, c.k}, Float32, 0, 0.2, k1)
+			w := g.AsType(g.Normal([]int{c.n, c.k}, Float32, 0, 0.2, k1), dt)
 			if err := g.Eval(w); err != nil {
 				t.Fatal(err)
 			}
 			var x *Array
 			if c.strided {
-				x = g.Transpose(g.Normal([]int{c.shape[1], c.shape[0]}, Float32, 0, 1, k2))
+				x = g.Transpose(g.AsType(g.Normal([]int{c.shape[1], c.shape[0]}, Float32, 0, 1, k2), dt))
 			} else {
-				x = g.Normal(c.shape, Float32, 0, 1, k2)
+				x = g.AsType(g.Normal(c.shape, Float32, 0, 1, k2), dt)
 			}
 			want := g.Matmul(x, g.Transpose(w))
 			native := g.Linear(x, w)
@@ -119,20 +127,70 @@ func TestNativeLinear(t *testing.T) {
 			if err := g.Eval(native, fallback, want); err != nil {
 				t.Fatal(err)
 			}
-			wv, err := want.Float32s()
+			if native.Dtype() != dt {
+				t.Fatalf("dtype %s, want %s", native.Dtype(), dt)
+			}
+			wv, err := g.AsType(want, Float32).Float32s()
 			if err != nil {
 				t.Fatal(err)
 			}
+			tol := 1e-4
+			if dt != Float32 {
+				tol = 0
+			}
 			for name, got := range map[string]*Array{"native": native, "fallback": fallback} {
-				gv, err := got.Float32s()
+				gv, err := g.AsType(got, Float32).Float32s()
 				if err != nil {
 					t.Fatal(err)
 				}
 				for i := range wv {
-					if d := math.Abs(float64(gv[i] - wv[i])); d > 1e-4*(1+math.Abs(float64(wv[i]))) {
+					if d := math.Abs(float64(gv[i] - wv[i])); d > tol*(1+math.Abs(float64(wv[i]))) {
 						t.Fatalf("%s: element %d: %g, want %g", name, i, gv[i], wv[i])
 					}
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkQuantizedMatmul times the native kernel on SmolLM2-135M's MLP
+// up-projection shape (1536 x 576, 4-bit, groups of 32, float16 scales as
+// the GGUF's) for one row of x (a decode step's matrix-vector product,
+// reported in GB/s of packed weights) and 512 rows (a prefill's product,
+// in GFLOP/s), with libmlx's kernel beside it (ARCHGEN_MLX_NATIVE_QMM=0
+// for a whole run).
+func BenchmarkQuantizedMatmul(b *testing.B) {
+	const n, k, chain = 1536, 576, 8
+	for _, m := range []int{1, 512} {
+		b.Run(fmt.Sprintf("rows=%d", m), func(b *testing.B) {
+			g := NewGraph(nil)
+			defer g.Close()
+			k1, k2 := g.RandomSplit(g.RandomKey(7))
+			q := g.Quantize(g.Normal([]int{n, k}, Float32, 0, 0.2, k1), 32, 4)
+			q.Scales = g.AsType(q.Scales, Float16)
+			q.Biases = g.AsType(q.Biases, Float16)
+			x := g.Normal([]int{m, k}, Float32, 0, 1, k2)
+			if err := g.Eval(x, q.Weight, q.Scales, q.Biases); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				outs := make([]*Array, chain)
+				for c := range outs {
+					outs[c] = g.QuantizedMatmul(x, q, true)
+				}
+				if err := g.Eval(outs...); err != nil {
+					b.Fatal(err)
+				}
+				for _, o := range outs {
+					o.Free()
+				}
+			}
+			sec := b.Elapsed().Seconds() / float64(b.N*chain)
+			if m == 1 {
+				b.ReportMetric(float64(n*k/2+n*k/32*4)/sec/1e9, "GB/s")
+			} else {
+				b.ReportMetric(2*float64(m*n*k)/sec/1e9, "GFLOP/s")
 			}
 		})
 	}

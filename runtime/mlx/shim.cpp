@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "fastops.h"
 #include "qmm.h"
 
 namespace mx = mlx::core;
@@ -695,12 +696,26 @@ int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_arra
 
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
                   char** err) {
-  MLXG_TRY(*res = wrap(mx::fast::rms_norm(A(x), opt(weight), eps, S(s))))
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_norm(A(x), opt(weight), std::nullopt, eps, false, st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::fast::rms_norm(A(x), opt(weight), eps, st));
+    }
+  })
 }
 
 int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array bias,
                     float eps, mlxg_stream s, char** err) {
-  MLXG_TRY(*res = wrap(mx::fast::layer_norm(A(x), opt(weight), opt(bias), eps, S(s))))
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_norm(A(x), opt(weight), opt(bias), eps, true, st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::fast::layer_norm(A(x), opt(weight), opt(bias), eps, st));
+    }
+  })
 }
 
 int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool has_base,
@@ -711,11 +726,15 @@ int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool ha
     if (has_base) {
       b = base;
     }
-    if (offset_arr.ctx != nullptr) {
+    auto st = S(s);
+    auto off = offset_arr.ctx != nullptr ? A(offset_arr) : mx::array(offset, mx::int32);
+    if (auto y = archgen_native_rope(A(x), dims, traditional, b, scale, off, opt(freqs), st)) {
+      *res = wrap(std::move(*y));
+    } else if (offset_arr.ctx != nullptr) {
       *res = wrap(mx::fast::rope(A(x), dims, traditional, b, scale, A(offset_arr), opt(freqs),
-                                 S(s)));
+                                 st));
     } else {
-      *res = wrap(mx::fast::rope(A(x), dims, traditional, b, scale, offset, opt(freqs), S(s)));
+      *res = wrap(mx::fast::rope(A(x), dims, traditional, b, scale, offset, opt(freqs), st));
     }
   })
 }
@@ -723,8 +742,16 @@ int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool ha
 int mlxg_sdpa(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, float scale,
               const char* mask_mode, mlxg_array mask, mlxg_array sinks, mlxg_stream s,
               char** err) {
-  MLXG_TRY(*res = wrap(mx::fast::scaled_dot_product_attention(
-               A(q), A(k), A(v), scale, mask_mode, opt(mask), opt(sinks), false, S(s))))
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_sdpa(A(q), A(k), A(v), scale, mask_mode, opt(mask), opt(sinks),
+                                     st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::fast::scaled_dot_product_attention(A(q), A(k), A(v), scale, mask_mode,
+                                                         opt(mask), opt(sinks), false, st));
+    }
+  })
 }
 
 int mlxg_random_key(mlxg_array* res, uint64_t seed, char** err) {

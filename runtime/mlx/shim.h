@@ -287,6 +287,14 @@ const char* mlxg_map_list_item(mlxg_map m, int i, int j);
 // ARCHGEN_MLX_NATIVE_QMM=0.
 int mlxg_native_qmm(void);
 
+// Whether rms_norm, layer_norm, rope and sdpa run archgen's CPU kernels
+// (fastops.cpp) where they apply: 1 on x86-64 CPUs with AVX2, FMA and F16C
+// unless ARCHGEN_MLX_NATIVE_FAST=0. mlxg_set_native_fast turns them on or
+// off (on only where the CPU allows) and returns the previous setting.
+int mlxg_native_fast(void);
+int mlxg_set_native_fast(int on);
+
+
 // Memory.
 size_t mlxg_get_active_memory(void);
 size_t mlxg_get_peak_memory(void);

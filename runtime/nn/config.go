@@ -235,6 +235,16 @@ func Min[T Number](r *ConfigReader, key string, v, least T) {
 	}
 }
 
+// LayerCount records an error when n, the layer count read from key, is
+// more than archgen builds. Generated parsers call it on their layer-count
+// key before anything is built per layer (num_hidden_layers is refused as
+// it is read).
+func LayerCount(r *ConfigReader, key string, n int) {
+	if n > MaxLayers {
+		r.fail(key, "%d layers are more than archgen builds (at most %d)", n, MaxLayers)
+	}
+}
+
 // Len records an error unless a list key has want entries; wantName says
 // where want comes from.
 func (r *ConfigReader) Len(key string, n, want int, wantName string) {

@@ -114,19 +114,21 @@ func TestRopeScalingJSON(t *testing.T) {
 }
 
 // TestWrapperUnwrap: a wrapper's config becomes its text model's: the
-// section's keys, top-level keys that win, defaults, the quantization, and
-// the model_type of the architecture that runs it.
+// section's keys, top-level keys that win, defaults, values set whatever
+// the section holds, the quantization, and the model_type of the
+// architecture that runs it.
 func TestWrapperUnwrap(t *testing.T) {
 	w := &Wrapper{
 		Section:  "text_config",
 		TopWins:  []string{"vocab_size"},
-		Defaults: map[string]any{"tie_word_embeddings": false, "num_attention_heads": 8},
+		Defaults: map[string]any{"num_attention_heads": 8},
+		Set:      map[string]any{"tie_word_embeddings": false},
 		Runs:     "llama",
 		Dispatch: map[string]string{"ministral3": "ministral3"},
 	}
 	arch, text, err := w.Unwrap([]byte(`{"model_type": "wrap", "vocab_size": 50, "hidden_size": 1,
 		"quantization": {"bits": 4, "group_size": 64},
-		"text_config": {"model_type": "mistral", "hidden_size": 64, "vocab_size": 10, "num_attention_heads": 4}}`))
+		"text_config": {"model_type": "mistral", "hidden_size": 64, "vocab_size": 10, "num_attention_heads": 4, "tie_word_embeddings": true}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,21 +59,49 @@ func publishedConfig(t *testing.T, arch string) map[string]any {
 	return nil
 }
 
-// with is m with keys set (nil deletes), as JSON.
+// with is m with keys set (nil deletes), as JSON. Where m nests a
+// text_config, whose keys win over the top level's, the keys other than
+// model_type are set there.
 func with(m map[string]any, keys map[string]any) []byte {
 	out := map[string]any{}
 	for k, v := range m {
 		out[k] = v
 	}
+	text := out
+	if tc, ok := out["text_config"].(map[string]any); ok {
+		text = map[string]any{}
+		for k, v := range tc {
+			text[k] = v
+		}
+		out["text_config"] = text
+	}
 	for k, v := range keys {
+		dst := text
+		if k == "model_type" {
+			dst = out
+		}
 		if v == nil {
-			delete(out, k)
+			delete(dst, k)
 		} else {
-			out[k] = v
+			dst[k] = v
 		}
 	}
 	b, _ := json.Marshal(out)
 	return b
+}
+
+// layersKey is the key of a config that holds the layer count:
+// num_hidden_layers, or num_layers where a config has that instead.
+func layersKey(m map[string]any) string {
+	if tc, ok := m["text_config"].(map[string]any); ok {
+		m = tc
+	}
+	if _, ok := m["num_hidden_layers"]; !ok {
+		if _, ok := m["num_layers"]; ok {
+			return "num_layers"
+		}
+	}
+	return "num_hidden_layers"
 }
 
 // configDir is a new directory holding config.json with data.
@@ -98,6 +126,23 @@ func loadErr(t *testing.T, dir string) error {
 	return err
 }
 
+// parseConfig parses data with arch's ParseConfig, or, for a wrapper, with
+// the ParseConfig of the architecture running its unwrapped text model.
+func parseConfig(arch *nn.Arch, data []byte) (any, error) {
+	if arch.Wrapper == nil {
+		return arch.Config(data)
+	}
+	runs, text, err := arch.Wrapper.Unwrap(data)
+	if err != nil {
+		return nil, err
+	}
+	a, err := registry.Lookup(runs)
+	if err != nil {
+		return nil, err
+	}
+	return a.Config(text)
+}
+
 // TestConfigFaults breaks a published config of every architecture in the
 // ways every one must refuse, and loads it through the registry: the
 // message names config.json and the key.
@@ -105,6 +150,7 @@ func TestConfigFaults(t *testing.T) {
 	for _, arch := range registry.Archs() {
 		t.Run(arch.Name, func(t *testing.T) {
 			base := publishedConfig(t, arch.Name)
+			layers := layersKey(base)
 			for _, c := range []struct {
 				name string
 				data []byte
@@ -115,13 +161,13 @@ func TestConfigFaults(t *testing.T) {
 				{"no model_type", with(base, map[string]any{"model_type": nil}), "model_type: missing (required)"},
 				{"required key missing", with(base, map[string]any{"hidden_size": nil}), "hidden_size: missing (required)"},
 				{"wrong type", with(base, map[string]any{"hidden_size": "2048"}), `hidden_size: want an integer, got "2048"`},
-				{"fraction for an integer", with(base, map[string]any{"num_hidden_layers": 2.5}), "num_hidden_layers: want an integer, got 2.5"},
+				{"fraction for an integer", with(base, map[string]any{layers: 2.5}), layers + ": want an integer, got 2.5"},
 				{"zero size", with(base, map[string]any{"hidden_size": 0}), "hidden_size: must be at least 1, got 0"},
-				{"negative layers", with(base, map[string]any{"num_hidden_layers": -2}), "num_hidden_layers: must be at least 1, got -2"},
-				{"absurd layer count", with(base, map[string]any{"num_hidden_layers": 1e12}), "num_hidden_layers: 1000000000000 layers are more than archgen builds (at most 4096)"},
+				{"negative layers", with(base, map[string]any{layers: -2}), layers + ": must be at least 1, got -2"},
+				{"absurd layer count", with(base, map[string]any{layers: 1e12}), layers + ": 1000000000000 layers are more than archgen builds (at most 4096)"},
 				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
 				{"zero MLP width", with(base, map[string]any{"intermediate_size": 0}), "intermediate_size: must be at least 1, got 0"},
-				{"kv heads not dividing heads", with(base, map[string]any{"num_attention_heads": 6, "num_key_value_heads": 4}),
+				{"kv heads not dividing heads", with(base, map[string]any{"num_attention_heads": 8, "num_key_value_heads": 3}),
 					"num_key_value_heads: must divide num_attention_heads"},
 				{"zero kv heads", with(base, map[string]any{"num_key_value_heads": 0}), "num_key_value_heads: must be at least 1, got 0"},
 				{"two problems", with(base, map[string]any{"hidden_size": nil, "vocab_size": true}),
@@ -133,7 +179,10 @@ func TestConfigFaults(t *testing.T) {
 					if want := filepath.Join(dir, "config.json") + ": " + c.want; err.Error() != want {
 						t.Fatalf("error\n%s\nwant\n%s", err, want)
 					}
-					if _, err := arch.Config(c.data); err == nil {
+					if arch.Wrapper != nil && c.name == "no model_type" {
+						return // the text model's model_type is the wrapper's to set: only loading sees it missing
+					}
+					if _, err := parseConfig(&arch, c.data); err == nil {
 						t.Fatal("ParseConfig accepts it")
 					}
 				})
@@ -165,6 +214,16 @@ func TestConfigFaultsByArch(t *testing.T) {
 			`rope_scaling: type "longrope" needs short_factor`},
 		{"phi3", map[string]any{"rope_scaling": map[string]any{"short_factor": []float64{1}}},
 			"rope_scaling: must contain the keys long_factor and type"},
+		{"stablelm", map[string]any{"use_parallel_residual": true},
+			"use_parallel_residual: true is not supported (archgen builds stablelm with sequential residuals)"},
+		{"stablelm", map[string]any{"qk_layernorm": true},
+			"qk_layernorm: true is not supported (archgen builds stablelm without q and k LayerNorms)"},
+		{"stablelm", map[string]any{"num_attention_heads": 48, "num_key_value_heads": 48},
+			"hidden_size: must be divisible by num_attention_heads"},
+		{"internlm3", map[string]any{"rope_scaling": map[string]any{"type": "linear", "factor": 2}},
+			"rope_scaling: must hold factor and a rope_type of linear or dynamic"},
+		{"hunyuan_v1_dense", map[string]any{"use_qk_norm": false},
+			"use_qk_norm: false is not supported (archgen builds hunyuan_v1_dense with its q and k norms)"},
 	} {
 		t.Run(c.arch+"/"+c.want, func(t *testing.T) {
 			dir := configDir(t, with(publishedConfig(t, c.arch), c.keys))

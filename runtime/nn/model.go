@@ -60,8 +60,9 @@ type Arch struct {
 	// Ignored are config keys of published checkpoints it does not read.
 	Ignored []string
 	// Shard is its tensor-parallel plan; nil when it runs in one process
-	// only.
-	Shard *ShardPlan
+	// only, and NoShard then says why.
+	Shard   *ShardPlan
+	NoShard string
 	// GGUF is how llama.cpp's GGUF files of it read, from its descriptor's
 	// gguf section; nil when it has none.
 	GGUF *GGUF
@@ -192,10 +193,25 @@ func (c *Catalog) Load(dir string, opts Options) (Model, error) {
 	if a.Wrapper != nil {
 		return c.loadWrapped(dir, a.Wrapper, data, opts)
 	}
-	if opts.Shard == nil {
-		opts.Shard = a.Shard
+	if err := a.plan(dir, &opts); err != nil {
+		return nil, err
 	}
 	return a.Load(dir, opts)
+}
+
+// plan gives opts the architecture's shard plan when they name none, or
+// refuses a group the architecture cannot be split over, saying why.
+func (a *Arch) plan(dir string, opts *Options) error {
+	if opts.Shard != nil {
+		return nil
+	}
+	opts.Shard = a.Shard
+	if a.Shard == nil && a.NoShard != "" && opts.sharding() {
+		opts.freeTensors()
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"),
+			&ShardError{Size: opts.Group.Size(), Msg: fmt.Sprintf("%s has no tensor-parallel plan: %s", a.Name, a.NoShard)})
+	}
+	return nil
 }
 
 // config is Config, or else dir's config.json.

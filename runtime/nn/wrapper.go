@@ -22,6 +22,8 @@ type Wrapper struct {
 	TopWins []string
 	// Defaults are section values set where the section lacks them.
 	Defaults map[string]any
+	// Set are section values set whatever the section holds.
+	Set map[string]any
 	// Runs is the architecture the text model runs on; Dispatch, when
 	// set, picks another one by the section's model_type.
 	Runs     string
@@ -72,6 +74,10 @@ func (w *Wrapper) Unwrap(data []byte) (arch string, text []byte, err error) {
 			b, _ := json.Marshal(v)
 			sec[k] = b
 		}
+	}
+	for k, v := range w.Set {
+		b, _ := json.Marshal(v)
+		sec[k] = b
 	}
 	arch = w.Runs
 	if mt, ok := sec["model_type"]; ok && len(w.Dispatch) > 0 {
@@ -125,6 +131,9 @@ func (c *Catalog) loadWrapped(dir string, w *Wrapper, data []byte, opts Options)
 			return prev(n)
 		}
 		return n, keep
+	}
+	if err := a.plan(dir, &opts); err != nil {
+		return nil, err
 	}
 	return a.Load(dir, opts)
 }

@@ -2,7 +2,9 @@
 
 For every <arch>/<name>.json, <arch>/<name>.mlxlm.json holds either
 {"args": ...}, the fields of the architecture's ModelArgs after
-__post_init__ (dataclasses.asdict), or {"error": ...}, what mlx-lm raised
+__post_init__ (dataclasses.asdict; for a wrapper whose language_model reads
+text_config with ModelArgs of its own, those fields, under the top-level
+model_type), or {"error": ...}, what mlx-lm raised
 reading the config or building the model from it. The Go registry's
 TestConfigReference compares each generated ParseConfig with these.
 
@@ -31,8 +33,14 @@ for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
     try:
         model_class, args_class = _get_classes(config)
         args = args_class.from_dict(config)
-        model_class(args)
-        out = {"args": dataclasses.asdict(args)}
+        model = model_class(args)
+        fields = dataclasses.asdict(args)
+        inner = getattr(getattr(model, "language_model", None), "args", None)
+        if isinstance(fields.get("text_config"), dict) and dataclasses.is_dataclass(inner):
+            # A wrapper whose text model reads text_config with its own
+            # ModelArgs: the reference is what that text model reads.
+            fields = {**dataclasses.asdict(inner), "model_type": fields["model_type"]}
+        out = {"args": fields}
     except Exception as e:  # noqa: BLE001 - any refusal is the reference
         out = {"error": f"{type(e).__name__}: {e}"}
     with open(path[: -len(".json")] + ".mlxlm.json", "w") as f:

@@ -323,7 +323,7 @@ func LoadErrors(t *testing.T, arch nn.Arch, config string) {
 		{"unexpected", func(g *mlx.Graph, ts map[string]*mlx.Array) {
 			ts[prefix+"extra.weight"] = g.Zeros([]int{2}, mlx.Float32)
 			ts["stray.weight"] = g.Zeros([]int{2}, mlx.Float32)
-		}, "layer 1: unexpected extra.weight\nunexpected tensor stray.weight"},
+		}, unexpectedWant(prefix+"extra.weight", "stray.weight")},
 	}
 	for _, tc := range cases {
 		dir := t.TempDir()
@@ -337,6 +337,18 @@ func LoadErrors(t *testing.T, arch nn.Arch, config string) {
 			t.Fatalf("%s: error\n%s\nwant\n%s", tc.name, err, want)
 		}
 	}
+}
+
+// unexpectedWant is the loader's message for an unexpected tensor of
+// layer 1 (layer, its full name) and a stray one outside every module: one
+// line each, in the order of the tensors' names.
+func unexpectedWant(layer, stray string) string {
+	l := "layer 1: unexpected extra.weight"
+	s := "unexpected tensor " + stray
+	if stray < layer {
+		return s + "\n" + l
+	}
+	return l + "\n" + s
 }
 
 // Tensors checks the specs: names are unique, and every layer holds the
@@ -353,9 +365,8 @@ func Tensors(t *testing.T, arch nn.Arch, config string) {
 			t.Fatalf("%s is listed twice", s.Name)
 		}
 		seen[s.Name] = true
-		parts := strings.SplitN(s.Name, ".", 4)
-		if len(parts) == 4 && parts[1] == "layers" {
-			perLayer[parts[2]] = append(perLayer[parts[2]], parts[3])
+		if l, rest, ok := layerOf(s.Name); ok {
+			perLayer[l] = append(perLayer[l], rest)
 		}
 	}
 	if len(perLayer) == 0 {
@@ -367,6 +378,19 @@ func Tensors(t *testing.T, arch nn.Arch, config string) {
 			t.Fatalf("layer %s holds %v, layer 0 %s", l, names, first)
 		}
 	}
+}
+
+// layerOf splits a tensor name at its first all-digit component, the
+// layer index, whatever the stack's prefix (model.layers.3.mlp.up_proj,
+// transformer.h.3.mlp.c_fc_0): the index and the name within the layer.
+func layerOf(name string) (layer, rest string, ok bool) {
+	parts := strings.Split(name, ".")
+	for i, p := range parts[:len(parts)-1] {
+		if i > 0 && p != "" && strings.Trim(p, "0123456789") == "" {
+			return p, strings.Join(parts[i+1:], "."), true
+		}
+	}
+	return "", "", false
 }
 
 // CacheOptions checks NewCachesWith: options no cache can follow are

@@ -49,8 +49,41 @@ func Lookup(t *testing.T, lookup func(string) (*nn.Arch, error), names, remapped
 // building the model. Every architecture needs at least one config.
 func ConfigReference(t *testing.T, dir string, archs []nn.Arch) {
 	for _, arch := range archs {
-		if arch.Wrapper != nil {
-			continue // its text model's configs are its runner's
+		if w := arch.Wrapper; w != nil {
+			// A wrapper's configs are read as loading reads them: unwrapped,
+			// by the architecture that runs the text model, against mlx-lm's
+			// reading of the text model's arguments (which keep the
+			// wrapper's model_type, where unwrapping names the runner's).
+			var runner *nn.Arch
+			for i := range archs {
+				if archs[i].Name == w.Runs && archs[i].Wrapper == nil {
+					runner = &archs[i]
+				}
+			}
+			if runner == nil {
+				t.Errorf("%s runs %q, which is not among the architectures", arch.Name, w.Runs)
+				continue
+			}
+			name := arch.Name
+			arch = nn.Arch{Name: name, Ignored: runner.Ignored, Derived: runner.Derived,
+				Config: func(data []byte) (any, error) {
+					runs, text, err := w.Unwrap(data)
+					if err != nil {
+						return nil, err
+					}
+					if runs != runner.Name {
+						return nil, fmt.Errorf("dispatched to %q; the reference is %q's", runs, runner.Name)
+					}
+					cfg, err := runner.Config(text)
+					if err != nil {
+						return nil, err
+					}
+					raw, _ := json.Marshal(cfg)
+					var m map[string]any
+					json.Unmarshal(raw, &m)
+					m["model_type"] = name
+					return m, nil
+				}}
 		}
 		t.Run(arch.Name, func(t *testing.T) {
 			files, _ := filepath.Glob(filepath.Join(dir, arch.Name, "*.json"))

@@ -32,6 +32,7 @@ var catalog = nn.NewCatalog(
 				SectionOptional: false,
 				TopWins:         []string{"vocab_size"},
 				Defaults:        map[string]any{"tie_word_embeddings": false},
+				Set:             map[string]any{},
 				Runs:            "toy",
 				Dispatch:        map[string]string{"toychild": "toychild"},
 				Prefixes: []nn.Prefix{{

@@ -1,0 +1,38 @@
+// archgen's CPU kernels for rms_norm, layer_norm, rope and scaled-dot-product
+// attention (fastops.cpp), used by the shim's fast ops where they apply.
+#ifndef ARCHGEN_MLX_FASTOPS_H
+#define ARCHGEN_MLX_FASTOPS_H
+
+#include <optional>
+#include <string>
+
+#include "mlx/mlx.h"
+
+// Each returns the op as an array computed by archgen's kernel, or nullopt
+// where the kernel does not apply and mlx's own op should run: a CPU without
+// AVX2, FMA and F16C, a GPU stream, dtypes but float32, float16 and
+// bfloat16, arguments mlx would refuse (mlx's op then reports them).
+// ARCHGEN_MLX_NATIVE_FAST=0 turns them all off.
+
+// rms_norm (layer = false) or layer_norm (layer = true) over the last axis,
+// as mlx::core::fast's.
+std::optional<mlx::core::array> archgen_native_norm(const mlx::core::array& x,
+                                                    const std::optional<mlx::core::array>& weight,
+                                                    const std::optional<mlx::core::array>& bias,
+                                                    float eps, bool layer, mlx::core::Stream s);
+
+// mlx::core::fast::rope with an array offset (a scalar or one per batch row).
+std::optional<mlx::core::array> archgen_native_rope(const mlx::core::array& x, int dims,
+                                                    bool traditional, std::optional<float> base,
+                                                    float scale, const mlx::core::array& offset,
+                                                    const std::optional<mlx::core::array>& freqs,
+                                                    mlx::core::Stream s);
+
+// mlx::core::fast::scaled_dot_product_attention, where q, k and v share a
+// dtype.
+std::optional<mlx::core::array> archgen_native_sdpa(
+    const mlx::core::array& q, const mlx::core::array& k, const mlx::core::array& v, float scale,
+    const std::string& mask_mode, const std::optional<mlx::core::array>& mask,
+    const std::optional<mlx::core::array>& sinks, mlx::core::Stream s);
+
+#endif

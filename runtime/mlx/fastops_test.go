@@ -1,0 +1,362 @@
+package mlx
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// The kernels of fastops.cpp against libmlx's own fallbacks, computed in
+// the same process on the same inputs (setNativeFastOps switches between
+// them): every dtype, every shape class the forward passes build, and each
+// instruction-set level the CPU has.
+
+var fastDtypes = []Dtype{Float32, BFloat16, Float16}
+
+// fastTol is how far a kernel's element may lie from libmlx's: float32
+// sums in another order, or one unit in the last place of a half type where
+// a sum of float32 products, rounded, lands on the other side of a rounding
+// boundary.
+func fastTol(dt Dtype) float64 {
+	switch dt {
+	case BFloat16:
+		return 1.0 / 128
+	case Float16:
+		return 1.0 / 1024
+	}
+	return 2e-6
+}
+
+// withFast runs build with the native kernels on and off, and returns both
+// results as float32.
+func withFast(t *testing.T, build func(g *Graph) *Array) (native, fallback []float32, shape []int) {
+	t.Helper()
+	run := func(on bool) ([]float32, []int) {
+		prev := setNativeFastOps(on)
+		defer setNativeFastOps(prev)
+		g := NewGraph(nil)
+		defer g.Close()
+		y := build(g)
+		if err := g.Eval(y); err != nil {
+			t.Fatal(err)
+		}
+		v, err := g.AsType(y, Float32).Float32s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return v, y.Shape()
+	}
+	native, shape = run(true)
+	fallback, fshape := run(false)
+	if fmt.Sprint(shape) != fmt.Sprint(fshape) {
+		t.Fatalf("shape %v, fallback's %v", shape, fshape)
+	}
+	return native, fallback, shape
+}
+
+// compareFast checks native against fallback within tol and reports how
+// many elements differ at all.
+func compareFast(t *testing.T, native, fallback []float32, tol float64) {
+	t.Helper()
+	if len(native) != len(fallback) {
+		t.Fatalf("%d elements, fallback %d", len(native), len(fallback))
+	}
+	differ := 0
+	for i := range fallback {
+		g, w := float64(native[i]), float64(fallback[i])
+		if g != w {
+			differ++
+		}
+		if math.IsNaN(g) != math.IsNaN(w) || math.Abs(g-w) > tol*(1+math.Abs(w)) {
+			t.Fatalf("element %d: %g, fallback %g", i, g, w)
+		}
+	}
+	if differ > 0 {
+		t.Logf("%d of %d elements differ from the fallback's (within %g)", differ, len(fallback), tol)
+	}
+}
+
+// needFast skips a test where the native fast ops are off.
+func needFast(t *testing.T) {
+	if !NativeFastOps() {
+		t.Skip("the native fast ops are off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_FAST=0)")
+	}
+}
+
+func randn(g *Graph, seed uint64, dt Dtype, shape ...int) *Array {
+	return g.AsType(g.Normal(shape, Float32, 0, 1, g.RandomKey(seed)), dt)
+}
+
+func TestNativeNorms(t *testing.T) {
+	needFast(t)
+	for _, dt := range fastDtypes {
+		for _, c := range []struct {
+			name    string
+			shape   []int
+			w, b    bool
+			layer   bool
+			strided bool
+			wdt     Dtype
+		}{
+			{"rms_decode", []int{1, 1, 576}, true, false, false, false, dt},
+			{"rms_prefill", []int{1, 37, 576}, true, false, false, false, dt},
+			{"rms_no_weight", []int{2, 5, 64}, false, false, false, false, dt},
+			{"rms_strided", []int{3, 7, 96}, true, false, false, true, dt},
+			{"rms_float32_weight", []int{1, 4, 128}, true, false, false, false, Float32},
+			{"rms_odd_width", []int{3, 37}, true, false, false, false, dt},
+			{"layer_affine", []int{1, 9, 576}, true, true, true, false, dt},
+			{"layer_weight_only", []int{2, 3, 64}, true, false, true, false, dt},
+			{"layer_bias_only", []int{2, 3, 64}, false, true, true, false, dt},
+			{"layer_plain", []int{1, 33, 72}, false, false, true, true, dt},
+		} {
+			t.Run(fmt.Sprintf("%s_%s", c.name, dt), func(t *testing.T) {
+				n := c.shape[len(c.shape)-1]
+				native, fallback, _ := withFast(t, func(g *Graph) *Array {
+					var x *Array
+					if c.strided {
+						s := append([]int{}, c.shape...)
+						s[0], s[1] = s[1], s[0]
+						x = g.Swapaxes(g.MultiplyScalar(randn(g, 1, dt, s...), 3), 0, 1)
+					} else {
+						x = g.MultiplyScalar(randn(g, 1, dt, c.shape...), 3)
+					}
+					var w, b *Array
+					if c.w {
+						w = g.AddScalar(randn(g, 2, c.wdt, n), 1)
+					}
+					if c.b {
+						b = randn(g, 3, c.wdt, n)
+					}
+					if c.layer {
+						return g.LayerNorm(x, w, b, 1e-5)
+					}
+					return g.RMSNorm(x, w, 1e-6)
+				})
+				compareFast(t, native, fallback, fastTol(dt))
+			})
+		}
+	}
+}
+
+func TestNativeRoPE(t *testing.T) {
+	needFast(t)
+	for _, dt := range fastDtypes {
+		for _, c := range []struct {
+			name        string
+			shape       []int // [B, H, L, D], or 3-D
+			dims        int
+			traditional bool
+			base, scale float32
+			freqs       bool
+			offset      int
+			offsets     []int32 // an array offset
+			transposed  bool    // x is a [B, L, H, D] array's transpose
+		}{
+			{"decode", []int{1, 9, 1, 64}, 64, false, 10000, 1, false, 255, nil, true},
+			{"prefill", []int{1, 9, 37, 64}, 64, false, 100000, 1, false, 0, nil, true},
+			{"traditional", []int{1, 4, 5, 64}, 64, true, 10000, 1, false, 7, nil, false},
+			{"partial", []int{1, 4, 5, 64}, 32, false, 10000, 1, false, 3, nil, false},
+			{"partial_traditional", []int{2, 2, 3, 80}, 40, true, 10000, 1, false, 11, nil, false},
+			{"scaled", []int{1, 2, 6, 32}, 32, false, 10000, 0.25, false, 100, nil, false},
+			{"freqs", []int{1, 3, 4, 64}, 64, false, 0, 1, true, 4000, nil, true},
+			{"array_offset", []int{1, 3, 2, 64}, 64, false, 10000, 1, false, 0, []int32{17}, false},
+			{"batch_offsets", []int{3, 2, 2, 64}, 64, false, 10000, 1, false, 0, []int32{0, 5, 300}, true},
+			{"three_dims", []int{4, 6, 32}, 32, false, 10000, 1, false, 9, nil, false},
+			{"long_position", []int{1, 2, 1, 128}, 128, false, 500000, 1, false, 40000, nil, false},
+		} {
+			t.Run(fmt.Sprintf("%s_%s", c.name, dt), func(t *testing.T) {
+				native, fallback, _ := withFast(t, func(g *Graph) *Array {
+					var x *Array
+					if c.transposed {
+						s := append([]int{}, c.shape...)
+						s[1], s[2] = s[2], s[1]
+						x = g.Swapaxes(randn(g, 5, dt, s...), 1, 2)
+					} else {
+						x = randn(g, 5, dt, c.shape...)
+					}
+					r := &RoPE{Dims: c.dims, Traditional: c.traditional, Base: c.base, Scale: c.scale}
+					if c.freqs {
+						// Scaled frequencies, as a llama3-style rope makes them.
+						f := make([]float32, c.dims/2)
+						for i := range f {
+							f[i] = float32(math.Pow(500000, float64(2*i)/float64(c.dims)) * (1 + float64(i%3)))
+						}
+						r.Freqs = FromSlice(g, f, len(f))
+					}
+					if c.offsets != nil {
+						shape := []int{len(c.offsets)}
+						if len(c.offsets) == 1 {
+							shape = nil
+						}
+						return g.RoPEAt(x, r, FromSlice(g, c.offsets, shape...))
+					}
+					return g.RoPE(x, r, c.offset)
+				})
+				compareFast(t, native, fallback, fastTol(dt))
+			})
+		}
+	}
+}
+
+func TestNativeSDPA(t *testing.T) {
+	needFast(t)
+	for _, dt := range fastDtypes {
+		for _, c := range []struct {
+			name      string
+			B, Hq, Hk int
+			L, S, D   int
+			mode      string // "", "causal", "bool", "additive", "window"
+			sinks     bool
+			strided   bool // keys and values a slice of a larger cache buffer
+		}{
+			{"decode", 1, 9, 3, 1, 256, 64, "", false, true},
+			{"decode_long", 1, 9, 3, 1, 2048, 64, "", false, true},
+			{"decode_mha", 1, 4, 4, 1, 33, 128, "", false, false},
+			{"prefill_causal", 1, 9, 3, 37, 37, 64, "causal", false, false},
+			{"chunk_causal", 2, 4, 2, 16, 40, 64, "causal", false, true},
+			{"more_queries_causal", 1, 2, 1, 5, 3, 32, "causal", false, false},
+			{"prefill_long_causal", 1, 4, 2, 130, 130, 64, "causal", false, false},
+			{"bool_mask", 2, 4, 2, 6, 20, 64, "bool", false, false},
+			{"additive_mask", 1, 4, 1, 6, 20, 64, "additive", false, false},
+			{"window", 1, 4, 2, 12, 12, 64, "window", false, false},
+			{"sinks_decode", 1, 8, 2, 1, 50, 64, "", true, false},
+			{"sinks_window", 1, 8, 2, 9, 9, 64, "window", true, false},
+			{"odd_head_dim", 1, 3, 1, 3, 7, 40, "causal", false, false},
+		} {
+			t.Run(fmt.Sprintf("%s_%s", c.name, dt), func(t *testing.T) {
+				native, fallback, _ := withFast(t, func(g *Graph) *Array {
+					q := randn(g, 11, dt, c.B, c.Hq, c.L, c.D)
+					var k, v *Array
+					if c.strided {
+						// A cache buffer with room past S, read up to S.
+						k = g.Slice(randn(g, 12, dt, c.B, c.Hk, c.S+64, c.D), []int{0, 0, 0, 0}, []int{c.B, c.Hk, c.S, c.D})
+						v = g.Slice(randn(g, 13, dt, c.B, c.Hk, c.S+64, c.D), []int{0, 0, 0, 0}, []int{c.B, c.Hk, c.S, c.D})
+					} else {
+						k = randn(g, 12, dt, c.B, c.Hk, c.S, c.D)
+						v = randn(g, 13, dt, c.B, c.Hk, c.S, c.D)
+					}
+					scale := float32(1 / math.Sqrt(float64(c.D)))
+					mask := NoMask
+					switch c.mode {
+					case "causal":
+						mask = CausalMask
+					case "bool":
+						u := g.Uniform([]int{c.B, 1, c.L, c.S}, Float32, g.RandomKey(14))
+						mask = MaskArray(g.Less(u, g.Scalar(0.7, Float32)))
+					case "additive":
+						mask = MaskArray(g.AsType(randn(g, 15, Float32, c.L, c.S), dt))
+					case "window":
+						// Query i sees keys i-3..i (a sliding window of 4).
+						qi := g.ExpandDims(g.Arange(float64(c.S-c.L), float64(c.S), 1, Int32), 1)
+						ki := g.ExpandDims(g.Arange(0, float64(c.S), 1, Int32), 0)
+						mask = MaskArray(g.LogicalAnd(g.GreaterEqual(qi, ki), g.Less(g.Subtract(qi, ki), g.Scalar(4, Int32))))
+					}
+					var sinks *Array
+					if c.sinks {
+						sinks = randn(g, 16, dt, c.Hq)
+					}
+					return g.SDPASinks(q, k, v, scale, mask, sinks)
+				})
+				compareFast(t, native, fallback, fastTol(dt))
+			})
+		}
+	}
+}
+
+// TestNativeFastOpsSwitch checks that the switch turns the kernels off: a
+// graph built with them off is libmlx's own.
+func TestNativeFastOpsSwitch(t *testing.T) {
+	if !NativeFastOps() {
+		t.Skip("the native fast ops are off here")
+	}
+	prev := setNativeFastOps(false)
+	if NativeFastOps() {
+		t.Fatal("still on after turning off")
+	}
+	setNativeFastOps(prev)
+	if !NativeFastOps() {
+		t.Fatal("off after turning back on")
+	}
+}
+
+// BenchmarkFastOps times, per op, a chain of 30 of them (as a decode step
+// of a 30-layer model has) evaluated at once, on the decode shapes of
+// SmolLM2-135M, with the native kernels and with libmlx's fallbacks; an
+// elementwise add is the yardstick of one libmlx op.
+func BenchmarkFastOps(b *testing.B) {
+	const chain = 30
+	type op struct {
+		name  string
+		build func(g *Graph, x *Array, kv [2]*Array) *Array
+		shape []int
+	}
+	rope := &RoPE{Dims: 64, Base: 100000, Scale: 1}
+	ops := []op{
+		{"add", func(g *Graph, x *Array, _ [2]*Array) *Array { return g.Add(x, x) }, []int{1, 1, 576}},
+		{"rms_norm", func(g *Graph, x *Array, _ [2]*Array) *Array { return g.RMSNorm(x, nil, 1e-5) }, []int{1, 1, 576}},
+		{"rope", func(g *Graph, x *Array, _ [2]*Array) *Array { return g.RoPE(x, rope, 255) }, []int{1, 9, 1, 64}},
+		{"sdpa_256", func(g *Graph, x *Array, kv [2]*Array) *Array { return g.SDPA(x, kv[0], kv[1], 0.125, NoMask) }, []int{1, 9, 1, 64}},
+		{"sdpa_2048", func(g *Graph, x *Array, kv [2]*Array) *Array { return g.SDPA(x, kv[0], kv[1], 0.125, NoMask) }, []int{1, 9, 1, 64}},
+	}
+	for _, dt := range []Dtype{Float32, BFloat16} {
+		for _, o := range ops {
+			for _, native := range []bool{true, false} {
+				name := fmt.Sprintf("%s/%s/native=%v", o.name, dt, native)
+				b.Run(name, func(b *testing.B) {
+					prev := setNativeFastOps(native)
+					defer setNativeFastOps(prev)
+					g := NewGraph(nil)
+					defer g.Close()
+					S := 256
+					if o.name == "sdpa_2048" {
+						S = 2048
+					}
+					x0 := randn(g, 1, dt, o.shape...)
+					kv := [2]*Array{randn(g, 2, dt, 1, 3, S, 64), randn(g, 3, dt, 1, 3, S, 64)}
+					if err := g.Eval(x0, kv[0], kv[1]); err != nil {
+						b.Fatal(err)
+					}
+					g.Keep(x0, kv[0], kv[1])
+					defer func() { x0.Free(); kv[0].Free(); kv[1].Free() }()
+					g.Reset()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						x := x0
+						for j := 0; j < chain; j++ {
+							x = o.build(g, x, kv)
+						}
+						if err := g.Eval(x); err != nil {
+							b.Fatal(err)
+						}
+						g.Reset()
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chain)/1e3, "us/op")
+				})
+			}
+		}
+	}
+}
+
+// TestNativeRoPETable checks that the cos and sin table one rope call
+// leaves for the next is used only when the next rotates the same
+// positions by the same frequencies: ropes of one graph at the same and
+// at other offsets, bases, scales and lengths, against the fallback's.
+func TestNativeRoPETable(t *testing.T) {
+	needFast(t)
+	native, fallback, _ := withFast(t, func(g *Graph) *Array {
+		x := randn(g, 21, Float32, 1, 2, 3, 64)
+		a := &RoPE{Dims: 64, Base: 10000, Scale: 1}
+		b := &RoPE{Dims: 64, Base: 500000, Scale: 1}
+		c := &RoPE{Dims: 64, Base: 10000, Scale: 0.5}
+		parts := []*Array{g.RoPE(x, a, 5), g.RoPE(x, a, 5), g.RoPE(x, a, 6), g.RoPE(x, b, 6),
+			g.RoPE(x, c, 6), g.RoPE(g.Slice(x, []int{0, 0, 0, 0}, []int{1, 2, 2, 64}), c, 6)}
+		for i, p := range parts {
+			parts[i] = g.Reshape(p, -1)
+		}
+		return g.Concatenate(0, parts...)
+	})
+	compareFast(t, native, fallback, fastTol(Float32))
+}

@@ -123,3 +123,19 @@ func (w *stopWatcher) rest() string {
 	w.pending = ""
 	return out
 }
+
+// StopText holds back streamed text that could be the start of a stop
+// string, as Text does, for a decode loop of the caller's own (a server
+// reading a batch's tokens, say).
+type StopText struct{ w stopWatcher }
+
+// NewStopText watches for stops (empty strings are ignored).
+func NewStopText(stops []string) *StopText { return &StopText{w: stopWatcher{stops: stops}} }
+
+// Push adds the next piece of text and returns what can be passed on, and
+// whether a stop string was found: the text then ends before it, and every
+// later Push returns nothing.
+func (s *StopText) Push(text string) (ready string, stopped bool) { return s.w.push(text) }
+
+// Rest is the text held back, once no more comes (nothing after a stop).
+func (s *StopText) Rest() string { return s.w.rest() }

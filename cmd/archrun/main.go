@@ -9,6 +9,7 @@
 //	archrun convert  -gguf FILE -out DIR
 //	archrun logits   -model PATH -tokens 1,2,3 -out FILE.npy
 //	archrun greedy   -model PATH -tokens 1,2,3 [-n 16]
+//	archrun serve    (-model PATH | -gguf FILE | -hf ORG/NAME) [-host H] [-port P] [-max-batch N] [-prompt-cache-bytes SIZE]
 //	archrun launch   [-n N | -hostfile F] [-timeout D] -- generate|logits|greedy ...
 //	archrun list
 //	archrun help [COMMAND]
@@ -122,6 +123,20 @@
 // (config.json, model.safetensors, tokenizer.json, tokenizer_config.json)
 // that archrun and mlx-lm both load.
 //
+// # serve
+//
+// serve answers the OpenAI API over HTTP (package serve): GET /v1/models,
+// GET /health, POST /v1/chat/completions and POST /v1/completions,
+// streamed or not, on -host (127.0.0.1) and -port (8080; 0 picks a free one,
+// printed on standard error). At most -max-batch requests (8) decode at
+// once in one batch, the rest queue; -prompt-cache-bytes (1GiB; 0 for none)
+// bounds the cache of earlier prompts' KV. -context-length refuses prompts
+// that long (default: the model's max_position_embeddings), -max-tokens is
+// a request's budget when it gives none (512), -served-model-name the id
+// clients give (default: the model's path as given). -hf ORG/NAME names a
+// repo in the Hugging Face cache, as -model does. SIGTERM or Ctrl-C stops
+// taking requests, lets running ones finish and exits with status 0.
+//
 // # launch
 //
 // launch runs a command over a group of processes (tensor parallelism on
@@ -179,6 +194,7 @@ commands:
   convert   write a GGUF file as a model directory
   logits    write the prompt's logits as .npy
   greedy    print greedy decoding's token ids
+  serve     serve the model over HTTP with the OpenAI API (batched, with a prompt cache)
   launch    run generate, logits or greedy over a group of processes (tensor parallelism)
   list      list the supported architectures
 
@@ -268,7 +284,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
-		return usagef("no command (chat, generate, convert, logits, greedy, launch or list)")
+		return usagef("no command (chat, generate, serve, convert, logits, greedy, launch or list)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -287,6 +303,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		"convert":  a.convert,
 		"list":     a.list,
 		"launch":   a.launch,
+		"serve":    a.serve,
 	}
 	cmd, ok := cmds[args[0]]
 	if ok && launchable[args[0]] && inGroup() && groupRank() != 0 {
@@ -294,7 +311,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		a.stdout, a.stderr = io.Discard, io.Discard
 	}
 	if !ok {
-		return usagef("unknown command %q (chat, generate, convert, logits, greedy, launch or list; \"archrun -h\" for help)", args[0])
+		return usagef("unknown command %q (chat, generate, serve, convert, logits, greedy, launch or list; \"archrun -h\" for help)", args[0])
 	}
 	return cmd(args[1:])
 }

@@ -42,6 +42,7 @@ func TestHelp(t *testing.T) {
 		{"-h"}, {"--help"}, {"-help"}, {"help"},
 		{"help", "generate"}, {"generate", "-h"}, {"generate", "--help"}, {"generate", "help"},
 		{"chat", "-h"}, {"help", "chat"}, {"logits", "--help"}, {"greedy", "-h"}, {"convert", "-h"}, {"list", "-h"},
+		{"serve", "-h"}, {"help", "serve"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(args, &stdout, &stderr)

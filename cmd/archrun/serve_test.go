@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/generate"
+)
+
+// servePrompts are the concurrent clients' prompts, one each.
+var servePrompts = []string{
+	"What is the capital of France?",
+	"Name three colors.",
+	"Write a haiku about the sea.",
+	"How many legs does a spider have?",
+	"Say hello in Spanish.",
+	"What is 2 + 2?",
+	"Give me a word that rhymes with cat.",
+	"What do bees make?",
+	"Describe the moon in one sentence.",
+	"What is the opposite of hot?",
+	"List two fruits.",
+	"Why is the sky blue?",
+	"Who wrote Hamlet?",
+	"What is water made of?",
+	"Tell me a fun fact about cats.",
+	"What language is spoken in Brazil?",
+}
+
+// serverBinary builds archrun into a temporary folder.
+func serverBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "archrun")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// startServer runs `archrun serve` on a free loopback port and returns its
+// base URL; stderr collects what it prints.
+func startServer(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "-port", "0"}, args...)...)
+	pipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	stderr := &syncBuffer{}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		re := regexp.MustCompile(`on (http://\S+/v1) `)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case base := <-addr:
+		return cmd, base, stderr
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the server did not start: %s", stderr.String())
+	}
+	return nil, "", nil
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) WriteString(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.WriteString(v)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeOpenAIClient runs the official openai Python client against
+// `archrun serve` on SmolLM2: chat and completions streamed and not,
+// sixteen concurrent clients each getting the text the library gives its
+// prompt alone (greedy), a client leaving mid-stream, and the bad requests
+// with their status and error body; then openai-go does the chats again. Then SIGTERM lets a running stream
+// finish before the process exits.
+func TestServeOpenAIClient(t *testing.T) {
+	python, err := filepath.Abs("../../.deps/py/bin/python")
+	require.NoError(t, err)
+	_, err = os.Stat(smolLM2)
+	require.NoError(t, err, "run `make models` first")
+	const maxTokens = 24
+
+	// What each prompt gets alone, from the library.
+	m, err := archgen.Load(context.Background(), smolLM2, archgen.LoadOptions{})
+	require.NoError(t, err)
+	type result struct {
+		Prompt string `json:"prompt"`
+		Text   string `json:"text"`
+		Tokens int    `json:"tokens"`
+		Finish string `json:"finish"`
+	}
+	want := struct {
+		Model      string   `json:"model"`
+		MaxTokens  int      `json:"max_tokens"`
+		Chats      []result `json:"chats"`
+		Completion result   `json:"completion"`
+		Sampled    result   `json:"sampled"`
+	}{Model: "smollm2", MaxTokens: maxTokens}
+	for _, p := range servePrompts {
+		res, err := m.Chat(context.Background(), []archgen.Message{{Role: "user", Content: p}}, archgen.Options{MaxTokens: maxTokens}, nil)
+		require.NoError(t, err)
+		want.Chats = append(want.Chats, result{p, res.Text, res.Tokens, string(res.Finish)})
+	}
+	const prompt = "The three primary colors are"
+	res, err := m.Generate(context.Background(), prompt, archgen.Options{MaxTokens: maxTokens}, nil)
+	require.NoError(t, err)
+	want.Completion = result{prompt, res.Text, res.Tokens, string(res.Finish)}
+	// Seeded sampling with every filter: the request's fields as the
+	// python script sends them.
+	sampling := generate.Sampling{Temp: 0.8, TopP: 0.9, TopK: 40, MinP: 0.05, RepetitionPenalty: 1.1, Seed: 7}
+	res, err = m.Chat(context.Background(), []archgen.Message{{Role: "user", Content: servePrompts[2]}},
+		archgen.Options{Sampling: sampling, MaxTokens: maxTokens}, nil)
+	require.NoError(t, err)
+	want.Sampled = result{servePrompts[2], res.Text, res.Tokens, string(res.Finish)}
+	m.Free()
+	data, err := json.Marshal(want)
+	require.NoError(t, err)
+	expected := filepath.Join(t.TempDir(), "expected.json")
+	require.NoError(t, os.WriteFile(expected, data, 0o644))
+
+	bin := serverBinary(t)
+	cmd, base, stderr := startServer(t, bin, "-gguf", smolLM2, "-served-model-name", "smollm2", "-max-batch", "16")
+	py := exec.Command(python, "testdata/openai_serve.py", base, expected)
+	out, err := py.CombinedOutput()
+	t.Logf("openai client:\n%s", out)
+	require.NoError(t, err, "server log:\n%s", stderr.String())
+	require.Contains(t, string(out), "all checks passed")
+
+	// The same server through openai-go.
+	for _, c := range want.Chats[:4] {
+		checkGoClient(t, base, "smollm2", maxTokens, c.Prompt, c.Text, c.Tokens, c.Finish)
+	}
+
+	// SIGTERM during a stream: the stream ends whole, then the process exits 0.
+	body := `{"model": "smollm2", "messages": [{"role": "user", "content": "Count from one to fifty."}], "max_tokens": 40, "stream": true}`
+	resp, err := http.Post(base+"/chat/completions", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	first, err := rd.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(first, "data: {"), "first line %q", first)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	rest, err := io.ReadAll(rd)
+	require.NoError(t, err)
+	assert.Regexp(t, `"finish_reason":"(stop|length)"`, string(rest), "the stream ends with its finish reason")
+	assert.True(t, strings.HasSuffix(string(rest), "data: [DONE]\n\n"), "the stream's end: %q", tail(string(rest)))
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		assert.NoError(t, err, "exit after SIGTERM; log:\n%s", stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("the server did not exit after SIGTERM: %s", stderr.String())
+	}
+	assert.Contains(t, stderr.String(), "archrun serve: stopped")
+	_, err = http.Get(base + "/models")
+	assert.Error(t, err, "the server still answers after SIGTERM")
+}
+
+// checkGoClient asks for prompt's greedy chat with openai-go, streamed and
+// not, and checks the text, token count and finish reason; then the client
+// sees a 404 and a 422 as API errors naming their fields.
+func checkGoClient(t *testing.T, base, model string, maxTokens int, prompt, text string, tokens int, finish string) {
+	t.Helper()
+	ctx := context.Background()
+	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{
+		Model:     model,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		MaxTokens: openai.Int(int64(maxTokens)),
+	}
+	r, err := client.Chat.Completions.New(ctx, params)
+	require.NoError(t, err)
+	require.Len(t, r.Choices, 1)
+	assert.Equal(t, text, r.Choices[0].Message.Content, "openai-go, %q", prompt)
+	assert.Equal(t, finish, r.Choices[0].FinishReason)
+	assert.Equal(t, int64(tokens), r.Usage.CompletionTokens)
+
+	stream := client.Chat.Completions.NewStreaming(ctx, params)
+	var got strings.Builder
+	var gotFinish string
+	var usage openai.CompletionUsage
+	for stream.Next() {
+		chunk := stream.Current()
+		for _, ch := range chunk.Choices {
+			got.WriteString(ch.Delta.Content)
+			if ch.FinishReason != "" {
+				gotFinish = ch.FinishReason
+			}
+		}
+		if chunk.Usage.CompletionTokens > 0 {
+			usage = chunk.Usage
+		}
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, text, got.String(), "openai-go streamed, %q", prompt)
+	assert.Equal(t, finish, gotFinish)
+	assert.Equal(t, int64(tokens), usage.CompletionTokens)
+
+	bad := params
+	bad.Model = "no-such-model"
+	_, err = client.Chat.Completions.New(ctx, bad)
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusNotFound, apiErr.StatusCode)
+	assert.Equal(t, "model", apiErr.Param)
+	assert.Equal(t, "model_not_found", apiErr.Code)
+	bad = params
+	bad.N = openai.Int(3)
+	_, err = client.Chat.Completions.New(ctx, bad)
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusUnprocessableEntity, apiErr.StatusCode)
+	assert.Equal(t, "n", apiErr.Param)
+}
+
+func tail(s string) string {
+	if len(s) > 200 {
+		return fmt.Sprintf("...%s", s[len(s)-200:])
+	}
+	return s
+}
+
+// TestServeFlags: serve's flags are checked before the model loads, and a
+// repo id missing from the cache is refused by name.
+func TestServeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"serve"}, true, "-model is required"},
+		{[]string{"serve", "-model", smolLM2, "-hf", "org/name"}, true, "-hf, -model and -gguf exclude each other"},
+		{[]string{"serve", "-model", smolLM2, "-port", "70000"}, true, "-port 70000: want 0 to 65535"},
+		{[]string{"serve", "-model", smolLM2, "-max-batch", "0"}, true, "-max-batch 0: want at least 1"},
+		{[]string{"serve", "-model", smolLM2, "-prompt-cache-bytes", "lots"}, true, `-prompt-cache-bytes "lots"`},
+		{[]string{"serve", "-model", smolLM2, "-max-tokens", "0"}, true, "-max-tokens 0: want at least 1"},
+		{[]string{"serve", "-model", smolLM2, "-context-length", "-1"}, true, "-context-length -1"},
+		{[]string{"serve", "-hf", "no-such-org/no-such-model", "-port", "0"}, false, "no-such-org/no-such-model"},
+	} {
+		err := run(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
+		require.Error(t, err, "archrun %q", tc.args)
+		var u usageError
+		assert.Equal(t, tc.usage, errors.As(err, &u), "archrun %q: %v", tc.args, err)
+		assert.Contains(t, err.Error(), tc.want, "archrun %q", tc.args)
+	}
+}

@@ -1,0 +1,265 @@
+// Package serve is an HTTP server that speaks the OpenAI API over one loaded
+// model: GET /v1/models, GET /health, POST /v1/chat/completions and POST
+// /v1/completions, streamed as server-sent events or not. Requests run on a
+// continuous-batching engine (generate/batch): at most MaxBatch of them
+// decode at once, the rest queue, and a prompt cache keeps the KV of earlier
+// prompts for later ones that start the same way.
+//
+// A chat request's messages (and tools) go through the model's chat
+// template; a completion's prompt is encoded as it is. The sampling fields
+// (temperature, top_p, top_k, min_p, seed, repetition_penalty) mean what
+// mlx-lm's sampler makes of them; stop strings end the text before them,
+// and logprobs with top_logprobs give each token's log-probability and
+// its most likely alternatives. Every response carries usage and
+// finish_reason; a streamed one ends with "data: [DONE]".
+//
+// A request the server does not take gets an OpenAI-style error body,
+// {"error": {"message", "type", "param", "code"}}, naming the field: 400 for
+// malformed JSON, a field of the wrong type or out of range, empty messages
+// or a prompt longer than the model's context; 404 for an unknown model or
+// path; 422 for what the server does not do (n > 1, several prompts). A
+// panic in a handler becomes a 500 error for that request alone. A client
+// that goes away cancels its request, which leaves the batch at the next
+// step.
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/generate/batch"
+)
+
+// Options configure a Server.
+type Options struct {
+	// ModelID is the name /v1/models lists and requests must give (or
+	// leave empty).
+	ModelID string
+	// ContextLength bounds a request's prompt and generation, in tokens
+	// (0: no bound).
+	ContextLength int
+	// MaxBatch is how many requests decode at once (default 8).
+	MaxBatch int
+	// PromptCacheBytes bounds the prompt cache (0: none).
+	PromptCacheBytes int64
+	// DefaultMaxTokens is a request's token budget when it gives none
+	// (default 512).
+	DefaultMaxTokens int
+	// Log receives a line per failed request (nil: none).
+	Log *log.Logger
+}
+
+// Server answers OpenAI-style requests on one model.
+type Server struct {
+	m        *archgen.Model
+	eng      *batch.Engine
+	opts     Options
+	created  int64
+	stopping atomic.Bool
+	nextID   atomic.Int64
+}
+
+// New starts the batching engine on m.
+func New(m *archgen.Model, opts Options) (*Server, error) {
+	if m.Tokenizer == nil {
+		return nil, archgen.ErrNoTokenizer
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 8
+	}
+	if opts.DefaultMaxTokens <= 0 {
+		opts.DefaultMaxTokens = 512
+	}
+	eng, err := batch.New(m.Net, batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix()}, nil
+}
+
+// Close stops taking requests, lets those under way end, and stops the
+// engine.
+func (s *Server) Close() {
+	s.stopping.Store(true)
+	s.eng.Close()
+}
+
+// Stopping marks the server as going down: /health says so and new
+// generations are refused with 503.
+func (s *Server) Stopping() { s.stopping.Store(true) }
+
+// Handler routes the API's paths.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("POST /v1/chat/completions", endpoint(s, s.parseChat))
+	mux.HandleFunc("POST /v1/completions", endpoint(s, s.parseCompletion))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, POST /v1/chat/completions, POST /v1/completions)", r.Method, r.URL.Path)})
+	})
+	return s.recoverer(mux)
+}
+
+// recoverer turns a panic in a handler into a 500 error for that request.
+func (s *Server) recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.logf("%s %s: panic: %v\n%s", r.Method, r.URL.Path, v, debug.Stack())
+				writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error",
+					Message: fmt.Sprintf("internal error: %v", v)})
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Log != nil {
+		s.opts.Log.Printf(format, args...)
+	}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []any{map[string]any{
+			"id": s.opts.ModelID, "object": "model", "created": s.created, "owned_by": "archgen",
+		}},
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	st := s.eng.Stats()
+	status, code := "ok", http.StatusOK
+	if s.stopping.Load() {
+		status, code = "stopping", http.StatusServiceUnavailable
+	}
+	pc := st.PromptCache
+	writeJSON(w, code, map[string]any{
+		"status": status,
+		"model":  s.opts.ModelID,
+		"queue": map[string]any{
+			"active": st.Active, "prefilling": st.Prefilling, "queued": st.Queued,
+			"max_batch": s.opts.MaxBatch,
+		},
+		"prompt_cache": map[string]any{
+			"enabled": st.HasPromptCache,
+			"hits":    pc.Hits, "misses": pc.Misses, "hit_tokens": pc.HitTokens,
+			"evictions": pc.Evictions, "entries": pc.Entries,
+			"bytes": pc.Bytes, "max_bytes": pc.MaxBytes,
+		},
+		"requests":         st.Requests,
+		"prompt_tokens":    st.PromptTokens,
+		"generated_tokens": st.Generated,
+		"steps":            st.Steps,
+		"max_active":       st.MaxActive,
+		"active_memory":    st.ActiveMemory,
+		"peak_memory":      st.PeakMemory,
+	})
+}
+
+// apiError is an error response.
+type apiError struct {
+	Status  int
+	Message string
+	Type    string
+	Param   string // "" for none
+	Code    string // "" for none
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func badRequest(param, code, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: code,
+		Message: fmt.Sprintf(format, args...)}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	var param, code any
+	if e.Param != "" {
+		param = e.Param
+	}
+	if e.Code != "" {
+		code = e.Code
+	}
+	writeJSON(w, e.Status, map[string]any{"error": map[string]any{
+		"message": e.Message, "type": e.Type, "param": param, "code": code,
+	}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// maxBody bounds a request's body.
+const maxBody = 16 << 20
+
+// decode reads the body into v, naming the field of a wrong type.
+func decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+				Message: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
+		}
+		return badRequest("", "invalid_body", "reading the body: %v", err)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			field := strings.TrimPrefix(typeErr.Field, "common.") // the embedded struct's Go name
+			if field == "" {
+				return badRequest("", "invalid_type", "the body: want a JSON object, got a JSON %s", typeErr.Value)
+			}
+			return badRequest(field, "invalid_type", "%s: want %s, got a JSON %s", field, typeName(typeErr.Type.Kind().String()), typeErr.Value)
+		}
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return badRequest(fe.field, "invalid_type", "%s: %s", fe.field, fe.msg)
+		}
+		return badRequest("", "invalid_json", "the body is not a JSON object: %v", err)
+	}
+	return nil
+}
+
+// typeName is a Go kind in JSON's words.
+func typeName(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "string":
+		return "a string"
+	case kind == "bool":
+		return "a boolean"
+	case kind == "slice":
+		return "an array"
+	case kind == "struct", kind == "map":
+		return "an object"
+	}
+	return kind
+}
+
+// fieldError is a field's value that its own unmarshaler refused.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }

@@ -205,6 +205,7 @@ type WrapperDesc struct {
 	Dispatch OMap[F[string]]  `yaml:"dispatch"`
 	Prefixes List[PrefixDesc] `yaml:"prefixes"`
 	Drop     F[[]string]      `yaml:"drop"`
+	Refuse   F[[]string]      `yaml:"refuse"`
 	Pos      Pos              `yaml:"-"`
 }
 

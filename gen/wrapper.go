@@ -28,6 +28,7 @@ type Wrapper struct {
 	Dispatch              []Entry[F[string]]
 	Prefixes              []PrefixDesc
 	Drop                  []string
+	Refuse                []string
 }
 
 // wrapperKeys are the top-level keys a wrapper may set.
@@ -36,7 +37,7 @@ var wrapperKeys = map[string]bool{"model_type": true, "doc": true, "tier": true,
 // isWrapper reports whether a flattened descriptor is a wrapper's.
 func isWrapper(d *Descriptor) bool {
 	w := d.Wrapper
-	return w.Section.Set || w.Optional.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.Set.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set
+	return w.Section.Set || w.Optional.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.Set.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set || w.Refuse.Set
 }
 
 // buildWrapper resolves a wrapper descriptor; archs are the descriptors by
@@ -91,6 +92,9 @@ func buildWrapper(d *Descriptor, archs map[string]*Descriptor) (*Wrapper, error)
 			return nil, err
 		}
 	}
+	if err := checkRefuse(w, archs); err != nil {
+		return nil, err
+	}
 	for i, p := range w.Prefixes.Items {
 		if !p.From.IsSet() || p.From.V == "" || !p.To.IsSet() {
 			return nil, errAt(p.Pos, fmt.Sprintf("wrapper.prefixes[%d]", i), "needs from (not empty) and to")
@@ -113,7 +117,7 @@ func buildWrapper(d *Descriptor, archs map[string]*Descriptor) (*Wrapper, error)
 	return &Wrapper{
 		Name: d.ModelType.V, File: d.file, Doc: doc, Tier: tier, Aliases: d.Aliases.V,
 		Section: w.Section.V, SectionOptional: w.Optional.V, TopWins: w.TopWins.V, Defaults: w.Defaults.Entries, Set: w.Set.Entries,
-		Runs: w.Runs.V, Dispatch: w.Dispatch.Entries, Prefixes: w.Prefixes.Items, Drop: w.Drop.V,
+		Runs: w.Runs.V, Dispatch: w.Dispatch.Entries, Prefixes: w.Prefixes.Items, Drop: w.Drop.V, Refuse: w.Refuse.V,
 	}, nil
 }
 
@@ -140,12 +144,16 @@ func (w *Wrapper) archEntry() jen.Code {
 	for _, p := range w.Prefixes {
 		prefixes = append(prefixes, jen.Values(jen.Dict{jen.Id("From"): jen.Lit(p.From.V), jen.Id("To"): jen.Lit(p.To.V)}))
 	}
+	var refuse []kvPair
+	if len(w.Refuse) > 0 {
+		refuse = append(refuse, kvPair{"Refuse", strList(w.Refuse)})
+	}
 	return jen.Values(fieldsOf([]kvPair{
 		{"Name", jen.Lit(w.Name)},
 		{"Tier", jen.Lit(w.Tier)},
 		{"Aliases", strList(w.Aliases)},
 		{"Doc", jen.Lit(w.FirstSentence())},
-		{"Wrapper", jen.Op("&").Qual(nnPkg, "Wrapper").Values(fieldsOf([]kvPair{
+		{"Wrapper", jen.Op("&").Qual(nnPkg, "Wrapper").Values(fieldsOf(append([]kvPair{
 			{"Section", jen.Lit(w.Section)},
 			{"SectionOptional", jen.Lit(w.SectionOptional)},
 			{"TopWins", strList(w.TopWins)},
@@ -155,7 +163,7 @@ func (w *Wrapper) archEntry() jen.Code {
 			{"Dispatch", jen.Map(jen.String()).String().Values(dispatch)},
 			{"Prefixes", jen.Index().Qual(nnPkg, "Prefix").Values(prefixes...)},
 			{"Drop", strList(w.Drop)},
-		})...)},
+		}, refuse...))...)},
 	})...)
 }
 
@@ -188,6 +196,28 @@ func (s *Set) wrapper(name string) *Wrapper {
 	for _, w := range s.Wrappers {
 		if w.Name == name || slices.Contains(w.Aliases, name) {
 			return w
+		}
+	}
+	return nil
+}
+
+// checkRefuse checks wrapper.refuse: the section model_types whose text
+// model runs on an architecture without a descriptor here. A name there
+// that has a descriptor, or that dispatch also names, is an error: a
+// descriptor's text models are dispatched to it, not refused.
+func checkRefuse(w WrapperDesc, archs map[string]*Descriptor) error {
+	for i, name := range w.Refuse.V {
+		path := fmt.Sprintf("wrapper.refuse[%d]", i)
+		if name == "" {
+			return errAt(w.Refuse.Pos, path, "want a model_type")
+		}
+		for _, e := range w.Dispatch.Entries {
+			if e.Key == name {
+				return errAt(w.Refuse.Pos, path, "%q is dispatched (wrapper.dispatch.%s), not refused", name, name)
+			}
+		}
+		if _, ok := archs[name]; ok {
+			return errAt(w.Refuse.Pos, path, "%q has a descriptor: dispatch it (wrapper.dispatch) instead of refusing it", name)
 		}
 	}
 	return nil

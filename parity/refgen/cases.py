@@ -14,7 +14,7 @@ and seeds its random weights, so renaming a case regenerates its data.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # Shared small sizes.
 VOCAB = 256
@@ -22,6 +22,20 @@ HIDDEN = 64
 PROMPT_LEN = 20
 DECODE_STEPS = 16
 SLIDING_WINDOW = 6  # shorter than the prompt, so the window bites in prefill
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a published vision-language checkpoint names its tensors, where
+    mlx-lm saves them otherwise: the text model under other prefixes, beside
+    a vision tower (and a projector) that loading must drop.
+
+    rename maps a prefix of mlx-lm's saved names to the checkpoint's (the
+    first that matches); towers are the tensors of the parts loading drops,
+    by name and shape, filled with random float32 values."""
+
+    rename: Tuple[Tuple[str, str], ...]
+    towers: Tuple[Tuple[str, Tuple[int, ...]], ...]
 
 
 @dataclass
@@ -34,6 +48,10 @@ class Case:
     # {"kv_bits", "kv_group_size", "quantized_kv_start"}; None for its
     # default caches.
     kv_cache: Optional[Dict[str, int]] = None
+    # The float32 checkpoint's names, as a published vision-language
+    # checkpoint has them; None for what mlx-lm's save_model writes. (Only
+    # the float32 level has them: the other levels are saved by mlx-lm.)
+    layout: Optional[Layout] = None
 
     @property
     def key(self) -> str:
@@ -1171,6 +1189,299 @@ def _nemotron_cases() -> List[Case]:
     ]
 
 
+# Vision-language wrappers: mlx-lm runs their text model alone. The configs
+# nest it as published ones do, beside a vision_config, and the float32
+# checkpoints name their tensors as published ones do, with a small vision
+# tower (and projector) that loading must drop.
+
+# Qwen2-VL's and Qwen2.5-VL's vision tower, in miniature.
+_QWEN2_VL_TOWER = (
+    ("patch_embed.proj.weight", (32, 3, 2, 2, 2)),
+    ("blocks.0.norm1.weight", (32,)),
+    ("blocks.0.attn.qkv.weight", (96, 32)),
+    ("blocks.0.attn.qkv.bias", (96,)),
+    ("blocks.0.attn.proj.weight", (32, 32)),
+    ("blocks.0.mlp.fc1.weight", (64, 32)),
+    ("merger.ln_q.weight", (32,)),
+    ("merger.mlp.0.weight", (128, 128)),
+    ("merger.mlp.2.weight", (HIDDEN, 128)),
+)
+
+# Qwen3-VL's, with a deepstack merger.
+_QWEN3_VL_TOWER = (
+    ("patch_embed.proj.weight", (32, 3, 2, 2, 2)),
+    ("pos_embed.weight", (16, 32)),
+    ("blocks.0.attn.qkv.weight", (96, 32)),
+    ("blocks.0.mlp.linear_fc1.weight", (64, 32)),
+    ("blocks.0.mlp.linear_fc2.weight", (32, 64)),
+    ("merger.norm.weight", (32,)),
+    ("merger.linear_fc2.weight", (HIDDEN, 128)),
+    ("deepstack_merger_list.0.linear_fc1.weight", (128, 128)),
+)
+
+# Mistral 3's (and LLaVA's) vision tower and multimodal projector.
+_PIXTRAL_TOWER = (
+    ("vision_tower.patch_conv.weight", (32, 3, 4, 4)),
+    ("vision_tower.ln_pre.weight", (32,)),
+    ("vision_tower.transformer.layers.0.attention.q_proj.weight", (32, 32)),
+    ("vision_tower.transformer.layers.0.feed_forward.gate_proj.weight", (64, 32)),
+    ("multi_modal_projector.norm.weight", (32,)),
+    ("multi_modal_projector.patch_merger.merging_layer.weight", (32, 128)),
+    ("multi_modal_projector.linear_1.weight", (HIDDEN, 32)),
+    ("multi_modal_projector.linear_2.weight", (HIDDEN, HIDDEN)),
+)
+
+
+def _towers(prefix: str, tower) -> Tuple[Tuple[str, Tuple[int, ...]], ...]:
+    return tuple((prefix + name, shape) for name, shape in tower)
+
+
+# Hugging Face's newer layout: the text model under model.language_model.,
+# the head at the top.
+_HF_NESTED = (("language_model.model.", "model.language_model."), ("language_model.lm_head.", "lm_head."))
+# Qwen2-VL's first layout: the text model bare.
+_HF_BARE = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."))
+
+
+def _qwen_vl_vision(model_type: str) -> Dict[str, Any]:
+    return {
+        "model_type": model_type,
+        "depth": 1,
+        "embed_dim": 32,
+        "hidden_size": HIDDEN,
+        "num_heads": 2,
+        "patch_size": 2,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    }
+
+
+def _qwen2_vl_cases() -> List[Case]:
+    def flat(model_type, arch_name, **over):
+        cfg = _llama_like(model_type, arch_name, rope_theta=1000000.0, rms_norm_eps=1e-6)
+        cfg.update(
+            vision_config=_qwen_vl_vision(model_type),
+            vision_start_token_id=5,
+            vision_end_token_id=6,
+            image_token_id=7,
+            video_token_id=8,
+            use_sliding_window=False,
+            sliding_window=4096,
+            max_window_layers=2,
+        )
+        cfg.update(over)
+        return cfg
+
+    nested_text = _llama_like("qwen2_vl_text", "Qwen2VLForConditionalGeneration", rope_theta=1000000.0)
+    del nested_text["architectures"], nested_text["torch_dtype"]
+    nested_text.update(
+        num_key_value_heads=4,
+        tie_word_embeddings=True,
+        rope_scaling={"mrope_section": [2, 3, 3], "rope_type": "default", "type": "default"},
+    )
+    nested = {
+        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "model_type": "qwen2_vl",
+        "text_config": nested_text,
+        "vision_config": _qwen_vl_vision("qwen2_vl"),
+        "image_token_id": 7,
+        "video_token_id": 8,
+        # top-level keys that are not the text model's: mlx-lm reads
+        # text_config alone
+        "tie_word_embeddings": False,
+        "vocab_size": 1000,
+        "torch_dtype": "float32",
+    }
+
+    return [
+        Case(
+            "qwen2_vl",
+            "flat_mrope",
+            "the text keys at the top level beside vision_config, rope_scaling "
+            "mrope (sections 2/3/3: the plain rope for text), GQA, untied head; "
+            "bare tensors (model.layers, lm_head) beside visual.* dropped",
+            flat(
+                "qwen2_vl",
+                "Qwen2VLForConditionalGeneration",
+                tie_word_embeddings=False,
+                rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+            ),
+            layout=Layout(_HF_BARE, _towers("visual.", _QWEN2_VL_TOWER)),
+        ),
+        Case(
+            "qwen2_vl",
+            "text_config_tied",
+            "text_config read alone (the top level's tie_word_embeddings false "
+            "and vocab_size are not), tied head, plain multi-head, mrope as "
+            "rope_type default; model.language_model.* beside model.visual.* dropped",
+            nested,
+            layout=Layout(_HF_NESTED, _towers("model.visual.", _QWEN2_VL_TOWER)),
+        ),
+        Case(
+            "qwen2_5_vl",
+            "base",
+            "Qwen2.5-VL (an alias of qwen2_vl): flat config, mrope 2/3/3, GQA, "
+            "tied head; model.language_model.* beside model.visual.* dropped",
+            flat(
+                "qwen2_5_vl",
+                "Qwen2_5_VLForConditionalGeneration",
+                tie_word_embeddings=True,
+                rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+            ),
+            layout=Layout(_HF_NESTED, _towers("model.visual.", _QWEN2_VL_TOWER)),
+        ),
+    ]
+
+
+def _qwen3_vl_cases() -> List[Case]:
+    def text(**over):
+        cfg = _llama_like("qwen3_vl_text", "", rope_theta=5000000.0, rms_norm_eps=1e-6)
+        del cfg["architectures"], cfg["torch_dtype"]
+        cfg.update(attention_bias=False, head_dim=32, max_position_embeddings=262144)
+        cfg.update(over)
+        return cfg
+
+    def qwen3_vl(text_config, **over):
+        cfg = {
+            "architectures": ["Qwen3VLForConditionalGeneration"],
+            "model_type": "qwen3_vl",
+            "text_config": text_config,
+            "vision_config": dict(
+                _qwen_vl_vision("qwen3_vl"), deepstack_visual_indexes=[0], out_hidden_size=HIDDEN
+            ),
+            "image_token_id": 7,
+            "video_token_id": 8,
+            "vision_start_token_id": 5,
+            "vision_end_token_id": 6,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    mrope = {"mrope_interleaved": True, "mrope_section": [6, 5, 5], "rope_type": "default"}
+    return [
+        Case(
+            "qwen3_vl",
+            "base",
+            "Qwen3 under text_config: q/k RMSNorm per head before the rope, "
+            "head_dim 32 unlike hidden/heads 16, GQA, untied head, interleaved "
+            "mrope (the plain rope for text), rope_theta 5e6; "
+            "model.language_model.* beside model.visual.* dropped",
+            qwen3_vl(
+                text(tie_word_embeddings=False, rope_scaling=mrope),
+                tie_word_embeddings=False,
+            ),
+            layout=Layout(_HF_NESTED, _towers("model.visual.", _QWEN3_VL_TOWER)),
+        ),
+        Case(
+            "qwen3_vl",
+            "tied_rope_parameters",
+            "transformers 5's text_config: rope_theta (1e6) and the mrope in "
+            "rope_parameters, no rope_theta key; tied head, plain multi-head; "
+            "visual.* dropped from mlx-lm's language_model.* names",
+            qwen3_vl(
+                _without(
+                    text(
+                        num_key_value_heads=4,
+                        tie_word_embeddings=True,
+                        rope_parameters=dict(mrope, rope_theta=1000000.0),
+                    ),
+                    "rope_theta",
+                ),
+                tie_word_embeddings=True,
+            ),
+            layout=Layout((), _towers("visual.", _QWEN3_VL_TOWER)),
+        ),
+    ]
+
+
+def _mistral3_cases() -> List[Case]:
+    def text(model_type, **over):
+        cfg = _llama_like(model_type, "", rope_theta=1000000000.0)
+        del cfg["architectures"], cfg["torch_dtype"]
+        cfg.update(over)
+        return cfg
+
+    def wrapper(model_type, arch_name, text_config):
+        return {
+            "architectures": [arch_name],
+            "model_type": model_type,
+            "image_token_index": 10,
+            "projector_hidden_act": "gelu",
+            "multimodal_projector_bias": False,
+            "spatial_merge_size": 2,
+            "vision_feature_layer": -1,
+            "vision_config": {
+                "model_type": "pixtral",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "patch_size": 4,
+                "image_size": 16,
+                "head_dim": 16,
+                "rope_theta": 10000.0,
+            },
+            "text_config": text_config,
+            "torch_dtype": "float32",
+        }
+
+    return [
+        Case(
+            "mistral3",
+            "base",
+            "text_config model_type mistral run as a llama: head_dim 32 unlike "
+            "hidden/heads 16, GQA, sliding_window null, no tie_word_embeddings "
+            "(an untied head); model.language_model.* and lm_head beside "
+            "model.vision_tower.* and model.multi_modal_projector.* dropped",
+            wrapper(
+                "mistral3",
+                "Mistral3ForConditionalGeneration",
+                text("mistral", head_dim=32, sliding_window=None),
+            ),
+            layout=Layout(_HF_NESTED, _towers("model.", _PIXTRAL_TOWER)),
+        ),
+        Case(
+            "mistral3",
+            "tied_llama3",
+            "text_config model_type llama with tie_word_embeddings true (kept), "
+            "plain multi-head, rope_scaling llama3 (factor 8, original 32); "
+            "language_model.* beside vision_tower.* and multi_modal_projector.* dropped",
+            wrapper(
+                "mistral3",
+                "Mistral3ForConditionalGeneration",
+                text(
+                    "llama",
+                    num_key_value_heads=4,
+                    tie_word_embeddings=True,
+                    rope_theta=500000.0,
+                    rope_scaling={
+                        "rope_type": "llama3",
+                        "factor": 8.0,
+                        "low_freq_factor": 1.0,
+                        "high_freq_factor": 4.0,
+                        "original_max_position_embeddings": 32,
+                    },
+                ),
+            ),
+            layout=Layout((), _towers("", _PIXTRAL_TOWER)),
+        ),
+        Case(
+            "llava",
+            "base",
+            "LLaVA (an alias of mistral3): text_config model_type llama, "
+            "tie_word_embeddings false, GQA, traditional rope off, rope_theta 1e4; "
+            "language_model.* beside vision_tower.* and multi_modal_projector.* dropped",
+            wrapper(
+                "llava",
+                "LlavaForConditionalGeneration",
+                text("llama", tie_word_embeddings=False, rope_theta=10000.0),
+            ),
+            layout=Layout((), _towers("", _PIXTRAL_TOWER)),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1195,6 +1506,9 @@ CASES: List[Case] = (
     + _hunyuan_v1_dense_cases()
     + _stablelm_cases()
     + _nemotron_cases()
+    + _qwen2_vl_cases()
+    + _qwen3_vl_cases()
+    + _mistral3_cases()
 )
 
 

@@ -130,6 +130,36 @@ def build_model_dir(case: Case, dst: Path):
     mx.eval(model.parameters())
     save_model(dst, model)
     save_config(config, config_path=dst / "config.json")
+    if case.layout is not None:
+        relayout(dst, case)
+
+
+def relayout(dst: Path, case: Case):
+    """Renames the tensors of the saved float32 checkpoint to the case's
+    published layout and adds the towers loading drops (random float32
+    values seeded like the parameters), rewriting the index to match."""
+    seed = case_seed(case)
+    path = dst / "model.safetensors"
+    saved = mx.load(str(path))
+    out = {}
+    for name, value in saved.items():
+        for old, new in case.layout.rename:
+            if name.startswith(old):
+                name = new + name[len(old):]
+                break
+        out[name] = value
+    for name, shape in case.layout.towers:
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+        out[name] = mx.array(rng.standard_normal(shape, dtype=np.float32))
+    if len(out) != len(saved) + len(case.layout.towers):
+        raise ValueError(f"{case.key}: the layout maps two tensors to one name")
+    out = {k: out[k] for k in sorted(out)}
+    mx.save_safetensors(str(path), out, metadata={"format": "pt"})
+    index_path = dst / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    index["metadata"]["total_size"] = sum(v.nbytes for v in out.values())
+    index["weight_map"] = {k: "model.safetensors" for k in out}
+    index_path.write_text(json.dumps(index, indent=4))
 
 
 def convert(model, config, dtype_name: str, bits: int, group_size: int):
@@ -153,7 +183,13 @@ def convert(model, config, dtype_name: str, bits: int, group_size: int):
 
 def derive_level(src: Path, level: Level, dst: Path):
     """A level's checkpoint from the float32 one, as mlx_lm.convert makes it:
-    load, cast the floating parameters the model lets cast, quantize."""
+    load, cast the floating parameters the model lets cast, quantize. The
+    float32 level is the float32 checkpoint itself, copied byte for byte (for
+    most cases what loading and saving it writes too; a case with a
+    published layout keeps its names and towers there)."""
+    if level.dtype == "float32" and not level.bits:
+        shutil.copytree(src, dst)
+        return
     model, config = load_model(src)
     model, config = convert(model, config, level.dtype, level.bits, level.group_size)
     save_model(dst, model)

@@ -173,3 +173,27 @@ func TestWrapperUnwrap(t *testing.T) {
 		}
 	}
 }
+
+// TestWrapperRefuse: a section model_type the wrapper refuses is an error
+// naming the section's model_type, whether or not the wrapper dispatches
+// others; the ones it does not refuse still run on Runs or their dispatch.
+func TestWrapperRefuse(t *testing.T) {
+	w := &Wrapper{Section: "text_config", Runs: "llama", Dispatch: map[string]string{"x": "qwen3"}, Refuse: []string{"ministral3", "mistral4"}}
+	for _, mt := range []string{"ministral3", "mistral4"} {
+		_, _, err := w.Unwrap([]byte(`{"model_type": "w", "text_config": {"model_type": "` + mt + `", "hidden_size": 8}}`))
+		want := `text_config.model_type: "` + mt + `": this checkpoint's text model runs on the ` + mt + ` architecture, which archgen does not support`
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %s", mt, err, want)
+		}
+	}
+	for mt, want := range map[string]string{"mistral": "llama", "x": "qwen3", "": "llama"} {
+		arch, _, err := w.Unwrap([]byte(`{"model_type": "w", "text_config": {"model_type": "` + mt + `"}}`))
+		if err != nil || arch != want {
+			t.Errorf("%q: %s, %v; want %s", mt, arch, err, want)
+		}
+	}
+	w.Refuse = nil
+	if arch, _, err := w.Unwrap([]byte(`{"model_type": "w", "text_config": {"model_type": "ministral3"}}`)); err != nil || arch != "llama" {
+		t.Errorf("without refuse: %s, %v", arch, err)
+	}
+}

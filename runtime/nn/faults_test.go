@@ -240,7 +240,7 @@ func TestConfigFaultsByArch(t *testing.T) {
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
 		"mamba2":           `model_type "mamba2" is not supported (supported: `,
-		"llava":            `model_type "llava" is an alias of "mistral3", which archgen does not support`,
+		"falcon_mamba":     `model_type "falcon_mamba" is an alias of "mamba", which archgen does not support`,
 		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
 		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
 	} {

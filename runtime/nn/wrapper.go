@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -33,6 +34,10 @@ type Wrapper struct {
 	// vision tower, the projector).
 	Prefixes []Prefix
 	Drop     []string
+	// Refuse are section model_types whose text model runs on an
+	// architecture archgen does not support: loading one is an error
+	// naming the section's model_type, not a run on Runs.
+	Refuse []string
 }
 
 // Prefix rewrites a checkpoint name that starts with From to start with
@@ -80,11 +85,15 @@ func (w *Wrapper) Unwrap(data []byte) (arch string, text []byte, err error) {
 		sec[k] = b
 	}
 	arch = w.Runs
-	if mt, ok := sec["model_type"]; ok && len(w.Dispatch) > 0 {
+	if mt, ok := sec["model_type"]; ok && (len(w.Dispatch) > 0 || len(w.Refuse) > 0) {
 		var s string
 		if json.Unmarshal(mt, &s) == nil {
 			if a, ok := w.Dispatch[s]; ok {
 				arch = a
+			}
+			if slices.Contains(w.Refuse, s) {
+				return "", nil, &ConfigError{Key: w.Section + ".model_type",
+					Msg: fmt.Sprintf("%q: this checkpoint's text model runs on the %s architecture, which archgen does not support", s, s)}
 			}
 		}
 	}

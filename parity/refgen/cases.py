@@ -1298,12 +1298,14 @@ def _qwen2_vl_cases() -> List[Case]:
             "qwen2_vl",
             "flat_mrope",
             "the text keys at the top level beside vision_config, rope_scaling "
-            "mrope (sections 2/3/3: the plain rope for text), GQA, untied head; "
+            "mrope (sections 2/3/3: the plain rope for text), GQA, untied head, "
+            "rms_norm_eps 1e-5; "
             "bare tensors (model.layers, lm_head) beside visual.* dropped",
             flat(
                 "qwen2_vl",
                 "Qwen2VLForConditionalGeneration",
                 tie_word_embeddings=False,
+                rms_norm_eps=1e-5,
                 rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
             ),
             layout=Layout(_HF_BARE, _towers("visual.", _QWEN2_VL_TOWER)),

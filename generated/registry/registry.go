@@ -11,6 +11,7 @@ import (
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
+	"github.com/archgen/archgen/generated/gemma3_text"
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/granite"
@@ -44,6 +45,7 @@ var catalog = nn.NewCatalog(
 		exaone.Arch,
 		gemma.Arch,
 		gemma2.Arch,
+		gemma3_text.Arch,
 		glm.Arch,
 		glm4.Arch,
 		granite.Arch,

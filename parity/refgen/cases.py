@@ -34,6 +34,9 @@ class Case:
     # {"kv_bits", "kv_group_size", "quantized_kv_start"}; None for its
     # default caches.
     kv_cache: Optional[Dict[str, int]] = None
+    # Modules the saved checkpoint leaves out, by path (a checkpoint whose
+    # head is tied by holding no lm_head: gemma3's), [] for none.
+    without: List[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -1171,6 +1174,64 @@ def _nemotron_cases() -> List[Case]:
     ]
 
 
+def _gemma3_text_cases() -> List[Case]:
+    def gemma3_text(**over):
+        cfg = _llama_like("gemma3_text", "Gemma3ForCausalLM", **over)
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
+        cfg["rms_norm_eps"] = 1e-6
+        cfg["num_hidden_layers"] = 4
+        cfg["sliding_window"] = SLIDING_WINDOW
+        cfg["attn_logit_softcapping"] = None
+        cfg["final_logit_softcapping"] = None
+        del cfg["hidden_act"]
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "gemma3_text",
+            "base",
+            f"every 2nd layer full (sliding_window_pattern 2), the others within "
+            f"{SLIDING_WINDOW} on their own rope base (rope_local_base_freq 100); "
+            "linear rope scaling (factor 4) on the full layers only; hidden 128, "
+            "whose sqrt rounds in bfloat16; query_pre_attn_scalar 24, head_dim 32, "
+            "GQA; an lm_head in the checkpoint (untied)",
+            gemma3_text(
+                hidden_size=128,
+                head_dim=32,
+                query_pre_attn_scalar=24,
+                sliding_window_pattern=2,
+                rope_local_base_freq=100.0,
+                rope_theta=1000000.0,
+                rope_scaling={"rope_type": "linear", "factor": 4.0},
+            ),
+        ),
+        Case(
+            "gemma3_text",
+            "tied_llama3",
+            "no lm_head in the checkpoint (the head is tied); sliding_window_pattern "
+            "3 (layer 2 full, 0, 1 and 3 sliding); llama3 rope scaling on the full "
+            "layer; head_dim 16, plain multi-head",
+            gemma3_text(
+                head_dim=16,
+                num_key_value_heads=4,
+                query_pre_attn_scalar=16,
+                sliding_window_pattern=3,
+                rope_local_base_freq=10000.0,
+                rope_theta=500000.0,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                },
+            ),
+            without=["lm_head"],
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1195,6 +1256,7 @@ CASES: List[Case] = (
     + _hunyuan_v1_dense_cases()
     + _stablelm_cases()
     + _nemotron_cases()
+    + _gemma3_text_cases()
 )
 
 

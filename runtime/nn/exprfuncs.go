@@ -1,0 +1,23 @@
+package nn
+
+import "math"
+
+// RoundBfloat16 is x rounded to bfloat16's precision (8 significant bits,
+// to nearest, ties to even), as MLX rounds a number it makes a bfloat16
+// array of.
+func RoundBfloat16(x float64) float64 {
+	b := math.Float32bits(float32(x))
+	if b&0x7f800000 == 0x7f800000 { // infinities and NaN stay
+		return float64(math.Float32frombits(b))
+	}
+	b += 0x7fff + (b>>16)&1
+	return float64(math.Float32frombits(b &^ 0xffff))
+}
+
+// CharAt is the character of s at index k, or "" where k is outside s.
+func CharAt(s string, k int) string {
+	if k < 0 || k >= len(s) {
+		return ""
+	}
+	return s[k : k+1]
+}

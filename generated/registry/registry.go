@@ -65,6 +65,33 @@ var catalog = nn.NewCatalog(
 		starcoder2.Arch,
 		telechat3.Arch,
 		{
+			Name:    "gemma3",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Google's Gemma 3 vision-language checkpoints, their text part: a Gemma 3 text model (gemma3_text) whose config is text_config and whose tensors are under language_model.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{"vocab_size"},
+				Defaults: map[string]any{
+					"num_attention_heads": 8,
+					"num_key_value_heads": 4,
+				},
+				TopDefaults: map[string]any{"vocab_size": 262208},
+				Set:         map[string]any{},
+				Runs:        "gemma3_text",
+				Dispatch:    map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "multi_modal_projector"},
+			},
+		},
+		{
 			Name:    "pixtral",
 			Tier:    "parity",
 			Aliases: []string{},

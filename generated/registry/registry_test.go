@@ -14,6 +14,7 @@ func TestLookup(t *testing.T) {
 			"exaone":           "exaone",
 			"gemma":            "gemma",
 			"gemma2":           "gemma2",
+			"gemma3":           "gemma3",
 			"gemma3_text":      "gemma3_text",
 			"glm":              "glm",
 			"glm4":             "glm4",

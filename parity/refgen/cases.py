@@ -1232,6 +1232,78 @@ def _gemma3_text_cases() -> List[Case]:
     ]
 
 
+def _gemma3_cases() -> List[Case]:
+    def gemma3(text_config, **over):
+        cfg = {
+            "architectures": ["Gemma3ForConditionalGeneration"],
+            "model_type": "gemma3",
+            "boi_token_index": 3,
+            "eoi_token_index": 4,
+            "image_token_index": 5,
+            "mm_tokens_per_image": 16,
+            "vision_config": {
+                "model_type": "siglip_vision_model",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "patch_size": 14,
+                "image_size": 28,
+            },
+            "text_config": text_config,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    def text(**over):
+        cfg = {
+            "model_type": "gemma3_text",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "head_dim": 16,
+            "query_pre_attn_scalar": 16,
+            "rms_norm_eps": 1e-6,
+            "vocab_size": VOCAB,
+            "sliding_window": SLIDING_WINDOW,
+            "sliding_window_pattern": 2,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "gemma3",
+            "tied_default_heads",
+            "a gemma3_text under language_model. read from text_config, which "
+            "has no num_attention_heads or num_key_value_heads (8 and 4 heads, "
+            "GQA); the top level's vocab_size; no language_model.lm_head, so "
+            f"the head is tied; every 2nd layer full, the others within {SLIDING_WINDOW}",
+            gemma3(text(), vocab_size=VOCAB),
+            without=["language_model.lm_head"],
+        ),
+        Case(
+            "gemma3",
+            "untied",
+            "a language_model.lm_head in the checkpoint (untied); 4 heads, 1 KV "
+            "head; rope_local_base_freq 500 on the sliding layers, sliding_window_pattern 3",
+            gemma3(
+                text(
+                    num_attention_heads=4,
+                    num_key_value_heads=1,
+                    head_dim=32,
+                    query_pre_attn_scalar=32,
+                    sliding_window_pattern=3,
+                    rope_local_base_freq=500.0,
+                ),
+                vocab_size=VOCAB,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1257,6 +1329,7 @@ CASES: List[Case] = (
     + _stablelm_cases()
     + _nemotron_cases()
     + _gemma3_text_cases()
+    + _gemma3_cases()
 )
 
 

@@ -28,6 +28,7 @@ func TestLookup(t *testing.T) {
 			"mistral":          "llama",
 			"nemotron":         "nemotron",
 			"olmo2":            "olmo2",
+			"olmo3":            "olmo3",
 			"phi3":             "phi3",
 			"pixtral":          "pixtral",
 			"qwen2":            "qwen2",

@@ -1304,6 +1304,59 @@ def _gemma3_cases() -> List[Case]:
     ]
 
 
+def _olmo3_cases() -> List[Case]:
+    def olmo3(**over):
+        cfg = _llama_like("olmo3", "Olmo3ForCausalLM", **over)
+        cfg["rms_norm_eps"] = 1e-6
+        cfg["num_hidden_layers"] = 4
+        cfg["sliding_window"] = SLIDING_WINDOW
+        cfg["rope_theta"] = 500000.0
+        cfg["pad_token_id"] = 0
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "olmo3",
+            "default_layers",
+            "no layer_types: layers 0-2 within a window of "
+            f"{SLIDING_WINDOW} on the unscaled rope, layer 3 full with yarn "
+            "scaling (factor 4); full-width q and k norms over GQA heads; untied",
+            olmo3(
+                rope_scaling={
+                    "rope_type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                    "attention_factor": 1.0,
+                },
+            ),
+        ),
+        Case(
+            "olmo3",
+            "layer_types_bias_tied",
+            "layer_types full, sliding, full, sliding; linear rope scaling "
+            "(factor 2) on the full layers only; attention_bias true; head_dim "
+            "32 (no head_dim key: hidden // heads with 2 heads), plain "
+            "multi-head (num_key_value_heads absent); tied head",
+            _without(
+                olmo3(
+                    num_attention_heads=2,
+                    attention_bias=True,
+                    tie_word_embeddings=True,
+                    layer_types=[
+                        "full_attention",
+                        "sliding_attention",
+                        "full_attention",
+                        "sliding_attention",
+                    ],
+                    rope_scaling={"rope_type": "linear", "factor": 2.0},
+                ),
+                "num_key_value_heads",
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1330,6 +1383,7 @@ CASES: List[Case] = (
     + _nemotron_cases()
     + _gemma3_text_cases()
     + _gemma3_cases()
+    + _olmo3_cases()
 )
 
 

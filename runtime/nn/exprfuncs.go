@@ -21,3 +21,15 @@ func CharAt(s string, k int) string {
 	}
 	return s[k : k+1]
 }
+
+// Round is x rounded to the nearest integer, ties to even, as Python's
+// round(x) rounds.
+func Round(x float64) int { return int(math.RoundToEven(x)) }
+
+// If is a where c holds, else b: a descriptor's conditional.
+func If[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
+}

@@ -25,3 +25,12 @@ func TestCharAt(t *testing.T) {
 		t.Fatal("CharAt")
 	}
 }
+
+func TestRoundAndIf(t *testing.T) {
+	if Round(2.5) != 2 || Round(3.5) != 4 || Round(-0.6) != -1 || Round(1.2) != 1 {
+		t.Fatal("Round does not round as Python's round")
+	}
+	if If(true, "a", "b") != "a" || If(false, 1, 2) != 2 {
+		t.Fatal("If")
+	}
+}

@@ -9,6 +9,7 @@ package registry
 import (
 	"github.com/archgen/archgen/generated/ernie4_5"
 	"github.com/archgen/archgen/generated/exaone"
+	"github.com/archgen/archgen/generated/exaone4"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
 	"github.com/archgen/archgen/generated/gemma3_text"
@@ -44,6 +45,7 @@ var catalog = nn.NewCatalog(
 	[]nn.Arch{
 		ernie4_5.Arch,
 		exaone.Arch,
+		exaone4.Arch,
 		gemma.Arch,
 		gemma2.Arch,
 		gemma3_text.Arch,

@@ -12,6 +12,7 @@ func TestLookup(t *testing.T) {
 		map[string]string{
 			"ernie4_5":         "ernie4_5",
 			"exaone":           "exaone",
+			"exaone4":          "exaone4",
 			"gemma":            "gemma",
 			"gemma2":           "gemma2",
 			"gemma3":           "gemma3",

@@ -1357,6 +1357,71 @@ def _olmo3_cases() -> List[Case]:
     ]
 
 
+def _exaone4_cases() -> List[Case]:
+    def exaone4(**over):
+        cfg = _llama_like("exaone4", "Exaone4ForCausalLM")
+        cfg.update(
+            {
+                "num_hidden_layers": 4,
+                "head_dim": 32,
+                "tie_word_embeddings": False,
+                "rope_scaling": None,
+                "sliding_window": SLIDING_WINDOW,
+                "sliding_window_pattern": "LLLG",
+                "attention_dropout": 0.0,
+                "initializer_range": 0.02,
+            }
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "exaone4",
+            "lllg_llama3",
+            'sliding_window_pattern "LLLG": layers 0-2 within a window of '
+            f"{SLIDING_WINDOW} with rotary positions (llama3 scaling), layer 3 "
+            "full without positions (NoPE); per-head q and k norms before the "
+            "rope; head_dim 32, GQA; untied",
+            exaone4(
+                rope_theta=500000.0,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 16.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                },
+            ),
+        ),
+        Case(
+            "exaone4",
+            "lg_cyclic_tied",
+            'sliding_window_pattern "LG", read cyclically over 4 layers (L, G, '
+            "L, G); linear rope scaling (factor 2); head_dim 16, plain "
+            "multi-head; tied head",
+            exaone4(
+                head_dim=16,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                sliding_window_pattern="LG",
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+            ),
+        ),
+        Case(
+            "exaone4",
+            "no_pattern",
+            "sliding_window_pattern and sliding_window null: every layer full "
+            "with rotary positions; 2 layers, untied, GQA",
+            exaone4(
+                num_hidden_layers=2,
+                sliding_window=None,
+                sliding_window_pattern=None,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1384,6 +1449,7 @@ CASES: List[Case] = (
     + _gemma3_text_cases()
     + _gemma3_cases()
     + _olmo3_cases()
+    + _exaone4_cases()
 )
 
 

@@ -20,6 +20,7 @@ import (
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
+	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
@@ -56,6 +57,7 @@ var catalog = nn.NewCatalog(
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,
 		llama.Arch,
+		llama4_text.Arch,
 		mimo.Arch,
 		nemotron.Arch,
 		olmo2.Arch,

@@ -25,6 +25,7 @@ func TestLookup(t *testing.T) {
 			"internlm3":        "internlm3",
 			"iquestcoder":      "llama",
 			"llama":            "llama",
+			"llama4_text":      "llama4_text",
 			"mimo":             "mimo",
 			"mistral":          "llama",
 			"nemotron":         "nemotron",

@@ -1422,6 +1422,57 @@ def _exaone4_cases() -> List[Case]:
     ]
 
 
+def _llama4_text_cases() -> List[Case]:
+    def llama4_text(**over):
+        cfg = _llama_like("llama4_text", "Llama4ForCausalLM")
+        cfg.update(
+            {
+                "num_hidden_layers": 4,
+                "head_dim": 32,
+                "intermediate_size": 32,
+                "intermediate_size_mlp": 128,
+                "rope_theta": 500000.0,
+                "tie_word_embeddings": False,
+                "no_rope_layers": [1, 1, 1, 0],
+                "use_qk_norm": True,
+                "attention_chunk_size": 8192,
+                "num_local_experts": 1,
+                "num_experts_per_tok": 1,
+                "interleave_moe_layer_step": 0,
+            }
+        )
+        cfg.update(over)
+        return cfg
+
+    # mlx-lm's tied head multiplies by the embedding table's weight, which a
+    # quantized level stores packed: every case is untied so that all seven
+    # levels run.
+    return [
+        Case(
+            "llama4_text",
+            "nope_qk_norm",
+            "no_rope_layers 1, 1, 1, 0: interleaved rotary positions on layers "
+            "0-2, none on layer 3; use_qk_norm true (weightless per-head q and k "
+            "norms); the MLP of intermediate_size_mlp 128, not intermediate_size "
+            "32; head_dim 32, GQA; the head is output",
+            llama4_text(),
+        ),
+        Case(
+            "llama4_text",
+            "no_qk_norm",
+            "use_qk_norm false; no_rope_layers 0, 1 (layer 0 NoPE); head_dim 16, "
+            "plain multi-head",
+            llama4_text(
+                num_hidden_layers=2,
+                head_dim=16,
+                num_key_value_heads=4,
+                no_rope_layers=[0, 1],
+                use_qk_norm=False,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1450,6 +1501,7 @@ CASES: List[Case] = (
     + _gemma3_cases()
     + _olmo3_cases()
     + _exaone4_cases()
+    + _llama4_text_cases()
 )
 
 

@@ -94,6 +94,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "num_attention_heads", c.NumAttentionHeads, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
+	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
 	nn.Min(r, "intermediate_size_mlp", c.IntermediateSizeMLP, 1)
 	nn.Min(r, "num_key_value_heads", c.NumKeyValueHeads, 1)
 	nn.Min(r, "head_dim", c.HeadDim, 1)

@@ -13,7 +13,7 @@ import (
 type QKNorm string
 
 func (QKNorm) values() []string {
-	return []string{"none", "per_head", "full_width", "per_head_after_rope"}
+	return []string{"none", "per_head", "full_width", "per_head_after_rope", "per_head_unweighted"}
 }
 
 // Proj is one linear layer of a module: its field, checkpoint name
@@ -45,6 +45,7 @@ type Attention struct {
 	BiasQ, BiasK, BiasV     *Value
 	BiasO                   *Value
 	QKNorm                  QKNorm
+	QKNormWhen              *Value // per_head_unweighted: whether the config turns the norms on; nil: always
 	Projs                   []Proj
 	QNorm, KNorm            *field // nil without q and k norms
 	qNormName, kNormName    string
@@ -88,6 +89,9 @@ func (at *Attention) link(a *Arch) {
 	if at.QKNorm != "none" {
 		at.QNorm, at.KNorm = a.Norm.field(goName(n.QNorm), n.QNorm), a.Norm.field(goName(n.KNorm), n.KNorm)
 		at.qNormName, at.kNormName = n.QNorm, n.KNorm
+	}
+	if at.QKNorm == "per_head_unweighted" {
+		at.QNorm, at.KNorm = unweightedNorm(goName(n.QNorm), at.QKNormWhen), unweightedNorm(goName(n.KNorm), at.QKNormWhen)
 	}
 }
 
@@ -135,7 +139,9 @@ func (at *Attention) build(s stage) []jen.Code {
 	for _, p := range at.Projs {
 		out = append(out, p.load(rAttn, at.Name))
 	}
-	if at.QNorm != nil {
+	if at.QKNorm == "per_head_unweighted" {
+		out = append(out, unweightedNormBuild(at)...)
+	} else if at.QNorm != nil {
 		q, k := at.headDim.of(rAttn), at.headDim.of(rAttn)
 		if at.QKNorm == "full_width" {
 			q = at.heads.of(rAttn).Op("*").Add(at.headDim.of(rAttn))
@@ -201,7 +207,7 @@ func (at *Attention) emitForward(f *jen.File) {
 		jen.Id("k").Op("=").Add(call("Reshape", jen.Id("k"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
 		jen.Id("v").Op("=").Add(call("Reshape", jen.Id("v"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
 	)
-	if at.QKNorm == "per_head" {
+	if at.QKNorm == "per_head" || at.QKNorm == "per_head_unweighted" {
 		body = append(body, qkNorm...)
 	}
 	body = append(body,

@@ -74,15 +74,18 @@ type NormSlot struct {
 // Block is the decoder layer, resolved.
 type Block struct {
 	none
-	Kind   BlockKind
-	Slots  []*NormSlot // in checkpoint order
-	Stack  *field      // Model's []Layer
-	Path   string      // the stack's checkpoint prefix
-	Count  *Value      // the layer count
-	norm   *Norm
-	attn   *Attention
-	mlp    *MLP
-	scales *Scalars
+	Kind  BlockKind
+	Slots []*NormSlot // in checkpoint order
+	Stack *field      // Model's []Layer
+	Path  string      // the stack's checkpoint prefix
+	Count *Value      // the layer count
+	// ClipResidual: in float16 each residual sum is taken in float32 and
+	// clipped to float16's range (nn.AddClipped).
+	ClipResidual bool
+	norm         *Norm
+	attn         *Attention
+	mlp          *MLP
+	scales       *Scalars
 }
 
 func (b *Block) slot(s Slot) *NormSlot {
@@ -171,12 +174,22 @@ func (b *Block) emitForward(f *jen.File) {
 		}
 		return stmts
 	}
+	add := func(x, y string) *jen.Statement {
+		if b.ClipResidual {
+			return jen.Qual(nnPkg, "AddClipped").Call(g(), jen.Id(x), jen.Id(y))
+		}
+		return call("Add", jen.Id(x), jen.Id(y))
+	}
 	var body []jen.Code
 	body = append(body, branch(AttnOut, ":=", b.attn.forward(normed(AttnIn, jen.Id("x"))))...)
-	body = append(body, jen.Id("h").Op(":=").Add(call("Add", jen.Id("x"), jen.Id("r"))))
+	body = append(body, jen.Id("h").Op(":=").Add(add("x", "r")))
 	body = append(body, branch(MLPOut, "=", b.mlp.forward(normed(MLPIn, jen.Id("h"))))...)
-	body = append(body, jen.Return(call("Add", jen.Id("h"), jen.Id("r"))))
-	f.Comment(comment(fmt.Sprintf("forward is %s.", b.doc())))
+	body = append(body, jen.Return(add("h", "r")))
+	doc := b.doc()
+	if b.ClipResidual {
+		doc += "; in float16 each residual sum is taken in float32 and clipped to float16's range"
+	}
+	f.Comment(comment(fmt.Sprintf("forward is %s.", doc)))
 	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id("forward").Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
 	).Add(arrayType()).Block(body...)

@@ -75,6 +75,7 @@ type Structure struct {
 	Norm          NormDesc     `yaml:"norm"`
 	EmbedScale    F[Expr]      `yaml:"embed_scale"`
 	ResidualScale F[Expr]      `yaml:"residual_scale"`
+	ClipResidual  F[bool]      `yaml:"clip_residual"`
 	Attention     AttnDesc     `yaml:"attention"`
 	Rope          RopeDesc     `yaml:"rope"`
 	MLP           MLPDesc      `yaml:"mlp"`
@@ -97,9 +98,11 @@ type AttnDesc struct {
 	Float32  F[bool]   `yaml:"float32"`
 	Bias     BiasDesc  `yaml:"bias"`
 	QKNorm   F[QKNorm] `yaml:"qk_norm"`
-	Softcap  F[Expr]   `yaml:"softcap"`
-	Sliding  F[Expr]   `yaml:"sliding"`
-	Window   F[Expr]   `yaml:"window"`
+	// QKNormWhen turns weightless q and k norms on or off by the config.
+	QKNormWhen F[Expr] `yaml:"qk_norm_when"`
+	Softcap    F[Expr] `yaml:"softcap"`
+	Sliding    F[Expr] `yaml:"sliding"`
+	Window     F[Expr] `yaml:"window"`
 }
 
 // BiasDesc says which projections carry a bias.
@@ -120,6 +123,14 @@ type RopeDesc struct {
 	MaxPositions         F[Expr]         `yaml:"max_positions"`
 	OriginalMaxPositions F[Expr]         `yaml:"original_max_positions"`
 	Layers               F[Expr]         `yaml:"layers"`
+	Sliding              RopeSlidingDesc `yaml:"sliding"`
+}
+
+// RopeSlidingDesc is the rope of the layers that attend within a window,
+// where it differs from the others': what it sets replaces the rope's.
+type RopeSlidingDesc struct {
+	Kind F[RopeKindName] `yaml:"kind"`
+	Base F[Expr]         `yaml:"base"`
 }
 
 // MLPDesc is the feed-forward block.
@@ -131,9 +142,12 @@ type MLPDesc struct {
 
 // HeadDesc is the output projection.
 type HeadDesc struct {
-	Tied    F[Expr] `yaml:"tied"`
-	Divide  F[Expr] `yaml:"divide"`
-	Softcap F[Expr] `yaml:"softcap"`
+	Tied F[Expr] `yaml:"tied"`
+	// TiedWhenMissing ties the head exactly when the checkpoint holds no
+	// head weight of its own.
+	TiedWhenMissing F[bool] `yaml:"tied_when_missing"`
+	Divide          F[Expr] `yaml:"divide"`
+	Softcap         F[Expr] `yaml:"softcap"`
 }
 
 // WeightsDesc is how the checkpoint names things, and what loading drops.
@@ -196,17 +210,20 @@ type GGUFDesc struct {
 // model (in a section of the config, under prefixes of the tensor names,
 // beside towers it drops) that another descriptor's architecture runs.
 type WrapperDesc struct {
-	Section  F[string]        `yaml:"section"`
-	Optional F[bool]          `yaml:"section_optional"`
-	TopWins  F[[]string]      `yaml:"top_wins"`
-	Defaults OMap[Raw]        `yaml:"defaults"`
-	Set      OMap[Raw]        `yaml:"set"`
-	Runs     F[string]        `yaml:"runs"`
-	Dispatch OMap[F[string]]  `yaml:"dispatch"`
-	Prefixes List[PrefixDesc] `yaml:"prefixes"`
-	Drop     F[[]string]      `yaml:"drop"`
-	Refuse   F[[]string]      `yaml:"refuse"`
-	Pos      Pos              `yaml:"-"`
+	Section  F[string]   `yaml:"section"`
+	Optional F[bool]     `yaml:"section_optional"`
+	TopWins  F[[]string] `yaml:"top_wins"`
+	Defaults OMap[Raw]   `yaml:"defaults"`
+	// TopDefaults are top-level values where the top level lacks them,
+	// before top_wins copies them into the section.
+	TopDefaults OMap[Raw]        `yaml:"top_defaults"`
+	Set         OMap[Raw]        `yaml:"set"`
+	Runs        F[string]        `yaml:"runs"`
+	Dispatch    OMap[F[string]]  `yaml:"dispatch"`
+	Prefixes    List[PrefixDesc] `yaml:"prefixes"`
+	Drop        F[[]string]      `yaml:"drop"`
+	Refuse      F[[]string]      `yaml:"refuse"`
+	Pos         Pos              `yaml:"-"`
 }
 
 // PrefixDesc rewrites checkpoint names starting with from to start with to.

@@ -462,6 +462,9 @@ func (sc *scope) check(n node) (*typed, error) {
 		if err != nil {
 			return nil, err
 		}
+		if x.t == TString {
+			return sc.charAt(x, n.i)
+		}
 		id, isID := n.i.(*ident)
 		if !sc.perLayer || !isID || id.name != "i" {
 			return nil, fmt.Errorf("lists can only be indexed by i, the layer index, in a per-layer expression")
@@ -563,6 +566,8 @@ func (sc *scope) safeDivisor(n node) bool {
 		return n.isInt && err == nil && v > 0
 	case *ident:
 		return sc.positive != nil && sc.positive(n.name)
+	case *callExpr:
+		return atLeastOne(n)
 	}
 	return false
 }
@@ -638,7 +643,7 @@ func (sc *scope) call(n *callExpr) (*typed, error) {
 		if err := want(1); err != nil {
 			return nil, err
 		}
-		if args[0].t.elem() != "" {
+		if args[0].t.elem() != "" || args[0].t == TString {
 			return atom(TInt, jen.Len(args[0].code), r), nil
 		}
 	case "count":
@@ -648,8 +653,12 @@ func (sc *scope) call(n *callExpr) (*typed, error) {
 		if e := args[0].t.elem(); e != "" && (e == args[1].t) {
 			return atom(TInt, jen.Qual(nnPkg, "Count").Call(args[0].code, args[1].code), r), nil
 		}
+	case "min", "max", "bfloat16", "round":
+		return sc.numberFunc(n.fn, args)
+	case "if":
+		return sc.cond(args)
 	default:
-		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, len, count or layers)", n.fn)
+		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, min, max, round, bfloat16, if, len, count or layers)", n.fn)
 	}
 	var ts []string
 	for _, a := range args {

@@ -8,11 +8,13 @@ import "github.com/dave/jennifer/jen"
 // Head is the output head, resolved.
 type Head struct {
 	none
-	Tied     *Value
-	Norm     *field // Model's final norm
-	NormPath string
-	LMHead   *field
-	Name     string // lm_head's checkpoint name
+	Tied *Value
+	// WhenMissing: tied exactly when the checkpoint holds no head weight.
+	WhenMissing bool
+	Norm        *field // Model's final norm
+	NormPath    string
+	LMHead      *field
+	Name        string // lm_head's checkpoint name
 
 	norm    *Norm
 	embed   *Embed
@@ -45,6 +47,8 @@ func (h *Head) build(s stage) []jen.Code {
 	untied := h.LMHead.of(rModel).Op("=").Id("w").Dot("Linear").Call(jen.Lit(h.Name), h.vocab.Code(), fHidden.of(rModel), jen.False())
 	out := []jen.Code{h.Norm.of(rModel).Op("=").Add(h.norm.load("w", h.NormPath, fHidden.of(rModel)))}
 	switch {
+	case h.WhenMissing:
+		out = append(out, jen.If(jen.Id("w").Dot("Holds").Call(jen.Lit(h.Name+".weight"))).Block(untied).Else().Block(tied))
 	case h.Tied.IsTrue():
 		out = append(out, tied)
 	case h.Tied.IsFalse():

@@ -511,6 +511,9 @@ func (b *builder) structure() error {
 		BiasO:    must(at.Bias.O, "structure.attention.bias.o", TBool),
 		QKNorm:   at.QKNorm.V,
 	}
+	if err == nil {
+		err = b.qkNormWhen(sc)
+	}
 	sliding := perLayer(at.Sliding, "structure.attention.sliding")
 	window := opt(at.Window, "structure.attention.window", TInt)
 	if err != nil {
@@ -560,14 +563,20 @@ func (b *builder) structure() error {
 	if !a.Rope.Rotates() && a.Rope.Layers != nil {
 		return errAt(r.Layers.Pos, "structure.rope.layers", "there is no rope to turn off")
 	}
+	if err := b.slidingRope(sliding, sc); err != nil {
+		return err
+	}
 	a.MLP = &MLP{
 		Kind:   s.MLP.Kind.V,
 		Hidden: must(s.MLP.Hidden, "structure.mlp.hidden", TInt),
 		Bias:   must(s.MLP.Bias, "structure.mlp.bias", TBool),
 	}
-	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool)}
+	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool), WhenMissing: s.Head.TiedWhenMissing.V}
 	if err != nil {
 		return err
+	}
+	if a.Head.WhenMissing && !a.Head.Tied.IsFalse() {
+		return errAt(s.Head.TiedWhenMissing.Pos, "structure.head.tied_when_missing", "the checkpoint decides whether the head is tied; structure.head.tied (%s) cannot too", s.Head.Tied.V.Text)
 	}
 	if err := b.names(); err != nil {
 		return err
@@ -579,7 +588,7 @@ func (b *builder) structure() error {
 	a.MLP.link(a)
 	a.Head.link(a)
 	a.Block = &Block{Kind: s.Block.V, norm: a.Norm, attn: a.Attn, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
-		Path: a.path(a.Names.Layers)}
+		Path: a.path(a.Names.Layers), ClipResidual: s.ClipResidual.V}
 	a.Block.Stack = newField(goName(a.Names.Layers), func() *jen.Statement { return jen.Index().Id("Layer") }, a.Block.Path+".N")
 	n := &b.d.Weights.Names
 	defaults := slotNames(s.Block.V)

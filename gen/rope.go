@@ -40,8 +40,27 @@ type Rope struct {
 	MaxPositions         *Value
 	OriginalMaxPositions *Value
 	Layers               *Value // per-layer bool; nil: every layer rotates
+	// Sliding is the rope of the layers that attend within a window, where
+	// it differs; nil: one rope for all.
+	Sliding *SlidingRope
 
 	field *field // Attention's rope
+}
+
+// SlidingRope is the rope of the sliding layers: its kind and base replace
+// the rope's (dims, traditional and, for a scaling kind, the scaling key
+// stay).
+type SlidingRope struct {
+	Kind   RopeKindName
+	Base   *Value
+	Layers *Value // which layers attend within a window (attention.sliding)
+}
+
+// variant is the rope of the sliding layers as a Rope of its own.
+func (r *Rope) variant() *Rope {
+	v := *r
+	v.Kind, v.Base, v.Sliding = r.Sliding.Kind, r.Sliding.Base, nil
+	return &v
 }
 
 func (r *Rope) row() (nnConst string, scaled bool) {
@@ -64,6 +83,9 @@ func (r *Rope) KindConst() jen.Code { c, _ := r.row(); return jen.Qual(nnPkg, c)
 
 func (r *Rope) link() {
 	doc := "the rope of this layer"
+	if r.Sliding != nil {
+		doc += " (the sliding layers' where " + r.Sliding.Layers.Text + ")"
+	}
 	if r.Layers != nil {
 		doc += " (nn.NoRope where " + r.Layers.Text + " is false)"
 	}
@@ -81,26 +103,41 @@ func (r *Rope) inits(t goType) []kvPair {
 	if t != tAttention || !r.Rotates() {
 		return nil
 	}
-	if r.Layers != nil {
-		return []kvPair{{r.field.key(), jen.Qual(nnPkg, "RopeOrNone").Call(r.Layers.Code(), jen.Id("rope"))}}
+	var rope jen.Code = jen.Id("rope")
+	if r.Sliding != nil {
+		rope = jen.Qual(nnPkg, "RopeIf").Call(r.Sliding.Layers.Code(), jen.Id("slidingRope"), jen.Id("rope"))
 	}
-	return []kvPair{{r.field.key(), jen.Id("rope")}}
+	if r.Layers != nil {
+		rope = jen.Qual(nnPkg, "RopeOrNone").Call(r.Layers.Code(), rope)
+	}
+	return []kvPair{{r.field.key(), rope}}
 }
 
 // build makes the rope once, before the layers:
 //
 //	rope := w.Rope(nn.RopeSpec{Kind: nn.RopeScaled, Dims: ..., Scaling: c.RopeScaling, ...})
+//
+// and the sliding layers' as slidingRope, when they have their own.
 func (r *Rope) build(s stage) []jen.Code {
 	if s != sBefore || !r.Rotates() {
 		return nil
 	}
+	out := []jen.Code{jen.Id("rope").Op(":=").Id("w").Dot("Rope").Call(r.spec())}
+	if r.Sliding != nil {
+		out = append(out, jen.Id("slidingRope").Op(":=").Id("w").Dot("Rope").Call(r.variant().spec()))
+	}
+	return out
+}
+
+// spec spells the nn.RopeSpec of the rope.
+func (r *Rope) spec() jen.Code {
 	spec := []kvPair{
 		{"Kind", r.KindConst()},
 		{"Dims", r.Dims.Code()},
 		{"Base", r.Base.Code()},
 		{"Traditional", r.Traditional.Code()},
 	}
-	if r.Scaling != nil {
+	if r.Scaling != nil && r.readsScaling() {
 		spec = append(spec, kvPair{"Scaling", jen.Id("c").Dot(r.Scaling.Field)})
 	}
 	if r.MaxPositions != nil {
@@ -109,7 +146,7 @@ func (r *Rope) build(s stage) []jen.Code {
 	if r.OriginalMaxPositions != nil {
 		spec = append(spec, kvPair{"OriginalMaxPositions", r.OriginalMaxPositions.Code()})
 	}
-	return []jen.Code{jen.Id("rope").Op(":=").Id("w").Dot("Rope").Call(jen.Qual(nnPkg, "RopeSpec").Values(fieldsOf(spec)...))}
+	return jen.Qual(nnPkg, "RopeSpec").Values(fieldsOf(spec)...)
 }
 
 // forward are its lines in Attention.forward, on q and k [B, heads, L,
@@ -131,6 +168,8 @@ func (r *Rope) doc() string {
 	switch {
 	case r.Rotates() && r.Layers != nil:
 		return ", with rotary positions on the layers that have them"
+	case r.Rotates() && r.Sliding != nil:
+		return ", with rotary positions (the sliding layers' of their own)"
 	case r.Rotates():
 		return ", with rotary positions"
 	}

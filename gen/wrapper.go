@@ -23,6 +23,7 @@ type Wrapper struct {
 	SectionOptional       bool
 	TopWins               []string
 	Defaults              []Entry[Raw]
+	TopDefaults           []Entry[Raw]
 	Set                   []Entry[Raw]
 	Runs                  string
 	Dispatch              []Entry[F[string]]
@@ -37,7 +38,7 @@ var wrapperKeys = map[string]bool{"model_type": true, "doc": true, "tier": true,
 // isWrapper reports whether a flattened descriptor is a wrapper's.
 func isWrapper(d *Descriptor) bool {
 	w := d.Wrapper
-	return w.Section.Set || w.Optional.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.Set.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set || w.Refuse.Set
+	return w.Section.Set || w.Optional.Set || w.Runs.Set || w.TopWins.Set || w.Defaults.Set || w.TopDefaults.Set || w.Set.Set || w.Dispatch.Set || w.Prefixes.Set || w.Drop.Set || w.Refuse.Set
 }
 
 // buildWrapper resolves a wrapper descriptor; archs are the descriptors by
@@ -105,6 +106,9 @@ func buildWrapper(d *Descriptor, archs map[string]*Descriptor) (*Wrapper, error)
 			return nil, errAt(e.Pos, "wrapper.defaults."+e.Key, "want a value")
 		}
 	}
+	if err := checkTopDefaults(&w); err != nil {
+		return nil, err
+	}
 	for _, e := range w.Set.Entries {
 		if e.Null {
 			return nil, errAt(e.Pos, "wrapper.set."+e.Key, "want a value")
@@ -116,7 +120,7 @@ func buildWrapper(d *Descriptor, archs map[string]*Descriptor) (*Wrapper, error)
 	}
 	return &Wrapper{
 		Name: d.ModelType.V, File: d.file, Doc: doc, Tier: tier, Aliases: d.Aliases.V,
-		Section: w.Section.V, SectionOptional: w.Optional.V, TopWins: w.TopWins.V, Defaults: w.Defaults.Entries, Set: w.Set.Entries,
+		Section: w.Section.V, SectionOptional: w.Optional.V, TopWins: w.TopWins.V, Defaults: w.Defaults.Entries, TopDefaults: w.TopDefaults.Entries, Set: w.Set.Entries,
 		Runs: w.Runs.V, Dispatch: w.Dispatch.Entries, Prefixes: w.Prefixes.Items, Drop: w.Drop.V, Refuse: w.Refuse.V,
 	}, nil
 }
@@ -153,17 +157,18 @@ func (w *Wrapper) archEntry() jen.Code {
 		{"Tier", jen.Lit(w.Tier)},
 		{"Aliases", strList(w.Aliases)},
 		{"Doc", jen.Lit(w.FirstSentence())},
-		{"Wrapper", jen.Op("&").Qual(nnPkg, "Wrapper").Values(fieldsOf(append([]kvPair{
+		{"Wrapper", jen.Op("&").Qual(nnPkg, "Wrapper").Values(fieldsOf(slices.Concat([]kvPair{
 			{"Section", jen.Lit(w.Section)},
 			{"SectionOptional", jen.Lit(w.SectionOptional)},
 			{"TopWins", strList(w.TopWins)},
 			{"Defaults", jen.Map(jen.String()).Any().Values(defaults)},
+		}, w.topDefaultsEntry(), []kvPair{
 			{"Set", jen.Map(jen.String()).Any().Values(set)},
 			{"Runs", jen.Lit(w.Runs)},
 			{"Dispatch", jen.Map(jen.String()).String().Values(dispatch)},
 			{"Prefixes", jen.Index().Qual(nnPkg, "Prefix").Values(prefixes...)},
 			{"Drop", strList(w.Drop)},
-		}, refuse...))...)},
+		}, refuse))...)},
 	})...)
 }
 

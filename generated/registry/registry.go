@@ -9,8 +9,10 @@ package registry
 import (
 	"github.com/archgen/archgen/generated/ernie4_5"
 	"github.com/archgen/archgen/generated/exaone"
+	"github.com/archgen/archgen/generated/exaone4"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
+	"github.com/archgen/archgen/generated/gemma3_text"
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/granite"
@@ -18,9 +20,11 @@ import (
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
+	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
+	"github.com/archgen/archgen/generated/olmo3"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen3"
@@ -42,8 +46,10 @@ var catalog = nn.NewCatalog(
 	[]nn.Arch{
 		ernie4_5.Arch,
 		exaone.Arch,
+		exaone4.Arch,
 		gemma.Arch,
 		gemma2.Arch,
+		gemma3_text.Arch,
 		glm.Arch,
 		glm4.Arch,
 		granite.Arch,
@@ -51,9 +57,11 @@ var catalog = nn.NewCatalog(
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,
 		llama.Arch,
+		llama4_text.Arch,
 		mimo.Arch,
 		nemotron.Arch,
 		olmo2.Arch,
+		olmo3.Arch,
 		phi3.Arch,
 		qwen2.Arch,
 		qwen3.Arch,
@@ -62,6 +70,33 @@ var catalog = nn.NewCatalog(
 		stablelm.Arch,
 		starcoder2.Arch,
 		telechat3.Arch,
+		{
+			Name:    "gemma3",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Google's Gemma 3 vision-language checkpoints, their text part: a Gemma 3 text model (gemma3_text) whose config is text_config and whose tensors are under language_model.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{"vocab_size"},
+				Defaults: map[string]any{
+					"num_attention_heads": 8,
+					"num_key_value_heads": 4,
+				},
+				TopDefaults: map[string]any{"vocab_size": 262208},
+				Set:         map[string]any{},
+				Runs:        "gemma3_text",
+				Dispatch:    map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "multi_modal_projector"},
+			},
+		},
 		{
 			Name:    "mistral3",
 			Tier:    "parity",

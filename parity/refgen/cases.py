@@ -52,6 +52,9 @@ class Case:
     # checkpoint has them; None for what mlx-lm's save_model writes. (Only
     # the float32 level has them: the other levels are saved by mlx-lm.)
     layout: Optional[Layout] = None
+    # Modules the saved checkpoint leaves out, by path (a checkpoint whose
+    # head is tied by holding no lm_head: gemma3's), [] for none.
+    without: List[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -1484,6 +1487,305 @@ def _mistral3_cases() -> List[Case]:
     ]
 
 
+def _gemma3_text_cases() -> List[Case]:
+    def gemma3_text(**over):
+        cfg = _llama_like("gemma3_text", "Gemma3ForCausalLM", **over)
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
+        cfg["rms_norm_eps"] = 1e-6
+        cfg["num_hidden_layers"] = 4
+        cfg["sliding_window"] = SLIDING_WINDOW
+        cfg["attn_logit_softcapping"] = None
+        cfg["final_logit_softcapping"] = None
+        del cfg["hidden_act"]
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "gemma3_text",
+            "base",
+            f"every 2nd layer full (sliding_window_pattern 2), the others within "
+            f"{SLIDING_WINDOW} on their own rope base (rope_local_base_freq 100); "
+            "linear rope scaling (factor 4) on the full layers only; hidden 128, "
+            "whose sqrt rounds in bfloat16; query_pre_attn_scalar 24, head_dim 32, "
+            "GQA; an lm_head in the checkpoint (untied)",
+            gemma3_text(
+                hidden_size=128,
+                head_dim=32,
+                query_pre_attn_scalar=24,
+                sliding_window_pattern=2,
+                rope_local_base_freq=100.0,
+                rope_theta=1000000.0,
+                rope_scaling={"rope_type": "linear", "factor": 4.0},
+            ),
+        ),
+        Case(
+            "gemma3_text",
+            "tied_llama3",
+            "no lm_head in the checkpoint (the head is tied); sliding_window_pattern "
+            "3 (layer 2 full, 0, 1 and 3 sliding); llama3 rope scaling on the full "
+            "layer; head_dim 16, plain multi-head",
+            gemma3_text(
+                head_dim=16,
+                num_key_value_heads=4,
+                query_pre_attn_scalar=16,
+                sliding_window_pattern=3,
+                rope_local_base_freq=10000.0,
+                rope_theta=500000.0,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                },
+            ),
+            without=["lm_head"],
+        ),
+    ]
+
+
+def _gemma3_cases() -> List[Case]:
+    def gemma3(text_config, **over):
+        cfg = {
+            "architectures": ["Gemma3ForConditionalGeneration"],
+            "model_type": "gemma3",
+            "boi_token_index": 3,
+            "eoi_token_index": 4,
+            "image_token_index": 5,
+            "mm_tokens_per_image": 16,
+            "vision_config": {
+                "model_type": "siglip_vision_model",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "patch_size": 14,
+                "image_size": 28,
+            },
+            "text_config": text_config,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    def text(**over):
+        cfg = {
+            "model_type": "gemma3_text",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "head_dim": 16,
+            "query_pre_attn_scalar": 16,
+            "rms_norm_eps": 1e-6,
+            "vocab_size": VOCAB,
+            "sliding_window": SLIDING_WINDOW,
+            "sliding_window_pattern": 2,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "gemma3",
+            "tied_default_heads",
+            "a gemma3_text under language_model. read from text_config, which "
+            "has no num_attention_heads or num_key_value_heads (8 and 4 heads, "
+            "GQA); the top level's vocab_size; no language_model.lm_head, so "
+            f"the head is tied; every 2nd layer full, the others within {SLIDING_WINDOW}",
+            gemma3(text(), vocab_size=VOCAB),
+            without=["language_model.lm_head"],
+        ),
+        Case(
+            "gemma3",
+            "untied",
+            "a language_model.lm_head in the checkpoint (untied); 4 heads, 1 KV "
+            "head; rope_local_base_freq 500 on the sliding layers, sliding_window_pattern 3",
+            gemma3(
+                text(
+                    num_attention_heads=4,
+                    num_key_value_heads=1,
+                    head_dim=32,
+                    query_pre_attn_scalar=32,
+                    sliding_window_pattern=3,
+                    rope_local_base_freq=500.0,
+                ),
+                vocab_size=VOCAB,
+            ),
+        ),
+    ]
+
+
+def _olmo3_cases() -> List[Case]:
+    def olmo3(**over):
+        cfg = _llama_like("olmo3", "Olmo3ForCausalLM", **over)
+        cfg["rms_norm_eps"] = 1e-6
+        cfg["num_hidden_layers"] = 4
+        cfg["sliding_window"] = SLIDING_WINDOW
+        cfg["rope_theta"] = 500000.0
+        cfg["pad_token_id"] = 0
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "olmo3",
+            "default_layers",
+            "no layer_types: layers 0-2 within a window of "
+            f"{SLIDING_WINDOW} on the unscaled rope, layer 3 full with yarn "
+            "scaling (factor 4); full-width q and k norms over GQA heads; untied",
+            olmo3(
+                rope_scaling={
+                    "rope_type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                    "attention_factor": 1.0,
+                },
+            ),
+        ),
+        Case(
+            "olmo3",
+            "layer_types_bias_tied",
+            "layer_types full, sliding, full, sliding; linear rope scaling "
+            "(factor 2) on the full layers only; attention_bias true; head_dim "
+            "32 (no head_dim key: hidden // heads with 2 heads), plain "
+            "multi-head (num_key_value_heads absent); tied head",
+            _without(
+                olmo3(
+                    num_attention_heads=2,
+                    attention_bias=True,
+                    tie_word_embeddings=True,
+                    layer_types=[
+                        "full_attention",
+                        "sliding_attention",
+                        "full_attention",
+                        "sliding_attention",
+                    ],
+                    rope_scaling={"rope_type": "linear", "factor": 2.0},
+                ),
+                "num_key_value_heads",
+            ),
+        ),
+    ]
+
+
+def _exaone4_cases() -> List[Case]:
+    def exaone4(**over):
+        cfg = _llama_like("exaone4", "Exaone4ForCausalLM")
+        cfg.update(
+            {
+                "num_hidden_layers": 4,
+                "head_dim": 32,
+                "tie_word_embeddings": False,
+                "rope_scaling": None,
+                "sliding_window": SLIDING_WINDOW,
+                "sliding_window_pattern": "LLLG",
+                "attention_dropout": 0.0,
+                "initializer_range": 0.02,
+            }
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "exaone4",
+            "lllg_llama3",
+            'sliding_window_pattern "LLLG": layers 0-2 within a window of '
+            f"{SLIDING_WINDOW} with rotary positions (llama3 scaling), layer 3 "
+            "full without positions (NoPE); per-head q and k norms before the "
+            "rope; head_dim 32, GQA; untied",
+            exaone4(
+                rope_theta=500000.0,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 16.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                },
+            ),
+        ),
+        Case(
+            "exaone4",
+            "lg_cyclic_tied",
+            'sliding_window_pattern "LG", read cyclically over 4 layers (L, G, '
+            "L, G); linear rope scaling (factor 2); head_dim 16, plain "
+            "multi-head; tied head",
+            exaone4(
+                head_dim=16,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                sliding_window_pattern="LG",
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+            ),
+        ),
+        Case(
+            "exaone4",
+            "no_pattern",
+            "sliding_window_pattern and sliding_window null: every layer full "
+            "with rotary positions; 2 layers, untied, GQA",
+            exaone4(
+                num_hidden_layers=2,
+                sliding_window=None,
+                sliding_window_pattern=None,
+            ),
+        ),
+    ]
+
+
+def _llama4_text_cases() -> List[Case]:
+    def llama4_text(**over):
+        cfg = _llama_like("llama4_text", "Llama4ForCausalLM")
+        cfg.update(
+            {
+                "num_hidden_layers": 4,
+                "head_dim": 32,
+                "intermediate_size": 32,
+                "intermediate_size_mlp": 128,
+                "rope_theta": 500000.0,
+                "tie_word_embeddings": False,
+                "no_rope_layers": [1, 1, 1, 0],
+                "use_qk_norm": True,
+                "attention_chunk_size": 8192,
+                "num_local_experts": 1,
+                "num_experts_per_tok": 1,
+                "interleave_moe_layer_step": 0,
+            }
+        )
+        cfg.update(over)
+        return cfg
+
+    # mlx-lm's tied head multiplies by the embedding table's weight, which a
+    # quantized level stores packed: every case is untied so that all seven
+    # levels run.
+    return [
+        Case(
+            "llama4_text",
+            "nope_qk_norm",
+            "no_rope_layers 1, 1, 1, 0: interleaved rotary positions on layers "
+            "0-2, none on layer 3; use_qk_norm true (weightless per-head q and k "
+            "norms); the MLP of intermediate_size_mlp 128, not intermediate_size "
+            "32; head_dim 32, GQA; the head is output",
+            llama4_text(),
+        ),
+        Case(
+            "llama4_text",
+            "no_qk_norm",
+            "use_qk_norm false; no_rope_layers 0, 1 (layer 0 NoPE); head_dim 16, "
+            "plain multi-head",
+            llama4_text(
+                num_hidden_layers=2,
+                head_dim=16,
+                num_key_value_heads=4,
+                no_rope_layers=[0, 1],
+                use_qk_norm=False,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1511,6 +1813,11 @@ CASES: List[Case] = (
     + _qwen2_vl_cases()
     + _qwen3_vl_cases()
     + _mistral3_cases()
+    + _gemma3_text_cases()
+    + _gemma3_cases()
+    + _olmo3_cases()
+    + _exaone4_cases()
+    + _llama4_text_cases()
 )
 
 

@@ -62,7 +62,11 @@ func publishedConfig(t *testing.T, arch string) map[string]any {
 // with is m with keys set (nil deletes), as JSON. Where m nests a
 // text_config, whose keys win over the top level's, the keys other than
 // model_type are set there.
-func with(m map[string]any, keys map[string]any) []byte {
+func with(m map[string]any, keys map[string]any) []byte { return withTop(m, keys, nil) }
+
+// withTop is with, setting also the keys of top (a wrapper's top_wins,
+// whose top-level values replace text_config's) at the top level.
+func withTop(m map[string]any, keys map[string]any, top []string) []byte {
 	out := map[string]any{}
 	for k, v := range m {
 		out[k] = v
@@ -77,7 +81,7 @@ func with(m map[string]any, keys map[string]any) []byte {
 	}
 	for k, v := range keys {
 		dst := text
-		if k == "model_type" {
+		if k == "model_type" || slices.Contains(top, k) {
 			dst = out
 		}
 		if v == nil {
@@ -151,6 +155,7 @@ func TestConfigFaults(t *testing.T) {
 		t.Run(arch.Name, func(t *testing.T) {
 			base := publishedConfig(t, arch.Name)
 			layers := layersKey(base)
+			with := func(m, keys map[string]any) []byte { return withTop(m, keys, wrapperTopWins(&arch)) }
 			for _, c := range []struct {
 				name string
 				data []byte
@@ -534,4 +539,13 @@ func TestWeightsMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Free()
+}
+
+// wrapperTopWins are the top-level keys a wrapper's text model reads from
+// the top level (none for an architecture of its own).
+func wrapperTopWins(a *nn.Arch) []string {
+	if a.Wrapper == nil {
+		return nil
+	}
+	return a.Wrapper.TopWins
 }

@@ -480,3 +480,12 @@ func proportionalRope(g *mlx.Graph, dims int, base float64, traditional bool, r 
 	}
 	return &freqRope{r: mlx.RoPE{Dims: dims, Traditional: traditional, Scale: 1, Freqs: freqs}, mscale: 1}
 }
+
+// RopeIf is a where cond holds and b elsewhere: how a layer picks the rope
+// of its attention kind (the sliding layers' own, say) at load.
+func RopeIf(cond bool, a, b Rope) Rope {
+	if cond {
+		return a
+	}
+	return b
+}

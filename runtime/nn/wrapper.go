@@ -23,6 +23,9 @@ type Wrapper struct {
 	TopWins []string
 	// Defaults are section values set where the section lacks them.
 	Defaults map[string]any
+	// TopDefaults are top-level values set where the top level lacks
+	// them, before TopWins copies them into the section.
+	TopDefaults map[string]any
 	// Set are section values set whatever the section holds.
 	Set map[string]any
 	// Runs is the architecture the text model runs on; Dispatch, when
@@ -67,6 +70,12 @@ func (w *Wrapper) Unwrap(data []byte) (arch string, text []byte, err error) {
 	default:
 		if err := json.Unmarshal(raw, &sec); err != nil || sec == nil {
 			return "", nil, &ConfigError{Key: w.Section, Msg: "want an object, got " + clip(raw)}
+		}
+	}
+	for k, v := range w.TopDefaults {
+		if cur, ok := top[k]; !ok || isNull(cur) {
+			b, _ := json.Marshal(v)
+			top[k] = b
 		}
 	}
 	for _, k := range append(append([]string(nil), w.TopWins...), carried...) {

@@ -707,8 +707,13 @@ int mlxg_gather_qmm(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scal
                     char** err) {
   MLXG_TRY({
     auto st = S(s);
-    *res = wrap(mx::gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs),
-                               transpose, group_size, bits, mode, std::nullopt, sorted, st));
+    if (auto y = archgen_native_gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs),
+                                           transpose, group_size, bits, mode, sorted, st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs),
+                                 transpose, group_size, bits, mode, std::nullopt, sorted, st));
+    }
   })
 }
 

@@ -307,6 +307,13 @@ int mlxg_native_qmm(void);
 int mlxg_native_fast(void);
 int mlxg_set_native_fast(int on);
 
+// Whether gather_qmm runs archgen's CPU kernel (gqmm.cpp) where it applies:
+// 1 on x86-64 CPUs with AVX2, FMA, F16C and BMI2 unless
+// ARCHGEN_MLX_NATIVE_QMM=0. mlxg_set_native_gather_qmm turns it on or off
+// (on only where the CPU allows) and returns the previous setting.
+int mlxg_native_gather_qmm(void);
+int mlxg_set_native_gather_qmm(int on);
+
 
 // Memory.
 size_t mlxg_get_active_memory(void);

@@ -39,6 +39,10 @@ LLAMA_PY = ROOT / ".deps/llama/bin/python"
 GGUF = ROOT / ".deps/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_SRC = ROOT / "testdata/parity/llama/base/model"
 QWEN_CONFIG = ROOT / "gen/testdata/configs/qwen2/qwen2.5-0.5b.json"
+# Mixtures of experts: published per-token shapes with fewer layers
+# (bench/configs/README.md).
+OLMOE_CONFIG = ROOT / "bench/configs/olmoe-1b-7b-shape.json"
+QWEN3_MOE_CONFIG = ROOT / "bench/configs/qwen3-30b-a3b-shape.json"
 
 # The checkpoints: name -> (family, level, how it is made).
 MODELS = {
@@ -58,7 +62,25 @@ MODELS = {
     "qwen2.5-0.5b-float32": ("Qwen2.5-0.5B shape (random)", "float32", ("random", QWEN_CONFIG)),
     "qwen2.5-0.5b-bfloat16": ("Qwen2.5-0.5B shape (random)", "bfloat16", ("derive", "qwen2.5-0.5b-float32", "bfloat16")),
     "qwen2.5-0.5b-q4": ("Qwen2.5-0.5B shape (random)", "4-bit g64, float32 scales", ("derive", "qwen2.5-0.5b-float32", "q4_g64_float32")),
+    # The MoE rows: 4-bit from float32 (float32 scales, as the Qwen2.5
+    # shape's, for the same reason), the routers at 8 bits by the models'
+    # own quant_predicate where they have one (qwen3_moe), as mlx_lm.convert
+    # makes them.
+    "olmoe-1b-7b-q4": ("OLMoE-1B-7B shape, 4 of 16 layers (random)", "4-bit g64, float32 scales",
+                       ("derive", "olmoe-1b-7b-float32", "q4_g64_float32")),
+    "qwen3-30b-a3b-q4": ("Qwen3-30B-A3B shape, 2 of 48 layers (random)", "4-bit g64, float32 scales",
+                         ("derive", "qwen3-30b-a3b-float32", "q4_g64_float32")),
 }
+
+# Checkpoints made only as the sources of others, not measured themselves.
+SOURCES = {
+    "olmoe-1b-7b-float32": ("random", OLMOE_CONFIG),
+    "qwen3-30b-a3b-float32": ("random", QWEN3_MOE_CONFIG),
+}
+
+
+def how_made(name):
+    return MODELS[name][2] if name in MODELS else SOURCES[name]
 
 # What each checkpoint runs: measured runs, and the prompts (name, prompt
 # tokens, tokens generated). "decode" generates 128 tokens after a
@@ -82,6 +104,13 @@ for name in ("qwen2.5-0.5b-float32", "qwen2.5-0.5b-bfloat16", "qwen2.5-0.5b-q4")
 LONG = [("decode", 2048, 128)]
 PLAN["smollm2-135m-q4-ctx2048"] = {"runs": 3, "prompts": LONG, "fixed": True}
 QUICK["smollm2-135m-q4-ctx2048"] = {"runs": 1, "prompts": LONG, "fixed": True}
+# The MoE rows: mlx-lm's expert layers run on libmlx's scalar, single-threaded
+# CPU gather_qmm (about 0.3 GFLOP/s here), which makes its 128-token prefill
+# and 128 decode steps take minutes on these shapes: one run, the decode
+# prompt only, in both plans.
+for name in ("olmoe-1b-7b-q4", "qwen3-30b-a3b-q4"):
+    PLAN[name] = {"runs": 1, "prompts": FULL[:1], "fixed": True}
+    QUICK[name] = {"runs": 1, "prompts": FULL[:1], "fixed": True}
 # Warm-ups run a 16-token prompt and 8 tokens: the same code and kernels.
 WARM_TOKENS, WARM_GEN = 16, 8
 
@@ -97,12 +126,12 @@ def run(cmd, **kw):
 
 def prepare(models_dir, names):
     models_dir.mkdir(parents=True, exist_ok=True)
-    order = sorted(names, key=lambda n: MODELS[n][2][0] == "derive")  # sources first
+    order = sorted(names, key=lambda n: how_made(n)[0] == "derive")  # sources first
     for name in order:
         dst = models_dir / name
         if (dst / "config.json").exists():
             continue
-        how = MODELS[name][2]
+        how = how_made(name)
         if how[0] == "alias":
             prepare(models_dir, [how[1]])
             continue
@@ -136,9 +165,12 @@ def model_dir(models_dir, name):
 
 def step_bytes(model_dir):
     """Bytes of weights one decode step reads: every tensor but an untied
-    embedding table, of which a step reads one row."""
+    embedding table, of which a step reads one row, and of a mixture of
+    experts' stacked expert tensors (mlx-lm's switch_mlp) the share of the
+    experts one token runs (num_experts_per_tok of num_experts)."""
     cfg = json.loads((model_dir / "config.json").read_text())
     tied = cfg.get("tie_word_embeddings", True)
+    routed = cfg.get("num_experts_per_tok", 1) / cfg.get("num_experts", 1)
     total = embed = 0
     for f in model_dir.glob("*.safetensors"):
         with open(f, "rb") as fh:
@@ -148,6 +180,8 @@ def step_bytes(model_dir):
             if k == "__metadata__":
                 continue
             size = v["data_offsets"][1] - v["data_offsets"][0]
+            if ".switch_mlp." in k:
+                size = int(size * routed)
             total += size
             if k.startswith("model.embed_tokens."):
                 embed += size

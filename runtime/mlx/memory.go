@@ -39,6 +39,24 @@ func ClearCache() { C.mlxg_clear_cache() }
 // AVX2, FMA and F16C, unless the environment sets ARCHGEN_MLX_NATIVE_QMM=0.
 func NativeQuantizedMatmul() bool { return C.mlxg_native_qmm() != 0 }
 
+// NativeGatherQMM reports whether GatherQMM runs this package's own CPU
+// kernel where it applies (float32 computation, transposed experts, affine
+// at 2 to 8 bits in groups of 32, 64 or 128, or mxfp4) rather than
+// libmlx's: true on x86-64 CPUs with AVX2, FMA, F16C and BMI2, unless the
+// environment sets ARCHGEN_MLX_NATIVE_QMM=0.
+func NativeGatherQMM() bool { return C.mlxg_native_gather_qmm() != 0 }
+
+// setNativeGatherQMM turns the kernel of NativeGatherQMM on or off (on only
+// where the CPU allows) and returns the previous setting; the tests and
+// benchmarks use it to run both paths in one process.
+func setNativeGatherQMM(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_gather_qmm(C.int(v)) != 0
+}
+
 // NativeFastOps reports whether RMSNorm, LayerNorm, RoPE and SDPA run this
 // package's own CPU kernels where they apply (float32, float16 and bfloat16
 // on the CPU) rather than libmlx's fallbacks composed of small ops: true on

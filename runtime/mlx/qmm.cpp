@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpukern.h"
+#include "panel.h"
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
@@ -26,7 +27,12 @@ namespace mx = mlx::core;
 
 namespace {
 
+using archgen::hsum;
 using archgen::Kind;
+using archgen::micro;
+using archgen::MR;
+using archgen::NR;
+using archgen::pack_panel;
 using archgen::kind_of;
 using archgen::from_f32;
 using archgen::load1;
@@ -68,13 +74,6 @@ __attribute__((target("avx2,fma,f16c"))) void dequant_row(
       }
     }
   }
-}
-
-__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // res[r] = sum_k x[k] * W[n + r, k] for R rows of W, straight from their
@@ -153,72 +152,6 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows(
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) res[r] = hsum(total[r]) + bsum[r];
-}
-
-constexpr int NR = 16;  // columns of the output (rows of W) per packed panel
-constexpr int MR = 6;   // rows of x per call of the micro-kernel
-
-// The transpose of an 8x8 block: dst[c * ldd + r] = src[r][c] for the 8
-// rows src[0..8), each read from its own pointer.
-__attribute__((target("avx2,fma,f16c"))) inline void transpose8(const float* const* src, size_t k,
-                                                               float* dst, size_t ldd) {
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src[i] + k);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  // t0 = a0 b0 a1 b1 | a4 b4 a5 b5, t1 = a2 b2 a3 b3 | a6 b6 a7 b7, ...
-  __m256 s0 = _mm256_shuffle_ps(t[0], t[2], 0x44), s1 = _mm256_shuffle_ps(t[0], t[2], 0xee);
-  __m256 s2 = _mm256_shuffle_ps(t[1], t[3], 0x44), s3 = _mm256_shuffle_ps(t[1], t[3], 0xee);
-  __m256 s4 = _mm256_shuffle_ps(t[4], t[6], 0x44), s5 = _mm256_shuffle_ps(t[4], t[6], 0xee);
-  __m256 s6 = _mm256_shuffle_ps(t[5], t[7], 0x44), s7 = _mm256_shuffle_ps(t[5], t[7], 0xee);
-  _mm256_storeu_ps(dst + 0 * ldd, _mm256_permute2f128_ps(s0, s4, 0x20));
-  _mm256_storeu_ps(dst + 1 * ldd, _mm256_permute2f128_ps(s1, s5, 0x20));
-  _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(s2, s6, 0x20));
-  _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(s3, s7, 0x20));
-  _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(s0, s4, 0x31));
-  _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(s1, s5, 0x31));
-  _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(s2, s6, 0x31));
-  _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(s3, s7, 0x31));
-}
-
-// Packs NR rows of W (rows[r], K float32 values each) into panel[k * NR +
-// r]: the layout the micro-kernel reads one k at a time.
-__attribute__((target("avx2,fma,f16c"))) void pack_panel(const float* const* rows, int K,
-                                                         float* panel) {
-  for (int k = 0; k < K; k += 8) {
-    transpose8(rows, k, panel + static_cast<size_t>(k) * NR, NR);
-    transpose8(rows + 8, k, panel + static_cast<size_t>(k) * NR + 8, NR);
-  }
-}
-
-// c[i][0..NR) = sum_k x[i * ldx + k] * panel[k][0..NR) for MB rows of x:
-// MB x 16 outputs held in 2 * MB registers, one broadcast of x and two
-// loads of the panel per 2 * MB fused multiply-adds.
-template <int MB>
-__attribute__((target("avx2,fma,f16c"))) void micro(const float* x, size_t ldx, const float* panel,
-                                                   int K, float* c /* [MB][NR] */) {
-  // The loops over MB are unrolled so that the accumulators live in
-  // registers.
-  __m256 acc[MB][2];
-#pragma GCC unroll 8
-  for (int i = 0; i < MB; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int k = 0; k < K; k++) {
-    __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
-    __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
-#pragma GCC unroll 8
-    for (int i = 0; i < MB; i++) {
-      __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
-      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MB; i++) {
-    _mm256_storeu_ps(c + i * NR, acc[i][0]);
-    _mm256_storeu_ps(c + i * NR + 8, acc[i][1]);
-  }
 }
 
 struct Job {

@@ -27,4 +27,19 @@ std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& x,
                                                       const mlx::core::array& w,
                                                       mlx::core::Stream s);
 
+// gather_qmm (mixture-of-experts products, see gqmm.cpp) as an array
+// computed by archgen's kernel where it applies: x86-64 CPUs with AVX2,
+// FMA, F16C and BMI2, a CPU stream, transpose, affine at 2, 3, 4, 5, 6 or
+// 8 bits in groups of 32, 64 or 128, or mxfp4; a computation mlx runs in
+// float32. Elsewhere mlx's own gather_qmm (returned as is), or nullopt
+// where the kernel is switched off (ARCHGEN_MLX_NATIVE_QMM=0, or
+// mlxg_set_native_gather_qmm) or the mode or sizes do not apply. Arguments
+// mlx refuses throw its error.
+std::optional<mlx::core::array> archgen_native_gather_qmm(
+    const mlx::core::array& x, const mlx::core::array& w, const mlx::core::array& scales,
+    const std::optional<mlx::core::array>& biases,
+    const std::optional<mlx::core::array>& lhs_indices,
+    const std::optional<mlx::core::array>& rhs_indices, bool transpose, int group_size, int bits,
+    const std::string& mode, bool sorted_indices, mlx::core::Stream s);
+
 #endif

@@ -1,0 +1,541 @@
+// A CPU kernel for the expert layers of mixtures of experts: gather_qmm,
+// the products of input rows with quantized matrices picked per row from a
+// stack (one matrix per expert), run as an MLX primitive of its own on
+// x86-64 CPUs with AVX2, FMA, F16C and BMI2. libmlx's own CPU kernel for
+// this op is scalar and single threaded. This one groups the rows by
+// expert; an expert with one or two rows is multiplied straight from its
+// packed values (8 codes at a time spread into bytes by one pdep, widened
+// and converted to float32, 8-wide fused multiply-adds); one with more
+// rows has its matrix dequantized a panel at a time and swept with the
+// register-blocked product of panel.h. The experts' columns are split
+// over the cores. Affine quantization at 2, 3, 4, 5, 6 and 8 bits and
+// mxfp4 (E2M1 values, power-of-two scales), as mlx packs them: a row's
+// codes form one little-endian bit stream.
+#include "qmm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpukern.h"
+#include "panel.h"
+
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/mlx.h"
+#include "mlx/primitives.h"
+
+namespace mx = mlx::core;
+
+namespace {
+
+using archgen::hsum;
+using archgen::Kind;
+using archgen::kind_of;
+using archgen::load1;
+using archgen::micro;
+using archgen::MR;
+using archgen::NR;
+using archgen::pack_panel;
+
+// A stack of quantized matrices [E, N, K]: packed codes [E, N, K * bits /
+// 8 bytes], and per group of each row a scale (of kind sk, or an E8M0
+// exponent byte for mxfp4) and, for affine, a bias of kind sk.
+struct Experts {
+  const uint8_t* w;
+  const void* scales;
+  const void* biases;
+  Kind sk;
+  int E, N, K, group, bits;
+  bool fp4;
+
+  size_t row_bytes() const { return static_cast<size_t>(K) * bits / 8; }
+  int groups() const { return K / group; }
+
+  // The scale of group gi (counted over every row of every expert).
+  float scale(size_t gi) const {
+    if (!fp4) {
+      return load1(scales, gi, sk);
+    }
+    uint32_t e = static_cast<const uint8_t*>(scales)[gi];
+    uint32_t u = e == 0 ? 0x00400000u : e << 23;  // 2^(e - 127)
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+// The low `bits` bits of each of 8 bytes.
+template <int bits>
+constexpr uint64_t kByteMask = 0x0101010101010101ull * ((1ull << bits) - 1);
+
+// The codes of elements k..k+7 (k a multiple of 8) of a packed row, as
+// eight 32-bit integers: 8 codes take exactly `bits` bytes, which pdep
+// spreads one code to a byte.
+template <int bits>
+__attribute__((target("avx2,fma,f16c,bmi2"))) inline __m256i codes8(const uint8_t* row, int k) {
+  uint64_t v = 0;
+  std::memcpy(&v, row + static_cast<size_t>(k) / 8 * bits, bits);
+  if constexpr (bits != 8) {
+    v = _pdep_u64(v, kByteMask<bits>);
+  }
+  return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(v)));
+}
+
+// E2M1 codes as their values: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 by the
+// low 3 bits, the sign by the fourth.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 fp4_values(__m256i c) {
+  const __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  __m256 mag = _mm256_permutevar8x32_ps(lut, c);
+  __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(c, 3), 31);
+  return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+}
+
+// Elements k..k+7 of a packed row as float32: the codes themselves
+// (affine: scale and bias are applied per group) or E2M1 values.
+template <int bits, bool fp4>
+__attribute__((target("avx2,fma,f16c,bmi2"))) inline __m256 elems8(const uint8_t* row, int k) {
+  __m256i c = codes8<bits>(row, k);
+  if constexpr (fp4) {
+    return fp4_values(c);
+  } else {
+    return _mm256_cvtepi32_ps(c);
+  }
+}
+
+// res[r] = sum_k x[k] * W[row + r, k] for R rows of the stack (row counts
+// over every expert's rows), from their packed values: per group, (codes .
+// x) * scale, plus bias * (the group's sum of x, in xsum) for affine.
+template <int bits, bool fp4, int R>
+__attribute__((target("avx2,fma,f16c,bmi2"))) void dot_rows(const Experts& q, const float* x,
+                                                            const float* xsum, size_t row,
+                                                            float* res) {
+  const int groups = q.groups();
+  const size_t rb = q.row_bytes();
+  __m256 total[R];
+  float bsum[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    total[r] = _mm256_setzero_ps();
+    bsum[r] = 0;
+  }
+  for (int g = 0; g < groups; g++) {
+    __m256 acc0[R], acc1[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int k = g * q.group; k < (g + 1) * q.group; k += 16) {
+      __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const uint8_t* w = q.w + (row + r) * rb;
+        acc0[r] = _mm256_fmadd_ps(elems8<bits, fp4>(w, k), x0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(elems8<bits, fp4>(w, k + 8), x1, acc1[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      size_t gi = (row + r) * groups + g;
+      total[r] = _mm256_fmadd_ps(_mm256_add_ps(acc0[r], acc1[r]), _mm256_set1_ps(q.scale(gi)),
+                                 total[r]);
+      if constexpr (!fp4) {
+        bsum[r] += load1(q.biases, gi, q.sk) * xsum[g];
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) res[r] = hsum(total[r]) + bsum[r];
+}
+
+// Row `row` of the stack dequantized into dst (K float32 values).
+template <int bits, bool fp4>
+__attribute__((target("avx2,fma,f16c,bmi2"))) void dequant_row(const Experts& q, size_t row,
+                                                               float* dst) {
+  const int groups = q.groups();
+  const uint8_t* w = q.w + row * q.row_bytes();
+  for (int g = 0; g < groups; g++) {
+    size_t gi = row * groups + g;
+    __m256 s = _mm256_set1_ps(q.scale(gi));
+    if constexpr (fp4) {
+      for (int k = g * q.group; k < (g + 1) * q.group; k += 8) {
+        _mm256_storeu_ps(dst + k, _mm256_mul_ps(elems8<bits, fp4>(w, k), s));
+      }
+    } else {
+      __m256 b = _mm256_set1_ps(load1(q.biases, gi, q.sk));
+      for (int k = g * q.group; k < (g + 1) * q.group; k += 8) {
+        _mm256_storeu_ps(dst + k, _mm256_fmadd_ps(elems8<bits, fp4>(w, k), s, b));
+      }
+    }
+  }
+}
+
+// The kernels for one packing.
+struct Kernels {
+  void (*dot1)(const Experts&, const float*, const float*, size_t, float*);
+  void (*dot4)(const Experts&, const float*, const float*, size_t, float*);
+  void (*deq)(const Experts&, size_t, float*);
+};
+
+template <int bits, bool fp4>
+Kernels kernels() {
+  return {dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>};
+}
+
+Kernels kernels_for(int bits, bool fp4) {
+  if (fp4) return kernels<4, true>();
+  switch (bits) {
+    case 2: return kernels<2, false>();
+    case 3: return kernels<3, false>();
+    case 4: return kernels<4, false>();
+    case 5: return kernels<5, false>();
+    case 6: return kernels<6, false>();
+    default: return kernels<8, false>();
+  }
+}
+
+// One evaluation: the rows of x (float32 [rows, K], in xs in the order of
+// their experts), each expert's rows start[e]..start[e + 1], and where each
+// row's result goes.
+struct Plan {
+  Experts q;
+  Kernels kern;
+  std::vector<float> xs;      // [rows, K]: x's rows, grouped by expert
+  std::vector<int> start;     // [E + 1]
+  std::vector<int64_t> orow;  // [rows]: the output row of each
+  std::vector<float> tmp;     // [rows, N]: the results, grouped by expert
+};
+
+// Expert e's rows against its matrix rows [n_lo, n_hi).
+__attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, int n_lo,
+                                                              int n_hi) {
+  const Experts& q = p.q;
+  const int K = q.K, N = q.N;
+  const int r0 = p.start[e], R = p.start[e + 1] - r0;
+  const size_t base = static_cast<size_t>(e) * N;  // the expert's first row in the stack
+  if (R <= 2) {
+    // Too few rows to pay for dequantizing: from the packed values.
+    const int groups = q.groups();
+    thread_local std::vector<float> xsum;
+    xsum.resize(static_cast<size_t>(groups));
+    for (int i = r0; i < r0 + R; i++) {
+      const float* x = p.xs.data() + static_cast<size_t>(i) * K;
+      for (int g = 0; g < groups; g++) {
+        float t = 0;
+        for (int k = g * q.group; k < (g + 1) * q.group; k++) t += x[k];
+        xsum[g] = t;
+      }
+      float* out = p.tmp.data() + static_cast<size_t>(i) * N;
+      int n = n_lo;
+      for (; n + 4 <= n_hi; n += 4) p.kern.dot4(q, x, xsum.data(), base + n, out + n);
+      for (; n < n_hi; n++) p.kern.dot1(q, x, xsum.data(), base + n, out + n);
+    }
+    return;
+  }
+  // A panel of NR matrix rows dequantized and packed once, then swept
+  // over every row of the expert.
+  thread_local std::vector<float> tile, panel, zeros;
+  tile.resize(static_cast<size_t>(NR) * K);
+  panel.resize(static_cast<size_t>(NR) * K);
+  zeros.assign(K, 0.0f);
+  const float* rows[NR];
+  float c[MR * NR];
+  const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
+  for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
+    int nb = std::min(NR, n_hi - n0);
+    for (int r = 0; r < NR; r++) {
+      if (r < nb) {
+        float* d = tile.data() + static_cast<size_t>(r) * K;
+        p.kern.deq(q, base + n0 + r, d);
+        rows[r] = d;
+      } else {
+        rows[r] = zeros.data();
+      }
+    }
+    pack_panel(rows, K, panel.data());
+    auto put = [&](int m, int cnt) {
+      for (int i = 0; i < cnt; i++) {
+        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + m + i) * N + n0, c + i * NR,
+                    nb * sizeof(float));
+      }
+    };
+    int m = 0;
+    for (; m + MR <= R; m += MR) {
+      micro<MR>(xe + static_cast<size_t>(m) * K, K, panel.data(), K, c);
+      put(m, MR);
+    }
+    const float* xm = xe + static_cast<size_t>(m) * K;
+    switch (R - m) {
+      case 5: micro<5>(xm, K, panel.data(), K, c); break;
+      case 4: micro<4>(xm, K, panel.data(), K, c); break;
+      case 3: micro<3>(xm, K, panel.data(), K, c); break;
+      case 2: micro<2>(xm, K, panel.data(), K, c); break;
+      case 1: micro<1>(xm, K, panel.data(), K, c); break;
+    }
+    put(m, R - m);
+  }
+}
+
+// Every expert's rows, the experts' matrix rows split into tasks over the
+// cores (weighted by the rows each task multiplies).
+void run_plan(Plan& p) {
+  auto& pool = archgen::Pool::get();
+  const int E = p.q.E, N = p.q.N;
+  const int blocks = (N + NR - 1) / NR;
+  size_t rows = p.orow.size();
+  size_t work = rows * static_cast<size_t>(N) * p.q.K;
+  int want = work < (1u << 20) ? 1 : pool.threads() * 4;
+  double total = 0;
+  for (int e = 0; e < E; e++) {
+    int R = p.start[e + 1] - p.start[e];
+    if (R > 0) total += static_cast<double>(blocks) * (R + 2);
+  }
+  struct Task {
+    int e, lo, hi;
+  };
+  std::vector<Task> tasks;
+  for (int e = 0; e < E; e++) {
+    int R = p.start[e + 1] - p.start[e];
+    if (R == 0) continue;
+    // Each task about total / want of the cost; a block of NR matrix rows
+    // costs about R + 2 rows' products (the +2: decoding it).
+    double cost = static_cast<double>(R + 2);
+    int per = std::max(1, static_cast<int>(std::ceil(total / want / cost)));
+    per = std::min(per, blocks);
+    for (int b = 0; b < blocks; b += per) {
+      tasks.push_back({e, b * NR, std::min(N, (b + per) * NR)});
+    }
+  }
+  if (want == 1) {
+    for (auto& t : tasks) run_expert(p, t.e, t.lo, t.hi);
+  } else {
+    pool.run(static_cast<int>(tasks.size()),
+             [&](int i) { run_expert(p, tasks[i].e, tasks[i].lo, tasks[i].hi); });
+  }
+}
+
+// The values of an index array of any layout (a broadcast has zero
+// strides), in row-major order.
+std::vector<uint32_t> read_indices(const mx::array& a) {
+  std::vector<uint32_t> v(a.size());
+  const uint32_t* p = a.data<uint32_t>();
+  const int nd = static_cast<int>(a.ndim());
+  for (size_t i = 0; i < v.size(); i++) {
+    int64_t off = 0;
+    size_t r = i;
+    for (int d = nd - 1; d >= 0; d--) {
+      off += static_cast<int64_t>(r % a.shape(d)) * a.strides()[d];
+      r /= a.shape(d);
+    }
+    v[i] = p[off];
+  }
+  return v;
+}
+
+// Reads x ([..., M, K] of any float kind and layout) as float32 rows.
+void read_rows(const mx::array& x, std::vector<float>& dst) {
+  const int K = x.shape(-1);
+  const size_t n = x.size() / K;
+  dst.resize(n * K);
+  archgen::Rows rows(x);
+  const Kind k = kind_of(x.dtype());
+  const size_t esz = archgen::kind_size(k);
+  const char* base = static_cast<const char*>(x.data<void>());
+  for (size_t r = 0; r < n; r++) {
+    archgen::gather_f32(dst.data() + r * K, base + rows.offset(r) * esz, rows.last_stride, K, k);
+  }
+}
+
+class NativeGatherQMM : public mx::UnaryPrimitive {
+ public:
+  NativeGatherQMM(mx::Stream s, int group, int bits, bool fp4)
+      : UnaryPrimitive(s), group_(group), bits_(bits), fp4_(fp4) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
+    // in: x, w, scales, [biases,] lhs indices, rhs indices.
+    const bool has_b = !fp4_;
+    const mx::array& x = in[0];
+    const mx::array& w = in[1];
+    const mx::array& scales = in[2];
+    const mx::array& lhs = in[has_b ? 4 : 3];
+    const mx::array& rhs = in[has_b ? 5 : 4];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    enc.set_output_array(out);
+    Experts q{w.data<uint8_t>(),
+              scales.data<void>(),
+              has_b ? in[3].data<void>() : nullptr,
+              kind_of(scales.dtype()),
+              static_cast<int>(w.size() / (w.shape(-2) * w.shape(-1))),
+              w.shape(-2),
+              x.shape(-1),
+              group_,
+              bits_,
+              fp4_};
+    int bits = bits_;
+    bool fp4 = fp4_;
+    enc.dispatch([q, bits, fp4, in, out]() mutable {
+      const mx::array& x = in[0];
+      const int K = q.K, N = q.N;
+      const int M = x.ndim() >= 2 ? x.shape(-2) : 1;
+      const int64_t xbatch = static_cast<int64_t>(x.size() / (static_cast<size_t>(M) * K));
+      std::vector<uint32_t> li = read_indices(in[fp4 ? 3 : 4]);
+      std::vector<uint32_t> ri = read_indices(in[fp4 ? 4 : 5]);
+      std::vector<float> xf;
+      read_rows(x, xf);
+      Plan p;
+      p.q = q;
+      p.kern = kernels_for(bits, fp4);
+      // Count each expert's rows, then place them (a counting sort, stable,
+      // so sorted indices keep their order). A product whose index lies
+      // outside the stack or x gets NaN rows rather than a read out of
+      // bounds.
+      const size_t nb = ri.size();
+      std::vector<int> count(q.E + 1, 0);
+      std::vector<int64_t> bad;
+      for (size_t b = 0; b < nb; b++) {
+        if (ri[b] < static_cast<uint32_t>(q.E) && li[b] < static_cast<uint64_t>(xbatch)) {
+          count[ri[b]] += M;
+        } else {
+          bad.push_back(static_cast<int64_t>(b));
+        }
+      }
+      p.start.assign(q.E + 1, 0);
+      for (int e = 0; e < q.E; e++) p.start[e + 1] = p.start[e] + count[e];
+      const size_t rows = p.start[q.E];
+      p.xs.resize(rows * K);
+      p.orow.resize(rows);
+      p.tmp.resize(rows * N);
+      std::vector<int> fill(p.start.begin(), p.start.end() - 1);
+      for (size_t b = 0; b < nb; b++) {
+        if (ri[b] >= static_cast<uint32_t>(q.E) || li[b] >= static_cast<uint64_t>(xbatch)) {
+          continue;
+        }
+        for (int m = 0; m < M; m++) {
+          int i = fill[ri[b]]++;
+          std::memcpy(p.xs.data() + static_cast<size_t>(i) * K,
+                      xf.data() + (static_cast<size_t>(li[b]) * M + m) * K, K * sizeof(float));
+          p.orow[i] = static_cast<int64_t>(b) * M + m;
+        }
+      }
+      run_plan(p);
+      float* o = out.data<float>();
+      for (size_t i = 0; i < rows; i++) {
+        std::memcpy(o + p.orow[i] * N, p.tmp.data() + i * N, N * sizeof(float));
+      }
+      for (int64_t b : bad) {
+        std::fill(o + b * M * N, o + (b + 1) * M * N, std::numeric_limits<float>::quiet_NaN());
+      }
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("archgen's native gather_qmm runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenGatherQMM"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeGatherQMM*>(&other);
+    return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->fp4_ == fp4_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    const bool has_b = !fp4_;
+    auto sh = in[has_b ? 5 : 4].shape();
+    sh.push_back(in[0].ndim() >= 2 ? in[0].shape(-2) : 1);
+    sh.push_back(in[1].shape(-2));
+    return {sh};
+  }
+
+ private:
+  int group_, bits_;
+  bool fp4_;
+};
+
+bool cpu_ok() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  }();
+  return ok;
+}
+
+std::atomic<int>& gqmm_switch() {
+  static std::atomic<int> on{[] {
+    if (const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM")) {
+      if (std::strcmp(e, "0") == 0) {
+        return 0;
+      }
+    }
+    return cpu_ok() ? 1 : 0;
+  }()};
+  return on;
+}
+
+// a itself where it is evaluated and row-contiguous (a checkpoint's
+// weights), or a row-contiguous copy where it is not.
+mx::array row_major(const mx::array& a, mx::Stream s) {
+  if (a.is_available() && a.flags().row_contiguous) {
+    return a;
+  }
+  return mx::contiguous(a, false, s);
+}
+
+}  // namespace
+
+extern "C" int mlxg_native_gather_qmm(void) { return gqmm_switch().load(); }
+
+extern "C" int mlxg_set_native_gather_qmm(int on) {
+  return gqmm_switch().exchange(on && cpu_ok() ? 1 : 0);
+}
+
+std::optional<mx::array> archgen_native_gather_qmm(
+    const mx::array& x, const mx::array& w, const mx::array& scales,
+    const std::optional<mx::array>& biases, const std::optional<mx::array>& lhs,
+    const std::optional<mx::array>& rhs, bool transpose, int group_size, int bits,
+    const std::string& mode, bool sorted, mx::Stream s) {
+  if (gqmm_switch().load() == 0 || s.device != mx::Device::cpu || !transpose) {
+    return std::nullopt;
+  }
+  const bool fp4 = mode == "mxfp4";
+  if (fp4) {
+    if (bits != 4 || group_size != 32 || biases) {
+      return std::nullopt;
+    }
+  } else if (mode != "affine" || !biases ||
+             !(bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8) ||
+             !(group_size == 32 || group_size == 64 || group_size == 128)) {
+    return std::nullopt;
+  }
+  // mlx's own op checks and broadcasts the arguments (its errors are the
+  // user's); its primitive's inputs are then run by this kernel instead.
+  auto ref = mx::gather_qmm(x, w, scales, biases, lhs, rhs, transpose, group_size, bits, mode,
+                            std::nullopt, sorted, s);
+  // Only where mlx itself computes in float32 (see archgen_native_qmm).
+  if (ref.dtype() != mx::float32 || ref.size() == 0 || !ref.has_primitive() ||
+      std::strcmp(ref.primitive().name(), "GatherQMM") != 0) {
+    return ref;
+  }
+  auto in = ref.inputs();
+  const size_t want = fp4 ? 5 : 6;
+  if (in.size() != want || !archgen::kernel_float(in[0].dtype()) || in[1].ndim() < 3 ||
+      in[1].dtype() != mx::uint32 || in[want - 2].dtype() != mx::uint32 ||
+      in[want - 1].dtype() != mx::uint32 || (fp4 ? in[2].dtype() != mx::uint8
+                                          : !archgen::kernel_float(in[2].dtype())) ||
+      in[0].shape(-1) % group_size != 0 ||
+      static_cast<int64_t>(in[1].shape(-1)) * 32 != static_cast<int64_t>(in[0].shape(-1)) * bits) {
+    return ref;
+  }
+  for (size_t i = 1; i < (fp4 ? 3u : 4u); i++) {
+    in[i] = row_major(in[i], s);
+  }
+  return mx::array(ref.shape(), mx::float32,
+                   std::make_shared<NativeGatherQMM>(s, group_size, bits, fp4), std::move(in));
+}

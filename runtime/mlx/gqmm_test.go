@@ -1,0 +1,189 @@
+package mlx
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// nativeCase is one check of the native gather_qmm against libmlx's.
+type nativeCase struct {
+	mode        string
+	bits, group int
+	xdt, sdt    Dtype // x's dtype; the scales' and biases' (affine)
+	tokens, k   int   // tokens, and experts per token
+	sorted      bool  // mlx-lm's sorted form
+	m           int   // rows per product (1 but for the lhs case)
+	strided     bool  // x a transposed view
+}
+
+func (c nativeCase) String() string {
+	return fmt.Sprintf("%s_b%d_g%d_x%s_s%s_t%d_k%d_sorted%v_m%d_strided%v", c.mode, c.bits, c.group,
+		c.xdt, c.sdt, c.tokens, c.k, c.sorted, c.m, c.strided)
+}
+
+// TestNativeGatherQMM checks archgen's gather_qmm kernel (gqmm.cpp) against
+// libmlx's gather_qmm on the same inputs in the same process (the switch
+// flipped between the two): affine at every bit width (2, 3, 4, 5, 6, 8)
+// and group size (32, 64, 128) with float32 input and float32, bfloat16 and
+// float16 scales, bfloat16 and float16 input with float32 scales (every
+// combination mlx computes in float32), mxfp4; one token (a decode step:
+// each expert one row, multiplied from the packed values) and 40 tokens
+// (experts of several rows, on dequantized panels), indices unsorted and
+// sorted as mlx-lm sorts them, several rows per product, a strided input.
+// Where mlx computes in a half type (half input and half scales) the
+// kernel does not apply and the results are libmlx's own.
+func TestNativeGatherQMM(t *testing.T) {
+	if !NativeGatherQMM() {
+		t.Skip("the native kernel is off here (no AVX2, FMA, F16C and BMI2, or ARCHGEN_MLX_NATIVE_QMM=0)")
+	}
+	var cases []nativeCase
+	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+		for _, group := range []int{32, 64, 128} {
+			for _, dt := range [][2]Dtype{{Float32, Float32}, {Float32, BFloat16}, {Float32, Float16},
+				{BFloat16, Float32}, {Float16, Float32}} {
+				for _, tk := range [][2]int{{1, 4}, {40, 2}} {
+					cases = append(cases, nativeCase{"affine", bits, group, dt[0], dt[1], tk[0], tk[1], false, 1, false})
+				}
+			}
+			cases = append(cases, nativeCase{"affine", bits, group, Float32, Float32, 40, 2, true, 1, false})
+		}
+	}
+	for _, dt := range []Dtype{Float32, BFloat16, Float16} {
+		for _, tk := range [][2]int{{1, 4}, {40, 2}} {
+			cases = append(cases, nativeCase{"mxfp4", 4, 32, dt, Uint8, tk[0], tk[1], false, 1, false})
+		}
+	}
+	cases = append(cases,
+		nativeCase{"mxfp4", 4, 32, Float32, Uint8, 40, 2, true, 1, false},
+		nativeCase{"affine", 4, 64, Float32, Float32, 3, 2, false, 5, false},
+		nativeCase{"affine", 4, 64, Float32, Float16, 7, 2, false, 1, true},
+		nativeCase{"affine", 4, 64, BFloat16, BFloat16, 5, 2, false, 1, false},
+		nativeCase{"affine", 8, 32, Float16, Float16, 5, 2, false, 1, false},
+	)
+	for _, c := range cases {
+		t.Run(c.String(), func(t *testing.T) { checkNativeGatherQMM(t, c) })
+	}
+}
+
+func checkNativeGatherQMM(t *testing.T, c nativeCase) {
+	const E, K, N = 8, 256, 42
+	g := NewGraph(nil)
+	defer g.Close()
+	seed := uint64(c.bits*1000 + c.group*10 + c.tokens)
+	x, idx := moeInputs(g, seed, c.tokens, c.k, E, K, c.xdt)
+	if c.strided {
+		// The same values, laid out column-major.
+		x = g.Reshape(g.Transpose(g.Contiguous(g.Transpose(g.Reshape(x, c.tokens, K)))), c.tokens, 1, 1, K)
+	}
+	var lhs *Array
+	if c.m > 1 {
+		// Several rows per product: x [tokens, m, K], each product takes
+		// the rows of one token (lhs) and one expert (rhs).
+		x = g.AsType(g.Normal([]int{c.tokens, c.m, K}, Float32, 0, 1, g.RandomKey(seed+1)), c.xdt)
+		lhs = g.AsType(g.Remainder(g.Arange(0, float64(c.tokens*c.k), 1, Int32), g.Scalar(float64(c.tokens), Int32)), Uint32)
+		idx = g.Flatten(idx, 0, -1)
+	}
+	w := g.Normal([]int{E, N, K}, Float32, 0, 0.2, g.RandomKey(seed+2))
+	q := g.QuantizeMode(w, c.group, c.bits, c.mode)
+	if c.mode == "affine" {
+		q.Scales, q.Biases = g.AsType(q.Scales, c.sdt), g.AsType(q.Biases, c.sdt)
+	}
+	ids := idx
+	var order *Array
+	if c.sorted {
+		flat := g.Flatten(idx, 0, -1)
+		order = g.Argsort(flat, 0)
+		x = g.Take(g.Flatten(x, 0, -3), g.FloorDivide(order, g.Scalar(float64(c.k), Int32)), 0)
+		ids = g.Take(flat, order, 0)
+	}
+	if err := g.Eval(x, ids, q.Weight, q.Scales); err != nil {
+		t.Fatal(err)
+	}
+	run := func(native bool) []float32 {
+		prev := setNativeGatherQMM(native)
+		defer setNativeGatherQMM(prev)
+		y := g.GatherQMM(x, q, lhs, ids, true, c.sorted)
+		if err := g.Eval(y); err != nil {
+			t.Fatal(err)
+		}
+		return values(t, g, y)
+	}
+	got, want := run(true), run(false)
+	tol := 1e-4 // float32 sums in another order
+	if c.xdt != Float32 && c.sdt != Float32 {
+		tol = 0 // mlx's own kernel: the same results
+	}
+	for i := range want {
+		d := math.Abs(float64(got[i] - want[i]))
+		if !(d <= tol*(1+math.Abs(float64(want[i])))) {
+			t.Fatalf("element %d (row %d, col %d): %g, want %g (libmlx)", i, i/N, i%N, got[i], want[i])
+		}
+	}
+}
+
+// TestNativeGatherQMMSwitch checks that the switch turns the kernel off and
+// on again.
+func TestNativeGatherQMMSwitch(t *testing.T) {
+	if !NativeGatherQMM() {
+		t.Skip("the native kernel is off here")
+	}
+	prev := setNativeGatherQMM(false)
+	if NativeGatherQMM() || !prev {
+		t.Fatal("the switch did not turn the kernel off")
+	}
+	setNativeGatherQMM(true)
+	if !NativeGatherQMM() {
+		t.Fatal("the switch did not turn the kernel on")
+	}
+}
+
+// BenchmarkGatherQMM times one expert layer's product, archgen's kernel
+// (native) beside libmlx's (libmlx), in one process, on OLMoE-1B-7B's
+// expert shape (64 experts of 1024 x 2048, the up projection; 8 experts
+// per token), 4-bit in groups of 64 with float32 scales: one token (a
+// decode step: 8 experts of one row) and 32 tokens sorted by expert as
+// mlx-lm sorts them (256 rows over the experts they hit).
+func BenchmarkGatherQMM(b *testing.B) {
+	const E, N, K, k = 64, 1024, 2048, 8
+	for _, tokens := range []int{1, 32} {
+		for _, native := range []bool{true, false} {
+			name := fmt.Sprintf("tokens=%d/libmlx", tokens)
+			if native {
+				name = fmt.Sprintf("tokens=%d/native", tokens)
+			}
+			b.Run(name, func(b *testing.B) {
+				if native && !NativeGatherQMM() {
+					b.Skip("the native kernel is off here")
+				}
+				prev := setNativeGatherQMM(native)
+				defer setNativeGatherQMM(prev)
+				g := NewGraph(nil)
+				defer g.Close()
+				x, idx := moeInputs(g, 5, tokens, k, E, K, Float32)
+				q := g.Quantize(g.Normal([]int{E, N, K}, Float32, 0, 0.02, g.RandomKey(6)), 64, 4)
+				sorted := tokens*k >= 64
+				if sorted {
+					flat := g.Flatten(idx, 0, -1)
+					order := g.Argsort(flat, 0)
+					x = g.Take(g.Flatten(x, 0, -3), g.FloorDivide(order, g.Scalar(k, Int32)), 0)
+					idx = g.Take(flat, order, 0)
+				}
+				if err := g.Eval(x, idx, q.Weight, q.Scales, q.Biases); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					y := g.GatherQMM(x, q, nil, idx, true, sorted)
+					if err := g.Eval(y); err != nil {
+						b.Fatal(err)
+					}
+					y.Free()
+				}
+				b.StopTimer() // not the freeing of the weights
+				sec := b.Elapsed().Seconds() / float64(b.N)
+				b.ReportMetric(2*float64(tokens*k*N*K)/sec/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -24,18 +24,24 @@ type MoEDesc struct {
 	Renorm  F[Expr]       `yaml:"renorm"`   // softmax_topk: the k weights renormalised
 	TopLast F[bool]       `yaml:"top_last"` // which of mlx-lm's two top-k spellings
 	Bias    F[Expr]       `yaml:"bias"`     // expert biases
+	// Shared is the shared expert's inner width (none: no shared
+	// expert); SharedGate puts a sigmoid gate (a linear to one) on it.
+	Shared     F[Expr] `yaml:"shared"`
+	SharedGate F[bool] `yaml:"shared_gate"`
 }
 
 // ExpertNames is weights.experts: the checkpoint's names of the sparse
 // block's parts under the MLP, and the Hugging Face per-expert layout
 // loading stacks.
 type ExpertNames struct {
-	Router    F[string] `yaml:"router"`     // the router's linear
-	Stacked   F[string] `yaml:"stacked"`    // the stacked experts (mlx-lm's layout)
-	PerExpert F[string] `yaml:"per_expert"` // <per_expert>.<e>.<proj> in Hugging Face's
-	Gate      F[string] `yaml:"gate"`       // each expert's projections there
-	Up        F[string] `yaml:"up"`
-	Down      F[string] `yaml:"down"`
+	Router     F[string] `yaml:"router"`     // the router's linear
+	Stacked    F[string] `yaml:"stacked"`    // the stacked experts (mlx-lm's layout)
+	PerExpert  F[string] `yaml:"per_expert"` // <per_expert>.<e>.<proj> in Hugging Face's
+	Gate       F[string] `yaml:"gate"`       // each expert's projections there
+	Up         F[string] `yaml:"up"`
+	Down       F[string] `yaml:"down"`
+	Shared     F[string] `yaml:"shared"`      // the shared expert (a SwiGLU)
+	SharedGate F[string] `yaml:"shared_gate"` // its gate
 }
 
 // RouterKind is how the router turns logits into k experts and weights.
@@ -80,6 +86,9 @@ func moeDefaults(d *Descriptor) {
 	setDefault(&n.Gate, names.Gate.V, f)
 	setDefault(&n.Up, names.Up.V, f)
 	setDefault(&n.Down, names.Down.V, f)
+	setDefault(&m.SharedGate, false, f)
+	setDefault(&n.Shared, "shared_expert", f)
+	setDefault(&n.SharedGate, "shared_expert_gate", f)
 }
 
 // MoE is the sparse block, resolved.
@@ -90,7 +99,11 @@ type MoE struct {
 	Renorm                *Value
 	TopLast               bool
 	Bias                  *Value
+	Shared                *Value // nil: no shared expert
+	SharedGate            bool
 
+	sharedName, sharedGateName     string
+	sharedField, sharedGateField   *field
 	routerName, stacked, perExpert string
 	projs                          [3]string // the stacked experts' gate, up, down
 	hfProjs                        [3]string // the per-expert ones
@@ -123,6 +136,12 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		TopLast: s.TopLast.V,
 		Bias:    must(s.Bias, "structure.moe.bias", TBool),
 	}
+	if s.Shared.IsSet() {
+		m.Shared = must(s.Shared, "structure.moe.shared", TInt)
+		m.SharedGate = s.SharedGate.V
+	} else if s.SharedGate.V {
+		return nil, errAt(s.SharedGate.Pos, "structure.moe.shared_gate", "there is no shared expert to gate")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +151,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, err
 	}
 	n := b.d.Weights.Experts
-	for _, x := range []F[string]{n.Router, n.Stacked, n.PerExpert, n.Gate, n.Up, n.Down} {
+	for _, x := range []F[string]{n.Router, n.Stacked, n.PerExpert, n.Gate, n.Up, n.Down, n.Shared, n.SharedGate} {
 		if !checkpointName.MatchString(x.V) {
 			return nil, errAt(x.Pos, "weights.experts", "%q is not a checkpoint name (dotted names of letters, digits and _)", x.V)
 		}
@@ -143,7 +162,10 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	m.hfProjs = [3]string{n.Gate.V, n.Up.V, n.Down.V}
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
 	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
-	m.moe = newField("moe", func() *jen.Statement { return jen.Qual(nnPkg, "MoE") }, "the router and experts, wired")
+	m.sharedName, m.sharedGateName = n.Shared.V, n.SharedGate.V
+	m.sharedField = newField(goName(m.sharedName), nnType("GLU"), m.sharedName+": the shared expert (sparse layers)")
+	m.sharedGateField = newField(goName(m.sharedGateName), nnType("Linear"), m.sharedGateName+": its gate")
+	m.moe = newField("MoE", func() *jen.Statement { return jen.Qual(nnPkg, "MoE") }, "the router and experts, wired (sparse layers)")
 	m.run = newField("run", func() *jen.Statement {
 		return jen.Func().Params(jen.Op("*").Qual(mlxPkg, "Graph"), arrayType()).Add(arrayType())
 	}, "dense or sparse, chosen at load")
@@ -154,7 +176,14 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 func (m *MoE) allSparse() bool { return m.Sparse.IsTrue() }
 
 func (m *MoE) fields() []jen.Code {
-	out := []jen.Code{m.routerField.decl(), m.expertsField.decl(), jen.Line(), m.moe.decl()}
+	out := []jen.Code{m.routerField.decl(), m.expertsField.decl()}
+	if m.Shared != nil {
+		out = append(out, m.sharedField.decl())
+		if m.SharedGate {
+			out = append(out, m.sharedGateField.decl())
+		}
+	}
+	out = append(out, jen.Line(), m.moe.decl())
 	if !m.allSparse() {
 		out = append(out, m.run.decl())
 	}
@@ -199,10 +228,26 @@ func (m *MoE) build(scope string) []jen.Code {
 	if m.TopLast {
 		router[jen.Id("TopLast")] = jen.True()
 	}
-	out = append(out, m.moe.of(rMLP).Op("=").Qual(nnPkg, "MoE").Values(jen.Dict{
+	moe := jen.Dict{
 		jen.Id("Router"):  jen.Qual(nnPkg, "Router").Values(router),
 		jen.Id("Experts"): m.expertsField.of(rMLP),
-	}))
+	}
+	if m.Shared != nil {
+		lin := func(p string, o, i jen.Code) jen.Code {
+			return jen.Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedName+"."+p)), o, i, jen.False())
+		}
+		out = append(out, m.sharedField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "GLU").Values(jen.Dict{
+			jen.Id("Gate"): lin(m.projs[0], m.Shared.Code(), hidden.Clone()),
+			jen.Id("Up"):   lin(m.projs[1], m.Shared.Code(), hidden.Clone()),
+			jen.Id("Down"): lin(m.projs[2], hidden.Clone(), m.Shared.Code()),
+		}))
+		moe[jen.Id("Shared")] = m.sharedField.of(rMLP)
+		if m.SharedGate {
+			out = append(out, m.sharedGateField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedGateName)), jen.Lit(1), hidden.Clone(), jen.False()))
+			moe[jen.Id("SharedGate")] = m.sharedGateField.of(rMLP)
+		}
+	}
+	out = append(out, m.moe.of(rMLP).Op("=").Qual(nnPkg, "MoE").Values(moe))
 	return out
 }
 
@@ -210,7 +255,14 @@ func (m *MoE) build(scope string) []jen.Code {
 func (m *MoE) doc() string {
 	for _, k := range routerKinds {
 		if k.kind == m.Router {
-			return fmt.Sprintf("the sparse feed-forward block: a router picks each token's experts (%s), whose SwiGLU outputs are summed by their weights", k.doc)
+			shared := ""
+			switch {
+			case m.Shared != nil && m.SharedGate:
+				shared = ", plus a shared expert on every token behind a sigmoid gate"
+			case m.Shared != nil:
+				shared = ", plus a shared expert on every token"
+			}
+			return fmt.Sprintf("the sparse feed-forward block: a router picks each token's experts (%s), whose SwiGLU outputs are summed by their weights%s", k.doc, shared)
 		}
 	}
 	return ""

@@ -59,5 +59,5 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 // experts (the k largest logits, then a softmax over them), whose SwiGLU
 // outputs are summed by their weights.
 func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
-	return p.moe.Apply(g, x)
+	return p.MoE.Apply(g, x)
 }

@@ -83,7 +83,7 @@ type MLP struct {
 	Gate      *nn.Linear    // gate: the router (sparse layers)
 	SwitchMLP *nn.SwitchGLU // switch_mlp: the experts, stacked (sparse layers)
 
-	moe nn.MoE // the router and experts, wired
+	MoE nn.MoE // the router and experts, wired (sparse layers)
 }
 
 // Load reads a model directory as mlx-lm saves it: config.json, and
@@ -155,7 +155,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			Gate: lw.Experts("block_sparse_moe.switch_mlp.gate_proj", c.NumLocalExperts, c.IntermediateSize, m.hidden, false),
 			Up:   lw.Experts("block_sparse_moe.switch_mlp.up_proj", c.NumLocalExperts, c.IntermediateSize, m.hidden, false),
 		}
-		p.moe = nn.MoE{
+		p.MoE = nn.MoE{
 			Experts: p.SwitchMLP,
 			Router: nn.Router{
 				Gate: p.Gate,

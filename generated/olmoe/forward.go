@@ -61,5 +61,5 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 // experts (a softmax over the experts, then the k most probable (renormalised
 // when renorm holds)), whose SwiGLU outputs are summed by their weights.
 func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
-	return p.moe.Apply(g, x)
+	return p.MoE.Apply(g, x)
 }

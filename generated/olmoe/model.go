@@ -84,7 +84,7 @@ type MLP struct {
 	Gate      *nn.Linear    // gate: the router (sparse layers)
 	SwitchMLP *nn.SwitchGLU // switch_mlp: the experts, stacked (sparse layers)
 
-	moe nn.MoE // the router and experts, wired
+	MoE nn.MoE // the router and experts, wired (sparse layers)
 }
 
 // Load reads a model directory as mlx-lm saves it: config.json, and
@@ -161,7 +161,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			Gate: lw.Experts("mlp.switch_mlp.gate_proj", c.NumExperts, c.IntermediateSize, m.hidden, c.MLPBias),
 			Up:   lw.Experts("mlp.switch_mlp.up_proj", c.NumExperts, c.IntermediateSize, m.hidden, c.MLPBias),
 		}
-		p.moe = nn.MoE{
+		p.MoE = nn.MoE{
 			Experts: p.SwitchMLP,
 			Router: nn.Router{
 				Gate:   p.Gate,

@@ -66,7 +66,7 @@ func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 // (a softmax over the experts, then the k most probable (renormalised when
 // renorm holds)), whose SwiGLU outputs are summed by their weights.
 func (p *MLP) sparse(g *mlx.Graph, x *mlx.Array) *mlx.Array {
-	return p.moe.Apply(g, x)
+	return p.MoE.Apply(g, x)
 }
 
 // dense is the SwiGLU feed-forward block: down(silu(gate(x)) * up(x)), on the

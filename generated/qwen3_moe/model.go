@@ -88,7 +88,7 @@ type MLP struct {
 	Gate      *nn.Linear    // gate: the router (sparse layers)
 	SwitchMLP *nn.SwitchGLU // switch_mlp: the experts, stacked (sparse layers)
 
-	moe nn.MoE                                  // the router and experts, wired
+	MoE nn.MoE                                  // the router and experts, wired (sparse layers)
 	run func(*mlx.Graph, *mlx.Array) *mlx.Array // dense or sparse, chosen at load
 }
 
@@ -164,7 +164,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 				Gate: lw.Experts("mlp.switch_mlp.gate_proj", c.NumExperts, c.MoeIntermediateSize, m.hidden, false),
 				Up:   lw.Experts("mlp.switch_mlp.up_proj", c.NumExperts, c.MoeIntermediateSize, m.hidden, false),
 			}
-			p.moe = nn.MoE{
+			p.MoE = nn.MoE{
 				Experts: p.SwitchMLP,
 				Router: nn.Router{
 					Gate:    p.Gate,

@@ -25,6 +25,7 @@ import (
 	"github.com/archgen/archgen/generated/olmoe"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/qwen2"
+	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
 	"github.com/archgen/archgen/generated/qwen3_moe"
 	"github.com/archgen/archgen/generated/seed_oss"
@@ -61,6 +62,7 @@ var catalog = nn.NewCatalog(
 		olmoe.Arch,
 		phi3.Arch,
 		qwen2.Arch,
+		qwen2_moe.Arch,
 		qwen3.Arch,
 		qwen3_moe.Arch,
 		seed_oss.Arch,

@@ -31,6 +31,7 @@ func TestLookup(t *testing.T) {
 			"phi3":             "phi3",
 			"pixtral":          "pixtral",
 			"qwen2":            "qwen2",
+			"qwen2_moe":        "qwen2_moe",
 			"qwen3":            "qwen3",
 			"qwen3_moe":        "qwen3_moe",
 			"seed_oss":         "seed_oss",

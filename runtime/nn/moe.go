@@ -163,12 +163,75 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 type MoE struct {
 	Router  Router
 	Experts *SwitchGLU
+	// Shared, when set, runs on every token beside the routed experts,
+	// scaled by sigmoid(SharedGate(x)) when SharedGate is set.
+	Shared     *GLU
+	SharedGate *Linear
+	// Hits, when set, is handed each routing's experts; nil in use.
+	Hits *ExpertHits
+}
+
+// GLU is a dense SwiGLU block: down(silu(gate(x)) * up(x)).
+type GLU struct {
+	Gate, Up, Down *Linear
+}
+
+// Apply is the block on x [..., D].
+func (m *GLU) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	return m.Down.Apply(g, g.Multiply(g.SiLU(m.Gate.Apply(g, x)), m.Up.Apply(g, x)))
+}
+
+// ExpertHits collects the experts a block's routings pick, to see that
+// routing spreads over them.
+type ExpertHits struct {
+	pending []*mlx.Array
+	// Counts are the times each expert was picked, by Count.
+	Counts map[int]int
+}
+
+// Count reads the routings since the last Count into Counts.
+func (h *ExpertHits) Count() error {
+	if h.Counts == nil {
+		h.Counts = map[int]int{}
+	}
+	defer func() {
+		for _, a := range h.pending {
+			a.Free()
+		}
+		h.pending = nil
+	}()
+	for _, a := range h.pending {
+		if err := mlx.Eval(a); err != nil {
+			return err
+		}
+		idx, err := a.Uint32s()
+		if err != nil {
+			return err
+		}
+		for _, e := range idx {
+			h.Counts[int(e)]++
+		}
+	}
+	return nil
 }
 
 // Apply is x [..., D] through each token's experts, summed by their
 // weights: [..., D].
 func (m *MoE) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	idx, w := m.Router.Route(g, x)
+	if m.Hits != nil {
+		c := g.Contiguous(idx)
+		g.Keep(c)
+		m.Hits.pending = append(m.Hits.pending, c)
+	}
 	y := m.Experts.Apply(g, x, idx)
-	return g.Sum(g.Multiply(y, g.ExpandDims(w, -1)), false, -2)
+	y = g.Sum(g.Multiply(y, g.ExpandDims(w, -1)), false, -2)
+	if m.Shared == nil {
+		return y
+	}
+	s := m.Shared.Apply(g, x)
+	if m.SharedGate != nil {
+		s = g.Multiply(g.Sigmoid(m.SharedGate.Apply(g, x)), s)
+	}
+	return g.Add(y, s)
 }

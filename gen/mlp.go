@@ -128,7 +128,7 @@ type mlpSharder interface {
 func (p *MLP) shard(plan *ShardPlan, a *Arch) {
 	s, ok := p.kind.(mlpSharder)
 	if p.Sparse != nil {
-		p.Sparse.shard(plan, a)
+		p.Sparse.shard(plan, a, p)
 		return
 	}
 	if !ok {

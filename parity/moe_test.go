@@ -234,6 +234,8 @@ func TestTopKOverExperts(t *testing.T) {
 			"num_experts_per_tok: must not exceed num_local_experts"},
 		{`{"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 64, "num_attention_heads": 4, "rms_norm_eps": 1e-05, "vocab_size": 128, "num_experts": 8, "num_experts_per_tok": 9}`,
 			"num_experts_per_tok: must not exceed num_experts"},
+		{`{"model_type": "deepseek", "n_routed_experts": 4, "num_experts_per_tok": 6}`,
+			"num_experts_per_tok: must not exceed n_routed_experts"},
 	} {
 		a, err := registry.Lookup(modelType(t, x.config))
 		if err != nil {

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Mistral AI's Mixtral (8x7B, 8x22B): Mistral's attention, and on every layer a sparse block whose router takes the k largest of its logits and a softmax over them; each expert is a SwiGLU of intermediate_size.",
 	Load:    loadModel,
@@ -35,7 +35,18 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
-	NoShard: "its experts have no tensor-parallel roles",
+	Shard: &nn.ShardPlan{
+		Linears: map[string]nn.ShardRole{
+			"block_sparse_moe.switch_mlp.down_proj": nn.ShardedToAll,
+			"block_sparse_moe.switch_mlp.gate_proj": nn.AllToSharded,
+			"block_sparse_moe.switch_mlp.up_proj":   nn.AllToSharded,
+			"self_attn.k_proj":                      nn.AllToSharded,
+			"self_attn.o_proj":                      nn.ShardedToAll,
+			"self_attn.q_proj":                      nn.AllToSharded,
+			"self_attn.v_proj":                      nn.AllToSharded,
+		},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
+	},
 }
 
 // Model is a loaded mixtral. Its weights are named as in the checkpoint, in

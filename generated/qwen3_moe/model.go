@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Alibaba's Qwen3 mixture of experts (Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's attention, and on its sparse layers a router that takes a softmax over the experts, then the k most probable, renormalised when norm_topk_prob holds, each a SwiGLU of moe_intermediate_size.",
 	Load:    loadModel,
@@ -35,7 +35,21 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
-	NoShard: "its experts have no tensor-parallel roles",
+	Shard: &nn.ShardPlan{
+		Linears: map[string]nn.ShardRole{
+			"mlp.down_proj":            nn.ShardedToAll,
+			"mlp.gate_proj":            nn.AllToSharded,
+			"mlp.switch_mlp.down_proj": nn.ShardedToAll,
+			"mlp.switch_mlp.gate_proj": nn.AllToSharded,
+			"mlp.switch_mlp.up_proj":   nn.AllToSharded,
+			"mlp.up_proj":              nn.AllToSharded,
+			"self_attn.k_proj":         nn.AllToSharded,
+			"self_attn.o_proj":         nn.ShardedToAll,
+			"self_attn.q_proj":         nn.AllToSharded,
+			"self_attn.v_proj":         nn.AllToSharded,
+		},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size", "moe_intermediate_size"},
+	},
 }
 
 // Model is a loaded qwen3_moe. Its weights are named as in the checkpoint, in

@@ -429,15 +429,7 @@ func (p *MLP) emitSparseForward(f *jen.File) {
 // its kind does.
 func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
 	if !m.allSparse() {
-		s, ok := p.kind.(mlpSharder)
-		if !ok {
-			plan.refuse("its %s MLP has no tensor-parallel roles", p.Kind)
-			return
-		}
-		plan.count(a, p.Hidden, "structure.mlp.hidden")
-		for i, part := range s.shardParts() {
-			plan.tag(p.Name, p.Projs[i], part.role, part.parts)
-		}
+		p.shardDense(plan, a)
 	}
 	if m.allSparse() && p.Hidden.Text == m.Hidden.Text {
 		plan.count(a, p.Hidden, "structure.mlp.hidden") // unused, but it reads the divided key

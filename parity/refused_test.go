@@ -3,9 +3,6 @@ package parity
 import (
 	"math"
 	"testing"
-
-	"github.com/archgen/archgen/generated/registry"
-	"github.com/archgen/archgen/runtime/nn"
 )
 
 // refusedLevel checks a level mlx-lm cannot run (its refs.json records
@@ -14,15 +11,7 @@ import (
 // to finite logits. It returns the table's note.
 func refusedLevel(t *testing.T, models string, c CaseInfo, refs *Refs, level, why string) string {
 	t.Helper()
-	m, err := registry.Load(LevelDir(models, c, level), nn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Free()
-	logits, _, err := Prefill(m, refs.Prompt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	logits := prefillDir(t, LevelDir(models, c, level), refs.Prompt)
 	for i, v := range logits {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			t.Fatalf("logit %d is %v", i, v)

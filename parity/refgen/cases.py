@@ -1347,7 +1347,7 @@ def _moe_cases() -> List[Case]:
         ),
         Case(
             "ernie4_5_moe",
-            "base",
+            "tied_softmax",
             "layer 0 dense, layers 1-2 sparse: a float32 softmax router, top-2 of 8 "
             "divided by their sum, two shared experts, tied head",
             ernie4_5_moe(),

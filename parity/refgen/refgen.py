@@ -60,6 +60,7 @@ FORMAT = 1
 NORM_WEIGHT_SPREAD = 0.3
 NORM_BIAS_STD = 0.2
 LINEAR_BIAS_STD = 0.3
+CORRECTION_BIAS_STD = 0.05
 HEAD_GAIN = 3.0
 
 
@@ -119,8 +120,10 @@ def random_weights(model, seed: int):
             # stacked experts [E, out, in]: each expert as a linear
             v = z * np.float32(1.0 / np.sqrt(shape[2]))
         elif leaf == "e_score_correction_bias" and len(shape) == 1:
-            # a router's correction bias, on sigmoid scores in (0, 1)
-            v = LINEAR_BIAS_STD * z
+            # a router's correction bias, on sigmoid scores in (0, 1): small
+            # enough that it reorders near scores without routing every
+            # token to a few experts
+            v = CORRECTION_BIAS_STD * z
         elif leaf == "bias" and len(shape) == 2:
             # the experts' biases [E, out]
             v = LINEAR_BIAS_STD * z

@@ -578,6 +578,9 @@ func (b *builder) structure() error {
 	if a.Head.WhenMissing && !a.Head.Tied.IsFalse() {
 		return errAt(s.Head.TiedWhenMissing.Pos, "structure.head.tied_when_missing", "the checkpoint decides whether the head is tied; structure.head.tied (%s) cannot too", s.Head.Tied.V.Text)
 	}
+	if a.MLP.Sparse, err = b.buildMoE(sc); err != nil {
+		return err
+	}
 	if err := b.names(); err != nil {
 		return err
 	}

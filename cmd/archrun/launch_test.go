@@ -78,6 +78,7 @@ func TestLaunchLogits(t *testing.T) {
 		{"qwen3", "base", "float32"},
 		{"llama", "base", "q4_g64"},
 		{"glm4", "base", "float32"}, // a fused gate_up projection, split in 2 parts
+		{"qwen3_moe", "base", "float32"}, // experts split by rows and columns, the router whole
 	} {
 		t.Run(strings.Join(tc[:], "/"), func(t *testing.T) {
 			dir, want := level(t, tc[0], tc[1], tc[2])

@@ -7,7 +7,10 @@
 package registry
 
 import (
+	"github.com/archgen/archgen/generated/deepseek"
+	"github.com/archgen/archgen/generated/dots1"
 	"github.com/archgen/archgen/generated/ernie4_5"
+	"github.com/archgen/archgen/generated/ernie4_5_moe"
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/exaone4"
 	"github.com/archgen/archgen/generated/gemma"
@@ -16,18 +19,23 @@ import (
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/granite"
+	"github.com/archgen/archgen/generated/granitemoe"
 	"github.com/archgen/archgen/generated/helium"
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/mixtral"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/olmo3"
+	"github.com/archgen/archgen/generated/olmoe"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/qwen2"
+	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
+	"github.com/archgen/archgen/generated/qwen3_moe"
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
 	"github.com/archgen/archgen/generated/stablelm"
@@ -44,7 +52,10 @@ type Model = nn.Model
 // speculative-decoding drafters, which never run alone.
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
+		deepseek.Arch,
+		dots1.Arch,
 		ernie4_5.Arch,
+		ernie4_5_moe.Arch,
 		exaone.Arch,
 		exaone4.Arch,
 		gemma.Arch,
@@ -53,18 +64,23 @@ var catalog = nn.NewCatalog(
 		glm.Arch,
 		glm4.Arch,
 		granite.Arch,
+		granitemoe.Arch,
 		helium.Arch,
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,
 		llama.Arch,
 		llama4_text.Arch,
 		mimo.Arch,
+		mixtral.Arch,
 		nemotron.Arch,
 		olmo2.Arch,
 		olmo3.Arch,
+		olmoe.Arch,
 		phi3.Arch,
 		qwen2.Arch,
+		qwen2_moe.Arch,
 		qwen3.Arch,
+		qwen3_moe.Arch,
 		seed_oss.Arch,
 		smollm3.Arch,
 		stablelm.Arch,

@@ -565,8 +565,11 @@ func (b *builder) structure() error {
 		Hidden: must(s.MLP.Hidden, "structure.mlp.hidden", TInt),
 		Bias:   must(s.MLP.Bias, "structure.mlp.bias", TBool),
 	}
-	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool)}
+	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool), Bias: must(s.Head.Bias, "structure.head.bias", TBool)}
 	if err != nil {
+		return err
+	}
+	if err := b.checkAdded(); err != nil {
 		return err
 	}
 	if err := b.names(); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
+	"github.com/archgen/archgen/generated/phi"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen3"
@@ -54,6 +55,7 @@ var catalog = nn.NewCatalog(
 		mimo.Arch,
 		nemotron.Arch,
 		olmo2.Arch,
+		phi.Arch,
 		phi3.Arch,
 		qwen2.Arch,
 		qwen3.Arch,

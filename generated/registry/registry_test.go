@@ -26,6 +26,7 @@ func TestLookup(t *testing.T) {
 			"mistral":          "llama",
 			"nemotron":         "nemotron",
 			"olmo2":            "olmo2",
+			"phi":              "phi",
 			"phi3":             "phi3",
 			"pixtral":          "pixtral",
 			"qwen2":            "qwen2",

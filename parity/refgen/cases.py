@@ -1171,6 +1171,60 @@ def _nemotron_cases() -> List[Case]:
     ]
 
 
+def _phi_cases() -> List[Case]:
+    def phi(**over):
+        cfg = {
+            "architectures": ["PhiForCausalLM"],
+            "model_type": "phi",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": None,
+            "hidden_act": "gelu_new",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 2048,
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.4,
+            "qk_layernorm": False,
+            "rope_scaling": None,
+            "resid_pdrop": 0.1,
+            "embd_pdrop": 0.0,
+            "attention_dropout": 0.0,
+            "tie_word_embeddings": False,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "phi",
+            "base",
+            "parallel block (one LayerNorm feeds attention and MLP), partial rope "
+            "0.4 (6 of 16 dims), biases everywhere, lm_head bias, gelu_tanh MLP, "
+            "queries in float32, num_key_value_heads null (plain multi-head)",
+            phi(),
+        ),
+        Case(
+            "phi",
+            "gqa_half_rope",
+            "GQA 4/2, partial_rotary_factor 0.5, rope_theta 1e5, "
+            "layer_norm_eps 1e-6, 4 layers",
+            phi(
+                num_key_value_heads=2,
+                partial_rotary_factor=0.5,
+                rope_theta=100000.0,
+                layer_norm_eps=1e-6,
+                num_hidden_layers=4,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1195,6 +1249,7 @@ CASES: List[Case] = (
     + _hunyuan_v1_dense_cases()
     + _stablelm_cases()
     + _nemotron_cases()
+    + _phi_cases()
 )
 
 

@@ -1,0 +1,54 @@
+package gen
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParallelConstructErrors: the constructs of the parallel block and
+// what came with it (descriptors/README.md), each used wrongly, with its
+// exact message naming the file, the line and the key.
+func TestParallelConstructErrors(t *testing.T) {
+	with := func(s string) string { return strings.Replace(base, "  mlp:", s+"  mlp:", 1) }
+	for _, c := range []struct {
+		name, yaml, want string
+	}{
+		{"parallel block naming a second norm", with("  block: parallel\n") + "weights:\n  names: {mlp_in_norm: post_attention_layernorm}\n",
+			`descriptors/a.yaml:21: weights.names.mlp_in_norm: a parallel block has no such norm`},
+		{"bias on a tied head", with("  head:\n    tied: true\n    bias: true\n"),
+			`descriptors/a.yaml:17: structure.head.bias: a tied head is the embedding table, which has no bias`},
+		{"head bias not a bool", with("  head:\n    bias: rms_norm_eps\n"),
+			`descriptors/a.yaml:16: structure.head.bias: "rms_norm_eps" is float, want bool`},
+		{"norm bias on an rms norm", with("  norm:\n    bias: false\n"),
+			`descriptors/a.yaml:16: structure.norm.bias: a rms norm has no bias to leave out (only layer_norm has)`},
+		{"head scale not a number", with("  head:\n    scale: \"true\"\n"),
+			`descriptors/a.yaml:16: structure.head.scale: "true" is bool, want float`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
+			if err == nil || err.Error() != c.want {
+				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+	// Each construct used rightly resolves and generates.
+	for _, ok := range []string{
+		"  block: parallel\n",
+		"  head:\n    bias: true\n    scale: \"0.5\"\n",
+		"  norm:\n    kind: layer_norm\n    bias: \"false\"\n",
+		"  mlp:\n    kind: gelu_tanh\n",
+	} {
+		y := with(ok)
+		if strings.Contains(ok, "  mlp:") {
+			y = strings.Replace(base, "  mlp:\n    kind: swiglu\n", ok, 1)
+		}
+		set, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(y)})
+		if err != nil {
+			t.Errorf("%q: %v", ok, err)
+			continue
+		}
+		if _, err := Generate(set); err != nil {
+			t.Errorf("%q: generates: %v", ok, err)
+		}
+	}
+}

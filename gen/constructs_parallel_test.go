@@ -23,6 +23,12 @@ func TestParallelConstructErrors(t *testing.T) {
 			`descriptors/a.yaml:16: structure.norm.bias: a rms norm has no bias to leave out (only layer_norm has)`},
 		{"head scale not a number", with("  head:\n    scale: \"true\"\n"),
 			`descriptors/a.yaml:16: structure.head.scale: "true" is bool, want float`},
+		{"qk_norm_when without q and k norms", with("  attention:\n    qk_norm_when: \"true\"\n"),
+			`descriptors/a.yaml:16: structure.attention.qk_norm_when: there are no q and k norms (qk_norm is none)`},
+		{"qk_norm_when not a bool", with("  attention:\n    qk_norm: per_head\n    qk_norm_when: head_dim\n"),
+			`descriptors/a.yaml:17: structure.attention.qk_norm_when: "head_dim" is int, want bool`},
+		{"each_head on an rms norm", with("  attention:\n    qk_norm: each_head\n"),
+			`descriptors/a.yaml:16: structure.attention.qk_norm: each_head norms are LayerNorms; the norm kind is rms`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
@@ -37,6 +43,7 @@ func TestParallelConstructErrors(t *testing.T) {
 		"  head:\n    bias: true\n    scale: \"0.5\"\n",
 		"  norm:\n    kind: layer_norm\n    bias: \"false\"\n",
 		"  mlp:\n    kind: gelu_tanh\n",
+		"  norm: {kind: layer_norm}\n  attention:\n    qk_norm: each_head\n    qk_norm_when: \"head_dim > 4\"\n",
 	} {
 		y := with(ok)
 		if strings.Contains(ok, "  mlp:") {

@@ -7,6 +7,7 @@
 package registry
 
 import (
+	"github.com/archgen/archgen/generated/cohere"
 	"github.com/archgen/archgen/generated/ernie4_5"
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/gemma"
@@ -41,6 +42,7 @@ type Model = nn.Model
 // speculative-decoding drafters, which never run alone.
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
+		cohere.Arch,
 		ernie4_5.Arch,
 		exaone.Arch,
 		gemma.Arch,

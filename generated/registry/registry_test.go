@@ -10,6 +10,7 @@ import (
 func TestLookup(t *testing.T) {
 	nntest.Lookup(t, Lookup,
 		map[string]string{
+			"cohere":           "cohere",
 			"ernie4_5":         "ernie4_5",
 			"exaone":           "exaone",
 			"gemma":            "gemma",

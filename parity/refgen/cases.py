@@ -1225,6 +1225,62 @@ def _phi_cases() -> List[Case]:
     ]
 
 
+def _cohere_cases() -> List[Case]:
+    def cohere(**over):
+        cfg = {
+            "architectures": ["CohereForCausalLM"],
+            "model_type": "cohere",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_act": "silu",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 8192,
+            "rope_theta": 10000.0,
+            "logit_scale": 0.25,
+            "attention_bias": False,
+            "use_qk_norm": False,
+            "attention_dropout": 0.0,
+            "bos_token_id": 5,
+            "eos_token_id": 255001,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "cohere",
+            "base",
+            "parallel block, LayerNorms without bias (layer_norm_bias absent), "
+            "interleaved rope, tied head times logit_scale 0.25, GQA 4/2, no biases",
+            cohere(),
+        ),
+        Case(
+            "cohere",
+            "qk_norm_bias",
+            "use_qk_norm (each head its own LayerNorm weight), layer_norm_bias "
+            "true, attention_bias true, plain multi-head, logit_scale absent "
+            "(0.0625), rope_theta 8e6, layer_norm_eps 1e-6",
+            _without(
+                cohere(
+                    num_key_value_heads=4,
+                    use_qk_norm=True,
+                    layer_norm_bias=True,
+                    attention_bias=True,
+                    rope_theta=8000000.0,
+                    layer_norm_eps=1e-6,
+                ),
+                "logit_scale",
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1250,6 +1306,7 @@ CASES: List[Case] = (
     + _stablelm_cases()
     + _nemotron_cases()
     + _phi_cases()
+    + _cohere_cases()
 )
 
 

@@ -143,6 +143,10 @@ func parseConfig(arch *nn.Arch, data []byte) (any, error) {
 	return a.Config(text)
 }
 
+// allDefaults are the architectures whose ModelArgs in mlx-lm give every
+// size a default, so that a config may leave hidden_size out.
+var allDefaults = map[string]bool{"phi": true, "cohere": true}
+
 // TestConfigFaults breaks a published config of every architecture in the
 // ways every one must refuse, and loads it through the registry: the
 // message names config.json and the key.
@@ -173,6 +177,16 @@ func TestConfigFaults(t *testing.T) {
 				{"two problems", with(base, map[string]any{"hidden_size": nil, "vocab_size": true}),
 					"hidden_size: missing (required)\nvocab_size: want an integer, got true"},
 			} {
+				if allDefaults[arch.Name] && strings.Contains(c.want, "hidden_size: missing") {
+					// Nothing is required: a missing hidden_size is mlx-lm's default.
+					// The same problems with hidden_size present and wrong instead.
+					c.data = with(base, map[string]any{"hidden_size": "x", "vocab_size": true})
+					c.want = "hidden_size: want an integer, got \"x\"\nvocab_size: want an integer, got true"
+					if c.name == "required key missing" {
+						c.data = with(base, map[string]any{"hidden_size": "x"})
+						c.want = "hidden_size: want an integer, got \"x\""
+					}
+				}
 				t.Run(c.name, func(t *testing.T) {
 					dir := configDir(t, c.data)
 					err := loadErr(t, dir)

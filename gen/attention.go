@@ -242,6 +242,9 @@ func (at *Attention) emitForward(f *jen.File) {
 	if at.Float32 {
 		doc += "; queries and keys attend in float32, and the result is cast back to the values' dtype"
 	}
+	if at.Float32IfHalf {
+		doc += "; at float16 queries and keys attend in float32, and the result is cast back"
+	}
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),

@@ -29,6 +29,12 @@ func TestParallelConstructErrors(t *testing.T) {
 			`descriptors/a.yaml:17: structure.attention.qk_norm_when: "head_dim" is int, want bool`},
 		{"each_head on an rms norm", with("  attention:\n    qk_norm: each_head\n"),
 			`descriptors/a.yaml:16: structure.attention.qk_norm: each_head norms are LayerNorms; the norm kind is rms`},
+		{"float32_if_float16 beside float32", with("  attention:\n    float32: true\n    float32_if_float16: true\n"),
+			`descriptors/a.yaml:17: structure.attention.float32_if_float16: float32 already casts every dtype; set one of the two`},
+		{"float32_if_float16 with softcap", with("  attention:\n    softcap: \"50.0\"\n    float32_if_float16: true\n"),
+			`descriptors/a.yaml:17: structure.attention.float32_if_float16: soft-capped attention is written out in the model's dtype; float32 does not apply`},
+		{"float32_if_float16 not a bool", with("  attention:\n    float32_if_float16: half\n"),
+			`descriptors/a.yaml:16: structure.attention.float32_if_float16: want true or false, got "half"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
@@ -43,6 +49,7 @@ func TestParallelConstructErrors(t *testing.T) {
 		"  head:\n    bias: true\n    scale: \"0.5\"\n",
 		"  norm:\n    kind: layer_norm\n    bias: \"false\"\n",
 		"  mlp:\n    kind: gelu_tanh\n",
+		"  attention:\n    float32_if_float16: true\n",
 		"  norm: {kind: layer_norm}\n  attention:\n    qk_norm: each_head\n    qk_norm_when: \"head_dim > 4\"\n",
 	} {
 		y := with(ok)

@@ -8,6 +8,7 @@ package registry
 
 import (
 	"github.com/archgen/archgen/generated/cohere"
+	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/ernie4_5"
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/gemma"
@@ -43,6 +44,7 @@ type Model = nn.Model
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
 		cohere.Arch,
+		cohere2.Arch,
 		ernie4_5.Arch,
 		exaone.Arch,
 		gemma.Arch,

@@ -11,6 +11,7 @@ func TestLookup(t *testing.T) {
 	nntest.Lookup(t, Lookup,
 		map[string]string{
 			"cohere":           "cohere",
+			"cohere2":          "cohere2",
 			"ernie4_5":         "ernie4_5",
 			"exaone":           "exaone",
 			"gemma":            "gemma",

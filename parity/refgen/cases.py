@@ -1281,6 +1281,67 @@ def _cohere_cases() -> List[Case]:
     ]
 
 
+def _cohere2_cases() -> List[Case]:
+    def cohere2(**over):
+        cfg = {
+            "architectures": ["Cohere2ForCausalLM"],
+            "model_type": "cohere2",
+            "hidden_size": HIDDEN,
+            "head_dim": 16,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_act": "silu",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 8192,
+            "rope_theta": 50000.0,
+            "logit_scale": 0.25,
+            "attention_bias": False,
+            "sliding_window": SLIDING_WINDOW,
+            "sliding_window_pattern": 4,
+            "cache_implementation": "hybrid",
+            "attention_dropout": 0.0,
+            "bos_token_id": 5,
+            "eos_token_id": 255001,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "cohere2",
+            "base",
+            "parallel block, 4 layers with pattern 4 (3 sliding with rope, window "
+            "6, then 1 full without rope), bias-free LayerNorms, tied head times "
+            "logit_scale 0.25, interleaved rope, GQA 4/2",
+            cohere2(),
+        ),
+        Case(
+            "cohere2",
+            "pattern2_bias",
+            "sliding_window_pattern 2 (sliding, full, sliding, full), head_dim 32 "
+            "with 2 heads, plain multi-head, layer_norm_bias and attention_bias "
+            "true, logit_scale absent (0.0625), layer_norm_eps 1e-6",
+            _without(
+                cohere2(
+                    sliding_window_pattern=2,
+                    head_dim=32,
+                    num_attention_heads=2,
+                    num_key_value_heads=2,
+                    layer_norm_bias=True,
+                    attention_bias=True,
+                    layer_norm_eps=1e-6,
+                ),
+                "logit_scale",
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1307,6 +1368,7 @@ CASES: List[Case] = (
     + _nemotron_cases()
     + _phi_cases()
     + _cohere_cases()
+    + _cohere2_cases()
 )
 
 

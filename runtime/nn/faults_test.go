@@ -145,7 +145,7 @@ func parseConfig(arch *nn.Arch, data []byte) (any, error) {
 
 // allDefaults are the architectures whose ModelArgs in mlx-lm give every
 // size a default, so that a config may leave hidden_size out.
-var allDefaults = map[string]bool{"phi": true, "cohere": true}
+var allDefaults = map[string]bool{"phi": true, "cohere": true, "cohere2": true}
 
 // TestConfigFaults breaks a published config of every architecture in the
 // ways every one must refuse, and loads it through the registry: the
@@ -155,6 +155,12 @@ func TestConfigFaults(t *testing.T) {
 		t.Run(arch.Name, func(t *testing.T) {
 			base := publishedConfig(t, arch.Name)
 			layers := layersKey(base)
+			// Eight heads that three KV heads do not divide; where the config
+			// reads head_dim, a width that still fits eight heads of it.
+			badKV := map[string]any{"num_attention_heads": 8, "num_key_value_heads": 3}
+			if hd, ok := base["head_dim"].(float64); ok {
+				badKV["hidden_size"] = 8 * hd
+			}
 			for _, c := range []struct {
 				name string
 				data []byte
@@ -171,7 +177,7 @@ func TestConfigFaults(t *testing.T) {
 				{"absurd layer count", with(base, map[string]any{layers: 1e12}), layers + ": 1000000000000 layers are more than archgen builds (at most 4096)"},
 				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
 				{"zero MLP width", with(base, map[string]any{"intermediate_size": 0}), "intermediate_size: must be at least 1, got 0"},
-				{"kv heads not dividing heads", with(base, map[string]any{"num_attention_heads": 8, "num_key_value_heads": 3}),
+				{"kv heads not dividing heads", with(base, badKV),
 					"num_key_value_heads: must divide num_attention_heads"},
 				{"zero kv heads", with(base, map[string]any{"num_key_value_heads": 0}), "num_key_value_heads: must be at least 1, got 0"},
 				{"two problems", with(base, map[string]any{"hidden_size": nil, "vocab_size": true}),

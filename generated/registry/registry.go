@@ -7,6 +7,7 @@
 package registry
 
 import (
+	"github.com/archgen/archgen/generated/apertus"
 	"github.com/archgen/archgen/generated/cohere"
 	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/ernie4_5"
@@ -43,6 +44,7 @@ type Model = nn.Model
 // speculative-decoding drafters, which never run alone.
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
+		apertus.Arch,
 		cohere.Arch,
 		cohere2.Arch,
 		ernie4_5.Arch,

@@ -10,6 +10,7 @@ import (
 func TestLookup(t *testing.T) {
 	nntest.Lookup(t, Lookup,
 		map[string]string{
+			"apertus":          "apertus",
 			"cohere":           "cohere",
 			"cohere2":          "cohere2",
 			"ernie4_5":         "ernie4_5",

@@ -1342,6 +1342,54 @@ def _cohere2_cases() -> List[Case]:
     ]
 
 
+def _apertus_cases() -> List[Case]:
+    def apertus(**over):
+        cfg = _llama_like(
+            "apertus",
+            "ApertusForCausalLM",
+            hidden_act="xielu",
+            mlp_bias=False,
+            attention_bias=False,
+            post_norm=False,
+            qk_norm=True,
+            tie_word_embeddings=False,
+            max_position_embeddings=4096,
+            rope_theta=12000000.0,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "apertus",
+            "base",
+            "XieLU MLP with learned scalars and mlp_bias, per-head RMSNorm q/k "
+            "norms, attention_layernorm/feedforward_layernorm names, GQA 4/2, "
+            "untied head",
+            apertus(mlp_bias=True),
+        ),
+        Case(
+            "apertus",
+            "tied_llama3",
+            "tied head, rope_scaling llama3 (factor 8, original 256), no MLP "
+            "bias, plain multi-head, rope_traditional true, rms_norm_eps 1e-6",
+            apertus(
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                rope_traditional=True,
+                rms_norm_eps=1e-6,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 256,
+                },
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1369,6 +1417,7 @@ CASES: List[Case] = (
     + _phi_cases()
     + _cohere_cases()
     + _cohere2_cases()
+    + _apertus_cases()
 )
 
 

@@ -61,6 +61,9 @@ NORM_WEIGHT_SPREAD = 0.3
 NORM_BIAS_STD = 0.2
 LINEAR_BIAS_STD = 0.3
 HEAD_GAIN = 3.0
+# An activation's learned scalars (XieLU's alpha_p, alpha_n, beta) move this
+# far from mlx-lm's initial values; an eps stays at its own.
+ACT_SCALAR_SPREAD = 0.3
 
 
 def versions():
@@ -115,6 +118,10 @@ def random_weights(model, seed: int):
                 v = z * np.float32(gain / np.sqrt(shape[1]))
         elif leaf == "bias" and len(shape) == 1:
             v = LINEAR_BIAS_STD * z
+        elif len(shape) == 0:
+            v = np.array(p, dtype=np.float32)
+            if leaf != "eps":
+                v = v + ACT_SCALAR_SPREAD * z
         else:
             raise ValueError(f"no initialization rule for parameter {path} {shape}")
         out[path] = mx.array(v.astype(np.float32))

@@ -184,6 +184,7 @@ mx::array unary(int op, const mx::array& a, mx::Stream s) {
     case MLXG_FLOOR: return mx::floor(a, s);
     case MLXG_RECIPROCAL: return mx::reciprocal(a, s);
     case MLXG_LOG1P: return mx::log1p(a, s);
+    case MLXG_EXPM1: return mx::expm1(a, s);
   }
   throw std::invalid_argument("unknown unary op " + std::to_string(op));
 }
@@ -205,6 +206,7 @@ mx::array binary(int op, const mx::array& a, const mx::array& b, mx::Stream s) {
     case MLXG_GREATER_EQUAL: return mx::greater_equal(a, b, s);
     case MLXG_LOGICAL_AND: return mx::logical_and(a, b, s);
     case MLXG_LOGICAL_OR: return mx::logical_or(a, b, s);
+    case MLXG_LOGADDEXP: return mx::logaddexp(a, b, s);
   }
   throw std::invalid_argument("unknown binary op " + std::to_string(op));
 }

@@ -82,6 +82,7 @@ enum mlxg_unary_op {
   MLXG_FLOOR,
   MLXG_RECIPROCAL,
   MLXG_LOG1P,
+  MLXG_EXPM1,
 };
 
 enum mlxg_binary_op {
@@ -100,6 +101,7 @@ enum mlxg_binary_op {
   MLXG_GREATER_EQUAL,
   MLXG_LOGICAL_AND,
   MLXG_LOGICAL_OR,
+  MLXG_LOGADDEXP,
 };
 
 enum mlxg_reduce_op {

@@ -35,6 +35,10 @@ func TestParallelConstructErrors(t *testing.T) {
 			`descriptors/a.yaml:17: structure.attention.float32_if_float16: soft-capped attention is written out in the model's dtype; float32 does not apply`},
 		{"float32_if_float16 not a bool", with("  attention:\n    float32_if_float16: half\n"),
 			`descriptors/a.yaml:16: structure.attention.float32_if_float16: want true or false, got "half"`},
+		{"query_scale without positions", with("  attention:\n    query_scale: {beta: \"0.1\"}\n"),
+			`descriptors/a.yaml:16: structure.attention.query_scale: beta and positions go together`},
+		{"query_scale positions not an integer", with("  attention:\n    query_scale: {beta: \"0.1\", positions: rms_norm_eps}\n"),
+			`descriptors/a.yaml:16: structure.attention.query_scale.positions: "rms_norm_eps" is float, want int`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
@@ -50,6 +54,7 @@ func TestParallelConstructErrors(t *testing.T) {
 		"  norm:\n    kind: layer_norm\n    bias: \"false\"\n",
 		"  mlp:\n    kind: gelu_tanh\n",
 		"  attention:\n    float32_if_float16: true\n",
+		"  attention:\n    query_scale: {beta: \"0.1\", positions: head_dim}\n",
 		"  norm: {kind: layer_norm}\n  attention:\n    qk_norm: each_head\n    qk_norm_when: \"head_dim > 4\"\n",
 	} {
 		y := with(ok)

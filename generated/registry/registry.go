@@ -22,6 +22,7 @@ import (
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/phi"
@@ -59,6 +60,7 @@ var catalog = nn.NewCatalog(
 		internlm3.Arch,
 		llama.Arch,
 		mimo.Arch,
+		ministral3.Arch,
 		nemotron.Arch,
 		olmo2.Arch,
 		phi.Arch,

@@ -26,6 +26,7 @@ func TestLookup(t *testing.T) {
 			"iquestcoder":      "llama",
 			"llama":            "llama",
 			"mimo":             "mimo",
+			"ministral3":       "ministral3",
 			"mistral":          "llama",
 			"nemotron":         "nemotron",
 			"olmo2":            "olmo2",

@@ -1390,6 +1390,57 @@ def _apertus_cases() -> List[Case]:
     ]
 
 
+def _ministral3_cases() -> List[Case]:
+    def ministral3(rope=None, **over):
+        cfg = _llama_like("ministral3", "Ministral3ForCausalLM", head_dim=32)
+        del cfg["rope_theta"]
+        cfg["rope_parameters"] = {
+            "type": "yarn",
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 8,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.5,
+            "rope_theta": 1000000.0,
+            **(rope or {}),
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "ministral3",
+            "base",
+            "rope_parameters yarn (factor 4, original 8) with rope_theta inside, "
+            "queries scaled by 1 + 0.5 log(1 + floor(p / 8)) (4 steps within the "
+            "36 positions), head_dim 32, GQA 4/2, tied head (the default)",
+            ministral3(),
+        ),
+        Case(
+            "ministral3",
+            "sliding_untied",
+            "layer_types sliding/full with sliding_window 6, untied head, "
+            "rope_parameters default type with llama_4_scaling_beta 0.25 and "
+            "original 4, plain multi-head, head_dim absent (16)",
+            _without(
+                ministral3(
+                    rope={"type": "default", "rope_type": "default", "factor": 1.0,
+                          "llama_4_scaling_beta": 0.25,
+                          "original_max_position_embeddings": 4},
+                    num_key_value_heads=4,
+                    tie_word_embeddings=False,
+                    layer_types=["sliding_attention", "full_attention"],
+                    sliding_window=SLIDING_WINDOW,
+                ),
+                "head_dim",
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1418,6 +1469,7 @@ CASES: List[Case] = (
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()
+    + _ministral3_cases()
 )
 
 

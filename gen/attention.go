@@ -13,7 +13,7 @@ import (
 type QKNorm string
 
 func (QKNorm) values() []string {
-	return []string{"none", "per_head", "full_width", "per_head_after_rope", "per_head_unweighted"}
+	return []string{"none", "per_head", "full_width", "per_head_after_rope", "per_head_unweighted", eachHead}
 }
 
 // Proj is one linear layer of a module: its field, checkpoint name
@@ -45,11 +45,13 @@ type Attention struct {
 	BiasQ, BiasK, BiasV     *Value
 	BiasO                   *Value
 	QKNorm                  QKNorm
-	QKNormWhen              *Value // per_head_unweighted: whether the config turns the norms on; nil: always
 	Projs                   []Proj
 	QNorm, KNorm            *field // nil without q and k norms
 	qNormName, kNormName    string
 	Sliding                 *Sliding // nil: every layer attends fully
+	QKNormWhen              *Value   // nil: the q and k norms are always there
+	Float32IfHalf           bool     // float16 attends in float32, other dtypes as they are
+	QueryScale              *QueryScale
 
 	heads, kvHeads, headDim *field
 	scale                   *field
@@ -89,6 +91,9 @@ func (at *Attention) link(a *Arch) {
 	if at.QKNorm != "none" {
 		at.QNorm, at.KNorm = a.Norm.field(goName(n.QNorm), n.QNorm), a.Norm.field(goName(n.KNorm), n.KNorm)
 		at.qNormName, at.kNormName = n.QNorm, n.KNorm
+		if at.QKNorm == eachHead {
+			at.QNorm, at.KNorm = newField(goName(n.QNorm), nnType("HeadNorm"), n.QNorm), newField(goName(n.KNorm), nnType("HeadNorm"), n.KNorm)
+		}
 	}
 	if at.QKNorm == "per_head_unweighted" {
 		at.QNorm, at.KNorm = unweightedNorm(goName(n.QNorm), at.QKNormWhen), unweightedNorm(goName(n.KNorm), at.QKNormWhen)
@@ -116,19 +121,19 @@ func (at *Attention) params(t goType) []jen.Code {
 	if t != tAttention {
 		return nil
 	}
-	return []jen.Code{at.heads.decl(), at.kvHeads.decl(), at.headDim.decl(), at.scale.decl()}
+	return append([]jen.Code{at.heads.decl(), at.kvHeads.decl(), at.headDim.decl(), at.scale.decl()}, at.QueryScale.params(t)...)
 }
 
 func (at *Attention) inits(t goType) []kvPair {
 	if t != tAttention {
 		return nil
 	}
-	return []kvPair{
+	return append([]kvPair{
 		{at.heads.key(), at.Heads.Code()},
 		{at.kvHeads.key(), at.KVHeads.Code()},
 		{at.headDim.key(), at.HeadDim.Code()},
 		{at.scale.key(), at.Scale.Float32()},
-	}
+	}, at.QueryScale.inits(t)...)
 }
 
 func (at *Attention) build(s stage) []jen.Code {
@@ -147,9 +152,7 @@ func (at *Attention) build(s stage) []jen.Code {
 			q = at.heads.of(rAttn).Op("*").Add(at.headDim.of(rAttn))
 			k = at.kvHeads.of(rAttn).Op("*").Add(at.headDim.of(rAttn))
 		}
-		out = append(out,
-			at.QNorm.of(rAttn).Op("=").Add(at.norm.load("lw", at.Name+"."+at.qNormName, q)),
-			at.KNorm.of(rAttn).Op("=").Add(at.norm.load("lw", at.Name+"."+at.kNormName, k)))
+		out = append(out, at.loadQKNorms(q, k)...)
 	}
 	return out
 }
@@ -207,7 +210,7 @@ func (at *Attention) emitForward(f *jen.File) {
 		jen.Id("k").Op("=").Add(call("Reshape", jen.Id("k"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
 		jen.Id("v").Op("=").Add(call("Reshape", jen.Id("v"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
 	)
-	if at.QKNorm == "per_head" || at.QKNorm == "per_head_unweighted" {
+	if at.QKNorm == "per_head" || at.QKNorm == "per_head_unweighted" || at.QKNorm == eachHead {
 		body = append(body, qkNorm...)
 	}
 	body = append(body,
@@ -216,6 +219,7 @@ func (at *Attention) emitForward(f *jen.File) {
 		jen.Id("v").Op("=").Add(call("Transpose", jen.Id("v"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
 	)
 	body = append(body, at.rope.forward()...)
+	body = append(body, at.QueryScale.forward()...)
 	if at.QKNorm == "per_head_after_rope" {
 		body = append(body, qkNorm...)
 	}
@@ -226,6 +230,9 @@ func (at *Attention) emitForward(f *jen.File) {
 		attend := "Attention"
 		if at.Float32 {
 			attend = "AttentionFloat32"
+		}
+		if at.Float32IfHalf {
+			attend = "AttentionFloat32IfHalf"
 		}
 		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, attend).Call(g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
 	}
@@ -239,6 +246,9 @@ func (at *Attention) emitForward(f *jen.File) {
 	}
 	if at.Float32 {
 		doc += "; queries and keys attend in float32, and the result is cast back to the values' dtype"
+	}
+	if at.Float32IfHalf {
+		doc += "; at float16 queries and keys attend in float32, and the result is cast back"
 	}
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
@@ -337,6 +347,9 @@ func (at *Attention) shard(p *ShardPlan, a *Arch) {
 	case at.FusedQKV:
 		p.refuse("its fused %s.%s holds q, k and v parts of unequal sizes (%s heads of queries, %s of keys and of values), which a plan's equal parts cannot split",
 			at.Name, at.Projs[0].Name, at.Heads.Text, at.KVHeads.Text)
+		return
+	case at.QKNorm == eachHead:
+		p.refuse("its %s.%s and %s.%s norms hold a weight per head, which the plan does not split", at.Name, at.qNormName, at.Name, at.kNormName)
 		return
 	case at.QKNorm == "full_width":
 		p.refuse("its %s.%s and %s.%s norms span the width of all heads, which no process holds", at.Name, at.qNormName, at.Name, at.kNormName)

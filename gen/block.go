@@ -39,6 +39,7 @@ var blockKinds = []struct {
 	{"post_norm", [4]string{"", "post_attention_layernorm", "", "post_feedforward_layernorm"}},
 	{"sandwich", [4]string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"}},
 	{"four_norm", [4]string{"input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"}},
+	{parallelBlock, [4]string{"input_layernorm", "", "", ""}}, // block_parallel.go
 }
 
 func (BlockKind) values() []string {
@@ -127,6 +128,9 @@ func (b *Block) build(s stage) []jen.Code {
 
 // doc describes the layer's wiring from its slots.
 func (b *Block) doc() string {
+	if b.Kind == parallelBlock {
+		return b.parallelDoc()
+	}
 	in, out := b.slot(AttnIn) != nil, b.slot(AttnOut) != nil
 	if (b.slot(MLPIn) != nil) != in || (b.slot(MLPOut) != nil) != out {
 		return "a decoder layer: attention, then the MLP, each a residual branch with the norms its slots hold"
@@ -158,6 +162,10 @@ func (b *Block) doc() string {
 //		return g.Add(h, r)
 //	}
 func (b *Block) emitForward(f *jen.File) {
+	if b.Kind == parallelBlock {
+		b.emitParallel(f)
+		return
+	}
 	normed := func(s Slot, x jen.Code) jen.Code {
 		if n := b.slot(s); n != nil {
 			return apply(n.Field.of(rLayer), x)

@@ -87,6 +87,8 @@ type Structure struct {
 type NormDesc struct {
 	Kind F[NormKind] `yaml:"kind"`
 	Eps  F[Expr]     `yaml:"eps"`
+
+	Bias F[Expr] `yaml:"bias"` // a layer_norm's bias, decided at load
 }
 
 // AttnDesc is self-attention.
@@ -99,11 +101,21 @@ type AttnDesc struct {
 	Float32  F[bool]   `yaml:"float32"`
 	Bias     BiasDesc  `yaml:"bias"`
 	QKNorm   F[QKNorm] `yaml:"qk_norm"`
-	// QKNormWhen turns weightless q and k norms on or off by the config.
-	QKNormWhen F[Expr] `yaml:"qk_norm_when"`
-	Softcap    F[Expr] `yaml:"softcap"`
-	Sliding    F[Expr] `yaml:"sliding"`
-	Window     F[Expr] `yaml:"window"`
+	Softcap  F[Expr]   `yaml:"softcap"`
+	Sliding  F[Expr]   `yaml:"sliding"`
+	Window   F[Expr]   `yaml:"window"`
+
+	// Added constructs (descriptors/README.md).
+	QKNormWhen    F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
+	Float32IfHalf F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
+	QueryScale    QueryScaleDesc `yaml:"query_scale"`
+}
+
+// QueryScaleDesc scales each query by its position p after the rope:
+// 1 + beta * log(1 + floor(p / positions)).
+type QueryScaleDesc struct {
+	Beta      F[Expr] `yaml:"beta"`
+	Positions F[Expr] `yaml:"positions"`
 }
 
 // BiasDesc says which projections carry a bias.
@@ -149,6 +161,10 @@ type HeadDesc struct {
 	TiedWhenMissing F[bool] `yaml:"tied_when_missing"`
 	Divide          F[Expr] `yaml:"divide"`
 	Softcap         F[Expr] `yaml:"softcap"`
+
+	// Added constructs (descriptors/README.md).
+	Bias  F[Expr] `yaml:"bias"`  // the untied head's bias
+	Scale F[Expr] `yaml:"scale"` // logits times this
 }
 
 // WeightsDesc is how the checkpoint names things, and what loading drops.

@@ -11,6 +11,7 @@ type Head struct {
 	Tied *Value
 	// WhenMissing: tied exactly when the checkpoint holds no head weight.
 	WhenMissing bool
+	Bias        *Value // the untied head's bias
 	Norm        *field // Model's final norm
 	NormPath    string
 	LMHead      *field
@@ -21,6 +22,7 @@ type Head struct {
 	vocab   *Value
 	divide  *Scalar
 	softcap *Scalar
+	scale   *Scalar
 }
 
 func (h *Head) link(a *Arch) {
@@ -29,7 +31,7 @@ func (h *Head) link(a *Arch) {
 	h.Name = a.Names.LMHead
 	h.LMHead = newField(goName(h.Name), nnType("Linear"), h.Name+"; the embedding table itself when the head is tied")
 	h.norm, h.embed, h.vocab = a.Norm, a.Embed, a.Vocab
-	h.divide, h.softcap = a.Scalars.Get(LogitsDivisor), a.Scalars.Get(FinalSoftcap)
+	h.divide, h.softcap, h.scale = a.Scalars.Get(LogitsDivisor), a.Scalars.Get(FinalSoftcap), a.Scalars.Get(LogitsScale)
 }
 
 func (h *Head) fields(t goType) []jen.Code {
@@ -44,7 +46,7 @@ func (h *Head) build(s stage) []jen.Code {
 		return nil
 	}
 	tied := h.LMHead.of(rModel).Op("=").Add(h.embed.Field.of(rModel)).Dot("AsLinear").Call()
-	untied := h.LMHead.of(rModel).Op("=").Id("w").Dot("Linear").Call(jen.Lit(h.Name), h.vocab.Code(), fHidden.of(rModel), jen.False())
+	untied := h.LMHead.of(rModel).Op("=").Id("w").Dot("Linear").Call(jen.Lit(h.Name), h.vocab.Code(), fHidden.of(rModel), h.Bias.Code())
 	out := []jen.Code{h.Norm.of(rModel).Op("=").Add(h.norm.load("w", h.NormPath, fHidden.of(rModel)))}
 	switch {
 	case h.WhenMissing:
@@ -64,6 +66,9 @@ func (h *Head) forward() []jen.Code {
 	out := []jen.Code{
 		jen.Id("h").Op("=").Add(apply(h.Norm.of(rModel), jen.Id("h"))),
 		jen.Id("logits").Op(":=").Add(apply(h.LMHead.of(rModel), jen.Id("h"))).Comment("[B, L, vocab]"),
+	}
+	if h.scale != nil {
+		out = append(out, jen.Id("logits").Op("=").Add(call("MultiplyScalar", jen.Id("logits"), h.scale.of(rModel))).Comment(inline("* "+h.scale.Value.Text)))
 	}
 	if h.divide != nil {
 		out = append(out, jen.Id("logits").Op("=").Add(call("DivideScalar", jen.Id("logits"), h.divide.of(rModel))).Comment(inline("/ "+h.divide.Value.Text)))

@@ -31,8 +31,6 @@ func TestLayeredConstructErrors(t *testing.T) {
 			`descriptors/a.yaml:19: structure.rope.sliding.base: unknown name "rope_local"`},
 		{"head tied two ways", map[string]string{"descriptors/a.yaml": withStructure("  head:\n    tied: \"true\"\n    tied_when_missing: true\n")},
 			`descriptors/a.yaml:17: structure.head.tied_when_missing: the checkpoint decides whether the head is tied; structure.head.tied (true) cannot too`},
-		{"qk_norm_when on weighted norms", map[string]string{"descriptors/a.yaml": withStructure("  attention:\n    qk_norm: per_head\n    qk_norm_when: \"true\"\n")},
-			`descriptors/a.yaml:17: structure.attention.qk_norm_when: only weightless norms (qk_norm: per_head_unweighted) are turned on and off by the config; a per_head q and k norm has checkpoint tensors`},
 		{"qk_norm_when not a bool", map[string]string{"descriptors/a.yaml": withStructure("  attention:\n    qk_norm: per_head_unweighted\n    qk_norm_when: head_dim\n")},
 			`descriptors/a.yaml:17: structure.attention.qk_norm_when: "head_dim" is int, want bool`},
 		{"divisor of a string's length", map[string]string{"descriptors/a.yaml": strings.Replace(withStructure("  attention:\n    sliding: 'p[i % len(p)] == \"L\"'\n    window: \"4\"\n"),

@@ -49,6 +49,13 @@ type MLP struct {
 	Sparse *MoE // nil: no experts (mlp_moe.go)
 
 	kind mlpKind
+	act  *field // an activation with parameters of its own (mlpActivation); nil without
+}
+
+// mlpActivation is an MLP kind whose activation has parameters of its own:
+// a module of the MLP under name, of nn type typ, that w.<loader>(name) loads.
+type mlpActivation interface {
+	activation() (name, typ, loader string)
 }
 
 func (p *MLP) link(a *Arch) {
@@ -56,6 +63,10 @@ func (p *MLP) link(a *Arch) {
 	p.kind = mlpKinds[p.Kind]
 	p.Field, p.Name = newField(goName(n.MLP), func() *jen.Statement { return jen.Id("MLP") }, n.MLP), n.MLP
 	p.Projs = p.kind.projs(n, func() *jen.Statement { return fHidden.of(rModel) }, p.Hidden.Code, p.Bias)
+	if act, ok := p.kind.(mlpActivation); ok {
+		name, typ, _ := act.activation()
+		p.act = newField(goName(name), nnType(typ), name)
+	}
 }
 
 func (p *MLP) fields(t goType) []jen.Code {
@@ -69,6 +80,9 @@ func (p *MLP) fields(t goType) []jen.Code {
 		}
 		for _, x := range p.Projs {
 			out = append(out, x.Field.decl())
+		}
+		if p.act != nil {
+			out = append(out, p.act.decl())
 		}
 		return out
 	}
@@ -85,6 +99,10 @@ func (p *MLP) build(s stage) []jen.Code {
 	var out []jen.Code
 	for _, x := range p.Projs {
 		out = append(out, x.load(rMLP, p.Name))
+	}
+	if act, ok := p.kind.(mlpActivation); ok {
+		name, _, loader := act.activation()
+		out = append(out, p.act.of(rMLP).Op("=").Id("lw").Dot(loader).Call(jen.Lit(p.Name+"."+name)))
 	}
 	return out
 }

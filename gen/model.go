@@ -571,12 +571,16 @@ func (b *builder) structure() error {
 		Hidden: must(s.MLP.Hidden, "structure.mlp.hidden", TInt),
 		Bias:   must(s.MLP.Bias, "structure.mlp.bias", TBool),
 	}
-	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool), WhenMissing: s.Head.TiedWhenMissing.V}
+	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool), WhenMissing: s.Head.TiedWhenMissing.V,
+		Bias: must(s.Head.Bias, "structure.head.bias", TBool)}
 	if err != nil {
 		return err
 	}
 	if a.Head.WhenMissing && !a.Head.Tied.IsFalse() {
 		return errAt(s.Head.TiedWhenMissing.Pos, "structure.head.tied_when_missing", "the checkpoint decides whether the head is tied; structure.head.tied (%s) cannot too", s.Head.Tied.V.Text)
+	}
+	if err := b.checkAdded(); err != nil {
+		return err
 	}
 	if a.MLP.Sparse, err = b.buildMoE(sc); err != nil {
 		return err

@@ -32,6 +32,7 @@ func (NormKind) values() []string {
 type Norm struct {
 	Kind        NormKind
 	Eps         *Value
+	Bias        *Value // a layer_norm's bias, decided at load; nil: always there
 	typ, loader string
 }
 
@@ -54,5 +55,8 @@ func (n *Norm) field(goName, name string) *field { return newField(goName, n.goT
 // load spells w.<loader>(name, dims, eps): loading one norm by checkpoint
 // name.
 func (n *Norm) load(w, name string, dims jen.Code) *jen.Statement {
+	if n.Bias != nil {
+		return jen.Id(w).Dot("LayerNormBias").Call(jen.Lit(name), dims, n.Eps.Code(), n.Bias.Code())
+	}
 	return jen.Id(w).Dot(n.loader).Call(jen.Lit(name), dims, n.Eps.Code())
 }

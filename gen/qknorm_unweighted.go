@@ -32,7 +32,7 @@ func (b *builder) qkNormWhen(sc *scope) error {
 		return nil
 	}
 	if at.QKNorm.V != "per_head_unweighted" {
-		return errAt(at.QKNormWhen.Pos, "structure.attention.qk_norm_when", "only weightless norms (qk_norm: per_head_unweighted) are turned on and off by the config; a %s q and k norm has checkpoint tensors", at.QKNorm.V)
+		return nil // norms with weights: checkAddedAttention resolves it
 	}
 	v, err := b.value(at.QKNormWhen, "structure.attention.qk_norm_when", TBool, sc)
 	if err != nil {

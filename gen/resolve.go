@@ -310,6 +310,7 @@ func applyDefaults(d *Descriptor) {
 	exprDefault(&m.Hidden, "intermediate_size", f)
 	exprDefault(&m.Bias, "false", f)
 	exprDefault(&s.Head.Tied, "false", f)
+	exprDefault(&s.Head.Bias, "false", f)
 
 	n := &d.Weights.Names
 	for _, x := range []struct {

@@ -16,6 +16,7 @@ const (
 	AttnSoftcap                     // attention scores capped as tanh(s / c) * c
 	LogitsDivisor                   // logits / this
 	FinalSoftcap                    // logits capped as tanh(x / c) * c
+	LogitsScale                     // logits times this
 )
 
 // scalarTable is every optional scalar of the language.
@@ -30,6 +31,7 @@ var scalarTable = []struct {
 	{AttnSoftcap, "structure.attention.softcap", tAttention, "softcap"},
 	{LogitsDivisor, "structure.head.divide", tModel, "logitsDivisor"},
 	{FinalSoftcap, "structure.head.softcap", tModel, "finalSoftcap"},
+	{LogitsScale, "structure.head.scale", tModel, "logitsScale"},
 }
 
 // scalarLeaf is where a descriptor sets each scalar.
@@ -43,6 +45,8 @@ func scalarLeaf(s *Structure, r ScalarRole) F[Expr] {
 		return s.Attention.Softcap
 	case LogitsDivisor:
 		return s.Head.Divide
+	case LogitsScale:
+		return s.Head.Scale
 	}
 	return s.Head.Softcap
 }

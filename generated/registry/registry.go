@@ -7,6 +7,9 @@
 package registry
 
 import (
+	"github.com/archgen/archgen/generated/apertus"
+	"github.com/archgen/archgen/generated/cohere"
+	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/deepseek"
 	"github.com/archgen/archgen/generated/dots1"
 	"github.com/archgen/archgen/generated/ernie4_5"
@@ -26,11 +29,13 @@ import (
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/olmo3"
 	"github.com/archgen/archgen/generated/olmoe"
+	"github.com/archgen/archgen/generated/phi"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen2_moe"
@@ -52,6 +57,9 @@ type Model = nn.Model
 // speculative-decoding drafters, which never run alone.
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
+		apertus.Arch,
+		cohere.Arch,
+		cohere2.Arch,
 		deepseek.Arch,
 		dots1.Arch,
 		ernie4_5.Arch,
@@ -71,11 +79,13 @@ var catalog = nn.NewCatalog(
 		llama.Arch,
 		llama4_text.Arch,
 		mimo.Arch,
+		ministral3.Arch,
 		mixtral.Arch,
 		nemotron.Arch,
 		olmo2.Arch,
 		olmo3.Arch,
 		olmoe.Arch,
+		phi.Arch,
 		phi3.Arch,
 		qwen2.Arch,
 		qwen2_moe.Arch,
@@ -117,7 +127,7 @@ var catalog = nn.NewCatalog(
 			Name:    "mistral3",
 			Tier:    "parity",
 			Aliases: []string{"llava"},
-			Doc:     "Mistral 3's vision-language checkpoints (Mistral Small 3.1 and 3.2, and LLaVA's), their text part: the language model text_config describes, a Llama (text_config model_type mistral or llama) with an output head of its own unless text_config says tie_word_embeddings.",
+			Doc:     "Mistral 3's vision-language checkpoints (Mistral Small 3.1 and 3.2, and LLaVA's), their text part: the language model text_config describes, a Llama (text_config model_type mistral or llama) with an output head of its own unless text_config says tie_word_embeddings, or a Ministral 3 (text_config model_type ministral3, Mistral Small 3.2's successors), which runs on ministral3.",
 			Wrapper: &nn.Wrapper{
 				Section:         "text_config",
 				SectionOptional: false,
@@ -125,7 +135,7 @@ var catalog = nn.NewCatalog(
 				Defaults:        map[string]any{"tie_word_embeddings": false},
 				Set:             map[string]any{},
 				Runs:            "llama",
-				Dispatch:        map[string]string{},
+				Dispatch:        map[string]string{"ministral3": "ministral3"},
 				Prefixes: []nn.Prefix{{
 					From: "model.language_model.",
 					To:   "model.",
@@ -134,7 +144,7 @@ var catalog = nn.NewCatalog(
 					To:   "",
 				}},
 				Drop:   []string{"vision_tower", "multi_modal_projector"},
-				Refuse: []string{"ministral3", "mistral4"},
+				Refuse: []string{"mistral4"},
 			},
 		},
 		{

@@ -10,6 +10,9 @@ import (
 func TestLookup(t *testing.T) {
 	nntest.Lookup(t, Lookup,
 		map[string]string{
+			"apertus":          "apertus",
+			"cohere":           "cohere",
+			"cohere2":          "cohere2",
 			"deepseek":         "deepseek",
 			"dots1":            "dots1",
 			"ernie4_5":         "ernie4_5",
@@ -32,6 +35,7 @@ func TestLookup(t *testing.T) {
 			"llama4_text":      "llama4_text",
 			"llava":            "mistral3",
 			"mimo":             "mimo",
+			"ministral3":       "ministral3",
 			"mistral":          "llama",
 			"mistral3":         "mistral3",
 			"mixtral":          "mixtral",
@@ -39,6 +43,7 @@ func TestLookup(t *testing.T) {
 			"olmo2":            "olmo2",
 			"olmo3":            "olmo3",
 			"olmoe":            "olmoe",
+			"phi":              "phi",
 			"phi3":             "phi3",
 			"pixtral":          "pixtral",
 			"qwen2":            "qwen2",

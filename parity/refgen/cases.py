@@ -1472,6 +1472,35 @@ def _mistral3_cases() -> List[Case]:
             layout=Layout((), _towers("", _PIXTRAL_TOWER)),
         ),
         Case(
+            "mistral3",
+            "ministral3_text",
+            "text_config model_type ministral3 dispatched to ministral3: "
+            "rope_parameters yarn (factor 4, original 8) with rope_theta inside and "
+            "llama_4_scaling_beta 0.5 (queries scaled by position), head_dim 32, "
+            "GQA 4/2, untied head; model.language_model.* and lm_head beside "
+            "model.vision_tower.* and model.multi_modal_projector.* dropped",
+            wrapper(
+                "mistral3",
+                "Mistral3ForConditionalGeneration",
+                {
+                    **_without(text("ministral3", head_dim=32, tie_word_embeddings=False), "rope_theta"),
+                    "rope_parameters": {
+                        "type": "yarn",
+                        "rope_type": "yarn",
+                        "factor": 4.0,
+                        "original_max_position_embeddings": 8,
+                        "beta_fast": 32.0,
+                        "beta_slow": 1.0,
+                        "mscale": 1.0,
+                        "mscale_all_dim": 1.0,
+                        "llama_4_scaling_beta": 0.5,
+                        "rope_theta": 1000000.0,
+                    },
+                },
+            ),
+            layout=Layout(_HF_NESTED, _towers("model.", _PIXTRAL_TOWER)),
+        ),
+        Case(
             "llava",
             "base",
             "LLaVA (an alias of mistral3): text_config model_type llama, "
@@ -2004,7 +2033,7 @@ def _moe_cases() -> List[Case]:
         ),
         Case(
             "granitemoe",
-            "top4_untied_bias",
+            "top4_untied_biased",
             "top-4 of 8 (mlx-lm's sorted path), attention biases, untied head, a "
             "linear rope scaling",
             granitemoe(
@@ -2089,6 +2118,276 @@ def _moe_cases() -> List[Case]:
     ]
 
 
+def _phi_cases() -> List[Case]:
+    def phi(**over):
+        cfg = {
+            "architectures": ["PhiForCausalLM"],
+            "model_type": "phi",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": None,
+            "hidden_act": "gelu_new",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 2048,
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.4,
+            "qk_layernorm": False,
+            "rope_scaling": None,
+            "resid_pdrop": 0.1,
+            "embd_pdrop": 0.0,
+            "attention_dropout": 0.0,
+            "tie_word_embeddings": False,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "phi",
+            "base",
+            "parallel block (one LayerNorm feeds attention and MLP), partial rope "
+            "0.4 (6 of 16 dims), biases everywhere, lm_head bias, gelu_tanh MLP, "
+            "queries in float32, num_key_value_heads null (plain multi-head)",
+            phi(),
+        ),
+        Case(
+            "phi",
+            "gqa_half_rope",
+            "GQA 4/2, partial_rotary_factor 0.5, rope_theta 1e5, "
+            "layer_norm_eps 1e-6, 4 layers",
+            phi(
+                num_key_value_heads=2,
+                partial_rotary_factor=0.5,
+                rope_theta=100000.0,
+                layer_norm_eps=1e-6,
+                num_hidden_layers=4,
+            ),
+        ),
+    ]
+
+
+def _cohere_cases() -> List[Case]:
+    def cohere(**over):
+        cfg = {
+            "architectures": ["CohereForCausalLM"],
+            "model_type": "cohere",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_act": "silu",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 8192,
+            "rope_theta": 10000.0,
+            "logit_scale": 0.25,
+            "attention_bias": False,
+            "use_qk_norm": False,
+            "attention_dropout": 0.0,
+            "bos_token_id": 5,
+            "eos_token_id": 255001,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "cohere",
+            "base",
+            "parallel block, LayerNorms without bias (layer_norm_bias absent), "
+            "interleaved rope, tied head times logit_scale 0.25, GQA 4/2, no biases",
+            cohere(),
+        ),
+        Case(
+            "cohere",
+            "qk_norm_bias",
+            "use_qk_norm (each head its own LayerNorm weight), layer_norm_bias "
+            "true, attention_bias true, plain multi-head, logit_scale absent "
+            "(0.0625), rope_theta 8e6, layer_norm_eps 1e-6",
+            _without(
+                cohere(
+                    num_key_value_heads=4,
+                    use_qk_norm=True,
+                    layer_norm_bias=True,
+                    attention_bias=True,
+                    rope_theta=8000000.0,
+                    layer_norm_eps=1e-6,
+                ),
+                "logit_scale",
+            ),
+        ),
+    ]
+
+
+def _cohere2_cases() -> List[Case]:
+    def cohere2(**over):
+        cfg = {
+            "architectures": ["Cohere2ForCausalLM"],
+            "model_type": "cohere2",
+            "hidden_size": HIDDEN,
+            "head_dim": 16,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_act": "silu",
+            "layer_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 8192,
+            "rope_theta": 50000.0,
+            "logit_scale": 0.25,
+            "attention_bias": False,
+            "sliding_window": SLIDING_WINDOW,
+            "sliding_window_pattern": 4,
+            "cache_implementation": "hybrid",
+            "attention_dropout": 0.0,
+            "bos_token_id": 5,
+            "eos_token_id": 255001,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "cohere2",
+            "base",
+            "parallel block, 4 layers with pattern 4 (3 sliding with rope, window "
+            "6, then 1 full without rope), bias-free LayerNorms, tied head times "
+            "logit_scale 0.25, interleaved rope, GQA 4/2",
+            cohere2(),
+        ),
+        Case(
+            "cohere2",
+            "pattern2_bias",
+            "sliding_window_pattern 2 (sliding, full, sliding, full), head_dim 32 "
+            "with 2 heads, plain multi-head, layer_norm_bias and attention_bias "
+            "true, logit_scale absent (0.0625), layer_norm_eps 1e-6",
+            _without(
+                cohere2(
+                    sliding_window_pattern=2,
+                    head_dim=32,
+                    num_attention_heads=2,
+                    num_key_value_heads=2,
+                    layer_norm_bias=True,
+                    attention_bias=True,
+                    layer_norm_eps=1e-6,
+                ),
+                "logit_scale",
+            ),
+        ),
+    ]
+
+
+def _apertus_cases() -> List[Case]:
+    def apertus(**over):
+        cfg = _llama_like(
+            "apertus",
+            "ApertusForCausalLM",
+            hidden_act="xielu",
+            mlp_bias=False,
+            attention_bias=False,
+            post_norm=False,
+            qk_norm=True,
+            tie_word_embeddings=False,
+            max_position_embeddings=4096,
+            rope_theta=12000000.0,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "apertus",
+            "base",
+            "XieLU MLP with learned scalars and mlp_bias, per-head RMSNorm q/k "
+            "norms, attention_layernorm/feedforward_layernorm names, GQA 4/2, "
+            "untied head",
+            apertus(mlp_bias=True),
+        ),
+        Case(
+            "apertus",
+            "tied_llama3",
+            "tied head, rope_scaling llama3 (factor 8, original 256), no MLP "
+            "bias, plain multi-head, rope_traditional true, rms_norm_eps 1e-6",
+            apertus(
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                rope_traditional=True,
+                rms_norm_eps=1e-6,
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 256,
+                },
+            ),
+        ),
+    ]
+
+
+def _ministral3_cases() -> List[Case]:
+    def ministral3(rope=None, **over):
+        cfg = _llama_like("ministral3", "Ministral3ForCausalLM", head_dim=32)
+        del cfg["rope_theta"]
+        cfg["rope_parameters"] = {
+            "type": "yarn",
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 8,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.5,
+            "rope_theta": 1000000.0,
+            **(rope or {}),
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "ministral3",
+            "base",
+            "rope_parameters yarn (factor 4, original 8) with rope_theta inside, "
+            "queries scaled by 1 + 0.5 log(1 + floor(p / 8)) (4 steps within the "
+            "36 positions), head_dim 32, GQA 4/2, tied head (the default)",
+            ministral3(),
+        ),
+        Case(
+            "ministral3",
+            "sliding_untied",
+            "layer_types sliding/full with sliding_window 6, untied head, "
+            "rope_parameters default type with llama_4_scaling_beta 0.25 and "
+            "original 4, plain multi-head, head_dim absent (16)",
+            _without(
+                ministral3(
+                    rope={"type": "default", "rope_type": "default", "factor": 1.0,
+                          "llama_4_scaling_beta": 0.25,
+                          "original_max_position_embeddings": 4},
+                    num_key_value_heads=4,
+                    tie_word_embeddings=False,
+                    layer_types=["sliding_attention", "full_attention"],
+                    sliding_window=SLIDING_WINDOW,
+                ),
+                "head_dim",
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -2122,6 +2421,11 @@ CASES: List[Case] = (
     + _exaone4_cases()
     + _llama4_text_cases()
     + _moe_cases()
+    + _phi_cases()
+    + _cohere_cases()
+    + _cohere2_cases()
+    + _apertus_cases()
+    + _ministral3_cases()
 )
 
 

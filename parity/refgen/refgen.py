@@ -62,6 +62,9 @@ NORM_BIAS_STD = 0.2
 LINEAR_BIAS_STD = 0.3
 CORRECTION_BIAS_STD = 0.05
 HEAD_GAIN = 3.0
+# An activation's learned scalars (XieLU's alpha_p, alpha_n, beta) move this
+# far from mlx-lm's initial values; an eps stays at its own.
+ACT_SCALAR_SPREAD = 0.3
 
 
 def versions():
@@ -127,6 +130,10 @@ def random_weights(model, seed: int):
         elif leaf == "bias" and len(shape) == 2:
             # the experts' biases [E, out]
             v = LINEAR_BIAS_STD * z
+        elif len(shape) == 0:
+            v = np.array(p, dtype=np.float32)
+            if leaf != "eps":
+                v = v + ACT_SCALAR_SPREAD * z
         else:
             raise ValueError(f"no initialization rule for parameter {path} {shape}")
         out[path] = mx.array(v.astype(np.float32))

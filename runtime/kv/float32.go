@@ -15,3 +15,13 @@ func AttentionFloat32(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx
 	dt := kv.Values.Dtype()
 	return g.AsType(g.SDPA(q32, g.AsType(kv.Keys, mlx.Float32), g.AsType(kv.Values, mlx.Float32), scale, mask), dt)
 }
+
+// AttentionFloat32IfHalf is AttentionFloat32 when q is float16 and
+// Attention otherwise: mlx-lm makes the cast in some models only for
+// float16, whose range the scores can exceed.
+func AttentionFloat32IfHalf(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
+	if q.Dtype() == mlx.Float16 {
+		return AttentionFloat32(g, q, kv, scale, mask)
+	}
+	return Attention(g, q, kv, scale, mask)
+}

@@ -107,11 +107,12 @@ const (
 	OpFloor
 	OpReciprocal
 	OpLog1p
+	OpExpm1
 )
 
 var unaryNames = [...]string{"negative", "square", "sqrt", "rsqrt", "exp", "log", "tanh", "erf",
 	"sigmoid", "abs", "sin", "cos", "logical_not", "silu", "gelu", "gelu_approx", "stop_gradient",
-	"floor", "reciprocal", "log1p"}
+	"floor", "reciprocal", "log1p", "expm1"}
 
 func (op UnaryOp) String() string {
 	if int(op) < len(unaryNames) && op >= 0 {
@@ -146,6 +147,9 @@ func (g *Graph) Floor(a *Array) *Array      { return g.Unary(OpFloor, a) }
 func (g *Graph) Reciprocal(a *Array) *Array { return g.Unary(OpReciprocal, a) }
 func (g *Graph) Log1p(a *Array) *Array      { return g.Unary(OpLog1p, a) }
 
+// Expm1 is exp(a) - 1, exact near 0.
+func (g *Graph) Expm1(a *Array) *Array { return g.Unary(OpExpm1, a) }
+
 // SiLU is x * sigmoid(x).
 func (g *Graph) SiLU(x *Array) *Array { return g.Unary(OpSiLU, x) }
 
@@ -176,11 +180,12 @@ const (
 	OpLogicalOr
 	OpFloorDivide
 	OpRemainder
+	OpLogAddExp
 )
 
 var binaryNames = [...]string{"add", "subtract", "multiply", "divide", "maximum", "minimum",
 	"power", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-	"logical_and", "logical_or", "floor_divide", "remainder"}
+	"logical_and", "logical_or", "floor_divide", "remainder", "logaddexp"}
 
 func (op BinaryOp) String() string {
 	if int(op) < len(binaryNames) && op >= 0 {
@@ -239,6 +244,17 @@ func (g *Graph) FloorDivide(a, b *Array) *Array { return g.Binary(OpFloorDivide,
 
 // Remainder is a % b, with the sign of b as Python's %.
 func (g *Graph) Remainder(a, b *Array) *Array { return g.Binary(OpRemainder, a, b) }
+
+// LogAddExp is log(exp(a) + exp(b)), computed without overflow.
+func (g *Graph) LogAddExp(a, b *Array) *Array { return g.Binary(OpLogAddExp, a, b) }
+
+// Softplus is log(1 + exp(a)), as mlx's nn.softplus: logaddexp(a, 0).
+func (g *Graph) Softplus(a *Array) *Array {
+	if !g.ok("softplus", a) {
+		return g.bad
+	}
+	return g.LogAddExp(a, g.Scalar(0, a.Dtype()))
+}
 
 // AddScalar is a + v.
 func (g *Graph) AddScalar(a *Array, v float64) *Array { return g.BinaryScalar(OpAdd, a, v) }

@@ -184,6 +184,7 @@ mx::array unary(int op, const mx::array& a, mx::Stream s) {
     case MLXG_FLOOR: return mx::floor(a, s);
     case MLXG_RECIPROCAL: return mx::reciprocal(a, s);
     case MLXG_LOG1P: return mx::log1p(a, s);
+    case MLXG_EXPM1: return mx::expm1(a, s);
   }
   throw std::invalid_argument("unknown unary op " + std::to_string(op));
 }
@@ -207,6 +208,7 @@ mx::array binary(int op, const mx::array& a, const mx::array& b, mx::Stream s) {
     case MLXG_LOGICAL_OR: return mx::logical_or(a, b, s);
     case MLXG_FLOOR_DIVIDE: return mx::floor_divide(a, b, s);
     case MLXG_REMAINDER: return mx::remainder(a, b, s);
+    case MLXG_LOGADDEXP: return mx::logaddexp(a, b, s);
   }
   throw std::invalid_argument("unknown binary op " + std::to_string(op));
 }

@@ -82,6 +82,7 @@ enum mlxg_unary_op {
   MLXG_FLOOR,
   MLXG_RECIPROCAL,
   MLXG_LOG1P,
+  MLXG_EXPM1,
 };
 
 enum mlxg_binary_op {
@@ -102,6 +103,7 @@ enum mlxg_binary_op {
   MLXG_LOGICAL_OR,
   MLXG_FLOOR_DIVIDE,
   MLXG_REMAINDER,
+  MLXG_LOGADDEXP,
 };
 
 enum mlxg_reduce_op {

@@ -147,6 +147,10 @@ func parseConfig(arch *nn.Arch, data []byte) (any, error) {
 	return a.Config(text)
 }
 
+// allDefaults are the architectures whose ModelArgs in mlx-lm give every
+// size a default, so that a config may leave hidden_size out.
+var allDefaults = map[string]bool{"phi": true, "cohere": true, "cohere2": true}
+
 // TestConfigFaults breaks a published config of every architecture in the
 // ways every one must refuse, and loads it through the registry: the
 // message names config.json and the key.
@@ -160,6 +164,12 @@ func TestConfigFaults(t *testing.T) {
 			// (mixtral, deepseek): a config without it is then no fault.
 			_, noHidden := parseConfig(&arch, with(base, map[string]any{"hidden_size": nil}))
 			hiddenDefault := noHidden == nil
+			// Eight heads that three KV heads do not divide; where the config
+			// reads head_dim, a width that still fits eight heads of it.
+			badKV := map[string]any{"num_attention_heads": 8, "num_key_value_heads": 3}
+			if hd, ok := base["head_dim"].(float64); ok {
+				badKV["hidden_size"] = 8 * hd
+			}
 			for _, c := range []struct {
 				name string
 				data []byte
@@ -176,12 +186,22 @@ func TestConfigFaults(t *testing.T) {
 				{"absurd layer count", with(base, map[string]any{layers: 1e12}), layers + ": 1000000000000 layers are more than archgen builds (at most 4096)"},
 				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
 				{"zero MLP width", with(base, map[string]any{"intermediate_size": 0}), "intermediate_size: must be at least 1, got 0"},
-				{"kv heads not dividing heads", with(base, map[string]any{"num_attention_heads": 8, "num_key_value_heads": 3}),
+				{"kv heads not dividing heads", with(base, badKV),
 					"num_key_value_heads: must divide num_attention_heads"},
 				{"zero kv heads", with(base, map[string]any{"num_key_value_heads": 0}), "num_key_value_heads: must be at least 1, got 0"},
 				{"two problems", with(base, map[string]any{"hidden_size": nil, "vocab_size": true}),
 					"hidden_size: missing (required)\nvocab_size: want an integer, got true"},
 			} {
+				if allDefaults[arch.Name] && strings.Contains(c.want, "hidden_size: missing") {
+					// Nothing is required: a missing hidden_size is mlx-lm's default.
+					// The same problems with hidden_size present and wrong instead.
+					c.data = with(base, map[string]any{"hidden_size": "x", "vocab_size": true})
+					c.want = "hidden_size: want an integer, got \"x\"\nvocab_size: want an integer, got true"
+					if c.name == "required key missing" {
+						c.data = with(base, map[string]any{"hidden_size": "x"})
+						c.want = "hidden_size: want an integer, got \"x\""
+					}
+				}
 				t.Run(c.name, func(t *testing.T) {
 					if hiddenDefault && strings.Contains(c.want, "hidden_size: missing") {
 						t.Skipf("%s's hidden_size has a default, as in mlx-lm", arch.Name)

@@ -10,8 +10,12 @@ type RMSNorm struct {
 	Eps    float32
 }
 
-// Apply normalizes x [..., dims].
+// Apply normalizes x [..., dims]. A nil RMSNorm leaves x as it is (q and
+// k norms a config turns off).
 func (n *RMSNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	if n == nil {
+		return x
+	}
 	return g.RMSNorm(x, n.Weight, n.Eps)
 }
 
@@ -22,8 +26,11 @@ type LayerNorm struct {
 	Eps          float32
 }
 
-// Apply normalizes x [..., dims].
+// Apply normalizes x [..., dims]. A nil LayerNorm leaves x as it is.
 func (n *LayerNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	if n == nil {
+		return x
+	}
 	return g.LayerNorm(x, n.Weight, n.Bias, n.Eps)
 }
 

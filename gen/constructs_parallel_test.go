@@ -1,0 +1,73 @@
+package gen
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParallelConstructErrors: the constructs of the parallel block and
+// what came with it (descriptors/README.md), each used wrongly, with its
+// exact message naming the file, the line and the key.
+func TestParallelConstructErrors(t *testing.T) {
+	with := func(s string) string { return strings.Replace(base, "  mlp:", s+"  mlp:", 1) }
+	for _, c := range []struct {
+		name, yaml, want string
+	}{
+		{"parallel block naming a second norm", with("  block: parallel\n") + "weights:\n  names: {mlp_in_norm: post_attention_layernorm}\n",
+			`descriptors/a.yaml:21: weights.names.mlp_in_norm: a parallel block has no such norm`},
+		{"bias on a tied head", with("  head:\n    tied: true\n    bias: true\n"),
+			`descriptors/a.yaml:17: structure.head.bias: a tied head is the embedding table, which has no bias`},
+		{"head bias not a bool", with("  head:\n    bias: rms_norm_eps\n"),
+			`descriptors/a.yaml:16: structure.head.bias: "rms_norm_eps" is float, want bool`},
+		{"norm bias on an rms norm", with("  norm:\n    bias: false\n"),
+			`descriptors/a.yaml:16: structure.norm.bias: a rms norm has no bias to leave out (only layer_norm has)`},
+		{"head scale not a number", with("  head:\n    scale: \"true\"\n"),
+			`descriptors/a.yaml:16: structure.head.scale: "true" is bool, want float`},
+		{"qk_norm_when without q and k norms", with("  attention:\n    qk_norm_when: \"true\"\n"),
+			`descriptors/a.yaml:16: structure.attention.qk_norm_when: there are no q and k norms (qk_norm is none)`},
+		{"qk_norm_when not a bool", with("  attention:\n    qk_norm: per_head\n    qk_norm_when: head_dim\n"),
+			`descriptors/a.yaml:17: structure.attention.qk_norm_when: "head_dim" is int, want bool`},
+		{"each_head on an rms norm", with("  attention:\n    qk_norm: each_head\n"),
+			`descriptors/a.yaml:16: structure.attention.qk_norm: each_head norms are LayerNorms; the norm kind is rms`},
+		{"float32_if_float16 beside float32", with("  attention:\n    float32: true\n    float32_if_float16: true\n"),
+			`descriptors/a.yaml:17: structure.attention.float32_if_float16: float32 already casts every dtype; set one of the two`},
+		{"float32_if_float16 with softcap", with("  attention:\n    softcap: \"50.0\"\n    float32_if_float16: true\n"),
+			`descriptors/a.yaml:17: structure.attention.float32_if_float16: soft-capped attention is written out in the model's dtype; float32 does not apply`},
+		{"float32_if_float16 not a bool", with("  attention:\n    float32_if_float16: half\n"),
+			`descriptors/a.yaml:16: structure.attention.float32_if_float16: want true or false, got "half"`},
+		{"query_scale without positions", with("  attention:\n    query_scale: {beta: \"0.1\"}\n"),
+			`descriptors/a.yaml:16: structure.attention.query_scale: beta and positions go together`},
+		{"query_scale positions not an integer", with("  attention:\n    query_scale: {beta: \"0.1\", positions: rms_norm_eps}\n"),
+			`descriptors/a.yaml:16: structure.attention.query_scale.positions: "rms_norm_eps" is float, want int`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
+			if err == nil || err.Error() != c.want {
+				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+	// Each construct used rightly resolves and generates.
+	for _, ok := range []string{
+		"  block: parallel\n",
+		"  head:\n    bias: true\n    scale: \"0.5\"\n",
+		"  norm:\n    kind: layer_norm\n    bias: \"false\"\n",
+		"  mlp:\n    kind: gelu_tanh\n",
+		"  attention:\n    float32_if_float16: true\n",
+		"  attention:\n    query_scale: {beta: \"0.1\", positions: head_dim}\n",
+		"  norm: {kind: layer_norm}\n  attention:\n    qk_norm: each_head\n    qk_norm_when: \"head_dim > 4\"\n",
+	} {
+		y := with(ok)
+		if strings.Contains(ok, "  mlp:") {
+			y = strings.Replace(base, "  mlp:\n    kind: swiglu\n", ok, 1)
+		}
+		set, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(y)})
+		if err != nil {
+			t.Errorf("%q: %v", ok, err)
+			continue
+		}
+		if _, err := Generate(set); err != nil {
+			t.Errorf("%q: generates: %v", ok, err)
+		}
+	}
+}

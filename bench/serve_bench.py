@@ -25,6 +25,7 @@ ends. Writes results.json and tables.md under --out and prints the table.
 """
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -133,11 +134,21 @@ def one_round(server, prompts, max_tokens):
                 "stream": False}
         start.wait()
         t0 = time.perf_counter()
-        try:
-            r = post(server.base + "/completions", body)
-            results[i] = (time.perf_counter() - t0, r["usage"]["completion_tokens"], r["choices"][0]["text"])
-        except Exception as e:  # reported, and the round fails
-            results[i] = e
+        for attempt in range(10):
+            try:
+                r = post(server.base + "/completions", body)
+                results[i] = (time.perf_counter() - t0, r["usage"]["completion_tokens"], r["choices"][0]["text"])
+                return
+            except (ConnectionResetError, ConnectionRefusedError, http.client.RemoteDisconnected) as e:
+                # A server whose listen backlog is short (mlx_lm.server's
+                # is socketserver's 5) resets connections past it: the
+                # client tries again, as openai's does, and the wait counts
+                # in the request's latency.
+                results[i] = e
+                time.sleep(0.2 * (attempt + 1))
+            except Exception as e:  # reported, and the round fails
+                results[i] = e
+                return
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(prompts))]
     for t in threads:

@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama
+.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve
 
 all: test
 
@@ -113,6 +113,7 @@ parity: setup-py parity-models
 # minutes on 2 cores) into .deps/llama, for the benchmarks only.
 bench-llama:
 	@bash bench/setup-llama.sh
+	@bash bench/setup-llama-server.sh
 
 # The benchmarks: archgen's generated forward passes beside mlx-lm's on the
 # same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
@@ -121,7 +122,14 @@ bench-llama:
 # half an hour. Then the Go benchmarks (bench-go).
 bench: setup-py models bench-llama
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
+	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-go
+
+# The servers side by side (bench/serve_bench.py): archrun serve,
+# mlx_lm.server and llama.cpp's server (llama-cpp-python's server extra) on
+# SmolLM2-135M 4-bit at 1, 4 and 16 concurrent streams; into out/bench/serve.
+bench-serve: setup-py models bench-llama
+	$(PY) bench/serve_bench.py
 
 # Go's own benchmarks: one decode step and one 128-token prefill of the tiny
 # llama, a KV cache write, generating every descriptor; into out/bench/go.txt.

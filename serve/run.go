@@ -32,6 +32,7 @@ func endpoint[T any](s *Server, parse func(*T) (*job, *apiError)) http.HandlerFu
 
 // tokenLogprob is one token's entry in a response's logprobs.
 type tokenLogprob struct {
+	id      int32
 	token   string
 	logprob float64
 	top     []batch.TokenLogprob
@@ -109,7 +110,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		ready, hit := stops.Push(detok.Step(ev.Token))
 		var lp *tokenLogprob
 		if j.req.Logprobs {
-			lp = &tokenLogprob{token: s.m.Tokenizer.Decode([]int32{ev.Token}, false), logprob: finite(ev.Logprob), top: ev.TopLogprobs}
+			lp = &tokenLogprob{id: ev.Token, token: s.m.Tokenizer.Decode([]int32{ev.Token}, false), logprob: finite(ev.Logprob), top: ev.TopLogprobs}
 		}
 		o.add(ready, lp)
 		if hit {
@@ -241,8 +242,11 @@ func (o *output) whole(reason string, usage map[string]any) map[string]any {
 	return c
 }
 
-func (o *output) entry(t string, lp float64) map[string]any {
-	b := []byte(t)
+// entry is one token's logprobs entry: its text, and its bytes as the
+// token holds them (part of a character where the token is, which the text
+// shows as U+FFFD).
+func (o *output) entry(id int32, t string, lp float64) map[string]any {
+	b := o.s.m.Tokenizer.TokenBytes(id)
 	ints := make([]int, len(b))
 	for i, c := range b {
 		ints[i] = int(c)
@@ -258,10 +262,10 @@ func (o *output) chatLogprobs(lps []tokenLogprob) any {
 	}
 	content := make([]any, 0, len(lps))
 	for _, lp := range lps {
-		e := o.entry(lp.token, lp.logprob)
+		e := o.entry(lp.id, lp.token, lp.logprob)
 		top := make([]any, 0, len(lp.top))
 		for _, t := range lp.top {
-			top = append(top, o.entry(o.s.m.Tokenizer.Decode([]int32{t.Token}, false), finite(t.Logprob)))
+			top = append(top, o.entry(t.Token, o.s.m.Tokenizer.Decode([]int32{t.Token}, false), finite(t.Logprob)))
 		}
 		e["top_logprobs"] = top
 		content = append(content, e)

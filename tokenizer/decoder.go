@@ -10,18 +10,25 @@ import (
 // decoder turns tokens back into text: tokenizer.json's "decoder". Each
 // step maps a list of token strings to another; Decode joins the last.
 //
-// incomplete is set by the steps that turn bytes into text when the bytes
-// of the last token end in an unfinished UTF-8 character, one more tokens
-// could complete; the stream decoder waits for them.
+// st.incomplete is set by the steps that turn bytes into text when the
+// bytes of the last token end in an unfinished UTF-8 character, one more
+// tokens could complete; the stream decoder waits for them. With st.raw
+// those steps keep the bytes as they are, valid UTF-8 or not, where text
+// would get U+FFFD.
 type decoder interface {
-	decode(toks []string, incomplete *bool) []string
+	decode(toks []string, st *decodeState) []string
+}
+
+type decodeState struct {
+	incomplete bool
+	raw        bool
 }
 
 type decSequence []decoder
 
-func (q decSequence) decode(toks []string, inc *bool) []string {
+func (q decSequence) decode(toks []string, st *decodeState) []string {
 	for _, d := range q {
-		toks = d.decode(toks, inc)
+		toks = d.decode(toks, st)
 	}
 	return toks
 }
@@ -31,7 +38,7 @@ func (q decSequence) decode(toks []string, inc *bool) []string {
 // for its own UTF-8 bytes.
 type byteLevelDec struct{}
 
-func (byteLevelDec) decode(toks []string, inc *bool) []string {
+func (byteLevelDec) decode(toks []string, st *decodeState) []string {
 	var buf []byte
 	for _, t := range toks {
 		start := len(buf)
@@ -48,8 +55,11 @@ func (byteLevelDec) decode(toks []string, inc *bool) []string {
 			buf = append(buf[:start], t...)
 		}
 	}
+	if st.raw {
+		return []string{string(buf)}
+	}
 	s, tail := lossyUTF8(buf)
-	*inc = tail
+	st.incomplete = tail
 	return []string{s}
 }
 
@@ -78,18 +88,18 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
-func (byteFallbackDec) decode(toks []string, inc *bool) []string {
+func (byteFallbackDec) decode(toks []string, st *decodeState) []string {
 	out := make([]string, 0, len(toks))
 	var run []byte
 	flush := func(last bool) {
 		if len(run) == 0 {
 			return
 		}
-		if utf8.Valid(run) {
+		if st.raw || utf8.Valid(run) {
 			out = append(out, string(run))
 		} else {
 			if last && incompleteTail(run) {
-				*inc = true
+				st.incomplete = true
 			}
 			for range run {
 				out = append(out, "\uFFFD")
@@ -97,7 +107,7 @@ func (byteFallbackDec) decode(toks []string, inc *bool) []string {
 		}
 		run = run[:0]
 	}
-	*inc = false
+	st.incomplete = false
 	for _, t := range toks {
 		if b, ok := byteToken(t); ok {
 			run = append(run, b)
@@ -112,7 +122,7 @@ func (byteFallbackDec) decode(toks []string, inc *bool) []string {
 
 type fuseDec struct{}
 
-func (fuseDec) decode(toks []string, _ *bool) []string {
+func (fuseDec) decode(toks []string, _ *decodeState) []string {
 	return []string{strings.Join(toks, "")}
 }
 
@@ -121,7 +131,7 @@ type replaceDec struct {
 	content string
 }
 
-func (r replaceDec) decode(toks []string, _ *bool) []string {
+func (r replaceDec) decode(toks []string, _ *decodeState) []string {
 	n := replace(r)
 	out := make([]string, len(toks))
 	for i, t := range toks {
@@ -137,19 +147,18 @@ type stripDec struct {
 	start, stop int
 }
 
-func (d stripDec) decode(toks []string, _ *bool) []string {
+func (d stripDec) decode(toks []string, _ *decodeState) []string {
+	// Byte-wise, so that bytes that are not valid UTF-8 (TokenBytes) stay.
+	c := string(d.content)
 	out := make([]string, len(toks))
 	for i, t := range toks {
-		rs := []rune(t)
-		a := 0
-		for a < d.start && a < len(rs) && rs[a] == d.content {
-			a++
+		for k := 0; k < d.start && strings.HasPrefix(t, c); k++ {
+			t = t[len(c):]
 		}
-		b := len(rs)
-		for k := 0; k < d.stop && b > a && rs[b-1] == d.content; k++ {
-			b--
+		for k := 0; k < d.stop && strings.HasSuffix(t, c); k++ {
+			t = t[:len(t)-len(c)]
 		}
-		out[i] = string(rs[a:b])
+		out[i] = t
 	}
 	return out
 }
@@ -161,18 +170,21 @@ type metaspaceDec struct {
 	scheme prependScheme
 }
 
-func (d metaspaceDec) decode(toks []string, _ *bool) []string {
+func (d metaspaceDec) decode(toks []string, _ *decodeState) []string {
 	out := make([]string, len(toks))
 	for i, t := range toks {
 		var b strings.Builder
-		for _, r := range t {
+		for j := 0; j < len(t); {
+			// Bytes that are not valid UTF-8 (TokenBytes) are kept as they are.
+			r, n := utf8.DecodeRuneInString(t[j:])
 			switch {
 			case r != d.repl:
-				b.WriteRune(r)
+				b.WriteString(t[j : j+n])
 			case i == 0 && d.scheme != prependNever:
 			default:
 				b.WriteByte(' ')
 			}
+			j += n
 		}
 		out[i] = b.String()
 	}

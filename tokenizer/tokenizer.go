@@ -270,6 +270,22 @@ func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) string {
 	return s
 }
 
+// TokenBytes returns the bytes token id stands for, as Decode of it alone
+// has them but without turning bytes that are not valid UTF-8 into U+FFFD:
+// a byte-level or byte-fallback token that holds part of a character gives
+// that part. (What an OpenAI-style response's logprobs call the token's
+// bytes.) An id no token has gives nil.
+func (t *Tokenizer) TokenBytes(id int32) []byte {
+	toks := t.tokenStrings([]int32{id}, false)
+	if len(toks) == 0 {
+		return nil
+	}
+	if t.dec == nil {
+		return []byte(toks[0])
+	}
+	return []byte(strings.Join(t.dec.decode(toks, &decodeState{raw: true}), ""))
+}
+
 // decode is Decode that also reports whether the text ends in a character
 // whose bytes are not all there yet.
 func (t *Tokenizer) decode(ids []int32, skipSpecial bool) (string, bool) {
@@ -277,14 +293,14 @@ func (t *Tokenizer) decode(ids []int32, skipSpecial bool) (string, bool) {
 	if t.dec == nil {
 		return strings.Join(toks, " "), false
 	}
-	inc := false
-	out := t.dec.decode(toks, &inc)
+	var st decodeState
+	out := t.dec.decode(toks, &st)
 	if len(out) == 1 {
-		return out[0], inc
+		return out[0], st.incomplete
 	}
 	var b bytes.Buffer
 	for _, s := range out {
 		b.WriteString(s)
 	}
-	return b.String(), inc
+	return b.String(), st.incomplete
 }

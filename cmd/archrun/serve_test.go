@@ -106,8 +106,9 @@ func (s *syncBuffer) String() string {
 
 // TestServeOpenAIClient runs the official openai Python client against
 // `archrun serve` on SmolLM2: chat and completions streamed and not,
-// sixteen concurrent clients each getting the text the library gives its
-// prompt alone (greedy), a client leaving mid-stream, and the bad requests
+// sixteen concurrent clients each getting exactly the tokens generate.Tokens
+// gives its prompt alone (greedy; compared through each token's bytes in
+// logprobs, which name one id each), a client leaving mid-stream, and the bad requests
 // with their status and error body; then openai-go does the chats again. Then SIGTERM lets a running stream
 // finish before the process exits.
 func TestServeOpenAIClient(t *testing.T) {
@@ -125,6 +126,38 @@ func TestServeOpenAIClient(t *testing.T) {
 		Text   string `json:"text"`
 		Tokens int    `json:"tokens"`
 		Finish string `json:"finish"`
+		// IDs are the greedy tokens of the prompt alone, and TokenBytes
+		// their bytes (what logprobs carry), for the chats.
+		IDs        []int32 `json:"ids,omitempty"`
+		TokenBytes [][]int `json:"token_bytes,omitempty"`
+	}
+	// Bytes stand for ids: in SmolLM2's byte-level vocabulary no two ids
+	// have the same bytes (checked here over the whole vocabulary), so
+	// equal bytes token by token are equal ids.
+	byBytes := map[string]int32{}
+	for id := int32(0); id < int32(m.Tokenizer.VocabSize()); id++ {
+		b := string(m.Tokenizer.TokenBytes(id))
+		prev, dup := byBytes[b]
+		require.False(t, dup, "ids %d and %d both have bytes %q", prev, id, b)
+		byBytes[b] = id
+	}
+	soloIDs := func(prompt string) ([]int32, [][]int) {
+		ids, err := m.EncodeChat([]archgen.Message{{Role: "user", Content: prompt}}, nil)
+		require.NoError(t, err)
+		var out []int32
+		_, err = generate.Tokens(context.Background(), m.Net, ids,
+			generate.Options{MaxTokens: maxTokens, StopTokens: m.StopTokens},
+			func(id int32) error { out = append(out, id); return nil })
+		require.NoError(t, err)
+		var bs [][]int
+		for _, id := range out {
+			var b []int
+			for _, c := range m.Tokenizer.TokenBytes(id) {
+				b = append(b, int(c))
+			}
+			bs = append(bs, b)
+		}
+		return out, bs
 	}
 	want := struct {
 		Model      string   `json:"model"`
@@ -133,22 +166,29 @@ func TestServeOpenAIClient(t *testing.T) {
 		Completion result   `json:"completion"`
 		Sampled    result   `json:"sampled"`
 	}{Model: "smollm2", MaxTokens: maxTokens}
+	distinct := map[string]bool{}
 	for _, p := range servePrompts {
 		res, err := m.Chat(context.Background(), []archgen.Message{{Role: "user", Content: p}}, archgen.Options{MaxTokens: maxTokens}, nil)
 		require.NoError(t, err)
-		want.Chats = append(want.Chats, result{p, res.Text, res.Tokens, string(res.Finish)})
+		ids, bs := soloIDs(p)
+		// The ids are the library's chat: as many, spelling its text.
+		require.Len(t, ids, res.Tokens, "%q", p)
+		require.Equal(t, res.Text, m.Tokenizer.Decode(ids, true), "%q", p)
+		distinct[fmt.Sprint(ids)] = true
+		want.Chats = append(want.Chats, result{p, res.Text, res.Tokens, string(res.Finish), ids, bs})
 	}
+	require.Len(t, distinct, len(servePrompts), "the prompts' greedy tokens are not all different")
 	const prompt = "The three primary colors are"
 	res, err := m.Generate(context.Background(), prompt, archgen.Options{MaxTokens: maxTokens}, nil)
 	require.NoError(t, err)
-	want.Completion = result{prompt, res.Text, res.Tokens, string(res.Finish)}
+	want.Completion = result{Prompt: prompt, Text: res.Text, Tokens: res.Tokens, Finish: string(res.Finish)}
 	// Seeded sampling with every filter: the request's fields as the
 	// python script sends them.
 	sampling := generate.Sampling{Temp: 0.8, TopP: 0.9, TopK: 40, MinP: 0.05, RepetitionPenalty: 1.1, Seed: 7}
 	res, err = m.Chat(context.Background(), []archgen.Message{{Role: "user", Content: servePrompts[2]}},
 		archgen.Options{Sampling: sampling, MaxTokens: maxTokens}, nil)
 	require.NoError(t, err)
-	want.Sampled = result{servePrompts[2], res.Text, res.Tokens, string(res.Finish)}
+	want.Sampled = result{Prompt: servePrompts[2], Text: res.Text, Tokens: res.Tokens, Finish: string(res.Finish)}
 	m.Free()
 	data, err := json.Marshal(want)
 	require.NoError(t, err)

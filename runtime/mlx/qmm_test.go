@@ -12,8 +12,8 @@ import (
 // float32 inputs with float32, float16 and bfloat16 scales (a GGUF
 // checkpoint's are float16) and half-precision inputs with float32 scales,
 // all of which mlx computes in float32; row counts that do and
-// do not fill its blocks (1, 2 and 3 take the direct path, 5 and 130 the
-// dequantized tiles), output widths that are not a multiple of 4, and an
+// do not fill its blocks (1 to 8 take the packed values directly, 16 and 130
+// the dequantized tiles), output widths that are not a multiple of 4, and an
 // input that is a strided view.
 func TestNativeQuantizedMatmul(t *testing.T) {
 	if !NativeQuantizedMatmul() {
@@ -23,7 +23,7 @@ func TestNativeQuantizedMatmul(t *testing.T) {
 		for _, group := range []int{32, 64, 128} {
 			for _, dt := range [][2]Dtype{{Float32, Float32}, {Float32, Float16}, {Float32, BFloat16},
 				{Float16, Float32}, {BFloat16, Float32}} {
-				for _, m := range []int{1, 2, 3, 5, 130} {
+				for _, m := range []int{1, 2, 3, 5, 16, 130} {
 					name := fmt.Sprintf("b%d_g%d_x%s_s%s_m%d", bits, group, dt[0], dt[1], m)
 					t.Run(name, func(t *testing.T) { checkQMM(t, bits, group, dt[0], dt[1], m, 70, 256, false) })
 				}
@@ -161,7 +161,7 @@ func checkLinear(t *testing.T, dt Dtype) {
 // for a whole run).
 func BenchmarkQuantizedMatmul(b *testing.B) {
 	const n, k, chain = 1536, 576, 8
-	for _, m := range []int{1, 512} {
+	for _, m := range []int{1, 4, 8, 12, 16, 32, 512} {
 		b.Run(fmt.Sprintf("rows=%d", m), func(b *testing.B) {
 			g := NewGraph(nil)
 			defer g.Close()

@@ -106,18 +106,25 @@ for chunk in client.completions.create(model=model, prompt=comp["prompt"], max_t
 check(text == comp["text"] and finish == comp["finish"], f"streamed completion: {text!r}, finish {finish}")
 check(usage is not None and usage.completion_tokens == comp["tokens"], f"streamed completion usage {usage}")
 
-# concurrent clients, each with its own prompt, get their solo greedy text
+# concurrent clients, each with its own prompt, get exactly their solo
+# greedy tokens: each token's bytes (logprobs), which name one id each in
+# this vocabulary, as the expected file lists them, and the same text
 results = {}
+start = threading.Barrier(len(want["chats"]))
 
 
 def worker(i, case):
     try:
-        r = chat(case["prompt"])
-        results[i] = (r.choices[0].message.content, r.usage.completion_tokens, r.choices[0].finish_reason)
+        start.wait()
+        r = chat(case["prompt"], logprobs=True)
+        c = r.choices[0]
+        results[i] = (c.message.content, [e.bytes for e in c.logprobs.content], r.usage.completion_tokens,
+                      c.finish_reason)
     except Exception as e:  # reported below as a mismatch
         results[i] = repr(e)
 
 
+max_before = health()["max_active"]
 threads = [threading.Thread(target=worker, args=(i, c)) for i, c in enumerate(want["chats"])]
 for t in threads:
     t.start()
@@ -125,10 +132,20 @@ for t in threads:
     t.join()
 for i, case in enumerate(want["chats"]):
     got = results.get(i)
-    check(got == (case["text"], case["tokens"], case["finish"]),
-          f"concurrent client {i}: {got!r} == {(case['text'], case['tokens'], case['finish'])!r}")
+    expect = (case["text"], case["token_bytes"], case["tokens"], case["finish"])
+    if got == expect:
+        check(True, f"concurrent client {i}: its {case['tokens']} solo greedy tokens {case['ids'][:6]}...")
+        continue
+    if isinstance(got, tuple):
+        n = next((k for k, (a, b) in enumerate(zip(got[1], case["token_bytes"])) if a != b),
+                 min(len(got[1]), len(case["token_bytes"])))
+        check(False, f"concurrent client {i}: tokens differ from token {n} (solo id {case['ids'][n:n + 1]}): "
+                     f"{got!r} != {expect!r}")
+    else:
+        check(False, f"concurrent client {i}: {got!r}")
 h = health()
-check(h["max_active"] >= 2, f"the concurrent requests decoded together (max_active {h['max_active']})")
+check(max_before == 1 and h["max_active"] >= 2,
+      f"the concurrent requests decoded together (max_active {max_before} before, {h['max_active']} after)")
 
 # a client that disconnects mid-stream: its request leaves the batch
 before = health()["requests"]
@@ -221,6 +238,20 @@ def raw(body, status, param, code, what, path="/chat/completions"):
 raw(b'{"messages": [', 400, None, "invalid_json", "malformed JSON")
 raw(b'[1, 2]', 400, None, "invalid_type", "a body that is not an object")
 raw(b'{"prompt": "x"}', 404, None, "not_found", "an unknown path", path="/engines")
+m = json.dumps(model)
+raw(f'{{"model": {m}, "messages": [{{"role": "user", "content": "hi"}}], "stop": 5}}'.encode(), 400, "stop", "invalid_type",
+    "stop a number")
+raw(f'{{"model": {m}, "messages": ["hi"]}}'.encode(), 400, "messages[0]", "invalid_type", "a message that is not an object")
+raw(f'{{"model": {m}, "messages": [{{"role": "", "content": "hi"}}]}}'.encode(), 400, "messages[0].role", "invalid_value",
+    "an empty role")
+raw(f'{{"model": {m}, "messages": [{{"role": "user", "content": [{{"type": "image_url", "image_url": {{"url": "x"}}}}]}}]}}'.encode(),
+    422, "messages[0].content[0]", "unsupported_value", "a content part that is not text")
+raw(f'{{"model": {m}, "max_tokens": 4}}'.encode(), 400, "prompt", "missing_prompt", "no prompt", path="/completions")
+raw(f'{{"model": {m}, "prompt": {{"a": 1}}}}'.encode(), 400, "prompt", "invalid_type", "a prompt that is an object",
+    path="/completions")
+raw(f'{{"model": {m}, "prompt": [1, 99999999]}}'.encode(), 400, "prompt", "invalid_value", "a token id past the vocabulary",
+    path="/completions")
+raw(f'{{"model": {m}, "prompt": ""}}'.encode(), 400, "prompt", "empty_prompt", "an empty prompt", path="/completions")
 check(health()["status"] == "ok", "the server still answers after every bad request")
 
 if failures:

@@ -17,13 +17,13 @@ then says so with the loader's message, and the next group size that
 divides them (3 for SmolLM2-135M's 9 heads and 3 KV heads) runs instead.
 
 Each row gives prefill and decode tokens/s (medians; rank 0's clock in a
-group, which every rank's steps wait on), each process's peak resident set
-(getrusage) and MLX allocator peak, the weights each holds, the load
-average when the row started and ended; a group's rows also give the
-all_sum traffic of a step: the ops and bytes of their inputs in the
-prefill (the prompt's tokens but its last, in one forward call) and per decode step (one token).
-The tables are printed and written to OUT/tables.md, every figure to
-OUT/results.json.
+group, which every rank's steps wait on), and for each process its peak
+resident set (getrusage), MLX allocator peak, weights, and CPU time in
+user and system mode; and the load average when the row started and
+ended. A group's rows also give the all_sum traffic: the ops and the bytes
+of their inputs in the prefill (the prompt's tokens but its last, in one
+forward call) and per decode step (one token). The tables are printed and
+written to OUT/tables.md, every figure to OUT/results.json.
 """
 
 import argparse
@@ -118,6 +118,7 @@ def summarize(ranks):
         "peak_rss": [r["peak_rss"] for r in ranks],
         "peak_mlx": [max(x["peak_memory"] for x in r["runs"]["decode"]) for r in ranks],
         "weights": [r["weight_bytes"] for r in ranks],
+        "cpu": [(r.get("user_s"), r.get("sys_s")) for r in ranks],
         "tokens": ranks[0]["outputs"]["decode"],
     }
     if len(ranks) > 1:
@@ -134,16 +135,16 @@ def mib(v):
 def tables(rows, gen):
     out = [f"Throughput and memory (prefill: the {PROMPT_TOKENS}-token prompt over the time to the first token; decode: "
            f"the {gen - 1} tokens after the first over their time; ratios against 1 process x 2 threads; memory in "
-           "MiB, one figure per process; load: the 1-minute load average at the row's start and end):", "",
+           "MiB, one figure per process; CPU: each process's user and system seconds from its start to its end, load and warm-up included; load: the 1-minute load average at the row's start and end):", "",
            "| model | dtype | processes x threads | runs | prefill tok/s | ratio | decode tok/s | ratio | "
-           "peak resident set | MLX peak | weights | same tokens | load |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "peak resident set | MLX peak | weights | CPU s, user + system | same tokens | load |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     base = {}
     for r in rows:
         key = (r["name"], f"{r['processes']} x {r['threads']}")
         if r.get("refused"):
             out.append(f"| {r['family']} | {r['level']} | {key[1]} | — | refused: `{r['refused']}` "
-                       f"| | | | | | | | {r['load'][0]} |")
+                       f"| | | | | | | | | {r['load'][0]} |")
             continue
         s = r["summary"]
         if (r["processes"], r["threads"]) == (1, 2):
@@ -154,10 +155,11 @@ def tables(rows, gen):
             same = "yes" if s["tokens"] == b["tokens"] else next(
                 f"first {i}" for i, (p, q) in enumerate(zip(s["tokens"] + [None], b["tokens"] + [None])) if p != q)
         per = lambda vs: " / ".join(mib(v) for v in vs)
+        cpu = " / ".join(f"{u:.0f} + {y:.0f}" if u is not None else "—" for u, y in s["cpu"])
         out.append(f"| {r['family']} | {r['level']} | {key[1]} | {s['runs']} | {bench.fmt(s['prefill'])} | "
                    f"{bench.ratio(s['prefill'], b.get('prefill'))} | {bench.fmt(s['decode'])} | "
                    f"{bench.ratio(s['decode'], b.get('decode'))} | {per(s['peak_rss'])} | {per(s['peak_mlx'])} | "
-                   f"{per(s['weights'])} | {same} | {r['load'][0]} → {r['load'][1]} |")
+                   f"{per(s['weights'])} | {cpu} | {same} | {r['load'][0]} → {r['load'][1]} |")
     out += ["", "all_sum traffic of a group, per rank (the bytes of the ops' inputs, as mlx.Group.AllSumStats "
             "counts them when the graph is built; a ring all-reduce sends about 2(N-1)/N of them per rank):", "",
             "| model | dtype | processes | prefill: ops | bytes | per prompt token | decode: ops per step | "

@@ -88,8 +88,11 @@ type Result struct {
 	// The group this process ran in (rank 0 of 1 alone).
 	Rank int `json:"rank"`
 	Size int `json:"size"`
-	// The process's peak resident set (getrusage), in bytes, at the end.
-	PeakRSS int64 `json:"peak_rss"`
+	// The process's peak resident set (getrusage), in bytes, and the CPU
+	// time it took in user and system mode, all at the end.
+	PeakRSS int64   `json:"peak_rss"`
+	UserS   float64 `json:"user_s"`
+	SysS    float64 `json:"sys_s"`
 }
 
 func main() {
@@ -236,6 +239,8 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		res.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		res.UserS = time.Duration(ru.Utime.Nano()).Seconds()
+		res.SysS = time.Duration(ru.Stime.Nano()).Seconds()
 	}
 	enc := json.NewEncoder(os.Stdout)
 	return enc.Encode(res)

@@ -210,7 +210,7 @@ func TestLaunchErrors(t *testing.T) {
 		// divide; its config is the GGUF's metadata, named by the file
 		{args: []string{"launch", "-n", "2", "--", "greedy", "-gguf", smolLM2, "-tokens", "1,2"},
 			want: []string{smolLM2 + ": cannot shard over 2 processes: num_attention_heads = 9, num_key_value_heads = 3: the group size must divide each (into at least one per process)\n"},
-			not: "config.json"},
+			not:  "config.json"},
 		{args: []string{"launch", "-n", "3", "--", "greedy", "-model", dir, "-tokens", "1,2", "-shard-plan", mlpPlan},
 			want: []string{"cannot shard over 3 processes: intermediate_size = 128: the group size must divide each"}, not: "num_attention_heads"},
 		{args: []string{"launch", "-n", "2", "--", "list"}, want: []string{"launch needs a command after its flags"}},

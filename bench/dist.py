@@ -181,13 +181,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="out/bench/dist")
     ap.add_argument("--models", default="out/bench/models", help="where the checkpoints are made (shared with bench.py)")
-    ap.add_argument("--only", default="", help="run only the checkpoints whose name contains this")
+    ap.add_argument("--only", default="", help="run only the checkpoints whose name contains this, "
+                    "or another of bench.py's checkpoints named whole (smollm2-135m-float32)")
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS") or DEFAULT_RUNS))
     ap.add_argument("--gen", type=int, default=DEFAULT_GEN, help="tokens generated after the prompt")
     args = ap.parse_args()
     out, models = ROOT / args.out, ROOT / args.models
     out.mkdir(parents=True, exist_ok=True)
-    names = [n for n in CHECKPOINTS if args.only in n]
+    # --only also takes any checkpoint bench.py makes, by its whole name
+    names = [args.only] if args.only in bench.MODELS and args.only not in CHECKPOINTS else \
+        [n for n in CHECKPOINTS if args.only in n]
     started = time.time()
     info = bench.machine()
     bench.prepare(models, names)

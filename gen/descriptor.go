@@ -78,6 +78,7 @@ type Structure struct {
 	Attention     AttnDesc     `yaml:"attention"`
 	Rope          RopeDesc     `yaml:"rope"`
 	MLP           MLPDesc      `yaml:"mlp"`
+	MoE           MoEDesc      `yaml:"moe"`
 	Head          HeadDesc     `yaml:"head"`
 }
 
@@ -140,6 +141,8 @@ type HeadDesc struct {
 type WeightsDesc struct {
 	Names Names          `yaml:"names"`
 	Drop  List[DropRule] `yaml:"drop"`
+	// Experts names the sparse block's parts (mlp_moe.go).
+	Experts ExpertNames `yaml:"experts"`
 }
 
 // Names are the checkpoint's names of the modules, by role.

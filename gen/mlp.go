@@ -46,6 +46,7 @@ type MLP struct {
 	Field  *field // the Layer's MLP
 	Name   string // its checkpoint name
 	Projs  []Proj
+	Sparse *MoE // nil: no experts (mlp_moe.go)
 
 	kind mlpKind
 }
@@ -63,6 +64,9 @@ func (p *MLP) fields(t goType) []jen.Code {
 		return []jen.Code{p.Field.decl()}
 	case tMLP:
 		var out []jen.Code
+		if p.Sparse != nil {
+			return p.sparseFields()
+		}
 		for _, x := range p.Projs {
 			out = append(out, x.Field.decl())
 		}
@@ -74,6 +78,9 @@ func (p *MLP) fields(t goType) []jen.Code {
 func (p *MLP) build(s stage) []jen.Code {
 	if s != sLayer {
 		return nil
+	}
+	if p.Sparse != nil {
+		return p.sparseBuild()
 	}
 	var out []jen.Code
 	for _, x := range p.Projs {
@@ -89,6 +96,10 @@ func (p *MLP) forward(x jen.Code) *jen.Statement {
 
 // emitForward writes MLP.forward.
 func (p *MLP) emitForward(f *jen.File) {
+	if p.Sparse != nil {
+		p.emitSparseForward(f)
+		return
+	}
 	proj := func(i int, x jen.Code) *jen.Statement { return apply(p.Projs[i].Field.of(rMLP), x) }
 	f.Comment(comment("forward is " + p.kind.doc() + "."))
 	f.Func().Params(jen.Id(rMLP).Op("*").Id("MLP")).Id("forward").Params(graphParam(), jen.Id("x").Add(arrayType())).Add(arrayType()).Block(p.kind.body(proj)...)
@@ -116,6 +127,10 @@ type mlpSharder interface {
 // projections into it are all-to-sharded, the one out of it sharded-to-all.
 func (p *MLP) shard(plan *ShardPlan, a *Arch) {
 	s, ok := p.kind.(mlpSharder)
+	if p.Sparse != nil {
+		p.Sparse.shard(plan, a)
+		return
+	}
 	if !ok {
 		plan.refuse("its %s MLP has no tensor-parallel roles", p.Kind)
 		return

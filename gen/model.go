@@ -569,6 +569,9 @@ func (b *builder) structure() error {
 	if err != nil {
 		return err
 	}
+	if a.MLP.Sparse, err = b.buildMoE(sc); err != nil {
+		return err
+	}
 	if err := b.names(); err != nil {
 		return err
 	}

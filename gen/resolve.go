@@ -330,4 +330,5 @@ func applyDefaults(d *Descriptor) {
 			setDefault(slotName(n, Slot(slot)), name, f)
 		}
 	}
+	moeDefaults(d)
 }

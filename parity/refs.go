@@ -112,6 +112,9 @@ type LevelRef struct {
 	PrefillStd    float64         `json:"prefill_std"`
 	DecodeTokens  []int32         `json:"decode_tokens"`
 	DecodeMargins []float64       `json:"decode_margins"`
+	// MLXLMRefuses is mlx-lm's error when it cannot run the level at all
+	// (libmlx's CPU gather_mm takes float32 only); there are no dumps.
+	MLXLMRefuses string `json:"mlx_lm_refuses"`
 }
 
 // Dumps is one level's <level>.safetensors: what mlx-lm computed, as

@@ -19,11 +19,15 @@ import (
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/mixtral"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/olmo2"
+	"github.com/archgen/archgen/generated/olmoe"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/qwen2"
+	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
+	"github.com/archgen/archgen/generated/qwen3_moe"
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
 	"github.com/archgen/archgen/generated/stablelm"
@@ -52,11 +56,15 @@ var catalog = nn.NewCatalog(
 		internlm3.Arch,
 		llama.Arch,
 		mimo.Arch,
+		mixtral.Arch,
 		nemotron.Arch,
 		olmo2.Arch,
+		olmoe.Arch,
 		phi3.Arch,
 		qwen2.Arch,
+		qwen2_moe.Arch,
 		qwen3.Arch,
+		qwen3_moe.Arch,
 		seed_oss.Arch,
 		smollm3.Arch,
 		stablelm.Arch,

@@ -1171,6 +1171,113 @@ def _nemotron_cases() -> List[Case]:
     ]
 
 
+def _moe_cases() -> List[Case]:
+    """The mixtures of experts: 8 experts, 2 per token, expert width 64;
+    dense and sparse layers mixed where the arch allows it."""
+
+    def qwen3_moe(**over):
+        cfg = _llama_like("qwen3_moe", "Qwen3MoeForCausalLM", num_hidden_layers=4)
+        cfg.update(
+            head_dim=32,
+            rope_theta=1000000.0,
+            tie_word_embeddings=False,
+            attention_bias=False,
+            num_experts=8,
+            num_experts_per_tok=2,
+            decoder_sparse_step=1,
+            mlp_only_layers=[1],
+            moe_intermediate_size=64,
+            norm_topk_prob=True,
+            router_aux_loss_coef=0.001,
+            output_router_logits=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    def mixtral(**over):
+        cfg = _llama_like("mixtral", "MixtralForCausalLM", intermediate_size=64)
+        cfg.update(
+            rope_theta=1000000.0,
+            tie_word_embeddings=False,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            sliding_window=None,
+            router_aux_loss_coef=0.02,
+            output_router_logits=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    def olmoe(**over):
+        cfg = _llama_like("olmoe", "OlmoeForCausalLM", intermediate_size=64)
+        cfg.update(
+            tie_word_embeddings=False,
+            num_experts=8,
+            num_experts_per_tok=2,
+            norm_topk_prob=False,
+            attention_bias=False,
+            mlp_bias=False,
+            clip_qkv=None,
+            router_aux_loss_coef=0.01,
+            output_router_logits=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "mixtral",
+            "base",
+            "every layer sparse, top-2 of 8 logits then softmax, GQA, untied",
+            mixtral(),
+        ),
+        Case(
+            "mixtral",
+            "top3_mha_trad",
+            "top-3 of 8, plain multi-head, interleaved rope, tied head",
+            mixtral(
+                num_experts_per_tok=3,
+                num_key_value_heads=4,
+                rope_traditional=True,
+                tie_word_embeddings=True,
+            ),
+        ),
+        Case(
+            "olmoe",
+            "base",
+            "q and k normed over their full width, top-2 of 8 not renormalised, GQA, untied",
+            olmoe(),
+        ),
+        Case(
+            "olmoe",
+            "bias_renorm_tied",
+            "expert and attention biases, top-2 renormalised, tied head",
+            olmoe(norm_topk_prob=True, mlp_bias=True, attention_bias=True, tie_word_embeddings=True),
+        ),
+        Case(
+            "qwen3_moe",
+            "base",
+            "layers 0, 2, 3 sparse (layer 1 in mlp_only_layers, dense), top-2 of 8 "
+            "renormalised, GQA, head_dim 32, untied",
+            qwen3_moe(),
+        ),
+        Case(
+            "qwen3_moe",
+            "step2_tied",
+            "decoder_sparse_step 2 (layers 1 and 3 sparse), top-3 of 8 not "
+            "renormalised, plain multi-head, tied head",
+            qwen3_moe(
+                decoder_sparse_step=2,
+                mlp_only_layers=[],
+                num_experts_per_tok=3,
+                norm_topk_prob=False,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -1195,6 +1302,7 @@ CASES: List[Case] = (
     + _hunyuan_v1_dense_cases()
     + _stablelm_cases()
     + _nemotron_cases()
+    + _moe_cases()
 )
 
 

@@ -174,11 +174,13 @@ const (
 	OpGreaterEqual
 	OpLogicalAnd
 	OpLogicalOr
+	OpFloorDivide
+	OpRemainder
 )
 
 var binaryNames = [...]string{"add", "subtract", "multiply", "divide", "maximum", "minimum",
 	"power", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-	"logical_and", "logical_or"}
+	"logical_and", "logical_or", "floor_divide", "remainder"}
 
 func (op BinaryOp) String() string {
 	if int(op) < len(binaryNames) && op >= 0 {
@@ -230,6 +232,13 @@ func (g *Graph) Greater(a, b *Array) *Array      { return g.Binary(OpGreater, a,
 func (g *Graph) GreaterEqual(a, b *Array) *Array { return g.Binary(OpGreaterEqual, a, b) }
 func (g *Graph) LogicalAnd(a, b *Array) *Array   { return g.Binary(OpLogicalAnd, a, b) }
 func (g *Graph) LogicalOr(a, b *Array) *Array    { return g.Binary(OpLogicalOr, a, b) }
+
+// FloorDivide is a // b: the floor of the quotient (an integer for integer
+// arrays, as Python's //).
+func (g *Graph) FloorDivide(a, b *Array) *Array { return g.Binary(OpFloorDivide, a, b) }
+
+// Remainder is a % b, with the sign of b as Python's %.
+func (g *Graph) Remainder(a, b *Array) *Array { return g.Binary(OpRemainder, a, b) }
 
 // AddScalar is a + v.
 func (g *Graph) AddScalar(a *Array, v float64) *Array { return g.BinaryScalar(OpAdd, a, v) }
@@ -692,52 +701,89 @@ func (g *Graph) Addmm(c, a, b *Array, alpha, beta float32) *Array {
 	return g.done("addmm", C.mlxg_addmm(g.res0(), c.c, a.c, b.c, C.float(alpha), C.float(beta), g.s.c, g.errp()))
 }
 
-// Quantized is an affine-quantized matrix as MLX stores it: packed uint32
-// weights, and per-group scales and biases.
+// Quantized is a quantized matrix as MLX stores it: packed uint32 weights
+// and per-group scales, with per-group biases in affine mode. Mode is MLX's
+// quantization mode ("affine", "mxfp4", "mxfp8", "nvfp4"); empty means
+// affine.
 type Quantized struct {
 	Weight, Scales, Biases *Array
 	GroupSize, Bits        int
+	Mode                   string
 }
 
 // Quantize quantizes w along its last axis (affine mode).
 func (g *Graph) Quantize(w *Array, groupSize, bits int) Quantized {
-	q := Quantized{Weight: g.bad, Scales: g.bad, Biases: g.bad, GroupSize: groupSize, Bits: bits}
+	return g.QuantizeMode(w, groupSize, bits, "affine")
+}
+
+// QuantizeMode quantizes w along its last axis in the given mode; Biases is
+// nil for the modes that have none (all but affine).
+func (g *Graph) QuantizeMode(w *Array, groupSize, bits int, mode string) Quantized {
+	q := Quantized{Weight: g.bad, Scales: g.bad, Biases: g.bad, GroupSize: groupSize, Bits: bits, Mode: mode}
 	if !g.ok("quantize", w) {
 		return q
 	}
-	mode := cAffine
-	if C.mlxg_quantize(&g.st.slot.res[0], w.c, C.int(groupSize), C.int(bits), mode, g.s.c, g.errp()) != 0 {
+	cm, free := cMode(mode)
+	defer free()
+	if C.mlxg_quantize(&g.st.slot.res[0], w.c, C.int(groupSize), C.int(bits), cm, g.s.c, g.errp()) != 0 {
 		g.failC("quantize")
 		return q
 	}
 	q.Weight = g.adopt(g.st.slot.res[0])
 	q.Scales = g.adopt(g.st.slot.res[1])
-	q.Biases = g.adopt(g.st.slot.res[2])
+	if g.st.slot.res[2].ctx != nil {
+		q.Biases = g.adopt(g.st.slot.res[2])
+	} else {
+		q.Biases = nil
+	}
 	return q
 }
 
 // cAffine is the mode string every affine call passes, made once.
 var cAffine = C.CString("affine")
 
+// cQuantModes holds MLX's quantization modes as C strings, made once.
+var cQuantModes = map[string]*C.char{"": cAffine, "affine": cAffine, "mxfp4": C.CString("mxfp4"),
+	"mxfp8": C.CString("mxfp8"), "nvfp4": C.CString("nvfp4")}
+
+// cMode is mode as a C string, and what frees it: one made for the call
+// when mode is not one of MLX's (MLX then names it in its error).
+func cMode(mode string) (*C.char, func()) {
+	if c, ok := cQuantModes[mode]; ok {
+		return c, func() {}
+	}
+	c := C.CString(mode)
+	return c, func() { C.free(unsafe.Pointer(c)) }
+}
+
+// okQuantized checks q's arrays: Biases may be nil where the mode has none.
+func (g *Graph) okQuantized(op string, q Quantized, args ...*Array) bool {
+	return g.ok(op, append(args, q.Weight, q.Scales)...) && g.okOpt(op, q.Biases)
+}
+
 // Dequantize unpacks q into dtype (the scales' dtype when dtype is not valid).
 func (g *Graph) Dequantize(q Quantized, dtype Dtype) *Array {
-	if !g.ok("dequantize", q.Weight, q.Scales, q.Biases) {
+	if !g.okQuantized("dequantize", q) {
 		return g.bad
 	}
 	dt := C.int(-1)
 	if dtype.Valid() {
 		dt = C.int(dtype)
 	}
-	return g.done("dequantize", C.mlxg_dequantize(g.res0(), q.Weight.c, q.Scales.c, q.Biases.c, C.int(q.GroupSize), C.int(q.Bits), cAffine, dt, g.s.c, g.errp()))
+	cm, free := cMode(q.Mode)
+	defer free()
+	return g.done("dequantize", C.mlxg_dequantize(g.res0(), q.Weight.c, q.Scales.c, opt(q.Biases), C.int(q.GroupSize), C.int(q.Bits), cm, dt, g.s.c, g.errp()))
 }
 
 // QuantizedMatmul is x @ dequantize(q).T when transpose (a Linear layer's
 // weight), x @ dequantize(q) otherwise, without unpacking q.
 func (g *Graph) QuantizedMatmul(x *Array, q Quantized, transpose bool) *Array {
-	if !g.ok("quantized_matmul", x, q.Weight, q.Scales, q.Biases) {
+	if !g.okQuantized("quantized_matmul", q, x) {
 		return g.bad
 	}
-	return g.done("quantized_matmul", C.mlxg_quantized_matmul(g.res0(), x.c, q.Weight.c, q.Scales.c, q.Biases.c, C.bool(transpose), C.int(q.GroupSize), C.int(q.Bits), cAffine, g.s.c, g.errp()))
+	cm, free := cMode(q.Mode)
+	defer free()
+	return g.done("quantized_matmul", C.mlxg_quantized_matmul(g.res0(), x.c, q.Weight.c, q.Scales.c, opt(q.Biases), C.bool(transpose), C.int(q.GroupSize), C.int(q.Bits), cm, g.s.c, g.errp()))
 }
 
 // ---- fast kernels ----

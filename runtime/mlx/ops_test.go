@@ -61,6 +61,14 @@ func opCases() []opCase {
 			build: func(g *Graph, x []*Array) *Array { return g.Matmul(x[0], x[1]) }},
 		{name: "addmm", in: []input{f32(3, 5), f32(3, 4), f32(4, 5)}, expr: "0.5 * a + 2.0 * (b @ c)", dtype: Float32, tol: t,
 			build: func(g *Graph, x []*Array) *Array { return g.Addmm(x[0], x[1], x[2], 2, 0.5) }},
+		// gather_mm as a mixture of experts calls it: tokens a [T, 1, 1, K],
+		// experts b [E, K, N], each token's experts c [T, k].
+		{name: "gather_mm_rhs", in: []input{f32(5, 1, 1, 8), f32(4, 8, 3), idx(4, 5, 2)},
+			expr: "np.stack([np.stack([a[t, 0] @ b[c[t, j]] for j in range(2)]) for t in range(5)])", dtype: Float32, tol: t,
+			build: func(g *Graph, x []*Array) *Array { return g.GatherMM(x[0], x[1], nil, x[2], false) }},
+		{name: "gather_mm_lhs_rhs", in: []input{f32(3, 2, 8), f32(4, 8, 3), idx(3, 6), idx(4, 6)},
+			expr: "np.stack([a[c[i]] @ b[d[i]] for i in range(6)])", dtype: Float32, tol: t,
+			build: func(g *Graph, x []*Array) *Array { return g.GatherMM(x[0], x[1], x[2], x[3], false) }},
 
 		// Elementwise, two arrays (broadcasting).
 		bin("add", "a + b", (*Graph).Add),
@@ -71,6 +79,12 @@ func opCases() []opCase {
 		bin("minimum", "np.minimum(a, b)", (*Graph).Minimum),
 		{name: "power", in: []input{pos(3, 4), f32(3, 4)}, expr: "a ** b", dtype: Float32, tol: 1e-4,
 			build: func(g *Graph, x []*Array) *Array { return g.Power(x[0], x[1]) }},
+		{name: "floor_divide", in: []input{idx(20, 3, 4), idx(5, 4)}, expr: "a // (b + 1)", dtype: Int32,
+			build: func(g *Graph, x []*Array) *Array { return g.FloorDivide(x[0], g.AddScalar(x[1], 1)) }},
+		{name: "floor_divide_float", in: []input{f32(3, 4), pos(4)}, expr: "np.floor(a / b)", dtype: Float32, tol: t,
+			build: func(g *Graph, x []*Array) *Array { return g.FloorDivide(x[0], x[1]) }},
+		{name: "remainder", in: []input{idx(20, 3, 4), idx(5, 4)}, expr: "a % (b + 1)", dtype: Int32,
+			build: func(g *Graph, x []*Array) *Array { return g.Remainder(x[0], g.AddScalar(x[1], 1)) }},
 		cmp("equal", "a == b", (*Graph).Equal),
 		cmp("not_equal", "a != b", (*Graph).NotEqual),
 		cmp("less", "a < b", (*Graph).Less),

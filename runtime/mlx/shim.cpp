@@ -205,6 +205,8 @@ mx::array binary(int op, const mx::array& a, const mx::array& b, mx::Stream s) {
     case MLXG_GREATER_EQUAL: return mx::greater_equal(a, b, s);
     case MLXG_LOGICAL_AND: return mx::logical_and(a, b, s);
     case MLXG_LOGICAL_OR: return mx::logical_or(a, b, s);
+    case MLXG_FLOOR_DIVIDE: return mx::floor_divide(a, b, s);
+    case MLXG_REMAINDER: return mx::remainder(a, b, s);
   }
   throw std::invalid_argument("unknown binary op " + std::to_string(op));
 }
@@ -691,6 +693,22 @@ int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_arra
       *res = wrap(mx::quantized_matmul(A(x), A(w), A(scales), opt(biases), transpose,
                                        group_size, bits, mode, st));
     }
+  })
+}
+
+int mlxg_gather_mm(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_array lhs, mlxg_array rhs,
+                   bool sorted, mlxg_stream s, char** err) {
+  MLXG_TRY(*res = wrap(mx::gather_mm(A(a), A(b), opt(lhs), opt(rhs), sorted, S(s))))
+}
+
+int mlxg_gather_qmm(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scales,
+                    mlxg_array biases, mlxg_array lhs, mlxg_array rhs, bool transpose,
+                    int group_size, int bits, const char* mode, bool sorted, mlxg_stream s,
+                    char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    *res = wrap(mx::gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs),
+                               transpose, group_size, bits, mode, std::nullopt, sorted, st));
   })
 }
 

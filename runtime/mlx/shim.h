@@ -100,6 +100,8 @@ enum mlxg_binary_op {
   MLXG_GREATER_EQUAL,
   MLXG_LOGICAL_AND,
   MLXG_LOGICAL_OR,
+  MLXG_FLOOR_DIVIDE,
+  MLXG_REMAINDER,
 };
 
 enum mlxg_reduce_op {
@@ -230,6 +232,17 @@ int mlxg_dequantize(mlxg_array* res, mlxg_array w, mlxg_array scales, mlxg_array
 int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scales,
                           mlxg_array biases, bool transpose, int group_size, int bits,
                           const char* mode, mlxg_stream s, char** err);
+// Matrix products with matrix-level gather: the batch entries of a (x) and
+// b (w) that each product takes are picked by lhs and rhs (ctx == NULL: in
+// order, broadcast as matmul's batch axes are). sorted: rhs (or lhs) is
+// sorted, as mlx's sorted_indices.
+int mlxg_gather_mm(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_array lhs, mlxg_array rhs,
+                   bool sorted, mlxg_stream s, char** err);
+// biases.ctx may be NULL (modes without biases).
+int mlxg_gather_qmm(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scales,
+                    mlxg_array biases, mlxg_array lhs, mlxg_array rhs, bool transpose,
+                    int group_size, int bits, const char* mode, bool sorted, mlxg_stream s,
+                    char** err);
 
 // Fast kernels. Optional arrays pass ctx == NULL.
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,

@@ -1,0 +1,329 @@
+package gen
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// The mixture of experts: a sparse feed-forward block. A router (a linear
+// to one logit per expert) picks k experts for each token and weighs
+// them; the experts are gated MLPs whose weights are stacked [E, out, in]
+// and run by gathered matmuls. Which layers are sparse is a per-layer
+// expression decided at load: the others run the dense MLP of
+// structure.mlp, so one model holds both. The routing itself (router
+// kinds, the sorted path) is runtime/nn's MoE, configured from here.
+
+// MoEDesc is structure.moe: absent (no experts) unless experts is set.
+type MoEDesc struct {
+	Experts F[Expr]       `yaml:"experts"` // E
+	TopK    F[Expr]       `yaml:"top_k"`   // k
+	Hidden  F[Expr]       `yaml:"hidden"`  // each expert's inner width
+	Sparse  F[Expr]       `yaml:"sparse"`  // per layer; default every layer
+	Router  F[RouterKind] `yaml:"router"`
+	Renorm  F[Expr]       `yaml:"renorm"`   // softmax_topk: the k weights renormalised
+	TopLast F[bool]       `yaml:"top_last"` // which of mlx-lm's two top-k spellings
+	Bias    F[Expr]       `yaml:"bias"`     // expert biases
+	// Shared is the shared expert's inner width (none: no shared
+	// expert); SharedGate puts a sigmoid gate (a linear to one) on it.
+	Shared     F[Expr] `yaml:"shared"`
+	SharedGate F[bool] `yaml:"shared_gate"`
+}
+
+// ExpertNames is weights.experts: the checkpoint's names of the sparse
+// block's parts under the MLP, and the Hugging Face per-expert layout
+// loading stacks.
+type ExpertNames struct {
+	Router     F[string] `yaml:"router"`     // the router's linear
+	Stacked    F[string] `yaml:"stacked"`    // the stacked experts (mlx-lm's layout)
+	PerExpert  F[string] `yaml:"per_expert"` // <per_expert>.<e>.<proj> in Hugging Face's
+	Gate       F[string] `yaml:"gate"`       // each expert's projections there
+	Up         F[string] `yaml:"up"`
+	Down       F[string] `yaml:"down"`
+	Shared     F[string] `yaml:"shared"`      // the shared expert (a SwiGLU)
+	SharedGate F[string] `yaml:"shared_gate"` // its gate
+}
+
+// RouterKind is how the router turns logits into k experts and weights.
+type RouterKind string
+
+// routerKinds are the router kinds and runtime/nn's constant for each.
+var routerKinds = []struct {
+	kind  RouterKind
+	nn    string
+	doc   string
+	needs []string
+}{
+	{"softmax_topk", "RouteSoftmaxTopK", "a softmax over the experts, then the k most probable (renormalised when renorm holds)", nil},
+	{"topk_softmax", "RouteTopKSoftmax", "the k largest logits, then a softmax over them", nil},
+}
+
+func (RouterKind) values() []string {
+	var out []string
+	for _, k := range routerKinds {
+		out = append(out, string(k.kind))
+	}
+	return out
+}
+
+// moeDefaults fills structure.moe and weights.experts where the
+// descriptor has experts.
+func moeDefaults(d *Descriptor) {
+	m, f := &d.Structure.MoE, d.file
+	if !m.Experts.IsSet() {
+		return
+	}
+	exprDefault(&m.Sparse, "true", f)
+	setDefault(&m.Router, RouterKind("softmax_topk"), f)
+	exprDefault(&m.Renorm, "false", f)
+	setDefault(&m.TopLast, false, f)
+	exprDefault(&m.Bias, "false", f)
+	n := &d.Weights.Experts
+	setDefault(&n.Router, "gate", f)
+	setDefault(&n.Stacked, "switch_mlp", f)
+	setDefault(&n.PerExpert, "experts", f)
+	names := &d.Weights.Names
+	setDefault(&n.Gate, names.Gate.V, f)
+	setDefault(&n.Up, names.Up.V, f)
+	setDefault(&n.Down, names.Down.V, f)
+	setDefault(&m.SharedGate, false, f)
+	setDefault(&n.Shared, "shared_expert", f)
+	setDefault(&n.SharedGate, "shared_expert_gate", f)
+}
+
+// MoE is the sparse block, resolved.
+type MoE struct {
+	Experts, TopK, Hidden *Value
+	Sparse                *Value // per layer
+	Router                RouterKind
+	Renorm                *Value
+	TopLast               bool
+	Bias                  *Value
+	Shared                *Value // nil: no shared expert
+	SharedGate            bool
+
+	sharedName, sharedGateName     string
+	sharedField, sharedGateField   *field
+	routerName, stacked, perExpert string
+	projs                          [3]string // the stacked experts' gate, up, down
+	hfProjs                        [3]string // the per-expert ones
+	routerField, expertsField      *field
+	run, moe                       *field
+	mlp                            *MLP
+}
+
+// buildMoE resolves structure.moe; nil when the descriptor has none.
+func (b *builder) buildMoE(sc *scope) (*MoE, error) {
+	s := &b.d.Structure.MoE
+	if !s.Experts.IsSet() {
+		return nil, nil
+	}
+	var err error
+	must := func(f F[Expr], path string, t Type) *Value {
+		if err != nil {
+			return nil
+		}
+		var v *Value
+		v, err = b.value(f, path, t, sc)
+		return v
+	}
+	m := &MoE{
+		Experts: must(s.Experts, "structure.moe.experts", TInt),
+		TopK:    must(s.TopK, "structure.moe.top_k", TInt),
+		Hidden:  must(s.Hidden, "structure.moe.hidden", TInt),
+		Router:  s.Router.V,
+		Renorm:  must(s.Renorm, "structure.moe.renorm", TBool),
+		TopLast: s.TopLast.V,
+		Bias:    must(s.Bias, "structure.moe.bias", TBool),
+	}
+	if s.Shared.IsSet() {
+		m.Shared = must(s.Shared, "structure.moe.shared", TInt)
+		m.SharedGate = s.SharedGate.V
+	} else if s.SharedGate.V {
+		return nil, errAt(s.SharedGate.Pos, "structure.moe.shared_gate", "there is no shared expert to gate")
+	}
+	if err != nil {
+		return nil, err
+	}
+	pl := *sc
+	pl.perLayer = true
+	if m.Sparse, err = b.value(s.Sparse, "structure.moe.sparse", TBool, &pl); err != nil {
+		return nil, err
+	}
+	n := b.d.Weights.Experts
+	for _, x := range []F[string]{n.Router, n.Stacked, n.PerExpert, n.Gate, n.Up, n.Down, n.Shared, n.SharedGate} {
+		if !checkpointName.MatchString(x.V) {
+			return nil, errAt(x.Pos, "weights.experts", "%q is not a checkpoint name (dotted names of letters, digits and _)", x.V)
+		}
+	}
+	m.routerName, m.stacked, m.perExpert = n.Router.V, n.Stacked.V, n.PerExpert.V
+	names := b.d.Weights.Names
+	m.projs = [3]string{names.Gate.V, names.Up.V, names.Down.V}
+	m.hfProjs = [3]string{n.Gate.V, n.Up.V, n.Down.V}
+	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
+	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
+	m.sharedName, m.sharedGateName = n.Shared.V, n.SharedGate.V
+	m.sharedField = newField(goName(m.sharedName), nnType("GLU"), m.sharedName+": the shared expert (sparse layers)")
+	m.sharedGateField = newField(goName(m.sharedGateName), nnType("Linear"), m.sharedGateName+": its gate")
+	m.moe = newField("MoE", func() *jen.Statement { return jen.Qual(nnPkg, "MoE") }, "the router and experts, wired (sparse layers)")
+	m.run = newField("run", func() *jen.Statement {
+		return jen.Func().Params(jen.Op("*").Qual(mlxPkg, "Graph"), arrayType()).Add(arrayType())
+	}, "dense or sparse, chosen at load")
+	return m, nil
+}
+
+// allSparse: every layer is sparse, and the MLP has no dense form.
+func (m *MoE) allSparse() bool { return m.Sparse.IsTrue() }
+
+func (m *MoE) fields() []jen.Code {
+	out := []jen.Code{m.routerField.decl(), m.expertsField.decl()}
+	if m.Shared != nil {
+		out = append(out, m.sharedField.decl())
+		if m.SharedGate {
+			out = append(out, m.sharedGateField.decl())
+		}
+	}
+	out = append(out, jen.Line(), m.moe.decl())
+	if !m.allSparse() {
+		out = append(out, m.run.decl())
+	}
+	return out
+}
+
+// build are the sparse layer's lines: stack a per-expert checkpoint,
+// load the router and the experts, wire them.
+func (m *MoE) build(scope string) []jen.Code {
+	var out []jen.Code
+	hidden := fHidden.of(rModel)
+	path := func(x string) string { return scope + "." + x }
+	for i, p := range m.projs {
+		out = append(out, jen.Id("lw").Dot("StackExperts").Call(
+			jen.Lit(path(m.stacked+"."+p)),
+			jen.Qual(nnPkg, "ExpertName").Call(jen.Lit(path(m.perExpert)), jen.Lit(m.hfProjs[i])),
+			m.Experts.Code()))
+	}
+	out = append(out, m.routerField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.routerName)), m.Experts.Code(), hidden.Clone(), jen.False()))
+	experts := func(p string, out, in jen.Code) jen.Code {
+		return jen.Id("lw").Dot("Experts").Call(jen.Lit(path(m.stacked+"."+p)), m.Experts.Code(), out, in, m.Bias.Code())
+	}
+	out = append(out, m.expertsField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "SwitchGLU").Values(jen.Dict{
+		jen.Id("Gate"): experts(m.projs[0], m.Hidden.Code(), hidden.Clone()),
+		jen.Id("Up"):   experts(m.projs[1], m.Hidden.Code(), hidden.Clone()),
+		jen.Id("Down"): experts(m.projs[2], hidden.Clone(), m.Hidden.Code()),
+	}))
+	var kind string
+	for _, k := range routerKinds {
+		if k.kind == m.Router {
+			kind = k.nn
+		}
+	}
+	router := jen.Dict{
+		jen.Id("Gate"): m.routerField.of(rMLP),
+		jen.Id("Kind"): jen.Qual(nnPkg, kind),
+		jen.Id("K"):    m.TopK.Code(),
+	}
+	if !m.Renorm.IsFalse() {
+		router[jen.Id("Renorm")] = m.Renorm.Code()
+	}
+	if m.TopLast {
+		router[jen.Id("TopLast")] = jen.True()
+	}
+	moe := jen.Dict{
+		jen.Id("Router"):  jen.Qual(nnPkg, "Router").Values(router),
+		jen.Id("Experts"): m.expertsField.of(rMLP),
+	}
+	if m.Shared != nil {
+		lin := func(p string, o, i jen.Code) jen.Code {
+			return jen.Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedName+"."+p)), o, i, jen.False())
+		}
+		out = append(out, m.sharedField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "GLU").Values(jen.Dict{
+			jen.Id("Gate"): lin(m.projs[0], m.Shared.Code(), hidden.Clone()),
+			jen.Id("Up"):   lin(m.projs[1], m.Shared.Code(), hidden.Clone()),
+			jen.Id("Down"): lin(m.projs[2], hidden.Clone(), m.Shared.Code()),
+		}))
+		moe[jen.Id("Shared")] = m.sharedField.of(rMLP)
+		if m.SharedGate {
+			out = append(out, m.sharedGateField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedGateName)), jen.Lit(1), hidden.Clone(), jen.False()))
+			moe[jen.Id("SharedGate")] = m.sharedGateField.of(rMLP)
+		}
+	}
+	out = append(out, m.moe.of(rMLP).Op("=").Qual(nnPkg, "MoE").Values(moe))
+	return out
+}
+
+// doc says what the sparse block computes.
+func (m *MoE) doc() string {
+	for _, k := range routerKinds {
+		if k.kind == m.Router {
+			shared := ""
+			switch {
+			case m.Shared != nil && m.SharedGate:
+				shared = ", plus a shared expert on every token behind a sigmoid gate"
+			case m.Shared != nil:
+				shared = ", plus a shared expert on every token"
+			}
+			return fmt.Sprintf("the sparse feed-forward block: a router picks each token's experts (%s), whose SwiGLU outputs are summed by their weights%s", k.doc, shared)
+		}
+	}
+	return ""
+}
+
+// sparseBody is the sparse forward's body on x.
+func (m *MoE) sparseBody() []jen.Code {
+	return []jen.Code{jen.Return(m.moe.of(rMLP).Dot("Apply").Call(g(), jen.Id("x")))}
+}
+
+// sparseFields are an MLP's fields with experts: the dense projections
+// (for the dense layers, unless every layer is sparse), then the sparse
+// block's.
+func (p *MLP) sparseFields() []jen.Code {
+	var out []jen.Code
+	if !p.Sparse.allSparse() {
+		for _, x := range p.Projs {
+			out = append(out, x.Field.decl())
+		}
+	}
+	return append(out, p.Sparse.fields()...)
+}
+
+// sparseBuild loads a layer's MLP with experts: sparse or dense as the
+// per-layer choice says, with the forward it runs.
+func (p *MLP) sparseBuild() []jen.Code {
+	m := p.Sparse
+	sparse := m.build(p.Name)
+	if m.allSparse() {
+		return sparse
+	}
+	var dense []jen.Code
+	for _, x := range p.Projs {
+		dense = append(dense, x.load(rMLP, p.Name))
+	}
+	sparse = append(sparse, m.run.of(rMLP).Op("=").Id(rMLP).Dot("sparse"))
+	dense = append(dense, m.run.of(rMLP).Op("=").Id(rMLP).Dot("dense"))
+	return []jen.Code{jen.If(m.Sparse.Code()).Block(sparse...).Else().Block(dense...)}
+}
+
+// emitSparseForward writes MLP.forward with experts: the sparse block
+// alone, or the layer's choice of it and the dense one.
+func (p *MLP) emitSparseForward(f *jen.File) {
+	m := p.Sparse
+	method := func(name, doc string, body []jen.Code) {
+		f.Comment(comment(name + " is " + doc + "."))
+		f.Func().Params(jen.Id(rMLP).Op("*").Id("MLP")).Id(name).Params(graphParam(), jen.Id("x").Add(arrayType())).Add(arrayType()).Block(body...)
+	}
+	if m.allSparse() {
+		method("forward", m.doc(), m.sparseBody())
+		return
+	}
+	method("forward", "the layer's feed-forward block, sparse or dense as loading chose", []jen.Code{jen.Return(m.run.of(rMLP).Call(g(), jen.Id("x")))})
+	f.Line()
+	method("sparse", m.doc(), m.sparseBody())
+	f.Line()
+	proj := func(i int, x jen.Code) *jen.Statement { return apply(p.Projs[i].Field.of(rMLP), x) }
+	method("dense", p.kind.doc()+", on the dense layers", p.kind.body(proj))
+}
+
+// shard: the experts are not split yet; a model with them has no plan.
+func (m *MoE) shard(plan *ShardPlan, a *Arch) {
+	plan.refuse("its experts have no tensor-parallel roles")
+}

@@ -1,0 +1,113 @@
+package nn
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Experts is the stacked experts name: weight [n, out, in], dense or
+// quantized, and a bias [n, out] when bias is set.
+func (w *Weights) Experts(name string, n, out, in int, bias bool) *Experts {
+	e := &Experts{}
+	q := w.quantFor(name, in)
+	if w.l.record {
+		w.spec(name+".weight", []int{n, out, in}, q, false)
+		if bias {
+			w.spec(name+".bias", []int{n, out}, nil, false)
+		}
+		return e
+	}
+	switch {
+	case q == badQuant:
+	case q != nil:
+		if in%q.GroupSize != 0 {
+			w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), in, q.GroupSize)
+			break
+		}
+		weight := w.param(name+".weight", []int{n, out, q.PackedDims(in)}, true)
+		scales := w.param(name+".scales", []int{n, out, in / q.GroupSize}, false)
+		biases := w.param(name+".biases", []int{n, out, in / q.GroupSize}, false)
+		if weight != nil && scales != nil && biases != nil {
+			e.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
+		}
+	default:
+		e.Weight = w.param(name+".weight", []int{n, out, in}, false)
+	}
+	if bias {
+		e.Bias = w.param(name+".bias", []int{n, out}, false)
+	}
+	return e
+}
+
+// StackExperts stacks a checkpoint's per-expert tensors into the layout
+// Experts reads, as mlx-lm's sanitize does for Hugging Face checkpoints:
+// for each suffix (weight, and a pre-quantized matrix's scales and
+// biases, and a bias), the n tensors from(e)+suffix become
+// to+suffix [n, ...]. A checkpoint already stacked, or with no expert 0,
+// is left as it is. A missing expert, or one whose shape or dtype differs
+// from expert 0's, is an error naming it.
+func (w *Weights) StackExperts(to string, from func(e int) string, n int) {
+	l := w.l
+	if l.record {
+		return
+	}
+	for _, suffix := range []string{".weight", ".scales", ".biases", ".bias"} {
+		first := w.prefix + from(0) + suffix
+		a0, ok := l.tensors[first]
+		if !ok {
+			continue
+		}
+		parts := make([]*mlx.Array, 0, n)
+		bad := false
+		for e := 0; e < n; e++ {
+			name := w.prefix + from(e) + suffix
+			a, ok := l.tensors[name]
+			if !ok {
+				w.failf("missing %s (expert %d of %d)", w.local(from(e)+suffix), e, n)
+				bad = true
+				continue
+			}
+			delete(l.tensors, name)
+			l.scratch = append(l.scratch, a)
+			if !slices.Equal(a.Shape(), a0.Shape()) || a.Dtype() != a0.Dtype() {
+				w.failf("%s: %s %v, but expert 0's is %s %v: experts must have one shape", w.local(from(e)+suffix), a.Dtype(), a.Shape(), a0.Dtype(), a0.Shape())
+				bad = true
+				continue
+			}
+			parts = append(parts, a)
+		}
+		for e := n; ; e++ {
+			name := w.prefix + from(e) + suffix
+			a, ok := l.tensors[name]
+			if !ok {
+				break
+			}
+			w.failf("unexpected %s: the config has %d experts", w.local(from(e)+suffix), n)
+			delete(l.tensors, name)
+			l.scratch = append(l.scratch, a)
+		}
+		if bad {
+			continue
+		}
+		stacked := l.g.Stack(0, parts...)
+		if err := l.g.Err(); err != nil {
+			w.failf("%s: stacking experts: %v", w.local(to+suffix), err)
+			continue
+		}
+		l.g.Keep(stacked)
+		if _, dup := l.tensors[w.prefix+to+suffix]; dup {
+			w.failf("%s: both stacked and per-expert tensors", w.local(to+suffix))
+			stacked.Free()
+			continue
+		}
+		l.tensors[w.prefix+to+suffix] = stacked
+	}
+}
+
+// ExpertName is the per-expert naming of a Hugging Face checkpoint:
+// prefix.e.proj.
+func ExpertName(prefix, proj string) func(e int) string {
+	return func(e int) string { return fmt.Sprintf("%s.%d.%s", prefix, e, proj) }
+}

@@ -128,8 +128,12 @@ type mlpSharder interface {
 func (p *MLP) shard(plan *ShardPlan, a *Arch) {
 	s, ok := p.kind.(mlpSharder)
 	if p.Sparse != nil {
-		p.Sparse.shard(plan, a)
-		return
+		p.Sparse.shard(plan, a, p.Name)
+		if p.Sparse.allSparse() {
+			// no layer builds the dense form, so its width reads nothing
+			plan.counted = append(plan.counted, p.Hidden)
+			return
+		}
 	}
 	if !ok {
 		plan.refuse("its %s MLP has no tensor-parallel roles", p.Kind)

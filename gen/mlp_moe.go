@@ -323,7 +323,18 @@ func (p *MLP) emitSparseForward(f *jen.File) {
 	method("dense", p.kind.doc()+", on the dense layers", p.kind.body(proj))
 }
 
-// shard: the experts are not split yet; a model with them has no plan.
-func (m *MoE) shard(plan *ShardPlan, a *Arch) {
-	plan.refuse("its experts have no tensor-parallel roles")
+// shard splits the experts as the dense MLP splits (mlx-lm's plan for its
+// MoE models): every expert's gate and up by output rows, its down by
+// input columns, the group dividing each expert's inner width; the sparse
+// block's output is summed over the group once the experts are weighed.
+// The router and a shared expert are whole on every process.
+func (m *MoE) shard(plan *ShardPlan, a *Arch, scope string) {
+	if !m.Bias.IsFalse() {
+		plan.refuse("its experts have biases (structure.moe.bias), which a down projection split by input columns would add once per process")
+		return
+	}
+	plan.count(a, m.Hidden, "structure.moe.hidden")
+	for i, role := range [3]ShardRole{AllToSharded, AllToSharded, ShardedToAll} {
+		plan.tag(scope, Proj{Name: m.stacked + "." + m.projs[i]}, role, 1)
+	}
 }

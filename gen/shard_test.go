@@ -67,20 +67,28 @@ func TestShardPlans(t *testing.T) {
 				if role != nn.AllToSharded && role != nn.ShardedToAll {
 					t.Errorf("%s: role %v", name, role)
 				}
+				// every layer holds it, but where layers differ (a mixture
+				// of experts' dense and sparse layers): some layer
+				held := 0
 				for l := range n {
 					w := fmt.Sprintf("%s.%d.%s.weight", a.path(a.Names.Layers), l, name)
 					shape, ok := shapes[w]
 					if !ok {
-						t.Errorf("the plan splits %s, but the checkpoint has no %s", name, w)
 						continue
 					}
-					axis := 0
+					held++
+					// a matrix's rows and columns are its last two axes
+					// (stacked experts lead with theirs)
+					axis := len(shape) - 2
 					if role == nn.ShardedToAll {
-						axis = 1
+						axis++
 					}
 					if parts := arch.Shard.Parts[name]; parts > 1 && shape[axis]%parts != 0 {
 						t.Errorf("%s %v does not hold %d equal parts on axis %d", w, shape, parts, axis)
 					}
+				}
+				if held == 0 || held < n && !mixedLayers(a) {
+					t.Errorf("the plan splits %s, which %d of the checkpoint's %d layers hold", name, held, n)
 				}
 			}
 			c, err := arch.Config(cfg)
@@ -155,4 +163,15 @@ func TestShardPlanRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mixedLayers: a's layers are not all alike (a mixture of experts with
+// dense layers among the sparse ones).
+func mixedLayers(a *Arch) bool {
+	for _, c := range a.components() {
+		if m, ok := c.(*MLP); ok && m.Sparse != nil && !m.Sparse.allSparse() {
+			return true
+		}
+	}
+	return false
 }

@@ -84,6 +84,8 @@ var shardCases = []shardCase{
 	{"llama", "base", "q4_g64", true},
 	{"qwen3", "base", "q4_g64", true},
 	{"glm4", "base", "float32", false}, // a fused gate_up projection, split in 2 parts
+	// experts split by rows and columns, the router whole; a dense layer
+	{"qwen3_moe", "base", "float32", true},
 }
 
 // TestLaunchLogits: 2 ranks on loopback, on the architecture's generated

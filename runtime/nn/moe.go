@@ -15,6 +15,9 @@ type Experts struct {
 	Weight *mlx.Array
 	Q      *mlx.Quantized
 	Bias   *mlx.Array
+	// Sum, when set, is the group whose processes each hold a block of
+	// the input columns: the outputs are partial sums (see MoE.Apply).
+	Sum *mlx.Group
 }
 
 // Apply is each row of x through the expert idx names for it: x
@@ -225,7 +228,7 @@ func (m *MoE) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		m.Hits.pending = append(m.Hits.pending, c)
 	}
 	y := m.Experts.Apply(g, x, idx)
-	y = g.Sum(g.Multiply(y, g.ExpandDims(w, -1)), false, -2)
+	y = m.Experts.sumExperts(g, g.Sum(g.Multiply(y, g.ExpandDims(w, -1)), false, -2))
 	if m.Shared == nil {
 		return y
 	}

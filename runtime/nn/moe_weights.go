@@ -10,6 +10,9 @@ import (
 // Experts is the stacked experts name: weight [n, out, in], dense or
 // quantized, and a bias [n, out] when bias is set.
 func (w *Weights) Experts(name string, n, out, in int, bias bool) *Experts {
+	if role := w.role(name); role != Replicated {
+		return w.shardedExperts(name, n, out, in, bias, role)
+	}
 	e := &Experts{}
 	q := w.quantFor(name, in)
 	if w.l.record {

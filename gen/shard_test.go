@@ -132,6 +132,8 @@ func TestShardPlanRefusals(t *testing.T) {
 			"its self_attn.q_norm and self_attn.k_norm norms span the width of all heads, which no process holds", nil},
 		{"a head count that is no config key", attn("    heads: \"num_key_value_heads * 2\"\n"),
 			`structure.attention.heads is "num_key_value_heads * 2", not a config key the group size can divide`, nil},
+		{"experts with biases", strings.Replace(base, "  mlp:\n", "  moe:\n    experts: 4\n    top_k: 2\n    hidden: intermediate_size\n    router: softmax_topk\n    bias: true\n  mlp:\n", 1),
+			"its experts have biases (structure.moe.bias), which a down projection split by input columns would add once per process", nil},
 		{"a value the build computes from a count", attn("    head_dim: \"hidden_size // num_attention_heads\"\n"),
 			`structure.attention.head_dim ("hidden_size // num_attention_heads") reads num_attention_heads, which the group size divides`, nil},
 	} {

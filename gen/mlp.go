@@ -126,15 +126,16 @@ type mlpSharder interface {
 // shard splits the MLP by its inner width, which the group divides: the
 // projections into it are all-to-sharded, the one out of it sharded-to-all.
 func (p *MLP) shard(plan *ShardPlan, a *Arch) {
-	s, ok := p.kind.(mlpSharder)
 	if p.Sparse != nil {
-		p.Sparse.shard(plan, a, p.Name)
-		if p.Sparse.allSparse() {
-			// no layer builds the dense form, so its width reads nothing
-			plan.counted = append(plan.counted, p.Hidden)
-			return
-		}
+		p.Sparse.shard(plan, a, p)
+		return
 	}
+	p.shardDense(plan, a)
+}
+
+// shardDense splits the dense MLP as its kind says.
+func (p *MLP) shardDense(plan *ShardPlan, a *Arch) {
+	s, ok := p.kind.(mlpSharder)
 	if !ok {
 		plan.refuse("its %s MLP has no tensor-parallel roles", p.Kind)
 		return

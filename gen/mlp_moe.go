@@ -28,6 +28,18 @@ type MoEDesc struct {
 	// expert); SharedGate puts a sigmoid gate (a linear to one) on it.
 	Shared     F[Expr] `yaml:"shared"`
 	SharedGate F[bool] `yaml:"shared_gate"`
+	// Float32: topk_softmax's softmax in float32 (the weighted sum is
+	// cast back).
+	Float32 F[bool] `yaml:"float32"`
+	// Matrix: the router is a bare weight, never quantized.
+	Matrix F[bool] `yaml:"router_matrix"`
+	// sigmoid_group: the groups, how many of them are kept, and the
+	// routed scaling factor.
+	Groups     F[Expr] `yaml:"groups"`
+	TopKGroups F[Expr] `yaml:"topk_groups"`
+	Scale      F[Expr] `yaml:"scale"`
+	// Sigmoid: score_topk_norm scores by a sigmoid, not a softmax.
+	Sigmoid F[Expr] `yaml:"sigmoid"`
 }
 
 // ExpertNames is weights.experts: the checkpoint's names of the sparse
@@ -42,6 +54,11 @@ type ExpertNames struct {
 	Down       F[string] `yaml:"down"`
 	Shared     F[string] `yaml:"shared"`      // the shared expert (a SwiGLU)
 	SharedGate F[string] `yaml:"shared_gate"` // its gate
+	Correction F[string] `yaml:"correction"`  // sigmoid_group's bias, under the router
+	// FusedGateUp and FusedDown name a layout whose experts are stacked
+	// already, gate and up fused in one [E, 2 * hidden, D] tensor.
+	FusedGateUp F[string] `yaml:"fused_gate_up"`
+	FusedDown   F[string] `yaml:"fused_down"`
 }
 
 // RouterKind is how the router turns logits into k experts and weights.
@@ -56,6 +73,8 @@ var routerKinds = []struct {
 }{
 	{"softmax_topk", "RouteSoftmaxTopK", "a softmax over the experts, then the k most probable (renormalised when renorm holds)", nil},
 	{"topk_softmax", "RouteTopKSoftmax", "the k largest logits, then a softmax over them", nil},
+	{"score_topk_norm", "RouteScoreTopKNorm", "a softmax or a sigmoid over the experts in float32, then the k highest, divided by their sum", nil},
+	{"sigmoid_group", "RouteSigmoidGroup", "sigmoid scores; the k best after a correction bias, within the best groups of experts, weighted by their scores times a scaling factor", nil},
 }
 
 func (RouterKind) values() []string {
@@ -89,18 +108,35 @@ func moeDefaults(d *Descriptor) {
 	setDefault(&m.SharedGate, false, f)
 	setDefault(&n.Shared, "shared_expert", f)
 	setDefault(&n.SharedGate, "shared_expert_gate", f)
+	setDefault(&n.Correction, "e_score_correction_bias", f)
+	setDefault(&m.Float32, false, f)
+	setDefault(&m.Matrix, false, f)
+	if m.Router.V == "score_topk_norm" {
+		exprDefault(&m.Sigmoid, "false", f)
+	}
+	if m.Router.V == "sigmoid_group" {
+		exprDefault(&m.Groups, "1", f)
+		exprDefault(&m.TopKGroups, "1", f)
+		exprDefault(&m.Scale, "1.0", f)
+	}
 }
 
 // MoE is the sparse block, resolved.
 type MoE struct {
-	Experts, TopK, Hidden *Value
-	Sparse                *Value // per layer
-	Router                RouterKind
-	Renorm                *Value
-	TopLast               bool
-	Bias                  *Value
-	Shared                *Value // nil: no shared expert
-	SharedGate            bool
+	Experts, TopK, Hidden  *Value
+	Sparse                 *Value // per layer
+	Router                 RouterKind
+	Renorm                 *Value
+	TopLast                bool
+	Bias                   *Value
+	Shared                 *Value // nil: no shared expert
+	SharedGate             bool
+	Float32, Matrix        bool
+	Groups, TopKGroups     *Value // sigmoid_group
+	Scale                  *Value
+	Sigmoid                *Value // score_topk_norm
+	correction             string
+	fusedGateUp, fusedDown string
 
 	sharedName, sharedGateName     string
 	sharedField, sharedGateField   *field
@@ -136,6 +172,29 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		TopLast: s.TopLast.V,
 		Bias:    must(s.Bias, "structure.moe.bias", TBool),
 	}
+	m.Float32, m.Matrix = s.Float32.V, s.Matrix.V
+	if m.Float32 && m.Router != "topk_softmax" {
+		return nil, errAt(s.Float32.Pos, "structure.moe.float32", "only a topk_softmax router has a float32 softmax")
+	}
+	if m.Router == "sigmoid_group" {
+		m.Groups = must(s.Groups, "structure.moe.groups", TInt)
+		m.TopKGroups = must(s.TopKGroups, "structure.moe.topk_groups", TInt)
+		m.Scale = must(s.Scale, "structure.moe.scale", TFloat)
+	} else {
+		for _, x := range []struct {
+			f   F[Expr]
+			key string
+		}{{s.Groups, "groups"}, {s.TopKGroups, "topk_groups"}, {s.Scale, "scale"}} {
+			if x.f.IsSet() {
+				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups, topk_groups and scale belong to a sigmoid_group router")
+			}
+		}
+	}
+	if m.Router == "score_topk_norm" {
+		m.Sigmoid = must(s.Sigmoid, "structure.moe.sigmoid", TBool)
+	} else if s.Sigmoid.IsSet() {
+		return nil, errAt(s.Sigmoid.Pos, "structure.moe.sigmoid", "only a score_topk_norm router scores by a sigmoid")
+	}
 	if s.Shared.IsSet() {
 		m.Shared = must(s.Shared, "structure.moe.shared", TInt)
 		m.SharedGate = s.SharedGate.V
@@ -151,9 +210,13 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, err
 	}
 	n := b.d.Weights.Experts
-	for _, x := range []F[string]{n.Router, n.Stacked, n.PerExpert, n.Gate, n.Up, n.Down, n.Shared, n.SharedGate} {
-		if !checkpointName.MatchString(x.V) {
-			return nil, errAt(x.Pos, "weights.experts", "%q is not a checkpoint name (dotted names of letters, digits and _)", x.V)
+	for _, x := range []struct {
+		f   F[string]
+		key string
+	}{{n.Router, "router"}, {n.Stacked, "stacked"}, {n.PerExpert, "per_expert"}, {n.Gate, "gate"}, {n.Up, "up"}, {n.Down, "down"},
+		{n.Shared, "shared"}, {n.SharedGate, "shared_gate"}, {n.Correction, "correction"}, {n.FusedGateUp, "fused_gate_up"}, {n.FusedDown, "fused_down"}} {
+		if x.f.IsSet() && !checkpointName.MatchString(x.f.V) {
+			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
 		}
 	}
 	m.routerName, m.stacked, m.perExpert = n.Router.V, n.Stacked.V, n.PerExpert.V
@@ -162,7 +225,15 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	m.hfProjs = [3]string{n.Gate.V, n.Up.V, n.Down.V}
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
 	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
-	m.sharedName, m.sharedGateName = n.Shared.V, n.SharedGate.V
+	m.sharedName, m.sharedGateName, m.correction = n.Shared.V, n.SharedGate.V, n.Correction.V
+	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {
+		f, key := n.FusedGateUp, "fused_gate_up"
+		if n.FusedDown.IsSet() {
+			f, key = n.FusedDown, "fused_down"
+		}
+		return nil, errAt(f.Pos, "weights.experts."+key, "fused_gate_up and fused_down go together")
+	}
+	m.fusedGateUp, m.fusedDown = n.FusedGateUp.V, n.FusedDown.V
 	m.sharedField = newField(goName(m.sharedName), nnType("GLU"), m.sharedName+": the shared expert (sparse layers)")
 	m.sharedGateField = newField(goName(m.sharedGateName), nnType("Linear"), m.sharedGateName+": its gate")
 	m.moe = newField("MoE", func() *jen.Statement { return jen.Qual(nnPkg, "MoE") }, "the router and experts, wired (sparse layers)")
@@ -196,13 +267,23 @@ func (m *MoE) build(scope string) []jen.Code {
 	var out []jen.Code
 	hidden := fHidden.of(rModel)
 	path := func(x string) string { return scope + "." + x }
+	if m.fusedGateUp != "" {
+		stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.projs[i])) }
+		out = append(out,
+			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedGateUp)), stacked(0), stacked(1)),
+			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedDown)), stacked(2)))
+	}
 	for i, p := range m.projs {
 		out = append(out, jen.Id("lw").Dot("StackExperts").Call(
 			jen.Lit(path(m.stacked+"."+p)),
 			jen.Qual(nnPkg, "ExpertName").Call(jen.Lit(path(m.perExpert)), jen.Lit(m.hfProjs[i])),
 			m.Experts.Code()))
 	}
-	out = append(out, m.routerField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.routerName)), m.Experts.Code(), hidden.Clone(), jen.False()))
+	if m.Matrix {
+		out = append(out, m.routerField.of(rMLP).Op("=").Id("lw").Dot("Matrix").Call(jen.Lit(path(m.routerName)), m.Experts.Code(), hidden.Clone()))
+	} else {
+		out = append(out, m.routerField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.routerName)), m.Experts.Code(), hidden.Clone(), jen.False()))
+	}
 	experts := func(p string, out, in jen.Code) jen.Code {
 		return jen.Id("lw").Dot("Experts").Call(jen.Lit(path(m.stacked+"."+p)), m.Experts.Code(), out, in, m.Bias.Code())
 	}
@@ -228,6 +309,18 @@ func (m *MoE) build(scope string) []jen.Code {
 	if m.TopLast {
 		router[jen.Id("TopLast")] = jen.True()
 	}
+	if m.Float32 {
+		router[jen.Id("Float32")] = jen.True()
+	}
+	if m.Sigmoid != nil && !m.Sigmoid.IsFalse() {
+		router[jen.Id("Sigmoid")] = m.Sigmoid.Code()
+	}
+	if m.Router == "sigmoid_group" {
+		router[jen.Id("Bias")] = jen.Id("lw").Dot("Vector").Call(jen.Lit(path(m.routerName+"."+m.correction)), m.Experts.Code())
+		router[jen.Id("Groups")] = m.Groups.Code()
+		router[jen.Id("TopKGroups")] = m.TopKGroups.Code()
+		router[jen.Id("Scale")] = m.Scale.Code()
+	}
 	moe := jen.Dict{
 		jen.Id("Router"):  jen.Qual(nnPkg, "Router").Values(router),
 		jen.Id("Experts"): m.expertsField.of(rMLP),
@@ -236,18 +329,24 @@ func (m *MoE) build(scope string) []jen.Code {
 		lin := func(p string, o, i jen.Code) jen.Code {
 			return jen.Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedName+"."+p)), o, i, jen.False())
 		}
-		out = append(out, m.sharedField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "GLU").Values(jen.Dict{
+		shared := []jen.Code{m.sharedField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "GLU").Values(jen.Dict{
 			jen.Id("Gate"): lin(m.projs[0], m.Shared.Code(), hidden.Clone()),
 			jen.Id("Up"):   lin(m.projs[1], m.Shared.Code(), hidden.Clone()),
 			jen.Id("Down"): lin(m.projs[2], hidden.Clone(), m.Shared.Code()),
-		}))
-		moe[jen.Id("Shared")] = m.sharedField.of(rMLP)
+		})}
 		if m.SharedGate {
-			out = append(out, m.sharedGateField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedGateName)), jen.Lit(1), hidden.Clone(), jen.False()))
-			moe[jen.Id("SharedGate")] = m.sharedGateField.of(rMLP)
+			shared = append(shared, m.sharedGateField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedGateName)), jen.Lit(1), hidden.Clone(), jen.False()))
 		}
+		// a width of 0 (an absent optional key) is no shared expert
+		out = append(out, jen.If(m.Shared.Code().Op(">").Lit(0)).Block(shared...))
 	}
 	out = append(out, m.moe.of(rMLP).Op("=").Qual(nnPkg, "MoE").Values(moe))
+	if m.Shared != nil {
+		out = append(out, m.moe.of(rMLP).Dot("Shared").Op("=").Add(m.sharedField.of(rMLP)))
+		if m.SharedGate {
+			out = append(out, m.moe.of(rMLP).Dot("SharedGate").Op("=").Add(m.sharedGateField.of(rMLP)))
+		}
+	}
 	return out
 }
 
@@ -323,18 +422,27 @@ func (p *MLP) emitSparseForward(f *jen.File) {
 	method("dense", p.kind.doc()+", on the dense layers", p.kind.body(proj))
 }
 
-// shard splits the experts as the dense MLP splits (mlx-lm's plan for its
-// MoE models): every expert's gate and up by output rows, its down by
-// input columns, the group dividing each expert's inner width; the sparse
-// block's output is summed over the group once the experts are weighed.
-// The router and a shared expert are whole on every process.
-func (m *MoE) shard(plan *ShardPlan, a *Arch, scope string) {
-	if !m.Bias.IsFalse() {
-		plan.refuse("its experts have biases (structure.moe.bias), which a down projection split by input columns would add once per process")
-		return
+// shard splits the experts as mlx-lm shards them in place: each expert's
+// gate and up by rows, its down by columns, the weighted sum then summed
+// over the group; the router (and a shared expert's gate) stays whole. A
+// shared expert splits as a dense MLP does, and the dense layers' MLP as
+// its kind does.
+func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
+	if !m.allSparse() {
+		p.shardDense(plan, a)
+	}
+	if m.allSparse() && p.Hidden.Text == m.Hidden.Text {
+		plan.count(a, p.Hidden, "structure.mlp.hidden") // unused, but it reads the divided key
 	}
 	plan.count(a, m.Hidden, "structure.moe.hidden")
-	for i, role := range [3]ShardRole{AllToSharded, AllToSharded, ShardedToAll} {
-		plan.tag(scope, Proj{Name: m.stacked + "." + m.projs[i]}, role, 1)
+	roles := []ShardRole{AllToSharded, AllToSharded, ShardedToAll}
+	for i, proj := range m.projs {
+		plan.tag(p.Name+"."+m.stacked, Proj{Name: proj}, roles[i], 1)
+	}
+	if m.Shared != nil {
+		plan.count(a, m.Shared, "structure.moe.shared")
+		for i, proj := range m.projs {
+			plan.tag(p.Name+"."+m.sharedName, Proj{Name: proj}, roles[i], 1)
+		}
 	}
 }

@@ -128,6 +128,16 @@ func unstack(t *testing.T, dir, out, stacked, perExpert string, rename map[strin
 	if edit != nil {
 		edit(g, split)
 	}
+	saveBeside(t, dir, out, split)
+	for _, a := range ts {
+		a.Free()
+	}
+}
+
+// saveBeside writes tensors into out as a checkpoint, with dir's
+// config.json.
+func saveBeside(t *testing.T, dir, out string, tensors map[string]*mlx.Array) {
+	t.Helper()
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -138,12 +148,24 @@ func unstack(t *testing.T, dir, out, stacked, perExpert string, rename map[strin
 	if err := os.WriteFile(filepath.Join(out, "config.json"), config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := mlx.SaveSafetensors(filepath.Join(out, "model.safetensors"), split, nil); err != nil {
+	if err := mlx.SaveSafetensors(filepath.Join(out, "model.safetensors"), tensors, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range ts {
-		a.Free()
+}
+
+// prefillDir is the prefill logits of the checkpoint in dir on prompt.
+func prefillDir(t *testing.T, dir string, prompt []int32) []float32 {
+	t.Helper()
+	m, err := registry.Load(dir, nn.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer m.Free()
+	logits, _, err := Prefill(m, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logits
 }
 
 // TestExpertsPerExpertLayout loads checkpoints in Hugging Face's
@@ -171,26 +193,51 @@ func TestExpertsPerExpertLayout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			prefill := func(dir string) []float32 {
-				m, err := registry.Load(dir, nn.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer m.Free()
-				logits, _, err := Prefill(m, refs.Prompt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return logits
-			}
 			hf := filepath.Join(t.TempDir(), "hf")
 			unstack(t, dir, hf, "switch_mlp", "experts", x.rename, nil)
-			want, got := prefill(dir), prefill(hf)
+			want, got := prefillDir(t, dir, refs.Prompt), prefillDir(t, hf, refs.Prompt)
 			if !slices.Equal(got, want) {
 				t.Fatalf("the per-expert checkpoint's logits differ from the stacked one's")
 			}
 		})
 	}
+	// granitemoe's Hugging Face layout: the experts stacked already, gate
+	// and up fused in input_linear, down in output_linear.
+	t.Run("granitemoe/base/float32 fused", func(t *testing.T) {
+		c := CaseInfo{Arch: "granitemoe", Case: "base"}
+		dir := LevelDir(models, c, "float32")
+		refs, err := LoadRefs(RefsDir(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, _, err := mlx.LoadSafetensors(filepath.Join(dir, "model.safetensors"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := mlx.NewGraph(nil)
+		defer g.Close()
+		out := map[string]*mlx.Array{}
+		for name, a := range ts {
+			switch {
+			case strings.HasSuffix(name, ".switch_mlp.gate_proj.weight"):
+				p := strings.TrimSuffix(name, ".switch_mlp.gate_proj.weight")
+				out[p+".input_linear.weight"] = g.Concatenate(1, a, ts[p+".switch_mlp.up_proj.weight"])
+			case strings.HasSuffix(name, ".switch_mlp.up_proj.weight"):
+			case strings.HasSuffix(name, ".switch_mlp.down_proj.weight"):
+				out[strings.TrimSuffix(name, ".switch_mlp.down_proj.weight")+".output_linear.weight"] = a
+			default:
+				out[name] = a
+			}
+		}
+		hf := filepath.Join(t.TempDir(), "hf")
+		saveBeside(t, dir, hf, out)
+		for _, a := range ts {
+			a.Free()
+		}
+		if !slices.Equal(prefillDir(t, hf, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
+			t.Fatal("the fused checkpoint's logits differ from the stacked one's")
+		}
+	})
 	// The errors, on qwen3_moe/base (8 experts; layer 0 sparse).
 	c := CaseInfo{Arch: "qwen3_moe", Case: "base"}
 	dir := LevelDir(models, c, "float32")
@@ -234,6 +281,8 @@ func TestTopKOverExperts(t *testing.T) {
 			"num_experts_per_tok: must not exceed num_local_experts"},
 		{`{"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 64, "num_attention_heads": 4, "rms_norm_eps": 1e-05, "vocab_size": 128, "num_experts": 8, "num_experts_per_tok": 9}`,
 			"num_experts_per_tok: must not exceed num_experts"},
+		{`{"model_type": "deepseek", "n_routed_experts": 4, "num_experts_per_tok": 6}`,
+			"num_experts_per_tok: must not exceed n_routed_experts"},
 	} {
 		a, err := registry.Lookup(modelType(t, x.config))
 		if err != nil {

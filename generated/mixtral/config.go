@@ -6,7 +6,7 @@
 // expert is a SwiGLU of intermediate_size. Hugging Face checkpoints name each
 // expert's projections w1 (gate), w3 (up) and w2 (down); loading stacks them.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package mixtral

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Mistral AI's Mixtral (8x7B, 8x22B): Mistral's attention, and on every layer a sparse block whose router takes the k largest of its logits and a softmax over them; each expert is a SwiGLU of intermediate_size.",
 	Load:    loadModel,

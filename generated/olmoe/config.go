@@ -7,7 +7,7 @@
 // (renormalised when norm_topk_prob holds); each expert is a SwiGLU of
 // intermediate_size, with biases when mlp_bias holds.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package olmoe

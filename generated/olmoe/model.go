@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Allen AI's OLMoE (1B-7B): Llama's layers with an RMSNorm over the full width of the queries and of the keys before the heads are split, and on every layer a sparse block whose router takes a softmax over the experts and the k most probable (renormalised when norm_topk_prob holds); each expert is a SwiGLU of intermediate_size, with biases when mlp_bias holds.",
 	Load:    loadModel,

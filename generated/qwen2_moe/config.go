@@ -5,9 +5,10 @@
 // layer a sparse block whose router takes a softmax over the experts and the k
 // most probable (not renormalised), each a SwiGLU of moe_intermediate_size,
 // beside a shared SwiGLU expert of shared_expert_intermediate_size that every
-// token runs, scaled by a sigmoid gate of its own. The rope is plain.
+// token runs, scaled by a sigmoid gate of its own. The rope is plain, and the
+// head is never tied (tie_word_embeddings is read and not used).
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package qwen2_moe
@@ -50,8 +51,8 @@ type Config struct {
 	// RopeScaling is rope_scaling; nil (no scaling) when absent.
 	RopeScaling *nn.RopeScaling `json:"rope_scaling"`
 
-	// TieWordEmbeddings is tie_word_embeddings; false when absent. mlx-lm's
-	// default; Hugging Face's is false.
+	// TieWordEmbeddings is tie_word_embeddings; false when absent. Read and not
+	// used: the head is never tied.
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
 
 	// NumExpertsPerTok is num_experts_per_tok (required).

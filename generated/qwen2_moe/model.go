@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Alibaba's Qwen1.5-MoE and Qwen2-MoE (A2.7B, 57B-A14B): Qwen2's attention, and on every layer a sparse block whose router takes a softmax over the experts and the k most probable (not renormalised), each a SwiGLU of moe_intermediate_size, beside a shared SwiGLU expert of shared_expert_intermediate_size that every token runs, scaled by a sigmoid gate of its own.",
 	Load:    loadModel,
@@ -37,15 +37,18 @@ var Arch = nn.Arch{
 	Ignored: IgnoredKeys,
 	Shard: &nn.ShardPlan{
 		Linears: map[string]nn.ShardRole{
-			"mlp.switch_mlp.down_proj": nn.ShardedToAll,
-			"mlp.switch_mlp.gate_proj": nn.AllToSharded,
-			"mlp.switch_mlp.up_proj":   nn.AllToSharded,
-			"self_attn.k_proj":         nn.AllToSharded,
-			"self_attn.o_proj":         nn.ShardedToAll,
-			"self_attn.q_proj":         nn.AllToSharded,
-			"self_attn.v_proj":         nn.AllToSharded,
+			"mlp.shared_expert.down_proj": nn.ShardedToAll,
+			"mlp.shared_expert.gate_proj": nn.AllToSharded,
+			"mlp.shared_expert.up_proj":   nn.AllToSharded,
+			"mlp.switch_mlp.down_proj":    nn.ShardedToAll,
+			"mlp.switch_mlp.gate_proj":    nn.AllToSharded,
+			"mlp.switch_mlp.up_proj":      nn.AllToSharded,
+			"self_attn.k_proj":            nn.AllToSharded,
+			"self_attn.o_proj":            nn.ShardedToAll,
+			"self_attn.q_proj":            nn.AllToSharded,
+			"self_attn.v_proj":            nn.AllToSharded,
 		},
-		Counts: []string{"num_attention_heads", "num_key_value_heads", "moe_intermediate_size"},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "moe_intermediate_size", "shared_expert_intermediate_size"},
 	},
 }
 
@@ -126,9 +129,7 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 // first what mlx-lm's sanitize drops, and makes the per-layer tables the
 // forward pass reads.
 func build(w *nn.Weights, c *Config) (*Model, error) {
-	if c.TieWordEmbeddings {
-		w.Drop("lm_head.weight")
-	}
+	w.DropContaining("self_attn.rotary_emb.inv_freq")
 	m := &Model{
 		Config: c,
 		hidden: c.HiddenSize,
@@ -168,12 +169,14 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			Gate: lw.Experts("mlp.switch_mlp.gate_proj", c.NumExperts, c.MoeIntermediateSize, m.hidden, false),
 			Up:   lw.Experts("mlp.switch_mlp.up_proj", c.NumExperts, c.MoeIntermediateSize, m.hidden, false),
 		}
-		p.SharedExpert = &nn.GLU{
-			Down: lw.Linear("mlp.shared_expert.down_proj", m.hidden, c.SharedExpertIntermediateSize, false),
-			Gate: lw.Linear("mlp.shared_expert.gate_proj", c.SharedExpertIntermediateSize, m.hidden, false),
-			Up:   lw.Linear("mlp.shared_expert.up_proj", c.SharedExpertIntermediateSize, m.hidden, false),
+		if c.SharedExpertIntermediateSize > 0 {
+			p.SharedExpert = &nn.GLU{
+				Down: lw.Linear("mlp.shared_expert.down_proj", m.hidden, c.SharedExpertIntermediateSize, false),
+				Gate: lw.Linear("mlp.shared_expert.gate_proj", c.SharedExpertIntermediateSize, m.hidden, false),
+				Up:   lw.Linear("mlp.shared_expert.up_proj", c.SharedExpertIntermediateSize, m.hidden, false),
+			}
+			p.SharedExpertGate = lw.Linear("mlp.shared_expert_gate", 1, m.hidden, false)
 		}
-		p.SharedExpertGate = lw.Linear("mlp.shared_expert_gate", 1, m.hidden, false)
 		p.MoE = nn.MoE{
 			Experts: p.SwitchMLP,
 			Router: nn.Router{
@@ -181,18 +184,14 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 				K:    c.NumExpertsPerTok,
 				Kind: nn.RouteSoftmaxTopK,
 			},
-			Shared:     p.SharedExpert,
-			SharedGate: p.SharedExpertGate,
 		}
+		p.MoE.Shared = p.SharedExpert
+		p.MoE.SharedGate = p.SharedExpertGate
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
 	}
 	m.Norm = w.RMSNorm("model.norm", m.hidden, c.RMSNormEps)
-	if c.TieWordEmbeddings {
-		m.LMHead = m.EmbedTokens.AsLinear()
-	} else {
-		m.LMHead = w.Linear("lm_head", c.VocabSize, m.hidden, false)
-	}
+	m.LMHead = w.Linear("lm_head", c.VocabSize, m.hidden, false)
 	params, err := w.Finish()
 	if err != nil {
 		return nil, err

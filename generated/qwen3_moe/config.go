@@ -8,7 +8,7 @@
 // the decoder_sparse_step stride, run a dense SwiGLU of intermediate_size. The
 // rope is plain (the rope_scaling key is read and not used).
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package qwen3_moe

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "Alibaba's Qwen3 mixture of experts (Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's attention, and on its sparse layers a router that takes a softmax over the experts, then the k most probable, renormalised when norm_topk_prob holds, each a SwiGLU of moe_intermediate_size.",
 	Load:    loadModel,
@@ -48,7 +48,7 @@ var Arch = nn.Arch{
 			"self_attn.q_proj":         nn.AllToSharded,
 			"self_attn.v_proj":         nn.AllToSharded,
 		},
-		Counts: []string{"num_attention_heads", "num_key_value_heads", "moe_intermediate_size", "intermediate_size"},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size", "moe_intermediate_size"},
 	},
 }
 

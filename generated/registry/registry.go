@@ -7,13 +7,17 @@
 package registry
 
 import (
+	"github.com/archgen/archgen/generated/deepseek"
+	"github.com/archgen/archgen/generated/dots1"
 	"github.com/archgen/archgen/generated/ernie4_5"
+	"github.com/archgen/archgen/generated/ernie4_5_moe"
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/granite"
+	"github.com/archgen/archgen/generated/granitemoe"
 	"github.com/archgen/archgen/generated/helium"
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
@@ -44,13 +48,17 @@ type Model = nn.Model
 // speculative-decoding drafters, which never run alone.
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
+		deepseek.Arch,
+		dots1.Arch,
 		ernie4_5.Arch,
+		ernie4_5_moe.Arch,
 		exaone.Arch,
 		gemma.Arch,
 		gemma2.Arch,
 		glm.Arch,
 		glm4.Arch,
 		granite.Arch,
+		granitemoe.Arch,
 		helium.Arch,
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,

@@ -10,13 +10,17 @@ import (
 func TestLookup(t *testing.T) {
 	nntest.Lookup(t, Lookup,
 		map[string]string{
+			"deepseek":         "deepseek",
+			"dots1":            "dots1",
 			"ernie4_5":         "ernie4_5",
+			"ernie4_5_moe":     "ernie4_5_moe",
 			"exaone":           "exaone",
 			"gemma":            "gemma",
 			"gemma2":           "gemma2",
 			"glm":              "glm",
 			"glm4":             "glm4",
 			"granite":          "granite",
+			"granitemoe":       "granitemoe",
 			"helium":           "helium",
 			"hunyuan_v1_dense": "hunyuan_v1_dense",
 			"internlm3":        "internlm3",

@@ -1224,7 +1224,201 @@ def _moe_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def qwen2_moe(**over):
+        cfg = _llama_like("qwen2_moe", "Qwen2MoeForCausalLM", rope_theta=1000000.0)
+        cfg.update(
+            tie_word_embeddings=False,
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=128,
+            decoder_sparse_step=1,
+            norm_topk_prob=False,
+            mlp_only_layers=[],
+            router_aux_loss_coef=0.001,
+            output_router_logits=False,
+            use_sliding_window=False,
+            sliding_window=32768,
+            max_window_layers=21,
+        )
+        cfg.update(over)
+        return cfg
+
+    def granitemoe(**over):
+        cfg = _llama_like("granitemoe", "GraniteMoeForCausalLM", intermediate_size=64)
+        cfg.update(
+            logits_scaling=4.0,
+            attention_multiplier=0.0625,
+            embedding_multiplier=6.0,
+            residual_multiplier=0.5,
+            attention_bias=False,
+            tie_word_embeddings=True,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            router_aux_loss_coef=0.01,
+            output_router_logits=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    def deepseek(**over):
+        cfg = _llama_like("deepseek", "DeepseekForCausalLM", num_hidden_layers=4)
+        cfg.update(
+            moe_intermediate_size=64,
+            n_routed_experts=8,
+            n_shared_experts=2,
+            num_experts_per_tok=2,
+            first_k_dense_replace=1,
+            moe_layer_freq=1,
+            attention_bias=False,
+            scoring_func="softmax",
+            topk_method="greedy",
+            norm_topk_prob=False,
+            aux_loss_alpha=0.001,
+            seq_aux=True,
+        )
+        cfg.update(over)
+        return cfg
+
+    def dots1(**over):
+        cfg = _llama_like("dots1", "Dots1ForCausalLM", num_hidden_layers=3)
+        cfg.update(
+            head_dim=32,
+            rope_theta=10000000.0,
+            tie_word_embeddings=False,
+            first_k_dense_replace=1,
+            moe_intermediate_size=64,
+            n_routed_experts=8,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            routed_scaling_factor=2.5,
+            n_group=1,
+            topk_group=1,
+            scoring_func="noaux_tc",
+            attention_bias=False,
+            mlp_bias=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    def ernie4_5_moe(**over):
+        cfg = _llama_like("ernie4_5_moe", "Ernie4_5_MoeForCausalLM", num_hidden_layers=3)
+        cfg.update(
+            head_dim=32,
+            rope_theta=500000.0,
+            use_bias=False,
+            tie_word_embeddings=True,
+            moe_num_experts=8,
+            moe_layer_start_index=1,
+            moe_layer_end_index=2,
+            moe_intermediate_size=64,
+            moe_capacity=[8, 8, 8],
+            moe_k=2,
+            moe_layer_interval=1,
+            moe_use_aux_free=True,
+            moe_num_shared_experts=2,
+            moe_gate_act="softmax",
+        )
+        cfg.update(over)
+        return cfg
+
     return [
+        Case(
+            "dots1",
+            "base",
+            "layer 0 dense, layers 1-2 sparse: sigmoid router with a correction "
+            "bias, top-2 of 8 renormalised, times 2.5, one shared expert, q/k norms",
+            dots1(),
+        ),
+        Case(
+            "dots1",
+            "groups_top4",
+            "4 groups, the best 2 kept (group-limited), top-4 (mlx-lm's sorted "
+            "path) not renormalised, plain multi-head, tied head",
+            dots1(
+                n_group=4,
+                topk_group=2,
+                num_experts_per_tok=4,
+                norm_topk_prob=False,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+            ),
+        ),
+        Case(
+            "ernie4_5_moe",
+            "base",
+            "layer 0 dense, layers 1-2 sparse: a float32 softmax router, top-2 of 8 "
+            "divided by their sum, two shared experts, tied head",
+            ernie4_5_moe(),
+        ),
+        Case(
+            "ernie4_5_moe",
+            "sigmoid_bias_top4",
+            "a sigmoid router (moe_gate_act), top-4 (mlx-lm's sorted path), every "
+            "projection and expert with biases, untied head, default expert size",
+            {k: v for k, v in ernie4_5_moe(
+                moe_gate_act="sigmoid",
+                moe_k=4,
+                use_bias=True,
+                tie_word_embeddings=False,
+                moe_num_shared_experts=0,
+                moe_layer_start_index=0,
+            ).items() if k not in ("moe_intermediate_size", "moe_layer_end_index")},
+        ),
+        Case(
+            "qwen2_moe",
+            "base",
+            "every layer sparse, top-2 of 8 not renormalised, a shared expert behind "
+            "a sigmoid gate, q/k/v biases, GQA, untied",
+            qwen2_moe(),
+        ),
+        Case(
+            "qwen2_moe",
+            "top4_mha_tied",
+            "top-4 of 8 (mlx-lm's sorted path), plain multi-head, "
+            "tie_word_embeddings true (read, not used: the head stays untied)",
+            qwen2_moe(num_experts_per_tok=4, num_key_value_heads=4, tie_word_embeddings=True),
+        ),
+        Case(
+            "granitemoe",
+            "base",
+            "router.layer: top-2 of 8 logits, softmax in float32, the sum cast back; "
+            "granite's multipliers, tied head",
+            granitemoe(),
+        ),
+        Case(
+            "granitemoe",
+            "top4_untied_bias",
+            "top-4 of 8 (mlx-lm's sorted path), attention biases, untied head, a "
+            "linear rope scaling",
+            granitemoe(
+                num_experts_per_tok=4,
+                attention_bias=True,
+                tie_word_embeddings=False,
+                rope_scaling={"type": "linear", "factor": 2.0},
+            ),
+        ),
+        Case(
+            "deepseek",
+            "base",
+            "layer 0 dense (first_k_dense_replace 1), layers 1-3 sparse: top-2 of 8 "
+            "by a bare-weight router, two shared experts, GQA",
+            deepseek(),
+        ),
+        Case(
+            "deepseek",
+            "freq2_noshared",
+            "moe_layer_freq 2 (layers 0 and 2 sparse), no shared experts, top-4 "
+            "(mlx-lm's sorted path), plain multi-head, attention biases",
+            {k: v for k, v in deepseek(
+                first_k_dense_replace=0,
+                moe_layer_freq=2,
+                num_experts_per_tok=4,
+                num_key_value_heads=4,
+                attention_bias=True,
+            ).items() if k != "n_shared_experts"},
+        ),
         Case(
             "mixtral",
             "base",
@@ -1233,10 +1427,11 @@ def _moe_cases() -> List[Case]:
         ),
         Case(
             "mixtral",
-            "top3_mha_trad",
-            "top-3 of 8, plain multi-head, interleaved rope, tied head",
+            "top4_mha_trad",
+            "top-4 of 8 (80 routed rows in prefill: mlx-lm's sorted path), plain "
+            "multi-head, interleaved rope, tied head",
             mixtral(
-                num_experts_per_tok=3,
+                num_experts_per_tok=4,
                 num_key_value_heads=4,
                 rope_traditional=True,
                 tie_word_embeddings=True,
@@ -1264,12 +1459,13 @@ def _moe_cases() -> List[Case]:
         Case(
             "qwen3_moe",
             "step2_tied",
-            "decoder_sparse_step 2 (layers 1 and 3 sparse), top-3 of 8 not "
-            "renormalised, plain multi-head, tied head",
+            "decoder_sparse_step 2 (layers 1 and 3 sparse), top-4 of 8 not "
+            "renormalised (80 routed rows in prefill: mlx-lm's sorted path), "
+            "plain multi-head, tied head",
             qwen3_moe(
                 decoder_sparse_step=2,
                 mlp_only_layers=[],
-                num_experts_per_tok=3,
+                num_experts_per_tok=4,
                 norm_topk_prob=False,
                 num_key_value_heads=4,
                 tie_word_embeddings=True,

@@ -118,6 +118,9 @@ def random_weights(model, seed: int):
         elif leaf == "weight" and len(shape) == 3:
             # stacked experts [E, out, in]: each expert as a linear
             v = z * np.float32(1.0 / np.sqrt(shape[2]))
+        elif leaf == "e_score_correction_bias" and len(shape) == 1:
+            # a router's correction bias, on sigmoid scores in (0, 1)
+            v = LINEAR_BIAS_STD * z
         elif leaf == "bias" and len(shape) == 2:
             # the experts' biases [E, out]
             v = LINEAR_BIAS_STD * z

@@ -15,8 +15,9 @@ type Experts struct {
 	Weight *mlx.Array
 	Q      *mlx.Quantized
 	Bias   *mlx.Array
-	// Sum, when set, is the group whose processes each hold a block of
-	// the input columns: the outputs are partial sums (see MoE.Apply).
+	// Sum, when set, is the group over which the experts' input columns
+	// are split: their outputs are partial sums, which the block sums
+	// over it once weighted (the bias is added by one process only).
 	Sum *mlx.Group
 }
 
@@ -113,8 +114,18 @@ const (
 	// then the k largest probabilities, renormalised to sum to one when
 	// Renorm.
 	RouteSoftmaxTopK RouterKind = iota
-	// RouteTopKSoftmax: the k largest logits, then a softmax over them.
+	// RouteTopKSoftmax: the k largest logits, then a softmax over them
+	// (in float32, and the weights left so, when Float32).
 	RouteTopKSoftmax
+	// RouteSigmoidGroup: sigmoid scores in float32; the experts are picked
+	// by the scores plus Bias, within the TopKGroups of Groups groups
+	// whose two best such scores sum highest; their weights are the
+	// plain scores, renormalised when Renorm (and k > 1), times Scale.
+	RouteSigmoidGroup
+	// RouteScoreTopKNorm: a softmax (or a sigmoid, when Sigmoid) of the
+	// logits in float32, the k highest, divided by their sum (at least
+	// 1e-12).
+	RouteScoreTopKNorm
 )
 
 // Router picks each token's experts: Gate [E, D] gives the logits.
@@ -129,6 +140,14 @@ type Router struct {
 	// same experts in other orders, and the order is the order the
 	// weighted outputs are summed in.
 	TopLast bool
+	// Float32: RouteTopKSoftmax's softmax in float32.
+	Float32 bool
+	// Sigmoid: RouteScoreTopKNorm scores by a sigmoid.
+	Sigmoid bool
+	// RouteSigmoidGroup's correction bias [E], groups and scale.
+	Bias               *mlx.Array
+	Groups, TopKGroups int
+	Scale              float64
 }
 
 // topK is the indices of the k largest entries of s along its last axis.
@@ -150,7 +169,25 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 	switch r.Kind {
 	case RouteTopKSoftmax:
 		idx = r.topK(g, logits)
-		weights = g.Softmax(g.TakeAlongAxis(logits, idx, -1), true, -1)
+		top := g.TakeAlongAxis(logits, idx, -1)
+		if r.Float32 {
+			weights = g.Softmax(g.AsType(top, mlx.Float32), false, -1)
+		} else {
+			weights = g.Softmax(top, true, -1)
+		}
+	case RouteSigmoidGroup:
+		return r.sigmoidGroup(g, logits)
+	case RouteScoreTopKNorm:
+		f := g.AsType(logits, mlx.Float32)
+		var p *mlx.Array
+		if r.Sigmoid {
+			p = g.Sigmoid(f)
+		} else {
+			p = g.Softmax(f, false, -1)
+		}
+		idx = r.topK(g, p)
+		weights = g.TakeAlongAxis(p, idx, -1)
+		weights = g.Divide(weights, g.BinaryScalar(mlx.OpMaximum, g.Sum(weights, true, -1), 1e-12))
 	default:
 		p := g.Softmax(logits, true, -1)
 		idx = r.topK(g, p)
@@ -160,6 +197,31 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 		}
 	}
 	return idx, weights
+}
+
+// sigmoidGroup is RouteSigmoidGroup's choice from logits.
+func (r *Router) sigmoidGroup(g *mlx.Graph, logits *mlx.Array) (idx, weights *mlx.Array) {
+	p := g.Sigmoid(g.AsType(logits, mlx.Float32))
+	s := g.Add(p, r.Bias)
+	if r.Groups > 1 && r.Groups > r.TopKGroups {
+		shape := s.Shape()
+		e := shape[len(shape)-1]
+		grouped := g.Reshape(s, append(append([]int{}, shape[:len(shape)-1]...), r.Groups, e/r.Groups)...)
+		best := g.Sum(g.TopK(grouped, 2, -1), true, -1) // [..., groups, 1]
+		drop := r.Groups - r.TopKGroups
+		gs := best.Shape()
+		start, stop := make([]int, len(gs)), append([]int{}, gs...)
+		stop[len(stop)-2] = drop
+		worst := g.Slice(g.Argpartition(best, drop-1, -2), start, stop)
+		grouped = g.PutAlongAxis(grouped, worst, g.Scalar(0, mlx.Float32), -2)
+		s = g.Reshape(grouped, shape...)
+	}
+	idx = r.topK(g, s)
+	weights = g.TakeAlongAxis(p, idx, -1)
+	if r.K > 1 && r.Renorm {
+		weights = g.Divide(weights, g.Sum(weights, true, -1))
+	}
+	return idx, g.MultiplyScalar(weights, r.Scale)
 }
 
 // MoE is a sparse feed-forward block: the router's experts, weighted.
@@ -228,7 +290,14 @@ func (m *MoE) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		m.Hits.pending = append(m.Hits.pending, c)
 	}
 	y := m.Experts.Apply(g, x, idx)
-	y = m.Experts.sumExperts(g, g.Sum(g.Multiply(y, g.ExpandDims(w, -1)), false, -2))
+	dt := y.Dtype()
+	y = g.Sum(g.Multiply(y, g.ExpandDims(w, -1)), false, -2)
+	if y.Dtype() != dt { // float32 weights: the sum is cast back
+		y = g.AsType(y, dt)
+	}
+	if grp := m.Experts.Down.Sum; grp != nil {
+		y = g.AllSum(y, grp)
+	}
 	if m.Shared == nil {
 		return y
 	}

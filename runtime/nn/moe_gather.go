@@ -3,14 +3,21 @@ package nn
 import "github.com/archgen/archgen/runtime/mlx"
 
 // gatherMM is x [..., 1, in] times the matrices w [E, in, out] that idx
-// picks for each row.
+// picks for each row (mlx's gather_mm). libmlx's CPU gather_mm takes
+// float32 only (mlx-lm refuses a bfloat16 or float16 mixture of experts
+// on the CPU for it): other dtypes multiply in float32, exactly widened,
+// and the product is rounded back, as MLX's own half-precision matmuls
+// accumulate in float32 and round once.
 func gatherMM(g *mlx.Graph, x, w, idx *mlx.Array, sorted bool) *mlx.Array {
-	return g.Matmul(x, g.Take(w, idx, 0))
+	if dt := x.Dtype(); dt != mlx.Float32 {
+		y := g.GatherMM(g.AsType(x, mlx.Float32), g.AsType(w, mlx.Float32), nil, idx, sorted)
+		return g.AsType(y, dt)
+	}
+	return g.GatherMM(x, w, nil, idx, sorted)
 }
 
 // gatherQMM is gatherMM over the quantized stack q [E, out, in], each
-// picked matrix transposed.
+// picked matrix transposed (mlx's gather_qmm).
 func gatherQMM(g *mlx.Graph, x *mlx.Array, q mlx.Quantized, idx *mlx.Array, sorted bool) *mlx.Array {
-	p := mlx.Quantized{Weight: g.Take(q.Weight, idx, 0), Scales: g.Take(q.Scales, idx, 0), Biases: g.Take(q.Biases, idx, 0), GroupSize: q.GroupSize, Bits: q.Bits}
-	return g.Matmul(x, g.Swapaxes(g.Dequantize(p, x.Dtype()), -1, -2))
+	return g.GatherQMM(x, q, nil, idx, true, sorted)
 }

@@ -128,29 +128,6 @@ func (w *Weights) role(name string) ShardRole {
 func (w *Weights) shardedLinear(name string, out, in int, bias bool, role ShardRole) *Linear {
 	grp := w.l.opts.Group
 	n, r := grp.Size(), grp.Rank()
-	l := &Linear{}
-	l.Weight, l.Q = w.shardedMatrix(name, nil, out, in, role)
-	if bias {
-		if role == AllToSharded {
-			l.Bias = w.block(name+".bias", []int{out * n}, 0, n, r, w.l.opts.Shard.Parts[name], false)
-		} else {
-			l.Bias = w.param(name+".bias", []int{out}, false)
-		}
-	}
-	if role == ShardedToAll {
-		l.Sum = grp
-	}
-	return l
-}
-
-// shardedMatrix reads this process's block of the matrix name, dense or
-// quantized, whose share is [lead..., out, in]: the checkpoint holds
-// [lead..., out*N, in] (AllToSharded: a block of rows) or
-// [lead..., out, in*N] (ShardedToAll: a block of columns, which must be
-// whole quantization groups).
-func (w *Weights) shardedMatrix(name string, lead []int, out, in int, role ShardRole) (*mlx.Array, *mlx.Quantized) {
-	grp := w.l.opts.Group
-	n, r := grp.Size(), grp.Rank()
 	full := [2]int{out, in}
 	axis := 0
 	if role == ShardedToAll {
@@ -158,8 +135,7 @@ func (w *Weights) shardedMatrix(name string, lead []int, out, in int, role Shard
 	}
 	full[axis] *= n
 	parts := w.l.opts.Shard.Parts[name]
-	shape := func(cols int) []int { return append(append([]int(nil), lead...), full[0], cols) }
-	at := len(lead) + axis
+	l := &Linear{}
 	q := w.quantFor(name, full[1])
 	switch {
 	case q == badQuant:
@@ -173,16 +149,26 @@ func (w *Weights) shardedMatrix(name string, lead []int, out, in int, role Shard
 				"its %d input columns make %d quantization groups of %d, which do not divide evenly", full[1], groups, q.GroupSize)})
 			break
 		}
-		weight := w.block(name+".weight", shape(q.PackedDims(full[1])), at, n, r, parts, true)
-		scales := w.block(name+".scales", shape(full[1]/q.GroupSize), at, n, r, parts, false)
-		biases := w.block(name+".biases", shape(full[1]/q.GroupSize), at, n, r, parts, false)
+		weight := w.block(name+".weight", []int{full[0], q.PackedDims(full[1])}, axis, n, r, parts, true)
+		scales := w.block(name+".scales", []int{full[0], full[1] / q.GroupSize}, axis, n, r, parts, false)
+		biases := w.block(name+".biases", []int{full[0], full[1] / q.GroupSize}, axis, n, r, parts, false)
 		if weight != nil && scales != nil && biases != nil {
-			return nil, &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
+			l.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
 		}
 	default:
-		return w.block(name+".weight", shape(full[1]), at, n, r, parts, false), nil
+		l.Weight = w.block(name+".weight", full[:], axis, n, r, parts, false)
 	}
-	return nil, nil
+	if bias {
+		if role == AllToSharded {
+			l.Bias = w.block(name+".bias", []int{full[0]}, 0, n, r, parts, false)
+		} else {
+			l.Bias = w.param(name+".bias", []int{out}, false)
+		}
+	}
+	if role == ShardedToAll {
+		l.Sum = grp
+	}
+	return l
 }
 
 // block is this process's share along axis of the tensor name, whose

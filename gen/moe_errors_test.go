@@ -1,0 +1,47 @@
+package gen
+
+import (
+	"strings"
+	"testing"
+)
+
+// moeBase is base with a sparse block on every layer.
+var moeBase = strings.Replace(strings.Replace(base, "    vocab_size: {type: int, required: true}\n",
+	"    vocab_size: {type: int, required: true}\n    num_experts: {type: int, required: true, min: 1}\n    top_k: {type: int, required: true, min: 1}\n", 1),
+	"    kind: swiglu\n", "    kind: swiglu\n  moe:\n    experts: num_experts\n    top_k: top_k\n    hidden: intermediate_size\n", 1)
+
+// TestMoEDescriptorErrors: the sparse block's bad descriptors, each with
+// its exact message.
+func TestMoEDescriptorErrors(t *testing.T) {
+	if _, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(moeBase)}); err != nil {
+		t.Fatalf("moeBase: %v", err)
+	}
+	for _, c := range []struct{ name, yaml, want string }{
+		{"unknown router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    router: greedy\n", 1),
+			`descriptors/a.yaml:23: structure.moe.router: unknown "greedy" (want one of softmax_topk, topk_softmax, score_topk_norm, sigmoid_group)`},
+		{"shared gate without a shared expert", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    shared_gate: true\n", 1),
+			"descriptors/a.yaml:23: structure.moe.shared_gate: there is no shared expert to gate"},
+		{"groups on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    groups: 4\n", 1),
+			"descriptors/a.yaml:23: structure.moe.groups: groups, topk_groups and scale belong to a sigmoid_group router"},
+		{"float32 on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    float32: true\n", 1),
+			"descriptors/a.yaml:23: structure.moe.float32: only a topk_softmax router has a float32 softmax"},
+		{"sigmoid on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    sigmoid: true\n", 1),
+			"descriptors/a.yaml:23: structure.moe.sigmoid: only a score_topk_norm router scores by a sigmoid"},
+		{"sparse not per layer", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    sparse: top_k\n", 1),
+			`descriptors/a.yaml:23: structure.moe.sparse: "top_k" is int, want bool`},
+		{"a bad expert name", moeBase + "weights:\n  experts: {stacked: \"switch mlp\"}\n",
+			`descriptors/a.yaml:26: weights.experts.stacked: "switch mlp" is not a checkpoint name (dotted names of letters, digits and _)`},
+		{"fused gate_up alone", moeBase + "weights:\n  experts: {fused_gate_up: input_linear}\n",
+			"descriptors/a.yaml:26: weights.experts.fused_gate_up: fused_gate_up and fused_down go together"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
+			if err == nil {
+				t.Fatalf("no error; want %s", c.want)
+			}
+			if err.Error() != c.want {
+				t.Fatalf("error\n%s\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}

@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve
+.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist
 
 all: test
 
@@ -124,6 +124,14 @@ bench: setup-py models bench-llama
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
 	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-go
+	@$(MAKE) -s bench-dist
+
+# Tensor parallelism on this machine: SmolLM2-135M and the Qwen2.5-0.5B
+# shape in 1 process x 2 threads, 1 x 1 and 2 processes x 1 thread (3 where
+# 2 does not divide the heads): throughput, per-process peak memory and
+# all_sum bytes per step, into out/bench/dist (docs/BENCHMARKS.md).
+bench-dist: setup-py models
+	BENCH_RUNS=$(BENCH_RUNS) $(PY) bench/dist.py
 
 # The servers side by side (bench/serve_bench.py): archrun serve,
 # mlx_lm.server and llama.cpp's server (llama-cpp-python's server extra) on

@@ -5,6 +5,12 @@
 // prints the figures as one JSON object on stdout.
 //
 //	go run ./bench/gorun -model dir -prompts prompts.json -runs 5 -gen 128
+//
+// Started with MLX_RANK and MLX_HOSTFILE set (as archrun launch starts its
+// ranks), it is one rank of a group: it loads its shard of the model
+// (nn.Options.Group), every rank runs the same prompts, and each prints its
+// own figures, with the bytes its all_sum ops took in over each run's
+// prefill and decode. Every process reports its peak resident set.
 package main
 
 import (
@@ -15,6 +21,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/archgen/archgen/generate"
@@ -53,6 +60,17 @@ type Run struct {
 	TTFT        float64 `json:"ttft_s"`
 	PeakMemory  uint64  `json:"peak_memory"`
 	Tokens      int     `json:"tokens"`
+	// In a group: the all_sum ops the prompt's prefill (all its tokens
+	// but the last, PrefillTokens, in chunks of generate's PrefillStep)
+	// and the decode steps (DecodeCalls forward calls of one token each,
+	// the first on the prompt's last token) built, and the bytes of their
+	// inputs, i.e. what this rank contributes to them.
+	PrefillSums     int64 `json:"prefill_all_sums,omitempty"`
+	PrefillSumBytes int64 `json:"prefill_all_sum_bytes,omitempty"`
+	DecodeSums      int64 `json:"decode_all_sums,omitempty"`
+	DecodeSumBytes  int64 `json:"decode_all_sum_bytes,omitempty"`
+	PrefillTokens   int   `json:"prefill_tokens,omitempty"`
+	DecodeCalls     int   `json:"decode_calls,omitempty"`
 }
 
 // Result is what gorun prints.
@@ -67,6 +85,14 @@ type Result struct {
 	MLX      string           `json:"mlx"`
 	Warmups  int              `json:"warmups"`
 	Measured int              `json:"measured"`
+	// The group this process ran in (rank 0 of 1 alone).
+	Rank int `json:"rank"`
+	Size int `json:"size"`
+	// The process's peak resident set (getrusage), in bytes, and the CPU
+	// time it took in user and system mode, all at the end.
+	PeakRSS int64   `json:"peak_rss"`
+	UserS   float64 `json:"user_s"`
+	SysS    float64 `json:"sys_s"`
 }
 
 func main() {
@@ -99,6 +125,19 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 	res := Result{Side: "archgen", Model: dir, Runs: map[string][]Run{}, Outputs: map[string][]int{},
 		MLX: mlx.Version(), Warmups: warmups, Measured: runs}
 
+	var opts nn.Options
+	var group *mlx.Group
+	_, hasRank := os.LookupEnv("MLX_RANK")
+	_, hasHost := os.LookupEnv("MLX_HOSTFILE")
+	res.Size = 1
+	if hasRank || hasHost {
+		if group, err = mlx.InitGroup(mlx.GroupOptions{Strict: true}); err != nil {
+			return err
+		}
+		opts.Group = group
+		res.Rank, res.Size = group.Rank(), group.Size()
+	}
+
 	var m registry.Model
 	for i := 0; i <= loads; i++ {
 		if m != nil {
@@ -106,7 +145,7 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 			mlx.ClearCache()
 		}
 		t := time.Now()
-		m, err = registry.Load(dir, nn.Options{})
+		m, err = registry.Load(dir, opts)
 		if err != nil {
 			return err
 		}
@@ -146,8 +185,17 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 				q = p.warm()
 			}
 			var out []int
-			st, err := generate.Tokens(context.Background(), m, q.Tokens,
-				generate.Options{MaxTokens: q.Gen, Vocab: info.VocabSize},
+			var sums0, bytes0, sums1, bytes1 int64
+			if group != nil {
+				sums0, bytes0 = group.AllSumStats()
+			}
+			gopts := generate.Options{MaxTokens: q.Gen, Vocab: info.VocabSize,
+				OnPrompt: func(done, total int) {
+					if group != nil && done == total-1 {
+						sums1, bytes1 = group.AllSumStats()
+					}
+				}}
+			st, err := generate.Tokens(context.Background(), m, q.Tokens, gopts,
 				func(t int32) error { out = append(out, int(t)); return nil })
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
@@ -159,13 +207,23 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 			if i < warmups {
 				continue
 			}
-			res.Runs[p.Name] = append(res.Runs[p.Name], Run{
+			r := Run{
 				PromptTPS:   st.PromptTPS(),
 				GenerateTPS: st.GenerateTPS(),
 				TTFT:        st.FirstTokenDelay.Seconds(),
 				PeakMemory:  st.PeakMemory,
 				Tokens:      st.Tokens,
-			})
+			}
+			if group != nil {
+				sums2, bytes2 := group.AllSumStats()
+				if len(q.Tokens) == 1 { // no prefill call
+					sums1, bytes1 = sums0, bytes0
+				}
+				r.PrefillSums, r.PrefillSumBytes = sums1-sums0, bytes1-bytes0
+				r.DecodeSums, r.DecodeSumBytes = sums2-sums1, bytes2-bytes1
+				r.PrefillTokens, r.DecodeCalls = len(q.Tokens)-1, st.Tokens
+			}
+			res.Runs[p.Name] = append(res.Runs[p.Name], r)
 			res.Outputs[p.Name] = out
 		}
 	}
@@ -177,6 +235,12 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 		}
 		fmt.Fprintf(os.Stderr, "gorun: %s: %s: prompt %.1f tok/s, decode %.1f tok/s (medians of %d)\n",
 			dir, name, median(pt), median(gt), len(rs))
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		res.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		res.UserS = time.Duration(ru.Utime.Nano()).Seconds()
+		res.SysS = time.Duration(ru.Stime.Nano()).Seconds()
 	}
 	enc := json.NewEncoder(os.Stdout)
 	return enc.Encode(res)

@@ -3,6 +3,7 @@ package nn
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -183,7 +184,7 @@ func (c *Catalog) Load(dir string, opts Options) (Model, error) {
 	mt, err := ModelTypeOf(data)
 	if err != nil {
 		opts.freeTensors()
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+		return nil, fmt.Errorf("%s: %w", opts.configName(dir), err)
 	}
 	a, err := c.Lookup(mt)
 	if err != nil {
@@ -208,13 +209,25 @@ func (a *Arch) plan(dir string, opts *Options) error {
 	opts.Shard = a.Shard
 	if a.Shard == nil && a.NoShard != "" && opts.sharding() {
 		opts.freeTensors()
-		return fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"),
+		return fmt.Errorf("%s: %w", opts.configName(dir),
 			&ShardError{Size: opts.Group.Size(), Msg: fmt.Sprintf("%s has no tensor-parallel plan: %s", a.Name, a.NoShard)})
 	}
 	return nil
 }
 
 // config is Config, or else dir's config.json.
+// configName is how errors name the config of the checkpoint at dir: its
+// config.json, or dir itself when Config stands for a file that is no
+// directory (a GGUF file's metadata).
+func (o Options) configName(dir string) string {
+	if o.Config != nil {
+		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+			return dir
+		}
+	}
+	return filepath.Join(dir, "config.json")
+}
+
 func (o Options) config(dir string) ([]byte, error) {
 	if o.Config != nil {
 		return o.Config, nil
@@ -259,7 +272,7 @@ func LoadModel[C any, M interface{ Free() }](dir string, opts Options, name stri
 		opts.freeTensors()
 		return none, err
 	}
-	cfgPath := filepath.Join(dir, "config.json")
+	cfgPath := opts.configName(dir)
 	mt, err := ModelTypeOf(data)
 	if err == nil {
 		err = CheckModelType(mt, name, aliases)

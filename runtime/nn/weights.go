@@ -89,7 +89,7 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 	q, err := ParseQuantization(config)
 	if err != nil {
 		opts.freeTensors()
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+		return nil, fmt.Errorf("%s: %w", opts.configName(dir), err)
 	}
 	if opts.Tensors != nil {
 		l := newLoader(q, opts)

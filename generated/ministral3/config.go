@@ -8,8 +8,9 @@
 // floor(position / original_max_position_embeddings)), layers that layer_types
 // marks sliding_attention attending within sliding_window, and a head tied by
 // default. head_dim is hidden_size / num_attention_heads unless given.
-// activation_scale tensors are dropped; FP8 checkpoints (weight_scale_inv) are
-// not read.
+// Published checkpoints are FP8: each projection's weight F8_E4M3 beside one
+// weight_scale_inv, read as FP8 values times the scale at load (as every
+// architecture's loader does); their activation_scale tensors are dropped.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches

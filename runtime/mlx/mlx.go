@@ -94,6 +94,8 @@ func ParseDtype(name string) (Dtype, error) {
 		return Bool, nil
 	case "U8":
 		return Uint8, nil
+	case "F8_E4M3":
+		return Uint8, nil // FP8 codes, held as uint8 as libmlx loads them (Graph.FromFP8 reads them)
 	case "U16":
 		return Uint16, nil
 	case "U32":

@@ -291,6 +291,23 @@ func (g *Graph) AsType(a *Array, dtype Dtype) *Array {
 	return g.done("astype", C.mlxg_astype(g.res0(), a.c, C.int(dtype), g.s.c, g.errp()))
 }
 
+// FromFP8 reads a's uint8 values as FP8 (e4m3) codes, as a safetensors
+// F8_E4M3 tensor loads, and returns their values in dtype.
+func (g *Graph) FromFP8(a *Array, dtype Dtype) *Array {
+	if !g.ok("from_fp8", a) {
+		return g.bad
+	}
+	return g.done("from_fp8", C.mlxg_from_fp8(g.res0(), a.c, C.int(dtype), g.s.c, g.errp()))
+}
+
+// ToFP8 rounds a float array to FP8 (e4m3) codes held as uint8.
+func (g *Graph) ToFP8(a *Array) *Array {
+	if !g.ok("to_fp8", a) {
+		return g.bad
+	}
+	return g.done("to_fp8", C.mlxg_to_fp8(g.res0(), a.c, g.s.c, g.errp()))
+}
+
 // Contiguous is a copy of a laid out row-major.
 func (g *Graph) Contiguous(a *Array) *Array {
 	if !g.ok("contiguous", a) {

@@ -145,6 +145,11 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 			l.tensors[name] = a
 		}
 	}
+	if err := l.dequantFP8(); err != nil {
+		l.freeTensors()
+		l.closeFiles()
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	return &Weights{l: l}, nil
 }
 

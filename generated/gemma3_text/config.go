@@ -23,9 +23,8 @@ type Config struct {
 	// ModelType is model_type.
 	ModelType string `json:"model_type"`
 
-	// HiddenSize is hidden_size (required). Required here: mlx-lm defaults it to
-	// Gemma 3 1B's 1152, but a config that omits the model's width is refused as
-	// every architecture refuses it.
+	// HiddenSize is hidden_size; 1152 when absent. Gemma 3 1B's width when absent,
+	// as mlx-lm defaults it.
 	HiddenSize int `json:"hidden_size"`
 
 	// NumHiddenLayers is num_hidden_layers; 26 when absent.
@@ -87,7 +86,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
-	c.HiddenSize = nn.Required[int](r, "hidden_size")
+	c.HiddenSize = nn.Default[int](r, "hidden_size", 1152)
 	c.NumHiddenLayers = nn.Default[int](r, "num_hidden_layers", 26)
 	c.IntermediateSize = nn.Default[int](r, "intermediate_size", 6912)
 	c.NumAttentionHeads = nn.Default[int](r, "num_attention_heads", 4)

@@ -84,6 +84,9 @@ func (s *Server) check(c *common, j *job, promptField string) *apiError {
 		if *v < 0 {
 			return badRequest("top_k", "invalid_value", "top_k: %d is negative", *v)
 		}
+		if vocab := s.m.Net.Info().VocabSize; *v >= vocab {
+			return badRequest("top_k", "invalid_value", "top_k: %d, want fewer than the vocabulary's %d tokens", *v, vocab)
+		}
 		sp.TopK = *v
 	}
 	if v := c.MinP; v != nil {

@@ -10,7 +10,7 @@ import "github.com/archgen/archgen/runtime/mlx"
 func AttentionFloat32(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
 	q32 := g.AsType(q, mlx.Float32)
 	if kv.QKeys != nil {
-		return g.AsType(quantizedAttention(g, q32, kv, scale, mask), q.Dtype())
+		return g.AsType(quantizedAttention(g, q32, kv, scale, mask, nil), q.Dtype())
 	}
 	dt := kv.Values.Dtype()
 	return g.AsType(g.SDPA(q32, g.AsType(kv.Keys, mlx.Float32), g.AsType(kv.Values, mlx.Float32), scale, mask), dt)

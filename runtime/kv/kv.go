@@ -43,10 +43,20 @@ type KV struct {
 // quantized keys and values for quantized ones (as mlx-lm's
 // quantized_scaled_dot_product_attention). Hq may be a multiple of Hkv.
 func Attention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
+	return AttentionSinks(g, q, kv, scale, mask, nil)
+}
+
+// AttentionSinks is Attention with attention sinks: sinks [Hq] holds one
+// learned logit per query head that joins each row of that head's softmax
+// and takes its share of the probability without contributing a value
+// (gpt-oss's). nil sinks is Attention. Dense caches run MLX's fused kernel
+// with its sinks; quantized ones put the sink before each row of scores,
+// take the softmax and drop it again, as MLX's own unfused attention does.
+func AttentionSinks(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask, sinks *mlx.Array) *mlx.Array {
 	if kv.QKeys != nil {
-		return quantizedAttention(g, q, kv, scale, mask)
+		return quantizedAttention(g, q, kv, scale, mask, sinks)
 	}
-	return g.SDPA(q, kv.Keys, kv.Values, scale, mask)
+	return g.SDPASinks(q, kv.Keys, kv.Values, scale, mask, sinks)
 }
 
 // Scores is q k^T for attention written out by hand, over dense or

@@ -62,7 +62,7 @@ func (q Quantization) switchAt(g *mlx.Graph, s *store, offset int) bool {
 // precision, and a quantized matmul against the values. Grouped-query heads
 // are handled by viewing the queries as [B, Hkv, rep, L, D] against keys
 // and values given a unit axis at 2.
-func quantizedAttention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
+func quantizedAttention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask, sinks *mlx.Array) *mlx.Array {
 	qs := q.Shape()
 	if len(qs) != 4 || kv.QValues == nil {
 		g.Failf("kv: attention needs queries [B, Hq, L, D] (got %v) and quantized keys and values", qs)
@@ -72,9 +72,40 @@ func quantizedAttention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask m
 	q, qk, qv, rep := groupHeads(g, q, *kv.QKeys, *kv.QValues)
 	scores := g.QuantizedMatmul(q, qk, true)
 	scores = maskScores(g, scores, mask, rep > 1)
+	if sinks != nil {
+		return ungroupHeads(g, sinkAttention(g, scores, sinks, qv), qs[1], rep)
+	}
 	probs := g.Softmax(scores, true, -1)
 	out := g.QuantizedMatmul(probs, qv, false)
 	return ungroupHeads(g, out, qs[1], rep)
+}
+
+// sinkAttention is the softmax of scores [B, Hkv, rep, L, S] (or
+// [B, Hq, L, S]) with each head's sink logit as an extra first column,
+// that column dropped again, times the quantized values.
+func sinkAttention(g *mlx.Graph, scores, sinks *mlx.Array, qv mlx.Quantized) *mlx.Array {
+	s := scores.Shape()
+	if sinks.Ndim() != 1 || len(s) < 4 || sinks.Dim(0) != prod(s[1:len(s)-2]) {
+		g.Failf("kv: sinks %v do not give one logit to each of the %v heads", sinks.Shape(), s[1:len(s)-2])
+		return scores
+	}
+	heads := append([]int{1}, s[1:len(s)-2]...)
+	col := g.Reshape(g.AsType(sinks, scores.Dtype()), append(heads, 1, 1)...)
+	col = g.BroadcastTo(col, append(append([]int{}, s[:len(s)-1]...), 1)...)
+	probs := g.Softmax(g.Concatenate(-1, col, scores), true, -1)
+	start := make([]int, len(s))
+	start[len(s)-1] = 1
+	stop := append([]int{}, s...)
+	stop[len(s)-1]++
+	return g.QuantizedMatmul(g.Slice(probs, start, stop), qv, false)
+}
+
+func prod(xs []int) int {
+	n := 1
+	for _, x := range xs {
+		n *= x
+	}
+	return n
 }
 
 // groupHeads views queries [B, Hq, L, D] as [B, Hkv, rep, L, D] and gives

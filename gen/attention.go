@@ -52,6 +52,7 @@ type Attention struct {
 	QKNormWhen              *Value   // nil: the q and k norms are always there
 	Float32IfHalf           bool     // float16 attends in float32, other dtypes as they are
 	QueryScale              *QueryScale
+	Sinks                   *field // nil: no attention sinks
 
 	heads, kvHeads, headDim *field
 	scale                   *field
@@ -112,6 +113,9 @@ func (at *Attention) fields(t goType) []jen.Code {
 		if at.QNorm != nil {
 			out = append(out, at.QNorm.decl(), at.KNorm.decl())
 		}
+		if at.Sinks != nil {
+			out = append(out, at.Sinks.decl())
+		}
 		return out
 	}
 	return nil
@@ -154,7 +158,7 @@ func (at *Attention) build(s stage) []jen.Code {
 		}
 		out = append(out, at.loadQKNorms(q, k)...)
 	}
-	return out
+	return append(out, at.loadSinks()...)
 }
 
 // MaskArray: attention written out (soft-capped scores) adds an explicit
@@ -234,7 +238,12 @@ func (at *Attention) emitForward(f *jen.File) {
 		if at.Float32IfHalf {
 			attend = "AttentionFloat32IfHalf"
 		}
-		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, attend).Call(g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
+		args := []jen.Code{g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")}
+		if at.Sinks != nil {
+			attend = "AttentionSinks"
+			args = append(args, self(at.Sinks))
+		}
+		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, attend).Call(args...).Comment("[B, heads, L, head_dim]"))
 	}
 	body = append(body,
 		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
@@ -249,6 +258,9 @@ func (at *Attention) emitForward(f *jen.File) {
 	}
 	if at.Float32IfHalf {
 		doc += "; at float16 queries and keys attend in float32, and the result is cast back"
+	}
+	if at.Sinks != nil {
+		doc += "; each head's learned sink logit joins its softmax"
 	}
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
@@ -362,4 +374,7 @@ func (at *Attention) shard(p *ShardPlan, a *Arch) {
 		p.tag(at.Name, pr, AllToSharded, 1)
 	}
 	p.tag(at.Name, at.Projs[last], ShardedToAll, 1)
+	if at.Sinks != nil {
+		p.tag(at.Name, Proj{Name: "sinks"}, AllToSharded, 1) // a logit per head: each process its heads'
+	}
 }

@@ -52,6 +52,9 @@ func (b *builder) checkAddedAttention(sc *scope) error {
 		}
 		a.Attn.Float32IfHalf = true
 	}
+	if err := b.checkSinks(); err != nil {
+		return err
+	}
 	qs := &at.QueryScale
 	if qs.Beta.IsSet() != qs.Positions.IsSet() {
 		pos := qs.Beta.Pos

@@ -40,6 +40,11 @@ type MoEDesc struct {
 	Scale      F[Expr] `yaml:"scale"`
 	// Sigmoid: score_topk_norm scores by a sigmoid, not a softmax.
 	Sigmoid F[Expr] `yaml:"sigmoid"`
+	// The router's bias, and the experts' activation (moe_act.go).
+	RouterBias F[Expr]          `yaml:"router_bias"`
+	Act        F[ExpertActKind] `yaml:"act"`
+	Alpha      F[Expr]          `yaml:"alpha"`
+	Limit      F[Expr]          `yaml:"limit"`
 }
 
 // ExpertNames is weights.experts: the checkpoint's names of the sparse
@@ -97,6 +102,7 @@ func moeDefaults(d *Descriptor) {
 	exprDefault(&m.Renorm, "false", f)
 	setDefault(&m.TopLast, false, f)
 	exprDefault(&m.Bias, "false", f)
+	moeActDefaults(d)
 	n := &d.Weights.Experts
 	setDefault(&n.Router, "gate", f)
 	setDefault(&n.Stacked, "switch_mlp", f)
@@ -135,6 +141,9 @@ type MoE struct {
 	Groups, TopKGroups     *Value // sigmoid_group
 	Scale                  *Value
 	Sigmoid                *Value // score_topk_norm
+	RouterBias             *Value
+	Act                    ExpertActKind
+	Alpha, Limit           *Value // clamped_swiglu
 	correction             string
 	fusedGateUp, fusedDown string
 
@@ -200,6 +209,9 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		m.SharedGate = s.SharedGate.V
 	} else if s.SharedGate.V {
 		return nil, errAt(s.SharedGate.Pos, "structure.moe.shared_gate", "there is no shared expert to gate")
+	}
+	if err == nil {
+		err = b.buildMoEAct(m, sc)
 	}
 	if err != nil {
 		return nil, err
@@ -282,16 +294,18 @@ func (m *MoE) build(scope string) []jen.Code {
 	if m.Matrix {
 		out = append(out, m.routerField.of(rMLP).Op("=").Id("lw").Dot("Matrix").Call(jen.Lit(path(m.routerName)), m.Experts.Code(), hidden.Clone()))
 	} else {
-		out = append(out, m.routerField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.routerName)), m.Experts.Code(), hidden.Clone(), jen.False()))
+		out = append(out, m.routerField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.routerName)), m.Experts.Code(), hidden.Clone(), m.RouterBias.Code()))
 	}
 	experts := func(p string, out, in jen.Code) jen.Code {
 		return jen.Id("lw").Dot("Experts").Call(jen.Lit(path(m.stacked+"."+p)), m.Experts.Code(), out, in, m.Bias.Code())
 	}
-	out = append(out, m.expertsField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "SwitchGLU").Values(jen.Dict{
+	glu := jen.Dict{
 		jen.Id("Gate"): experts(m.projs[0], m.Hidden.Code(), hidden.Clone()),
 		jen.Id("Up"):   experts(m.projs[1], m.Hidden.Code(), hidden.Clone()),
 		jen.Id("Down"): experts(m.projs[2], hidden.Clone(), m.Hidden.Code()),
-	}))
+	}
+	m.actFields(glu)
+	out = append(out, m.expertsField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "SwitchGLU").Values(glu))
 	var kind string
 	for _, k := range routerKinds {
 		if k.kind == m.Router {
@@ -361,7 +375,7 @@ func (m *MoE) doc() string {
 			case m.Shared != nil:
 				shared = ", plus a shared expert on every token"
 			}
-			return fmt.Sprintf("the sparse feed-forward block: a router picks each token's experts (%s), whose SwiGLU outputs are summed by their weights%s", k.doc, shared)
+			return fmt.Sprintf("the sparse feed-forward block: a router picks each token's experts (%s), whose %s outputs are summed by their weights%s", k.doc, m.actDoc(), shared)
 		}
 	}
 	return ""

@@ -21,6 +21,7 @@ import (
 	"github.com/archgen/archgen/generated/gemma3_text"
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
+	"github.com/archgen/archgen/generated/gpt_oss"
 	"github.com/archgen/archgen/generated/granite"
 	"github.com/archgen/archgen/generated/granitemoe"
 	"github.com/archgen/archgen/generated/helium"
@@ -71,6 +72,7 @@ var catalog = nn.NewCatalog(
 		gemma3_text.Arch,
 		glm.Arch,
 		glm4.Arch,
+		gpt_oss.Arch,
 		granite.Arch,
 		granitemoe.Arch,
 		helium.Arch,

@@ -25,6 +25,7 @@ func TestLookup(t *testing.T) {
 			"gemma3_text":      "gemma3_text",
 			"glm":              "glm",
 			"glm4":             "glm4",
+			"gpt_oss":          "gpt_oss",
 			"granite":          "granite",
 			"granitemoe":       "granitemoe",
 			"helium":           "helium",

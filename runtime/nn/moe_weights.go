@@ -130,11 +130,18 @@ func (w *Weights) Matrix(name string, out, in int) *Linear {
 	return &Linear{Weight: w.param(name+".weight", []int{out, in}, false)}
 }
 
-// Vector is the parameter name [n].
+// Vector is the parameter name [n]. When the model is loaded over a
+// group and the shard plan splits name (AllToSharded: a value per head,
+// such as attention sinks), n is this process's share and it reads its
+// block of the whole.
 func (w *Weights) Vector(name string, n int) *mlx.Array {
 	if w.l.record {
 		w.spec(name, []int{n}, nil, false)
 		return nil
+	}
+	if w.role(name) == AllToSharded {
+		grp := w.l.opts.Group
+		return w.block(name, []int{n * grp.Size()}, 0, grp.Size(), grp.Rank(), 1, false)
 	}
 	return w.param(name, []int{n}, false)
 }

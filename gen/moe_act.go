@@ -1,0 +1,75 @@
+package gen
+
+import "github.com/dave/jennifer/jen"
+
+// The sparse block's added parts: a router with a bias (a linear with
+// one, router_bias), and the experts' activation: SwiGLU, or the clamped
+// SwiGLU (act: clamped_swiglu), (clip(up, -limit, limit) + 1) * g *
+// sigmoid(alpha * g) with g = min(gate, limit).
+
+// ExpertActKind is how a gated expert combines its gate and up halves.
+type ExpertActKind string
+
+func (ExpertActKind) values() []string { return []string{"swiglu", "clamped_swiglu"} }
+
+// moeActDefaults fills the added parts' defaults.
+func moeActDefaults(d *Descriptor) {
+	m, f := &d.Structure.MoE, d.file
+	exprDefault(&m.RouterBias, "false", f)
+	setDefault(&m.Act, ExpertActKind("swiglu"), f)
+}
+
+// buildMoEAct resolves them into m.
+func (b *builder) buildMoEAct(m *MoE, sc *scope) error {
+	s := &b.d.Structure.MoE
+	var err error
+	if m.RouterBias, err = b.value(s.RouterBias, "structure.moe.router_bias", TBool, sc); err != nil {
+		return err
+	}
+	if m.Matrix && !m.RouterBias.IsFalse() {
+		return errAt(s.RouterBias.Pos, "structure.moe.router_bias", "a router_matrix router is a bare weight, with no bias")
+	}
+	m.Act = s.Act.V
+	if m.Act != "clamped_swiglu" {
+		for _, x := range []struct {
+			f   F[Expr]
+			key string
+		}{{s.Alpha, "alpha"}, {s.Limit, "limit"}} {
+			if x.f.IsSet() {
+				return errAt(x.f.Pos, "structure.moe."+x.key, "alpha and limit belong to the clamped_swiglu activation (act is %s)", m.Act)
+			}
+		}
+		return nil
+	}
+	for _, x := range []struct {
+		f   F[Expr]
+		key string
+		dst **Value
+	}{{s.Alpha, "alpha", &m.Alpha}, {s.Limit, "limit", &m.Limit}} {
+		if !x.f.IsSet() {
+			return errAt(s.Act.Pos, "structure.moe."+x.key, "the clamped_swiglu activation needs %s", x.key)
+		}
+		if *x.dst, err = b.value(x.f, "structure.moe."+x.key, TFloat, sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// actFields adds the activation's fields to the SwitchGLU literal.
+func (m *MoE) actFields(glu jen.Dict) {
+	if m.Act != "clamped_swiglu" {
+		return
+	}
+	glu[jen.Id("Act")] = jen.Qual(nnPkg, "ActClampedSwiGLU")
+	glu[jen.Id("Alpha")] = m.Alpha.Code()
+	glu[jen.Id("Limit")] = m.Limit.Code()
+}
+
+// actDoc names the experts' activation for the block's doc.
+func (m *MoE) actDoc() string {
+	if m.Act == "clamped_swiglu" {
+		return "clamped SwiGLU"
+	}
+	return "SwiGLU"
+}

@@ -10,7 +10,7 @@
 // them, and each expert is a clamped SwiGLU (alpha 1.702, limit 7) whose
 // projections carry biases. The experts may be quantized in MLX's mxfp4 mode.
 //
-// Its support tier is smoke (see descriptors/README.md). Load reads a model
+// Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
 // of NewCaches.
 package gpt_oss

@@ -25,7 +25,7 @@ var Aliases = []string{}
 // Arch is this architecture as the registry lists it.
 var Arch = nn.Arch{
 	Name:    Name,
-	Tier:    "smoke",
+	Tier:    "parity",
 	Aliases: Aliases,
 	Doc:     "OpenAI's gpt-oss (gpt-oss-20b, gpt-oss-120b): pre-norm layers with RMSNorm, grouped-query attention with biases on q, k, v and o, a learned sink logit per head joining every softmax, and a rope of mlx-lm's initialize_rope (yarn in the published configs); layers alternate between a sliding window and full attention (layer_types, or sliding then full by default).",
 	Load:    loadModel,

@@ -2388,6 +2388,70 @@ def _ministral3_cases() -> List[Case]:
     ]
 
 
+
+def _gpt_oss_cases() -> List[Case]:
+    """gpt-oss: attention sinks, sliding and full layers alternating, a
+    biased router (top-k, then a softmax), clamped SwiGLU experts with
+    biases; 8 experts, expert width 64."""
+
+    def gpt_oss(**over):
+        cfg = {
+            "architectures": ["GptOssForCausalLM"],
+            "model_type": "gpt_oss",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 64,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "sliding_window": SLIDING_WINDOW,
+            "rope_theta": 150000.0,
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "original_max_position_embeddings": 64,
+                "truncate": False,
+            },
+            "attention_bias": True,
+            "tie_word_embeddings": False,
+            "max_position_embeddings": 256,
+            "swiglu_limit": 7.0,
+            "router_aux_loss_coef": 0.9,
+            "output_router_logits": False,
+            "eos_token_id": 2,
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "gpt_oss",
+            "yarn_default_layers",
+            "no layer_types: sliding, full, sliding, full (window 6 < prompt); "
+            "yarn rope; GQA 4/2; top-2 of 8",
+            gpt_oss(),
+        ),
+        Case(
+            "gpt_oss",
+            "layer_types_top4_mha",
+            "layer_types full, sliding, sliding; plain rope; multi-head "
+            "attention; top-4 of 8 (mlx-lm's sorted path)",
+            gpt_oss(
+                num_hidden_layers=3,
+                layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+                num_key_value_heads=4,
+                num_experts_per_tok=4,
+                rope_scaling=None,
+            ),
+        ),
+    ]
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -2426,6 +2490,7 @@ CASES: List[Case] = (
     + _cohere2_cases()
     + _apertus_cases()
     + _ministral3_cases()
+    + _gpt_oss_cases()
 )
 
 

@@ -61,6 +61,7 @@ NORM_WEIGHT_SPREAD = 0.3
 NORM_BIAS_STD = 0.2
 LINEAR_BIAS_STD = 0.3
 CORRECTION_BIAS_STD = 0.05
+SINK_STD = 1.0
 HEAD_GAIN = 3.0
 # An activation's learned scalars (XieLU's alpha_p, alpha_n, beta) move this
 # far from mlx-lm's initial values; an eps stays at its own.
@@ -127,6 +128,10 @@ def random_weights(model, seed: int):
             # enough that it reorders near scores without routing every
             # token to a few experts
             v = CORRECTION_BIAS_STD * z
+        elif leaf == "sinks" and len(shape) == 1:
+            # attention sinks, a logit per head: of the scores' size, so
+            # that they take a real share of each softmax
+            v = SINK_STD * z
         elif leaf == "bias" and len(shape) == 2:
             # the experts' biases [E, out]
             v = LINEAR_BIAS_STD * z

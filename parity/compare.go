@@ -26,6 +26,8 @@ var Tolerances = map[string]Tolerance{
 	"q8_g32":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
 	"q4_g64":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
 	"q4_g32":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
+	// a case's extra level (cases.py's EXTRA_LEVELS)
+	"mxfp4": {bf16Rel, "runs in bfloat16 on the same mxfp4 weights: " + bf16Reason},
 }
 
 const (

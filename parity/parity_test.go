@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -95,7 +96,29 @@ func TestParity(t *testing.T) {
 				runCase(t, refsDir, models, c, refs, lv.Name)
 			})
 		}
+		// the case's own extra levels (another quantization mode)
+		for _, name := range extraLevels(idx, refs) {
+			if _, ok := Tolerances[name]; !ok {
+				t.Errorf("%s: level %s has no tolerance", c.Key(), name)
+				continue
+			}
+			t.Run(c.Key()+"/"+name, func(t *testing.T) {
+				runCase(t, refsDir, models, c, refs, name)
+			})
+		}
 	}
+}
+
+// extraLevels are the levels of refs beyond the index's, sorted.
+func extraLevels(idx *Index, refs *Refs) []string {
+	var out []string
+	for name := range refs.Levels {
+		if !slices.ContainsFunc(idx.Levels, func(lv LevelInfo) bool { return lv.Name == name }) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // derived loads the references' index and fails t unless out/parity holds

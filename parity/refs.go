@@ -106,6 +106,7 @@ type LevelRef struct {
 	Dtype         string          `json:"dtype"`
 	Bits          int             `json:"bits"`
 	GroupSize     int             `json:"group_size"`
+	Mode          string          `json:"mode"` // a case's extra level in another quantization mode ("mxfp4"); "" for affine
 	Quantization  json.RawMessage `json:"quantization"`
 	LogitsDtype   string          `json:"logits_dtype"`
 	PrefillAbsMax float64         `json:"prefill_absmax"`

@@ -55,6 +55,9 @@ class Case:
     # Modules the saved checkpoint leaves out, by path (a checkpoint whose
     # head is tied by holding no lm_head: gemma3's), [] for none.
     without: List[str] = field(default_factory=list)
+    # Levels of this case beyond LEVELS, by name in EXTRA_LEVELS (a
+    # quantization mode only its arch uses), [] for none.
+    extra_levels: List[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -2436,6 +2439,7 @@ def _gpt_oss_cases() -> List[Case]:
             "no layer_types: sliding, full, sliding, full (window 6 < prompt); "
             "yarn rope; GQA 4/2; top-2 of 8",
             gpt_oss(),
+            extra_levels=["mxfp4"],
         ),
         Case(
             "gpt_oss",
@@ -2449,6 +2453,7 @@ def _gpt_oss_cases() -> List[Case]:
                 num_experts_per_tok=4,
                 rope_scaling=None,
             ),
+            extra_levels=["mxfp4"],
         ),
     ]
 
@@ -2504,6 +2509,7 @@ class Level:
     dtype: str
     bits: int = 0
     group_size: int = 0
+    mode: str = "affine"
 
 
 LEVELS: List[Level] = [
@@ -2515,3 +2521,12 @@ LEVELS: List[Level] = [
     Level("q4_g64", "bfloat16", 4, 64),
     Level("q4_g32", "bfloat16", 4, 32),
 ]
+
+# Levels a case asks for by name (Case.extra_levels), beside LEVELS.
+EXTRA_LEVELS: Dict[str, Level] = {
+    # MLX's mxfp4 mode, as `mlx_lm.convert -q --q-mode mxfp4` makes it from
+    # bfloat16: 4-bit floats in groups of 32 with a power-of-two scale, and
+    # whatever the model's quant_predicate says instead (gpt-oss's router
+    # at 8 bits, affine, group 64).
+    "mxfp4": Level("mxfp4", "bfloat16", 4, 32, "mxfp4"),
+}

@@ -48,7 +48,7 @@ from mlx_lm.utils import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import CASES, DECODE_STEPS, LEVELS, PROMPT_LEN, Case, Level  # noqa: E402
+from cases import CASES, DECODE_STEPS, EXTRA_LEVELS, LEVELS, PROMPT_LEN, Case, Level  # noqa: E402
 
 # Bumped when the layout of what this script writes changes.
 FORMAT = 1
@@ -192,10 +192,11 @@ def relayout(dst: Path, case: Case):
     index_path.write_text(json.dumps(index, indent=4))
 
 
-def convert(model, config, dtype_name: str, bits: int, group_size: int):
+def convert(model, config, dtype_name: str, bits: int, group_size: int, mode: str = "affine"):
     """What mlx_lm.convert does to a loaded model: cast the floating
-    parameters the model lets cast to dtype_name, then quantize (affine)
-    when bits is not 0. Returns the model and its updated config."""
+    parameters the model lets cast to dtype_name, then quantize (in mode,
+    affine unless a level says otherwise) when bits is not 0. Returns the
+    model and its updated config."""
     dtype = getattr(mx, dtype_name)
     cast_predicate = getattr(model, "cast_predicate", lambda _: True)
 
@@ -207,7 +208,7 @@ def convert(model, config, dtype_name: str, bits: int, group_size: int):
     model.update(tree_map_with_path(set_dtype, model.parameters()))
     if bits:
         with contextlib.redirect_stdout(io.StringIO()):
-            model, config = quantize_model(model, config, group_size, bits, mode="affine")
+            model, config = quantize_model(model, config, group_size, bits, mode=mode)
     return model, config
 
 
@@ -221,7 +222,7 @@ def derive_level(src: Path, level: Level, dst: Path):
         shutil.copytree(src, dst)
         return
     model, config = load_model(src)
-    model, config = convert(model, config, level.dtype, level.bits, level.group_size)
+    model, config = convert(model, config, level.dtype, level.bits, level.group_size, level.mode)
     save_model(dst, model)
     save_config(config, config_path=dst / "config.json")
 
@@ -357,6 +358,11 @@ def run_level(level_dir: Path, prompt, kv_cache=None):
     return dumps, stats
 
 
+def case_levels(case: Case):
+    """The levels a case runs at: LEVELS, then its own extra levels."""
+    return LEVELS + [EXTRA_LEVELS[name] for name in case.extra_levels]
+
+
 def quantization_summary(level_dir: Path):
     config = json.loads((level_dir / "config.json").read_text())
     return config.get("quantization")
@@ -425,7 +431,7 @@ def generate(out: Path, levels_out: Path, only=None):
         if case.kv_cache is not None:
             refs["kv_cache"] = case.kv_cache
         refs["levels"] = {}
-        for level in LEVELS:
+        for level in case_levels(case):
             level_dir = levels_out / case.arch / case.name / level.name
             if level_dir.exists():
                 shutil.rmtree(level_dir)
@@ -457,6 +463,7 @@ def generate(out: Path, levels_out: Path, only=None):
                 "dtype": level.dtype,
                 "bits": level.bits,
                 "group_size": level.group_size,
+                **({"mode": level.mode} if level.mode != "affine" else {}),
                 "quantization": quantization_summary(level_dir),
                 **stats,
             }
@@ -488,11 +495,13 @@ def levels(src: Path, out: Path):
     key = levels_key(src)
     stamp = out / ".derived"
     index = json.loads((src / "index.json").read_text())
-    dirs = [
-        out / entry["arch"] / entry["case"] / lv["name"]
+    extra = {c.key: c.extra_levels for c in CASES}
+    names = {
+        (entry["arch"], entry["case"]): [lv["name"] for lv in index["levels"]]
+        + extra.get(f"{entry['arch']}/{entry['case']}", [])
         for entry in index["cases"]
-        for lv in index["levels"]
-    ]
+    }
+    dirs = [out / a / c / name for (a, c), ns in names.items() for name in ns]
     if (
         stamp.is_file()
         and stamp.read_text().strip() == key
@@ -500,13 +509,13 @@ def levels(src: Path, out: Path):
     ):
         return
     by_name = {lv.name: lv for lv in LEVELS}
+    by_name.update(EXTRA_LEVELS)
     if out.exists():
         shutil.rmtree(out)
-    for entry in index["cases"]:
-        model_dir = src / entry["arch"] / entry["case"] / "model"
-        for lv in index["levels"]:
-            level_dir = out / entry["arch"] / entry["case"] / lv["name"]
-            derive_level(model_dir, by_name[lv["name"]], level_dir)
+    for (arch, case), ns in names.items():
+        model_dir = src / arch / case / "model"
+        for name in ns:
+            derive_level(model_dir, by_name[name], out / arch / case / name)
     stamp.write_text(key + "\n")
     print(f"refgen: derived {len(index['cases'])} cases x {len(index['levels'])} "
           f"levels into {out}")

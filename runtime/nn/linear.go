@@ -64,10 +64,16 @@ func (e *Embedding) Apply(g *mlx.Graph, ids *mlx.Array) *mlx.Array {
 		q := mlx.Quantized{
 			Weight:    g.Take(e.Q.Weight, ids, 0),
 			Scales:    g.Take(e.Q.Scales, ids, 0),
-			Biases:    g.Take(e.Q.Biases, ids, 0),
 			GroupSize: e.Q.GroupSize,
 			Bits:      e.Q.Bits,
+			Mode:      e.Q.Mode,
 		}
+		if e.Q.Biases == nil {
+			// a floating-point mode (uint8 scales): the rows come out in
+			// MLX's default dtype for it, as mlx's QuantizedEmbedding has them
+			return g.Dequantize(q, mlx.Dtype(255))
+		}
+		q.Biases = g.Take(e.Q.Biases, ids, 0)
 		return g.Dequantize(q, e.Q.Scales.Dtype())
 	}
 	return g.Take(e.Weight, ids, 0)

@@ -34,11 +34,15 @@ func (w *Weights) Experts(name string, n, out, in int, bias bool) *Experts {
 			w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), in, q.GroupSize)
 			break
 		}
+		w.markScales(name, q)
 		weight := w.param(name+".weight", []int{n, out, q.PackedDims(in)}, true)
 		scales := w.param(name+".scales", []int{n, out, in / q.GroupSize}, false)
-		biases := w.param(name+".biases", []int{n, out, in / q.GroupSize}, false)
-		if weight != nil && scales != nil && biases != nil {
-			e.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
+		var biases *mlx.Array
+		if q.affine() {
+			biases = w.param(name+".biases", []int{n, out, in / q.GroupSize}, false)
+		}
+		if weight != nil && scales != nil && (biases != nil || !q.affine()) {
+			e.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits, Mode: q.Mode}
 		}
 	default:
 		e.Weight = w.param(name+".weight", []int{n, out, in}, false)
@@ -205,11 +209,15 @@ func (w *Weights) shardedExperts(name string, n, out, in int, bias bool, role Sh
 				"its %d input columns make quantization groups of %d that do not split evenly", full[1], q.GroupSize)})
 			break
 		}
+		w.markScales(name, q)
 		weight := w.block(name+".weight", []int{n, full[0], q.PackedDims(full[1])}, axis, size, r, 1, true)
 		scales := w.block(name+".scales", []int{n, full[0], full[1] / q.GroupSize}, axis, size, r, 1, false)
-		biases := w.block(name+".biases", []int{n, full[0], full[1] / q.GroupSize}, axis, size, r, 1, false)
-		if weight != nil && scales != nil && biases != nil {
-			e.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
+		var biases *mlx.Array
+		if q.affine() {
+			biases = w.block(name+".biases", []int{n, full[0], full[1] / q.GroupSize}, axis, size, r, 1, false)
+		}
+		if weight != nil && scales != nil && (biases != nil || !q.affine()) {
+			e.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits, Mode: q.Mode}
 		}
 	default:
 		e.Weight = w.block(name+".weight", []int{n, full[0], full[1]}, axis, size, r, 1, false)

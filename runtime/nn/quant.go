@@ -126,10 +126,18 @@ func quantParams(m map[string]json.RawMessage, required bool, def QuantParams) (
 	return p, p.check()
 }
 
-// check reports parameters the affine kernels cannot run.
+// check reports parameters the kernels cannot run: affine quantization,
+// and MLX's mxfp4 mode (4-bit floats in groups of 32 sharing a power-of-two
+// scale, gpt-oss's experts).
 func (p QuantParams) check() error {
+	if p.Mode == "mxfp4" {
+		if p.GroupSize != 32 || p.Bits != 4 {
+			return fmt.Errorf("mode mxfp4 is 4 bits in groups of 32, not %d bits in groups of %d", p.Bits, p.GroupSize)
+		}
+		return nil
+	}
 	if p.Mode != "affine" {
-		return fmt.Errorf("mode %q is not supported (affine only)", p.Mode)
+		return fmt.Errorf("mode %q is not supported (affine or mxfp4)", p.Mode)
 	}
 	if !slices.Contains(quantGroupSizes, p.GroupSize) {
 		return fmt.Errorf("group size %d is not supported (want 32, 64 or 128)", p.GroupSize)
@@ -143,3 +151,7 @@ func (p QuantParams) check() error {
 // PackedDims is the width of a row of in values packed at bits each into
 // uint32 words.
 func (p QuantParams) PackedDims(in int) int { return in * p.Bits / 32 }
+
+// affine says the mode keeps per-group biases beside its scales (the
+// floating-point modes have none).
+func (p QuantParams) affine() bool { return p.Mode == "" || p.Mode == "affine" }

@@ -46,7 +46,11 @@ func StoredTensors(g *mlx.Graph, specs []TensorSpec, values map[string]*mlx.Arra
 			out[s.Name] = a
 			continue
 		}
-		q := g.Quantize(a, s.Quant.GroupSize, s.Quant.Bits)
+		mode := s.Quant.Mode
+		if mode == "" {
+			mode = "affine"
+		}
+		q := g.QuantizeMode(a, s.Quant.GroupSize, s.Quant.Bits, mode)
 		if dequantized {
 			out[s.Name] = g.Dequantize(q, dtype)
 			continue
@@ -54,7 +58,9 @@ func StoredTensors(g *mlx.Graph, specs []TensorSpec, values map[string]*mlx.Arra
 		base := strings.TrimSuffix(s.Name, ".weight")
 		out[s.Name] = q.Weight
 		out[base+".scales"] = q.Scales
-		out[base+".biases"] = q.Biases
+		if q.Biases != nil {
+			out[base+".biases"] = q.Biases
+		}
 	}
 	return out
 }

@@ -149,11 +149,15 @@ func (w *Weights) shardedLinear(name string, out, in int, bias bool, role ShardR
 				"its %d input columns make %d quantization groups of %d, which do not divide evenly", full[1], groups, q.GroupSize)})
 			break
 		}
+		w.markScales(name, q)
 		weight := w.block(name+".weight", []int{full[0], q.PackedDims(full[1])}, axis, n, r, parts, true)
 		scales := w.block(name+".scales", []int{full[0], full[1] / q.GroupSize}, axis, n, r, parts, false)
-		biases := w.block(name+".biases", []int{full[0], full[1] / q.GroupSize}, axis, n, r, parts, false)
-		if weight != nil && scales != nil && biases != nil {
-			l.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits}
+		var biases *mlx.Array
+		if q.affine() {
+			biases = w.block(name+".biases", []int{full[0], full[1] / q.GroupSize}, axis, n, r, parts, false)
+		}
+		if weight != nil && scales != nil && (biases != nil || !q.affine()) {
+			l.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits, Mode: q.Mode}
 		}
 	default:
 		l.Weight = w.block(name+".weight", full[:], axis, n, r, parts, false)

@@ -68,6 +68,7 @@ type loader struct {
 	record    bool
 	tensors   map[string]*mlx.Array // the checkpoint's, owned until Finish
 	used      map[string]bool
+	fpScales  map[string]bool // the .scales of modules in a floating-point mode: uint8, kept as they are
 	dropped   map[string]bool
 	quant     *Quantization
 	opts      Options
@@ -305,7 +306,7 @@ func (w *Weights) param(name string, shape []int, packed bool) *mlx.Array {
 // (or uint32 when packed), cast to the compute dtype; nil when missing.
 func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
 	a := w.lookup(name, shape, packed)
-	if a == nil || packed {
+	if a == nil || packed || a.Dtype() == mlx.Uint8 {
 		return a
 	}
 	return w.cast(a)
@@ -328,6 +329,7 @@ func (w *Weights) lookup(name string, shape []int, packed bool) *mlx.Array {
 	case packed && dt != mlx.Uint32:
 		w.failf("%s: dtype %s, want uint32 (packed quantized weights)", w.local(name), dt)
 		return nil
+	case !packed && dt == mlx.Uint8 && l.fpScales[full]:
 	case !packed && !dt.IsFloat():
 		hint := ""
 		if dt == mlx.Uint32 {
@@ -395,16 +397,21 @@ func (w *Weights) quantFor(name string, in int) *QuantParams {
 	if !ok || !wok {
 		return nil
 	}
-	if scales.Dtype() == mlx.Uint8 {
-		w.badQuant(name, "%s: quantized in a floating-point mode (uint8 scales); only affine quantization is supported", w.local(name))
-		return badQuant
-	}
 	groups, packed := scales.Dim(-1), weight.Dim(-1)
 	if groups == 0 || in%groups != 0 || (packed*32)%in != 0 {
 		w.badQuant(name, "%s: scales %v and weight %v do not fit rows of %d", w.local(name), scales.Shape(), weight.Shape(), in)
 		return badQuant
 	}
 	p := QuantParams{GroupSize: in / groups, Bits: packed * 32 / in, Mode: "affine"}
+	if scales.Dtype() == mlx.Uint8 {
+		// a floating-point mode, known by its bits and group as mlx-lm
+		// knows it: of those, mxfp4 (4 bits, groups of 32) runs here
+		if p.Bits != 4 || p.GroupSize != 32 {
+			w.badQuant(name, "%s: quantized in a floating-point mode (uint8 scales) at %d bits in groups of %d; of those only mxfp4 (4 bits, groups of 32) is supported", w.local(name), p.Bits, p.GroupSize)
+			return badQuant
+		}
+		p.Mode = "mxfp4"
+	}
 	if err := p.check(); err != nil {
 		w.badQuant(name, "%s: %v", w.local(name), err)
 		return badQuant
@@ -433,8 +440,15 @@ func (w *Weights) quantized(name string, rows, in int, p *QuantParams) *mlx.Quan
 		w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), in, p.GroupSize)
 		return nil
 	}
+	w.markScales(name, p)
 	weight := w.param(name+".weight", []int{rows, p.PackedDims(in)}, true)
 	scales := w.param(name+".scales", []int{rows, in / p.GroupSize}, false)
+	if !p.affine() {
+		if weight == nil || scales == nil {
+			return nil
+		}
+		return &mlx.Quantized{Weight: weight, Scales: scales, GroupSize: p.GroupSize, Bits: p.Bits, Mode: p.Mode}
+	}
 	biases := w.param(name+".biases", []int{rows, in / p.GroupSize}, false)
 	if weight == nil || scales == nil || biases == nil {
 		return nil
@@ -715,4 +729,17 @@ func (l *loader) lastFile() *mlx.SafetensorsFile {
 		return nil
 	}
 	return l.openFiles[len(l.openFiles)-1]
+}
+
+// markScales lets the .scales of module name be uint8 when p is a
+// floating-point mode (mxfp4's power-of-two scales), where every other
+// parameter must be a float.
+func (w *Weights) markScales(name string, p *QuantParams) {
+	if p.affine() {
+		return
+	}
+	if w.l.fpScales == nil {
+		w.l.fpScales = map[string]bool{}
+	}
+	w.l.fpScales[w.prefix+name+".scales"] = true
 }

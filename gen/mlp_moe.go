@@ -64,6 +64,9 @@ type ExpertNames struct {
 	// already, gate and up fused in one [E, 2 * hidden, D] tensor.
 	FusedGateUp F[string] `yaml:"fused_gate_up"`
 	FusedDown   F[string] `yaml:"fused_down"`
+	// InterleavedGateUp names, under the stacked experts, gate and up
+	// fused with their rows interleaved, in mxfp4 blocks (moe_act.go).
+	InterleavedGateUp F[string] `yaml:"interleaved_gate_up"`
 }
 
 // RouterKind is how the router turns logits into k experts and weights.
@@ -146,6 +149,7 @@ type MoE struct {
 	Alpha, Limit           *Value // clamped_swiglu
 	correction             string
 	fusedGateUp, fusedDown string
+	interleaved            string
 
 	sharedName, sharedGateName     string
 	sharedField, sharedGateField   *field
@@ -246,6 +250,9 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, errAt(f.Pos, "weights.experts."+key, "fused_gate_up and fused_down go together")
 	}
 	m.fusedGateUp, m.fusedDown = n.FusedGateUp.V, n.FusedDown.V
+	if err := m.checkInterleaved(n); err != nil {
+		return nil, err
+	}
 	m.sharedField = newField(goName(m.sharedName), nnType("GLU"), m.sharedName+": the shared expert (sparse layers)")
 	m.sharedGateField = newField(goName(m.sharedGateName), nnType("Linear"), m.sharedGateName+": its gate")
 	m.moe = newField("MoE", func() *jen.Statement { return jen.Qual(nnPkg, "MoE") }, "the router and experts, wired (sparse layers)")
@@ -285,6 +292,7 @@ func (m *MoE) build(scope string) []jen.Code {
 			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedGateUp)), stacked(0), stacked(1)),
 			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedDown)), stacked(2)))
 	}
+	out = append(out, m.uninterleave(path)...)
 	for i, p := range m.projs {
 		out = append(out, jen.Id("lw").Dot("StackExperts").Call(
 			jen.Lit(path(m.stacked+"."+p)),

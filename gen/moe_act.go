@@ -3,9 +3,11 @@ package gen
 import "github.com/dave/jennifer/jen"
 
 // The sparse block's added parts: a router with a bias (a linear with
-// one, router_bias), and the experts' activation: SwiGLU, or the clamped
+// one, router_bias); the experts' activation: SwiGLU, or the clamped
 // SwiGLU (act: clamped_swiglu), (clip(up, -limit, limit) + 1) * g *
-// sigmoid(alpha * g) with g = min(gate, limit).
+// sigmoid(alpha * g) with g = min(gate, limit); and a published layout
+// whose experts hold gate and up fused with interleaved rows, in mxfp4
+// blocks (weights.experts.interleaved_gate_up).
 
 // ExpertActKind is how a gated expert combines its gate and up halves.
 type ExpertActKind string
@@ -72,4 +74,30 @@ func (m *MoE) actDoc() string {
 		return "clamped SwiGLU"
 	}
 	return "SwiGLU"
+}
+
+// checkInterleaved resolves weights.experts.interleaved_gate_up.
+func (m *MoE) checkInterleaved(n ExpertNames) error {
+	f := n.InterleavedGateUp
+	if !f.IsSet() {
+		return nil
+	}
+	const path = "weights.experts.interleaved_gate_up"
+	if !checkpointName.MatchString(f.V) {
+		return errAt(f.Pos, path, "%q is not a checkpoint name (dotted names of letters, digits and _)", f.V)
+	}
+	if m.fusedGateUp != "" {
+		return errAt(f.Pos, path, "the experts' gate and up are fused once: fused_gate_up or interleaved_gate_up, not both")
+	}
+	m.interleaved = f.V
+	return nil
+}
+
+// uninterleave are build's lines reading the interleaved layout.
+func (m *MoE) uninterleave(path func(string) string) []jen.Code {
+	if m.interleaved == "" {
+		return nil
+	}
+	return []jen.Code{jen.Id("lw").Dot("UninterleaveExperts").Call(jen.Lit(path(m.stacked)), jen.Lit(m.interleaved),
+		jen.Lit(m.projs[0]), jen.Lit(m.projs[1]), jen.Lit(m.projs[2]))}
 }

@@ -165,6 +165,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, true)
 		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, true)
 		a.Sinks = lw.Vector("self_attn.sinks", a.heads)
+		lw.UninterleaveExperts("mlp.experts", "gate_up_proj", "gate_proj", "up_proj", "down_proj")
 		lw.StackExperts("mlp.experts.gate_proj", nn.ExpertName("mlp.experts", "gate_proj"), c.NumLocalExperts)
 		lw.StackExperts("mlp.experts.up_proj", nn.ExpertName("mlp.experts", "up_proj"), c.NumLocalExperts)
 		lw.StackExperts("mlp.experts.down_proj", nn.ExpertName("mlp.experts", "down_proj"), c.NumLocalExperts)

@@ -291,6 +291,16 @@ func (g *Graph) AsType(a *Array, dtype Dtype) *Array {
 	return g.done("astype", C.mlxg_astype(g.res0(), a.c, C.int(dtype), g.s.c, g.errp()))
 }
 
+// View is a's bytes read as dtype, without conversion (mlx's view): the
+// last axis grows or shrinks by the ratio of the sizes (four uint8 to one
+// uint32).
+func (g *Graph) View(a *Array, dtype Dtype) *Array {
+	if !g.ok("view", a) {
+		return g.bad
+	}
+	return g.done("view", C.mlxg_view(g.res0(), a.c, C.int(dtype), g.s.c, g.errp()))
+}
+
 // FromFP8 reads a's uint8 values as FP8 (e4m3) codes, as a safetensors
 // F8_E4M3 tensor loads, and returns their values in dtype.
 func (g *Graph) FromFP8(a *Array, dtype Dtype) *Array {

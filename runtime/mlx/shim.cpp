@@ -442,6 +442,10 @@ int mlxg_astype(mlxg_array* res, mlxg_array a, int dtype, mlxg_stream s, char** 
   MLXG_TRY(*res = wrap(mx::astype(A(a), to_dtype(dtype), S(s))))
 }
 
+int mlxg_view(mlxg_array* res, mlxg_array a, int dtype, mlxg_stream s, char** err) {
+  MLXG_TRY(*res = wrap(mx::view(A(a), to_dtype(dtype), S(s))))
+}
+
 int mlxg_from_fp8(mlxg_array* res, mlxg_array a, int dtype, mlxg_stream s, char** err) {
   MLXG_TRY(*res = wrap(mx::from_fp8(A(a), to_dtype(dtype), S(s))))
 }

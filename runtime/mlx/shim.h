@@ -156,6 +156,8 @@ int mlxg_binary_scalar(mlxg_array* res, int op, mlxg_array a, double v, bool sca
 int mlxg_where(mlxg_array* res, mlxg_array c, mlxg_array x, mlxg_array y, mlxg_stream s,
                char** err);
 int mlxg_astype(mlxg_array* res, mlxg_array a, int dtype, mlxg_stream s, char** err);
+// a's bytes read as dtype (the last axis scaled by the size ratio).
+int mlxg_view(mlxg_array* res, mlxg_array a, int dtype, mlxg_stream s, char** err);
 // FP8 (e4m3) codes held as uint8, to and from a float dtype.
 int mlxg_from_fp8(mlxg_array* res, mlxg_array a, int dtype, mlxg_stream s, char** err);
 int mlxg_to_fp8(mlxg_array* res, mlxg_array a, mlxg_stream s, char** err);

@@ -84,14 +84,24 @@ func TestParseQuantization(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		`{"quantization": {"bits": 4}}`:                                    "quantization: group_size: missing (required)",
-		`{"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}}`: `quantization: mode "mxfp4" is not supported (affine only)`,
+		`{"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}}`: `quantization: mode mxfp4 is 4 bits in groups of 32, not 4 bits in groups of 64`,
+		`{"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}}`: `quantization: mode "nvfp4" is not supported (affine or mxfp4)`,
 		`{"quantization": {"group_size": 48, "bits": 4}}`:                  "quantization: group size 48 is not supported (want 32, 64 or 128)",
 		`{"quantization": {"group_size": 64, "bits": 4, "x": 3}}`:          "quantization.x: want true, false or an object, got 3",
-		`{"quantization_config": {"quant_method": "awq"}}`:                 `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block is`,
+		`{"quantization_config": {"quant_method": "awq"}}`:                 `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block and quant_method mxfp4 are`,
 	} {
 		if _, err := ParseQuantization([]byte(in)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v; want %s", in, err, want)
 		}
+	}
+	// gpt-oss's published quantization_config: mxfp4 where the checkpoint has scales
+	if q, err := ParseQuantization([]byte(`{"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}}`)); err != nil ||
+		q.Default != (QuantParams{GroupSize: 32, Bits: 4, Mode: "mxfp4"}) || len(q.Modules) != 0 {
+		t.Errorf("mxfp4 quantization_config: %+v %v", q, err)
+	}
+	if q, err := ParseQuantization([]byte(`{"quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4", "model.layers.0.mlp.router": {"group_size": 64, "bits": 8}}}`)); err != nil ||
+		q.Default != (QuantParams{GroupSize: 32, Bits: 4, Mode: "mxfp4"}) || *q.Modules["model.layers.0.mlp.router"].Params != (QuantParams{GroupSize: 64, Bits: 8, Mode: "affine"}) {
+		t.Errorf("mxfp4 block: %+v %v", q, err)
 	}
 	if q, err := ParseQuantization([]byte(`{"model_type": "llama"}`)); q != nil || err != nil {
 		t.Errorf("no block: %v %v", q, err)

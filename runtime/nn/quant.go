@@ -51,8 +51,14 @@ func ParseQuantization(config []byte) (*Quantization, error) {
 				Method string `json:"quant_method"`
 			}
 			json.Unmarshal(qc, &m)
+			if m.Method == "mxfp4" {
+				// gpt-oss's published checkpoints, read as mlx-lm reads them:
+				// mxfp4 at 4 bits in groups of 32, for the modules whose
+				// scales the checkpoint holds
+				return &Quantization{Default: QuantParams{GroupSize: 32, Bits: 4, Mode: "mxfp4"}, Modules: map[string]ModuleQuant{}}, nil
+			}
 			return nil, &ConfigError{Key: "quantization_config", Msg: fmt.Sprintf(
-				"checkpoints quantized with %q are not supported; only mlx's own quantization block is", m.Method)}
+				"checkpoints quantized with %q are not supported; only mlx's own quantization block and quant_method mxfp4 are", m.Method)}
 		}
 		return nil, nil
 	}

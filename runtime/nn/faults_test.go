@@ -526,6 +526,12 @@ func TestWeightFaults(t *testing.T) {
 				ts[q+".scales"] = g.Zeros([]int{64, 3}, mlx.Float32)
 			}), ": layer 0: self_attn.q_proj: scales [64 3] and weight [64 8] do not fit rows of 64"
 		}},
+		{"uint8 scales of a floating-point mode other than mxfp4", func(t *testing.T) (string, string) {
+			return tinyCheckpoint(t, quant, func(g *mlx.Graph, ts map[string]*mlx.Array) {
+				ts[q+".weight"] = g.Zeros([]int{64, 16}, mlx.Uint32)
+				ts[q+".scales"] = g.Zeros([]int{64, 2}, mlx.Uint8)
+			}), ": layer 0: self_attn.q_proj: quantized in a floating-point mode (uint8 scales) at 8 bits in groups of 32; of those only mxfp4 (4 bits, groups of 32) is supported"
+		}},
 		{"packing of an unsupported width", func(t *testing.T) (string, string) {
 			return tinyCheckpoint(t, quant, func(g *mlx.Graph, ts map[string]*mlx.Array) {
 				ts[q+".weight"] = g.Zeros([]int{64, 14}, mlx.Uint32)

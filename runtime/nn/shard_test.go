@@ -143,6 +143,8 @@ func TestShardWorker(t *testing.T) {
 		}
 	case "refuse":
 		res.Refusals = refusals(dir, grp)
+	case "vector":
+		res.Out, err = shardedVector(dir, grp)
 	}
 	if err != nil {
 		res.Err = err.Error()

@@ -1,6 +1,6 @@
 """Makes the benchmark checkpoints with mlx-lm, as mlx_lm.convert would.
 
-    python bench/prepare.py derive SRC DST LEVEL   # LEVEL: float32, bfloat16, q4_g64, q4_g64_float32, ...
+    python bench/prepare.py derive SRC DST LEVEL   # LEVEL: float32, bfloat16, q4_g64, q4_g64_float32, mxfp4_float32, ...
     python bench/prepare.py random CONFIG DST      # float32, random weights, mlx-lm's own init
 
 derive loads SRC with mlx-lm, dequantizes it if it is quantized
@@ -41,6 +41,9 @@ def parse_level(level):
         spec, _, dtype = level.partition("_float")
         bits, group = spec[1:].split("_g")
         return ("float" + dtype) if dtype else "bfloat16", int(bits), int(group)
+    if level in ("mxfp4", "mxfp4_float32"):
+        # MLX's mxfp4 mode: 4 bits in groups of 32 (level_mode says so)
+        return "float32" if level.endswith("_float32") else "bfloat16", 4, 32
     sys.exit(f"prepare: unknown level {level!r}")
 
 
@@ -51,7 +54,8 @@ def derive(src, dst, level):
         model = dequantize_model(model)
         config.pop("quantization", None)
         config.pop("quantization_config", None)
-    model, config = convert(model, config, dtype_name, bits, group)
+    mode = "mxfp4" if level.startswith("mxfp4") else "affine"
+    model, config = convert(model, config, dtype_name, bits, group, mode)
     write(model, config, Path(dst), Path(src))
 
 

@@ -96,6 +96,13 @@ var shardCases = []shardCase{
 	{"llama", "base", "q4_g64_float32", true, false},
 	{"qwen3_moe", "base", "q4_g32_float32", true, false}, // 64-wide experts: 2 groups of 32 (1 of 64 cannot split)
 	{"qwen3_moe", "base", "q4_g32", true, true},
+	// sinks split by heads, expert biases, the down bias added once (mlx-lm divides it by 2)
+	{"gpt_oss", "yarn_default_layers", "float32", true, false},
+	// mxfp4 linears and experts split by their groups of 32, quantized from
+	// float32: in bfloat16 this random model's logits move past the level's
+	// tolerance between two correct orders of the ops (2 ranks against one
+	// and against mlx-lm's 2 ranks alike)
+	{"gpt_oss", "yarn_default_layers", "mxfp4_float32", true, false},
 }
 
 // shardLevel is tc's checkpoint, mlx-lm's references when the level has

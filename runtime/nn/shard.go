@@ -237,7 +237,7 @@ func (w *Weights) block(name string, shape []int, axis, n, r, parts int, packed 
 		a = l.g.Concatenate(axis, pieces...)
 		l.g.Keep(a)
 	}
-	if !packed {
+	if !packed && a.Dtype() != mlx.Uint8 { // mxfp4's uint8 scales stay as they are
 		if c := w.cast(a); c != a {
 			l.scratch = append(l.scratch, a) // freed by Finish, once read
 			a = c

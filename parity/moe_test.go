@@ -283,6 +283,8 @@ func TestTopKOverExperts(t *testing.T) {
 			"num_experts_per_tok: must not exceed num_experts"},
 		{`{"model_type": "deepseek", "n_routed_experts": 4, "num_experts_per_tok": 6}`,
 			"num_experts_per_tok: must not exceed n_routed_experts"},
+		{`{"model_type": "gpt_oss", "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 8}`,
+			"num_experts_per_tok: must not exceed num_local_experts"},
 	} {
 		a, err := registry.Lookup(modelType(t, x.config))
 		if err != nil {

@@ -144,7 +144,9 @@ func TestMXFP4PublishedLayout(t *testing.T) {
 		}
 		const p = "model.layers.0.mlp.experts."
 		t.Run("float blocks", func(t *testing.T) {
-			bad(t, func(m map[string]*mlx.Array) { m[p+"down_proj_blocks"] = g.AsType(m[p+"down_proj_blocks"], mlx.Float32) },
+			bad(t, func(m map[string]*mlx.Array) {
+				m[p+"down_proj_blocks"] = g.AsType(m[p+"down_proj_blocks"], mlx.Float32)
+			},
 				"layer 0: mlp.experts.down_proj_blocks: float32 [8 64 2 16], want uint8 [experts, rows, groups, 16] (mxfp4 blocks of 32 values)")
 		})
 		t.Run("missing scales", func(t *testing.T) {

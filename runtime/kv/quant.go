@@ -86,7 +86,7 @@ func quantizedAttention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask m
 func sinkAttention(g *mlx.Graph, scores, sinks *mlx.Array, qv mlx.Quantized) *mlx.Array {
 	s := scores.Shape()
 	if sinks.Ndim() != 1 || len(s) < 4 || sinks.Dim(0) != prod(s[1:len(s)-2]) {
-		g.Failf("kv: sinks %v do not give one logit to each of the %v heads", sinks.Shape(), s[1:len(s)-2])
+		g.Failf("kv: sinks %v do not give one logit to each of the %d query heads", sinks.Shape(), prod(s[1:max(len(s)-2, 1)]))
 		return scores
 	}
 	heads := append([]int{1}, s[1:len(s)-2]...)

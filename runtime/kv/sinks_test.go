@@ -73,3 +73,28 @@ func TestSinksQuantized(t *testing.T) {
 		}
 	}
 }
+
+// TestSinksErrors: sinks that do not give one logit to each query head are
+// an error of the step, over dense and quantized caches alike.
+func TestSinksErrors(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cache Cache
+		want  string
+	}{
+		{"dense", NewPlain(), "mlx: scaled_dot_product_attention: [scaled_dot_product_attention] Received invalid shape for sinks (3)."},
+		{"quantized", NewQuantized(8, 64), "kv: sinks [3] do not give one logit to each of the 4 query heads"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := mlx.NewGraph(nil)
+			defer g.Close()
+			defer c.cache.Free()
+			q, k := g.Zeros([]int{1, 4, 3, 64}, mlx.Float32), g.Zeros([]int{1, 2, 3, 64}, mlx.Float32)
+			mask := c.cache.Mask(g, 3, 0, false)
+			AttentionSinks(g, q, c.cache.Update(g, k, k), 0.125, mask, g.Zeros([]int{3}, mlx.Float32))
+			if err := g.Err(); err == nil || err.Error() != c.want {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -53,9 +53,11 @@ type Config struct {
 	// RopeScaling is rope_scaling; nil (no scaling) when absent.
 	RopeScaling *nn.RopeScaling `json:"rope_scaling"`
 
-	// LayerTypes is layer_types; layers(if(i % 2 == 0, "sliding_attention",
-	// "full_attention")) when absent. Per layer, full_attention or
-	// sliding_attention; by default sliding, full, sliding, ...
+	// LayerTypes is layer_types; layers(if(i == num_hidden_layers - 1 &&
+	// num_hidden_layers % 2 == 1, "none", if(i % 2 == 0, "sliding_attention",
+	// "full_attention"))) when absent. Per layer, full_attention or
+	// sliding_attention; by default sliding, full, sliding, ... (an even count:
+	// see the check default_pattern)
 	LayerTypes []string `json:"layer_types"`
 
 	// SlidingWindow is sliding_window; 128 when absent.
@@ -110,7 +112,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if !hasLayerTypes {
 		c.LayerTypes = nn.PerLayer(c.NumHiddenLayers, func(i int) string {
-			return nn.If(i%2 == 0, "sliding_attention", "full_attention")
+			return nn.If(i == c.NumHiddenLayers-1 && c.NumHiddenLayers%2 == 1, "none", nn.If(i%2 == 0, "sliding_attention", "full_attention"))
 		})
 	}
 	if err := r.Err(); err != nil {
@@ -119,6 +121,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	r.Len("layer_types", len(c.LayerTypes), c.NumHiddenLayers, "num_hidden_layers")
 	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
 	r.Check(c.NumExpertsPerTok <= c.NumLocalExperts, "num_experts_per_tok", "must not exceed num_local_experts")
+	r.Check(nn.Count(c.LayerTypes, "none") == 0, "num_hidden_layers", "odd without layer_types: mlx-lm's default pattern (sliding, full) covers an even number of layers and skips the last; give layer_types")
 	r.Check(nn.Count(c.LayerTypes, "sliding_attention") > 0, "layer_types", "needs at least one sliding_attention layer")
 	r.Check(nn.Count(c.LayerTypes, "full_attention") > 0, "layer_types", "needs at least one full_attention layer")
 	r.Check(nn.Count(c.LayerTypes, "sliding_attention") == 0 || c.SlidingWindow > 0, "sliding_window", "must be set when layer_types has sliding_attention layers")

@@ -234,6 +234,7 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"llama", map[string]any{"layer_types": []string{"full_attention"}}, "layer_types: has 1 entries, want 32 (num_hidden_layers)"},
 		{"llama", map[string]any{"layer_types": []string{"sliding_attention"}, "num_hidden_layers": 1, "sliding_window": 4}, "layer_types: needs at least one full_attention layer"},
 		{"gpt_oss", map[string]any{"layer_types": []string{"full_attention", "full_attention"}, "num_hidden_layers": 2}, "layer_types: needs at least one sliding_attention layer"},
+		{"gpt_oss", map[string]any{"num_hidden_layers": 3, "layer_types": nil}, "num_hidden_layers: odd without layer_types: mlx-lm's default pattern (sliding, full) covers an even number of layers and skips the last; give layer_types"},
 		{"smollm3", map[string]any{"no_rope_layers": []int{1, 0}}, "no_rope_layers: has 2 entries, want 36 (num_hidden_layers)"},
 		{"gemma2", map[string]any{"head_dim": -1}, "head_dim: must be at least 1, got -1"},
 		{"llama", map[string]any{"rope_scaling": "linear"}, `rope_scaling: want an object, got "linear"`},

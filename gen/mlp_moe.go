@@ -55,6 +55,9 @@ type ExpertNames struct {
 	Shared     F[string] `yaml:"shared"`      // the shared expert (a SwiGLU)
 	SharedGate F[string] `yaml:"shared_gate"` // its gate
 	Correction F[string] `yaml:"correction"`  // sigmoid_group's bias, under the router
+	// CorrectionFrom is where a checkpoint may hold that bias instead,
+	// directly under the MLP; loading moves it under the router.
+	CorrectionFrom F[string] `yaml:"correction_from"`
 	// FusedGateUp and FusedDown name a layout whose experts are stacked
 	// already, gate and up fused in one [E, 2 * hidden, D] tensor.
 	FusedGateUp F[string] `yaml:"fused_gate_up"`
@@ -136,6 +139,7 @@ type MoE struct {
 	Scale                  *Value
 	Sigmoid                *Value // score_topk_norm
 	correction             string
+	correctionFrom         string
 	fusedGateUp, fusedDown string
 
 	sharedName, sharedGateName     string
@@ -214,7 +218,8 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		f   F[string]
 		key string
 	}{{n.Router, "router"}, {n.Stacked, "stacked"}, {n.PerExpert, "per_expert"}, {n.Gate, "gate"}, {n.Up, "up"}, {n.Down, "down"},
-		{n.Shared, "shared"}, {n.SharedGate, "shared_gate"}, {n.Correction, "correction"}, {n.FusedGateUp, "fused_gate_up"}, {n.FusedDown, "fused_down"}} {
+		{n.Shared, "shared"}, {n.SharedGate, "shared_gate"}, {n.Correction, "correction"}, {n.FusedGateUp, "fused_gate_up"}, {n.FusedDown, "fused_down"},
+		{n.CorrectionFrom, "correction_from"}} {
 		if x.f.IsSet() && !checkpointName.MatchString(x.f.V) {
 			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
 		}
@@ -226,6 +231,10 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
 	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
 	m.sharedName, m.sharedGateName, m.correction = n.Shared.V, n.SharedGate.V, n.Correction.V
+	if n.CorrectionFrom.IsSet() && m.Router != "sigmoid_group" {
+		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group router has a correction bias")
+	}
+	m.correctionFrom = n.CorrectionFrom.V
 	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {
 		f, key := n.FusedGateUp, "fused_gate_up"
 		if n.FusedDown.IsSet() {
@@ -316,6 +325,9 @@ func (m *MoE) build(scope string) []jen.Code {
 		router[jen.Id("Sigmoid")] = m.Sigmoid.Code()
 	}
 	if m.Router == "sigmoid_group" {
+		if m.correctionFrom != "" {
+			out = append(out, jen.Id("lw").Dot("MoveTensor").Call(jen.Lit(path(m.correctionFrom)), jen.Lit(path(m.routerName+"."+m.correction))))
+		}
 		router[jen.Id("Bias")] = jen.Id("lw").Dot("Vector").Call(jen.Lit(path(m.routerName+"."+m.correction)), m.Experts.Code())
 		router[jen.Id("Groups")] = m.Groups.Code()
 		router[jen.Id("TopKGroups")] = m.TopKGroups.Code()

@@ -818,7 +818,7 @@ func literalValue(v any, t Type) (any, error) {
 		if s, ok := v.(string); ok {
 			return s, nil
 		}
-	case TInts, TFloats, TStrings:
+	case TInts, TFloats, TStrings, TBools:
 		items, ok := v.([]any)
 		if !ok {
 			return nil, bad()

@@ -16,6 +16,7 @@ import (
 	"github.com/archgen/archgen/generated/ernie4_5_moe"
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/exaone4"
+	"github.com/archgen/archgen/generated/exaone_moe"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
 	"github.com/archgen/archgen/generated/gemma3_text"
@@ -66,6 +67,7 @@ var catalog = nn.NewCatalog(
 		ernie4_5_moe.Arch,
 		exaone.Arch,
 		exaone4.Arch,
+		exaone_moe.Arch,
 		gemma.Arch,
 		gemma2.Arch,
 		gemma3_text.Arch,

@@ -19,6 +19,7 @@ func TestLookup(t *testing.T) {
 			"ernie4_5_moe":     "ernie4_5_moe",
 			"exaone":           "exaone",
 			"exaone4":          "exaone4",
+			"exaone_moe":       "exaone_moe",
 			"gemma":            "gemma",
 			"gemma2":           "gemma2",
 			"gemma3":           "gemma3",

@@ -2388,6 +2388,93 @@ def _ministral3_cases() -> List[Case]:
     ]
 
 
+def _exaone_moe_cases() -> List[Case]:
+    """EXAONE's mixture of experts: sliding and full layers (rope on the
+    sliding ones only when any slides), q/k norms per head, is_moe_layer's
+    dense and sparse layers, a sigmoid router with a correction bias."""
+
+    def exaone_moe(**over):
+        cfg = _llama_like("exaone_moe", "ExaoneMoEForCausalLM", num_hidden_layers=4)
+        cfg.update(
+            head_dim=32,
+            rope_theta=1000000.0,
+            rope_scaling=None,
+            tie_word_embeddings=False,
+            moe_intermediate_size=64,
+            num_experts=8,
+            num_experts_per_tok=2,
+            num_shared_experts=1,
+            n_group=1,
+            topk_group=1,
+            routed_scaling_factor=2.5,
+            norm_topk_prob=True,
+            scoring_func="sigmoid",
+            topk_method="noaux_tc",
+            sliding_window=SLIDING_WINDOW,
+            sliding_window_pattern="LLLG",
+            layer_types=["sliding_attention"] * 3 + ["full_attention"],
+            is_moe_layer=[False, True, True, True],
+            first_last_k_dense_replace=1,
+            pad_token_id=0,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "exaone_moe",
+            "base",
+            "layers 0-2 sliding with rope, layer 3 full without (NoPE); layer 0 "
+            "dense, 1-3 sparse: sigmoid router with a correction bias, top-2 of 8 "
+            "renormalised, times 2.5, one shared expert, q/k norms, GQA, untied",
+            exaone_moe(),
+        ),
+        Case(
+            "exaone_moe",
+            "groups_top4_allrope",
+            "no sliding layer (every layer rotates, linear rope scaling); layers 0 "
+            "and 2 sparse: 4 groups, the best 2 kept, top-4 (mlx-lm's sorted "
+            "path) not renormalised, times 1.5, two shared experts, plain "
+            "multi-head, tied head",
+            exaone_moe(
+                layer_types=["full_attention"] * 4,
+                sliding_window_pattern=None,
+                is_moe_layer=[True, False, True, False],
+                n_group=4,
+                topk_group=2,
+                num_experts_per_tok=4,
+                norm_topk_prob=False,
+                routed_scaling_factor=1.5,
+                num_shared_experts=2,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+            ),
+        ),
+        Case(
+            "exaone_moe",
+            "noshared_global_first",
+            "layer 0 full without rope, 1-3 sliding with it; every layer sparse, "
+            "no shared experts (num_shared_experts null), defaults for n_group, "
+            "topk_group, routed_scaling_factor and norm_topk_prob, rope base from "
+            "rope_parameters",
+            _without(
+                exaone_moe(
+                    layer_types=["full_attention"] + ["sliding_attention"] * 3,
+                    is_moe_layer=[True] * 4,
+                    num_shared_experts=None,
+                    rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                ),
+                "n_group",
+                "topk_group",
+                "routed_scaling_factor",
+                "norm_topk_prob",
+                "rope_theta",
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -2426,6 +2513,7 @@ CASES: List[Case] = (
     + _cohere2_cases()
     + _apertus_cases()
     + _ministral3_cases()
+    + _exaone_moe_cases()
 )
 
 

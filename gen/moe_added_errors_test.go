@@ -1,0 +1,27 @@
+package gen
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMoEAddedDescriptorErrors: bad uses of the sparse block's later keys,
+// each with its exact message.
+func TestMoEAddedDescriptorErrors(t *testing.T) {
+	for _, c := range []struct{ name, yaml, want string }{
+		{"correction_from on another router", moeBase + "weights:\n  experts: {correction_from: e_score_correction_bias}\n",
+			"descriptors/a.yaml:26: weights.experts.correction_from: only a sigmoid_group router has a correction bias"},
+		{"a bad correction_from name", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    router: sigmoid_group\n", 1) + "weights:\n  experts: {correction_from: \"e score\"}\n",
+			`descriptors/a.yaml:27: weights.experts.correction_from: "e score" is not a checkpoint name (dotted names of letters, digits and _)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
+			if err == nil {
+				t.Fatalf("no error; want %s", c.want)
+			}
+			if err.Error() != c.want {
+				t.Fatalf("error\n%s\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}

@@ -40,6 +40,8 @@ type MoEDesc struct {
 	Scale      F[Expr] `yaml:"scale"`
 	// Sigmoid: score_topk_norm scores by a sigmoid, not a softmax.
 	Sigmoid F[Expr] `yaml:"sigmoid"`
+	// Jitter: sparsemixer's band around each round's pick.
+	Jitter F[Expr] `yaml:"jitter"`
 }
 
 // ExpertNames is weights.experts: the checkpoint's names of the sparse
@@ -78,6 +80,7 @@ var routerKinds = []struct {
 	{"topk_softmax", "RouteTopKSoftmax", "the k largest logits, then a softmax over them", nil},
 	{"score_topk_norm", "RouteScoreTopKNorm", "a softmax or a sigmoid over the experts in float32, then the k highest, divided by their sum", nil},
 	{"sigmoid_group", "RouteSigmoidGroup", "sigmoid scores; the k best after a correction bias, within the best groups of experts, weighted by their scores times a scaling factor", nil},
+	{"sparsemixer", "RouteSparseMixer", "k rounds of the largest logit not yet picked, each weighted by a softmax over the logits within the jitter band of it", nil},
 }
 
 func (RouterKind) values() []string {
@@ -138,6 +141,7 @@ type MoE struct {
 	Groups, TopKGroups     *Value // sigmoid_group
 	Scale                  *Value
 	Sigmoid                *Value // score_topk_norm
+	Jitter                 *Value // sparsemixer
 	correction             string
 	correctionFrom         string
 	fusedGateUp, fusedDown string
@@ -198,6 +202,14 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		m.Sigmoid = must(s.Sigmoid, "structure.moe.sigmoid", TBool)
 	} else if s.Sigmoid.IsSet() {
 		return nil, errAt(s.Sigmoid.Pos, "structure.moe.sigmoid", "only a score_topk_norm router scores by a sigmoid")
+	}
+	if m.Router == "sparsemixer" {
+		if !s.Jitter.IsSet() {
+			return nil, errAt(s.Router.Pos, "structure.moe.jitter", "a sparsemixer router needs jitter")
+		}
+		m.Jitter = must(s.Jitter, "structure.moe.jitter", TFloat)
+	} else if s.Jitter.IsSet() {
+		return nil, errAt(s.Jitter.Pos, "structure.moe.jitter", "only a sparsemixer router has a jitter")
 	}
 	if s.Shared.IsSet() {
 		m.Shared = must(s.Shared, "structure.moe.shared", TInt)
@@ -323,6 +335,9 @@ func (m *MoE) build(scope string) []jen.Code {
 	}
 	if m.Sigmoid != nil && !m.Sigmoid.IsFalse() {
 		router[jen.Id("Sigmoid")] = m.Sigmoid.Code()
+	}
+	if m.Jitter != nil {
+		router[jen.Id("Jitter")] = m.Jitter.Code()
 	}
 	if m.Router == "sigmoid_group" {
 		if m.correctionFrom != "" {

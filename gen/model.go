@@ -552,7 +552,7 @@ func (b *builder) structure() error {
 			return errAt(r.Scaling.Pos, "structure.rope.scaling", "%q is not a config key of type rope_scaling", r.Scaling.V.Text)
 		}
 		a.Rope.Scaling = k
-		if a.Rope.Kind == "su" && (a.Rope.MaxPositions == nil || a.Rope.OriginalMaxPositions == nil) {
+		if (a.Rope.Kind == "su" || a.Rope.Kind == "su_mscale") && (a.Rope.MaxPositions == nil || a.Rope.OriginalMaxPositions == nil) {
 			return errAt(r.Kind.Pos, "structure.rope", "an su rope needs max_positions and original_max_positions")
 		}
 	default:

@@ -38,6 +38,7 @@ import (
 	"github.com/archgen/archgen/generated/olmoe"
 	"github.com/archgen/archgen/generated/phi"
 	"github.com/archgen/archgen/generated/phi3"
+	"github.com/archgen/archgen/generated/phimoe"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
@@ -89,6 +90,7 @@ var catalog = nn.NewCatalog(
 		olmoe.Arch,
 		phi.Arch,
 		phi3.Arch,
+		phimoe.Arch,
 		qwen2.Arch,
 		qwen2_moe.Arch,
 		qwen3.Arch,

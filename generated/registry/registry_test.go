@@ -46,6 +46,7 @@ func TestLookup(t *testing.T) {
 			"olmoe":            "olmoe",
 			"phi":              "phi",
 			"phi3":             "phi3",
+			"phimoe":           "phimoe",
 			"pixtral":          "pixtral",
 			"qwen2":            "qwen2",
 			"qwen2_5_vl":       "qwen2_vl",

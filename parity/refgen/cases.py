@@ -2475,6 +2475,86 @@ def _exaone_moe_cases() -> List[Case]:
     ]
 
 
+def _phimoe_cases() -> List[Case]:
+    """Phi-3.5-MoE: LayerNorms with bias, biased attention and head, every
+    layer sparse with the sparsemixer router, su-scaled rope from
+    long_factor with its long_mscale."""
+
+    half = (HIDDEN // 4) // 2  # head_dim 16: 8 frequencies
+
+    def phimoe(**over):
+        cfg = _llama_like("phimoe", "PhiMoEForCausalLM", intermediate_size=64)
+        cfg.update(
+            max_position_embeddings=131072,
+            original_max_position_embeddings=4096,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            router_jitter_noise=0.01,
+            input_jitter_noise=0.01,
+            router_aux_loss_coef=0.0,
+            output_router_logits=False,
+            attention_bias=True,
+            lm_head_bias=True,
+            tie_word_embeddings=False,
+            sliding_window=None,
+            rope_scaling={
+                "type": "longrope",
+                "short_factor": [1.0 + 0.05 * i for i in range(half)],
+                "long_factor": [1.0 + 0.4 * i for i in range(half)],
+                "short_mscale": 1.243163121016122,
+                "long_mscale": 1.243163121016122,
+                "original_max_position_embeddings": 4096,
+            },
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "phimoe",
+            "base",
+            "sparsemixer top-2 of 8 with the published jitter 0.01, longrope's "
+            "long_factor with long_mscale, LayerNorms with bias, biased q/k/v/o "
+            "and head, GQA",
+            phimoe(),
+        ),
+        Case(
+            "phimoe",
+            "wide_band_top4",
+            "jitter 0.25 (several logits in each round's softmax), top-4 of 8 "
+            "(mlx-lm's sorted path), long_mscale null (the scale from 16384 / "
+            "4096 positions), rope_theta 1e5, plain multi-head, 3 layers",
+            phimoe(
+                router_jitter_noise=0.25,
+                num_experts_per_tok=4,
+                num_key_value_heads=4,
+                num_hidden_layers=3,
+                rope_theta=100000.0,
+                max_position_embeddings=16384,
+                rope_scaling={
+                    "type": "su",
+                    "short_factor": [1.0] * half,
+                    "long_factor": [1.0 + 0.25 * i for i in range(half)],
+                    "short_mscale": None,
+                    "long_mscale": None,
+                },
+            ),
+        ),
+        Case(
+            "phimoe",
+            "plain_rope_top3",
+            "rope_scaling null (a plain rope), sparsemixer top-3 of 8 with "
+            "jitter 0.1, rms_norm_eps 1e-6",
+            phimoe(
+                rope_scaling=None,
+                num_experts_per_tok=3,
+                router_jitter_noise=0.1,
+                rms_norm_eps=1e-6,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -2514,6 +2594,7 @@ CASES: List[Case] = (
     + _apertus_cases()
     + _ministral3_cases()
     + _exaone_moe_cases()
+    + _phimoe_cases()
 )
 
 

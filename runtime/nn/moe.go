@@ -126,6 +126,10 @@ const (
 	// logits in float32, the k highest, divided by their sum (at least
 	// 1e-12).
 	RouteScoreTopKNorm
+	// RouteSparseMixer: K rounds of the largest logit not yet picked,
+	// each weighted by a softmax over the logits within Jitter of it
+	// (sparseMixer).
+	RouteSparseMixer
 )
 
 // Router picks each token's experts: Gate [E, D] gives the logits.
@@ -148,6 +152,8 @@ type Router struct {
 	Bias               *mlx.Array
 	Groups, TopKGroups int
 	Scale              float64
+	// Jitter: RouteSparseMixer's band, relative to each round's pick.
+	Jitter float64
 }
 
 // topK is the indices of the k largest entries of s along its last axis.
@@ -177,6 +183,8 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 		}
 	case RouteSigmoidGroup:
 		return r.sigmoidGroup(g, logits)
+	case RouteSparseMixer:
+		return r.sparseMixer(g, logits)
 	case RouteScoreTopKNorm:
 		f := g.AsType(logits, mlx.Float32)
 		var p *mlx.Array

@@ -2,6 +2,8 @@ package parity
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/archgen/archgen/generated/registry"
@@ -57,6 +59,38 @@ func TestMoEAddedConfigErrors(t *testing.T) {
 			_, err = a.Config([]byte(x.config))
 			if err == nil || err.Error() != x.want {
 				t.Errorf("error %v, want %q", err, x.want)
+			}
+		})
+	}
+}
+
+// TestMoEAddedPerExpertLayout loads phimoe's and exaone_moe's parity
+// checkpoints rewritten in Hugging Face's per-expert layout (phimoe's
+// experts named w1, w3, w2; a quantized level's scales and biases apart
+// too) and checks their prefill logits equal the stacked checkpoints' bit
+// for bit.
+func TestMoEAddedPerExpertLayout(t *testing.T) {
+	_, models, _ := derived(t)
+	for _, x := range []struct {
+		arch, cas, level string
+		rename           map[string]string
+	}{
+		{"phimoe", "base", "float32", map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}},
+		{"phimoe", "wide_band_top4", "q4_g32", map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}},
+		{"exaone_moe", "base", "float32", nil},
+		{"exaone_moe", "groups_top4_allrope", "q8_g64", nil},
+	} {
+		t.Run(x.arch+"/"+x.cas+"/"+x.level, func(t *testing.T) {
+			c := CaseInfo{Arch: x.arch, Case: x.cas}
+			dir := LevelDir(models, c, x.level)
+			refs, err := LoadRefs(RefsDir(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hf := filepath.Join(t.TempDir(), "hf")
+			unstack(t, dir, hf, "switch_mlp", "experts", x.rename, nil)
+			if !slices.Equal(prefillDir(t, hf, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
+				t.Fatal("the per-expert checkpoint's logits differ from the stacked one's")
 			}
 		})
 	}

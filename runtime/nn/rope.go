@@ -31,7 +31,7 @@ const (
 	// linear divides positions by the factor, and any other type turns
 	// scaling off.
 	RopeSu
-	// RopeSuMscale is SuScaledRoPE whatever the type, as phimoe builds it:
+	// RopeSuMscale is SuScaledRoPE whatever the type, given its mscales:
 	// long_factor's frequencies, the input scaled by long_mscale (where it
 	// is set and not 0, else as RopeSu scales it); the scaling object must
 	// hold short_factor, long_factor, short_mscale and long_mscale.

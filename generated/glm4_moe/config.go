@@ -12,7 +12,8 @@
 // times routed_scaling_factor; beside it, n_shared_experts shared experts run
 // as one SwiGLU of moe_intermediate_size * n_shared_experts (none when the key
 // is null). The router is a bare weight, never quantized. The head is never
-// tied.
+// tied. Loading drops the multi-token-prediction layer Hugging Face
+// checkpoints store after the last (model.layers.<num_hidden_layers>).
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches

@@ -120,6 +120,7 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 // first what mlx-lm's sanitize drops, and makes the per-layer tables the
 // forward pass reads.
 func build(w *nn.Weights, c *Config) (*Model, error) {
+	w.DropLayer("model.layers", c.NumHiddenLayers)
 	m := &Model{
 		Config: c,
 		hidden: c.HiddenSize,

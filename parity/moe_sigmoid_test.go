@@ -29,18 +29,27 @@ func TestSigmoidRouterLayouts(t *testing.T) {
 		{"minimax_m2", "base", "q8_g64", minimax},
 	} {
 		t.Run(x.arch+"/"+x.cas+"/"+x.level, func(t *testing.T) {
-			c := CaseInfo{Arch: x.arch, Case: x.cas}
-			dir := LevelDir(models, c, x.level)
-			refs, err := LoadRefs(RefsDir(), c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hf := filepath.Join(t.TempDir(), "hf")
-			unstack(t, dir, hf, "switch_mlp", "experts", x.rename, nil)
-			if !slices.Equal(prefillDir(t, hf, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
-				t.Fatal("the per-expert checkpoint's logits differ from the stacked one's")
-			}
+			perExpertMatches(t, models, x.arch, x.cas, x.level, x.rename)
 		})
+	}
+}
+
+// perExpertMatches writes the level's checkpoint of a parity case in
+// Hugging Face's per-expert layout (each stacked projection renamed by
+// rename) and checks its prefill logits equal the stacked one's bit for
+// bit.
+func perExpertMatches(t *testing.T, models, arch, cas, level string, rename map[string]string) {
+	t.Helper()
+	c := CaseInfo{Arch: arch, Case: cas}
+	dir := LevelDir(models, c, level)
+	refs, err := LoadRefs(RefsDir(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf := filepath.Join(t.TempDir(), "hf")
+	unstack(t, dir, hf, "switch_mlp", "experts", rename, nil)
+	if !slices.Equal(prefillDir(t, hf, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
+		t.Fatal("the per-expert checkpoint's logits differ from the stacked one's")
 	}
 }
 

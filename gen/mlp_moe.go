@@ -231,7 +231,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
 	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
 	m.sharedName, m.sharedGateName = n.Shared.V, n.SharedGate.V
-	if m.correction, err = correctionPath(n); err != nil {
+	if m.correction, err = correctionPath(n, m.Router); err != nil {
 		return nil, err
 	}
 	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {

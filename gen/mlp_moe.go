@@ -54,7 +54,10 @@ type ExpertNames struct {
 	Down       F[string] `yaml:"down"`
 	Shared     F[string] `yaml:"shared"`      // the shared expert (a SwiGLU)
 	SharedGate F[string] `yaml:"shared_gate"` // its gate
-	Correction F[string] `yaml:"correction"`  // sigmoid_group's bias, under the router
+	Correction F[string] `yaml:"correction"`  // the routers' correction bias, under the router
+	// CorrectionIn is the module the correction bias is under: the
+	// router (default) or the MLP.
+	CorrectionIn F[string] `yaml:"correction_in"`
 	// FusedGateUp and FusedDown name a layout whose experts are stacked
 	// already, gate and up fused in one [E, 2 * hidden, D] tensor.
 	FusedGateUp F[string] `yaml:"fused_gate_up"`
@@ -75,6 +78,7 @@ var routerKinds = []struct {
 	{"topk_softmax", "RouteTopKSoftmax", "the k largest logits, then a softmax over them", nil},
 	{"score_topk_norm", "RouteScoreTopKNorm", "a softmax or a sigmoid over the experts in float32, then the k highest, divided by their sum", nil},
 	{"sigmoid_group", "RouteSigmoidGroup", "sigmoid scores; the k best after a correction bias, within the best groups of experts, weighted by their scores times a scaling factor", nil},
+	{"sigmoid_bias_norm", "RouteSigmoidBias", "sigmoid scores of the input in float32; the k best after a correction bias, weighted by their scores over their sum in the input's dtype", nil},
 }
 
 func (RouterKind) values() []string {
@@ -109,6 +113,7 @@ func moeDefaults(d *Descriptor) {
 	setDefault(&n.Shared, "shared_expert", f)
 	setDefault(&n.SharedGate, "shared_expert_gate", f)
 	setDefault(&n.Correction, "e_score_correction_bias", f)
+	setDefault(&n.CorrectionIn, "router", f)
 	setDefault(&m.Float32, false, f)
 	setDefault(&m.Matrix, false, f)
 	if m.Router.V == "score_topk_norm" {
@@ -135,7 +140,7 @@ type MoE struct {
 	Groups, TopKGroups     *Value // sigmoid_group
 	Scale                  *Value
 	Sigmoid                *Value // score_topk_norm
-	correction             string
+	correction             string // its path under the MLP
 	fusedGateUp, fusedDown string
 
 	sharedName, sharedGateName     string
@@ -225,7 +230,10 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	m.hfProjs = [3]string{n.Gate.V, n.Up.V, n.Down.V}
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
 	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
-	m.sharedName, m.sharedGateName, m.correction = n.Shared.V, n.SharedGate.V, n.Correction.V
+	m.sharedName, m.sharedGateName = n.Shared.V, n.SharedGate.V
+	if m.correction, err = correctionPath(n, m.Router); err != nil {
+		return nil, err
+	}
 	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {
 		f, key := n.FusedGateUp, "fused_gate_up"
 		if n.FusedDown.IsSet() {
@@ -315,8 +323,10 @@ func (m *MoE) build(scope string) []jen.Code {
 	if m.Sigmoid != nil && !m.Sigmoid.IsFalse() {
 		router[jen.Id("Sigmoid")] = m.Sigmoid.Code()
 	}
+	if m.Router.corrected() {
+		router[jen.Id("Bias")] = jen.Id("lw").Dot("Vector").Call(jen.Lit(path(m.correction)), m.Experts.Code())
+	}
 	if m.Router == "sigmoid_group" {
-		router[jen.Id("Bias")] = jen.Id("lw").Dot("Vector").Call(jen.Lit(path(m.routerName+"."+m.correction)), m.Experts.Code())
 		router[jen.Id("Groups")] = m.Groups.Code()
 		router[jen.Id("TopKGroups")] = m.TopKGroups.Code()
 		router[jen.Id("Scale")] = m.Scale.Code()

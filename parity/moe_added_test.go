@@ -2,8 +2,6 @@ package parity
 
 import (
 	"encoding/json"
-	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/archgen/archgen/generated/registry"
@@ -81,17 +79,7 @@ func TestMoEAddedPerExpertLayout(t *testing.T) {
 		{"exaone_moe", "groups_top4_allrope", "q8_g64", nil},
 	} {
 		t.Run(x.arch+"/"+x.cas+"/"+x.level, func(t *testing.T) {
-			c := CaseInfo{Arch: x.arch, Case: x.cas}
-			dir := LevelDir(models, c, x.level)
-			refs, err := LoadRefs(RefsDir(), c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hf := filepath.Join(t.TempDir(), "hf")
-			unstack(t, dir, hf, "switch_mlp", "experts", x.rename, nil)
-			if !slices.Equal(prefillDir(t, hf, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
-				t.Fatal("the per-expert checkpoint's logits differ from the stacked one's")
-			}
+			perExpertMatches(t, models, x.arch, x.cas, x.level, x.rename)
 		})
 	}
 }

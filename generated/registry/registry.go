@@ -22,6 +22,7 @@ import (
 	"github.com/archgen/archgen/generated/gemma3_text"
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
+	"github.com/archgen/archgen/generated/glm4_moe"
 	"github.com/archgen/archgen/generated/granite"
 	"github.com/archgen/archgen/generated/granitemoe"
 	"github.com/archgen/archgen/generated/helium"
@@ -30,6 +31,7 @@ import (
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/minimax"
 	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
 	"github.com/archgen/archgen/generated/nemotron"
@@ -74,6 +76,7 @@ var catalog = nn.NewCatalog(
 		gemma3_text.Arch,
 		glm.Arch,
 		glm4.Arch,
+		glm4_moe.Arch,
 		granite.Arch,
 		granitemoe.Arch,
 		helium.Arch,
@@ -82,6 +85,7 @@ var catalog = nn.NewCatalog(
 		llama.Arch,
 		llama4_text.Arch,
 		mimo.Arch,
+		minimax.Arch,
 		ministral3.Arch,
 		mixtral.Arch,
 		nemotron.Arch,
@@ -227,7 +231,6 @@ var catalog = nn.NewCatalog(
 		"gemma4_unified":    "gemma4",
 		"joyai_llm_flash":   "deepseek_v3",
 		"kimi_k2":           "deepseek_v3",
-		"minimax_m2":        "minimax",
 		"phi-msft":          "phixtral",
 	},
 	[]string{"gemma4_assistant"},

@@ -2118,6 +2118,120 @@ def _moe_cases() -> List[Case]:
     ]
 
 
+def _glm4_moe_minimax_cases() -> List[Case]:
+    """GLM-4.5's and MiniMax-M2's mixtures of experts: sigmoid routers with a
+    correction bias; 8 experts, dense and sparse layers mixed in glm4_moe
+    (minimax's layers are all sparse)."""
+
+    def glm4_moe(**over):
+        cfg = _llama_like("glm4_moe", "Glm4MoeForCausalLM", num_hidden_layers=3)
+        cfg.update(
+            head_dim=32,
+            rope_theta=1000000.0,
+            rope_scaling=None,
+            partial_rotary_factor=0.5,
+            attention_bias=True,
+            use_qk_norm=True,
+            tie_word_embeddings=False,
+            first_k_dense_replace=1,
+            moe_intermediate_size=64,
+            n_routed_experts=8,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            routed_scaling_factor=2.5,
+            n_group=1,
+            topk_group=1,
+            num_nextn_predict_layers=1,
+            pad_token_id=0,
+        )
+        cfg.update(over)
+        return cfg
+
+    def minimax(model_type="minimax", **over):
+        cfg = _llama_like(model_type, "MiniMaxM2ForCausalLM", intermediate_size=64)
+        cfg.update(
+            head_dim=32,
+            rotary_dim=16,
+            rope_theta=5000000.0,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            shared_intermediate_size=0,
+            scoring_func="sigmoid",
+            use_qk_norm=True,
+            use_routing_bias=True,
+            qk_norm_type="per_layer",
+            output_router_logits=False,
+            router_aux_loss_coef=0.001,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "glm4_moe",
+            "base",
+            "layer 0 dense, layers 1-2 sparse: a sigmoid router with a correction bias, "
+            "top-2 of 8 renormalised, times 2.5, one shared expert; q/k head norms, "
+            "q/k/v biases, rope over half of head_dim 32, GQA, untied",
+            glm4_moe(),
+        ),
+        Case(
+            "glm4_moe",
+            "groups_top4",
+            "every layer sparse: 4 groups, the best 2 kept, top-4 (mlx-lm's sorted "
+            "path) not renormalised, no shared experts (null), no q/k norms, no "
+            "biases, rope over a quarter of head_dim 16, plain multi-head, "
+            "tie_word_embeddings true (read, not used)",
+            glm4_moe(
+                first_k_dense_replace=0,
+                n_group=4,
+                topk_group=2,
+                num_experts_per_tok=4,
+                norm_topk_prob=False,
+                routed_scaling_factor=1.0,
+                n_shared_experts=None,
+                use_qk_norm=False,
+                attention_bias=False,
+                head_dim=16,
+                partial_rotary_factor=0.25,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+            ),
+        ),
+        Case(
+            "minimax",
+            "base",
+            "every layer sparse: a sigmoid router on float32 input with a correction "
+            "bias, top-2 of 8 renormalised; q and k normed over their full width, "
+            "rope over 16 of head_dim 32, GQA, untied",
+            minimax(),
+        ),
+        Case(
+            "minimax",
+            "top4_tied_noqk",
+            "top-4 of 8 (mlx-lm's sorted path), use_qk_norm false, no head_dim "
+            "(hidden/heads 16), rope over 8, plain multi-head, tied head",
+            {k: v for k, v in minimax(
+                num_experts_per_tok=4,
+                use_qk_norm=False,
+                rotary_dim=8,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+            ).items() if k != "head_dim"},
+        ),
+        Case(
+            "minimax_m2",
+            "base",
+            "model_type minimax_m2 (mlx-lm's alias of minimax): top-2 of 8, full-width "
+            "q/k norms, rope over 32 of head_dim 64, GQA 4/1, untied",
+            minimax("minimax_m2", head_dim=64, rotary_dim=32, num_key_value_heads=1),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -2588,6 +2702,7 @@ CASES: List[Case] = (
     + _exaone4_cases()
     + _llama4_text_cases()
     + _moe_cases()
+    + _glm4_moe_minimax_cases()
     + _phi_cases()
     + _cohere_cases()
     + _cohere2_cases()

@@ -210,8 +210,11 @@ type Names struct {
 type DropRule struct {
 	Name     F[string] `yaml:"name"`
 	Contains F[string] `yaml:"contains"`
-	When     F[Expr]   `yaml:"when"`
-	Pos      Pos       `yaml:"-"`
+	// Layer drops every tensor of one layer of the stack, by its index (a
+	// multi-token-prediction layer stored after the last).
+	Layer F[Expr] `yaml:"layer"`
+	When  F[Expr] `yaml:"when"`
+	Pos   Pos     `yaml:"-"`
 }
 
 // GGUFDesc is how llama.cpp's GGUF files of the architecture read. It is

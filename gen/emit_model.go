@@ -173,9 +173,12 @@ func emitBuild(f *jen.File, a *Arch) {
 	var body []jen.Code
 	for _, d := range a.Drops {
 		var stmt jen.Code
-		if d.Contains != "" {
+		switch {
+		case d.Layer != nil:
+			stmt = jen.Id("w").Dot("DropLayer").Call(jen.Lit(a.Block.Path), d.Layer.Code())
+		case d.Contains != "":
 			stmt = jen.Id("w").Dot("DropContaining").Call(jen.Lit(d.Contains))
-		} else {
+		default:
 			stmt = jen.Id("w").Dot("Drop").Call(jen.Lit(d.Name))
 		}
 		if d.When != nil {

@@ -50,7 +50,7 @@ func TestDescriptorErrors(t *testing.T) {
 		{"unknown value", map[string]string{"descriptors/a.yaml": strings.Replace(base, "kind: swiglu", "kind: gegl", 1)},
 			`descriptors/a.yaml:16: structure.mlp.kind: unknown "gegl" (want one of fused_swiglu, gelu, gelu_gated, gelu_tanh, gelu_tanh_gated, relu2, swiglu, xielu)`},
 		{"unknown type", map[string]string{"descriptors/a.yaml": strings.Replace(base, "vocab_size: {type: int", "vocab_size: {type: integer", 1)},
-			`descriptors/a.yaml:13: config.keys.vocab_size.type: unknown "integer" (want one of int, float, bool, string, ints, floats, strings, rope_scaling)`},
+			`descriptors/a.yaml:13: config.keys.vocab_size.type: unknown "integer" (want one of int, float, bool, string, ints, floats, strings, rope_scaling, bools)`},
 		{"wrong type", map[string]string{"descriptors/a.yaml": strings.Replace(base, "  mlp:", "  attention:\n    fused_qkv: yes\n  mlp:", 1)},
 			`descriptors/a.yaml:16: structure.attention.fused_qkv: want true or false, got "yes"`},
 		{"wrong type of a list", map[string]string{"descriptors/a.yaml": base + "aliases: llama\n"},

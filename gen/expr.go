@@ -34,10 +34,13 @@ const (
 	TFloats  Type = "floats"
 	TStrings Type = "strings"
 	TRope    Type = "rope_scaling"
+	// TBools is a list of true and false (read only from a config; a
+	// layers(...) of conditions makes ints).
+	TBools Type = "bools"
 )
 
 func (Type) values() []string {
-	return []string{"int", "float", "bool", "string", "ints", "floats", "strings", "rope_scaling"}
+	return []string{"int", "float", "bool", "string", "ints", "floats", "strings", "rope_scaling", "bools"}
 }
 
 // elem is the entry type of a list type ("" for others).
@@ -49,6 +52,8 @@ func (t Type) elem() Type {
 		return TFloat
 	case TStrings:
 		return TString
+	case TBools:
+		return TBool
 	}
 	return ""
 }
@@ -82,6 +87,8 @@ func (t Type) goType() *jen.Statement {
 		return jen.Index().Float64()
 	case TStrings:
 		return jen.Index().String()
+	case TBools:
+		return jen.Index().Bool()
 	case TRope:
 		return jen.Op("*").Qual(nnPkg, "RopeScaling")
 	}

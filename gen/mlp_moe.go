@@ -45,6 +45,8 @@ type MoEDesc struct {
 	Act        F[ExpertActKind] `yaml:"act"`
 	Alpha      F[Expr]          `yaml:"alpha"`
 	Limit      F[Expr]          `yaml:"limit"`
+	// Jitter: sparsemixer's band around each round's pick.
+	Jitter F[Expr] `yaml:"jitter"`
 }
 
 // ExpertNames is weights.experts: the checkpoint's names of the sparse
@@ -59,7 +61,14 @@ type ExpertNames struct {
 	Down       F[string] `yaml:"down"`
 	Shared     F[string] `yaml:"shared"`      // the shared expert (a SwiGLU)
 	SharedGate F[string] `yaml:"shared_gate"` // its gate
-	Correction F[string] `yaml:"correction"`  // sigmoid_group's bias, under the router
+	Correction F[string] `yaml:"correction"`  // the routers' correction bias, under the router
+	// CorrectionIn is the module the correction bias is under: the
+	// router (default) or the MLP.
+	CorrectionIn F[string] `yaml:"correction_in"`
+	// CorrectionFrom is where a checkpoint may hold that bias instead,
+	// directly under the MLP; loading moves it to where correction_in
+	// says.
+	CorrectionFrom F[string] `yaml:"correction_from"`
 	// FusedGateUp and FusedDown name a layout whose experts are stacked
 	// already, gate and up fused in one [E, 2 * hidden, D] tensor.
 	FusedGateUp F[string] `yaml:"fused_gate_up"`
@@ -83,6 +92,8 @@ var routerKinds = []struct {
 	{"topk_softmax", "RouteTopKSoftmax", "the k largest logits, then a softmax over them", nil},
 	{"score_topk_norm", "RouteScoreTopKNorm", "a softmax or a sigmoid over the experts in float32, then the k highest, divided by their sum", nil},
 	{"sigmoid_group", "RouteSigmoidGroup", "sigmoid scores; the k best after a correction bias, within the best groups of experts, weighted by their scores times a scaling factor", nil},
+	{"sigmoid_bias_norm", "RouteSigmoidBias", "sigmoid scores of the input in float32; the k best after a correction bias, weighted by their scores over their sum in the input's dtype", nil},
+	{"sparsemixer", "RouteSparseMixer", "k rounds of the largest logit not yet picked, each weighted by a softmax over the logits within the jitter band of it", nil},
 }
 
 func (RouterKind) values() []string {
@@ -118,6 +129,7 @@ func moeDefaults(d *Descriptor) {
 	setDefault(&n.Shared, "shared_expert", f)
 	setDefault(&n.SharedGate, "shared_expert_gate", f)
 	setDefault(&n.Correction, "e_score_correction_bias", f)
+	setDefault(&n.CorrectionIn, "router", f)
 	setDefault(&m.Float32, false, f)
 	setDefault(&m.Matrix, false, f)
 	if m.Router.V == "score_topk_norm" {
@@ -144,12 +156,14 @@ type MoE struct {
 	Groups, TopKGroups     *Value // sigmoid_group
 	Scale                  *Value
 	Sigmoid                *Value // score_topk_norm
+	Jitter                 *Value // sparsemixer
 	RouterBias             *Value
 	Act                    ExpertActKind
 	Alpha, Limit           *Value // clamped_swiglu
-	correction             string
-	fusedGateUp, fusedDown string
 	interleaved            string
+	correction             string // its path under the MLP
+	correctionFrom         string
+	fusedGateUp, fusedDown string
 
 	sharedName, sharedGateName     string
 	sharedField, sharedGateField   *field
@@ -208,6 +222,14 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	} else if s.Sigmoid.IsSet() {
 		return nil, errAt(s.Sigmoid.Pos, "structure.moe.sigmoid", "only a score_topk_norm router scores by a sigmoid")
 	}
+	if m.Router == "sparsemixer" {
+		if !s.Jitter.IsSet() {
+			return nil, errAt(s.Router.Pos, "structure.moe.jitter", "a sparsemixer router needs jitter")
+		}
+		m.Jitter = must(s.Jitter, "structure.moe.jitter", TFloat)
+	} else if s.Jitter.IsSet() {
+		return nil, errAt(s.Jitter.Pos, "structure.moe.jitter", "only a sparsemixer router has a jitter")
+	}
 	if s.Shared.IsSet() {
 		m.Shared = must(s.Shared, "structure.moe.shared", TInt)
 		m.SharedGate = s.SharedGate.V
@@ -230,7 +252,8 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		f   F[string]
 		key string
 	}{{n.Router, "router"}, {n.Stacked, "stacked"}, {n.PerExpert, "per_expert"}, {n.Gate, "gate"}, {n.Up, "up"}, {n.Down, "down"},
-		{n.Shared, "shared"}, {n.SharedGate, "shared_gate"}, {n.Correction, "correction"}, {n.FusedGateUp, "fused_gate_up"}, {n.FusedDown, "fused_down"}} {
+		{n.Shared, "shared"}, {n.SharedGate, "shared_gate"}, {n.Correction, "correction"}, {n.FusedGateUp, "fused_gate_up"}, {n.FusedDown, "fused_down"},
+		{n.CorrectionFrom, "correction_from"}} {
 		if x.f.IsSet() && !checkpointName.MatchString(x.f.V) {
 			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
 		}
@@ -241,7 +264,14 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	m.hfProjs = [3]string{n.Gate.V, n.Up.V, n.Down.V}
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
 	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
-	m.sharedName, m.sharedGateName, m.correction = n.Shared.V, n.SharedGate.V, n.Correction.V
+	m.sharedName, m.sharedGateName = n.Shared.V, n.SharedGate.V
+	if m.correction, err = correctionPath(n, m.Router); err != nil {
+		return nil, err
+	}
+	if n.CorrectionFrom.IsSet() && !m.Router.corrected() {
+		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group or sigmoid_bias_norm router reads a correction bias")
+	}
+	m.correctionFrom = n.CorrectionFrom.V
 	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {
 		f, key := n.FusedGateUp, "fused_gate_up"
 		if n.FusedDown.IsSet() {
@@ -337,8 +367,16 @@ func (m *MoE) build(scope string) []jen.Code {
 	if m.Sigmoid != nil && !m.Sigmoid.IsFalse() {
 		router[jen.Id("Sigmoid")] = m.Sigmoid.Code()
 	}
+	if m.Jitter != nil {
+		router[jen.Id("Jitter")] = m.Jitter.Code()
+	}
+	if m.Router.corrected() {
+		if m.correctionFrom != "" {
+			out = append(out, jen.Id("lw").Dot("MoveTensor").Call(jen.Lit(path(m.correctionFrom)), jen.Lit(path(m.correction))))
+		}
+		router[jen.Id("Bias")] = jen.Id("lw").Dot("Vector").Call(jen.Lit(path(m.correction)), m.Experts.Code())
+	}
 	if m.Router == "sigmoid_group" {
-		router[jen.Id("Bias")] = jen.Id("lw").Dot("Vector").Call(jen.Lit(path(m.routerName+"."+m.correction)), m.Experts.Code())
 		router[jen.Id("Groups")] = m.Groups.Code()
 		router[jen.Id("TopKGroups")] = m.TopKGroups.Code()
 		router[jen.Id("Scale")] = m.Scale.Code()

@@ -114,6 +114,7 @@ type ResolvedNames struct {
 // Drop is a tensor loading drops.
 type Drop struct {
 	Name, Contains string
+	Layer          *Value // nil: not a layer's tensors
 	When           *Value // nil: always
 }
 
@@ -552,7 +553,7 @@ func (b *builder) structure() error {
 			return errAt(r.Scaling.Pos, "structure.rope.scaling", "%q is not a config key of type rope_scaling", r.Scaling.V.Text)
 		}
 		a.Rope.Scaling = k
-		if a.Rope.Kind == "su" && (a.Rope.MaxPositions == nil || a.Rope.OriginalMaxPositions == nil) {
+		if (a.Rope.Kind == "su" || a.Rope.Kind == "su_mscale") && (a.Rope.MaxPositions == nil || a.Rope.OriginalMaxPositions == nil) {
 			return errAt(r.Kind.Pos, "structure.rope", "an su rope needs max_positions and original_max_positions")
 		}
 	default:
@@ -714,10 +715,23 @@ func (b *builder) drops() error {
 	sc := b.scope("load")
 	for i, r := range b.d.Weights.Drop.Items {
 		path := fmt.Sprintf("weights.drop[%d]", i)
-		if r.Name.IsSet() == r.Contains.IsSet() {
-			return errAt(r.Pos, path, "needs exactly one of name and contains")
+		set := 0
+		for _, x := range []bool{r.Name.IsSet(), r.Contains.IsSet(), r.Layer.IsSet()} {
+			if x {
+				set++
+			}
+		}
+		if set != 1 {
+			return errAt(r.Pos, path, "needs exactly one of name, contains and layer")
 		}
 		d := Drop{Name: r.Name.V, Contains: r.Contains.V}
+		if r.Layer.IsSet() {
+			v, err := b.value(r.Layer, path+".layer", TInt, sc)
+			if err != nil {
+				return err
+			}
+			d.Layer = v
+		}
 		if r.When.IsSet() {
 			v, err := b.value(r.When, path+".when", TBool, sc)
 			if err != nil {
@@ -818,7 +832,7 @@ func literalValue(v any, t Type) (any, error) {
 		if s, ok := v.(string); ok {
 			return s, nil
 		}
-	case TInts, TFloats, TStrings:
+	case TInts, TFloats, TStrings, TBools:
 		items, ok := v.([]any)
 		if !ok {
 			return nil, bad()

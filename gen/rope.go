@@ -20,6 +20,7 @@ var ropeKinds = []struct {
 	{"plain", "RopePlain", false},
 	{"scaled", "RopeScaled", true},
 	{"su", "RopeSu", true},
+	{"su_mscale", "RopeSuMscale", true},
 }
 
 func (RopeKindName) values() []string {

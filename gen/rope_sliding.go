@@ -27,7 +27,7 @@ func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "none: layers without positions are structure.rope.layers")
 		case probe.readsScaling() && r.Scaling == nil:
 			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "a %s rope needs structure.rope.scaling, which the %s rope does not read", v.Kind, r.Kind)
-		case v.Kind == "su":
+		case v.Kind == "su", v.Kind == "su_mscale":
 			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "an su rope is one architecture's whole rope, not a sliding variant")
 		}
 	}

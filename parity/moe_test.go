@@ -187,18 +187,7 @@ func TestExpertsPerExpertLayout(t *testing.T) {
 		{"olmoe", "bias_renorm_tied", "q8_g32", "mlp", nil},
 	} {
 		t.Run(x.arch+"/"+x.cas+"/"+x.level, func(t *testing.T) {
-			c := CaseInfo{Arch: x.arch, Case: x.cas}
-			dir := LevelDir(models, c, x.level)
-			refs, err := LoadRefs(RefsDir(), c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hf := filepath.Join(t.TempDir(), "hf")
-			unstack(t, dir, hf, "switch_mlp", "experts", x.rename, nil)
-			want, got := prefillDir(t, dir, refs.Prompt), prefillDir(t, hf, refs.Prompt)
-			if !slices.Equal(got, want) {
-				t.Fatalf("the per-expert checkpoint's logits differ from the stacked one's")
-			}
+			perExpertMatches(t, models, x.arch, x.cas, x.level, x.rename)
 		})
 	}
 	// granitemoe's Hugging Face layout: the experts stacked already, gate

@@ -415,12 +415,13 @@ func typeOf(v any) string {
 		}
 		return "float"
 	case []any:
-		ints, nums, strs := true, true, true
+		ints, nums, strs, bools := true, true, true, true
 		for _, e := range x {
 			t := typeOf(e)
 			ints = ints && t == "int"
 			nums = nums && (t == "int" || t == "float")
 			strs = strs && t == "string"
+			bools = bools && t == "bool"
 		}
 		switch {
 		case len(x) == 0:
@@ -430,6 +431,8 @@ func typeOf(v any) string {
 			return "floats"
 		case strs:
 			return "strings"
+		case bools:
+			return "bools"
 		}
 	}
 	return ""

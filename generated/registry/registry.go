@@ -16,11 +16,13 @@ import (
 	"github.com/archgen/archgen/generated/ernie4_5_moe"
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/exaone4"
+	"github.com/archgen/archgen/generated/exaone_moe"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
 	"github.com/archgen/archgen/generated/gemma3_text"
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
+	"github.com/archgen/archgen/generated/glm4_moe"
 	"github.com/archgen/archgen/generated/gpt_oss"
 	"github.com/archgen/archgen/generated/granite"
 	"github.com/archgen/archgen/generated/granitemoe"
@@ -30,6 +32,7 @@ import (
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/minimax"
 	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
 	"github.com/archgen/archgen/generated/nemotron"
@@ -38,6 +41,7 @@ import (
 	"github.com/archgen/archgen/generated/olmoe"
 	"github.com/archgen/archgen/generated/phi"
 	"github.com/archgen/archgen/generated/phi3"
+	"github.com/archgen/archgen/generated/phimoe"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
@@ -67,11 +71,13 @@ var catalog = nn.NewCatalog(
 		ernie4_5_moe.Arch,
 		exaone.Arch,
 		exaone4.Arch,
+		exaone_moe.Arch,
 		gemma.Arch,
 		gemma2.Arch,
 		gemma3_text.Arch,
 		glm.Arch,
 		glm4.Arch,
+		glm4_moe.Arch,
 		gpt_oss.Arch,
 		granite.Arch,
 		granitemoe.Arch,
@@ -81,6 +87,7 @@ var catalog = nn.NewCatalog(
 		llama.Arch,
 		llama4_text.Arch,
 		mimo.Arch,
+		minimax.Arch,
 		ministral3.Arch,
 		mixtral.Arch,
 		nemotron.Arch,
@@ -89,6 +96,7 @@ var catalog = nn.NewCatalog(
 		olmoe.Arch,
 		phi.Arch,
 		phi3.Arch,
+		phimoe.Arch,
 		qwen2.Arch,
 		qwen2_moe.Arch,
 		qwen3.Arch,
@@ -225,7 +233,6 @@ var catalog = nn.NewCatalog(
 		"gemma4_unified":    "gemma4",
 		"joyai_llm_flash":   "deepseek_v3",
 		"kimi_k2":           "deepseek_v3",
-		"minimax_m2":        "minimax",
 		"phi-msft":          "phixtral",
 	},
 	[]string{"gemma4_assistant"},

@@ -2121,6 +2121,120 @@ def _moe_cases() -> List[Case]:
     ]
 
 
+def _glm4_moe_minimax_cases() -> List[Case]:
+    """GLM-4.5's and MiniMax-M2's mixtures of experts: sigmoid routers with a
+    correction bias; 8 experts, dense and sparse layers mixed in glm4_moe
+    (minimax's layers are all sparse)."""
+
+    def glm4_moe(**over):
+        cfg = _llama_like("glm4_moe", "Glm4MoeForCausalLM", num_hidden_layers=3)
+        cfg.update(
+            head_dim=32,
+            rope_theta=1000000.0,
+            rope_scaling=None,
+            partial_rotary_factor=0.5,
+            attention_bias=True,
+            use_qk_norm=True,
+            tie_word_embeddings=False,
+            first_k_dense_replace=1,
+            moe_intermediate_size=64,
+            n_routed_experts=8,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            routed_scaling_factor=2.5,
+            n_group=1,
+            topk_group=1,
+            num_nextn_predict_layers=1,
+            pad_token_id=0,
+        )
+        cfg.update(over)
+        return cfg
+
+    def minimax(model_type="minimax", **over):
+        cfg = _llama_like(model_type, "MiniMaxM2ForCausalLM", intermediate_size=64)
+        cfg.update(
+            head_dim=32,
+            rotary_dim=16,
+            rope_theta=5000000.0,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            shared_intermediate_size=0,
+            scoring_func="sigmoid",
+            use_qk_norm=True,
+            use_routing_bias=True,
+            qk_norm_type="per_layer",
+            output_router_logits=False,
+            router_aux_loss_coef=0.001,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "glm4_moe",
+            "base",
+            "layer 0 dense, layers 1-2 sparse: a sigmoid router with a correction bias, "
+            "top-2 of 8 renormalised, times 2.5, one shared expert; q/k head norms, "
+            "q/k/v biases, rope over half of head_dim 32, GQA, untied",
+            glm4_moe(),
+        ),
+        Case(
+            "glm4_moe",
+            "groups_top4",
+            "every layer sparse: 4 groups, the best 2 kept, top-4 (mlx-lm's sorted "
+            "path) not renormalised, no shared experts (null), no q/k norms, no "
+            "biases, rope over a quarter of head_dim 16, plain multi-head, "
+            "tie_word_embeddings true (read, not used)",
+            glm4_moe(
+                first_k_dense_replace=0,
+                n_group=4,
+                topk_group=2,
+                num_experts_per_tok=4,
+                norm_topk_prob=False,
+                routed_scaling_factor=1.0,
+                n_shared_experts=None,
+                use_qk_norm=False,
+                attention_bias=False,
+                head_dim=16,
+                partial_rotary_factor=0.25,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+            ),
+        ),
+        Case(
+            "minimax",
+            "base",
+            "every layer sparse: a sigmoid router on float32 input with a correction "
+            "bias, top-2 of 8 renormalised; q and k normed over their full width, "
+            "rope over 16 of head_dim 32, GQA, untied",
+            minimax(),
+        ),
+        Case(
+            "minimax",
+            "top4_tied_noqk",
+            "top-4 of 8 (mlx-lm's sorted path), use_qk_norm false, no head_dim "
+            "(hidden/heads 16), rope over 8, plain multi-head, tied head",
+            {k: v for k, v in minimax(
+                num_experts_per_tok=4,
+                use_qk_norm=False,
+                rotary_dim=8,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+            ).items() if k != "head_dim"},
+        ),
+        Case(
+            "minimax_m2",
+            "base",
+            "model_type minimax_m2 (mlx-lm's alias of minimax): top-2 of 8, full-width "
+            "q/k norms, rope over 32 of head_dim 64, GQA 4/1, untied",
+            minimax("minimax_m2", head_dim=64, rotary_dim=32, num_key_value_heads=1),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -2391,6 +2505,173 @@ def _ministral3_cases() -> List[Case]:
     ]
 
 
+def _exaone_moe_cases() -> List[Case]:
+    """EXAONE's mixture of experts: sliding and full layers (rope on the
+    sliding ones only when any slides), q/k norms per head, is_moe_layer's
+    dense and sparse layers, a sigmoid router with a correction bias."""
+
+    def exaone_moe(**over):
+        cfg = _llama_like("exaone_moe", "ExaoneMoEForCausalLM", num_hidden_layers=4)
+        cfg.update(
+            head_dim=32,
+            rope_theta=1000000.0,
+            rope_scaling=None,
+            tie_word_embeddings=False,
+            moe_intermediate_size=64,
+            num_experts=8,
+            num_experts_per_tok=2,
+            num_shared_experts=1,
+            n_group=1,
+            topk_group=1,
+            routed_scaling_factor=2.5,
+            norm_topk_prob=True,
+            scoring_func="sigmoid",
+            topk_method="noaux_tc",
+            sliding_window=SLIDING_WINDOW,
+            sliding_window_pattern="LLLG",
+            layer_types=["sliding_attention"] * 3 + ["full_attention"],
+            is_moe_layer=[False, True, True, True],
+            first_last_k_dense_replace=1,
+            pad_token_id=0,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "exaone_moe",
+            "base",
+            "layers 0-2 sliding with rope, layer 3 full without (NoPE); layer 0 "
+            "dense, 1-3 sparse: sigmoid router with a correction bias, top-2 of 8 "
+            "renormalised, times 2.5, one shared expert, q/k norms, GQA, untied",
+            exaone_moe(),
+        ),
+        Case(
+            "exaone_moe",
+            "groups_top4_allrope",
+            "no sliding layer (every layer rotates, linear rope scaling); layers 0 "
+            "and 2 sparse: 4 groups, the best 2 kept, top-4 (mlx-lm's sorted "
+            "path) not renormalised, times 1.5, two shared experts, plain "
+            "multi-head, tied head",
+            exaone_moe(
+                layer_types=["full_attention"] * 4,
+                sliding_window_pattern=None,
+                is_moe_layer=[True, False, True, False],
+                n_group=4,
+                topk_group=2,
+                num_experts_per_tok=4,
+                norm_topk_prob=False,
+                routed_scaling_factor=1.5,
+                num_shared_experts=2,
+                num_key_value_heads=4,
+                tie_word_embeddings=True,
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+            ),
+        ),
+        Case(
+            "exaone_moe",
+            "noshared_global_first",
+            "layer 0 full without rope, 1-3 sliding with it; every layer sparse, "
+            "no shared experts (num_shared_experts null), defaults for n_group, "
+            "topk_group, routed_scaling_factor and norm_topk_prob, rope base from "
+            "rope_parameters",
+            _without(
+                exaone_moe(
+                    layer_types=["full_attention"] + ["sliding_attention"] * 3,
+                    is_moe_layer=[True] * 4,
+                    num_shared_experts=None,
+                    rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                ),
+                "n_group",
+                "topk_group",
+                "routed_scaling_factor",
+                "norm_topk_prob",
+                "rope_theta",
+            ),
+        ),
+    ]
+
+
+def _phimoe_cases() -> List[Case]:
+    """Phi-3.5-MoE: LayerNorms with bias, biased attention and head, every
+    layer sparse with the sparsemixer router, su-scaled rope from
+    long_factor with its long_mscale."""
+
+    half = (HIDDEN // 4) // 2  # head_dim 16: 8 frequencies
+
+    def phimoe(**over):
+        cfg = _llama_like("phimoe", "PhiMoEForCausalLM", intermediate_size=64)
+        cfg.update(
+            max_position_embeddings=131072,
+            original_max_position_embeddings=4096,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            router_jitter_noise=0.01,
+            input_jitter_noise=0.01,
+            router_aux_loss_coef=0.0,
+            output_router_logits=False,
+            attention_bias=True,
+            lm_head_bias=True,
+            tie_word_embeddings=False,
+            sliding_window=None,
+            rope_scaling={
+                "type": "longrope",
+                "short_factor": [1.0 + 0.05 * i for i in range(half)],
+                "long_factor": [1.0 + 0.4 * i for i in range(half)],
+                "short_mscale": 1.243163121016122,
+                "long_mscale": 1.243163121016122,
+                "original_max_position_embeddings": 4096,
+            },
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "phimoe",
+            "base",
+            "sparsemixer top-2 of 8 with the published jitter 0.01, longrope's "
+            "long_factor with long_mscale, LayerNorms with bias, biased q/k/v/o "
+            "and head, GQA",
+            phimoe(),
+        ),
+        Case(
+            "phimoe",
+            "wide_band_top4",
+            "jitter 0.25 (several logits in each round's softmax), top-4 of 8 "
+            "(mlx-lm's sorted path), long_mscale null (the scale from 16384 / "
+            "4096 positions), rope_theta 1e5, plain multi-head, 3 layers",
+            phimoe(
+                router_jitter_noise=0.25,
+                num_experts_per_tok=4,
+                num_key_value_heads=4,
+                num_hidden_layers=3,
+                rope_theta=100000.0,
+                max_position_embeddings=16384,
+                rope_scaling={
+                    "type": "su",
+                    "short_factor": [1.0] * half,
+                    "long_factor": [1.0 + 0.25 * i for i in range(half)],
+                    "short_mscale": None,
+                    "long_mscale": None,
+                },
+            ),
+        ),
+        Case(
+            "phimoe",
+            "plain_rope_top3",
+            "rope_scaling null (a plain rope), sparsemixer top-3 of 8 with "
+            "jitter 0.1, rms_norm_eps 1e-6",
+            phimoe(
+                rope_scaling=None,
+                num_experts_per_tok=3,
+                router_jitter_noise=0.1,
+                rms_norm_eps=1e-6,
+            ),
+        ),
+    ]
+
+
 
 def _gpt_oss_cases() -> List[Case]:
     """gpt-oss: attention sinks, sliding and full layers alternating, a
@@ -2490,12 +2771,15 @@ CASES: List[Case] = (
     + _exaone4_cases()
     + _llama4_text_cases()
     + _moe_cases()
+    + _glm4_moe_minimax_cases()
     + _phi_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()
-    + _ministral3_cases()
     + _gpt_oss_cases()
+    + _ministral3_cases()
+    + _exaone_moe_cases()
+    + _phimoe_cases()
 )
 
 

@@ -119,7 +119,7 @@ const MaxLayers = 1 << 12
 
 // Value is a type a config key can have.
 type Value interface {
-	int | float64 | bool | string | []int | []float64 | []string | *RopeScaling
+	int | float64 | bool | string | []int | []float64 | []string | []bool | *RopeScaling
 }
 
 // Required reads key, which must be present (or one of alts).
@@ -207,6 +207,10 @@ func decode[T Value](raw json.RawMessage) (T, error) {
 	case *[]string:
 		if json.Unmarshal(raw, p) != nil {
 			err = fmt.Errorf("want a list of strings, got %s", clip(raw))
+		}
+	case *[]bool:
+		if json.Unmarshal(raw, p) != nil {
+			err = fmt.Errorf("want a list of true and false, got %s", clip(raw))
 		}
 	case **RopeScaling:
 		*p, err = ParseRopeScaling(raw)

@@ -126,6 +126,15 @@ const (
 	// logits in float32, the k highest, divided by their sum (at least
 	// 1e-12).
 	RouteScoreTopKNorm
+	// RouteSigmoidBias: the logits of the input cast to float32, sigmoid
+	// scores; the experts are picked by the scores plus Bias, and weighted
+	// by their plain scores over their sum (plus 1e-20), cast to the
+	// input's dtype, so that the weighted sum is taken in it.
+	RouteSigmoidBias
+	// RouteSparseMixer: K rounds of the largest logit not yet picked,
+	// each weighted by a softmax over the logits within Jitter of it
+	// (sparseMixer).
+	RouteSparseMixer
 )
 
 // Router picks each token's experts: Gate [E, D] gives the logits.
@@ -144,10 +153,13 @@ type Router struct {
 	Float32 bool
 	// Sigmoid: RouteScoreTopKNorm scores by a sigmoid.
 	Sigmoid bool
-	// RouteSigmoidGroup's correction bias [E], groups and scale.
+	// RouteSigmoidGroup's (and RouteSigmoidBias's) correction bias [E];
+	// RouteSigmoidGroup's groups and scale.
 	Bias               *mlx.Array
 	Groups, TopKGroups int
 	Scale              float64
+	// Jitter: RouteSparseMixer's band, relative to each round's pick.
+	Jitter float64
 }
 
 // topK is the indices of the k largest entries of s along its last axis.
@@ -165,6 +177,9 @@ func (r *Router) topK(g *mlx.Graph, s *mlx.Array) *mlx.Array {
 
 // Route is x [..., D]'s experts [..., k] and their weights [..., k].
 func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
+	if r.Kind == RouteSigmoidBias {
+		return r.sigmoidBias(g, x)
+	}
 	logits := r.Gate.Apply(g, x)
 	switch r.Kind {
 	case RouteTopKSoftmax:
@@ -177,6 +192,8 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 		}
 	case RouteSigmoidGroup:
 		return r.sigmoidGroup(g, logits)
+	case RouteSparseMixer:
+		return r.sparseMixer(g, logits)
 	case RouteScoreTopKNorm:
 		f := g.AsType(logits, mlx.Float32)
 		var p *mlx.Array

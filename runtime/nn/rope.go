@@ -31,6 +31,11 @@ const (
 	// linear divides positions by the factor, and any other type turns
 	// scaling off.
 	RopeSu
+	// RopeSuMscale is SuScaledRoPE whatever the type, given its mscales:
+	// long_factor's frequencies, the input scaled by long_mscale (where it
+	// is set and not 0, else as RopeSu scales it); the scaling object must
+	// hold short_factor, long_factor, short_mscale and long_mscale.
+	RopeSuMscale
 )
 
 // RopeScaling is a config's rope_scaling object. Keys it does not name are
@@ -45,6 +50,7 @@ type RopeScaling struct {
 	OriginalMaxPositionEmbeddings *float64
 	BetaFast, BetaSlow            *float64
 	Mscale, MscaleAllDim          *float64
+	ShortMscale, LongMscale       *float64
 	PartialRotaryFactor           *float64
 	RopeTheta                     *float64
 
@@ -120,6 +126,8 @@ func ParseRopeScaling(raw json.RawMessage) (*RopeScaling, error) {
 	num("beta_slow", &r.BetaSlow)
 	num("mscale", &r.Mscale)
 	num("mscale_all_dim", &r.MscaleAllDim)
+	num("short_mscale", &r.ShortMscale)
+	num("long_mscale", &r.LongMscale)
 	num("partial_rotary_factor", &r.PartialRotaryFactor)
 	num("rope_theta", &r.RopeTheta)
 	nums("short_factor", &r.ShortFactor)
@@ -177,6 +185,8 @@ func CheckRopeScaling(kind RopeKind, r *RopeScaling, maxPositions int) (*RopeSca
 			return r, need("factor", r.Factor != nil)
 		}
 		return nil, nil
+	case RopeSuMscale:
+		return r, r.needKeys("short_factor", "long_factor", "short_mscale", "long_mscale")
 	}
 	k := r.Kind()
 	if !slices.Contains(initializeKinds, k) {
@@ -239,6 +249,8 @@ func NewRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
 	case spec.Kind == RopeSu && r.Type == "linear", spec.Kind == RopeScaled && k == "linear":
 		plain.r.Scale = float32(1 / *r.Factor)
 		return plain, nil
+	case spec.Kind == RopeSuMscale:
+		fr = suMscaleRope(g, spec, r)
 	case spec.Kind == RopeSu:
 		fr = suRope(g, spec.Dims, spec.Base, spec.MaxPositions, spec.OriginalMaxPositions, r.LongFactor)
 	case k == "default", k == "mrope":

@@ -253,6 +253,14 @@ func (w *Weights) Drop(names ...string) {
 	}
 }
 
+// DropLayer forgets every tensor of layer i of the stack base (base.i.*),
+// as mlx-lm's sanitize drops a multi-token-prediction layer stored after
+// the last.
+func (w *Weights) DropLayer(base string, i int) {
+	prefix := fmt.Sprintf("%s%s.%d.", w.prefix, base, i)
+	w.l.drop(func(name string) bool { return strings.HasPrefix(name, prefix) })
+}
+
 // DropContaining forgets every tensor whose name contains sub.
 func (w *Weights) DropContaining(sub string) {
 	w.l.drop(func(name string) bool { return strings.Contains(name, sub) })

@@ -226,6 +226,92 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows_x(
 // 32).
 constexpr int kDirectRows = 8;
 
+// Rows of x up to which a bfloat16 or float16 W is read straight from its
+// values (half_rows) rather than converted into float32 panels: decode's
+// matrix-vector products and small batches of them.
+constexpr int kHalfDirectRows = 8;
+
+// 8 bfloat16 or float16 values from p, widened to float32 (exactly).
+template <Kind WK>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8_half(const uint16_t* p) {
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (WK == Kind::f16) {
+    return _mm256_cvtph_ps(v);
+  } else {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  }
+}
+
+// res[i * R + r] = sum_k x[i * K + k] * W[n + r, k] for MB rows of x and R
+// rows of a half-precision W [N, K]: each value of W is loaded and widened
+// once for all MB rows of x, and the R * MB sums are independent 8-wide
+// float32 chains (each product of two half-precision values is exact in
+// float32; only the order of the sums differs from libmlx's).
+template <Kind WK, int R, int MB>
+__attribute__((target("avx2,fma,f16c"))) void half_dot(const float* x, const uint16_t* w, size_t n,
+                                                       int K, float* res) {
+  __m256 acc[R][MB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++) acc[r][i] = _mm256_setzero_ps();
+  }
+  const size_t ld = static_cast<size_t>(K);
+  for (int k = 0; k < K; k += 8) {
+    __m256 xv[MB];
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++) xv[i] = _mm256_loadu_ps(x + i * ld + k);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      __m256 wv = load8_half<WK>(w + (n + r) * ld + k);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; i++) acc[r][i] = _mm256_fmadd_ps(wv, xv[i], acc[r][i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++) res[i * R + r] = hsum(acc[r][i]);
+  }
+}
+
+// Rows [n_lo, n_hi) of a half-precision W against rows [m0, m0 + MB) of x,
+// R rows of W at a time (then one at a time for the rest).
+template <Kind WK, int R, int MB>
+__attribute__((target("avx2,fma,f16c"))) void half_block(const float* x, const uint16_t* w, void* out,
+                                                         Kind ok, int N, int K, int m0, int n_lo,
+                                                         int n_hi) {
+  const float* xs = x + static_cast<size_t>(m0) * K;
+  float res[R * MB];
+  int n = n_lo;
+  for (; n + R <= n_hi; n += R) {
+    half_dot<WK, R, MB>(xs, w, n, K, res);
+    for (int i = 0; i < MB; i++) {
+      for (int r = 0; r < R; r++) store1(out, static_cast<size_t>(m0 + i) * N + n + r, res[i * R + r], ok);
+    }
+  }
+  for (; n < n_hi; n++) {
+    half_dot<WK, 1, MB>(xs, w, n, K, res);
+    for (int i = 0; i < MB; i++) store1(out, static_cast<size_t>(m0 + i) * N + n, res[i], ok);
+  }
+}
+
+// x W^T for a bfloat16 or float16 W and up to kHalfDirectRows rows of x
+// (as float32), output rows [n_lo, n_hi). W is streamed once per block of
+// up to 4 rows of x, at the width of its own dtype.
+template <Kind WK>
+__attribute__((target("avx2,fma,f16c"))) void half_rows(const float* x, const uint16_t* w, void* out,
+                                                        Kind ok, int M, int N, int K, int n_lo,
+                                                        int n_hi) {
+  int m = 0;
+  for (; m + 4 <= M; m += 4) half_block<WK, 2, 4>(x, w, out, ok, N, K, m, n_lo, n_hi);
+  switch (M - m) {
+    case 3: half_block<WK, 2, 3>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+    case 2: half_block<WK, 4, 2>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+    case 1: half_block<WK, 8, 1>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+  }
+}
+
 struct Job {
   const float* x;  // [M, K] float32
   const uint8_t* w;
@@ -345,6 +431,15 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
         }
         store1(j.out, static_cast<size_t>(m) * j.N + n, res[0], j.ok);
       }
+    }
+    return;
+  }
+  if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(j.w);
+    if (j.sk == Kind::bf16) {
+      half_rows<Kind::bf16>(j.x, w, j.out, j.ok, j.M, j.N, j.K, n_lo, n_hi);
+    } else {
+      half_rows<Kind::f16>(j.x, w, j.out, j.ok, j.M, j.N, j.K, n_lo, n_hi);
     }
     return;
   }
@@ -522,9 +617,12 @@ class NativeQMM : public mx::UnaryPrimitive {
 };
 
 // x W^T for a W [N, K] (in[1]) and an x [..., K] (in[0]) of one float dtype.
-// For bfloat16 and float16 the panel kernel adds each output's products
-// (exact in float32) in the order of k, one at a time, as libmlx's own
-// CPU matmul for those dtypes does, so the results are libmlx's to the bit.
+// For bfloat16 and float16, up to kHalfDirectRows rows of x read W at its
+// own width (half_rows) and sum the products (exact in float32) in 8-wide
+// float32 chains, so they differ from libmlx's sums by float32 rounding
+// before the result is rounded to the dtype; more rows run on the panel
+// kernel, which adds them in the order of k, one at a time, as libmlx's
+// own CPU matmul does, and equals it bit for bit.
 class NativeLinear : public mx::UnaryPrimitive {
  public:
   explicit NativeLinear(mx::Stream s) : UnaryPrimitive(s) {}

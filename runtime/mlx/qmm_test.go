@@ -97,14 +97,18 @@ func TestNativeLinear(t *testing.T) {
 	}
 }
 
-// checkLinear is TestNativeLinear for one dtype: float32 within 1e-4 of
-// libmlx's matmul, bfloat16 and float16 equal to it bit for bit.
+// checkLinear is TestNativeLinear for one dtype, over every shape class
+// (one row of x, a few rows on the direct half-precision kernel, many rows
+// on the panels, odd sizes, a batch axis, a strided x): float32 within 1e-4
+// of libmlx's matmul; bfloat16 and float16 within linearBound of it.
 func checkLinear(t *testing.T, dt Dtype) {
 	for _, c := range []struct {
 		shape   []int
 		n, k    int
 		strided bool
-	}{{[]int{1, 64}, 70, 64, false}, {[]int{2, 64}, 5, 64, false}, {[]int{3, 136}, 33, 136, false},
+	}{{[]int{1, 64}, 70, 64, false}, {[]int{1, 576}, 1536, 576, false}, {[]int{1, 40}, 3, 40, false},
+		{[]int{2, 64}, 5, 64, false}, {[]int{3, 136}, 33, 136, false}, {[]int{4, 72}, 19, 72, false},
+		{[]int{5, 40}, 9, 40, false}, {[]int{8, 200}, 37, 200, false}, {[]int{7, 64}, 11, 64, true},
 		{[]int{130, 256}, 70, 256, false}, {[]int{2, 7, 96}, 12, 96, false}, {[]int{9, 128}, 31, 128, true}} {
 		t.Run(fmt.Sprint(c.shape, c.n, c.strided), func(t *testing.T) {
 			g := NewGraph(nil)
@@ -134,9 +138,19 @@ func checkLinear(t *testing.T, dt Dtype) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tol := 1e-4
-			if dt != Float32 {
-				tol = 0
+			var bound func(i int) float64
+			if dt == Float32 {
+				bound = func(i int) float64 { return 1e-4 * (1 + math.Abs(float64(wv[i]))) }
+			} else {
+				xs, err := g.AsType(x, Float32).Float32s()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ws, err := g.AsType(w, Float32).Float32s()
+				if err != nil {
+					t.Fatal(err)
+				}
+				bound = linearBound(dt, xs, ws, wv, c.n, c.k)
 			}
 			for name, got := range map[string]*Array{"native": native, "fallback": fallback} {
 				gv, err := g.AsType(got, Float32).Float32s()
@@ -144,12 +158,41 @@ func checkLinear(t *testing.T, dt Dtype) {
 					t.Fatal(err)
 				}
 				for i := range wv {
-					if d := math.Abs(float64(gv[i] - wv[i])); d > tol*(1+math.Abs(float64(wv[i]))) {
-						t.Fatalf("%s: element %d: %g, want %g", name, i, gv[i], wv[i])
+					if d := math.Abs(float64(gv[i] - wv[i])); d > bound(i) {
+						t.Fatalf("%s: element %d: %g, want %g (bound %g)", name, i, gv[i], wv[i], bound(i))
 					}
 				}
 			}
 		})
+	}
+}
+
+// linearBound is how far a correct half-precision x W^T may lie from
+// libmlx's (want, [M, N] as float32), element by element. Both sum the same
+// products, each exact in float32 (8 x 8 significant bits for bfloat16, 11
+// x 11 for float16, within float32's range), in float32 but in different
+// orders: each sum is within gamma(K-1) * S of the exact one, S the sum of
+// |x_k w_k| and gamma(n) = n u / (1 - n u) with u = 2^-24, so the two
+// differ by at most E = 2 gamma(K-1) S. Each is then rounded to dt (unit
+// roundoff ud: 2^-8 for bfloat16, 2^-11 for float16), which adds at most
+// ud (|a| + |b|) <= E ud + 2 ud |want| / (1 - ud), plus float16's
+// subnormal spacing (2^-24, half of it per rounding) below its normal
+// range.
+func linearBound(dt Dtype, x, w, want []float32, n, k int) func(i int) float64 {
+	ud := math.Ldexp(1, -8)
+	if dt == Float16 {
+		ud = math.Ldexp(1, -11)
+	}
+	u := math.Ldexp(1, -24)
+	gamma := float64(k-1) * u / (1 - float64(k-1)*u)
+	return func(i int) float64 {
+		row, col := i/n, i%n
+		s := 0.0
+		for j := 0; j < k; j++ {
+			s += math.Abs(float64(x[row*k+j]) * float64(w[col*k+j]))
+		}
+		e := 2 * gamma * s
+		return e*(1+ud) + 2*ud*math.Abs(float64(want[i]))/(1-ud) + math.Ldexp(1, -24)
 	}
 }
 

@@ -57,6 +57,26 @@ func setNativeGatherQMM(on bool) bool {
 	return C.mlxg_set_native_gather_qmm(C.int(v)) != 0
 }
 
+// NativeQuantizedMatmulHalf reports whether quantized products with a
+// float16 or bfloat16 input and scales of the same precision run the native
+// kernel too (float32 sums, the result rounded once to the dtype), where
+// libmlx rounds to half precision after every multiply and add: off unless
+// the environment sets ARCHGEN_MLX_NATIVE_QMM_HALF=1, since mlx-lm's
+// references for the quantized parity levels carry libmlx's rounding (see
+// parity/refgen/qdrift.py).
+func NativeQuantizedMatmulHalf() bool { return C.mlxg_native_qmm_half() != 0 }
+
+// setNativeQuantizedMatmulHalf turns NativeQuantizedMatmulHalf on or off
+// and returns the previous setting; the tests use it to compare both paths
+// in one process.
+func setNativeQuantizedMatmulHalf(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_qmm_half(C.int(v)) != 0
+}
+
 // NativeFastOps reports whether RMSNorm, LayerNorm, RoPE and SDPA run this
 // package's own CPU kernels where they apply (float32, float16 and bfloat16
 // on the CPU) rather than libmlx's fallbacks composed of small ops: true on

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -677,9 +678,29 @@ bool native_enabled() {
   return ok;
 }
 
+// Whether quantized products whose input and scales are both of half
+// precision (which libmlx computes in that precision, rounding after every
+// multiply and add) run on the kernel, with float32 sums and the result
+// rounded to the dtype once. Off unless ARCHGEN_MLX_NATIVE_QMM_HALF=1: the
+// parity references of the quantized levels carry libmlx's rounding (see
+// parity/refgen/qdrift.py), which float32 sums do not reproduce.
+std::atomic<int>& half_switch() {
+  static std::atomic<int> on{[] {
+    const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM_HALF");
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+  }()};
+  return on;
+}
+
 }  // namespace
 
 extern "C" int mlxg_native_qmm(void) { return native_enabled() ? 1 : 0; }
+
+extern "C" int mlxg_native_qmm_half(void) {
+  return native_enabled() && half_switch().load() != 0 ? 1 : 0;
+}
+
+extern "C" int mlxg_set_native_qmm_half(int on) { return half_switch().exchange(on ? 1 : 0); }
 
 namespace {
 
@@ -714,8 +735,11 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
   // input and half-precision scales, mlx accumulates in half precision,
   // and float32 sums, though closer to the exact product, would not pick
   // the greedy tokens mlx-lm picks on every checkpoint.
+  // Where mlx itself computes in float32 (a float32 input or float32
+  // scales), or, with the half-precision switch on, in float32 where mlx
+  // would compute in half precision; the output has mlx's dtype.
   auto dt = mx::promote_types(x.dtype(), scales.dtype());
-  if (dt != mx::float32) {
+  if (dt != mx::float32 && half_switch().load() == 0) {
     return std::nullopt;
   }
   auto out_shape = x.shape();

@@ -30,6 +30,20 @@ func TestNativeQuantizedMatmul(t *testing.T) {
 			}
 		}
 	}
+	t.Run("half", func(t *testing.T) {
+		prev := setNativeQuantizedMatmulHalf(true)
+		defer setNativeQuantizedMatmulHalf(prev)
+		for _, bits := range []int{4, 8} {
+			for _, group := range []int{32, 64, 128} {
+				for _, dt := range []Dtype{BFloat16, Float16} {
+					for _, m := range []int{1, 2, 3, 5, 16, 130} {
+						name := fmt.Sprintf("b%d_g%d_%s_m%d", bits, group, dt, m)
+						t.Run(name, func(t *testing.T) { checkQMM(t, bits, group, dt, dt, m, 70, 256, false) })
+					}
+				}
+			}
+		}
+	})
 	t.Run("strided_input", func(t *testing.T) { checkQMM(t, 4, 32, Float32, Float16, 9, 33, 128, true) })
 	t.Run("wide", func(t *testing.T) { checkQMM(t, 4, 64, Float32, Float32, 200, 1100, 512, false) })
 }
@@ -59,8 +73,14 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 	if err := g.Eval(got, want); err != nil {
 		t.Fatal(err)
 	}
-	if got.Dtype() != Float32 {
-		t.Fatalf("dtype %s, want float32", got.Dtype())
+	// mlx's dtype: float32 unless input and scales are both half
+	// precision (the half-precision switch's cases).
+	odt := Float32
+	if xdt != Float32 && sdt != Float32 {
+		odt = xdt
+	}
+	if got.Dtype() != odt {
+		t.Fatalf("dtype %s, want %s", got.Dtype(), odt)
 	}
 	gv, err := g.AsType(got, Float32).Float32s()
 	if err != nil {
@@ -73,12 +93,76 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same float32 products, summed in another order.
+	// The same float32 products, summed in another order; a half-precision
+	// output is then rounded once (unit roundoff ud).
 	const tol = 1e-4
+	ud := 0.0
+	switch odt {
+	case BFloat16:
+		ud = math.Ldexp(1, -8)
+	case Float16:
+		ud = math.Ldexp(1, -11)
+	}
 	for i := range wv {
 		d := math.Abs(float64(gv[i] - wv[i]))
-		if d > tol*(1+math.Abs(float64(wv[i]))) {
+		if d > tol*(1+math.Abs(float64(wv[i])))+ud*math.Abs(float64(wv[i])) {
 			t.Fatalf("element %d (row %d, col %d): %g, want %g", i, i/n, i%n, gv[i], wv[i])
+		}
+	}
+}
+
+// TestQuantizedMatmulHalfCloser shows why the half-precision switch is off
+// by default, and that it is the better product: for a bfloat16 or float16
+// input with scales of the same dtype, libmlx rounds to that dtype after
+// every multiply and add, so its result lies farther from the exact
+// product (the same quantized values and input in float32) than the native
+// kernel's float32 sums rounded once. mlx-lm's parity references for the
+// quantized levels are libmlx's products (parity/refgen/qdrift.py measures
+// how far that moves their logits).
+func TestQuantizedMatmulHalfCloser(t *testing.T) {
+	if !NativeQuantizedMatmul() {
+		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
+	}
+	for _, dt := range []Dtype{BFloat16, Float16} {
+		for _, k := range []int{64, 576} {
+			t.Run(fmt.Sprintf("%s_k%d", dt, k), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				k1, k2 := g.RandomSplit(g.RandomKey(uint64(k)))
+				q := g.Quantize(g.AsType(g.Normal([]int{96, k}, Float32, 0, 0.2, k1), dt), 64, 4)
+				x := g.AsType(g.Normal([]int{4, k}, Float32, 0, 1, k2), dt)
+				q32 := q
+				q32.Scales, q32.Biases = g.AsType(q.Scales, Float32), g.AsType(q.Biases, Float32)
+				exact := g.Matmul(g.AsType(x, Float32), g.Transpose(g.Dequantize(q32, Float32)))
+				prev := setNativeQuantizedMatmulHalf(false)
+				theirs := g.QuantizedMatmul(x, q, true)
+				setNativeQuantizedMatmulHalf(true)
+				ours := g.QuantizedMatmul(x, q, true)
+				setNativeQuantizedMatmulHalf(prev)
+				if err := g.Eval(exact, theirs, ours); err != nil {
+					t.Fatal(err)
+				}
+				ev, err := exact.Float32s()
+				if err != nil {
+					t.Fatal(err)
+				}
+				errOf := func(a *Array) float64 {
+					v, err := g.AsType(a, Float32).Float32s()
+					if err != nil {
+						t.Fatal(err)
+					}
+					m := 0.0
+					for i := range ev {
+						m = math.Max(m, math.Abs(float64(v[i]-ev[i])))
+					}
+					return m
+				}
+				eo, et := errOf(ours), errOf(theirs)
+				t.Logf("largest error against the exact product: native %.3g, libmlx %.3g", eo, et)
+				if eo >= et {
+					t.Fatalf("the native kernel's error %g is not below libmlx's %g", eo, et)
+				}
+			})
 		}
 	}
 }

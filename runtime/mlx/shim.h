@@ -305,6 +305,14 @@ const char* mlxg_map_list_item(mlxg_map m, int i, int j);
 // ARCHGEN_MLX_NATIVE_QMM=0.
 int mlxg_native_qmm(void);
 
+// Whether quantized_matmul with a half-precision input and half-precision
+// scales also runs archgen's kernel (float32 sums, the result rounded to
+// the dtype): 1 where mlxg_native_qmm is and ARCHGEN_MLX_NATIVE_QMM_HALF=1
+// or mlxg_set_native_qmm_half turned it on; the setter returns the
+// previous setting.
+int mlxg_native_qmm_half(void);
+int mlxg_set_native_qmm_half(int on);
+
 // Whether rms_norm, layer_norm, rope and sdpa run archgen's CPU kernels
 // (fastops.cpp) where they apply: 1 on x86-64 CPUs with AVX2, FMA and F16C
 // unless ARCHGEN_MLX_NATIVE_FAST=0. mlxg_set_native_fast turns them on or

@@ -77,6 +77,24 @@ func setNativeQuantizedMatmulHalf(on bool) bool {
 	return C.mlxg_set_native_qmm_half(C.int(v)) != 0
 }
 
+// NativeQMVInt8 reports whether the native kernel's 4-bit products for
+// one or two rows of x (decode's matrix-vector products) run on 8-bit
+// integers: x quantized per block of 32 values to int8 (step: the block's
+// largest magnitude over 127), each block's products summed exactly in
+// integers, as llama.cpp does. Off unless ARCHGEN_MLX_NATIVE_QMV_INT8=1 or
+// SetNativeQMVInt8 turns it on.
+func NativeQMVInt8() bool { return C.mlxg_native_qmv_int8() != 0 }
+
+// SetNativeQMVInt8 turns NativeQMVInt8 on or off for the whole process and
+// returns the previous setting.
+func SetNativeQMVInt8(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_qmv_int8(C.int(v)) != 0
+}
+
 // NativeFastOps reports whether RMSNorm, LayerNorm, RoPE and SDPA run this
 // package's own CPU kernels where they apply (float32, float16 and bfloat16
 // on the CPU) rather than libmlx's fallbacks composed of small ops: true on

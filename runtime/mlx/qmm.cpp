@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -227,6 +228,92 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows_x(
 // 32).
 constexpr int kDirectRows = 8;
 
+// The 4-bit matrix-vector product on 8-bit integers, llama.cpp's way, for
+// one or two rows of x: each block of 32 values of x is quantized to int8
+// with its own scale (the block's largest magnitude over 127, rounded to
+// nearest), the 32 products of a block's 4-bit weights and int8 values are
+// summed exactly in integers (vpmaddubsw, then vpmaddwd), and each block's
+// sum is scaled by x's block scale times W's group scale; the bias term
+// uses the float32 sums of x, as dot_rows does. Each x value moves by at
+// most half its block's step, so an output moves by at most the sum over
+// blocks of that half step times the block's sum of |W| (the bound
+// TestNativeQuantizedMatmul checks). Off unless
+// ARCHGEN_MLX_NATIVE_QMV_INT8=1.
+struct XQ8 {
+  std::vector<int8_t> q;  // per block of 32: the 16 even entries, then the 16 odd ones
+  std::vector<float> d;   // per block: the step
+};
+
+__attribute__((target("avx2,fma,f16c"))) void quantize_x8(const float* x, int K, XQ8& out) {
+  const int blocks = K / 32;
+  out.q.resize(static_cast<size_t>(K));
+  out.d.resize(static_cast<size_t>(blocks));
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int b = 0; b < blocks; b++) {
+    const float* xb = x + b * 32;
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 32; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), absmask));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    out.d[b] = amax / 127.0f;
+    int8_t* q = out.q.data() + b * 32;
+    for (int i = 0; i < 16; i++) {
+      q[i] = static_cast<int8_t>(std::nearbyint(xb[2 * i] * inv));
+      q[16 + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i + 1] * inv));
+    }
+  }
+}
+
+template <int R>
+__attribute__((target("avx2,fma,f16c"))) void dot_rows_q8(
+    const XQ8& x, const float* xsum, const uint8_t* w, const void* scales, const void* biases,
+    Kind sk, size_t n, int K, int group, float* res /* [R] */) {
+  const int groups = K / group;
+  const int per = group / 32;
+  const size_t row_bytes = static_cast<size_t>(K) / 2;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 total[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) total[r] = _mm256_setzero_ps();
+  for (int g = 0; g < groups; g++) {
+    float sc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) sc[r] = load1(scales, (n + r) * groups + g, sk);
+    for (int b = g * per; b < (g + 1) * per; b++) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + b * 32));
+      const float d = x.d[b];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        // The row's 16 bytes in both halves: the low half keeps the low
+        // nibbles (even entries), the high half the high ones (odd).
+        __m256i v = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (n + r) * row_bytes + b * 16)));
+        __m256i q = _mm256_and_si256(_mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xf0), m4);
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones);
+        total[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * sc[r]), total[r]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    float bsum = 0;
+    for (int g = 0; g < groups; g++) bsum += load1(biases, (n + r) * groups + g, sk) * xsum[g];
+    res[r] = hsum(total[r]) + bsum;
+  }
+}
+
+std::atomic<int>& int8_switch() {
+  static std::atomic<int> on{[] {
+    const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMV_INT8");
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+  }()};
+  return on;
+}
+
 // Rows of x up to which a bfloat16 or float16 W is read straight from its
 // values (half_rows) rather than converted into float32 panels: decode's
 // matrix-vector products and small batches of them.
@@ -410,11 +497,25 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
         for (int k = g * j.group; k < (g + 1) * j.group; k++) t += x[k];
         xsum[g] = t;
       }
+      float res[4];
+      if (j.bits == 4 && int8_switch().load() != 0) {
+        thread_local XQ8 xq;
+        quantize_x8(x, j.K, xq);
+        int n = n_lo;
+        for (; n + 4 <= n_hi; n += 4) {
+          dot_rows_q8<4>(xq, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+          for (int r = 0; r < 4; r++) store1(j.out, static_cast<size_t>(m) * j.N + n + r, res[r], j.ok);
+        }
+        for (; n < n_hi; n++) {
+          dot_rows_q8<1>(xq, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+          store1(j.out, static_cast<size_t>(m) * j.N + n, res[0], j.ok);
+        }
+        continue;
+      }
       if (j.bits == 4) {
         deinterleave4(x, xd.data(), j.K);
         x = xd.data();
       }
-      float res[4];
       int n = n_lo;
       for (; n + 4 <= n_hi; n += 4) {
         if (j.bits == 4) {
@@ -701,6 +802,12 @@ extern "C" int mlxg_native_qmm_half(void) {
 }
 
 extern "C" int mlxg_set_native_qmm_half(int on) { return half_switch().exchange(on ? 1 : 0); }
+
+extern "C" int mlxg_native_qmv_int8(void) {
+  return native_enabled() && int8_switch().load() != 0 ? 1 : 0;
+}
+
+extern "C" int mlxg_set_native_qmv_int8(int on) { return int8_switch().exchange(on ? 1 : 0); }
 
 namespace {
 

@@ -313,6 +313,14 @@ int mlxg_native_qmm(void);
 int mlxg_native_qmm_half(void);
 int mlxg_set_native_qmm_half(int on);
 
+// Whether the native kernel's 4-bit products for one or two rows of x run
+// on 8-bit integers (x quantized per block of 32 values, as llama.cpp
+// does): 1 where mlxg_native_qmm is and ARCHGEN_MLX_NATIVE_QMV_INT8=1 or
+// mlxg_set_native_qmv_int8 turned it on; the setter returns the previous
+// setting.
+int mlxg_native_qmv_int8(void);
+int mlxg_set_native_qmv_int8(int on);
+
 // Whether rms_norm, layer_norm, rope and sdpa run archgen's CPU kernels
 // (fastops.cpp) where they apply: 1 on x86-64 CPUs with AVX2, FMA and F16C
 // unless ARCHGEN_MLX_NATIVE_FAST=0. mlxg_set_native_fast turns them on or

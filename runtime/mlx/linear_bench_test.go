@@ -71,16 +71,19 @@ func BenchmarkLinear(b *testing.B) {
 
 // BenchmarkQuantizedMatmulHalf times a 4-bit product (groups of 64) with a
 // bfloat16 input and bfloat16 scales, as mlx-community's 4-bit checkpoints
-// run, on SmolLM2-135M's 1536 x 576 shape: the native kernel with the
-// half-precision switch on (impl=archgen) and libmlx's kernel
-// (impl=libmlx) side by side, in GB/s of packed weights and CPU time per
-// product.
+// run, on SmolLM2-135M's 1536 x 576 shape, each way it can run side by side:
+// impl=exact (the native kernel in libmlx's rounding, the default),
+// impl=f32 (the native float32 kernels) and impl=libmlx (libmlx's kernel),
+// in GB/s of packed weights and CPU time per product.
 func BenchmarkQuantizedMatmulHalf(b *testing.B) {
 	const n, k, chain = 1536, 576, 8
 	for _, m := range []int{1, 4} {
-		for _, impl := range []string{"archgen", "libmlx"} {
-			b.Run(fmt.Sprintf("rows=%d/impl=%s", m, impl), func(b *testing.B) {
-				prev := setNativeQuantizedMatmulHalf(impl == "archgen")
+		for _, impl := range []struct {
+			name string
+			mode int
+		}{{"exact", HalfQMMExact}, {"f32", HalfQMMFloat32}, {"libmlx", HalfQMMLibmlx}} {
+			b.Run(fmt.Sprintf("rows=%d/impl=%s", m, impl.name), func(b *testing.B) {
+				prev := setNativeQuantizedMatmulHalf(impl.mode)
 				defer setNativeQuantizedMatmulHalf(prev)
 				g := NewGraph(nil)
 				defer g.Close()

@@ -57,24 +57,32 @@ func setNativeGatherQMM(on bool) bool {
 	return C.mlxg_set_native_gather_qmm(C.int(v)) != 0
 }
 
-// NativeQuantizedMatmulHalf reports whether quantized products with a
-// float16 or bfloat16 input and scales of the same precision run the native
-// kernel too (float32 sums, the result rounded once to the dtype), where
-// libmlx rounds to half precision after every multiply and add: off unless
-// the environment sets ARCHGEN_MLX_NATIVE_QMM_HALF=1, since mlx-lm's
-// references for the quantized parity levels carry libmlx's rounding (see
-// parity/refgen/qdrift.py).
-func NativeQuantizedMatmulHalf() bool { return C.mlxg_native_qmm_half() != 0 }
+// The ways a quantized product with a float16 or bfloat16 input and scales
+// of the same dtype can run (libmlx computes it in that dtype, rounding
+// after every multiply and add).
+const (
+	// HalfQMMLibmlx is libmlx's own scalar kernel.
+	HalfQMMLibmlx = 0
+	// HalfQMMFloat32 is the native float32 kernels: float32 sums, the
+	// result rounded once; closer to the exact product than libmlx, but
+	// not to mlx-lm's references for the quantized parity levels, which
+	// carry libmlx's rounding (see parity/refgen/qdrift.py).
+	HalfQMMFloat32 = 1
+	// HalfQMMExact is the native kernel in libmlx's rounding, equal to
+	// libmlx's results bit for bit, eight outputs at a time.
+	HalfQMMExact = 2
+)
 
-// setNativeQuantizedMatmulHalf turns NativeQuantizedMatmulHalf on or off
-// and returns the previous setting; the tests use it to compare both paths
-// in one process.
-func setNativeQuantizedMatmulHalf(on bool) bool {
-	v := 0
-	if on {
-		v = 1
-	}
-	return C.mlxg_set_native_qmm_half(C.int(v)) != 0
+// NativeQuantizedMatmulHalf says which of HalfQMMLibmlx, HalfQMMFloat32
+// and HalfQMMExact runs: HalfQMMExact where NativeQuantizedMatmul is on,
+// unless the environment sets ARCHGEN_MLX_NATIVE_QMM_HALF=f32 or =0.
+func NativeQuantizedMatmulHalf() int { return int(C.mlxg_native_qmm_half()) }
+
+// setNativeQuantizedMatmulHalf sets the mode of NativeQuantizedMatmulHalf
+// and returns the previous one; the tests use it to compare the paths in
+// one process.
+func setNativeQuantizedMatmulHalf(mode int) int {
+	return int(C.mlxg_set_native_qmm_half(C.int(mode)))
 }
 
 // NativeQMVInt8 reports whether the native kernel's 4-bit products for

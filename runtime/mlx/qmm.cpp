@@ -314,6 +314,89 @@ std::atomic<int>& int8_switch() {
   return on;
 }
 
+struct Job {
+  const float* x;  // [M, K] float32
+  const uint8_t* w;
+  const void* scales;
+  const void* biases;
+  Kind sk;    // the kind of scales and biases, or of W when bits is 0
+  Kind ok;    // the output's kind
+  void* out;  // [M, N] of kind ok
+  int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
+  bool half = false;  // libmlx's half-precision arithmetic (half_qmm_rows), in the kind sk
+};
+
+// Rounds each float32 lane to kind K (bfloat16 or float16, to nearest
+// even, as mlx's conversions do for finite values) and back.
+template <Kind K>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 round_half(__m256 v) {
+  if constexpr (K == Kind::f16) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  } else {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+}
+
+// x W^T in half precision exactly as libmlx's CPU kernel computes it where
+// x and the scales are both bfloat16 or both float16 (its arithmetic type
+// is then that dtype): for each output, in the order of k, the weight
+// rounds scale * q, then that plus bias, the product with x rounds, and the
+// running sum rounds after every add. The rounding chain of one output is
+// sequential, so the kernel runs 8 outputs (rows n..n+7 of W) side by side
+// in the lanes of a vector, each lane doing libmlx's operations in libmlx's
+// order: its results equal libmlx's bit for bit, at a fraction of its
+// scalar loop's time. Rows past n_hi repeat the last row and are not
+// stored.
+template <Kind K, int bits>
+__attribute__((target("avx2,fma,f16c"))) void half_qmm_rows(const Job& j, int n_lo, int n_hi) {
+  constexpr int per_word = 32 / bits;
+  constexpr uint32_t mask = (1u << bits) - 1;
+  const int groups = j.K / j.group;
+  const int words_per_row = j.K / per_word;
+  const int words_per_group = j.group / per_word;
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(j.w);
+  const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
+  for (int n0 = n_lo; n0 < n_hi; n0 += 8) {
+    alignas(32) int rows[8];
+    for (int l = 0; l < 8; l++) rows[l] = std::min(n0 + l, n_hi - 1);
+    const __m256i idx = _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(rows)),
+                                           _mm256_set1_epi32(words_per_row));
+    const int nb = std::min(8, n_hi - n0);
+    // Each row of x in turn (a row's chain is the same whatever rows are
+    // beside it); the weights are dequantized again for each.
+    for (int m = 0; m < j.M; m++) {
+      const float* x = j.x + static_cast<size_t>(m) * j.K;
+      __m256 sum = _mm256_setzero_ps();
+      for (int g = 0; g < groups; g++) {
+        alignas(32) float sc[8], bi[8];
+        for (int l = 0; l < 8; l++) {
+          sc[l] = load1(j.scales, static_cast<size_t>(rows[l]) * groups + g, j.sk);
+          bi[l] = load1(j.biases, static_cast<size_t>(rows[l]) * groups + g, j.sk);
+        }
+        const __m256 s = _mm256_load_ps(sc), b = _mm256_load_ps(bi);
+        for (int wi = 0; wi < words_per_group; wi++) {
+          const int word = g * words_per_group + wi;
+          const __m256i packed = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + word), idx, 4);
+#pragma GCC unroll 8
+          for (int p = 0; p < per_word; p++) {
+            __m256i q = _mm256_and_si256(_mm256_srli_epi32(packed, p * bits), vmask);
+            __m256 wv = round_half<K>(_mm256_mul_ps(s, _mm256_cvtepi32_ps(q)));
+            wv = round_half<K>(_mm256_add_ps(wv, b));
+            __m256 prod = round_half<K>(_mm256_mul_ps(_mm256_set1_ps(x[word * per_word + p]), wv));
+            sum = round_half<K>(_mm256_add_ps(sum, prod));
+          }
+        }
+      }
+      alignas(32) float out[8];
+      _mm256_store_ps(out, sum);
+      for (int l = 0; l < nb; l++) store1(j.out, static_cast<size_t>(m) * j.N + n0 + l, out[l], j.ok);
+    }
+  }
+}
+
 // Rows of x up to which a bfloat16 or float16 W is read straight from its
 // values (half_rows) rather than converted into float32 panels: decode's
 // matrix-vector products and small batches of them.
@@ -330,57 +413,67 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 load8_half(const uint16_t
   }
 }
 
-// res[i * R + r] = sum_k x[i * K + k] * W[n + r, k] for MB rows of x and R
-// rows of a half-precision W [N, K]: each value of W is loaded and widened
-// once for all MB rows of x, and the R * MB sums are independent 8-wide
-// float32 chains (each product of two half-precision values is exact in
-// float32; only the order of the sums differs from libmlx's).
-template <Kind WK, int R, int MB>
-__attribute__((target("avx2,fma,f16c"))) void half_dot(const float* x, const uint16_t* w, size_t n,
-                                                       int K, float* res) {
-  __m256 acc[R][MB];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++) {
-#pragma GCC unroll 4
-    for (int i = 0; i < MB; i++) acc[r][i] = _mm256_setzero_ps();
+// The 8x8 transpose of r in registers: afterwards r[c] holds what was
+// column c (lane i: row i's element c).
+__attribute__((target("avx2,fma,f16c"))) inline void transpose8_regs(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   }
-  const size_t ld = static_cast<size_t>(K);
-  for (int k = 0; k < K; k += 8) {
-    __m256 xv[MB];
-#pragma GCC unroll 4
-    for (int i = 0; i < MB; i++) xv[i] = _mm256_loadu_ps(x + i * ld + k);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-      __m256 wv = load8_half<WK>(w + (n + r) * ld + k);
-#pragma GCC unroll 4
-      for (int i = 0; i < MB; i++) acc[r][i] = _mm256_fmadd_ps(wv, xv[i], acc[r][i]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++) {
-#pragma GCC unroll 4
-    for (int i = 0; i < MB; i++) res[i * R + r] = hsum(acc[r][i]);
-  }
+  __m256 s0 = _mm256_shuffle_ps(t[0], t[2], 0x44), s1 = _mm256_shuffle_ps(t[0], t[2], 0xee);
+  __m256 s2 = _mm256_shuffle_ps(t[1], t[3], 0x44), s3 = _mm256_shuffle_ps(t[1], t[3], 0xee);
+  __m256 s4 = _mm256_shuffle_ps(t[4], t[6], 0x44), s5 = _mm256_shuffle_ps(t[4], t[6], 0xee);
+  __m256 s6 = _mm256_shuffle_ps(t[5], t[7], 0x44), s7 = _mm256_shuffle_ps(t[5], t[7], 0xee);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-// Rows [n_lo, n_hi) of a half-precision W against rows [m0, m0 + MB) of x,
-// R rows of W at a time (then one at a time for the rest).
-template <Kind WK, int R, int MB>
+// Rows [m0, m0 + MB) of x against rows [n_lo, n_hi) of a half-precision W,
+// 8 rows of W at a time: each 8x8 block of W is loaded at its own width,
+// widened and transposed in registers, so that a lane holds one output's
+// sum and adds that output's products (each exact in float32) one k at a
+// time, in the order of k, as libmlx's CPU matmul for these dtypes does
+// (and the panel kernel for more rows): the results equal libmlx's bit for
+// bit, whatever the number of rows. Rows past n_hi repeat the last row and
+// are not stored.
+template <Kind WK, int MB>
 __attribute__((target("avx2,fma,f16c"))) void half_block(const float* x, const uint16_t* w, void* out,
                                                          Kind ok, int N, int K, int m0, int n_lo,
                                                          int n_hi) {
-  const float* xs = x + static_cast<size_t>(m0) * K;
-  float res[R * MB];
-  int n = n_lo;
-  for (; n + R <= n_hi; n += R) {
-    half_dot<WK, R, MB>(xs, w, n, K, res);
-    for (int i = 0; i < MB; i++) {
-      for (int r = 0; r < R; r++) store1(out, static_cast<size_t>(m0 + i) * N + n + r, res[i * R + r], ok);
+  const size_t ld = static_cast<size_t>(K);
+  const float* xs = x + static_cast<size_t>(m0) * ld;
+  for (int n0 = n_lo; n0 < n_hi; n0 += 8) {
+    const uint16_t* rows[8];
+    for (int r = 0; r < 8; r++) rows[r] = w + static_cast<size_t>(std::min(n0 + r, n_hi - 1)) * ld;
+    __m256 acc[MB];
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++) acc[i] = _mm256_setzero_ps();
+    for (int k = 0; k < K; k += 8) {
+      __m256 t[8];
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; r++) t[r] = load8_half<WK>(rows[r] + k);
+      transpose8_regs(t);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; c++) {
+#pragma GCC unroll 4
+        for (int i = 0; i < MB; i++) {
+          acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(xs + i * ld + k + c), t[c], acc[i]);
+        }
+      }
     }
-  }
-  for (; n < n_hi; n++) {
-    half_dot<WK, 1, MB>(xs, w, n, K, res);
-    for (int i = 0; i < MB; i++) store1(out, static_cast<size_t>(m0 + i) * N + n, res[i], ok);
+    const int nb = std::min(8, n_hi - n0);
+    for (int i = 0; i < MB; i++) {
+      alignas(32) float res[8];
+      _mm256_store_ps(res, acc[i]);
+      for (int r = 0; r < nb; r++) store1(out, static_cast<size_t>(m0 + i) * N + n0 + r, res[r], ok);
+    }
   }
 }
 
@@ -392,24 +485,13 @@ __attribute__((target("avx2,fma,f16c"))) void half_rows(const float* x, const ui
                                                         Kind ok, int M, int N, int K, int n_lo,
                                                         int n_hi) {
   int m = 0;
-  for (; m + 4 <= M; m += 4) half_block<WK, 2, 4>(x, w, out, ok, N, K, m, n_lo, n_hi);
+  for (; m + 4 <= M; m += 4) half_block<WK, 4>(x, w, out, ok, N, K, m, n_lo, n_hi);
   switch (M - m) {
-    case 3: half_block<WK, 2, 3>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
-    case 2: half_block<WK, 4, 2>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
-    case 1: half_block<WK, 8, 1>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+    case 3: half_block<WK, 3>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+    case 2: half_block<WK, 2>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+    case 1: half_block<WK, 1>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
   }
 }
-
-struct Job {
-  const float* x;  // [M, K] float32
-  const uint8_t* w;
-  const void* scales;
-  const void* biases;
-  Kind sk;    // the kind of scales and biases, or of W when bits is 0
-  Kind ok;    // the output's kind
-  void* out;  // [M, N] of kind ok
-  int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
-};
 
 // Every row of x against one packed panel of W (output columns n0..n0+nb).
 __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const float* panel, int n0,
@@ -440,6 +522,16 @@ __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const fl
 
 // Rows [n_lo, n_hi) of W against every row of x.
 __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, int n_hi) {
+  if (j.half) {
+    if (j.sk == Kind::bf16) {
+      if (j.bits == 4) half_qmm_rows<Kind::bf16, 4>(j, n_lo, n_hi);
+      else half_qmm_rows<Kind::bf16, 8>(j, n_lo, n_hi);
+    } else {
+      if (j.bits == 4) half_qmm_rows<Kind::f16, 4>(j, n_lo, n_hi);
+      else half_qmm_rows<Kind::f16, 8>(j, n_lo, n_hi);
+    }
+    return;
+  }
   if (j.bits != 0 && j.M > 2 && j.M <= kDirectRows) {
     // Every row of x prepared as dot_rows reads it, then each row of W
     // against blocks of them.
@@ -603,8 +695,17 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
 void run_job(const Job& j) {
   auto& pool = Pool::get();
   size_t work = static_cast<size_t>(j.M) * j.N * j.K;
+  if (j.half) {
+    work *= 16;  // about 16 times the operations per product of the float32 kernels
+  }
   int blocks = (j.N + NR - 1) / NR;
   // Small products are not worth waking the other cores for.
+  // A half-precision W against a few rows of x (half_rows) costs about 4
+  // times the CPU of a float32 product of its size (the widening and the
+  // transposes), so it pays at a quarter of the size.
+  if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows) {
+    work *= 4;
+  }
   int tasks = work < (1u << 22) ? 1 : std::min(blocks, pool.threads() * 4);
   int per = (blocks + tasks - 1) / tasks;
   tasks = (blocks + per - 1) / per;
@@ -660,7 +761,11 @@ mx::array row_major(const mx::array& a, mx::Stream s) {
 
 class NativeQMM : public mx::UnaryPrimitive {
  public:
-  NativeQMM(mx::Stream s, int group, int bits) : UnaryPrimitive(s), group_(group), bits_(bits) {}
+  // f32sums: for a half-precision input and scales, sum in float32 and
+  // round once (the half-precision switch) rather than libmlx's rounding
+  // after every operation.
+  NativeQMM(mx::Stream s, int group, int bits, bool f32sums)
+      : UnaryPrimitive(s), group_(group), bits_(bits), f32sums_(f32sums) {}
 
   void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
     const mx::array& x = in[0];
@@ -689,6 +794,7 @@ class NativeQMM : public mx::UnaryPrimitive {
           K,
           group_,
           bits_};
+    j.half = out.dtype() != mx::float32 && !f32sums_;
     XIn xi(x);
     enc.dispatch([j, xi, x, w, scales, biases, out]() mutable {
       std::vector<float> xf;
@@ -705,7 +811,7 @@ class NativeQMM : public mx::UnaryPrimitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeQMM*>(&other);
-    return o != nullptr && o->group_ == group_ && o->bits_ == bits_;
+    return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->f32sums_ == f32sums_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -716,15 +822,15 @@ class NativeQMM : public mx::UnaryPrimitive {
 
  private:
   int group_, bits_;
+  bool f32sums_;
 };
 
 // x W^T for a W [N, K] (in[1]) and an x [..., K] (in[0]) of one float dtype.
 // For bfloat16 and float16, up to kHalfDirectRows rows of x read W at its
-// own width (half_rows) and sum the products (exact in float32) in 8-wide
-// float32 chains, so they differ from libmlx's sums by float32 rounding
-// before the result is rounded to the dtype; more rows run on the panel
-// kernel, which adds them in the order of k, one at a time, as libmlx's
-// own CPU matmul does, and equals it bit for bit.
+// own width (half_rows), more rows run on the panel kernel; both add each
+// output's products (exact in float32) in the order of k, one at a time, as
+// libmlx's own CPU matmul for those dtypes does, so the results are
+// libmlx's to the bit.
 class NativeLinear : public mx::UnaryPrimitive {
  public:
   explicit NativeLinear(mx::Stream s) : UnaryPrimitive(s) {}
@@ -779,29 +885,33 @@ bool native_enabled() {
   return ok;
 }
 
-// Whether quantized products whose input and scales are both of half
+// How quantized products whose input and scales are both of half
 // precision (which libmlx computes in that precision, rounding after every
-// multiply and add) run on the kernel, with float32 sums and the result
-// rounded to the dtype once. Off unless ARCHGEN_MLX_NATIVE_QMM_HALF=1: the
-// parity references of the quantized levels carry libmlx's rounding (see
-// parity/refgen/qdrift.py), which float32 sums do not reproduce.
-std::atomic<int>& half_switch() {
-  static std::atomic<int> on{[] {
+// multiply and add) run: kHalfExact (the default) on half_qmm_rows, in
+// libmlx's rounding, bit for bit; kHalfF32 on the float32 kernels, summing
+// in float32 and rounding once (ARCHGEN_MLX_NATIVE_QMM_HALF=f32), closer to
+// the exact product but not to mlx-lm's references for the quantized parity
+// levels, which carry libmlx's rounding (see parity/refgen/qdrift.py);
+// kHalfLibmlx on libmlx's own kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0).
+constexpr int kHalfLibmlx = 0, kHalfF32 = 1, kHalfExact = 2;
+
+std::atomic<int>& half_mode() {
+  static std::atomic<int> mode{[] {
     const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM_HALF");
-    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+    if (e != nullptr && std::strcmp(e, "f32") == 0) return kHalfF32;
+    if (e != nullptr && std::strcmp(e, "0") == 0) return kHalfLibmlx;
+    return kHalfExact;
   }()};
-  return on;
+  return mode;
 }
 
 }  // namespace
 
 extern "C" int mlxg_native_qmm(void) { return native_enabled() ? 1 : 0; }
 
-extern "C" int mlxg_native_qmm_half(void) {
-  return native_enabled() && half_switch().load() != 0 ? 1 : 0;
-}
+extern "C" int mlxg_native_qmm_half(void) { return native_enabled() ? half_mode().load() : 0; }
 
-extern "C" int mlxg_set_native_qmm_half(int on) { return half_switch().exchange(on ? 1 : 0); }
+extern "C" int mlxg_set_native_qmm_half(int mode) { return half_mode().exchange(mode); }
 
 extern "C" int mlxg_native_qmv_int8(void) {
   return native_enabled() && int8_switch().load() != 0 ? 1 : 0;
@@ -842,18 +952,19 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
   // input and half-precision scales, mlx accumulates in half precision,
   // and float32 sums, though closer to the exact product, would not pick
   // the greedy tokens mlx-lm picks on every checkpoint.
-  // Where mlx itself computes in float32 (a float32 input or float32
-  // scales), or, with the half-precision switch on, in float32 where mlx
-  // would compute in half precision; the output has mlx's dtype.
+  // Where mlx computes in float32 (a float32 input or float32 scales), the
+  // float32 kernels; where it computes in half precision, as half_mode
+  // says. The output has mlx's dtype.
   auto dt = mx::promote_types(x.dtype(), scales.dtype());
-  if (dt != mx::float32 && half_switch().load() == 0) {
+  const int hmode = half_mode().load();
+  if (dt != mx::float32 && hmode == kHalfLibmlx) {
     return std::nullopt;
   }
   auto out_shape = x.shape();
   out_shape.back() = N;
   std::vector<mx::array> inputs = {x, row_major(w, s), row_major(scales, s),
                                    row_major(*biases, s)};
-  return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits),
+  return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits, hmode == kHalfF32),
                    std::move(inputs));
 }
 

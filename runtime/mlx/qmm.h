@@ -22,11 +22,8 @@ std::optional<mlx::core::array> archgen_native_qmm(
 // x W^T (a linear layer) as archgen's kernel computes it, where x and W
 // share a float dtype (float32, bfloat16 or float16) and W [N, K] is
 // already evaluated and row-major; nullopt elsewhere (then mlx's matmul by
-// the transpose runs). In bfloat16 and float16 the products are summed in
-// float32: for a few rows of x in another order than libmlx's (the result
-// within float32 rounding of libmlx's before both round to the dtype), for
-// many rows in libmlx's order, bit for bit. The same switch and CPU
-// features as archgen_native_qmm.
+// the transpose runs). In bfloat16 and float16 the results equal libmlx's
+// bit for bit. The same switch and CPU features as archgen_native_qmm.
 std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& x,
                                                       const mlx::core::array& w,
                                                       mlx::core::Stream s);

@@ -31,7 +31,7 @@ func TestNativeQuantizedMatmul(t *testing.T) {
 		}
 	}
 	t.Run("half", func(t *testing.T) {
-		prev := setNativeQuantizedMatmulHalf(true)
+		prev := setNativeQuantizedMatmulHalf(HalfQMMFloat32)
 		defer setNativeQuantizedMatmulHalf(prev)
 		for _, bits := range []int{4, 8} {
 			for _, group := range []int{32, 64, 128} {
@@ -170,6 +170,59 @@ func int8Slack(t *testing.T, g *Graph, x, wq *Array, m, n, k int) []float64 {
 	return out
 }
 
+// TestQuantizedMatmulHalfExact checks the default way of a quantized
+// product with a bfloat16 or float16 input and scales of the same dtype,
+// the native kernel in libmlx's rounding, against libmlx's own kernel in the
+// same process: equal bit for bit, for every bit width and group size it
+// takes, row counts of 1 to 9 and output widths that do not fill its 8
+// lanes.
+func TestQuantizedMatmulHalfExact(t *testing.T) {
+	if !NativeQuantizedMatmul() {
+		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
+	}
+	prev := setNativeQuantizedMatmulHalf(HalfQMMExact)
+	defer setNativeQuantizedMatmulHalf(prev)
+	for _, bits := range []int{4, 8} {
+		for _, group := range []int{32, 64, 128} {
+			for _, dt := range []Dtype{BFloat16, Float16} {
+				for _, mn := range [][2]int{{1, 70}, {2, 5}, {3, 19}, {9, 33}} {
+					m, n := mn[0], mn[1]
+					t.Run(fmt.Sprintf("b%d_g%d_%s_m%d_n%d", bits, group, dt, m, n), func(t *testing.T) {
+						g := NewGraph(nil)
+						defer g.Close()
+						k1, k2 := g.RandomSplit(g.RandomKey(uint64(bits*100 + group + m)))
+						q := g.Quantize(g.AsType(g.Normal([]int{n, 256}, Float32, 0, 0.2, k1), dt), group, bits)
+						x := g.AsType(g.Normal([]int{m, 256}, Float32, 0, 1, k2), dt)
+						ours := g.QuantizedMatmul(x, q, true)
+						setNativeQuantizedMatmulHalf(HalfQMMLibmlx)
+						theirs := g.QuantizedMatmul(x, q, true)
+						setNativeQuantizedMatmulHalf(HalfQMMExact)
+						if err := g.Eval(ours, theirs); err != nil {
+							t.Fatal(err)
+						}
+						if ours.Dtype() != dt {
+							t.Fatalf("dtype %s, want %s", ours.Dtype(), dt)
+						}
+						a, err := ours.Bits()
+						if err != nil {
+							t.Fatal(err)
+						}
+						b, err := theirs.Bits()
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i := range b {
+							if a[i] != b[i] {
+								t.Fatalf("element %d: bits %#04x, libmlx's %#04x", i, a[i], b[i])
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestQuantizedMatmulHalfCloser shows why the half-precision switch is off
 // by default, and that it is the better product: for a bfloat16 or float16
 // input with scales of the same dtype, libmlx rounds to that dtype after
@@ -193,9 +246,9 @@ func TestQuantizedMatmulHalfCloser(t *testing.T) {
 				q32 := q
 				q32.Scales, q32.Biases = g.AsType(q.Scales, Float32), g.AsType(q.Biases, Float32)
 				exact := g.Matmul(g.AsType(x, Float32), g.Transpose(g.Dequantize(q32, Float32)))
-				prev := setNativeQuantizedMatmulHalf(false)
+				prev := setNativeQuantizedMatmulHalf(HalfQMMLibmlx)
 				theirs := g.QuantizedMatmul(x, q, true)
-				setNativeQuantizedMatmulHalf(true)
+				setNativeQuantizedMatmulHalf(HalfQMMFloat32)
 				ours := g.QuantizedMatmul(x, q, true)
 				setNativeQuantizedMatmulHalf(prev)
 				if err := g.Eval(exact, theirs, ours); err != nil {
@@ -243,7 +296,7 @@ func TestNativeLinear(t *testing.T) {
 // checkLinear is TestNativeLinear for one dtype, over every shape class
 // (one row of x, a few rows on the direct half-precision kernel, many rows
 // on the panels, odd sizes, a batch axis, a strided x): float32 within 1e-4
-// of libmlx's matmul; bfloat16 and float16 within linearBound of it.
+// of libmlx's matmul; bfloat16 and float16 equal to it bit for bit.
 func checkLinear(t *testing.T, dt Dtype) {
 	for _, c := range []struct {
 		shape   []int
@@ -281,19 +334,9 @@ func checkLinear(t *testing.T, dt Dtype) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var bound func(i int) float64
-			if dt == Float32 {
-				bound = func(i int) float64 { return 1e-4 * (1 + math.Abs(float64(wv[i]))) }
-			} else {
-				xs, err := g.AsType(x, Float32).Float32s()
-				if err != nil {
-					t.Fatal(err)
-				}
-				ws, err := g.AsType(w, Float32).Float32s()
-				if err != nil {
-					t.Fatal(err)
-				}
-				bound = linearBound(dt, xs, ws, wv, c.n, c.k)
+			tol := 1e-4
+			if dt != Float32 {
+				tol = 0
 			}
 			for name, got := range map[string]*Array{"native": native, "fallback": fallback} {
 				gv, err := g.AsType(got, Float32).Float32s()
@@ -301,41 +344,12 @@ func checkLinear(t *testing.T, dt Dtype) {
 					t.Fatal(err)
 				}
 				for i := range wv {
-					if d := math.Abs(float64(gv[i] - wv[i])); d > bound(i) {
-						t.Fatalf("%s: element %d: %g, want %g (bound %g)", name, i, gv[i], wv[i], bound(i))
+					if d := math.Abs(float64(gv[i] - wv[i])); d > tol*(1+math.Abs(float64(wv[i]))) {
+						t.Fatalf("%s: element %d: %g, want %g", name, i, gv[i], wv[i])
 					}
 				}
 			}
 		})
-	}
-}
-
-// linearBound is how far a correct half-precision x W^T may lie from
-// libmlx's (want, [M, N] as float32), element by element. Both sum the same
-// products, each exact in float32 (8 x 8 significant bits for bfloat16, 11
-// x 11 for float16, within float32's range), in float32 but in different
-// orders: each sum is within gamma(K-1) * S of the exact one, S the sum of
-// |x_k w_k| and gamma(n) = n u / (1 - n u) with u = 2^-24, so the two
-// differ by at most E = 2 gamma(K-1) S. Each is then rounded to dt (unit
-// roundoff ud: 2^-8 for bfloat16, 2^-11 for float16), which adds at most
-// ud (|a| + |b|) <= E ud + 2 ud |want| / (1 - ud), plus float16's
-// subnormal spacing (2^-24, half of it per rounding) below its normal
-// range.
-func linearBound(dt Dtype, x, w, want []float32, n, k int) func(i int) float64 {
-	ud := math.Ldexp(1, -8)
-	if dt == Float16 {
-		ud = math.Ldexp(1, -11)
-	}
-	u := math.Ldexp(1, -24)
-	gamma := float64(k-1) * u / (1 - float64(k-1)*u)
-	return func(i int) float64 {
-		row, col := i/n, i%n
-		s := 0.0
-		for j := 0; j < k; j++ {
-			s += math.Abs(float64(x[row*k+j]) * float64(w[col*k+j]))
-		}
-		e := 2 * gamma * s
-		return e*(1+ud) + 2*ud*math.Abs(float64(want[i]))/(1-ud) + math.Ldexp(1, -24)
 	}
 }
 

@@ -305,13 +305,14 @@ const char* mlxg_map_list_item(mlxg_map m, int i, int j);
 // ARCHGEN_MLX_NATIVE_QMM=0.
 int mlxg_native_qmm(void);
 
-// Whether quantized_matmul with a half-precision input and half-precision
-// scales also runs archgen's kernel (float32 sums, the result rounded to
-// the dtype): 1 where mlxg_native_qmm is and ARCHGEN_MLX_NATIVE_QMM_HALF=1
-// or mlxg_set_native_qmm_half turned it on; the setter returns the
-// previous setting.
+// How quantized_matmul with a half-precision input and scales of the same
+// dtype runs where mlxg_native_qmm is 1 (0 where it is not): 2 on archgen's
+// kernel in libmlx's rounding, bit for bit (the default); 1 on archgen's
+// float32 kernels, the result rounded once (ARCHGEN_MLX_NATIVE_QMM_HALF=f32);
+// 0 on libmlx's own kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0).
+// mlxg_set_native_qmm_half sets the mode and returns the previous one.
 int mlxg_native_qmm_half(void);
-int mlxg_set_native_qmm_half(int on);
+int mlxg_set_native_qmm_half(int mode);
 
 // Whether the native kernel's 4-bit products for one or two rows of x run
 // on 8-bit integers (x quantized per block of 32 values, as llama.cpp

@@ -17,6 +17,30 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// timeChain times b.N rounds of chain products made by op, each round
+// evaluated at once, and reports the process's CPU time per product
+// (cpu-us/op) and the wall-clock rate of reading bytes per product (GB/s).
+func timeChain(b *testing.B, g *Graph, chain int, bytes float64, op func() *Array) {
+	b.Helper()
+	b.ResetTimer()
+	c0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		outs := make([]*Array, chain)
+		for c := range outs {
+			outs[c] = op()
+		}
+		if err := g.Eval(outs...); err != nil {
+			b.Fatal(err)
+		}
+		for _, o := range outs {
+			o.Free()
+		}
+	}
+	ops := float64(b.N * chain)
+	b.ReportMetric(float64(cpuTime()-c0)/1e3/ops, "cpu-us/op")
+	b.ReportMetric(bytes/(b.Elapsed().Seconds()/ops)/1e9, "GB/s")
+}
+
 // BenchmarkLinear times a half-precision linear layer, x W^T, on
 // SmolLM2-135M's shapes (the MLP's 1536 x 576 up-projection and its 576 x
 // 1536 down-projection) for one row of x (a decode step) and 4 rows: the
@@ -41,27 +65,12 @@ func BenchmarkLinear(b *testing.B) {
 							b.Fatal(err)
 						}
 						wt := g.Transpose(w)
-						b.ResetTimer()
-						c0 := cpuTime()
-						for i := 0; i < b.N; i++ {
-							outs := make([]*Array, chain)
-							for c := range outs {
-								if impl == "archgen" {
-									outs[c] = g.Linear(x, w)
-								} else {
-									outs[c] = g.Matmul(x, wt)
-								}
+						timeChain(b, g, chain, float64(n*k*2), func() *Array {
+							if impl == "archgen" {
+								return g.Linear(x, w)
 							}
-							if err := g.Eval(outs...); err != nil {
-								b.Fatal(err)
-							}
-							for _, o := range outs {
-								o.Free()
-							}
-						}
-						ops := float64(b.N * chain)
-						b.ReportMetric(float64(cpuTime()-c0)/1e3/ops, "cpu-us/op")
-						b.ReportMetric(float64(n*k*2)/(b.Elapsed().Seconds()/ops)/1e9, "GB/s")
+							return g.Matmul(x, wt)
+						})
 					})
 				}
 			}
@@ -93,23 +102,7 @@ func BenchmarkQuantizedMatmulHalf(b *testing.B) {
 				if err := g.Eval(x, q.Weight, q.Scales, q.Biases); err != nil {
 					b.Fatal(err)
 				}
-				b.ResetTimer()
-				c0 := cpuTime()
-				for i := 0; i < b.N; i++ {
-					outs := make([]*Array, chain)
-					for c := range outs {
-						outs[c] = g.QuantizedMatmul(x, q, true)
-					}
-					if err := g.Eval(outs...); err != nil {
-						b.Fatal(err)
-					}
-					for _, o := range outs {
-						o.Free()
-					}
-				}
-				ops := float64(b.N * chain)
-				b.ReportMetric(float64(cpuTime()-c0)/1e3/ops, "cpu-us/op")
-				b.ReportMetric(float64(n*k/2+n*k/64*4)/(b.Elapsed().Seconds()/ops)/1e9, "GB/s")
+				timeChain(b, g, chain, float64(n*k/2+n*k/64*4), func() *Array { return g.QuantizedMatmul(x, q, true) })
 			})
 		}
 	}

@@ -35,6 +35,7 @@ using archgen::micro;
 using archgen::MR;
 using archgen::NR;
 using archgen::pack_panel;
+using archgen::transpose8_regs;
 using archgen::kind_of;
 using archgen::from_f32;
 using archgen::load1;
@@ -411,28 +412,6 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 load8_half(const uint16_t
   } else {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
   }
-}
-
-// The 8x8 transpose of r in registers: afterwards r[c] holds what was
-// column c (lane i: row i's element c).
-__attribute__((target("avx2,fma,f16c"))) inline void transpose8_regs(__m256 r[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  __m256 s0 = _mm256_shuffle_ps(t[0], t[2], 0x44), s1 = _mm256_shuffle_ps(t[0], t[2], 0xee);
-  __m256 s2 = _mm256_shuffle_ps(t[1], t[3], 0x44), s3 = _mm256_shuffle_ps(t[1], t[3], 0xee);
-  __m256 s4 = _mm256_shuffle_ps(t[4], t[6], 0x44), s5 = _mm256_shuffle_ps(t[4], t[6], 0xee);
-  __m256 s6 = _mm256_shuffle_ps(t[5], t[7], 0x44), s7 = _mm256_shuffle_ps(t[5], t[7], 0xee);
-  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 // Rows [m0, m0 + MB) of x against rows [n_lo, n_hi) of a half-precision W,

@@ -57,6 +57,52 @@ func setNativeGatherQMM(on bool) bool {
 	return C.mlxg_set_native_gather_qmm(C.int(v)) != 0
 }
 
+// The ways a quantized product with a float16 or bfloat16 input and scales
+// of the same dtype can run (libmlx computes it in that dtype, rounding
+// after every multiply and add).
+const (
+	// HalfQMMLibmlx is libmlx's own scalar kernel.
+	HalfQMMLibmlx = 0
+	// HalfQMMFloat32 is the native float32 kernels: float32 sums, the
+	// result rounded once; closer to the exact product than libmlx, but
+	// not to mlx-lm's references for the quantized parity levels, which
+	// carry libmlx's rounding (see parity/refgen/qdrift.py).
+	HalfQMMFloat32 = 1
+	// HalfQMMExact is the native kernel in libmlx's rounding, equal to
+	// libmlx's results bit for bit, eight outputs at a time.
+	HalfQMMExact = 2
+)
+
+// NativeQuantizedMatmulHalf says which of HalfQMMLibmlx, HalfQMMFloat32
+// and HalfQMMExact runs: HalfQMMExact where NativeQuantizedMatmul is on,
+// unless the environment sets ARCHGEN_MLX_NATIVE_QMM_HALF=f32 or =0.
+func NativeQuantizedMatmulHalf() int { return int(C.mlxg_native_qmm_half()) }
+
+// setNativeQuantizedMatmulHalf sets the mode of NativeQuantizedMatmulHalf
+// and returns the previous one; the tests use it to compare the paths in
+// one process.
+func setNativeQuantizedMatmulHalf(mode int) int {
+	return int(C.mlxg_set_native_qmm_half(C.int(mode)))
+}
+
+// NativeQMVInt8 reports whether the native kernel's 4-bit products for
+// one or two rows of x (decode's matrix-vector products) run on 8-bit
+// integers: x quantized per block of 32 values to int8 (step: the block's
+// largest magnitude over 127), each block's products summed exactly in
+// integers, as llama.cpp does. Off unless ARCHGEN_MLX_NATIVE_QMV_INT8=1 or
+// SetNativeQMVInt8 turns it on.
+func NativeQMVInt8() bool { return C.mlxg_native_qmv_int8() != 0 }
+
+// SetNativeQMVInt8 turns NativeQMVInt8 on or off for the whole process and
+// returns the previous setting.
+func SetNativeQMVInt8(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_qmv_int8(C.int(v)) != 0
+}
+
 // NativeFastOps reports whether RMSNorm, LayerNorm, RoPE and SDPA run this
 // package's own CPU kernels where they apply (float32, float16 and bfloat16
 // on the CPU) rather than libmlx's fallbacks composed of small ops: true on

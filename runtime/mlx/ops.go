@@ -727,8 +727,9 @@ func (g *Graph) Matmul(a, b *Array) *Array {
 
 // Linear is x w^T, a linear layer's product for a weight w [out, in]: the
 // matrix product by w's transpose, on archgen's own CPU kernel for an
-// evaluated float32 weight (see NativeQuantizedMatmul), mlx's matmul
-// otherwise.
+// evaluated float32, bfloat16 or float16 weight of x's dtype (see
+// NativeQuantizedMatmul; half-precision results equal mlx's bit for bit),
+// mlx's matmul otherwise.
 func (g *Graph) Linear(x, w *Array) *Array {
 	if !g.ok("linear", x, w) {
 		return g.bad

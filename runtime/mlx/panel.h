@@ -21,12 +21,10 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
 constexpr int NR = 16;  // columns of the output (rows of W) per packed panel
 constexpr int MR = 6;   // rows of x per call of the micro-kernel
 
-// The transpose of an 8x8 block: dst[c * ldd + r] = src[r][c] for the 8
-// rows src[0..8), each read from its own pointer.
-__attribute__((target("avx2,fma,f16c"))) inline void transpose8(const float* const* src, size_t k,
-                                                               float* dst, size_t ldd) {
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src[i] + k);
+// The 8x8 transpose of r in registers: afterwards r[c] holds what was
+// column c (lane i: row i's element c).
+__attribute__((target("avx2,fma"))) inline void transpose8_regs(__m256 r[8]) {
+  __m256 t[8];
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -36,14 +34,24 @@ __attribute__((target("avx2,fma,f16c"))) inline void transpose8(const float* con
   __m256 s2 = _mm256_shuffle_ps(t[1], t[3], 0x44), s3 = _mm256_shuffle_ps(t[1], t[3], 0xee);
   __m256 s4 = _mm256_shuffle_ps(t[4], t[6], 0x44), s5 = _mm256_shuffle_ps(t[4], t[6], 0xee);
   __m256 s6 = _mm256_shuffle_ps(t[5], t[7], 0x44), s7 = _mm256_shuffle_ps(t[5], t[7], 0xee);
-  _mm256_storeu_ps(dst + 0 * ldd, _mm256_permute2f128_ps(s0, s4, 0x20));
-  _mm256_storeu_ps(dst + 1 * ldd, _mm256_permute2f128_ps(s1, s5, 0x20));
-  _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(s2, s6, 0x20));
-  _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(s3, s7, 0x20));
-  _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(s0, s4, 0x31));
-  _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(s1, s5, 0x31));
-  _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(s2, s6, 0x31));
-  _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(s3, s7, 0x31));
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// The transpose of an 8x8 block: dst[c * ldd + r] = src[r][c] for the 8
+// rows src[0..8), each read from its own pointer.
+__attribute__((target("avx2,fma,f16c"))) inline void transpose8(const float* const* src, size_t k,
+                                                               float* dst, size_t ldd) {
+  __m256 r[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src[i] + k);
+  transpose8_regs(r);
+  for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, r[i]);
 }
 
 // Packs NR rows of W (rows[r], K float32 values each) into panel[k * NR +

@@ -11,6 +11,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +35,7 @@ using archgen::micro;
 using archgen::MR;
 using archgen::NR;
 using archgen::pack_panel;
+using archgen::transpose8_regs;
 using archgen::kind_of;
 using archgen::from_f32;
 using archgen::load1;
@@ -226,6 +229,92 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows_x(
 // 32).
 constexpr int kDirectRows = 8;
 
+// The 4-bit matrix-vector product on 8-bit integers, llama.cpp's way, for
+// one or two rows of x: each block of 32 values of x is quantized to int8
+// with its own scale (the block's largest magnitude over 127, rounded to
+// nearest), the 32 products of a block's 4-bit weights and int8 values are
+// summed exactly in integers (vpmaddubsw, then vpmaddwd), and each block's
+// sum is scaled by x's block scale times W's group scale; the bias term
+// uses the float32 sums of x, as dot_rows does. Each x value moves by at
+// most half its block's step, so an output moves by at most the sum over
+// blocks of that half step times the block's sum of |W| (the bound
+// TestNativeQuantizedMatmul checks). Off unless
+// ARCHGEN_MLX_NATIVE_QMV_INT8=1.
+struct XQ8 {
+  std::vector<int8_t> q;  // per block of 32: the 16 even entries, then the 16 odd ones
+  std::vector<float> d;   // per block: the step
+};
+
+__attribute__((target("avx2,fma,f16c"))) void quantize_x8(const float* x, int K, XQ8& out) {
+  const int blocks = K / 32;
+  out.q.resize(static_cast<size_t>(K));
+  out.d.resize(static_cast<size_t>(blocks));
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int b = 0; b < blocks; b++) {
+    const float* xb = x + b * 32;
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 32; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), absmask));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    out.d[b] = amax / 127.0f;
+    int8_t* q = out.q.data() + b * 32;
+    for (int i = 0; i < 16; i++) {
+      q[i] = static_cast<int8_t>(std::nearbyint(xb[2 * i] * inv));
+      q[16 + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i + 1] * inv));
+    }
+  }
+}
+
+template <int R>
+__attribute__((target("avx2,fma,f16c"))) void dot_rows_q8(
+    const XQ8& x, const float* xsum, const uint8_t* w, const void* scales, const void* biases,
+    Kind sk, size_t n, int K, int group, float* res /* [R] */) {
+  const int groups = K / group;
+  const int per = group / 32;
+  const size_t row_bytes = static_cast<size_t>(K) / 2;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 total[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) total[r] = _mm256_setzero_ps();
+  for (int g = 0; g < groups; g++) {
+    float sc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) sc[r] = load1(scales, (n + r) * groups + g, sk);
+    for (int b = g * per; b < (g + 1) * per; b++) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + b * 32));
+      const float d = x.d[b];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        // The row's 16 bytes in both halves: the low half keeps the low
+        // nibbles (even entries), the high half the high ones (odd).
+        __m256i v = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (n + r) * row_bytes + b * 16)));
+        __m256i q = _mm256_and_si256(_mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xf0), m4);
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones);
+        total[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * sc[r]), total[r]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    float bsum = 0;
+    for (int g = 0; g < groups; g++) bsum += load1(biases, (n + r) * groups + g, sk) * xsum[g];
+    res[r] = hsum(total[r]) + bsum;
+  }
+}
+
+std::atomic<int>& int8_switch() {
+  static std::atomic<int> on{[] {
+    const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMV_INT8");
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+  }()};
+  return on;
+}
+
 struct Job {
   const float* x;  // [M, K] float32
   const uint8_t* w;
@@ -235,7 +324,153 @@ struct Job {
   Kind ok;    // the output's kind
   void* out;  // [M, N] of kind ok
   int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
+  bool half = false;  // libmlx's half-precision arithmetic (half_qmm_rows), in the kind sk
 };
+
+// Rounds each float32 lane to kind K (bfloat16 or float16, to nearest
+// even, as mlx's conversions do for finite values) and back.
+template <Kind K>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 round_half(__m256 v) {
+  if constexpr (K == Kind::f16) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  } else {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+}
+
+// x W^T in half precision exactly as libmlx's CPU kernel computes it where
+// x and the scales are both bfloat16 or both float16 (its arithmetic type
+// is then that dtype): for each output, in the order of k, the weight
+// rounds scale * q, then that plus bias, the product with x rounds, and the
+// running sum rounds after every add. The rounding chain of one output is
+// sequential, so the kernel runs 8 outputs (rows n..n+7 of W) side by side
+// in the lanes of a vector, each lane doing libmlx's operations in libmlx's
+// order: its results equal libmlx's bit for bit, at a fraction of its
+// scalar loop's time. Rows past n_hi repeat the last row and are not
+// stored.
+template <Kind K, int bits>
+__attribute__((target("avx2,fma,f16c"))) void half_qmm_rows(const Job& j, int n_lo, int n_hi) {
+  constexpr int per_word = 32 / bits;
+  constexpr uint32_t mask = (1u << bits) - 1;
+  const int groups = j.K / j.group;
+  const int words_per_row = j.K / per_word;
+  const int words_per_group = j.group / per_word;
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(j.w);
+  const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
+  for (int n0 = n_lo; n0 < n_hi; n0 += 8) {
+    alignas(32) int rows[8];
+    for (int l = 0; l < 8; l++) rows[l] = std::min(n0 + l, n_hi - 1);
+    const __m256i idx = _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(rows)),
+                                           _mm256_set1_epi32(words_per_row));
+    const int nb = std::min(8, n_hi - n0);
+    // Each row of x in turn (a row's chain is the same whatever rows are
+    // beside it); the weights are dequantized again for each.
+    for (int m = 0; m < j.M; m++) {
+      const float* x = j.x + static_cast<size_t>(m) * j.K;
+      __m256 sum = _mm256_setzero_ps();
+      for (int g = 0; g < groups; g++) {
+        alignas(32) float sc[8], bi[8];
+        for (int l = 0; l < 8; l++) {
+          sc[l] = load1(j.scales, static_cast<size_t>(rows[l]) * groups + g, j.sk);
+          bi[l] = load1(j.biases, static_cast<size_t>(rows[l]) * groups + g, j.sk);
+        }
+        const __m256 s = _mm256_load_ps(sc), b = _mm256_load_ps(bi);
+        for (int wi = 0; wi < words_per_group; wi++) {
+          const int word = g * words_per_group + wi;
+          const __m256i packed = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + word), idx, 4);
+#pragma GCC unroll 8
+          for (int p = 0; p < per_word; p++) {
+            __m256i q = _mm256_and_si256(_mm256_srli_epi32(packed, p * bits), vmask);
+            __m256 wv = round_half<K>(_mm256_mul_ps(s, _mm256_cvtepi32_ps(q)));
+            wv = round_half<K>(_mm256_add_ps(wv, b));
+            __m256 prod = round_half<K>(_mm256_mul_ps(_mm256_set1_ps(x[word * per_word + p]), wv));
+            sum = round_half<K>(_mm256_add_ps(sum, prod));
+          }
+        }
+      }
+      alignas(32) float out[8];
+      _mm256_store_ps(out, sum);
+      for (int l = 0; l < nb; l++) store1(j.out, static_cast<size_t>(m) * j.N + n0 + l, out[l], j.ok);
+    }
+  }
+}
+
+// Rows of x up to which a bfloat16 or float16 W is read straight from its
+// values (half_rows) rather than converted into float32 panels: decode's
+// matrix-vector products and small batches of them.
+constexpr int kHalfDirectRows = 8;
+
+// 8 bfloat16 or float16 values from p, widened to float32 (exactly).
+template <Kind WK>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8_half(const uint16_t* p) {
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (WK == Kind::f16) {
+    return _mm256_cvtph_ps(v);
+  } else {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  }
+}
+
+// Rows [m0, m0 + MB) of x against rows [n_lo, n_hi) of a half-precision W,
+// 8 rows of W at a time: each 8x8 block of W is loaded at its own width,
+// widened and transposed in registers, so that a lane holds one output's
+// sum and adds that output's products (each exact in float32) one k at a
+// time, in the order of k, as libmlx's CPU matmul for these dtypes does
+// (and the panel kernel for more rows): the results equal libmlx's bit for
+// bit, whatever the number of rows. Rows past n_hi repeat the last row and
+// are not stored.
+template <Kind WK, int MB>
+__attribute__((target("avx2,fma,f16c"))) void half_block(const float* x, const uint16_t* w, void* out,
+                                                         Kind ok, int N, int K, int m0, int n_lo,
+                                                         int n_hi) {
+  const size_t ld = static_cast<size_t>(K);
+  const float* xs = x + static_cast<size_t>(m0) * ld;
+  for (int n0 = n_lo; n0 < n_hi; n0 += 8) {
+    const uint16_t* rows[8];
+    for (int r = 0; r < 8; r++) rows[r] = w + static_cast<size_t>(std::min(n0 + r, n_hi - 1)) * ld;
+    __m256 acc[MB];
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++) acc[i] = _mm256_setzero_ps();
+    for (int k = 0; k < K; k += 8) {
+      __m256 t[8];
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; r++) t[r] = load8_half<WK>(rows[r] + k);
+      transpose8_regs(t);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; c++) {
+#pragma GCC unroll 4
+        for (int i = 0; i < MB; i++) {
+          acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(xs + i * ld + k + c), t[c], acc[i]);
+        }
+      }
+    }
+    const int nb = std::min(8, n_hi - n0);
+    for (int i = 0; i < MB; i++) {
+      alignas(32) float res[8];
+      _mm256_store_ps(res, acc[i]);
+      for (int r = 0; r < nb; r++) store1(out, static_cast<size_t>(m0 + i) * N + n0 + r, res[r], ok);
+    }
+  }
+}
+
+// x W^T for a bfloat16 or float16 W and up to kHalfDirectRows rows of x
+// (as float32), output rows [n_lo, n_hi). W is streamed once per block of
+// up to 4 rows of x, at the width of its own dtype.
+template <Kind WK>
+__attribute__((target("avx2,fma,f16c"))) void half_rows(const float* x, const uint16_t* w, void* out,
+                                                        Kind ok, int M, int N, int K, int n_lo,
+                                                        int n_hi) {
+  int m = 0;
+  for (; m + 4 <= M; m += 4) half_block<WK, 4>(x, w, out, ok, N, K, m, n_lo, n_hi);
+  switch (M - m) {
+    case 3: half_block<WK, 3>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+    case 2: half_block<WK, 2>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+    case 1: half_block<WK, 1>(x, w, out, ok, N, K, m, n_lo, n_hi); break;
+  }
+}
 
 // Every row of x against one packed panel of W (output columns n0..n0+nb).
 __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const float* panel, int n0,
@@ -266,6 +501,16 @@ __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const fl
 
 // Rows [n_lo, n_hi) of W against every row of x.
 __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, int n_hi) {
+  if (j.half) {
+    if (j.sk == Kind::bf16) {
+      if (j.bits == 4) half_qmm_rows<Kind::bf16, 4>(j, n_lo, n_hi);
+      else half_qmm_rows<Kind::bf16, 8>(j, n_lo, n_hi);
+    } else {
+      if (j.bits == 4) half_qmm_rows<Kind::f16, 4>(j, n_lo, n_hi);
+      else half_qmm_rows<Kind::f16, 8>(j, n_lo, n_hi);
+    }
+    return;
+  }
   if (j.bits != 0 && j.M > 2 && j.M <= kDirectRows) {
     // Every row of x prepared as dot_rows reads it, then each row of W
     // against blocks of them.
@@ -323,11 +568,25 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
         for (int k = g * j.group; k < (g + 1) * j.group; k++) t += x[k];
         xsum[g] = t;
       }
+      float res[4];
+      if (j.bits == 4 && int8_switch().load() != 0) {
+        thread_local XQ8 xq;
+        quantize_x8(x, j.K, xq);
+        int n = n_lo;
+        for (; n + 4 <= n_hi; n += 4) {
+          dot_rows_q8<4>(xq, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+          for (int r = 0; r < 4; r++) store1(j.out, static_cast<size_t>(m) * j.N + n + r, res[r], j.ok);
+        }
+        for (; n < n_hi; n++) {
+          dot_rows_q8<1>(xq, xsum.data(), j.w, j.scales, j.biases, j.sk, n, j.K, j.group, res);
+          store1(j.out, static_cast<size_t>(m) * j.N + n, res[0], j.ok);
+        }
+        continue;
+      }
       if (j.bits == 4) {
         deinterleave4(x, xd.data(), j.K);
         x = xd.data();
       }
-      float res[4];
       int n = n_lo;
       for (; n + 4 <= n_hi; n += 4) {
         if (j.bits == 4) {
@@ -345,6 +604,15 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
         }
         store1(j.out, static_cast<size_t>(m) * j.N + n, res[0], j.ok);
       }
+    }
+    return;
+  }
+  if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(j.w);
+    if (j.sk == Kind::bf16) {
+      half_rows<Kind::bf16>(j.x, w, j.out, j.ok, j.M, j.N, j.K, n_lo, n_hi);
+    } else {
+      half_rows<Kind::f16>(j.x, w, j.out, j.ok, j.M, j.N, j.K, n_lo, n_hi);
     }
     return;
   }
@@ -406,8 +674,17 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
 void run_job(const Job& j) {
   auto& pool = Pool::get();
   size_t work = static_cast<size_t>(j.M) * j.N * j.K;
+  if (j.half) {
+    work *= 16;  // about 16 times the operations per product of the float32 kernels
+  }
   int blocks = (j.N + NR - 1) / NR;
   // Small products are not worth waking the other cores for.
+  // A half-precision W against a few rows of x (half_rows) costs about 4
+  // times the CPU of a float32 product of its size (the widening and the
+  // transposes), so it pays at a quarter of the size.
+  if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows) {
+    work *= 4;
+  }
   int tasks = work < (1u << 22) ? 1 : std::min(blocks, pool.threads() * 4);
   int per = (blocks + tasks - 1) / tasks;
   tasks = (blocks + per - 1) / per;
@@ -463,7 +740,11 @@ mx::array row_major(const mx::array& a, mx::Stream s) {
 
 class NativeQMM : public mx::UnaryPrimitive {
  public:
-  NativeQMM(mx::Stream s, int group, int bits) : UnaryPrimitive(s), group_(group), bits_(bits) {}
+  // f32sums: for a half-precision input and scales, sum in float32 and
+  // round once (the half-precision switch) rather than libmlx's rounding
+  // after every operation.
+  NativeQMM(mx::Stream s, int group, int bits, bool f32sums)
+      : UnaryPrimitive(s), group_(group), bits_(bits), f32sums_(f32sums) {}
 
   void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
     const mx::array& x = in[0];
@@ -492,6 +773,7 @@ class NativeQMM : public mx::UnaryPrimitive {
           K,
           group_,
           bits_};
+    j.half = out.dtype() != mx::float32 && !f32sums_;
     XIn xi(x);
     enc.dispatch([j, xi, x, w, scales, biases, out]() mutable {
       std::vector<float> xf;
@@ -508,7 +790,7 @@ class NativeQMM : public mx::UnaryPrimitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeQMM*>(&other);
-    return o != nullptr && o->group_ == group_ && o->bits_ == bits_;
+    return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->f32sums_ == f32sums_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -519,12 +801,15 @@ class NativeQMM : public mx::UnaryPrimitive {
 
  private:
   int group_, bits_;
+  bool f32sums_;
 };
 
 // x W^T for a W [N, K] (in[1]) and an x [..., K] (in[0]) of one float dtype.
-// For bfloat16 and float16 the panel kernel adds each output's products
-// (exact in float32) in the order of k, one at a time, as libmlx's own
-// CPU matmul for those dtypes does, so the results are libmlx's to the bit.
+// For bfloat16 and float16, up to kHalfDirectRows rows of x read W at its
+// own width (half_rows), more rows run on the panel kernel; both add each
+// output's products (exact in float32) in the order of k, one at a time, as
+// libmlx's own CPU matmul for those dtypes does, so the results are
+// libmlx's to the bit.
 class NativeLinear : public mx::UnaryPrimitive {
  public:
   explicit NativeLinear(mx::Stream s) : UnaryPrimitive(s) {}
@@ -579,9 +864,39 @@ bool native_enabled() {
   return ok;
 }
 
+// How quantized products whose input and scales are both of half
+// precision (which libmlx computes in that precision, rounding after every
+// multiply and add) run: kHalfExact (the default) on half_qmm_rows, in
+// libmlx's rounding, bit for bit; kHalfF32 on the float32 kernels, summing
+// in float32 and rounding once (ARCHGEN_MLX_NATIVE_QMM_HALF=f32), closer to
+// the exact product but not to mlx-lm's references for the quantized parity
+// levels, which carry libmlx's rounding (see parity/refgen/qdrift.py);
+// kHalfLibmlx on libmlx's own kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0).
+constexpr int kHalfLibmlx = 0, kHalfF32 = 1, kHalfExact = 2;
+
+std::atomic<int>& half_mode() {
+  static std::atomic<int> mode{[] {
+    const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM_HALF");
+    if (e != nullptr && std::strcmp(e, "f32") == 0) return kHalfF32;
+    if (e != nullptr && std::strcmp(e, "0") == 0) return kHalfLibmlx;
+    return kHalfExact;
+  }()};
+  return mode;
+}
+
 }  // namespace
 
 extern "C" int mlxg_native_qmm(void) { return native_enabled() ? 1 : 0; }
+
+extern "C" int mlxg_native_qmm_half(void) { return native_enabled() ? half_mode().load() : 0; }
+
+extern "C" int mlxg_set_native_qmm_half(int mode) { return half_mode().exchange(mode); }
+
+extern "C" int mlxg_native_qmv_int8(void) {
+  return native_enabled() && int8_switch().load() != 0 ? 1 : 0;
+}
+
+extern "C" int mlxg_set_native_qmv_int8(int on) { return int8_switch().exchange(on ? 1 : 0); }
 
 namespace {
 
@@ -616,15 +931,19 @@ std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array&
   // input and half-precision scales, mlx accumulates in half precision,
   // and float32 sums, though closer to the exact product, would not pick
   // the greedy tokens mlx-lm picks on every checkpoint.
+  // Where mlx computes in float32 (a float32 input or float32 scales), the
+  // float32 kernels; where it computes in half precision, as half_mode
+  // says. The output has mlx's dtype.
   auto dt = mx::promote_types(x.dtype(), scales.dtype());
-  if (dt != mx::float32) {
+  const int hmode = half_mode().load();
+  if (dt != mx::float32 && hmode == kHalfLibmlx) {
     return std::nullopt;
   }
   auto out_shape = x.shape();
   out_shape.back() = N;
   std::vector<mx::array> inputs = {x, row_major(w, s), row_major(scales, s),
                                    row_major(*biases, s)};
-  return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits),
+  return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits, hmode == kHalfF32),
                    std::move(inputs));
 }
 

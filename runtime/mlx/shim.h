@@ -307,6 +307,23 @@ const char* mlxg_map_list_item(mlxg_map m, int i, int j);
 // ARCHGEN_MLX_NATIVE_QMM=0.
 int mlxg_native_qmm(void);
 
+// How quantized_matmul with a half-precision input and scales of the same
+// dtype runs where mlxg_native_qmm is 1 (0 where it is not): 2 on archgen's
+// kernel in libmlx's rounding, bit for bit (the default); 1 on archgen's
+// float32 kernels, the result rounded once (ARCHGEN_MLX_NATIVE_QMM_HALF=f32);
+// 0 on libmlx's own kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0).
+// mlxg_set_native_qmm_half sets the mode and returns the previous one.
+int mlxg_native_qmm_half(void);
+int mlxg_set_native_qmm_half(int mode);
+
+// Whether the native kernel's 4-bit products for one or two rows of x run
+// on 8-bit integers (x quantized per block of 32 values, as llama.cpp
+// does): 1 where mlxg_native_qmm is and ARCHGEN_MLX_NATIVE_QMV_INT8=1 or
+// mlxg_set_native_qmv_int8 turned it on; the setter returns the previous
+// setting.
+int mlxg_native_qmv_int8(void);
+int mlxg_set_native_qmv_int8(int on);
+
 // Whether rms_norm, layer_norm, rope and sdpa run archgen's CPU kernels
 // (fastops.cpp) where they apply: 1 on x86-64 CPUs with AVX2, FMA and F16C
 // unless ARCHGEN_MLX_NATIVE_FAST=0. mlxg_set_native_fast turns them on or

@@ -10,7 +10,10 @@
 // register-blocked product of panel.h. The experts' columns are split
 // over the cores. Affine quantization at 2, 3, 4, 5, 6 and 8 bits and
 // mxfp4 (E2M1 values, power-of-two scales), as mlx packs them: a row's
-// codes form one little-endian bit stream.
+// codes form one little-endian bit stream. Where mlx computes in bfloat16
+// or float16 (half-precision input and scales), the kernel does libmlx's
+// arithmetic in that type exactly (half_sweep), so its results equal
+// libmlx's bit for bit.
 #include "qmm.h"
 
 #include <immintrin.h>
@@ -43,6 +46,7 @@ using archgen::micro;
 using archgen::MR;
 using archgen::NR;
 using archgen::pack_panel;
+using archgen::round_half;
 
 // A stack of quantized matrices [E, N, K]: packed codes [E, N, K * bits /
 // 8 bytes], and per group of each row a scale (of kind sk, or an E8M0
@@ -174,27 +178,134 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void dequant_row(const Experts& q,
   }
 }
 
+// Row `row` of the stack dequantized into dst (K float32 values) as
+// libmlx's CPU kernel computes each weight in the half type HK: affine,
+// scale x q rounded to HK, then plus the bias, rounded again; mxfp4, the
+// E2M1 values alone (exact in HK; the scale applies per group, in
+// half_sweep).
+template <Kind HK, int bits, bool fp4>
+__attribute__((target("avx2,fma,f16c,bmi2"))) void dequant_row_half(const Experts& q, size_t row,
+                                                                    float* dst) {
+  const int groups = q.groups();
+  const uint8_t* w = q.w + row * q.row_bytes();
+  for (int g = 0; g < groups; g++) {
+    if constexpr (fp4) {
+      for (int k = g * q.group; k < (g + 1) * q.group; k += 8) {
+        _mm256_storeu_ps(dst + k, elems8<bits, fp4>(w, k));
+      }
+    } else {
+      size_t gi = row * groups + g;
+      __m256 s = _mm256_set1_ps(q.scale(gi));
+      __m256 b = _mm256_set1_ps(load1(q.biases, gi, q.sk));
+      for (int k = g * q.group; k < (g + 1) * q.group; k += 8) {
+        __m256 v = round_half<HK>(_mm256_mul_ps(s, elems8<bits, fp4>(w, k)));
+        _mm256_storeu_ps(dst + k, round_half<HK>(_mm256_add_ps(v, b)));
+      }
+    }
+  }
+}
+
+// MB rows of x (x[i * ldx + k], values of the half type HK) against a
+// panel of NR weights per k (from dequant_row_half, packed by pack_panel),
+// in libmlx's order and rounding for HK: affine, for each k in turn, the
+// product x * w rounded, then the running sum plus it, rounded; mxfp4, the
+// same over each group into a group sum, then the group's scale (sc[g *
+// NR + c], already in HK) times it, rounded, added to the running sum and
+// rounded. Each lane is one output's whole chain, so a result does not
+// depend on the rows or columns beside it.
+template <Kind HK, bool fp4, int MB>
+__attribute__((target("avx2,fma,f16c"))) void half_sweep(const float* x, size_t ldx,
+                                                         const float* panel, int K, int group,
+                                                         const float* sc, float* c) {
+  __m256 acc[MB][2];
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  if constexpr (!fp4) {
+    for (int k = 0; k < K; k++) {
+      const __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
+      const __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; i++) {
+        const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
+        acc[i][0] = round_half<HK>(_mm256_add_ps(acc[i][0], round_half<HK>(_mm256_mul_ps(a, b0))));
+        acc[i][1] = round_half<HK>(_mm256_add_ps(acc[i][1], round_half<HK>(_mm256_mul_ps(a, b1))));
+      }
+    }
+  } else {
+    for (int g = 0; g < K / group; g++) {
+      __m256 gs[MB][2];
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; i++) gs[i][0] = gs[i][1] = _mm256_setzero_ps();
+      for (int k = g * group; k < (g + 1) * group; k++) {
+        const __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
+        const __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
+#pragma GCC unroll 4
+        for (int i = 0; i < MB; i++) {
+          const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
+          gs[i][0] = round_half<HK>(_mm256_add_ps(gs[i][0], round_half<HK>(_mm256_mul_ps(a, b0))));
+          gs[i][1] = round_half<HK>(_mm256_add_ps(gs[i][1], round_half<HK>(_mm256_mul_ps(a, b1))));
+        }
+      }
+      const __m256 s0 = _mm256_loadu_ps(sc + static_cast<size_t>(g) * NR);
+      const __m256 s1 = _mm256_loadu_ps(sc + static_cast<size_t>(g) * NR + 8);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; i++) {
+        acc[i][0] = round_half<HK>(_mm256_add_ps(acc[i][0], round_half<HK>(_mm256_mul_ps(s0, gs[i][0]))));
+        acc[i][1] = round_half<HK>(_mm256_add_ps(acc[i][1], round_half<HK>(_mm256_mul_ps(s1, gs[i][1]))));
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; i++) {
+    _mm256_storeu_ps(c + i * NR, acc[i][0]);
+    _mm256_storeu_ps(c + i * NR + 8, acc[i][1]);
+  }
+}
+
 // The kernels for one packing.
 struct Kernels {
   void (*dot1)(const Experts&, const float*, const float*, size_t, float*);
   void (*dot4)(const Experts&, const float*, const float*, size_t, float*);
   void (*deq)(const Experts&, size_t, float*);
+  // In libmlx's half-precision arithmetic (hdeq null where the product
+  // runs in float32): the weights, and the sweeps of 1 to 4 rows of x.
+  void (*hdeq)(const Experts&, size_t, float*);
+  void (*hsweep[4])(const float*, size_t, const float*, int, int, const float*, float*);
 };
 
-template <int bits, bool fp4>
+template <int bits, bool fp4, Kind HK>
 Kernels kernels() {
-  return {dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>};
+  Kernels k{dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>, nullptr, {}};
+  if constexpr (HK != Kind::f32) {
+    k.hdeq = dequant_row_half<HK, bits, fp4>;
+    k.hsweep[0] = half_sweep<HK, fp4, 1>;
+    k.hsweep[1] = half_sweep<HK, fp4, 2>;
+    k.hsweep[2] = half_sweep<HK, fp4, 3>;
+    k.hsweep[3] = half_sweep<HK, fp4, 4>;
+  }
+  return k;
 }
 
-Kernels kernels_for(int bits, bool fp4) {
-  if (fp4) return kernels<4, true>();
+template <Kind HK>
+Kernels kernels_in(int bits, bool fp4) {
+  if (fp4) return kernels<4, true, HK>();
   switch (bits) {
-    case 2: return kernels<2, false>();
-    case 3: return kernels<3, false>();
-    case 4: return kernels<4, false>();
-    case 5: return kernels<5, false>();
-    case 6: return kernels<6, false>();
-    default: return kernels<8, false>();
+    case 2: return kernels<2, false, HK>();
+    case 3: return kernels<3, false, HK>();
+    case 4: return kernels<4, false, HK>();
+    case 5: return kernels<5, false, HK>();
+    case 6: return kernels<6, false, HK>();
+    default: return kernels<8, false, HK>();
+  }
+}
+
+// The kernels for a packing, in float32 (hk f32) or in libmlx's
+// arithmetic for the half type hk.
+Kernels kernels_for(int bits, bool fp4, Kind hk) {
+  switch (hk) {
+    case Kind::bf16: return kernels_in<Kind::bf16>(bits, fp4);
+    case Kind::f16: return kernels_in<Kind::f16>(bits, fp4);
+    default: return kernels_in<Kind::f32>(bits, fp4);
   }
 }
 
@@ -208,7 +319,54 @@ struct Plan {
   std::vector<int> start;     // [E + 1]
   std::vector<int64_t> orow;  // [rows]: the output row of each
   std::vector<float> tmp;     // [rows, N]: the results, grouped by expert
+  Kind hk = Kind::f32;        // the half type of libmlx's arithmetic, or f32
 };
+
+// Expert e's rows against its matrix rows [n_lo, n_hi) in libmlx's
+// arithmetic for the half type p.hk: per panel of NR matrix rows, the
+// weights as libmlx rounds them (and for mxfp4 the groups' scales in that
+// type), then every row of the expert swept over them, up to 4 at a time.
+__attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert_half(Plan& p, int e, int n_lo,
+                                                                   int n_hi) {
+  const Experts& q = p.q;
+  const int K = q.K, N = q.N, groups = q.groups();
+  const int r0 = p.start[e], R = p.start[e + 1] - r0;
+  const size_t base = static_cast<size_t>(e) * N;
+  thread_local std::vector<float> tile, panel, zeros, sc;
+  tile.resize(static_cast<size_t>(NR) * K);
+  panel.resize(static_cast<size_t>(NR) * K);
+  zeros.assign(K, 0.0f);
+  sc.assign(static_cast<size_t>(groups) * NR, 0.0f);
+  const float* rows[NR];
+  float c[4 * NR];
+  const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
+  for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
+    const int nb = std::min(NR, n_hi - n0);
+    for (int r = 0; r < NR; r++) {
+      if (r < nb) {
+        float* d = tile.data() + static_cast<size_t>(r) * K;
+        p.kern.hdeq(q, base + n0 + r, d);
+        rows[r] = d;
+        if (q.fp4) {
+          for (int g = 0; g < groups; g++) {
+            sc[static_cast<size_t>(g) * NR + r] = archgen::round_to(q.scale((base + n0 + r) * groups + g), p.hk);
+          }
+        }
+      } else {
+        rows[r] = zeros.data();
+      }
+    }
+    pack_panel(rows, K, panel.data());
+    for (int m = 0; m < R; m += 4) {
+      const int mb = std::min(4, R - m);
+      p.kern.hsweep[mb - 1](xe + static_cast<size_t>(m) * K, K, panel.data(), K, q.group, sc.data(), c);
+      for (int i = 0; i < mb; i++) {
+        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + m + i) * N + n0, c + i * NR,
+                    nb * sizeof(float));
+      }
+    }
+  }
+}
 
 // Expert e's rows against its matrix rows [n_lo, n_hi).
 __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, int n_lo,
@@ -217,6 +375,10 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, in
   const int K = q.K, N = q.N;
   const int r0 = p.start[e], R = p.start[e + 1] - r0;
   const size_t base = static_cast<size_t>(e) * N;  // the expert's first row in the stack
+  if (p.hk != Kind::f32) {
+    run_expert_half(p, e, n_lo, n_hi);
+    return;
+  }
   if (R <= 2) {
     // Too few rows to pay for dequantizing: from the packed values.
     const int groups = q.groups();
@@ -288,6 +450,9 @@ void run_plan(Plan& p) {
   const int blocks = (N + NR - 1) / NR;
   size_t rows = p.orow.size();
   size_t work = rows * static_cast<size_t>(N) * p.q.K;
+  if (p.hk != Kind::f32) {
+    work *= 8;  // libmlx's roundings: several times the operations per product
+  }
   int want = work < (1u << 20) ? 1 : pool.threads() * 4;
   double total = 0;
   for (int e = 0; e < E; e++) {
@@ -352,8 +517,11 @@ void read_rows(const mx::array& x, std::vector<float>& dst) {
 
 class NativeGatherQMM : public mx::UnaryPrimitive {
  public:
-  NativeGatherQMM(mx::Stream s, int group, int bits, bool fp4)
-      : UnaryPrimitive(s), group_(group), bits_(bits), fp4_(fp4) {}
+  // exact: for a bfloat16 or float16 output, libmlx's arithmetic in that
+  // type (otherwise float32 sums, the results rounded once to the output's
+  // dtype).
+  NativeGatherQMM(mx::Stream s, int group, int bits, bool fp4, bool exact)
+      : UnaryPrimitive(s), group_(group), bits_(bits), fp4_(fp4), exact_(exact) {}
 
   void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
     // in: x, w, scales, [biases,] lhs indices, rhs indices.
@@ -379,7 +547,9 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
               fp4_};
     int bits = bits_;
     bool fp4 = fp4_;
-    enc.dispatch([q, bits, fp4, in, out]() mutable {
+    const Kind ok = kind_of(out.dtype());
+    const Kind hk = exact_ ? ok : Kind::f32;
+    enc.dispatch([q, bits, fp4, ok, hk, in, out]() mutable {
       const mx::array& x = in[0];
       const int K = q.K, N = q.N;
       const int M = x.ndim() >= 2 ? x.shape(-2) : 1;
@@ -390,7 +560,8 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
       read_rows(x, xf);
       Plan p;
       p.q = q;
-      p.kern = kernels_for(bits, fp4);
+      p.hk = hk;
+      p.kern = kernels_for(bits, fp4, hk);
       // Count each expert's rows, then place them (a counting sort, stable,
       // so sorted indices keep their order). A product whose index lies
       // outside the stack or x gets NaN rows rather than a read out of
@@ -424,12 +595,15 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
         }
       }
       run_plan(p);
-      float* o = out.data<float>();
+      char* o = static_cast<char*>(out.data<void>());
+      const size_t osz = archgen::kind_size(ok);
       for (size_t i = 0; i < rows; i++) {
-        std::memcpy(o + p.orow[i] * N, p.tmp.data() + i * N, N * sizeof(float));
+        archgen::from_f32(o + static_cast<size_t>(p.orow[i]) * N * osz, p.tmp.data() + i * N, N, ok);
       }
       for (int64_t b : bad) {
-        std::fill(o + b * M * N, o + (b + 1) * M * N, std::numeric_limits<float>::quiet_NaN());
+        for (int64_t i = b * M * N; i < (b + 1) * M * N; i++) {
+          archgen::store1(o, static_cast<size_t>(i), std::numeric_limits<float>::quiet_NaN(), ok);
+        }
       }
     });
   }
@@ -442,7 +616,8 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeGatherQMM*>(&other);
-    return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->fp4_ == fp4_;
+    return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->fp4_ == fp4_ &&
+           o->exact_ == exact_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -455,7 +630,7 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
 
  private:
   int group_, bits_;
-  bool fp4_;
+  bool fp4_, exact_;
 };
 
 bool cpu_ok() {
@@ -518,13 +693,26 @@ std::optional<mx::array> archgen_native_gather_qmm(
   // user's); its primitive's inputs are then run by this kernel instead.
   auto ref = mx::gather_qmm(x, w, scales, biases, lhs, rhs, transpose, group_size, bits, mode,
                             std::nullopt, sorted, s);
-  // Only where mlx itself computes in float32 (see archgen_native_qmm).
-  if (ref.dtype() != mx::float32 || ref.size() == 0 || !ref.has_primitive() ||
+  // Where mlx computes in float32, the float32 kernels; where it computes
+  // in bfloat16 or float16 (a half-precision input with scales of its
+  // dtype, or mxfp4 with a half-precision input), as the half-precision
+  // mode of quantized_matmul says: libmlx's arithmetic exactly (the
+  // default), float32 sums rounded once, or libmlx's own kernel.
+  if (!archgen::kernel_float(ref.dtype()) || ref.size() == 0 || !ref.has_primitive() ||
       std::strcmp(ref.primitive().name(), "GatherQMM") != 0) {
+    return ref;
+  }
+  const bool half = ref.dtype() != mx::float32;
+  const int hmode = half ? archgen_qmm_half_mode() : 0;
+  if (half && hmode != 1 && hmode != 2) {
     return ref;
   }
   auto in = ref.inputs();
   const size_t want = fp4 ? 5 : 6;
+  if (half && (in.size() != want || in[0].dtype() != ref.dtype() ||
+               (!fp4 && (in[2].dtype() != ref.dtype() || in[3].dtype() != ref.dtype())))) {
+    return ref;
+  }
   if (in.size() != want || !archgen::kernel_float(in[0].dtype()) || in[1].ndim() < 3 ||
       in[1].dtype() != mx::uint32 || in[want - 2].dtype() != mx::uint32 ||
       in[want - 1].dtype() != mx::uint32 || (fp4 ? in[2].dtype() != mx::uint8
@@ -536,6 +724,7 @@ std::optional<mx::array> archgen_native_gather_qmm(
   for (size_t i = 1; i < (fp4 ? 3u : 4u); i++) {
     in[i] = row_major(in[i], s);
   }
-  return mx::array(ref.shape(), mx::float32,
-                   std::make_shared<NativeGatherQMM>(s, group_size, bits, fp4), std::move(in));
+  return mx::array(ref.shape(), ref.dtype(),
+                   std::make_shared<NativeGatherQMM>(s, group_size, bits, fp4, half && hmode == 2),
+                   std::move(in));
 }

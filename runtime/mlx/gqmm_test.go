@@ -31,12 +31,17 @@ func (c nativeCase) String() string {
 // each expert one row, multiplied from the packed values) and 40 tokens
 // (experts of several rows, on dequantized panels), indices unsorted and
 // sorted as mlx-lm sorts them, several rows per product, a strided input.
-// Where mlx computes in a half type (half input and half scales) the
-// kernel does not apply and the results are libmlx's own.
+// Where mlx computes in a half type (bfloat16 or float16 input with scales
+// of its dtype, and mxfp4 with a half-precision input), the kernel does
+// libmlx's arithmetic in that type (the default half-precision mode) and
+// must equal libmlx's results bit for bit: every bit width and group size,
+// 1 and 40 tokens, unsorted and sorted.
 func TestNativeGatherQMM(t *testing.T) {
 	if !NativeGatherQMM() {
 		t.Skip("the native kernel is off here (no AVX2, FMA, F16C and BMI2, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
+	prev := setNativeQuantizedMatmulHalf(HalfQMMExact)
+	defer setNativeQuantizedMatmulHalf(prev)
 	var cases []nativeCase
 	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
 		for _, group := range []int{32, 64, 128} {
@@ -47,7 +52,19 @@ func TestNativeGatherQMM(t *testing.T) {
 				}
 			}
 			cases = append(cases, nativeCase{"affine", bits, group, Float32, Float32, 40, 2, true, 1, false})
+			for _, dt := range []Dtype{BFloat16, Float16} {
+				for _, tk := range [][2]int{{1, 4}, {40, 2}} {
+					for _, sorted := range []bool{false, true} {
+						cases = append(cases, nativeCase{"affine", bits, group, dt, dt, tk[0], tk[1], sorted, 1, false})
+					}
+				}
+			}
 		}
+	}
+	for _, dt := range []Dtype{BFloat16, Float16} {
+		cases = append(cases, nativeCase{"mxfp4", 4, 32, dt, Uint8, 40, 2, true, 1, false},
+			nativeCase{"affine", 4, 64, dt, dt, 3, 2, false, 5, false},
+			nativeCase{"affine", 4, 64, dt, dt, 7, 2, false, 1, true})
 	}
 	for _, dt := range []Dtype{Float32, BFloat16, Float16} {
 		for _, tk := range [][2]int{{1, 4}, {40, 2}} {
@@ -109,17 +126,52 @@ func checkNativeGatherQMM(t *testing.T, c nativeCase) {
 		}
 		return values(t, g, y)
 	}
+	half := c.xdt != Float32 && c.sdt != Float32 // mlx computes in c.xdt
+	if half {
+		// Bit for bit, and the kernel really ran (libmlx's own primitive
+		// is GatherQMM).
+		prev := setNativeGatherQMM(true)
+		y := g.GatherQMM(x, q, lhs, ids, true, c.sorted)
+		setNativeGatherQMM(prev)
+		if name := y.primitiveName(); name != "ArchgenGatherQMM" {
+			t.Fatalf("primitive %q, want archgen's", name)
+		}
+		if y.Dtype() != c.xdt {
+			t.Fatalf("dtype %s, want %s", y.Dtype(), c.xdt)
+		}
+		a, b := runBits(t, g, x, q, lhs, ids, c.sorted, true), runBits(t, g, x, q, lhs, ids, c.sorted, false)
+		for i := range b {
+			if a[i] != b[i] {
+				t.Fatalf("element %d (row %d, col %d): bits %#04x, libmlx's %#04x", i, i/N, i%N, a[i], b[i])
+			}
+		}
+		return
+	}
 	got, want := run(true), run(false)
 	tol := 1e-4 // float32 sums in another order
-	if c.xdt != Float32 && c.sdt != Float32 {
-		tol = 0 // mlx's own kernel: the same results
-	}
 	for i := range want {
 		d := math.Abs(float64(got[i] - want[i]))
 		if !(d <= tol*(1+math.Abs(float64(want[i])))) {
 			t.Fatalf("element %d (row %d, col %d): %g, want %g (libmlx)", i, i/N, i%N, got[i], want[i])
 		}
 	}
+}
+
+// runBits is gather_qmm's result as raw 16-bit values, with archgen's
+// kernel (native) or libmlx's.
+func runBits(t *testing.T, g *Graph, x *Array, q Quantized, lhs, ids *Array, sorted, native bool) []uint16 {
+	t.Helper()
+	prev := setNativeGatherQMM(native)
+	defer setNativeGatherQMM(prev)
+	y := g.GatherQMM(x, q, lhs, ids, true, sorted)
+	if err := g.Eval(y); err != nil {
+		t.Fatal(err)
+	}
+	v, err := y.Bits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // TestNativeGatherQMMSwitch checks that the switch turns the kernel off and

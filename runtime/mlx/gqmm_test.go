@@ -190,52 +190,114 @@ func TestNativeGatherQMMSwitch(t *testing.T) {
 	}
 }
 
+// TestNativeGatherQMMHalfModes checks that the half-precision mode of
+// quantized_matmul governs gather_qmm alike, on a bfloat16 input with
+// bfloat16 scales: HalfQMMLibmlx (ARCHGEN_MLX_NATIVE_QMM_HALF=0) gives
+// libmlx's own primitive; HalfQMMFloat32 (=f32) archgen's float32 kernel,
+// whose results are those of the same values in float32 (the input and
+// scales widened exactly) rounded once to bfloat16; HalfQMMExact (the
+// default) archgen's primitive in libmlx's arithmetic.
+func TestNativeGatherQMMHalfModes(t *testing.T) {
+	if !NativeGatherQMM() {
+		t.Skip("the native kernel is off here")
+	}
+	prev := setNativeQuantizedMatmulHalf(HalfQMMExact)
+	defer setNativeQuantizedMatmulHalf(prev)
+	const E, K, N = 8, 256, 42
+	g := NewGraph(nil)
+	defer g.Close()
+	x, idx := moeInputs(g, 11, 40, 2, E, K, BFloat16)
+	q := g.Quantize(g.Normal([]int{E, N, K}, Float32, 0, 0.2, g.RandomKey(12)), 64, 4)
+	q.Scales, q.Biases = g.AsType(q.Scales, BFloat16), g.AsType(q.Biases, BFloat16)
+	q32 := q
+	q32.Scales, q32.Biases = g.AsType(q.Scales, Float32), g.AsType(q.Biases, Float32)
+	if err := g.Eval(x, idx, q.Weight, q.Scales, q.Biases, q32.Scales, q32.Biases); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		mode int
+		prim string
+	}{{HalfQMMLibmlx, "GatherQMM"}, {HalfQMMFloat32, "ArchgenGatherQMM"}, {HalfQMMExact, "ArchgenGatherQMM"}} {
+		setNativeQuantizedMatmulHalf(m.mode)
+		y := g.GatherQMM(x, q, nil, idx, true, false)
+		if got := y.primitiveName(); got != m.prim || y.Dtype() != BFloat16 {
+			t.Fatalf("mode %d: primitive %q of %s, want %q of bfloat16", m.mode, got, y.Dtype(), m.prim)
+		}
+	}
+	setNativeQuantizedMatmulHalf(HalfQMMFloat32)
+	ours := g.GatherQMM(x, q, nil, idx, true, false)
+	f32 := g.AsType(g.GatherQMM(g.AsType(x, Float32), q32, nil, idx, true, false), BFloat16)
+	if err := g.Eval(ours, f32); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ours.Bits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f32.Bits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		if a[i] != b[i] {
+			t.Fatalf("element %d: bits %#04x, the float32 product rounded: %#04x", i, a[i], b[i])
+		}
+	}
+}
+
 // BenchmarkGatherQMM times one expert layer's product, archgen's kernel
 // (native) beside libmlx's (libmlx), in one process, on OLMoE-1B-7B's
 // expert shape (64 experts of 1024 x 2048, the up projection; 8 experts
-// per token), 4-bit in groups of 64 with float32 scales: one token (a
-// decode step: 8 experts of one row) and 32 tokens sorted by expert as
-// mlx-lm sorts them (256 rows over the experts they hit).
+// per token), 4-bit in groups of 64: float32 input and scales, and
+// bfloat16 input and scales as mlx-community's checkpoints run (the
+// native side then in libmlx's bfloat16 arithmetic, the default
+// half-precision mode); one token (a decode step: 8 experts of one row)
+// and 32 tokens sorted by expert as mlx-lm sorts them (256 rows over the
+// experts they hit).
 func BenchmarkGatherQMM(b *testing.B) {
 	const E, N, K, k = 64, 1024, 2048, 8
-	for _, tokens := range []int{1, 32} {
-		for _, native := range []bool{true, false} {
-			name := fmt.Sprintf("tokens=%d/libmlx", tokens)
-			if native {
-				name = fmt.Sprintf("tokens=%d/native", tokens)
-			}
-			b.Run(name, func(b *testing.B) {
-				if native && !NativeGatherQMM() {
-					b.Skip("the native kernel is off here")
+	for _, dt := range []Dtype{Float32, BFloat16} {
+		for _, tokens := range []int{1, 32} {
+			for _, native := range []bool{true, false} {
+				side := "libmlx"
+				if native {
+					side = "native"
 				}
-				prev := setNativeGatherQMM(native)
-				defer setNativeGatherQMM(prev)
-				g := NewGraph(nil)
-				defer g.Close()
-				x, idx := moeInputs(g, 5, tokens, k, E, K, Float32)
-				q := g.Quantize(g.Normal([]int{E, N, K}, Float32, 0, 0.02, g.RandomKey(6)), 64, 4)
-				sorted := tokens*k >= 64
-				if sorted {
-					flat := g.Flatten(idx, 0, -1)
-					order := g.Argsort(flat, 0)
-					x = g.Take(g.Flatten(x, 0, -3), g.FloorDivide(order, g.Scalar(k, Int32)), 0)
-					idx = g.Take(flat, order, 0)
-				}
-				if err := g.Eval(x, idx, q.Weight, q.Scales, q.Biases); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					y := g.GatherQMM(x, q, nil, idx, true, sorted)
-					if err := g.Eval(y); err != nil {
+				b.Run(fmt.Sprintf("dtype=%s/tokens=%d/%s", dt, tokens, side), func(b *testing.B) {
+					if native && !NativeGatherQMM() {
+						b.Skip("the native kernel is off here")
+					}
+					prev := setNativeGatherQMM(native)
+					defer setNativeGatherQMM(prev)
+					prevHalf := setNativeQuantizedMatmulHalf(HalfQMMExact)
+					defer setNativeQuantizedMatmulHalf(prevHalf)
+					g := NewGraph(nil)
+					defer g.Close()
+					x, idx := moeInputs(g, 5, tokens, k, E, K, dt)
+					q := g.Quantize(g.AsType(g.Normal([]int{E, N, K}, Float32, 0, 0.02, g.RandomKey(6)), dt), 64, 4)
+					sorted := tokens*k >= 64
+					if sorted {
+						flat := g.Flatten(idx, 0, -1)
+						order := g.Argsort(flat, 0)
+						x = g.Take(g.Flatten(x, 0, -3), g.FloorDivide(order, g.Scalar(k, Int32)), 0)
+						idx = g.Take(flat, order, 0)
+					}
+					if err := g.Eval(x, idx, q.Weight, q.Scales, q.Biases); err != nil {
 						b.Fatal(err)
 					}
-					y.Free()
-				}
-				b.StopTimer() // not the freeing of the weights
-				sec := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(2*float64(tokens*k*N*K)/sec/1e9, "GFLOP/s")
-			})
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						y := g.GatherQMM(x, q, nil, idx, true, sorted)
+						if err := g.Eval(y); err != nil {
+							b.Fatal(err)
+						}
+						y.Free()
+					}
+					b.StopTimer() // not the freeing of the weights
+					sec := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(2*float64(tokens*k*N*K)/sec/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

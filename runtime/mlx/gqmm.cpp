@@ -205,6 +205,23 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void dequant_row_half(const Expert
   }
 }
 
+// One step of libmlx's half-precision chain for MB rows of x against
+// panel row k (NR weights): for each row i and lane, s = round(s +
+// round(x[i][k] * w)), rounding to the half type HK.
+template <Kind HK, int MB>
+__attribute__((target("avx2,fma,f16c"))) inline void half_step(__m256 (&s)[MB][2], const float* x,
+                                                               size_t ldx, const float* panel,
+                                                               int k) {
+  const __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
+  const __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; i++) {
+    const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
+    s[i][0] = round_half<HK>(_mm256_add_ps(s[i][0], round_half<HK>(_mm256_mul_ps(a, b0))));
+    s[i][1] = round_half<HK>(_mm256_add_ps(s[i][1], round_half<HK>(_mm256_mul_ps(a, b1))));
+  }
+}
+
 // MB rows of x (x[i * ldx + k], values of the half type HK) against a
 // panel of NR weights per k (from dequant_row_half, packed by pack_panel),
 // in libmlx's order and rounding for HK: affine, for each k in turn, the
@@ -221,31 +238,13 @@ __attribute__((target("avx2,fma,f16c"))) void half_sweep(const float* x, size_t 
 #pragma GCC unroll 4
   for (int i = 0; i < MB; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   if constexpr (!fp4) {
-    for (int k = 0; k < K; k++) {
-      const __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
-      const __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
-#pragma GCC unroll 4
-      for (int i = 0; i < MB; i++) {
-        const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
-        acc[i][0] = round_half<HK>(_mm256_add_ps(acc[i][0], round_half<HK>(_mm256_mul_ps(a, b0))));
-        acc[i][1] = round_half<HK>(_mm256_add_ps(acc[i][1], round_half<HK>(_mm256_mul_ps(a, b1))));
-      }
-    }
+    for (int k = 0; k < K; k++) half_step<HK, MB>(acc, x, ldx, panel, k);
   } else {
     for (int g = 0; g < K / group; g++) {
       __m256 gs[MB][2];
 #pragma GCC unroll 4
       for (int i = 0; i < MB; i++) gs[i][0] = gs[i][1] = _mm256_setzero_ps();
-      for (int k = g * group; k < (g + 1) * group; k++) {
-        const __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
-        const __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
-#pragma GCC unroll 4
-        for (int i = 0; i < MB; i++) {
-          const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
-          gs[i][0] = round_half<HK>(_mm256_add_ps(gs[i][0], round_half<HK>(_mm256_mul_ps(a, b0))));
-          gs[i][1] = round_half<HK>(_mm256_add_ps(gs[i][1], round_half<HK>(_mm256_mul_ps(a, b1))));
-        }
-      }
+      for (int k = g * group; k < (g + 1) * group; k++) half_step<HK, MB>(gs, x, ldx, panel, k);
       const __m256 s0 = _mm256_loadu_ps(sc + static_cast<size_t>(g) * NR);
       const __m256 s1 = _mm256_loadu_ps(sc + static_cast<size_t>(g) * NR + 8);
 #pragma GCC unroll 4

@@ -205,59 +205,77 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void dequant_row_half(const Expert
   }
 }
 
-// One step of libmlx's half-precision chain for MB rows of x against
-// panel row k (NR weights): for each row i and lane, s = round(s +
-// round(x[i][k] * w)), rounding to the half type HK.
-template <Kind HK, int MB>
-__attribute__((target("avx2,fma,f16c"))) inline void half_step(__m256 (&s)[MB][2], const float* x,
-                                                               size_t ldx, const float* panel,
-                                                               int k) {
-  const __m256 b0 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR);
-  const __m256 b1 = _mm256_loadu_ps(panel + static_cast<size_t>(k) * NR + 8);
+// One step of libmlx's half-precision chain for MB rows of x against row
+// k of P panels (each NR weights per k, K rows, one after another): for
+// each row i and lane, s = round(s + round(x[i][k] * w)), rounding to the
+// half type HK.
+template <Kind HK, int MB, int P>
+__attribute__((target("avx2,fma,f16c"))) inline void half_step(__m256 (&s)[MB][2 * P],
+                                                               const float* x, size_t ldx,
+                                                               const float* panel, int K, int k) {
+  __m256 b[2 * P];
+#pragma GCC unroll 4
+  for (int j = 0; j < P; j++) {
+    const float* pk = panel + (static_cast<size_t>(j) * K + k) * NR;
+    b[2 * j] = _mm256_loadu_ps(pk);
+    b[2 * j + 1] = _mm256_loadu_ps(pk + 8);
+  }
 #pragma GCC unroll 4
   for (int i = 0; i < MB; i++) {
     const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
-    s[i][0] = round_half<HK>(_mm256_add_ps(s[i][0], round_half<HK>(_mm256_mul_ps(a, b0))));
-    s[i][1] = round_half<HK>(_mm256_add_ps(s[i][1], round_half<HK>(_mm256_mul_ps(a, b1))));
+#pragma GCC unroll 4
+    for (int j = 0; j < 2 * P; j++) {
+      s[i][j] = round_half<HK>(_mm256_add_ps(s[i][j], round_half<HK>(_mm256_mul_ps(a, b[j]))));
+    }
   }
 }
 
-// MB rows of x (x[i * ldx + k], values of the half type HK) against a
-// panel of NR weights per k (from dequant_row_half, packed by pack_panel),
-// in libmlx's order and rounding for HK: affine, for each k in turn, the
-// product x * w rounded, then the running sum plus it, rounded; mxfp4, the
-// same over each group into a group sum, then the group's scale (sc[g *
-// NR + c], already in HK) times it, rounded, added to the running sum and
-// rounded. Each lane is one output's whole chain, so a result does not
-// depend on the rows or columns beside it.
-template <Kind HK, bool fp4, int MB>
+// MB rows of x (x[i * ldx + k], values of the half type HK) against P
+// panels of NR weights per k (from dequant_row_half, packed by
+// pack_panel), in libmlx's order and rounding for HK: affine, for each k
+// in turn, the product x * w rounded, then the running sum plus it,
+// rounded; mxfp4, the same over each group into a group sum, then the
+// group's scale (sc[(j * groups + g) * NR + c] for panel j, already in HK)
+// times it, rounded, added to the running sum and rounded. Each lane is
+// one output's whole chain, so a result does not depend on the rows or
+// columns beside it; the MB x 2P chains are independent, which keeps the
+// core busy while each waits on its last rounding. c: [MB][P * NR].
+template <Kind HK, bool fp4, int MB, int P>
 __attribute__((target("avx2,fma,f16c"))) void half_sweep(const float* x, size_t ldx,
                                                          const float* panel, int K, int group,
                                                          const float* sc, float* c) {
-  __m256 acc[MB][2];
+  __m256 acc[MB][2 * P];
 #pragma GCC unroll 4
-  for (int i = 0; i < MB; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int i = 0; i < MB; i++) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 2 * P; j++) acc[i][j] = _mm256_setzero_ps();
+  }
   if constexpr (!fp4) {
-    for (int k = 0; k < K; k++) half_step<HK, MB>(acc, x, ldx, panel, k);
+    for (int k = 0; k < K; k++) half_step<HK, MB, P>(acc, x, ldx, panel, K, k);
   } else {
-    for (int g = 0; g < K / group; g++) {
-      __m256 gs[MB][2];
-#pragma GCC unroll 4
-      for (int i = 0; i < MB; i++) gs[i][0] = gs[i][1] = _mm256_setzero_ps();
-      for (int k = g * group; k < (g + 1) * group; k++) half_step<HK, MB>(gs, x, ldx, panel, k);
-      const __m256 s0 = _mm256_loadu_ps(sc + static_cast<size_t>(g) * NR);
-      const __m256 s1 = _mm256_loadu_ps(sc + static_cast<size_t>(g) * NR + 8);
+    const int groups = K / group;
+    for (int g = 0; g < groups; g++) {
+      __m256 gs[MB][2 * P];
 #pragma GCC unroll 4
       for (int i = 0; i < MB; i++) {
-        acc[i][0] = round_half<HK>(_mm256_add_ps(acc[i][0], round_half<HK>(_mm256_mul_ps(s0, gs[i][0]))));
-        acc[i][1] = round_half<HK>(_mm256_add_ps(acc[i][1], round_half<HK>(_mm256_mul_ps(s1, gs[i][1]))));
+#pragma GCC unroll 4
+        for (int j = 0; j < 2 * P; j++) gs[i][j] = _mm256_setzero_ps();
+      }
+      for (int k = g * group; k < (g + 1) * group; k++) half_step<HK, MB, P>(gs, x, ldx, panel, K, k);
+#pragma GCC unroll 4
+      for (int j = 0; j < 2 * P; j++) {
+        const __m256 sj = _mm256_loadu_ps(sc + (static_cast<size_t>(j / 2) * groups + g) * NR + (j % 2) * 8);
+#pragma GCC unroll 4
+        for (int i = 0; i < MB; i++) {
+          acc[i][j] = round_half<HK>(_mm256_add_ps(acc[i][j], round_half<HK>(_mm256_mul_ps(sj, gs[i][j]))));
+        }
       }
     }
   }
 #pragma GCC unroll 4
   for (int i = 0; i < MB; i++) {
-    _mm256_storeu_ps(c + i * NR, acc[i][0]);
-    _mm256_storeu_ps(c + i * NR + 8, acc[i][1]);
+#pragma GCC unroll 4
+    for (int j = 0; j < 2 * P; j++) _mm256_storeu_ps(c + (i * P * NR) + j * 8, acc[i][j]);
   }
 }
 
@@ -269,18 +287,23 @@ struct Kernels {
   // In libmlx's half-precision arithmetic (hdeq null where the product
   // runs in float32): the weights, and the sweeps of 1 to 4 rows of x.
   void (*hdeq)(const Experts&, size_t, float*);
+  // hsweep[mb - 1]: mb rows of x over one panel; hsweep2[mb - 1]: mb
+  // rows over two (the few rows of a decode step).
   void (*hsweep[4])(const float*, size_t, const float*, int, int, const float*, float*);
+  void (*hsweep2[2])(const float*, size_t, const float*, int, int, const float*, float*);
 };
 
 template <int bits, bool fp4, Kind HK>
 Kernels kernels() {
-  Kernels k{dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>, nullptr, {}};
+  Kernels k{dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>, nullptr, {}, {}};
   if constexpr (HK != Kind::f32) {
     k.hdeq = dequant_row_half<HK, bits, fp4>;
-    k.hsweep[0] = half_sweep<HK, fp4, 1>;
-    k.hsweep[1] = half_sweep<HK, fp4, 2>;
-    k.hsweep[2] = half_sweep<HK, fp4, 3>;
-    k.hsweep[3] = half_sweep<HK, fp4, 4>;
+    k.hsweep[0] = half_sweep<HK, fp4, 1, 1>;
+    k.hsweep[1] = half_sweep<HK, fp4, 2, 1>;
+    k.hsweep[2] = half_sweep<HK, fp4, 3, 1>;
+    k.hsweep[3] = half_sweep<HK, fp4, 4, 1>;
+    k.hsweep2[0] = half_sweep<HK, fp4, 1, 2>;
+    k.hsweep2[1] = half_sweep<HK, fp4, 2, 2>;
   }
   return k;
 }
@@ -322,45 +345,57 @@ struct Plan {
 };
 
 // Expert e's rows against its matrix rows [n_lo, n_hi) in libmlx's
-// arithmetic for the half type p.hk: per panel of NR matrix rows, the
+// arithmetic for the half type p.hk: per P panels of NR matrix rows, the
 // weights as libmlx rounds them (and for mxfp4 the groups' scales in that
-// type), then every row of the expert swept over them, up to 4 at a time.
+// type), then every row of the expert swept over them, up to 4 at a time
+// over one panel, or, for an expert of one or two rows, over two panels at
+// once (more independent chains for the core to overlap).
 __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert_half(Plan& p, int e, int n_lo,
                                                                    int n_hi) {
   const Experts& q = p.q;
   const int K = q.K, N = q.N, groups = q.groups();
   const int r0 = p.start[e], R = p.start[e + 1] - r0;
   const size_t base = static_cast<size_t>(e) * N;
+  const int P = R <= 2 ? 2 : 1;
+  const int W = P * NR;
   thread_local std::vector<float> tile, panel, zeros, sc;
-  tile.resize(static_cast<size_t>(NR) * K);
-  panel.resize(static_cast<size_t>(NR) * K);
+  tile.resize(static_cast<size_t>(W) * K);
+  panel.resize(static_cast<size_t>(W) * K);
   zeros.assign(K, 0.0f);
-  sc.assign(static_cast<size_t>(groups) * NR, 0.0f);
-  const float* rows[NR];
+  sc.assign(static_cast<size_t>(P) * groups * NR, 0.0f);
+  const float* rows[2 * NR];
   float c[4 * NR];
   const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
-  for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
-    const int nb = std::min(NR, n_hi - n0);
-    for (int r = 0; r < NR; r++) {
+  for (int n0 = n_lo; n0 < n_hi; n0 += W) {
+    const int nb = std::min(W, n_hi - n0);
+    for (int r = 0; r < W; r++) {
       if (r < nb) {
         float* d = tile.data() + static_cast<size_t>(r) * K;
         p.kern.hdeq(q, base + n0 + r, d);
         rows[r] = d;
         if (q.fp4) {
           for (int g = 0; g < groups; g++) {
-            sc[static_cast<size_t>(g) * NR + r] = archgen::round_to(q.scale((base + n0 + r) * groups + g), p.hk);
+            sc[(static_cast<size_t>(r / NR) * groups + g) * NR + r % NR] =
+                archgen::round_to(q.scale((base + n0 + r) * groups + g), p.hk);
           }
         }
       } else {
         rows[r] = zeros.data();
       }
     }
-    pack_panel(rows, K, panel.data());
+    for (int j = 0; j < P; j++) {
+      pack_panel(rows + j * NR, K, panel.data() + static_cast<size_t>(j) * NR * K);
+    }
     for (int m = 0; m < R; m += 4) {
       const int mb = std::min(4, R - m);
-      p.kern.hsweep[mb - 1](xe + static_cast<size_t>(m) * K, K, panel.data(), K, q.group, sc.data(), c);
+      const float* xm = xe + static_cast<size_t>(m) * K;
+      if (P == 2) {
+        p.kern.hsweep2[mb - 1](xm, K, panel.data(), K, q.group, sc.data(), c);
+      } else {
+        p.kern.hsweep[mb - 1](xm, K, panel.data(), K, q.group, sc.data(), c);
+      }
       for (int i = 0; i < mb; i++) {
-        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + m + i) * N + n0, c + i * NR,
+        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + m + i) * N + n0, c + i * W,
                     nb * sizeof(float));
       }
     }

@@ -245,6 +245,46 @@ func TestNativeGatherQMMHalfModes(t *testing.T) {
 	}
 }
 
+// TestNativeGatherQMMBadIndex checks that a product whose expert index
+// lies outside the stack gets NaN rows from archgen's kernel, in float32
+// and in bfloat16 alike, rather than a read out of bounds, and that the
+// other products keep their values.
+func TestNativeGatherQMMBadIndex(t *testing.T) {
+	if !NativeGatherQMM() {
+		t.Skip("the native kernel is off here")
+	}
+	prev := setNativeQuantizedMatmulHalf(HalfQMMExact)
+	defer setNativeQuantizedMatmulHalf(prev)
+	const E, K, N = 4, 128, 24
+	for _, dt := range []Dtype{Float32, BFloat16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			g := NewGraph(nil)
+			defer g.Close()
+			x := g.AsType(g.Normal([]int{2, 1, 1, K}, Float32, 0, 1, g.RandomKey(21)), dt)
+			q := g.Quantize(g.AsType(g.Normal([]int{E, N, K}, Float32, 0, 0.2, g.RandomKey(22)), dt), 64, 4)
+			bad := FromSlice(g, []uint32{1, E + 3}, 2, 1)
+			good := FromSlice(g, []uint32{1, 1}, 2, 1)
+			y := g.GatherQMM(x, q, nil, bad, true, false)
+			ref := g.GatherQMM(x, q, nil, good, true, false)
+			if name := y.primitiveName(); name != "ArchgenGatherQMM" {
+				t.Fatalf("primitive %q, want archgen's", name)
+			}
+			if err := g.Eval(y, ref); err != nil {
+				t.Fatal(err)
+			}
+			got, want := values(t, g, y), values(t, g, ref)
+			for i := range got {
+				if i < N && got[i] != want[i] {
+					t.Fatalf("element %d of the good product: %g, want %g", i, got[i], want[i])
+				}
+				if i >= N && !math.IsNaN(float64(got[i])) {
+					t.Fatalf("element %d of the product with expert %d of %d: %g, want NaN", i, E+3, E, got[i])
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkGatherQMM times one expert layer's product, archgen's kernel
 // (native) beside libmlx's (libmlx), in one process, on OLMoE-1B-7B's
 // expert shape (64 experts of 1024 x 2048, the up projection; 8 experts

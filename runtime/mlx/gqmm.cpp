@@ -279,6 +279,58 @@ __attribute__((target("avx2,fma,f16c"))) void half_sweep(const float* x, size_t 
   }
 }
 
+// R (1 or 2) rows of x (ld K, values of the half type HK) against NR
+// rows of the stack from row0 (nrows of them real; the rest repeat the
+// last and are not used), affine, straight from the packed codes: 8 codes
+// of each of 8 rows dequantized with libmlx's two roundings, transposed in
+// registers, and the 8 products of each lane added in the order of k with
+// libmlx's roundings (half_sweep's chain, without a panel in memory).
+// c: [R][NR].
+template <Kind HK, int bits, int R>
+__attribute__((target("avx2,fma,f16c,bmi2"))) void half_direct(const Experts& q, const float* x,
+                                                               size_t row0, int nrows, float* c) {
+  const int K = q.K, groups = q.groups();
+  const size_t rb = q.row_bytes();
+  size_t ri[NR];
+  for (int r = 0; r < NR; r++) ri[r] = row0 + std::min(r, nrows - 1);
+  __m256 acc[R][2];
+#pragma GCC unroll 2
+  for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int g = 0; g < groups; g++) {
+    float sc[NR], bi[NR];
+    for (int r = 0; r < NR; r++) {
+      sc[r] = q.scale(ri[r] * groups + g);
+      bi[r] = load1(q.biases, ri[r] * groups + g, q.sk);
+    }
+    for (int k0 = g * q.group; k0 < (g + 1) * q.group; k0 += 8) {
+#pragma GCC unroll 2
+      for (int blk = 0; blk < 2; blk++) {
+        __m256 t[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+          const int rr = blk * 8 + r;
+          __m256 v = round_half<HK>(_mm256_mul_ps(_mm256_set1_ps(sc[rr]), elems8<bits, false>(q.w + ri[rr] * rb, k0)));
+          t[r] = round_half<HK>(_mm256_add_ps(v, _mm256_set1_ps(bi[rr])));
+        }
+        archgen::transpose8_regs(t);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 2
+          for (int i = 0; i < R; i++) {
+            const __m256 a = _mm256_broadcast_ss(x + static_cast<size_t>(i) * K + k0 + j);
+            acc[i][blk] = round_half<HK>(_mm256_add_ps(acc[i][blk], round_half<HK>(_mm256_mul_ps(a, t[j]))));
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < R; i++) {
+    _mm256_storeu_ps(c + i * NR, acc[i][0]);
+    _mm256_storeu_ps(c + i * NR + 8, acc[i][1]);
+  }
+}
+
 // The kernels for one packing.
 struct Kernels {
   void (*dot1)(const Experts&, const float*, const float*, size_t, float*);
@@ -291,11 +343,13 @@ struct Kernels {
   // rows over two (the few rows of a decode step).
   void (*hsweep[4])(const float*, size_t, const float*, int, int, const float*, float*);
   void (*hsweep2[2])(const float*, size_t, const float*, int, int, const float*, float*);
+  // hdirect[r - 1]: r rows of x from the packed codes (affine only).
+  void (*hdirect[2])(const Experts&, const float*, size_t, int, float*);
 };
 
 template <int bits, bool fp4, Kind HK>
 Kernels kernels() {
-  Kernels k{dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>, nullptr, {}, {}};
+  Kernels k{dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>, nullptr, {}, {}, {}};
   if constexpr (HK != Kind::f32) {
     k.hdeq = dequant_row_half<HK, bits, fp4>;
     k.hsweep[0] = half_sweep<HK, fp4, 1, 1>;
@@ -304,6 +358,10 @@ Kernels kernels() {
     k.hsweep[3] = half_sweep<HK, fp4, 4, 1>;
     k.hsweep2[0] = half_sweep<HK, fp4, 1, 2>;
     k.hsweep2[1] = half_sweep<HK, fp4, 2, 2>;
+    if constexpr (!fp4) {
+      k.hdirect[0] = half_direct<HK, bits, 1>;
+      k.hdirect[1] = half_direct<HK, bits, 2>;
+    }
   }
   return k;
 }
@@ -349,13 +407,26 @@ struct Plan {
 // weights as libmlx rounds them (and for mxfp4 the groups' scales in that
 // type), then every row of the expert swept over them, up to 4 at a time
 // over one panel, or, for an expert of one or two rows, over two panels at
-// once (more independent chains for the core to overlap).
+// once (more independent chains for the core to overlap). Affine experts
+// of one or two rows (a decode step) skip the panels: half_direct.
 __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert_half(Plan& p, int e, int n_lo,
                                                                    int n_hi) {
   const Experts& q = p.q;
   const int K = q.K, N = q.N, groups = q.groups();
   const int r0 = p.start[e], R = p.start[e + 1] - r0;
   const size_t base = static_cast<size_t>(e) * N;
+  if (R <= 2 && p.kern.hdirect[0] != nullptr) {
+    float c[2 * NR];
+    const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
+    for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
+      const int nb = std::min(NR, n_hi - n0);
+      p.kern.hdirect[R - 1](q, xe, base + n0, nb, c);
+      for (int i = 0; i < R; i++) {
+        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + i) * N + n0, c + i * NR, nb * sizeof(float));
+      }
+    }
+    return;
+  }
   const int P = R <= 2 ? 2 : 1;
   const int W = P * NR;
   thread_local std::vector<float> tile, panel, zeros, sc;

@@ -35,7 +35,7 @@ func (c nativeCase) String() string {
 // of its dtype, and mxfp4 with a half-precision input), the kernel does
 // libmlx's arithmetic in that type (the default half-precision mode) and
 // must equal libmlx's results bit for bit: every bit width and group size,
-// 1 and 40 tokens, unsorted and sorted.
+// 1, 2 and 40 tokens, unsorted and sorted.
 func TestNativeGatherQMM(t *testing.T) {
 	if !NativeGatherQMM() {
 		t.Skip("the native kernel is off here (no AVX2, FMA, F16C and BMI2, or ARCHGEN_MLX_NATIVE_QMM=0)")
@@ -53,7 +53,8 @@ func TestNativeGatherQMM(t *testing.T) {
 			}
 			cases = append(cases, nativeCase{"affine", bits, group, Float32, Float32, 40, 2, true, 1, false})
 			for _, dt := range []Dtype{BFloat16, Float16} {
-				for _, tk := range [][2]int{{1, 4}, {40, 2}} {
+				// 2 tokens of 4 experts: experts of one and of two rows.
+				for _, tk := range [][2]int{{1, 4}, {2, 4}, {40, 2}} {
 					for _, sorted := range []bool{false, true} {
 						cases = append(cases, nativeCase{"affine", bits, group, dt, dt, tk[0], tk[1], sorted, 1, false})
 					}

@@ -94,6 +94,15 @@ func (a *Array) Dtype() Dtype {
 	return Dtype(C.mlxg_array_dtype(a.c))
 }
 
+// primitiveName is the name of the primitive that computes a, "" for one
+// with none; the tests use it to see which kernel an op was given.
+func (a *Array) primitiveName() string {
+	if !a.valid() {
+		return ""
+	}
+	return C.GoString(C.mlxg_array_primitive(a.c))
+}
+
 // Size is the number of elements.
 func (a *Array) Size() int {
 	if !a.valid() {

@@ -172,6 +172,20 @@ __attribute__((target("avx2,fma,f16c"))) inline float round_to(float v, Kind k) 
   }
 }
 
+// Rounds each float32 lane to kind K (bfloat16 or float16, to nearest
+// even, as mlx's conversions do for finite values) and back.
+template <Kind K>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 round_half(__m256 v) {
+  if constexpr (K == Kind::f16) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  } else {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+}
+
 // Converts n values of kind k at p into float32 at dst.
 __attribute__((target("avx2,fma,f16c"))) inline void to_f32(float* dst, const void* p, size_t n,
                                                             Kind k) {

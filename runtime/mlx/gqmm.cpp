@@ -10,7 +10,10 @@
 // register-blocked product of panel.h. The experts' columns are split
 // over the cores. Affine quantization at 2, 3, 4, 5, 6 and 8 bits and
 // mxfp4 (E2M1 values, power-of-two scales), as mlx packs them: a row's
-// codes form one little-endian bit stream.
+// codes form one little-endian bit stream. Where mlx computes in bfloat16
+// or float16 (half-precision input and scales), the kernel does libmlx's
+// arithmetic in that type exactly (half_sweep), so its results equal
+// libmlx's bit for bit.
 #include "qmm.h"
 
 #include <immintrin.h>
@@ -43,6 +46,7 @@ using archgen::micro;
 using archgen::MR;
 using archgen::NR;
 using archgen::pack_panel;
+using archgen::round_half;
 
 // A stack of quantized matrices [E, N, K]: packed codes [E, N, K * bits /
 // 8 bytes], and per group of each row a scale (of kind sk, or an E8M0
@@ -174,27 +178,214 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void dequant_row(const Experts& q,
   }
 }
 
+// Row `row` of the stack dequantized into dst (K float32 values) as
+// libmlx's CPU kernel computes each weight in the half type HK: affine,
+// scale x q rounded to HK, then plus the bias, rounded again; mxfp4, the
+// E2M1 values alone (exact in HK; the scale applies per group, in
+// half_sweep).
+template <Kind HK, int bits, bool fp4>
+__attribute__((target("avx2,fma,f16c,bmi2"))) void dequant_row_half(const Experts& q, size_t row,
+                                                                    float* dst) {
+  const int groups = q.groups();
+  const uint8_t* w = q.w + row * q.row_bytes();
+  for (int g = 0; g < groups; g++) {
+    if constexpr (fp4) {
+      for (int k = g * q.group; k < (g + 1) * q.group; k += 8) {
+        _mm256_storeu_ps(dst + k, elems8<bits, fp4>(w, k));
+      }
+    } else {
+      size_t gi = row * groups + g;
+      __m256 s = _mm256_set1_ps(q.scale(gi));
+      __m256 b = _mm256_set1_ps(load1(q.biases, gi, q.sk));
+      for (int k = g * q.group; k < (g + 1) * q.group; k += 8) {
+        __m256 v = round_half<HK>(_mm256_mul_ps(s, elems8<bits, fp4>(w, k)));
+        _mm256_storeu_ps(dst + k, round_half<HK>(_mm256_add_ps(v, b)));
+      }
+    }
+  }
+}
+
+// One step of libmlx's half-precision chain for MB rows of x against row
+// k of P panels (each NR weights per k, K rows, one after another): for
+// each row i and lane, s = round(s + round(x[i][k] * w)), rounding to the
+// half type HK.
+template <Kind HK, int MB, int P>
+__attribute__((target("avx2,fma,f16c"))) inline void half_step(__m256 (&s)[MB][2 * P],
+                                                               const float* x, size_t ldx,
+                                                               const float* panel, int K, int k) {
+  __m256 b[2 * P];
+#pragma GCC unroll 4
+  for (int j = 0; j < P; j++) {
+    const float* pk = panel + (static_cast<size_t>(j) * K + k) * NR;
+    b[2 * j] = _mm256_loadu_ps(pk);
+    b[2 * j + 1] = _mm256_loadu_ps(pk + 8);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; i++) {
+    const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
+#pragma GCC unroll 4
+    for (int j = 0; j < 2 * P; j++) {
+      s[i][j] = round_half<HK>(_mm256_add_ps(s[i][j], round_half<HK>(_mm256_mul_ps(a, b[j]))));
+    }
+  }
+}
+
+// MB rows of x (x[i * ldx + k], values of the half type HK) against P
+// panels of NR weights per k (from dequant_row_half, packed by
+// pack_panel), in libmlx's order and rounding for HK: affine, for each k
+// in turn, the product x * w rounded, then the running sum plus it,
+// rounded; mxfp4, the same over each group into a group sum, then the
+// group's scale (sc[(j * groups + g) * NR + c] for panel j, already in HK)
+// times it, rounded, added to the running sum and rounded. Each lane is
+// one output's whole chain, so a result does not depend on the rows or
+// columns beside it; the MB x 2P chains are independent, which keeps the
+// core busy while each waits on its last rounding. c: [MB][P * NR].
+template <Kind HK, bool fp4, int MB, int P>
+__attribute__((target("avx2,fma,f16c"))) void half_sweep(const float* x, size_t ldx,
+                                                         const float* panel, int K, int group,
+                                                         const float* sc, float* c) {
+  __m256 acc[MB][2 * P];
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; i++) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 2 * P; j++) acc[i][j] = _mm256_setzero_ps();
+  }
+  if constexpr (!fp4) {
+    for (int k = 0; k < K; k++) half_step<HK, MB, P>(acc, x, ldx, panel, K, k);
+  } else {
+    const int groups = K / group;
+    for (int g = 0; g < groups; g++) {
+      __m256 gs[MB][2 * P];
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; i++) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 2 * P; j++) gs[i][j] = _mm256_setzero_ps();
+      }
+      for (int k = g * group; k < (g + 1) * group; k++) half_step<HK, MB, P>(gs, x, ldx, panel, K, k);
+#pragma GCC unroll 4
+      for (int j = 0; j < 2 * P; j++) {
+        const __m256 sj = _mm256_loadu_ps(sc + (static_cast<size_t>(j / 2) * groups + g) * NR + (j % 2) * 8);
+#pragma GCC unroll 4
+        for (int i = 0; i < MB; i++) {
+          acc[i][j] = round_half<HK>(_mm256_add_ps(acc[i][j], round_half<HK>(_mm256_mul_ps(sj, gs[i][j]))));
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; i++) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 2 * P; j++) _mm256_storeu_ps(c + (i * P * NR) + j * 8, acc[i][j]);
+  }
+}
+
+// R (1 or 2) rows of x (ld K, values of the half type HK) against NR
+// rows of the stack from row0 (nrows of them real; the rest repeat the
+// last and are not used), affine, straight from the packed codes: 8 codes
+// of each of 8 rows dequantized with libmlx's two roundings, transposed in
+// registers, and the 8 products of each lane added in the order of k with
+// libmlx's roundings (half_sweep's chain, without a panel in memory).
+// c: [R][NR].
+template <Kind HK, int bits, int R>
+__attribute__((target("avx2,fma,f16c,bmi2"))) void half_direct(const Experts& q, const float* x,
+                                                               size_t row0, int nrows, float* c) {
+  const int K = q.K, groups = q.groups();
+  const size_t rb = q.row_bytes();
+  size_t ri[NR];
+  for (int r = 0; r < NR; r++) ri[r] = row0 + std::min(r, nrows - 1);
+  __m256 acc[R][2];
+#pragma GCC unroll 2
+  for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int g = 0; g < groups; g++) {
+    float sc[NR], bi[NR];
+    for (int r = 0; r < NR; r++) {
+      sc[r] = q.scale(ri[r] * groups + g);
+      bi[r] = load1(q.biases, ri[r] * groups + g, q.sk);
+    }
+    for (int k0 = g * q.group; k0 < (g + 1) * q.group; k0 += 8) {
+#pragma GCC unroll 2
+      for (int blk = 0; blk < 2; blk++) {
+        __m256 t[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+          const int rr = blk * 8 + r;
+          __m256 v = round_half<HK>(_mm256_mul_ps(_mm256_set1_ps(sc[rr]), elems8<bits, false>(q.w + ri[rr] * rb, k0)));
+          t[r] = round_half<HK>(_mm256_add_ps(v, _mm256_set1_ps(bi[rr])));
+        }
+        archgen::transpose8_regs(t);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 2
+          for (int i = 0; i < R; i++) {
+            const __m256 a = _mm256_broadcast_ss(x + static_cast<size_t>(i) * K + k0 + j);
+            acc[i][blk] = round_half<HK>(_mm256_add_ps(acc[i][blk], round_half<HK>(_mm256_mul_ps(a, t[j]))));
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < R; i++) {
+    _mm256_storeu_ps(c + i * NR, acc[i][0]);
+    _mm256_storeu_ps(c + i * NR + 8, acc[i][1]);
+  }
+}
+
 // The kernels for one packing.
 struct Kernels {
   void (*dot1)(const Experts&, const float*, const float*, size_t, float*);
   void (*dot4)(const Experts&, const float*, const float*, size_t, float*);
   void (*deq)(const Experts&, size_t, float*);
+  // In libmlx's half-precision arithmetic (hdeq null where the product
+  // runs in float32): the weights, and the sweeps of 1 to 4 rows of x.
+  void (*hdeq)(const Experts&, size_t, float*);
+  // hsweep[mb - 1]: mb rows of x over one panel; hsweep2[mb - 1]: mb
+  // rows over two (the few rows of a decode step).
+  void (*hsweep[4])(const float*, size_t, const float*, int, int, const float*, float*);
+  void (*hsweep2[2])(const float*, size_t, const float*, int, int, const float*, float*);
+  // hdirect[r - 1]: r rows of x from the packed codes (affine only).
+  void (*hdirect[2])(const Experts&, const float*, size_t, int, float*);
 };
 
-template <int bits, bool fp4>
+template <int bits, bool fp4, Kind HK>
 Kernels kernels() {
-  return {dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>};
+  Kernels k{dot_rows<bits, fp4, 1>, dot_rows<bits, fp4, 4>, dequant_row<bits, fp4>, nullptr, {}, {}, {}};
+  if constexpr (HK != Kind::f32) {
+    k.hdeq = dequant_row_half<HK, bits, fp4>;
+    k.hsweep[0] = half_sweep<HK, fp4, 1, 1>;
+    k.hsweep[1] = half_sweep<HK, fp4, 2, 1>;
+    k.hsweep[2] = half_sweep<HK, fp4, 3, 1>;
+    k.hsweep[3] = half_sweep<HK, fp4, 4, 1>;
+    k.hsweep2[0] = half_sweep<HK, fp4, 1, 2>;
+    k.hsweep2[1] = half_sweep<HK, fp4, 2, 2>;
+    if constexpr (!fp4) {
+      k.hdirect[0] = half_direct<HK, bits, 1>;
+      k.hdirect[1] = half_direct<HK, bits, 2>;
+    }
+  }
+  return k;
 }
 
-Kernels kernels_for(int bits, bool fp4) {
-  if (fp4) return kernels<4, true>();
+template <Kind HK>
+Kernels kernels_in(int bits, bool fp4) {
+  if (fp4) return kernels<4, true, HK>();
   switch (bits) {
-    case 2: return kernels<2, false>();
-    case 3: return kernels<3, false>();
-    case 4: return kernels<4, false>();
-    case 5: return kernels<5, false>();
-    case 6: return kernels<6, false>();
-    default: return kernels<8, false>();
+    case 2: return kernels<2, false, HK>();
+    case 3: return kernels<3, false, HK>();
+    case 4: return kernels<4, false, HK>();
+    case 5: return kernels<5, false, HK>();
+    case 6: return kernels<6, false, HK>();
+    default: return kernels<8, false, HK>();
+  }
+}
+
+// The kernels for a packing, in float32 (hk f32) or in libmlx's
+// arithmetic for the half type hk.
+Kernels kernels_for(int bits, bool fp4, Kind hk) {
+  switch (hk) {
+    case Kind::bf16: return kernels_in<Kind::bf16>(bits, fp4);
+    case Kind::f16: return kernels_in<Kind::f16>(bits, fp4);
+    default: return kernels_in<Kind::f32>(bits, fp4);
   }
 }
 
@@ -208,7 +399,79 @@ struct Plan {
   std::vector<int> start;     // [E + 1]
   std::vector<int64_t> orow;  // [rows]: the output row of each
   std::vector<float> tmp;     // [rows, N]: the results, grouped by expert
+  Kind hk = Kind::f32;        // the half type of libmlx's arithmetic, or f32
 };
+
+// Expert e's rows against its matrix rows [n_lo, n_hi) in libmlx's
+// arithmetic for the half type p.hk: per P panels of NR matrix rows, the
+// weights as libmlx rounds them (and for mxfp4 the groups' scales in that
+// type), then every row of the expert swept over them, up to 4 at a time
+// over one panel, or, for an expert of one or two rows, over two panels at
+// once (more independent chains for the core to overlap). Affine experts
+// of one or two rows (a decode step) skip the panels: half_direct.
+__attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert_half(Plan& p, int e, int n_lo,
+                                                                   int n_hi) {
+  const Experts& q = p.q;
+  const int K = q.K, N = q.N, groups = q.groups();
+  const int r0 = p.start[e], R = p.start[e + 1] - r0;
+  const size_t base = static_cast<size_t>(e) * N;
+  if (R <= 2 && p.kern.hdirect[0] != nullptr) {
+    float c[2 * NR];
+    const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
+    for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
+      const int nb = std::min(NR, n_hi - n0);
+      p.kern.hdirect[R - 1](q, xe, base + n0, nb, c);
+      for (int i = 0; i < R; i++) {
+        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + i) * N + n0, c + i * NR, nb * sizeof(float));
+      }
+    }
+    return;
+  }
+  const int P = R <= 2 ? 2 : 1;
+  const int W = P * NR;
+  thread_local std::vector<float> tile, panel, zeros, sc;
+  tile.resize(static_cast<size_t>(W) * K);
+  panel.resize(static_cast<size_t>(W) * K);
+  zeros.assign(K, 0.0f);
+  sc.assign(static_cast<size_t>(P) * groups * NR, 0.0f);
+  const float* rows[2 * NR];
+  float c[4 * NR];
+  const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
+  for (int n0 = n_lo; n0 < n_hi; n0 += W) {
+    const int nb = std::min(W, n_hi - n0);
+    for (int r = 0; r < W; r++) {
+      if (r < nb) {
+        float* d = tile.data() + static_cast<size_t>(r) * K;
+        p.kern.hdeq(q, base + n0 + r, d);
+        rows[r] = d;
+        if (q.fp4) {
+          for (int g = 0; g < groups; g++) {
+            sc[(static_cast<size_t>(r / NR) * groups + g) * NR + r % NR] =
+                archgen::round_to(q.scale((base + n0 + r) * groups + g), p.hk);
+          }
+        }
+      } else {
+        rows[r] = zeros.data();
+      }
+    }
+    for (int j = 0; j < P; j++) {
+      pack_panel(rows + j * NR, K, panel.data() + static_cast<size_t>(j) * NR * K);
+    }
+    for (int m = 0; m < R; m += 4) {
+      const int mb = std::min(4, R - m);
+      const float* xm = xe + static_cast<size_t>(m) * K;
+      if (P == 2) {
+        p.kern.hsweep2[mb - 1](xm, K, panel.data(), K, q.group, sc.data(), c);
+      } else {
+        p.kern.hsweep[mb - 1](xm, K, panel.data(), K, q.group, sc.data(), c);
+      }
+      for (int i = 0; i < mb; i++) {
+        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + m + i) * N + n0, c + i * W,
+                    nb * sizeof(float));
+      }
+    }
+  }
+}
 
 // Expert e's rows against its matrix rows [n_lo, n_hi).
 __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, int n_lo,
@@ -217,6 +480,10 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, in
   const int K = q.K, N = q.N;
   const int r0 = p.start[e], R = p.start[e + 1] - r0;
   const size_t base = static_cast<size_t>(e) * N;  // the expert's first row in the stack
+  if (p.hk != Kind::f32) {
+    run_expert_half(p, e, n_lo, n_hi);
+    return;
+  }
   if (R <= 2) {
     // Too few rows to pay for dequantizing: from the packed values.
     const int groups = q.groups();
@@ -288,6 +555,9 @@ void run_plan(Plan& p) {
   const int blocks = (N + NR - 1) / NR;
   size_t rows = p.orow.size();
   size_t work = rows * static_cast<size_t>(N) * p.q.K;
+  if (p.hk != Kind::f32) {
+    work *= 8;  // libmlx's roundings: several times the operations per product
+  }
   int want = work < (1u << 20) ? 1 : pool.threads() * 4;
   double total = 0;
   for (int e = 0; e < E; e++) {
@@ -352,8 +622,11 @@ void read_rows(const mx::array& x, std::vector<float>& dst) {
 
 class NativeGatherQMM : public mx::UnaryPrimitive {
  public:
-  NativeGatherQMM(mx::Stream s, int group, int bits, bool fp4)
-      : UnaryPrimitive(s), group_(group), bits_(bits), fp4_(fp4) {}
+  // exact: for a bfloat16 or float16 output, libmlx's arithmetic in that
+  // type (otherwise float32 sums, the results rounded once to the output's
+  // dtype).
+  NativeGatherQMM(mx::Stream s, int group, int bits, bool fp4, bool exact)
+      : UnaryPrimitive(s), group_(group), bits_(bits), fp4_(fp4), exact_(exact) {}
 
   void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
     // in: x, w, scales, [biases,] lhs indices, rhs indices.
@@ -379,7 +652,9 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
               fp4_};
     int bits = bits_;
     bool fp4 = fp4_;
-    enc.dispatch([q, bits, fp4, in, out]() mutable {
+    const Kind ok = kind_of(out.dtype());
+    const Kind hk = exact_ ? ok : Kind::f32;
+    enc.dispatch([q, bits, fp4, ok, hk, in, out]() mutable {
       const mx::array& x = in[0];
       const int K = q.K, N = q.N;
       const int M = x.ndim() >= 2 ? x.shape(-2) : 1;
@@ -390,7 +665,8 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
       read_rows(x, xf);
       Plan p;
       p.q = q;
-      p.kern = kernels_for(bits, fp4);
+      p.hk = hk;
+      p.kern = kernels_for(bits, fp4, hk);
       // Count each expert's rows, then place them (a counting sort, stable,
       // so sorted indices keep their order). A product whose index lies
       // outside the stack or x gets NaN rows rather than a read out of
@@ -424,12 +700,15 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
         }
       }
       run_plan(p);
-      float* o = out.data<float>();
+      char* o = static_cast<char*>(out.data<void>());
+      const size_t osz = archgen::kind_size(ok);
       for (size_t i = 0; i < rows; i++) {
-        std::memcpy(o + p.orow[i] * N, p.tmp.data() + i * N, N * sizeof(float));
+        archgen::from_f32(o + static_cast<size_t>(p.orow[i]) * N * osz, p.tmp.data() + i * N, N, ok);
       }
       for (int64_t b : bad) {
-        std::fill(o + b * M * N, o + (b + 1) * M * N, std::numeric_limits<float>::quiet_NaN());
+        for (int64_t i = b * M * N; i < (b + 1) * M * N; i++) {
+          archgen::store1(o, static_cast<size_t>(i), std::numeric_limits<float>::quiet_NaN(), ok);
+        }
       }
     });
   }
@@ -442,7 +721,8 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeGatherQMM*>(&other);
-    return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->fp4_ == fp4_;
+    return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->fp4_ == fp4_ &&
+           o->exact_ == exact_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -455,7 +735,7 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
 
  private:
   int group_, bits_;
-  bool fp4_;
+  bool fp4_, exact_;
 };
 
 bool cpu_ok() {
@@ -518,13 +798,26 @@ std::optional<mx::array> archgen_native_gather_qmm(
   // user's); its primitive's inputs are then run by this kernel instead.
   auto ref = mx::gather_qmm(x, w, scales, biases, lhs, rhs, transpose, group_size, bits, mode,
                             std::nullopt, sorted, s);
-  // Only where mlx itself computes in float32 (see archgen_native_qmm).
-  if (ref.dtype() != mx::float32 || ref.size() == 0 || !ref.has_primitive() ||
+  // Where mlx computes in float32, the float32 kernels; where it computes
+  // in bfloat16 or float16 (a half-precision input with scales of its
+  // dtype, or mxfp4 with a half-precision input), as the half-precision
+  // mode of quantized_matmul says: libmlx's arithmetic exactly (the
+  // default), float32 sums rounded once, or libmlx's own kernel.
+  if (!archgen::kernel_float(ref.dtype()) || ref.size() == 0 || !ref.has_primitive() ||
       std::strcmp(ref.primitive().name(), "GatherQMM") != 0) {
+    return ref;
+  }
+  const bool half = ref.dtype() != mx::float32;
+  const int hmode = half ? archgen_qmm_half_mode() : 0;
+  if (half && hmode != 1 && hmode != 2) {
     return ref;
   }
   auto in = ref.inputs();
   const size_t want = fp4 ? 5 : 6;
+  if (half && (in.size() != want || in[0].dtype() != ref.dtype() ||
+               (!fp4 && (in[2].dtype() != ref.dtype() || in[3].dtype() != ref.dtype())))) {
+    return ref;
+  }
   if (in.size() != want || !archgen::kernel_float(in[0].dtype()) || in[1].ndim() < 3 ||
       in[1].dtype() != mx::uint32 || in[want - 2].dtype() != mx::uint32 ||
       in[want - 1].dtype() != mx::uint32 || (fp4 ? in[2].dtype() != mx::uint8
@@ -536,6 +829,7 @@ std::optional<mx::array> archgen_native_gather_qmm(
   for (size_t i = 1; i < (fp4 ? 3u : 4u); i++) {
     in[i] = row_major(in[i], s);
   }
-  return mx::array(ref.shape(), mx::float32,
-                   std::make_shared<NativeGatherQMM>(s, group_size, bits, fp4), std::move(in));
+  return mx::array(ref.shape(), ref.dtype(),
+                   std::make_shared<NativeGatherQMM>(s, group_size, bits, fp4, half && hmode == 2),
+                   std::move(in));
 }

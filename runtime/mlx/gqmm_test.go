@@ -31,12 +31,17 @@ func (c nativeCase) String() string {
 // each expert one row, multiplied from the packed values) and 40 tokens
 // (experts of several rows, on dequantized panels), indices unsorted and
 // sorted as mlx-lm sorts them, several rows per product, a strided input.
-// Where mlx computes in a half type (half input and half scales) the
-// kernel does not apply and the results are libmlx's own.
+// Where mlx computes in a half type (bfloat16 or float16 input with scales
+// of its dtype, and mxfp4 with a half-precision input), the kernel does
+// libmlx's arithmetic in that type (the default half-precision mode) and
+// must equal libmlx's results bit for bit: every bit width and group size,
+// 1, 2 and 40 tokens, unsorted and sorted.
 func TestNativeGatherQMM(t *testing.T) {
 	if !NativeGatherQMM() {
 		t.Skip("the native kernel is off here (no AVX2, FMA, F16C and BMI2, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
+	prev := setNativeQuantizedMatmulHalf(HalfQMMExact)
+	defer setNativeQuantizedMatmulHalf(prev)
 	var cases []nativeCase
 	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
 		for _, group := range []int{32, 64, 128} {
@@ -47,7 +52,20 @@ func TestNativeGatherQMM(t *testing.T) {
 				}
 			}
 			cases = append(cases, nativeCase{"affine", bits, group, Float32, Float32, 40, 2, true, 1, false})
+			for _, dt := range []Dtype{BFloat16, Float16} {
+				// 2 tokens of 4 experts: experts of one and of two rows.
+				for _, tk := range [][2]int{{1, 4}, {2, 4}, {40, 2}} {
+					for _, sorted := range []bool{false, true} {
+						cases = append(cases, nativeCase{"affine", bits, group, dt, dt, tk[0], tk[1], sorted, 1, false})
+					}
+				}
+			}
 		}
+	}
+	for _, dt := range []Dtype{BFloat16, Float16} {
+		cases = append(cases, nativeCase{"mxfp4", 4, 32, dt, Uint8, 40, 2, true, 1, false},
+			nativeCase{"affine", 4, 64, dt, dt, 3, 2, false, 5, false},
+			nativeCase{"affine", 4, 64, dt, dt, 7, 2, false, 1, true})
 	}
 	for _, dt := range []Dtype{Float32, BFloat16, Float16} {
 		for _, tk := range [][2]int{{1, 4}, {40, 2}} {
@@ -109,17 +127,52 @@ func checkNativeGatherQMM(t *testing.T, c nativeCase) {
 		}
 		return values(t, g, y)
 	}
+	half := c.xdt != Float32 && c.sdt != Float32 // mlx computes in c.xdt
+	if half {
+		// Bit for bit, and the kernel really ran (libmlx's own primitive
+		// is GatherQMM).
+		prev := setNativeGatherQMM(true)
+		y := g.GatherQMM(x, q, lhs, ids, true, c.sorted)
+		setNativeGatherQMM(prev)
+		if name := y.primitiveName(); name != "ArchgenGatherQMM" {
+			t.Fatalf("primitive %q, want archgen's", name)
+		}
+		if y.Dtype() != c.xdt {
+			t.Fatalf("dtype %s, want %s", y.Dtype(), c.xdt)
+		}
+		a, b := runBits(t, g, x, q, lhs, ids, c.sorted, true), runBits(t, g, x, q, lhs, ids, c.sorted, false)
+		for i := range b {
+			if a[i] != b[i] {
+				t.Fatalf("element %d (row %d, col %d): bits %#04x, libmlx's %#04x", i, i/N, i%N, a[i], b[i])
+			}
+		}
+		return
+	}
 	got, want := run(true), run(false)
 	tol := 1e-4 // float32 sums in another order
-	if c.xdt != Float32 && c.sdt != Float32 {
-		tol = 0 // mlx's own kernel: the same results
-	}
 	for i := range want {
 		d := math.Abs(float64(got[i] - want[i]))
 		if !(d <= tol*(1+math.Abs(float64(want[i])))) {
 			t.Fatalf("element %d (row %d, col %d): %g, want %g (libmlx)", i, i/N, i%N, got[i], want[i])
 		}
 	}
+}
+
+// runBits is gather_qmm's result as raw 16-bit values, with archgen's
+// kernel (native) or libmlx's.
+func runBits(t *testing.T, g *Graph, x *Array, q Quantized, lhs, ids *Array, sorted, native bool) []uint16 {
+	t.Helper()
+	prev := setNativeGatherQMM(native)
+	defer setNativeGatherQMM(prev)
+	y := g.GatherQMM(x, q, lhs, ids, true, sorted)
+	if err := g.Eval(y); err != nil {
+		t.Fatal(err)
+	}
+	v, err := y.Bits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // TestNativeGatherQMMSwitch checks that the switch turns the kernel off and
@@ -138,52 +191,154 @@ func TestNativeGatherQMMSwitch(t *testing.T) {
 	}
 }
 
+// TestNativeGatherQMMHalfModes checks that the half-precision mode of
+// quantized_matmul governs gather_qmm alike, on a bfloat16 input with
+// bfloat16 scales: HalfQMMLibmlx (ARCHGEN_MLX_NATIVE_QMM_HALF=0) gives
+// libmlx's own primitive; HalfQMMFloat32 (=f32) archgen's float32 kernel,
+// whose results are those of the same values in float32 (the input and
+// scales widened exactly) rounded once to bfloat16; HalfQMMExact (the
+// default) archgen's primitive in libmlx's arithmetic.
+func TestNativeGatherQMMHalfModes(t *testing.T) {
+	if !NativeGatherQMM() {
+		t.Skip("the native kernel is off here")
+	}
+	prev := setNativeQuantizedMatmulHalf(HalfQMMExact)
+	defer setNativeQuantizedMatmulHalf(prev)
+	const E, K, N = 8, 256, 42
+	g := NewGraph(nil)
+	defer g.Close()
+	x, idx := moeInputs(g, 11, 40, 2, E, K, BFloat16)
+	q := g.Quantize(g.Normal([]int{E, N, K}, Float32, 0, 0.2, g.RandomKey(12)), 64, 4)
+	q.Scales, q.Biases = g.AsType(q.Scales, BFloat16), g.AsType(q.Biases, BFloat16)
+	q32 := q
+	q32.Scales, q32.Biases = g.AsType(q.Scales, Float32), g.AsType(q.Biases, Float32)
+	if err := g.Eval(x, idx, q.Weight, q.Scales, q.Biases, q32.Scales, q32.Biases); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		mode int
+		prim string
+	}{{HalfQMMLibmlx, "GatherQMM"}, {HalfQMMFloat32, "ArchgenGatherQMM"}, {HalfQMMExact, "ArchgenGatherQMM"}} {
+		setNativeQuantizedMatmulHalf(m.mode)
+		y := g.GatherQMM(x, q, nil, idx, true, false)
+		if got := y.primitiveName(); got != m.prim || y.Dtype() != BFloat16 {
+			t.Fatalf("mode %d: primitive %q of %s, want %q of bfloat16", m.mode, got, y.Dtype(), m.prim)
+		}
+	}
+	setNativeQuantizedMatmulHalf(HalfQMMFloat32)
+	ours := g.GatherQMM(x, q, nil, idx, true, false)
+	f32 := g.AsType(g.GatherQMM(g.AsType(x, Float32), q32, nil, idx, true, false), BFloat16)
+	if err := g.Eval(ours, f32); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ours.Bits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f32.Bits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		if a[i] != b[i] {
+			t.Fatalf("element %d: bits %#04x, the float32 product rounded: %#04x", i, a[i], b[i])
+		}
+	}
+}
+
+// TestNativeGatherQMMBadIndex checks that a product whose expert index
+// lies outside the stack gets NaN rows from archgen's kernel, in float32
+// and in bfloat16 alike, rather than a read out of bounds, and that the
+// other products keep their values.
+func TestNativeGatherQMMBadIndex(t *testing.T) {
+	if !NativeGatherQMM() {
+		t.Skip("the native kernel is off here")
+	}
+	prev := setNativeQuantizedMatmulHalf(HalfQMMExact)
+	defer setNativeQuantizedMatmulHalf(prev)
+	const E, K, N = 4, 128, 24
+	for _, dt := range []Dtype{Float32, BFloat16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			g := NewGraph(nil)
+			defer g.Close()
+			x := g.AsType(g.Normal([]int{2, 1, 1, K}, Float32, 0, 1, g.RandomKey(21)), dt)
+			q := g.Quantize(g.AsType(g.Normal([]int{E, N, K}, Float32, 0, 0.2, g.RandomKey(22)), dt), 64, 4)
+			bad := FromSlice(g, []uint32{1, E + 3}, 2, 1)
+			good := FromSlice(g, []uint32{1, 1}, 2, 1)
+			y := g.GatherQMM(x, q, nil, bad, true, false)
+			ref := g.GatherQMM(x, q, nil, good, true, false)
+			if name := y.primitiveName(); name != "ArchgenGatherQMM" {
+				t.Fatalf("primitive %q, want archgen's", name)
+			}
+			if err := g.Eval(y, ref); err != nil {
+				t.Fatal(err)
+			}
+			got, want := values(t, g, y), values(t, g, ref)
+			for i := range got {
+				if i < N && got[i] != want[i] {
+					t.Fatalf("element %d of the good product: %g, want %g", i, got[i], want[i])
+				}
+				if i >= N && !math.IsNaN(float64(got[i])) {
+					t.Fatalf("element %d of the product with expert %d of %d: %g, want NaN", i, E+3, E, got[i])
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkGatherQMM times one expert layer's product, archgen's kernel
 // (native) beside libmlx's (libmlx), in one process, on OLMoE-1B-7B's
 // expert shape (64 experts of 1024 x 2048, the up projection; 8 experts
-// per token), 4-bit in groups of 64 with float32 scales: one token (a
-// decode step: 8 experts of one row) and 32 tokens sorted by expert as
-// mlx-lm sorts them (256 rows over the experts they hit).
+// per token), 4-bit in groups of 64: float32 input and scales, and
+// bfloat16 input and scales as mlx-community's checkpoints run (the
+// native side then in libmlx's bfloat16 arithmetic, the default
+// half-precision mode); one token (a decode step: 8 experts of one row)
+// and 32 tokens sorted by expert as mlx-lm sorts them (256 rows over the
+// experts they hit).
 func BenchmarkGatherQMM(b *testing.B) {
 	const E, N, K, k = 64, 1024, 2048, 8
-	for _, tokens := range []int{1, 32} {
-		for _, native := range []bool{true, false} {
-			name := fmt.Sprintf("tokens=%d/libmlx", tokens)
-			if native {
-				name = fmt.Sprintf("tokens=%d/native", tokens)
-			}
-			b.Run(name, func(b *testing.B) {
-				if native && !NativeGatherQMM() {
-					b.Skip("the native kernel is off here")
+	for _, dt := range []Dtype{Float32, BFloat16} {
+		for _, tokens := range []int{1, 32} {
+			for _, native := range []bool{true, false} {
+				side := "libmlx"
+				if native {
+					side = "native"
 				}
-				prev := setNativeGatherQMM(native)
-				defer setNativeGatherQMM(prev)
-				g := NewGraph(nil)
-				defer g.Close()
-				x, idx := moeInputs(g, 5, tokens, k, E, K, Float32)
-				q := g.Quantize(g.Normal([]int{E, N, K}, Float32, 0, 0.02, g.RandomKey(6)), 64, 4)
-				sorted := tokens*k >= 64
-				if sorted {
-					flat := g.Flatten(idx, 0, -1)
-					order := g.Argsort(flat, 0)
-					x = g.Take(g.Flatten(x, 0, -3), g.FloorDivide(order, g.Scalar(k, Int32)), 0)
-					idx = g.Take(flat, order, 0)
-				}
-				if err := g.Eval(x, idx, q.Weight, q.Scales, q.Biases); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					y := g.GatherQMM(x, q, nil, idx, true, sorted)
-					if err := g.Eval(y); err != nil {
+				b.Run(fmt.Sprintf("dtype=%s/tokens=%d/%s", dt, tokens, side), func(b *testing.B) {
+					if native && !NativeGatherQMM() {
+						b.Skip("the native kernel is off here")
+					}
+					prev := setNativeGatherQMM(native)
+					defer setNativeGatherQMM(prev)
+					prevHalf := setNativeQuantizedMatmulHalf(HalfQMMExact)
+					defer setNativeQuantizedMatmulHalf(prevHalf)
+					g := NewGraph(nil)
+					defer g.Close()
+					x, idx := moeInputs(g, 5, tokens, k, E, K, dt)
+					q := g.Quantize(g.AsType(g.Normal([]int{E, N, K}, Float32, 0, 0.02, g.RandomKey(6)), dt), 64, 4)
+					sorted := tokens*k >= 64
+					if sorted {
+						flat := g.Flatten(idx, 0, -1)
+						order := g.Argsort(flat, 0)
+						x = g.Take(g.Flatten(x, 0, -3), g.FloorDivide(order, g.Scalar(k, Int32)), 0)
+						idx = g.Take(flat, order, 0)
+					}
+					if err := g.Eval(x, idx, q.Weight, q.Scales, q.Biases); err != nil {
 						b.Fatal(err)
 					}
-					y.Free()
-				}
-				b.StopTimer() // not the freeing of the weights
-				sec := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(2*float64(tokens*k*N*K)/sec/1e9, "GFLOP/s")
-			})
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						y := g.GatherQMM(x, q, nil, idx, true, sorted)
+						if err := g.Eval(y); err != nil {
+							b.Fatal(err)
+						}
+						y.Free()
+					}
+					b.StopTimer() // not the freeing of the weights
+					sec := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(2*float64(tokens*k*N*K)/sec/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

@@ -40,10 +40,14 @@ func ClearCache() { C.mlxg_clear_cache() }
 func NativeQuantizedMatmul() bool { return C.mlxg_native_qmm() != 0 }
 
 // NativeGatherQMM reports whether GatherQMM runs this package's own CPU
-// kernel where it applies (float32 computation, transposed experts, affine
-// at 2 to 8 bits in groups of 32, 64 or 128, or mxfp4) rather than
-// libmlx's: true on x86-64 CPUs with AVX2, FMA, F16C and BMI2, unless the
-// environment sets ARCHGEN_MLX_NATIVE_QMM=0.
+// kernel where it applies (transposed experts, affine at 2 to 8 bits in
+// groups of 32, 64 or 128, or mxfp4) rather than libmlx's: true on x86-64
+// CPUs with AVX2, FMA, F16C and BMI2, unless the environment sets
+// ARCHGEN_MLX_NATIVE_QMM=0. Where mlx computes in bfloat16 or float16 (a
+// half-precision input with scales of its dtype, or mxfp4 with a
+// half-precision input), NativeQuantizedMatmulHalf's mode applies as for
+// QuantizedMatmul: by default the kernel does libmlx's arithmetic in that
+// dtype and equals its results bit for bit.
 func NativeGatherQMM() bool { return C.mlxg_native_gather_qmm() != 0 }
 
 // setNativeGatherQMM turns the kernel of NativeGatherQMM on or off (on only

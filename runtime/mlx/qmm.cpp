@@ -35,6 +35,7 @@ using archgen::micro;
 using archgen::MR;
 using archgen::NR;
 using archgen::pack_panel;
+using archgen::round_half;
 using archgen::transpose8_regs;
 using archgen::kind_of;
 using archgen::from_f32;
@@ -326,20 +327,6 @@ struct Job {
   int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
   bool half = false;  // libmlx's half-precision arithmetic (half_qmm_rows), in the kind sk
 };
-
-// Rounds each float32 lane to kind K (bfloat16 or float16, to nearest
-// even, as mlx's conversions do for finite values) and back.
-template <Kind K>
-__attribute__((target("avx2,fma,f16c"))) inline __m256 round_half(__m256 v) {
-  if constexpr (K == Kind::f16) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-  } else {
-    __m256i u = _mm256_castps_si256(v);
-    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    u = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
-    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-  }
-}
 
 // x W^T in half precision exactly as libmlx's CPU kernel computes it where
 // x and the scales are both bfloat16 or both float16 (its arithmetic type
@@ -891,6 +878,8 @@ extern "C" int mlxg_native_qmm(void) { return native_enabled() ? 1 : 0; }
 extern "C" int mlxg_native_qmm_half(void) { return native_enabled() ? half_mode().load() : 0; }
 
 extern "C" int mlxg_set_native_qmm_half(int mode) { return half_mode().exchange(mode); }
+
+int archgen_qmm_half_mode() { return half_mode().load(); }
 
 extern "C" int mlxg_native_qmv_int8(void) {
   return native_enabled() && int8_switch().load() != 0 ? 1 : 0;

@@ -28,11 +28,20 @@ std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& x,
                                                       const mlx::core::array& w,
                                                       mlx::core::Stream s);
 
+// How quantized products whose input and scales are both bfloat16 or both
+// float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's
+// kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0), 1 on the float32 kernels, the
+// result rounded once (=f32), 2 (the default) in libmlx's rounding, bit for
+// bit.
+int archgen_qmm_half_mode();
+
 // gather_qmm (mixture-of-experts products, see gqmm.cpp) as an array
 // computed by archgen's kernel where it applies: x86-64 CPUs with AVX2,
 // FMA, F16C and BMI2, a CPU stream, transpose, affine at 2, 3, 4, 5, 6 or
 // 8 bits in groups of 32, 64 or 128, or mxfp4; a computation mlx runs in
-// float32. Elsewhere mlx's own gather_qmm (returned as is), or nullopt
+// float32, or in bfloat16 or float16 (half-precision input with scales of
+// its dtype, or mxfp4 with half-precision input) as archgen_qmm_half_mode
+// says. Elsewhere mlx's own gather_qmm (returned as is), or nullopt
 // where the kernel is switched off (ARCHGEN_MLX_NATIVE_QMM=0, or
 // mlxg_set_native_gather_qmm) or the mode or sizes do not apply. Arguments
 // mlx refuses throw its error.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "mlx/primitives.h"
 #include "fastops.h"
 #include "qmm.h"
 
@@ -332,6 +333,10 @@ void mlxg_array_shape(mlxg_array a, int32_t* shape) {
 
 int mlxg_array_dtype(mlxg_array a) {
   return from_dtype(A(a).dtype());
+}
+
+const char* mlxg_array_primitive(mlxg_array a) {
+  return A(a).has_primitive() ? A(a).primitive().name() : "";
 }
 
 size_t mlxg_array_size(mlxg_array a) {

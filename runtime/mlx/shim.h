@@ -130,6 +130,8 @@ void mlxg_array_free_many(const mlxg_array* as, int n);
 int mlxg_array_ndim(mlxg_array a);
 void mlxg_array_shape(mlxg_array a, int32_t* shape);
 int mlxg_array_dtype(mlxg_array a);
+// The name of the primitive that computes a ("" for an array with none).
+const char* mlxg_array_primitive(mlxg_array a);
 size_t mlxg_array_size(mlxg_array a);
 size_t mlxg_array_nbytes(mlxg_array a);
 int mlxg_array_clone(mlxg_array* res, mlxg_array a, char** err);

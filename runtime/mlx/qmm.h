@@ -11,9 +11,9 @@
 // x W^T as an array computed by archgen's kernel, or nullopt where the
 // kernel does not apply (then mlx's quantized_matmul runs): a CPU without
 // AVX2, FMA and F16C, a GPU stream, modes but affine, bits but 4 and 8,
-// a computation mlx would not run in float32 (input and scales both of
-// half precision) unless ARCHGEN_MLX_NATIVE_QMM_HALF=1 (then float32 sums,
-// the result rounded to the dtype), shapes mlx would refuse. ARCHGEN_MLX_NATIVE_QMM=0 turns it off.
+// shapes mlx would refuse. Input and scales both of half precision run in
+// libmlx's own rounding, bit for bit, unless archgen_qmm_half_mode() says
+// otherwise. ARCHGEN_MLX_NATIVE_QMM=0 turns it off.
 std::optional<mlx::core::array> archgen_native_qmm(
     const mlx::core::array& x, const mlx::core::array& w, const mlx::core::array& scales,
     const std::optional<mlx::core::array>& biases, bool transpose, int group_size, int bits,

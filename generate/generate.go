@@ -386,8 +386,16 @@ func (r *run) queue(g *mlx.Graph, x *mlx.Array) (*mlx.Array, error) {
 		r.extend(g, g.Reshape(x, -1))
 		logits = r.s.penalize(g, logits, r.history)
 	}
-	logprobs := g.Subtract(logits, g.LogSumExp(logits, true, -1))
-	y := r.s.sample(g, logprobs)
+	var y *mlx.Array
+	if r.s.Temp == 0 && logits.Dtype() == mlx.Float32 {
+		// Greedy on float32 logits: the largest logit is the largest
+		// log-probability, so the normalization (an exp over the whole
+		// vocabulary each step) is left out. In half precision the
+		// subtraction rounds, and mlx-lm's pick is the rounded one.
+		y = g.Argmax(logits, -1, false)
+	} else {
+		y = r.s.sample(g, g.Subtract(logits, g.LogSumExp(logits, true, -1)))
+	}
 	if err := g.AsyncEval(y); err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}

@@ -26,6 +26,10 @@ func (s *Sampler) Penalizes() bool {
 // Context is how many of the last tokens the penalty looks at.
 func (s *Sampler) Context() int { return s.s.RepetitionContext }
 
+// Greedy reports whether Sample is an argmax (temperature 0), which the
+// largest logit decides as well as the largest log-probability.
+func (s *Sampler) Greedy() bool { return s.s.Temp == 0 }
+
 // Sample picks a token from logprobs [1, V] (the penalized logits less
 // their log-sum-exp): shape [1].
 func (s *Sampler) Sample(g *mlx.Graph, logprobs *mlx.Array) *mlx.Array {

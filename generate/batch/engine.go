@@ -608,6 +608,11 @@ func (e *Engine) draw(g *mlx.Graph, s *seq, logits *mlx.Array) (*mlx.Array, *mlx
 		recent := s.fed[max(0, len(s.fed)-s.sampler.Context()):]
 		logits = s.sampler.Penalize(g, logits, mlx.FromSlice(g, recent, len(recent)))
 	}
+	if !s.req.Logprobs && s.sampler.Greedy() && logits.Dtype() == mlx.Float32 {
+		// The argmax of float32 logits, without their normalization (as
+		// generate's loop does).
+		return g.AsType(g.Argmax(logits, -1, false), mlx.Int32), nil
+	}
 	logprobs := g.Subtract(logits, g.LogSumExp(logits, true, -1))
 	pick := g.AsType(s.sampler.Sample(g, logprobs), mlx.Int32)
 	if !s.req.Logprobs {

@@ -239,8 +239,16 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 					}
 				}
 				t.Logf("largest logit difference batched vs alone: %g", worst)
-				if worst > max(c.tol, kernelRounding) {
-					t.Errorf("logits differ from the sequences' own by up to %g (allowed %g)", worst, max(c.tol, kernelRounding))
+				tol := max(c.tol, kernelRounding)
+				if c.arch == "smollm2" && mlx.NativeISA() == mlx.ISAAVX512 {
+					// On AVX-512 the quantized products round x to 16 bits
+					// per group (qmv16.h): an x that differs in the last
+					// float32 place upstream may land a step away, 1/32767
+					// of its group's largest value.
+					tol = 1e-2
+				}
+				if worst > tol {
+					t.Errorf("logits differ from the sequences' own by up to %g (allowed %g)", worst, tol)
 				}
 			})
 		}

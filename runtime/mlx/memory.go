@@ -107,6 +107,25 @@ func SetNativeQMVInt8(on bool) bool {
 	return C.mlxg_set_native_qmv_int8(C.int(v)) != 0
 }
 
+// The instruction sets of NativeISA.
+const (
+	ISAAVX2   = 1
+	ISAAVX512 = 2
+)
+
+// NativeISA reports which instructions the native quantized kernel runs
+// (0 where NativeQuantizedMatmul is off): ISAAVX512 where the CPU and the
+// operating system run AVX-512 with VNNI, whose decode products (up to 8
+// rows of a float32 x against 4- or 8-bit W) quantize x to 16 bits per
+// group of W and sum the group's products in integers; ISAAVX2 otherwise,
+// or where ARCHGEN_MLX_ISA=avx2 asks for it.
+func NativeISA() int { return int(C.mlxg_native_isa()) }
+
+// SetNativeISA sets NativeISA for the whole process, at most to what this
+// machine runs, and returns the previous level; the tests use it to run
+// both paths.
+func SetNativeISA(level int) int { return int(C.mlxg_set_native_isa(C.int(level))) }
+
 // NativeFastOps reports whether RMSNorm, LayerNorm, RoPE and SDPA run this
 // package's own CPU kernels where they apply (float32, float16 and bfloat16
 // on the CPU) rather than libmlx's fallbacks composed of small ops: true on

@@ -20,6 +20,7 @@
 
 #include "cpukern.h"
 #include "panel.h"
+#include "qmv16.h"
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
@@ -326,7 +327,28 @@ struct Job {
   void* out;  // [M, N] of kind ok
   int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
   bool half = false;  // libmlx's half-precision arithmetic (half_qmm_rows), in the kind sk
+  const archgen::XQ16* xq = nullptr;  // x quantized for the AVX-512 integer path, where it runs
 };
+
+// Which instructions the native kernels use: kIsaAvx512 where the CPU and
+// the operating system run AVX-512 with VNNI (the 16-bit integer path for
+// the quantized products of decode, qmv16.h), kIsaAvx2 otherwise or where
+// ARCHGEN_MLX_ISA=avx2 asks for it (the float32 kernels, as before).
+constexpr int kIsaAvx2 = 1, kIsaAvx512 = 2;
+
+int isa_supported() {
+  static const int level = archgen::cpu_has_avx512_vnni() ? kIsaAvx512 : kIsaAvx2;
+  return level;
+}
+
+std::atomic<int>& isa_level() {
+  static std::atomic<int> level{[] {
+    const char* e = std::getenv("ARCHGEN_MLX_ISA");
+    if (e != nullptr && std::strcmp(e, "avx2") == 0) return kIsaAvx2;
+    return isa_supported();
+  }()};
+  return level;
+}
 
 // x W^T in half precision exactly as libmlx's CPU kernel computes it where
 // x and the scales are both bfloat16 or both float16 (its arithmetic type
@@ -498,6 +520,10 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     }
     return;
   }
+  if (j.xq != nullptr) {
+    archgen::qmv16_rows(*j.xq, j.w, j.scales, j.biases, j.sk, j.out, j.ok, j.N, n_lo, n_hi);
+    return;
+  }
   if (j.bits != 0 && j.M > 2 && j.M <= kDirectRows) {
     // Every row of x prepared as dot_rows reads it, then each row of W
     // against blocks of them.
@@ -658,8 +684,26 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
   }
 }
 
-void run_job(const Job& j) {
+void run_job(const Job& job) {
   auto& pool = Pool::get();
+  Job j = job;
+  if (!j.half && j.bits != 0 && isa_level().load() == kIsaAvx512 &&
+      !(j.bits == 4 && j.M <= 2 && int8_switch().load() != 0)) {
+    // On AVX-512 every product of a float32 x and a quantized W is that of
+    // x rounded to 16 bits per group of W: on integers for the rows of
+    // decode, x quantized once, here, for every task's rows of W; with the
+    // float32 kernels on the rounded x otherwise.
+    if (j.M <= kDirectRows && archgen::qmv16_fits(j.bits, j.group, j.K)) {
+      thread_local archgen::XQ16 xq;
+      archgen::qmv16_prepare(j.x, j.M, j.K, j.group, j.bits, xq);
+      j.xq = &xq;
+    } else {
+      thread_local std::vector<float> xr;
+      xr.resize(static_cast<size_t>(j.M) * j.K);
+      archgen::qmv16_round(j.x, j.M, j.K, j.group, xr.data());
+      j.x = xr.data();
+    }
+  }
   size_t work = static_cast<size_t>(j.M) * j.N * j.K;
   if (j.half) {
     work *= 16;  // about 16 times the operations per product of the float32 kernels
@@ -880,6 +924,12 @@ extern "C" int mlxg_native_qmm_half(void) { return native_enabled() ? half_mode(
 extern "C" int mlxg_set_native_qmm_half(int mode) { return half_mode().exchange(mode); }
 
 int archgen_qmm_half_mode() { return half_mode().load(); }
+
+extern "C" int mlxg_native_isa(void) { return native_enabled() ? isa_level().load() : 0; }
+
+extern "C" int mlxg_set_native_isa(int level) {
+  return isa_level().exchange(std::min(std::max(level, kIsaAvx2), isa_supported()));
+}
 
 extern "C" int mlxg_native_qmv_int8(void) {
   return native_enabled() && int8_switch().load() != 0 ? 1 : 0;

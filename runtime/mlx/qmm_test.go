@@ -15,10 +15,42 @@ import (
 // do not fill its blocks (1 to 8 take the packed values directly, 16 and 130
 // the dequantized tiles), output widths that are not a multiple of 4, and an
 // input that is a strided view.
+//
+// It runs once per instruction set this machine has (ISAs): on AVX-512
+// machines the AVX2 kernels too, forced with SetNativeISA.
 func TestNativeQuantizedMatmul(t *testing.T) {
 	if !NativeQuantizedMatmul() {
 		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
+	for _, isa := range ISAs(t) {
+		t.Run(isa.Name, func(t *testing.T) {
+			prev := SetNativeISA(isa.Level)
+			defer SetNativeISA(prev)
+			testNativeQuantizedMatmul(t)
+		})
+	}
+}
+
+// An instruction set of the native kernels, for tests that run each.
+type ISA struct {
+	Name  string
+	Level int
+}
+
+// ISAs lists the instruction sets this machine runs (AVX2, and AVX-512
+// where NativeISA reports it); on one without AVX-512 it says so in the
+// test's log, so that a run's output shows which paths it covered.
+func ISAs(t testing.TB) []ISA {
+	out := []ISA{{"avx2", ISAAVX2}}
+	if NativeISA() == ISAAVX512 {
+		out = append(out, ISA{"avx512", ISAAVX512})
+	} else {
+		t.Logf("this machine does not run AVX-512 with VNNI (or ARCHGEN_MLX_ISA=avx2): its path is not covered here")
+	}
+	return out
+}
+
+func testNativeQuantizedMatmul(t *testing.T) {
 	for _, bits := range []int{4, 8} {
 		for _, group := range []int{32, 64, 128} {
 			for _, dt := range [][2]Dtype{{Float32, Float32}, {Float32, Float16}, {Float32, BFloat16},
@@ -115,9 +147,14 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 	case Float16:
 		ud = math.Ldexp(1, -11)
 	}
-	var slack []float64 // per element: what quantizing x to 8 bits may add
-	if bits == 4 && m <= 2 && NativeQMVInt8() {
-		slack = int8Slack(t, g, x, wq, m, n, k)
+	var slack []float64 // per element: what quantizing x to integers may add
+	int8 := bits == 4 && m <= 2 && NativeQMVInt8()
+	switch {
+	case int8:
+		slack = quantSlack(t, g, x, wq, m, n, k, 32, 127)
+	case NativeISA() == ISAAVX512 && (odt == Float32 || NativeQuantizedMatmulHalf() == HalfQMMFloat32):
+		// Every row count rounds x to 16 bits per group of W on AVX-512.
+		slack = quantSlack(t, g, x, wq, m, n, k, group, 32767)
 	}
 	differs := false
 	for i := range wv {
@@ -131,18 +168,19 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 			t.Fatalf("element %d (row %d, col %d): %g, want %g (bound %g)", i, i/n, i%n, gv[i], wv[i], bound)
 		}
 	}
-	if slack != nil && !differs {
+	if int8 && !differs {
 		// The integer path must not be the float one under another name.
 		t.Fatalf("the 8-bit integer path gave the float32 products to 1e-4; is it running?")
 	}
 }
 
-// int8Slack bounds, per output, how far quantizing x to 8 bits per block of
-// 32 values can move x W^T: each x value moves by at most half its block's
-// step (the block's largest magnitude over 127), so an output moves by at
-// most the sum over blocks of half the step times the block's sum of |W|,
-// with 1e-6 of it for the float32 arithmetic of the step and the scaling.
-func int8Slack(t *testing.T, g *Graph, x, wq *Array, m, n, k int) []float64 {
+// quantSlack bounds, per output, how far quantizing x to integers per
+// block of values (levels steps on either side of zero, the step the
+// block's largest magnitude over levels) can move x W^T: each x value
+// moves by at most half its block's step, so an output moves by at most
+// the sum over blocks of half the step times the block's sum of |W|, with
+// 1e-6 of it for the float32 arithmetic of the step and the scaling.
+func quantSlack(t *testing.T, g *Graph, x, wq *Array, m, n, k, block int, levels float64) []float64 {
 	t.Helper()
 	xv, err := g.AsType(x, Float32).Float32s()
 	if err != nil {
@@ -156,13 +194,13 @@ func int8Slack(t *testing.T, g *Graph, x, wq *Array, m, n, k int) []float64 {
 	for r := 0; r < m; r++ {
 		for c := 0; c < n; c++ {
 			s := 0.0
-			for b := 0; b < k; b += 32 {
+			for b := 0; b < k; b += block {
 				amax, wsum := 0.0, 0.0
-				for i := b; i < b+32; i++ {
+				for i := b; i < b+block; i++ {
 					amax = math.Max(amax, math.Abs(float64(xv[r*k+i])))
 					wsum += math.Abs(float64(wv[c*k+i]))
 				}
-				s += amax / 127 / 2 * wsum
+				s += amax / levels / 2 * wsum
 			}
 			out[r*n+c] = s * (1 + 1e-6)
 		}
@@ -393,5 +431,47 @@ func BenchmarkQuantizedMatmul(b *testing.B) {
 				b.ReportMetric(2*float64(m*n*k)/sec/1e9, "GFLOP/s")
 			}
 		})
+	}
+}
+
+// TestQMV16IsItsOwnPath checks that on an AVX-512 machine the decode
+// products do run on the 16-bit integer path: the same product under each
+// instruction set must differ somewhere (the integers round x, the float32
+// kernels do not) while both stay within checkQMM's bounds.
+func TestQMV16IsItsOwnPath(t *testing.T) {
+	if NativeISA() != ISAAVX512 {
+		t.Skip("this machine does not run AVX-512 with VNNI (or ARCHGEN_MLX_ISA=avx2)")
+	}
+	for _, bits := range []int{4, 8} {
+		for _, group := range []int{32, 64, 128} {
+			t.Run(fmt.Sprintf("b%d_g%d", bits, group), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				k1, k2 := g.RandomSplit(g.RandomKey(uint64(bits + group)))
+				q := g.Quantize(g.Normal([]int{64, 512}, Float32, 0, 0.2, k1), group, bits)
+				x := g.Normal([]int{2, 512}, Float32, 0, 1, k2)
+				if err := g.Eval(x, q.Weight, q.Scales, q.Biases); err != nil {
+					t.Fatal(err)
+				}
+				var outs [2][]float32
+				for i, level := range []int{ISAAVX512, ISAAVX2} {
+					prev := SetNativeISA(level)
+					y := g.QuantizedMatmul(x, q, true)
+					v, err := y.Float32s()
+					SetNativeISA(prev)
+					if err != nil {
+						t.Fatal(err)
+					}
+					outs[i] = v
+				}
+				same := true
+				for i := range outs[0] {
+					same = same && outs[0][i] == outs[1][i]
+				}
+				if same {
+					t.Fatalf("the AVX-512 path gave the AVX2 kernel's float32 results bit for bit; is it running?")
+				}
+			})
+		}
 	}
 }

@@ -326,6 +326,16 @@ int mlxg_set_native_qmm_half(int mode);
 int mlxg_native_qmv_int8(void);
 int mlxg_set_native_qmv_int8(int on);
 
+// The instructions the native quantized kernel uses where mlxg_native_qmm
+// is 1 (0 where it is not): 2 where the CPU and the operating system run
+// AVX-512 with VNNI, for the quantized products of up to 8 rows of a
+// float32 x on 16-bit integers (qmv16.h); 1 for AVX2 and its float32
+// kernels, also where ARCHGEN_MLX_ISA=avx2 asks for them.
+// mlxg_set_native_isa sets the level, at most what the machine runs, and
+// returns the previous one.
+int mlxg_native_isa(void);
+int mlxg_set_native_isa(int level);
+
 // Whether rms_norm, layer_norm, rope and sdpa run archgen's CPU kernels
 // (fastops.cpp) where they apply: 1 on x86-64 CPUs with AVX2, FMA and F16C
 // unless ARCHGEN_MLX_NATIVE_FAST=0. mlxg_set_native_fast turns them on or

@@ -171,8 +171,16 @@ func TestShardedStack(t *testing.T) {
 				if got.Err != "" {
 					t.Fatalf("rank %d: %s\n%s", r.Rank, got.Err, r.Stderr)
 				}
+				tol := 1e-5
+				if quant && mlx.NativeISA() == mlx.ISAAVX512 {
+					// The 4-bit products round x to 16 bits per group on
+					// AVX-512 (qmv16.h): sums of another order upstream
+					// may land an x a step (1/32767 of its group's
+					// largest value) away.
+					tol = 1e-4
+				}
 				for what, out := range map[string][]float32{"from the files": got.Out, "from tensors": got.OutTensors} {
-					if d := relDiff(out, want); d > 1e-5 {
+					if d := relDiff(out, want); d > tol {
 						t.Errorf("rank %d, %s: %.3g of the scale from one process's output", r.Rank, what, d)
 					}
 				}

@@ -1,0 +1,63 @@
+// The quantized matrix-vector product on 16-bit integers, for decode: the
+// AVX-512 path of the native quantized linear layer (qmm.cpp) where this
+// machine runs AVX-512 with VNNI.
+//
+// Each row of x is quantized per group of W (the group's largest magnitude
+// over 32767 is its step, values rounded to nearest), the products of a
+// group's 4- or 8-bit weights and 16-bit values are summed exactly in
+// 32-bit integers (vpdpwssd), and each group's sum is scaled by x's step
+// times W's scale; the bias term takes the float32 sums of x, as the float
+// kernels do, of the rounded x. An x value moves by at most half its group's step, 1/65534
+// of the group's largest magnitude, so an output moves by at most the sum
+// over groups of that half step times the group's sum of |W|: about 258
+// times less than x quantized to 8 bits per block of 32, as llama.cpp's
+// kernels do.
+#ifndef ARCHGEN_MLX_QMV16_H
+#define ARCHGEN_MLX_QMV16_H
+
+#include <cstdint>
+#include <vector>
+
+#include "cpukern.h"
+
+namespace archgen {
+
+// Rows of x quantized for qmv16_rows.
+struct XQ16 {
+  int M = 0, K = 0, group = 0, bits = 0;
+  // [M, K]: for 4 bits, in each chunk of 64 values the 32 even ones and
+  // then the 32 odd ones (the low and high nibbles of 32 packed bytes);
+  // for 8 bits, in order.
+  std::vector<int16_t> q;
+  std::vector<float> step;  // [M, K / group]
+  std::vector<float> sum;   // [M, K / group]: the float32 sums of x
+};
+
+// Whether the integer path takes W of this shape: 4 or 8 bits, groups of
+// 32, 64 or 128, and K a multiple of 64. (qmv16_round takes any K that is
+// a multiple of the group.)
+bool qmv16_fits(int bits, int group, int K);
+
+// Quantizes M rows of K float32 values (x[m * K + k]) into out.
+void qmv16_prepare(const float* x, int M, int K, int group, int bits, XQ16& out);
+
+// x (M rows of K values) rounded to the grid qmv16_prepare puts it on,
+// as float32, into out: where the integer path does not run (more rows of
+// x, a K it does not take), the float32 kernels multiply this x, so that a
+// product does not depend on how many rows were computed with it.
+void qmv16_round(const float* x, int M, int K, int group, float* out);
+
+// out[m, n] = sum_k x[m, k] W[n, k] for every row m of x and the rows
+// [n_lo, n_hi) of W (packed as mlx packs it, scales and biases of kind sk
+// [N, K / group]), stored as kind ok into out [M, N]. A result does not
+// depend on the other rows of x or W computed beside it.
+void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
+                void* out, Kind ok, int N, int n_lo, int n_hi);
+
+// Whether this machine runs the AVX-512 instructions the integer path uses
+// (F, BW, VL and VNNI, with the operating system saving their registers).
+bool cpu_has_avx512_vnni();
+
+}  // namespace archgen
+
+#endif

@@ -29,6 +29,9 @@
 
 namespace mx = mlx::core;
 
+// The instruction level of the native kernels (qmm.cpp): 2 for AVX-512.
+int archgen_isa_level();
+
 namespace {
 
 using archgen::from_f32;
@@ -471,6 +474,90 @@ __attribute__((target("avx2,fma,f16c"))) void softmax_row(float* s, int n, const
   for (; j < n; j++) s[j] = round_to(s[j] * norm, t);
 }
 
+// attend for float32 without a mask array, on AVX-512: the REP query
+// heads of one KV head's group together, so that each key and value row is
+// read once for all of them, and each head's output (NV vectors of 16) is
+// kept in registers across the keys. The scores and the softmax are
+// attend's; the weighted sum adds the same products per key in the same
+// order, in lanes of 16 rather than 8.
+template <int REP, int NV>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_group512(
+    const AttnJob& j, int b, int h0, int l0, int l1, const float* kp, size_t kld, const float* vp,
+    size_t vld) {
+  thread_local std::vector<float> qf, sc;
+  qf.resize(static_cast<size_t>(REP) * j.D);
+  sc.resize(static_cast<size_t>(REP) * j.S);
+  for (int l = l0; l < l1; l++) {
+    int n = j.S;
+    if (j.causal) n = std::min(l + j.S - j.L + 1, j.S);
+    for (int r = 0; r < REP; r++) {
+      float* q = qf.data() + r * j.D;
+      gather_f32(q, j.q.p + (b * j.q.s[0] + (h0 + r) * j.q.s[1] + l * j.q.s[2]) * 4, j.q.s[3],
+                 j.D, Kind::f32);
+      for (int d = 0; d < j.D; d += 16) {
+        _mm512_storeu_ps(q + d, _mm512_mul_ps(_mm512_loadu_ps(q + d), _mm512_set1_ps(j.scale)));
+      }
+    }
+    for (int s = 0; s < n; s++) {
+      const float* k = kp + s * kld;
+      __m512 a[REP];
+#pragma GCC unroll 4
+      for (int r = 0; r < REP; r++) a[r] = _mm512_setzero_ps();
+      for (int d = 0; d < j.D; d += 16) {
+        const __m512 kv = _mm512_loadu_ps(k + d);
+#pragma GCC unroll 4
+        for (int r = 0; r < REP; r++) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qf.data() + r * j.D + d), kv, a[r]);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < REP; r++) sc[r * j.S + s] = _mm512_reduce_add_ps(a[r]);
+    }
+    __m512 acc[REP][NV];
+#pragma GCC unroll 4
+    for (int r = 0; r < REP; r++) {
+      float sink = j.sinks != nullptr ? load1(j.sinks, h0 + r, Kind::f32) : 0.0f;
+      softmax_row(sc.data() + r * j.S, n, j.sinks != nullptr ? &sink : nullptr, Kind::f32);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; c++) acc[r][c] = _mm512_setzero_ps();
+    }
+    for (int s = 0; s < n; s++) {
+      const float* v = vp + s * vld;
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; c++) {
+        const __m512 vv = _mm512_loadu_ps(v + 16 * c);
+#pragma GCC unroll 4
+        for (int r = 0; r < REP; r++) {
+          acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(sc[r * j.S + s]), vv, acc[r][c]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < REP; r++) {
+      float* o = static_cast<float*>(j.out) + ((static_cast<size_t>(b) * j.Hq + h0 + r) * j.L + l) * j.Dv;
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; c++) _mm512_storeu_ps(o + 16 * c, acc[r][c]);
+    }
+  }
+}
+
+// Runs attend_group512 where it applies (true), for groups of up to 4
+// heads and value rows of 64 or 128.
+bool attend_fast(const AttnJob& j, int b, int h0, int rep, int l0, int l1, const float* kp,
+                 size_t kld, const float* vp, size_t vld) {
+  if (archgen_isa_level() != 2 || j.t != Kind::f32 || j.has_mask || j.D % 16 != 0 ||
+      (j.causal && l0 + j.S - j.L + 1 <= 0)) {
+    return false;
+  }
+#define ARCHGEN_GROUP(R, V) \
+  if (rep == R && j.Dv == 16 * V) { \
+    attend_group512<R, V>(j, b, h0, l0, l1, kp, kld, vp, vld); \
+    return true; \
+  }
+  ARCHGEN_GROUP(1, 4) ARCHGEN_GROUP(2, 4) ARCHGEN_GROUP(3, 4) ARCHGEN_GROUP(4, 4)
+  ARCHGEN_GROUP(1, 8) ARCHGEN_GROUP(2, 8)
+#undef ARCHGEN_GROUP
+  return false;
+}
+
 // The rows [l0, l1) of queries of heads [h0, h1) (one KV head's group) of
 // batch row b.
 __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, int hkv, int l0,
@@ -507,6 +594,9 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
     vp = vf.data();
     kld = j.D;
     vld = j.Dv;
+  }
+  if (attend_fast(j, b, h0, rep, l0, l1, kp, kld, vp, vld)) {
+    return;
   }
   qf.resize(j.D);
   sc.resize(j.S);

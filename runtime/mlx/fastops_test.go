@@ -201,8 +201,23 @@ func TestNativeRoPE(t *testing.T) {
 	}
 }
 
+// TestNativeSDPA checks the attention kernel against libmlx's for every
+// dtype and the shapes and masks the forward passes build. It runs once
+// per instruction set this machine has: on AVX-512 machines,
+// float32 attention without a mask array runs each KV head's group of query
+// heads together (attend_group512), and the AVX2 kernel is forced too.
 func TestNativeSDPA(t *testing.T) {
 	needFast(t)
+	for _, isa := range ISAs(t) {
+		t.Run(isa.Name, func(t *testing.T) {
+			prev := SetNativeISA(isa.Level)
+			defer SetNativeISA(prev)
+			testNativeSDPA(t)
+		})
+	}
+}
+
+func testNativeSDPA(t *testing.T) {
 	for _, dt := range fastDtypes {
 		for _, c := range []struct {
 			name      string
@@ -215,6 +230,8 @@ func TestNativeSDPA(t *testing.T) {
 			{"decode", 1, 9, 3, 1, 256, 64, "", false, true},
 			{"decode_long", 1, 9, 3, 1, 2048, 64, "", false, true},
 			{"decode_mha", 1, 4, 4, 1, 33, 128, "", false, false},
+			{"decode_group4", 1, 8, 2, 1, 70, 64, "", false, false},
+			{"decode_mqa_d128", 1, 2, 1, 1, 45, 128, "", false, true},
 			{"prefill_causal", 1, 9, 3, 37, 37, 64, "causal", false, false},
 			{"chunk_causal", 2, 4, 2, 16, 40, 64, "causal", false, true},
 			{"more_queries_causal", 1, 2, 1, 5, 3, 32, "causal", false, false},

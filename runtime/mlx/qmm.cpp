@@ -925,6 +925,8 @@ extern "C" int mlxg_set_native_qmm_half(int mode) { return half_mode().exchange(
 
 int archgen_qmm_half_mode() { return half_mode().load(); }
 
+int archgen_isa_level() { return native_enabled() ? isa_level().load() : 0; }
+
 extern "C" int mlxg_native_isa(void) { return native_enabled() ? isa_level().load() : 0; }
 
 extern "C" int mlxg_set_native_isa(int level) {

@@ -72,6 +72,15 @@ ARCHGEN_AVX512 void group_factors(const XQ16& x, int m, const void* scales, cons
   }
 }
 
+// The 32 bytes of chunk c of row r of W widened to 16-bit words; on even
+// chunks it also asks for the bytes PF ahead (a 64-byte line holds two
+// chunks).
+ARCHGEN_AVX512 inline __m512i chunk_words(const uint8_t* w0, size_t row_bytes, int r, int c) {
+  const uint8_t* p = w0 + r * row_bytes + c * 32;
+  if (c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + PF), _MM_HINT_T1);
+  return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // res[r] = sum over groups of dsc[r][g] times the integer dot product of
 // the group's 4-bit weights in row n + r with x's 16-bit values, for R rows
 // of W (row_bytes apart from w0) at once: x's values are loaded once for
@@ -94,9 +103,7 @@ ARCHGEN_AVX512 void dot4(const int16_t* xq, const uint8_t* w0, size_t row_bytes,
       const __m512i xh = _mm512_loadu_si512(xq + c * 64 + 32);
       #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
-        if (c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(w0 + r * row_bytes + c * 32 + PF), _MM_HINT_T1);
-        const __m512i wv = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + r * row_bytes + c * 32)));
+        const __m512i wv = chunk_words(w0, row_bytes, r, c);
         __m512i acc = _mm512_madd_epi16(_mm512_and_si512(wv, m4), xl);
         acc = _mm512_dpwssd_epi32(acc, _mm512_srli_epi16(wv, 4), xh);
         double pair;
@@ -117,9 +124,7 @@ ARCHGEN_AVX512 void dot4(const int16_t* xq, const uint8_t* w0, size_t row_bytes,
         const __m512i xh = _mm512_loadu_si512(xq + c * 64 + 32);
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-          if (c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(w0 + r * row_bytes + c * 32 + PF), _MM_HINT_T1);
-          const __m512i wv = _mm512_cvtepu8_epi16(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + r * row_bytes + c * 32)));
+          const __m512i wv = chunk_words(w0, row_bytes, r, c);
           a0[r] = _mm512_dpwssd_epi32(a0[r], _mm512_and_si512(wv, m4), xl);
           a1[r] = _mm512_dpwssd_epi32(a1[r], _mm512_srli_epi16(wv, 4), xh);
         }
@@ -152,9 +157,7 @@ ARCHGEN_AVX512 void dot8(const int16_t* xq, const uint8_t* w0, size_t row_bytes,
       const __m512i xv = _mm512_loadu_si512(xq + c * 32);
       #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
-        _mm_prefetch(reinterpret_cast<const char*>(w0 + r * row_bytes + c * 32 + PF), _MM_HINT_T1);
-        const __m512i wv = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + r * row_bytes + c * 32)));
+        const __m512i wv = chunk_words(w0, row_bytes, r, c);
         a[r] = _mm512_dpwssd_epi32(a[r], wv, xv);
       }
     }

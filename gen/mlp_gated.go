@@ -6,14 +6,15 @@ import "github.com/dave/jennifer/jen"
 // (erf) GELU, or the tanh-approximate GELU.
 
 type gatedMLP struct {
-	act  string // the Graph method
+	act  string // the Graph method of the activation
+	glu  string // the Graph method of act(gate) * up as one op, if there is one
 	what string
 }
 
 func init() {
-	registerMLP("swiglu", gatedMLP{"SiLU", "the SwiGLU feed-forward block: down(silu(gate(x)) * up(x))"})
-	registerMLP("gelu_gated", gatedMLP{"GELU", "the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)), exact (erf) GELU"})
-	registerMLP("gelu_tanh_gated", gatedMLP{"GELUApprox", "the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)), tanh-approximate GELU"})
+	registerMLP("swiglu", gatedMLP{"SiLU", "SwiGLU", "the SwiGLU feed-forward block: down(silu(gate(x)) * up(x))"})
+	registerMLP("gelu_gated", gatedMLP{"GELU", "", "the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)), exact (erf) GELU"})
+	registerMLP("gelu_tanh_gated", gatedMLP{"GELUApprox", "", "the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)), tanh-approximate GELU"})
 }
 
 func (k gatedMLP) doc() string { return k.what }
@@ -30,8 +31,16 @@ func (k gatedMLP) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
 	return []jen.Code{
 		jen.Id("gate").Op(":=").Add(proj(0, jen.Id("x"))).Comment("[B, L, intermediate]"),
 		jen.Id("up").Op(":=").Add(proj(1, jen.Id("x"))).Comment("[B, L, intermediate]"),
-		jen.Return(proj(2, call("Multiply", call(k.act, jen.Id("gate")), jen.Id("up")))),
+		jen.Return(proj(2, k.gated(jen.Id("gate"), jen.Id("up")))),
 	}
+}
+
+// gated spells act(gate) * up.
+func (k gatedMLP) gated(gate, up jen.Code) *jen.Statement {
+	if k.glu != "" {
+		return call(k.glu, gate, up)
+	}
+	return call("Multiply", call(k.act, gate), up)
 }
 
 func (gatedMLP) shardParts() []shardPart {

@@ -58,5 +58,5 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	gate := p.CFC0.Apply(g, x) // [B, L, intermediate]
 	up := p.CFC1.Apply(g, x)   // [B, L, intermediate]
-	return p.CProj.Apply(g, g.Multiply(g.SiLU(gate), up))
+	return p.CProj.Apply(g, g.SwiGLU(gate, up))
 }

@@ -80,5 +80,5 @@ func (p *MLP) sparse(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 func (p *MLP) dense(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	gate := p.GateProj.Apply(g, x) // [B, L, intermediate]
 	up := p.UpProj.Apply(g, x)     // [B, L, intermediate]
-	return p.DownProj.Apply(g, g.Multiply(g.SiLU(gate), up))
+	return p.DownProj.Apply(g, g.SwiGLU(gate, up))
 }

@@ -62,5 +62,5 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 // projection: down(silu(gate) * up).
 func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	gu := g.Split(p.GateUpProj.Apply(g, x), 2, -1) // gate, up: [B, L, intermediate] each
-	return p.DownProj.Apply(g, g.Multiply(g.SiLU(gu[0]), gu[1]))
+	return p.DownProj.Apply(g, g.SwiGLU(gu[0], gu[1]))
 }

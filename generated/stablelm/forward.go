@@ -60,5 +60,5 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	gate := p.GateProj.Apply(g, x) // [B, L, intermediate]
 	up := p.UpProj.Apply(g, x)     // [B, L, intermediate]
-	return p.DownProj.Apply(g, g.Multiply(g.SiLU(gate), up))
+	return p.DownProj.Apply(g, g.SwiGLU(gate, up))
 }

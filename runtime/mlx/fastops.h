@@ -1,5 +1,5 @@
-// archgen's CPU kernels for rms_norm, layer_norm, rope and scaled-dot-product
-// attention (fastops.cpp), used by the shim's fast ops where they apply.
+// archgen's CPU kernels for rms_norm, layer_norm, rope, scaled-dot-product
+// attention and SiLU (fastops.cpp), used by the shim's fast ops where they apply.
 #ifndef ARCHGEN_MLX_FASTOPS_H
 #define ARCHGEN_MLX_FASTOPS_H
 
@@ -34,5 +34,11 @@ std::optional<mlx::core::array> archgen_native_sdpa(
     const mlx::core::array& q, const mlx::core::array& k, const mlx::core::array& v, float scale,
     const std::string& mask_mode, const std::optional<mlx::core::array>& mask,
     const std::optional<mlx::core::array>& sinks, mlx::core::Stream s);
+
+// silu(gate) (up absent) or silu(gate) * up, float32 only, equal to
+// libmlx's gate * sigmoid(gate) (times up) bit for bit; up has gate's shape.
+std::optional<mlx::core::array> archgen_native_silu(const mlx::core::array& gate,
+                                                    const std::optional<mlx::core::array>& up,
+                                                    mlx::core::Stream s);
 
 #endif

@@ -377,3 +377,83 @@ func TestNativeRoPETable(t *testing.T) {
 	})
 	compareFast(t, native, fallback, fastTol(Float32))
 }
+
+// TestNativeSwiGLU checks SiLU and SwiGLU's one-op kernel against libmlx's
+// x * sigmoid(x) (times up) bit for bit, under each instruction set: random
+// values at several scales, lengths that leave a tail, views whose rows or
+// last axis are strided, and the special values of its exp (the cutoffs at
+// +-88, the points where x log2(e) lies on a half, infinities, NaN, -0).
+func TestNativeSwiGLU(t *testing.T) {
+	needFast(t)
+	special := []float32{0, float32(math.Copysign(0, -1)), 88, -88, 87.99999, -87.99999, 88.00001, -88.00001,
+		100, -100, 1e30, -1e30, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		1e-30, -1e-30, 1e-45, -1e-45}
+	for k := 0; k < 64; k++ {
+		// x log2(e) near k + 1/2, where rounding to the exponent turns.
+		x := (float32(k) + 0.5) / 1.442695
+		for _, v := range []float32{x, math.Nextafter32(x, 0), math.Nextafter32(x, 200)} {
+			special = append(special, v, -v)
+		}
+	}
+	for _, isa := range ISAs(t) {
+		t.Run(isa.Name, func(t *testing.T) {
+			prev := SetNativeISA(isa.Level)
+			defer SetNativeISA(prev)
+			cases := []struct {
+				name  string
+				build func(g *Graph) (gate, up *Array)
+			}{
+				{"decode", func(g *Graph) (*Array, *Array) {
+					return g.MultiplyScalar(randn(g, 1, Float32, 1, 1, 1536), 4), randn(g, 2, Float32, 1, 1, 1536)
+				}},
+				{"tail", func(g *Graph) (*Array, *Array) {
+					return g.MultiplyScalar(randn(g, 3, Float32, 3, 5, 37), 30), randn(g, 4, Float32, 3, 5, 37)
+				}},
+				{"prefill", func(g *Graph) (*Array, *Array) {
+					return g.MultiplyScalar(randn(g, 5, Float32, 2, 96, 1024), 8), randn(g, 6, Float32, 2, 96, 1024)
+				}},
+				{"special", func(g *Graph) (*Array, *Array) {
+					n := len(special)
+					return FromSlice(g, special, n), randn(g, 7, Float32, n)
+				}},
+				{"transposed", func(g *Graph) (*Array, *Array) {
+					return g.Transpose(g.MultiplyScalar(randn(g, 8, Float32, 40, 24), 6), 1, 0),
+						g.Transpose(randn(g, 9, Float32, 40, 24), 1, 0)
+				}},
+				{"halves", func(g *Graph) (*Array, *Array) {
+					gu := g.MultiplyScalar(randn(g, 10, Float32, 2, 3, 2*50), 5)
+					return g.Slice(gu, []int{0, 0, 0}, []int{2, 3, 50}), g.Slice(gu, []int{0, 0, 50}, []int{2, 3, 100})
+				}},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					for _, gated := range []bool{true, false} {
+						native, fallback, _ := withFast(t, func(g *Graph) *Array {
+							gate, up := c.build(g)
+							var y *Array
+							if gated {
+								y = g.SwiGLU(gate, up)
+							} else {
+								y = g.SiLU(gate)
+							}
+							if NativeFastOps() {
+								want := map[bool]string{true: "ArchgenSwiGLU", false: "ArchgenSiLU"}[gated]
+								if name := y.primitiveName(); name != want {
+									t.Fatalf("the op is %q, not %s", name, want)
+								}
+							}
+							return y
+						})
+						for i := range fallback {
+							a, b := native[i], fallback[i]
+							if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+								t.Fatalf("gated %v, element %d: %g (%#x), libmlx's %g (%#x)", gated, i, a,
+									math.Float32bits(a), b, math.Float32bits(b))
+							}
+						}
+					}
+				})
+			}
+		})
+	}
+}

@@ -153,6 +153,16 @@ func (g *Graph) Expm1(a *Array) *Array { return g.Unary(OpExpm1, a) }
 // SiLU is x * sigmoid(x).
 func (g *Graph) SiLU(x *Array) *Array { return g.Unary(OpSiLU, x) }
 
+// SwiGLU is silu(gate) * up, the product broadcasting as Multiply's. On
+// the CPU with float32 arrays of one shape it is a single op whose result
+// equals the two ops' bit for bit.
+func (g *Graph) SwiGLU(gate, up *Array) *Array {
+	if !g.ok("swiglu", gate, up) {
+		return g.bad
+	}
+	return g.done("swiglu", C.mlxg_swiglu(g.res0(), gate.c, up.c, g.s.c, g.errp()))
+}
+
 // GELU is the exact GELU, x * (1 + erf(x / sqrt 2)) / 2.
 func (g *Graph) GELU(x *Array) *Array { return g.Unary(OpGELU, x) }
 

@@ -166,6 +166,9 @@ mx::array unary(int op, const mx::array& a, mx::Stream s) {
     case MLXG_LOGICAL_NOT: return mx::logical_not(a, s);
     case MLXG_SILU:
       // x * sigmoid(x)
+      if (auto y = archgen_native_silu(a, std::nullopt, s)) {
+        return *y;
+      }
       return mx::multiply(a, mx::sigmoid(a, s), s);
     case MLXG_GELU: {
       // x * (1 + erf(x / sqrt(2))) / 2
@@ -732,6 +735,18 @@ int mlxg_gather_qmm(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scal
     } else {
       *res = wrap(mx::gather_qmm(A(x), A(w), A(scales), opt(biases), opt(lhs), opt(rhs),
                                  transpose, group_size, bits, mode, std::nullopt, sorted, st));
+    }
+  })
+}
+
+int mlxg_swiglu(mlxg_array* res, mlxg_array gate, mlxg_array up, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_silu(A(gate), A(up), st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      auto g = A(gate);
+      *res = wrap(mx::multiply(mx::multiply(g, mx::sigmoid(g, st), st), A(up), st));
     }
   })
 }

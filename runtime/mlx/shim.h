@@ -254,6 +254,8 @@ int mlxg_gather_qmm(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scal
                     char** err);
 
 // Fast kernels. Optional arrays pass ctx == NULL.
+// silu(gate) * up (gate and up of one shape).
+int mlxg_swiglu(mlxg_array* res, mlxg_array gate, mlxg_array up, mlxg_stream s, char** err);
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
                   char** err);
 int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array bias,

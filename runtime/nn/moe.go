@@ -95,7 +95,7 @@ func (s *SwitchGLU) Apply(g *mlx.Graph, x, idx *mlx.Array) *mlx.Array {
 		glu := g.Multiply(gate, g.Sigmoid(g.MultiplyScalar(gate, s.Alpha)))
 		h = g.Multiply(g.AddScalar(u, 1), glu)
 	default:
-		h = g.Multiply(g.SiLU(s.Gate.Apply(g, x, rows, sorted)), up)
+		h = g.SwiGLU(s.Gate.Apply(g, x, rows, sorted), up)
 	}
 	y := s.Down.Apply(g, h, rows, sorted)
 	if sorted {
@@ -260,7 +260,7 @@ type GLU struct {
 
 // Apply is the block on x [..., D].
 func (m *GLU) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
-	return m.Down.Apply(g, g.Multiply(g.SiLU(m.Gate.Apply(g, x)), m.Up.Apply(g, x)))
+	return m.Down.Apply(g, g.SwiGLU(m.Gate.Apply(g, x), m.Up.Apply(g, x)))
 }
 
 // ExpertHits collects the experts a block's routings pick, to see that

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +23,14 @@
 namespace archgen {
 
 // Pool runs f(0..n-1) on the calling thread and one worker per other core.
+//
+// A decode step hands the pool a job every few tens of microseconds, and
+// waking a sleeping thread costs about that much (a futex wake, and on a
+// virtual machine an interrupt to a halted vCPU). So a worker that has
+// finished a job keeps polling for the next one for a while
+// (ARCHGEN_MLX_SPIN_US, 100 by default) before it sleeps on the condition
+// variable, and the caller signals it only when it sleeps; while polling it
+// yields its core to any other thread that wants it.
 class Pool {
  public:
   static Pool& get() {
@@ -39,67 +48,105 @@ class Pool {
       return;
     }
     std::unique_lock<std::mutex> run_lock(run_mu_);  // one job at a time
-    {
+    Job job{&f, n};
+    current_.store(&job);
+    gen_.fetch_add(1);
+    if (sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lk(mu_);
-      job_ = &f;
-      n_ = n;
-      next_.store(0);
-      done_.store(0);
-      gen_++;
+      cv_.notify_all();
     }
-    cv_.notify_all();
-    work();
+    job.work();
     // Wait for the workers' last tasks; they are short, so spin.
-    while (done_.load(std::memory_order_acquire) < n_) {
+    while (job.done.load(std::memory_order_acquire) < n) {
       _mm_pause();
     }
-    std::lock_guard<std::mutex> lk(mu_);
-    job_ = nullptr;
+    // No worker may still hold the job (it lives on this stack) on return.
+    current_.store(nullptr);
+    while (inside_.load() != 0) {
+      _mm_pause();
+    }
   }
 
  private:
+  struct Job {
+    const std::function<void(int)>* f;
+    int n;
+    std::atomic<int> next{0}, done{0};
+
+    Job(const std::function<void(int)>* f, int n) : f(f), n(n) {}
+
+    void work() {
+      for (;;) {
+        int i = next.fetch_add(1);
+        if (i >= n) {
+          return;
+        }
+        (*f)(i);
+        done.fetch_add(1, std::memory_order_release);
+      }
+    }
+  };
+
   Pool() {
     int n = static_cast<int>(std::thread::hardware_concurrency());
     if (const char* e = std::getenv("ARCHGEN_MLX_THREADS")) {
       n = std::atoi(e);
     }
     n = std::max(1, std::min(n, 64));
+    if (const char* e = std::getenv("ARCHGEN_MLX_SPIN_US")) {
+      spin_us_ = std::max(0, std::atoi(e));
+    }
     for (int i = 1; i < n; i++) {
       workers_.emplace_back([this] { loop(); });
       workers_.back().detach();
     }
   }
 
-  void work() {
-    for (;;) {
-      int i = next_.fetch_add(1);
-      if (i >= n_) {
-        return;
+  // poll waits up to spin_us_ for a generation other than seen.
+  bool poll(uint64_t seen) const {
+    if (spin_us_ == 0) {
+      return false;
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    for (int i = 1;; i++) {
+      if (gen_.load(std::memory_order_acquire) != seen) {
+        return true;
       }
-      (*job_)(i);
-      done_.fetch_add(1, std::memory_order_release);
+      _mm_pause();
+      if (i % 64 == 0) {
+        if (std::chrono::steady_clock::now() > until) {
+          return false;
+        }
+        std::this_thread::yield();
+      }
     }
   }
 
   void loop() {
-    uint64_t seen = 0;
+    uint64_t seen = gen_.load();
     for (;;) {
-      {
+      if (!poll(seen)) {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return gen_ != seen && job_ != nullptr; });
-        seen = gen_;
+        sleepers_.fetch_add(1);
+        cv_.wait(lk, [&] { return gen_.load() != seen; });
+        sleepers_.fetch_sub(1);
       }
-      work();
+      seen = gen_.load();
+      inside_.fetch_add(1);
+      if (Job* j = current_.load()) {
+        j->work();
+      }
+      inside_.fetch_sub(1);
     }
   }
 
   std::vector<std::thread> workers_;
   std::mutex run_mu_, mu_;
   std::condition_variable cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  int n_ = 0;
-  uint64_t gen_ = 0;
-  std::atomic<int> next_{0}, done_{0};
+  std::atomic<Job*> current_{nullptr};
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<int> sleepers_{0}, inside_{0};
+  int spin_us_ = 100;
 };
 
 enum class Kind { f32, f16, bf16 };

@@ -709,14 +709,17 @@ void run_job(const Job& job) {
     work *= 16;  // about 16 times the operations per product of the float32 kernels
   }
   int blocks = (j.N + NR - 1) / NR;
-  // Small products are not worth waking the other cores for.
+  // Small products are not worth handing to the other cores. From 2^18
+  // multiply-adds (a 576 x 576 layer against one row: some 20 us on one
+  // core) they are, as the pool's workers poll for the next job between
+  // the products of a step rather than sleep (cpukern.h).
   // A half-precision W against a few rows of x (half_rows) costs about 4
   // times the CPU of a float32 product of its size (the widening and the
   // transposes), so it pays at a quarter of the size.
   if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows) {
     work *= 4;
   }
-  int tasks = work < (1u << 22) ? 1 : std::min(blocks, pool.threads() * 4);
+  int tasks = work < (size_t{1} << 18) ? 1 : std::min(blocks, pool.threads() * 4);
   int per = (blocks + tasks - 1) / tasks;
   tasks = (blocks + per - 1) / per;
   pool.run(tasks, [&](int t) {

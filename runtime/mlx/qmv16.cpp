@@ -28,6 +28,10 @@ constexpr int PF = ARCHGEN_QMV16_PREFETCH;
 // groups of 32 with half-precision scales, W's 8 KiB ahead is 1 KiB of them.
 constexpr int kScalePrefetch = PF / 8;
 
+// x's grid: values within +-kQ16 steps (the group's largest magnitude over
+// kQ16), so that each splits into two signed bytes (see dotb).
+constexpr int kQ16 = 32639;
+
 // n (at most 16) values of kind k from p, widened to float32; the lanes
 // past n read as zero.
 ARCHGEN_AVX512 inline __m512 load16(const void* p, int n, Kind k) {
@@ -72,135 +76,113 @@ ARCHGEN_AVX512 void group_factors(const XQ16& x, int m, const void* scales, cons
   }
 }
 
-// The 32 bytes of chunk c of row r of W widened to 16-bit words; on even
-// chunks it also asks for the bytes PF ahead (a 64-byte line holds two
-// chunks).
-ARCHGEN_AVX512 inline __m512i chunk_words(const uint8_t* w0, size_t row_bytes, int r, int c) {
-  const uint8_t* p = w0 + r * row_bytes + c * 32;
-  if (c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + PF), _MM_HINT_T1);
-  return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+// 16 values of x on the integer grid of their group (inv: 1 / its step),
+// rounded to nearest even and held within kQ16.
+ARCHGEN_AVX512 inline __m512i grid16(const float* x, float inv) {
+  const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), _mm512_set1_ps(inv)));
+  return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-kQ16)), _mm512_set1_epi32(kQ16));
+}
+
+// Values per chunk of W (one 64-byte load of a row): 128 at 4 bits, 64 at
+// 8; and per 32-bit lane of vpdpbusd's sums, 8 and 4.
+template <int BITS>
+constexpr int kChunk = BITS == 4 ? 128 : 64;
+template <int BITS>
+constexpr int kPerLane = BITS == 4 ? 8 : 4;
+
+// The sums of chunk c (64 bytes of each of R rows of W, or the last
+// row_bytes % 64 of them and zeros where TAIL) against x's planes xc,
+// scaled by each lane's group factor, added to tot: see dotb.
+template <int R, int BITS, bool TAIL>
+ARCHGEN_AVX512 inline void chunk_sums(const int8_t* xc, const uint8_t* w0, size_t row_bytes, int c,
+                                      const float* dsc, int groups, int g0, __m512i idx,
+                                      __m512* tot) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const size_t off = static_cast<size_t>(c) * 64;
+  const __mmask64 tail = TAIL ? ~0ull >> (64 - (row_bytes - off)) : ~0ull;
+  #pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    const uint8_t* p = w0 + r * row_bytes + off;
+    __m512i wv;
+    if constexpr (TAIL) {
+      wv = _mm512_maskz_loadu_epi8(tail, p);
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(p + PF), _MM_HINT_T1);
+      wv = _mm512_loadu_si512(p);
+    }
+    __m512i lo, hi;
+    if constexpr (BITS == 4) {
+      // Low nibbles: the even values of the chunk; high: the odd ones.
+      const __m512i we = _mm512_and_si512(wv, m4);
+      const __m512i wo = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+      lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), we, _mm512_loadu_si512(xc));
+      lo = _mm512_dpbusd_epi32(lo, wo, _mm512_loadu_si512(xc + 128));
+      hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), we, _mm512_loadu_si512(xc + 64));
+      hi = _mm512_dpbusd_epi32(hi, wo, _mm512_loadu_si512(xc + 192));
+    } else {
+      lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xc));
+      hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xc + 64));
+    }
+    const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo);
+    const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(dsc + r * groups + g0));
+    tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), sv, tot[r]);
+  }
 }
 
 // res[r] = sum over groups of dsc[r][g] times the integer dot product of
-// the group's 4-bit weights in row n + r with x's 16-bit values, for R rows
-// of W (row_bytes apart from w0) at once: x's values are loaded once for
-// all of them, and each row keeps accumulators of its own.
-template <int R, int G>
-ARCHGEN_AVX512 void dot4(const int16_t* xq, const uint8_t* w0, size_t row_bytes, const float* dsc,
-                         int K, float* res) {
-  const int groups = K / G;
-  const __m512i m4 = _mm512_set1_epi16(0x0f);
+// the group's weights in row r (of R, row_bytes apart from w0) with x's
+// 16-bit values, each split as 256 h + l with h and l signed bytes (the
+// planes of XQ16): vpdpbusd sums W's unsigned bytes (or nibbles) times
+// each plane four at a time, exactly, and 256 times the h sums plus the
+// l sums are the 16-bit products' sums. A 32-bit lane holds the sums of 8
+// (4-bit) or 4 (8-bit) consecutive values, all of one group, whose factor
+// the lane is multiplied by. x's planes are read once for all R rows.
+template <int R, int BITS, int G>
+ARCHGEN_AVX512 void dotb(const int8_t* xb, const uint8_t* w0, size_t row_bytes, const float* dsc,
+                         int groups, int chunks, float* res) {
+  constexpr int C = kChunk<BITS>, P = BITS == 4 ? 4 : 2;
+  // Lane l of a chunk belongs to group (chunk's first value + l * values
+  // per lane) / G: an offset from the chunk's first group.
+  alignas(64) int32_t lane_group[16];
+  for (int l = 0; l < 16; l++) lane_group[l] = (G >= C) ? 0 : l * kPerLane<BITS> / G;
+  const __m512i idx = _mm512_load_si512(lane_group);
   __m512 tot[R];
   #pragma GCC unroll 4
   for (int r = 0; r < R; r++) tot[r] = _mm512_setzero_ps();
-  if constexpr (G == 32) {
-    // A chunk of 64 values holds two groups: its 32 bytes widen to 32
-    // words, the first 16 of them (lanes 0-7 of the sums) from the first
-    // group and the rest (lanes 8-15) from the second.
-    const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int c = 0; c < K / 64; c++) {
-      const __m512i xl = _mm512_loadu_si512(xq + c * 64);
-      const __m512i xh = _mm512_loadu_si512(xq + c * 64 + 32);
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        const __m512i wv = chunk_words(w0, row_bytes, r, c);
-        __m512i acc = _mm512_madd_epi16(_mm512_and_si512(wv, m4), xl);
-        acc = _mm512_dpwssd_epi32(acc, _mm512_srli_epi16(wv, 4), xh);
-        double pair;
-        std::memcpy(&pair, dsc + r * groups + 2 * c, sizeof pair);
-        const __m512 sv = _mm512_permutexvar_ps(
-            halves, _mm512_castps128_ps512(_mm_castpd_ps(_mm_set_sd(pair))));
-        tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sv, tot[r]);
-      }
-    }
-  } else {
-    for (int g = 0; g < groups; g++) {
-      __m512i a0[R], a1[R];
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm512_setzero_si512();
-      #pragma GCC unroll 4
-      for (int c = g * (G / 64); c < (g + 1) * (G / 64); c++) {
-        const __m512i xl = _mm512_loadu_si512(xq + c * 64);
-        const __m512i xh = _mm512_loadu_si512(xq + c * 64 + 32);
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-          const __m512i wv = chunk_words(w0, row_bytes, r, c);
-          a0[r] = _mm512_dpwssd_epi32(a0[r], _mm512_and_si512(wv, m4), xl);
-          a1[r] = _mm512_dpwssd_epi32(a1[r], _mm512_srli_epi16(wv, 4), xh);
-        }
-      }
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0[r], a1[r])),
-                                 _mm512_set1_ps(dsc[r * groups + g]), tot[r]);
-      }
-    }
+  const int full = static_cast<int>(row_bytes / 64);
+  for (int c = 0; c < full; c++) {
+    chunk_sums<R, BITS, false>(xb + static_cast<size_t>(c) * P * 64, w0, row_bytes, c, dsc,
+                               groups, c * C / G, idx, tot);
+  }
+  if (full < chunks) {
+    chunk_sums<R, BITS, true>(xb + static_cast<size_t>(full) * P * 64, w0, row_bytes, full, dsc,
+                              groups, full * C / G, idx, tot);
   }
   #pragma GCC unroll 4
   for (int r = 0; r < R; r++) res[r] = _mm512_reduce_add_ps(tot[r]);
 }
 
-// dot4 for 8-bit weights: a chunk of 32 values is one zmm of words.
-template <int R, int G>
-ARCHGEN_AVX512 void dot8(const int16_t* xq, const uint8_t* w0, size_t row_bytes, const float* dsc,
-                         int K, float* res) {
-  const int groups = K / G;
-  __m512 tot[R];
-  #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) tot[r] = _mm512_setzero_ps();
-  for (int g = 0; g < groups; g++) {
-    __m512i a[R];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) a[r] = _mm512_setzero_si512();
-    #pragma GCC unroll 4
-    for (int c = g * (G / 32); c < (g + 1) * (G / 32); c++) {
-      const __m512i xv = _mm512_loadu_si512(xq + c * 32);
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        const __m512i wv = chunk_words(w0, row_bytes, r, c);
-        a[r] = _mm512_dpwssd_epi32(a[r], wv, xv);
-      }
-    }
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-      tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r]), _mm512_set1_ps(dsc[r * groups + g]),
-                               tot[r]);
-    }
-  }
-  #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) res[r] = _mm512_reduce_add_ps(tot[r]);
-}
-
-// 16 values of x on the integer grid of their group (inv: 1 / its step),
-// rounded to nearest even and held within 16 bits.
-ARCHGEN_AVX512 inline __m512i grid16(const float* x, float inv) {
-  const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), _mm512_set1_ps(inv)));
-  return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-32768)), _mm512_set1_epi32(32767));
-}
-
-// Values k0..k0+31 of a row of x rounded to the nearest step of their
-// group (inv: each group's 1 / step), as 16-bit integers in order
-// (saturating, though |x| / step <= 32767).
-ARCHGEN_AVX512 inline __m512i words32(const float* xr, int k0, const float* inv, int group) {
-  __m256i h[2];
-  for (int i = 0; i < 2; i++) {
-    const int k = k0 + 16 * i;
-    h[i] = _mm512_cvtsepi32_epi16(grid16(xr + k, inv[k / group]));
-  }
-  return _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1);
+// Writes 16 values v of the grid as their two planes' bytes: h = (v + 128)
+// >> 8 and l = v - 256 h, both in [-128, 127] for |v| <= kQ16.
+ARCHGEN_AVX512 inline void split_planes(__m512i v, int8_t* l, int8_t* h) {
+  const __m512i hv = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(128)), 8);
+  const __m512i lv = _mm512_sub_epi32(v, _mm512_slli_epi32(hv, 8));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(l), _mm512_cvtepi32_epi8(lv));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h), _mm512_cvtepi32_epi8(hv));
 }
 
 template <int R>
-ARCHGEN_AVX512 void dot_rows16(const int16_t* xq, const uint8_t* w0, size_t row_bytes,
-                               const float* dsc, int K, int group, int bits, float* res) {
+ARCHGEN_AVX512 void dot_rows16(const int8_t* xb, const uint8_t* w0, size_t row_bytes,
+                               const float* dsc, int groups, int chunks, int group, int bits,
+                               float* res) {
   if (bits == 4) {
-    if (group == 32) dot4<R, 32>(xq, w0, row_bytes, dsc, K, res);
-    else if (group == 64) dot4<R, 64>(xq, w0, row_bytes, dsc, K, res);
-    else dot4<R, 128>(xq, w0, row_bytes, dsc, K, res);
+    if (group == 32) dotb<R, 4, 32>(xb, w0, row_bytes, dsc, groups, chunks, res);
+    else if (group == 64) dotb<R, 4, 64>(xb, w0, row_bytes, dsc, groups, chunks, res);
+    else dotb<R, 4, 128>(xb, w0, row_bytes, dsc, groups, chunks, res);
   } else {
-    if (group == 32) dot8<R, 32>(xq, w0, row_bytes, dsc, K, res);
-    else if (group == 64) dot8<R, 64>(xq, w0, row_bytes, dsc, K, res);
-    else dot8<R, 128>(xq, w0, row_bytes, dsc, K, res);
+    if (group == 32) dotb<R, 8, 32>(xb, w0, row_bytes, dsc, groups, chunks, res);
+    else if (group == 64) dotb<R, 8, 64>(xb, w0, row_bytes, dsc, groups, chunks, res);
+    else dotb<R, 8, 128>(xb, w0, row_bytes, dsc, groups, chunks, res);
   }
 }
 
@@ -213,21 +195,23 @@ bool qmv16_fits(int bits, int group, int K) {
 
 ARCHGEN_AVX512 void qmv16_prepare(const float* x, int M, int K, int group, int bits, XQ16& out) {
   const int groups = K / group;
+  const int C = bits == 4 ? kChunk<4> : kChunk<8>, P = bits == 4 ? 4 : 2;
+  const int chunks = (K + C - 1) / C;
   out.M = M;
   out.K = K;
   out.group = group;
   out.bits = bits;
-  out.q.resize(static_cast<size_t>(M) * K);
+  out.chunks = chunks;
+  out.planes.assign(static_cast<size_t>(M) * chunks * P * 64, 0);
   out.step.resize(static_cast<size_t>(M) * groups);
   out.sum.resize(static_cast<size_t>(M) * groups);
   thread_local std::vector<float> inv;
   inv.resize(static_cast<size_t>(groups));
-  // Word indices picking the even and the odd values of two zmm of 32
-  // words (values 0-31 and 32-63 of a chunk).
-  alignas(64) int16_t ev[32], od[32];
-  for (int j = 0; j < 32; j++) {
-    ev[j] = static_cast<int16_t>(2 * j);
-    od[j] = static_cast<int16_t>(2 * j + 1);
+  // Dword indices picking the even and the odd values of two zmm of 16.
+  alignas(64) int32_t ev[16], od[16];
+  for (int j = 0; j < 16; j++) {
+    ev[j] = 2 * j;
+    od[j] = 2 * j + 1;
   }
   const __m512i even = _mm512_load_si512(ev), odd = _mm512_load_si512(od);
   for (int m = 0; m < M; m++) {
@@ -240,8 +224,8 @@ ARCHGEN_AVX512 void qmv16_prepare(const float* x, int M, int K, int group, int b
         mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
       }
       const float amax = _mm512_reduce_max_ps(mx);
-      step[g] = amax / 32767.0f;
-      inv[g] = amax > 0 ? 32767.0f / amax : 0.0f;
+      step[g] = amax / static_cast<float>(kQ16);
+      inv[g] = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
       // The bias term's sum is of x as rounded, so that the product is
       // exactly that of the rounded x (qmv16_round's, for more rows).
       __m512i qs = _mm512_setzero_si512();
@@ -250,15 +234,24 @@ ARCHGEN_AVX512 void qmv16_prepare(const float* x, int M, int K, int group, int b
       }
       sum[g] = static_cast<float>(_mm512_reduce_add_epi32(qs)) * step[g];
     }
-    int16_t* q = out.q.data() + static_cast<size_t>(m) * K;
+    int8_t* b = out.planes.data() + static_cast<size_t>(m) * chunks * P * 64;
+    // K is a multiple of 64 (qmv16_fits) and of the group, so whole
+    // groups of 16 values fill the planes; the rest stays zero.
     if (bits == 4) {
-      for (int c = 0; c < K; c += 64) {
-        const __m512i a = words32(xr, c, inv.data(), group), b = words32(xr, c + 32, inv.data(), group);
-        _mm512_storeu_si512(q + c, _mm512_permutex2var_epi16(a, even, b));
-        _mm512_storeu_si512(q + c + 32, _mm512_permutex2var_epi16(a, odd, b));
+      // Chunk c's planes: l and h of its even values, then of its odd ones.
+      for (int k = 0; k < K; k += 32) {
+        const int c = k / 128, j = (k % 128) / 2;
+        const __m512i a = grid16(xr + k, inv[k / group]), bb = grid16(xr + k + 16, inv[(k + 16) / group]);
+        int8_t* p = b + static_cast<size_t>(c) * 256;
+        split_planes(_mm512_permutex2var_epi32(a, even, bb), p + j, p + 64 + j);
+        split_planes(_mm512_permutex2var_epi32(a, odd, bb), p + 128 + j, p + 192 + j);
       }
     } else {
-      for (int c = 0; c < K; c += 32) _mm512_storeu_si512(q + c, words32(xr, c, inv.data(), group));
+      for (int k = 0; k < K; k += 16) {
+        const int c = k / 64, j = k % 64;
+        int8_t* p = b + static_cast<size_t>(c) * 128;
+        split_planes(grid16(xr + k, inv[k / group]), p + j, p + 64 + j);
+      }
     }
   }
 }
@@ -273,7 +266,8 @@ ARCHGEN_AVX512 void qmv16_round(const float* x, int M, int K, int group, float* 
         mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
       }
       const float amax = _mm512_reduce_max_ps(mx);
-      const float step = amax / 32767.0f, inv = amax > 0 ? 32767.0f / amax : 0.0f;
+      const float step = amax / static_cast<float>(kQ16);
+      const float inv = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
       for (int i = g0; i < g0 + group; i += 16) {
         _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_cvtepi32_ps(grid16(xr + i, inv)),
                                               _mm512_set1_ps(step)));
@@ -288,8 +282,11 @@ ARCHGEN_AVX512 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scal
   constexpr int R = 4;
   const int K = x.K, groups = K / x.group;
   const size_t row_bytes = static_cast<size_t>(K) * x.bits / 8;
+  const size_t xrow = static_cast<size_t>(x.chunks) * (x.bits == 4 ? 4 : 2) * 64;
+  // The kernel reads 16 factors from a chunk's first group on: zeros past
+  // the last row's (their lanes' sums are zero).
   thread_local std::vector<float> dsc;
-  dsc.resize(static_cast<size_t>(R) * groups);
+  dsc.assign(static_cast<size_t>(R) * groups + 16, 0.0f);
   float bias[R], res[R];
   int n = n_lo;
   // Blocks of R rows of W, each against every row of x while it is in
@@ -297,8 +294,8 @@ ARCHGEN_AVX512 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scal
   for (; n + R <= n_hi; n += R) {
     for (int m = 0; m < x.M; m++) {
       group_factors<R>(x, m, scales, biases, sk, n, dsc.data(), bias);
-      dot_rows16<R>(x.q.data() + static_cast<size_t>(m) * K, w + n * row_bytes, row_bytes,
-                    dsc.data(), K, x.group, x.bits, res);
+      dot_rows16<R>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups,
+                    x.chunks, x.group, x.bits, res);
       #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         store1(out, static_cast<size_t>(m) * N + n + r, res[r] + bias[r], ok);
@@ -308,8 +305,8 @@ ARCHGEN_AVX512 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scal
   for (; n < n_hi; n++) {
     for (int m = 0; m < x.M; m++) {
       group_factors<1>(x, m, scales, biases, sk, n, dsc.data(), bias);
-      dot_rows16<1>(x.q.data() + static_cast<size_t>(m) * K, w + n * row_bytes, row_bytes,
-                    dsc.data(), K, x.group, x.bits, res);
+      dot_rows16<1>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups,
+                    x.chunks, x.group, x.bits, res);
       store1(out, static_cast<size_t>(m) * N + n, res[0] + bias[0], ok);
     }
   }

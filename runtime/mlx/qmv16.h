@@ -3,15 +3,18 @@
 // machine runs AVX-512 with VNNI.
 //
 // Each row of x is quantized per group of W (the group's largest magnitude
-// over 32767 is its step, values rounded to nearest), the products of a
-// group's 4- or 8-bit weights and 16-bit values are summed exactly in
-// 32-bit integers (vpdpwssd), and each group's sum is scaled by x's step
-// times W's scale; the bias term takes the float32 sums of x, as the float
-// kernels do, of the rounded x. An x value moves by at most half its group's step, 1/65534
-// of the group's largest magnitude, so an output moves by at most the sum
-// over groups of that half step times the group's sum of |W|: about 258
-// times less than x quantized to 8 bits per block of 32, as llama.cpp's
-// kernels do.
+// over 32639 is its step, values rounded to nearest), and each value v is
+// held as two signed bytes, v = 256 h + l. The products of a group's 4- or
+// 8-bit weights with both bytes are summed exactly in 32-bit integers
+// (vpdpbusd, four unsigned weight bytes or nibbles times four signed bytes
+// of x at a time, with no widening of W), 256 times the h sums plus the l
+// sums are the 16-bit products' sums, and each group's sum is scaled by x's
+// step times W's scale; the bias term takes the float32 sums of the rounded
+// x, as the float kernels do. An x value moves by at most half its group's
+// step, 1/65278 of the group's largest magnitude, so an output moves by at
+// most the sum over groups of that half step times the group's sum of |W|:
+// about 257 times less than x quantized to 8 bits per block of 32, as
+// llama.cpp's kernels do.
 #ifndef ARCHGEN_MLX_QMV16_H
 #define ARCHGEN_MLX_QMV16_H
 
@@ -25,10 +28,13 @@ namespace archgen {
 // Rows of x quantized for qmv16_rows.
 struct XQ16 {
   int M = 0, K = 0, group = 0, bits = 0;
-  // [M, K]: for 4 bits, in each chunk of 64 values the 32 even ones and
-  // then the 32 odd ones (the low and high nibbles of 32 packed bytes);
-  // for 8 bits, in order.
-  std::vector<int16_t> q;
+  // x's values v on the grid, as signed bytes l and h with v = 256 h + l,
+  // per row in chunks of W's 64-byte loads (chunks of them per row): at 4
+  // bits, 128 values a chunk, planes of 64 bytes l and h of the even values
+  // (W's low nibbles) then l and h of the odd ones; at 8 bits, 64 values,
+  // l then h, in order. Values past K are zero.
+  int chunks = 0;
+  std::vector<int8_t> planes;
   std::vector<float> step;  // [M, K / group]
   std::vector<float> sum;   // [M, K / group]: the float32 sums of x
 };

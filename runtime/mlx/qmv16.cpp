@@ -48,11 +48,12 @@ ARCHGEN_AVX512 inline __m512 load16(const void* p, int n, Kind k) {
 }
 
 // For rows n..n+R-1 of W against one row of x: each group's x step times
-// W's scale (into dsc[r * groups + g]) and the bias term, sum over groups
-// of W's bias times x's sum (into bias[r]).
+// W's scale (into dsc[r * groups + g]) and the bias term, the sum over
+// groups of W's bias times x's sum, as lanes whose sum it is (into
+// bias[r], where the row's dot product then adds its lanes).
 template <int R>
 ARCHGEN_AVX512 void group_factors(const XQ16& x, int m, const void* scales, const void* biases,
-                                  Kind sk, size_t n, float* dsc, float* bias) {
+                                  Kind sk, size_t n, float* dsc, __m512* bias) {
   const int groups = x.K / x.group;
   const float* step = x.step.data() + static_cast<size_t>(m) * groups;
   const float* sum = x.sum.data() + static_cast<size_t>(m) * groups;
@@ -72,7 +73,7 @@ ARCHGEN_AVX512 void group_factors(const XQ16& x, int m, const void* scales, cons
                             _mm512_mul_ps(sv, _mm512_maskz_loadu_ps(mk, step + g)));
       acc = _mm512_fmadd_ps(load16(b + g * es, c, sk), _mm512_maskz_loadu_ps(mk, sum + g), acc);
     }
-    bias[r] = _mm512_reduce_add_ps(acc);
+    bias[r] = acc;
   }
 }
 
@@ -139,7 +140,7 @@ ARCHGEN_AVX512 inline void chunk_sums(const int8_t* xc, const uint8_t* w0, size_
 // the lane is multiplied by. x's planes are read once for all R rows.
 template <int R, int BITS, int G>
 ARCHGEN_AVX512 void dotb(const int8_t* xb, const uint8_t* w0, size_t row_bytes, const float* dsc,
-                         int groups, int chunks, float* res) {
+                         int groups, int chunks, const __m512* init, float* res) {
   constexpr int C = kChunk<BITS>, P = BITS == 4 ? 4 : 2;
   // Lane l of a chunk belongs to group (chunk's first value + l * values
   // per lane) / G: an offset from the chunk's first group.
@@ -148,7 +149,7 @@ ARCHGEN_AVX512 void dotb(const int8_t* xb, const uint8_t* w0, size_t row_bytes, 
   const __m512i idx = _mm512_load_si512(lane_group);
   __m512 tot[R];
   #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) tot[r] = _mm512_setzero_ps();
+  for (int r = 0; r < R; r++) tot[r] = init[r];
   const int full = static_cast<int>(row_bytes / 64);
   for (int c = 0; c < full; c++) {
     chunk_sums<R, BITS, false>(xb + static_cast<size_t>(c) * P * 64, w0, row_bytes, c, dsc,
@@ -174,15 +175,15 @@ ARCHGEN_AVX512 inline void split_planes(__m512i v, int8_t* l, int8_t* h) {
 template <int R>
 ARCHGEN_AVX512 void dot_rows16(const int8_t* xb, const uint8_t* w0, size_t row_bytes,
                                const float* dsc, int groups, int chunks, int group, int bits,
-                               float* res) {
+                               const __m512* init, float* res) {
   if (bits == 4) {
-    if (group == 32) dotb<R, 4, 32>(xb, w0, row_bytes, dsc, groups, chunks, res);
-    else if (group == 64) dotb<R, 4, 64>(xb, w0, row_bytes, dsc, groups, chunks, res);
-    else dotb<R, 4, 128>(xb, w0, row_bytes, dsc, groups, chunks, res);
+    if (group == 32) dotb<R, 4, 32>(xb, w0, row_bytes, dsc, groups, chunks, init, res);
+    else if (group == 64) dotb<R, 4, 64>(xb, w0, row_bytes, dsc, groups, chunks, init, res);
+    else dotb<R, 4, 128>(xb, w0, row_bytes, dsc, groups, chunks, init, res);
   } else {
-    if (group == 32) dotb<R, 8, 32>(xb, w0, row_bytes, dsc, groups, chunks, res);
-    else if (group == 64) dotb<R, 8, 64>(xb, w0, row_bytes, dsc, groups, chunks, res);
-    else dotb<R, 8, 128>(xb, w0, row_bytes, dsc, groups, chunks, res);
+    if (group == 32) dotb<R, 8, 32>(xb, w0, row_bytes, dsc, groups, chunks, init, res);
+    else if (group == 64) dotb<R, 8, 64>(xb, w0, row_bytes, dsc, groups, chunks, init, res);
+    else dotb<R, 8, 128>(xb, w0, row_bytes, dsc, groups, chunks, init, res);
   }
 }
 
@@ -287,7 +288,8 @@ ARCHGEN_AVX512 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scal
   // the last row's (their lanes' sums are zero).
   thread_local std::vector<float> dsc;
   dsc.assign(static_cast<size_t>(R) * groups + 16, 0.0f);
-  float bias[R], res[R];
+  __m512 bias[R];
+  float res[R];
   int n = n_lo;
   // Blocks of R rows of W, each against every row of x while it is in
   // the L1 cache.
@@ -295,10 +297,10 @@ ARCHGEN_AVX512 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scal
     for (int m = 0; m < x.M; m++) {
       group_factors<R>(x, m, scales, biases, sk, n, dsc.data(), bias);
       dot_rows16<R>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups,
-                    x.chunks, x.group, x.bits, res);
+                    x.chunks, x.group, x.bits, bias, res);
       #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
-        store1(out, static_cast<size_t>(m) * N + n + r, res[r] + bias[r], ok);
+        store1(out, static_cast<size_t>(m) * N + n + r, res[r], ok);
       }
     }
   }
@@ -306,8 +308,8 @@ ARCHGEN_AVX512 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scal
     for (int m = 0; m < x.M; m++) {
       group_factors<1>(x, m, scales, biases, sk, n, dsc.data(), bias);
       dot_rows16<1>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups,
-                    x.chunks, x.group, x.bits, res);
-      store1(out, static_cast<size_t>(m) * N + n, res[0] + bias[0], ok);
+                    x.chunks, x.group, x.bits, bias, res);
+      store1(out, static_cast<size_t>(m) * N + n, res[0], ok);
     }
   }
 }

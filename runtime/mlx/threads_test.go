@@ -1,8 +1,11 @@
 package mlx
 
 import (
+	"fmt"
+	"math"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // onThread runs f on a goroutine locked to an OS thread of its own, which
@@ -118,5 +121,71 @@ func TestQuantizedMatmulFreshThreads(t *testing.T) {
 	}
 	if y.Dtype() != Float32 {
 		t.Fatalf("dtype %s, want float32", y.Dtype())
+	}
+}
+
+// TestPoolConcurrentJobs runs, from several goroutines each with a stream
+// of its own, native kernels that split their work over the pool's
+// workers (a product past 2^18 multiply-adds, a prefill-sized attention)
+// among ones that do not, many times over, while the workers poll between jobs
+// and sleep when none come: every result must equal the one computed
+// alone, bit for bit (a kernel's result does not depend on how its work
+// was split).
+func TestPoolConcurrentJobs(t *testing.T) {
+	const workers, rounds = 4, 12
+	build := func(g *Graph, seed uint64) *Array {
+		key := func(i uint64) *Array { return g.RandomKey(seed*10 + i) }
+		q := g.Quantize(g.Normal([]int{1536, 576}, Float32, 0, 0.2, key(0)), 32, 4)
+		x := g.Normal([]int{3, 576}, Float32, 0, 1, key(1))
+		y := g.QuantizedMatmul(x, q, true) // [3, 1536]
+		y = g.SwiGLU(y, g.Normal([]int{3, 1536}, Float32, 0, 1, key(2)))
+		y = g.RMSNorm(y, nil, 1e-5)
+		qkv := g.Normal([]int{3, 4, 64, 64}, Float32, 0, 1, key(3))
+		o := g.SDPA(qkv, qkv, qkv, 0.125, CausalMask)
+		return g.Add(g.Sum(y, false, 1), g.Sum(g.Reshape(o, 3, -1), false, 1))
+	}
+	want := make([][]float32, workers)
+	for w := range want {
+		g := NewGraph(nil)
+		v, err := build(g, uint64(w)).Float32s()
+		g.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[w] = v
+	}
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			s, err := NewStream(Device{Type: CPU})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for r := 0; r < rounds; r++ {
+				g := NewGraph(s)
+				v, err := build(g, uint64(w)).Float32s()
+				g.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := range v {
+					if math.Float32bits(v[i]) != math.Float32bits(want[w][i]) {
+						errs <- fmt.Errorf("goroutine %d, round %d, element %d: %g, alone %g", w, r, i, v[i], want[w][i])
+						return
+					}
+				}
+				if r%4 == 3 {
+					time.Sleep(2 * time.Millisecond) // let the workers go to sleep between jobs
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

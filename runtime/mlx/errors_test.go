@@ -34,6 +34,9 @@ func TestOpErrors(t *testing.T) {
 		{"rope of odd dims", func(g *Graph) *Array {
 			return g.RoPE(g.Zeros([]int{1, 1, 2, 6}, Float32), &RoPE{Dims: 3, Base: 10000, Scale: 1}, 0)
 		}, "[rope] dims must be even but got 3."},
+		{"swiglu of shapes that do not broadcast", func(g *Graph) *Array {
+			return g.SwiGLU(g.Zeros([]int{2, 3}, Float32), g.Zeros([]int{2, 4}, Float32))
+		}, "mlx: swiglu: [broadcast_shapes] Shapes (2,3) and (2,4) cannot be broadcast."},
 		{"sdpa with an array mode and no array", func(g *Graph) *Array {
 			q := g.Zeros([]int{1, 1, 2, 4}, Float32)
 			return g.SDPA(q, q, q, 1, AttentionMask{Mode: "array"})

@@ -202,6 +202,37 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def alternate(bin_dir, d, gguf, pf, runs):
+    """archgen and llama.cpp on the same prompts, one measured run of each
+    per round, each round's pair of processes one after the other (each
+    with its warm-up and loads): the machine's speed drifts over minutes
+    here, and alternating puts the drift on both sides alike. Returns each
+    side's results as one process of all the rounds would give them."""
+    go_parts, ll_parts = [], []
+    for i in range(runs):
+        loads = "5" if i == 0 else "1"
+        go_parts.append(json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", "1", "-loads", loads],
+                                       capture_output=True, text=True).stdout))
+        ll_parts.append(json.loads(run([LLAMA_PY, "bench/llama_run.py", "--model", gguf, "--prompts", pf,
+                                        "--runs", "1", "--loads", loads], capture_output=True, text=True).stdout))
+    return merge_runs(go_parts), merge_runs(ll_parts)
+
+
+def merge_runs(parts):
+    """One runner's results from several processes: the first's, with every
+    process's runs and loads."""
+    out = dict(parts[0])
+    out["runs"] = {k: list(v) for k, v in parts[0].get("runs", {}).items()}
+    out["load_s"] = list(parts[0].get("load_s", []))
+    for p in parts[1:]:
+        for k, v in p.get("runs", {}).items():
+            out["runs"].setdefault(k, []).extend(v)
+        out["load_s"].extend(p.get("load_s", []))
+    out["measured"] = len(parts) * parts[0].get("measured", 1)
+    out["processes"] = len(parts)
+    return out
+
+
 def summarize(res):
     s = {"load_s": med(res.get("load_s", [])), "weight_bytes": res.get("weight_bytes")}
     runs = res.get("runs", {})
@@ -350,17 +381,19 @@ def main():
         runs = plan["runs"] if plan.get("fixed") else (args.runs or plan["runs"])
         prompts = plan["prompts"] if plan.get("fixed") or not args.runs else FULL
         pf = prompts_file(out, cfg["vocab_size"], prompts)
-        go = json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", runs],
-                            capture_output=True, text=True).stdout)
+        pair = MODELS[name][2][0] in ("gguf", "gguf-q8", "alias") and not args.no_llama and LLAMA_PY.exists()
+        if pair:
+            go, ll = alternate(bin_dir, d, gguf_of(out / "models", name), pf, int(runs))
+        else:
+            go = json.loads(run([bin_dir / "gorun", "-model", d, "-prompts", pf, "-runs", runs],
+                                capture_output=True, text=True).stdout)
         ml = {} if args.no_mlxlm else json.loads(run(
             [PY, "bench/mlxlm_run.py", "--model", d, "--prompts", pf, "--runs", runs],
             capture_output=True, text=True).stdout)
         r = {"name": name, "family": MODELS[name][0], "level": MODELS[name][1], "step_bytes": step_bytes(d),
              "archgen": summarize(go), "mlx-lm": summarize(ml), "same_tokens": same_tokens(go, ml),
              "raw": {"archgen": go, "mlx-lm": ml}}
-        if MODELS[name][2][0] in ("gguf", "gguf-q8", "alias") and not args.no_llama and LLAMA_PY.exists():
-            ll = json.loads(run([LLAMA_PY, "bench/llama_run.py", "--model", gguf_of(out / "models", name), "--prompts", pf,
-                                 "--runs", runs], capture_output=True, text=True).stdout)
+        if pair:
             r["llama.cpp"] = summarize(ll)
             r["raw"]["llama.cpp"] = ll
             r["llama_note"] = f"llama-cpp-python {ll['llama_cpp_python']}, {ll['threads']} threads, on the GGUF itself"

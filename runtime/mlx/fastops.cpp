@@ -699,23 +699,28 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_g
   }
 }
 
-// Runs attend_group512 where it applies (true), for groups of up to 4
-// heads and value rows of 64 or 128.
+// Runs attend_group512 where it applies (true): value rows of 64 (in
+// pieces of up to 4 heads of the group) or of 128 (up to 2 heads), each
+// piece reading the group's keys and values once for its heads.
 bool attend_fast(const AttnJob& j, int b, int h0, int rep, int l0, int l1, const float* kp,
                  size_t kld, const float* vp, size_t vld) {
   if (archgen_isa_level() != 2 || j.t != Kind::f32 || j.has_mask || j.D % 16 != 0 ||
       (j.causal && l0 + j.S - j.L + 1 <= 0)) {
     return false;
   }
-#define ARCHGEN_GROUP(R, V) \
-  if (rep == R && j.Dv == 16 * V) { \
-    attend_group512<R, V>(j, b, h0, l0, l1, kp, kld, vp, vld); \
-    return true; \
+  const int piece = j.Dv == 64 ? 4 : j.Dv == 128 ? 2 : 0;
+  if (piece == 0) {
+    return false;
   }
-  ARCHGEN_GROUP(1, 4) ARCHGEN_GROUP(2, 4) ARCHGEN_GROUP(3, 4) ARCHGEN_GROUP(4, 4)
-  ARCHGEN_GROUP(1, 8) ARCHGEN_GROUP(2, 8)
+  for (int h = 0; h < rep; h += piece) {
+    const int r = std::min(piece, rep - h);
+#define ARCHGEN_GROUP(R, V) \
+  if (r == R && j.Dv == 16 * V) attend_group512<R, V>(j, b, h0 + h, l0, l1, kp, kld, vp, vld);
+    ARCHGEN_GROUP(1, 4) ARCHGEN_GROUP(2, 4) ARCHGEN_GROUP(3, 4) ARCHGEN_GROUP(4, 4)
+    ARCHGEN_GROUP(1, 8) ARCHGEN_GROUP(2, 8)
 #undef ARCHGEN_GROUP
-  return false;
+  }
+  return true;
 }
 
 // The rows [l0, l1) of queries of heads [h0, h1) (one KV head's group) of

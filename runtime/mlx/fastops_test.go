@@ -232,6 +232,10 @@ func testNativeSDPA(t *testing.T) {
 			{"decode_mha", 1, 4, 4, 1, 33, 128, "", false, false},
 			{"decode_group4", 1, 8, 2, 1, 70, 64, "", false, false},
 			{"decode_mqa_d128", 1, 2, 1, 1, 45, 128, "", false, true},
+			{"decode_group7", 1, 14, 2, 1, 90, 64, "", false, true}, // Qwen2.5-0.5B's heads
+			{"prefill_group7_causal", 1, 14, 2, 20, 20, 64, "causal", false, false},
+			{"decode_group3_d128", 1, 6, 2, 1, 40, 128, "", false, false},
+			{"sinks_group5", 1, 10, 2, 1, 30, 64, "", true, false},
 			{"prefill_causal", 1, 9, 3, 37, 37, 64, "causal", false, false},
 			{"chunk_causal", 2, 4, 2, 16, 40, 64, "causal", false, true},
 			{"more_queries_causal", 1, 2, 1, 5, 3, 32, "causal", false, false},

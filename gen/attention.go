@@ -194,9 +194,9 @@ func (at *Attention) emitForward(f *jen.File) {
 		)
 	} else {
 		body = append(body,
-			jen.Id("q").Op(":=").Add(apply(self(at.Projs[0].Field), jen.Id("x"))).Comment("[B, L, heads*head_dim]"),
-			jen.Id("k").Op(":=").Add(apply(self(at.Projs[1].Field), jen.Id("x"))).Comment("[B, L, kv_heads*head_dim]"),
-			jen.Id("v").Op(":=").Add(apply(self(at.Projs[2].Field), jen.Id("x"))).Comment("[B, L, kv_heads*head_dim]"),
+			jen.Id("qkv").Op(":=").Qual(nnPkg, "Products").Call(g(), jen.Id("x"), self(at.Projs[0].Field), self(at.Projs[1].Field), self(at.Projs[2].Field)),
+			jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
+				Comment("[B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice"),
 		)
 	}
 	var qkNorm []jen.Code

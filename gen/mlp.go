@@ -19,8 +19,10 @@ type mlpKind interface {
 	// projs are its linear layers, in checkpoint order; hidden and inner
 	// spell the widths.
 	projs(n ResolvedNames, hidden, inner func() *jen.Statement, bias *Value) []Proj
-	// body is MLP.forward's body on x; proj(i, x) applies the i-th of projs.
-	body(proj func(i int, x jen.Code) *jen.Statement) []jen.Code
+	// body is MLP.forward's body on x; proj(i, x) applies the i-th of projs,
+	// and projs(x, i, j, ...) several of them that read x, as one
+	// nn.Products.
+	body(proj func(i int, x jen.Code) *jen.Statement, projs func(x jen.Code, is ...int) *jen.Statement) []jen.Code
 }
 
 var mlpKinds = map[MLPKind]mlpKind{}
@@ -118,9 +120,20 @@ func (p *MLP) emitForward(f *jen.File) {
 		p.emitSparseForward(f)
 		return
 	}
-	proj := func(i int, x jen.Code) *jen.Statement { return apply(p.Projs[i].Field.of(rMLP), x) }
 	f.Comment(comment("forward is " + p.kind.doc() + "."))
-	f.Func().Params(jen.Id(rMLP).Op("*").Id("MLP")).Id("forward").Params(graphParam(), jen.Id("x").Add(arrayType())).Add(arrayType()).Block(p.kind.body(proj)...)
+	f.Func().Params(jen.Id(rMLP).Op("*").Id("MLP")).Id("forward").Params(graphParam(), jen.Id("x").Add(arrayType())).Add(arrayType()).Block(p.kind.body(p.proj, p.products)...)
+}
+
+// proj spells the i-th projection on x.
+func (p *MLP) proj(i int, x jen.Code) *jen.Statement { return apply(p.Projs[i].Field.of(rMLP), x) }
+
+// products spells the projections is on x as one nn.Products.
+func (p *MLP) products(x jen.Code, is ...int) *jen.Statement {
+	args := []jen.Code{g(), x}
+	for _, i := range is {
+		args = append(args, p.Projs[i].Field.of(rMLP))
+	}
+	return jen.Qual(nnPkg, "Products").Call(args...)
 }
 
 // proj is a linear layer of an MLP named n.

@@ -20,7 +20,7 @@ func (fusedSwiGLU) projs(n ResolvedNames, hidden, inner func() *jen.Statement, b
 	}
 }
 
-func (fusedSwiGLU) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+func (fusedSwiGLU) body(proj func(int, jen.Code) *jen.Statement, _ func(jen.Code, ...int) *jen.Statement) []jen.Code {
 	return []jen.Code{
 		jen.Id("gu").Op(":=").Add(call("Split", proj(0, jen.Id("x")), jen.Lit(2), jen.Lit(-1))).Comment("gate, up: [B, L, intermediate] each"),
 		jen.Return(proj(1, call("SwiGLU", jen.Id("gu").Index(jen.Lit(0)), jen.Id("gu").Index(jen.Lit(1))))),

@@ -27,11 +27,10 @@ func (gatedMLP) projs(n ResolvedNames, hidden, inner func() *jen.Statement, bias
 	}
 }
 
-func (k gatedMLP) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+func (k gatedMLP) body(proj func(int, jen.Code) *jen.Statement, projs func(jen.Code, ...int) *jen.Statement) []jen.Code {
 	return []jen.Code{
-		jen.Id("gate").Op(":=").Add(proj(0, jen.Id("x"))).Comment("[B, L, intermediate]"),
-		jen.Id("up").Op(":=").Add(proj(1, jen.Id("x"))).Comment("[B, L, intermediate]"),
-		jen.Return(proj(2, k.gated(jen.Id("gate"), jen.Id("up")))),
+		jen.Id("gateUp").Op(":=").Add(projs(jen.Id("x"), 0, 1)).Comment("gate(x), up(x): [B, L, intermediate] each"),
+		jen.Return(proj(2, k.gated(jen.Id("gateUp").Index(jen.Lit(0)), jen.Id("gateUp").Index(jen.Lit(1))))),
 	}
 }
 

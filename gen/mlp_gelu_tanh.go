@@ -12,6 +12,6 @@ func (plainGELUTanh) doc() string {
 	return "the plain feed-forward block: proj(gelu(fc(x))), tanh-approximate GELU"
 }
 
-func (plainGELUTanh) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+func (plainGELUTanh) body(proj func(int, jen.Code) *jen.Statement, _ func(jen.Code, ...int) *jen.Statement) []jen.Code {
 	return []jen.Code{jen.Return(proj(1, call("GELUApprox", proj(0, jen.Id("x")))))}
 }

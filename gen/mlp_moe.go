@@ -478,8 +478,7 @@ func (p *MLP) emitSparseForward(f *jen.File) {
 	f.Line()
 	method("sparse", m.doc(), m.sparseBody())
 	f.Line()
-	proj := func(i int, x jen.Code) *jen.Statement { return apply(p.Projs[i].Field.of(rMLP), x) }
-	method("dense", p.kind.doc()+", on the dense layers", p.kind.body(proj))
+	method("dense", p.kind.doc()+", on the dense layers", p.kind.body(p.proj, p.products))
 }
 
 // shard splits the experts as mlx-lm shards them in place: each expert's

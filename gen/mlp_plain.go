@@ -19,7 +19,7 @@ func (plainGELU) projs(n ResolvedNames, hidden, inner func() *jen.Statement, bia
 	}
 }
 
-func (plainGELU) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+func (plainGELU) body(proj func(int, jen.Code) *jen.Statement, _ func(jen.Code, ...int) *jen.Statement) []jen.Code {
 	return []jen.Code{jen.Return(proj(1, call("GELU", proj(0, jen.Id("x")))))}
 }
 

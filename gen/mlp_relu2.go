@@ -17,7 +17,7 @@ func (relu2MLP) projs(n ResolvedNames, hidden, inner func() *jen.Statement, bias
 	}
 }
 
-func (relu2MLP) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+func (relu2MLP) body(proj func(int, jen.Code) *jen.Statement, _ func(jen.Code, ...int) *jen.Statement) []jen.Code {
 	return []jen.Code{jen.Return(proj(1, jen.Qual(nnPkg, "ReLUSquared").Call(g(), proj(0, jen.Id("x")))))}
 }
 

@@ -22,7 +22,7 @@ func (xieluMLP) projs(n ResolvedNames, hidden, inner func() *jen.Statement, bias
 	}
 }
 
-func (k xieluMLP) body(proj func(int, jen.Code) *jen.Statement) []jen.Code {
+func (k xieluMLP) body(proj func(int, jen.Code) *jen.Statement, _ func(jen.Code, ...int) *jen.Statement) []jen.Code {
 	name, _, _ := k.activation()
 	act := jen.Id(rMLP).Dot(goName(name))
 	return []jen.Code{jen.Return(proj(1, act.Dot("Apply").Call(g(), proj(0, jen.Id("x")))))}

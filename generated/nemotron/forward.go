@@ -38,9 +38,8 @@ func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv
 // positions.
 func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	B, L := x.Dim(0), x.Dim(1)
-	q := a.QProj.Apply(g, x)                     // [B, L, heads*head_dim]
-	k := a.KProj.Apply(g, x)                     // [B, L, kv_heads*head_dim]
-	v := a.VProj.Apply(g, x)                     // [B, L, kv_heads*head_dim]
+	qkv := nn.Products(g, x, a.QProj, a.KProj, a.VProj)
+	q, k, v := qkv[0], qkv[1], qkv[2]            // [B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice
 	q = g.Reshape(q, B, L, a.heads, a.headDim)   // [B, L, heads, head_dim]
 	k = g.Reshape(k, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]
 	v = g.Reshape(v, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]

@@ -840,6 +840,83 @@ func (g *Graph) QuantizedMatmul(x *Array, q Quantized, transpose bool) *Array {
 	return g.done("quantized_matmul", C.mlxg_quantized_matmul(g.res0(), x.c, q.Weight.c, q.Scales.c, opt(q.Biases), C.bool(transpose), C.int(q.GroupSize), C.int(q.Bits), cm, g.s.c, g.errp()))
 }
 
+// QuantizedMatmuls is QuantizedMatmul(x, q, true) for each q in qs, the
+// products of one x by several matrices (a layer's q, k and v
+// projections; gate and up). Where archgen's kernel takes them all (the
+// same mode, group size and bits, and scales of one dtype) they are one op
+// with an output per matrix, x is prepared once and the kernel's threads
+// share all their rows in one hand-off; each output equals its own
+// QuantizedMatmul bit for bit. Otherwise they are separate products.
+func (g *Graph) QuantizedMatmuls(x *Array, qs []Quantized) []*Array {
+	out := make([]*Array, len(qs))
+	for i := range out {
+		out[i] = g.bad
+	}
+	for _, q := range qs {
+		if !g.okQuantized("quantized_matmuls", q, x) {
+			return out
+		}
+	}
+	if len(qs) == 0 {
+		g.Fail(&Error{Op: "quantized_matmuls", Msg: "no matrices"})
+		return out
+	}
+	for _, q := range qs[1:] {
+		if q.GroupSize != qs[0].GroupSize || q.Bits != qs[0].Bits || q.Mode != qs[0].Mode {
+			g.Fail(&Error{Op: "quantized_matmuls", Msg: fmt.Sprintf("matrices quantized differently (%d bits in groups of %d, mode %q; and %d bits in groups of %d, mode %q)",
+				qs[0].Bits, qs[0].GroupSize, qs[0].Mode, q.Bits, q.GroupSize, q.Mode)})
+			return out
+		}
+	}
+	n := len(qs)
+	args := make([]C.mlxg_array, 4*n)
+	for i, q := range qs {
+		args[i], args[n+i], args[2*n+i] = q.Weight.c, q.Scales.c, opt(q.Biases)
+	}
+	res := args[3*n:]
+	cm, free := cMode(qs[0].Mode)
+	defer free()
+	if C.mlxg_quantized_matmuls(&res[0], x.c, &args[0], &args[n], &args[2*n], C.int(n), C.int(qs[0].GroupSize), C.int(qs[0].Bits), cm, g.s.c, g.errp()) != 0 {
+		g.failC("quantized_matmuls")
+		return out
+	}
+	for i := range out {
+		out[i] = g.adopt(res[i])
+	}
+	return out
+}
+
+// Linears is Linear(x, w) for each w in ws: one op with an output per
+// weight where archgen's kernel takes them all (see QuantizedMatmuls),
+// separate products otherwise.
+func (g *Graph) Linears(x *Array, ws []*Array) []*Array {
+	out := make([]*Array, len(ws))
+	for i := range out {
+		out[i] = g.bad
+	}
+	if !g.ok("linears", append([]*Array{x}, ws...)...) {
+		return out
+	}
+	if len(ws) == 0 {
+		g.Fail(&Error{Op: "linears", Msg: "no weights"})
+		return out
+	}
+	n := len(ws)
+	args := make([]C.mlxg_array, 2*n)
+	for i, w := range ws {
+		args[i] = w.c
+	}
+	res := args[n:]
+	if C.mlxg_linears(&res[0], x.c, &args[0], C.int(n), g.s.c, g.errp()) != 0 {
+		g.failC("linears")
+		return out
+	}
+	for i := range out {
+		out[i] = g.adopt(res[i])
+	}
+	return out
+}
+
 // ---- fast kernels ----
 
 var noArray C.mlxg_array

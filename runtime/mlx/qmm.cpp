@@ -317,6 +317,10 @@ std::atomic<int>& int8_switch() {
   return on;
 }
 
+// The most products one run_jobs call takes (a layer's q, k and v; gate
+// and up).
+constexpr int kMaxProducts = 8;
+
 struct Job {
   const float* x;  // [M, K] float32
   const uint8_t* w;
@@ -684,9 +688,15 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
   }
 }
 
-void run_job(const Job& job) {
+// run_jobs computes n products of one x (the same M, K and kind of W,
+// group and bits; a layer's q, k and v, say) as if their W were one matrix
+// stacked by rows: x is prepared once, and the blocks of NR rows of all of
+// them are shared among the pool's tasks in one hand-off. Each output row is
+// computed as a product of its own would compute it, whatever rows a task
+// holds, so the results are those of n separate products.
+void run_jobs(Job* js, int n) {
   auto& pool = Pool::get();
-  Job j = job;
+  Job& j = js[0];
   if (!j.half && j.bits != 0 && isa_level().load() == kIsaAvx512 &&
       !(j.bits == 4 && j.M <= 2 && int8_switch().load() != 0)) {
     // On AVX-512 every product of a float32 x and a quantized W is that of
@@ -703,12 +713,24 @@ void run_job(const Job& job) {
       archgen::qmv16_round(j.x, j.M, j.K, j.group, xr.data());
       j.x = xr.data();
     }
+    for (int p = 1; p < n; p++) {
+      js[p].x = j.x;
+      js[p].xq = j.xq;
+    }
   }
-  size_t work = static_cast<size_t>(j.M) * j.N * j.K;
+  // first[p] is the index of product p's first block in the stack.
+  int first[kMaxProducts + 1];
+  size_t rows = 0;
+  first[0] = 0;
+  for (int p = 0; p < n; p++) {
+    first[p + 1] = first[p] + (js[p].N + NR - 1) / NR;
+    rows += static_cast<size_t>(js[p].N);
+  }
+  const int blocks = first[n];
+  size_t work = static_cast<size_t>(j.M) * rows * j.K;
   if (j.half) {
     work *= 16;  // about 16 times the operations per product of the float32 kernels
   }
-  int blocks = (j.N + NR - 1) / NR;
   // Small products are not worth handing to the other cores. From 2^18
   // multiply-adds (a 576 x 576 layer against one row: some 20 us on one
   // core) they are, as the pool's workers poll for the next job between
@@ -723,12 +745,19 @@ void run_job(const Job& job) {
   int per = (blocks + tasks - 1) / tasks;
   tasks = (blocks + per - 1) / per;
   pool.run(tasks, [&](int t) {
-    int lo = t * per * NR;
-    int hi = std::min(j.N, (t + 1) * per * NR);
-    if (lo < hi) {
-      run_rows(j, lo, hi);
+    const int b0 = t * per, b1 = std::min(blocks, (t + 1) * per);
+    for (int p = 0; p < n; p++) {
+      const int lo = std::max(b0, first[p]), hi = std::min(b1, first[p + 1]);
+      if (lo < hi) {
+        run_rows(js[p], (lo - first[p]) * NR, std::min(js[p].N, (hi - first[p]) * NR));
+      }
     }
   });
+}
+
+void run_job(const Job& job) {
+  Job j = job;
+  run_jobs(&j, 1);
 }
 
 // x as the kernels read it: float32 rows of K values, one after another.
@@ -884,6 +913,81 @@ class NativeLinear : public mx::UnaryPrimitive {
   }
 };
 
+// x W_p^T for several W_p of one kind sharing x (a layer's q, k and v
+// projections; gate and up), as one op with an output per W: quantized
+// (in[1 + 3p], in[2 + 3p], in[3 + 3p] are W_p's packed weights, scales and
+// biases) when bits_ is set, float W_p (in[1 + p]) of x's dtype otherwise.
+// One hand-off to the pool covers them all, and x is prepared once; every
+// output equals what NativeQMM or NativeLinear computes for its W alone.
+class NativeProducts : public mx::Primitive {
+ public:
+  NativeProducts(mx::Stream s, int parts, int group, int bits, bool f32sums)
+      : Primitive(s), parts_(parts), group_(group), bits_(bits), f32sums_(f32sums) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    const mx::array& x = in[0];
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (const auto& a : in) enc.set_input_array(a);
+    const int K = x.shape(-1);
+    const int M = static_cast<int>(x.size() / K);
+    std::array<Job, kMaxProducts> js;
+    for (int p = 0; p < parts_; p++) {
+      mx::array& out = outs[p];
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+      enc.set_output_array(out);
+      if (bits_ != 0) {
+        const mx::array& w = in[1 + 3 * p];
+        const mx::array& scales = in[2 + 3 * p];
+        js[p] = Job{nullptr, w.data<uint8_t>(), scales.data<void>(), in[3 + 3 * p].data<void>(),
+                    kind_of(scales.dtype()), kind_of(out.dtype()), out.data<void>(), M, w.shape(0), K,
+                    group_, bits_};
+        js[p].half = out.dtype() != mx::float32 && !f32sums_;
+      } else {
+        const mx::array& w = in[1 + p];
+        js[p] = Job{nullptr, w.data<uint8_t>(), nullptr, nullptr, kind_of(w.dtype()),
+                    kind_of(out.dtype()), out.data<void>(), M, w.shape(0), K, 0, 0};
+      }
+    }
+    XIn xi(x);
+    const int n = parts_;
+    enc.dispatch([js, n, xi, in, outs]() mutable {
+      std::vector<float> xf;
+      const float* xp = xi.read(xf, js[0].M, js[0].K);
+      for (int p = 0; p < n; p++) js[p].x = xp;
+      run_jobs(js.data(), n);
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's native products run on the CPU only");
+  }
+
+  const char* name() const override {
+    return bits_ != 0 ? "ArchgenQuantizedMatmuls" : "ArchgenLinears";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeProducts*>(&other);
+    return o != nullptr && o->parts_ == parts_ && o->group_ == group_ && o->bits_ == bits_ &&
+           o->f32sums_ == f32sums_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    std::vector<mx::Shape> shapes;
+    const int stride = bits_ != 0 ? 3 : 1;
+    for (int p = 0; p < parts_; p++) {
+      auto sh = in[0].shape();
+      sh.back() = in[1 + stride * p].shape(0);
+      shapes.push_back(sh);
+    }
+    return shapes;
+  }
+
+ private:
+  int parts_, group_, bits_;
+  bool f32sums_;
+};
+
 bool native_enabled() {
   static const bool ok = [] {
     if (const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM")) {
@@ -950,57 +1054,123 @@ bool floating(mx::Dtype d) {
 
 }  // namespace
 
-std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array& w,
-                                            const mx::array& scales,
-                                            const std::optional<mx::array>& biases,
-                                            bool transpose, int group_size, int bits,
-                                            const std::string& mode, mx::Stream s) {
+namespace {
+
+// Whether archgen_native_qmm takes these arguments (see qmm.h).
+bool qmm_applies(const mx::array& x, const mx::array& w, const mx::array& scales,
+                 const std::optional<mx::array>& biases, bool transpose, int group_size, int bits,
+                 const std::string& mode, mx::Stream s) {
   if (!native_enabled() || s.device != mx::Device::cpu || !transpose || mode != "affine" ||
       !biases || (bits != 4 && bits != 8) ||
       (group_size != 32 && group_size != 64 && group_size != 128)) {
-    return std::nullopt;
+    return false;
   }
   if (x.ndim() < 1 || w.ndim() != 2 || scales.ndim() != 2 || biases->ndim() != 2 ||
       w.dtype() != mx::uint32 || !floating(x.dtype()) || !floating(scales.dtype()) ||
       biases->dtype() != scales.dtype()) {
-    return std::nullopt;
+    return false;
   }
   int K = x.shape(-1);
   int N = w.shape(0);
   if (K % group_size != 0 || w.shape(1) != K * bits / 32 || scales.shape(0) != N ||
       scales.shape(1) != K / group_size || biases->shape() != scales.shape() || x.size() == 0) {
-    return std::nullopt;  // mlx's op reports these
+    return false;  // mlx's op reports these
   }
-  // Only where mlx itself computes in float32: with a half-precision
-  // input and half-precision scales, mlx accumulates in half precision,
-  // and float32 sums, though closer to the exact product, would not pick
-  // the greedy tokens mlx-lm picks on every checkpoint.
   // Where mlx computes in float32 (a float32 input or float32 scales), the
-  // float32 kernels; where it computes in half precision, as half_mode
-  // says. The output has mlx's dtype.
+  // float32 kernels; where it computes in half precision (a half-precision
+  // input and half-precision scales), as half_mode says.
   auto dt = mx::promote_types(x.dtype(), scales.dtype());
-  const int hmode = half_mode().load();
-  if (dt != mx::float32 && hmode == kHalfLibmlx) {
+  return dt == mx::float32 || half_mode().load() != kHalfLibmlx;
+}
+
+// Whether archgen_native_linear takes these arguments.
+bool linear_applies(const mx::array& x, const mx::array& w, mx::Stream s) {
+  return native_enabled() && s.device == mx::Device::cpu && floating(x.dtype()) &&
+         x.dtype() == w.dtype() && x.ndim() >= 1 && w.ndim() == 2 && w.is_available() &&
+         w.flags().row_contiguous && w.shape(1) == x.shape(-1) && w.shape(1) % 8 == 0 &&
+         x.size() != 0;
+}
+
+}  // namespace
+
+std::optional<mx::array> archgen_native_qmm(const mx::array& x, const mx::array& w,
+                                            const mx::array& scales,
+                                            const std::optional<mx::array>& biases,
+                                            bool transpose, int group_size, int bits,
+                                            const std::string& mode, mx::Stream s) {
+  if (!qmm_applies(x, w, scales, biases, transpose, group_size, bits, mode, s)) {
     return std::nullopt;
   }
   auto out_shape = x.shape();
-  out_shape.back() = N;
+  out_shape.back() = w.shape(0);
   std::vector<mx::array> inputs = {x, row_major(w, s), row_major(scales, s),
                                    row_major(*biases, s)};
-  return mx::array(out_shape, dt, std::make_shared<NativeQMM>(s, group_size, bits, hmode == kHalfF32),
+  return mx::array(out_shape, mx::promote_types(x.dtype(), scales.dtype()),
+                   std::make_shared<NativeQMM>(s, group_size, bits, half_mode().load() == kHalfF32),
                    std::move(inputs));
 }
 
 std::optional<mx::array> archgen_native_linear(const mx::array& x, const mx::array& w,
                                                mx::Stream s) {
-  if (!native_enabled() || s.device != mx::Device::cpu || !floating(x.dtype()) ||
-      x.dtype() != w.dtype() || x.ndim() < 1 || w.ndim() != 2 || !w.is_available() ||
-      !w.flags().row_contiguous || w.shape(1) != x.shape(-1) || w.shape(1) % 8 != 0 ||
-      x.size() == 0) {
+  if (!linear_applies(x, w, s)) {
     return std::nullopt;
   }
   auto out_shape = x.shape();
   out_shape.back() = w.shape(0);
-  return mx::array(out_shape, x.dtype(), std::make_shared<NativeLinear>(s),
-                   {x, w});
+  return mx::array(out_shape, x.dtype(), std::make_shared<NativeLinear>(s), {x, w});
+}
+
+std::optional<std::vector<mx::array>> archgen_native_qmms(
+    const mx::array& x, const std::vector<mx::array>& ws, const std::vector<mx::array>& scales,
+    const std::vector<mx::array>& biases, int group_size, int bits, mx::Stream s) {
+  const size_t n = ws.size();
+  if (n < 1 || n > static_cast<size_t>(kMaxProducts) || scales.size() != n || biases.size() != n) {
+    return std::nullopt;
+  }
+  // Each part as archgen_native_qmm would take it alone, and all of one
+  // kind: the same dtype of scales, so the same arithmetic and output.
+  std::vector<mx::array> inputs = {x};
+  std::vector<mx::Shape> shapes;
+  std::vector<mx::Dtype> dtypes;
+  for (size_t p = 0; p < n; p++) {
+    if (scales[p].dtype() != scales[0].dtype() ||
+        !qmm_applies(x, ws[p], scales[p], biases[p], true, group_size, bits, "affine", s)) {
+      return std::nullopt;
+    }
+    inputs.push_back(row_major(ws[p], s));
+    inputs.push_back(row_major(scales[p], s));
+    inputs.push_back(row_major(biases[p], s));
+    auto sh = x.shape();
+    sh.back() = ws[p].shape(0);
+    shapes.push_back(sh);
+    dtypes.push_back(mx::promote_types(x.dtype(), scales[p].dtype()));
+  }
+  return mx::array::make_arrays(
+      std::move(shapes), dtypes,
+      std::make_shared<NativeProducts>(s, static_cast<int>(n), group_size, bits,
+                                       half_mode().load() == kHalfF32),
+      std::move(inputs));
+}
+
+std::optional<std::vector<mx::array>> archgen_native_linears(const mx::array& x,
+                                                             const std::vector<mx::array>& ws,
+                                                             mx::Stream s) {
+  const size_t n = ws.size();
+  if (n < 1 || n > static_cast<size_t>(kMaxProducts)) {
+    return std::nullopt;
+  }
+  std::vector<mx::array> inputs = {x};
+  std::vector<mx::Shape> shapes;
+  for (size_t p = 0; p < n; p++) {
+    if (!linear_applies(x, ws[p], s)) {
+      return std::nullopt;
+    }
+    inputs.push_back(ws[p]);
+    auto sh = x.shape();
+    sh.back() = ws[p].shape(0);
+    shapes.push_back(sh);
+  }
+  return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(n, x.dtype()),
+                                std::make_shared<NativeProducts>(s, static_cast<int>(n), 0, 0, false),
+                                std::move(inputs));
 }

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mlx/mlx.h"
 
@@ -27,6 +28,19 @@ std::optional<mlx::core::array> archgen_native_qmm(
 std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& x,
                                                       const mlx::core::array& w,
                                                       mlx::core::Stream s);
+
+// The products of x by several W_p (each as archgen_native_qmm takes it,
+// with scales of one dtype; or each as archgen_native_linear takes it) as
+// one op with an output per W_p: x prepared once and one hand-off to the
+// kernel's threads for all of them. Each output equals that part's own
+// product bit for bit. nullopt where any part is not taken, or past 8
+// parts.
+std::optional<std::vector<mlx::core::array>> archgen_native_qmms(
+    const mlx::core::array& x, const std::vector<mlx::core::array>& ws,
+    const std::vector<mlx::core::array>& scales, const std::vector<mlx::core::array>& biases,
+    int group_size, int bits, mlx::core::Stream s);
+std::optional<std::vector<mlx::core::array>> archgen_native_linears(
+    const mlx::core::array& x, const std::vector<mlx::core::array>& ws, mlx::core::Stream s);
 
 // How quantized products whose input and scales are both bfloat16 or both
 // float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's

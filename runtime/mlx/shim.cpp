@@ -718,6 +718,72 @@ int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_arra
   })
 }
 
+int mlxg_quantized_matmuls(mlxg_array* res, mlxg_array x, const mlxg_array* w,
+                           const mlxg_array* scales, const mlxg_array* biases, int n,
+                           int group_size, int bits, const char* mode, mlxg_stream s,
+                           char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    std::vector<mx::array> ys;
+    std::vector<mx::array> ws, ss, bs;
+    bool affine = true;
+    for (int p = 0; p < n; p++) {
+      ws.push_back(A(w[p]));
+      ss.push_back(A(scales[p]));
+      if (biases[p].ctx == nullptr) {
+        affine = false;
+      } else {
+        bs.push_back(A(biases[p]));
+      }
+    }
+    std::optional<std::vector<mx::array>> fused;
+    if (affine && std::strcmp(mode, "affine") == 0) {
+      fused = archgen_native_qmms(A(x), ws, ss, bs, group_size, bits, st);
+    }
+    if (fused) {
+      ys = std::move(*fused);
+    } else {
+      for (int p = 0; p < n; p++) {
+        if (auto y = archgen_native_qmm(A(x), ws[p], ss[p], opt(biases[p]), true, group_size, bits,
+                                        mode, st)) {
+          ys.push_back(std::move(*y));
+        } else {
+          ys.push_back(mx::quantized_matmul(A(x), ws[p], ss[p], opt(biases[p]), true, group_size,
+                                            bits, mode, st));
+        }
+      }
+    }
+    for (int p = 0; p < n; p++) {
+      res[p] = wrap(std::move(ys[p]));
+    }
+  })
+}
+
+int mlxg_linears(mlxg_array* res, mlxg_array x, const mlxg_array* w, int n, mlxg_stream s,
+                 char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    std::vector<mx::array> ws, ys;
+    for (int p = 0; p < n; p++) {
+      ws.push_back(A(w[p]));
+    }
+    if (auto fused = archgen_native_linears(A(x), ws, st)) {
+      ys = std::move(*fused);
+    } else {
+      for (int p = 0; p < n; p++) {
+        if (auto y = archgen_native_linear(A(x), ws[p], st)) {
+          ys.push_back(std::move(*y));
+        } else {
+          ys.push_back(mx::matmul(A(x), mx::transpose(ws[p], st), st));
+        }
+      }
+    }
+    for (int p = 0; p < n; p++) {
+      res[p] = wrap(std::move(ys[p]));
+    }
+  })
+}
+
 int mlxg_gather_mm(mlxg_array* res, mlxg_array a, mlxg_array b, mlxg_array lhs, mlxg_array rhs,
                    bool sorted, mlxg_stream s, char** err) {
   MLXG_TRY(*res = wrap(mx::gather_mm(A(a), A(b), opt(lhs), opt(rhs), sorted, S(s))))

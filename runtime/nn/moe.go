@@ -260,7 +260,8 @@ type GLU struct {
 
 // Apply is the block on x [..., D].
 func (m *GLU) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
-	return m.Down.Apply(g, g.SwiGLU(m.Gate.Apply(g, x), m.Up.Apply(g, x)))
+	gateUp := Products(g, x, m.Gate, m.Up)
+	return m.Down.Apply(g, g.SwiGLU(gateUp[0], gateUp[1]))
 }
 
 // ExpertHits collects the experts a block's routings pick, to see that

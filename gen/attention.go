@@ -185,20 +185,6 @@ func (at *Attention) emitForward(f *jen.File) {
 	body := []jen.Code{
 		jen.List(jen.Id("B"), jen.Id("L")).Op(":=").List(jen.Id("x").Dot("Dim").Call(jen.Lit(0)), jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
 	}
-	if at.FusedQKV {
-		body = append(body,
-			jen.Id("qkv").Op(":=").Add(call("SplitAt", apply(self(at.Projs[0].Field), jen.Id("x")),
-				jen.Index().Int().Values(width(at.heads), jen.Parens(self(at.heads).Op("+").Add(self(at.kvHeads))).Op("*").Add(self(at.headDim))), jen.Lit(-1))),
-			jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
-				Comment("[B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice"),
-		)
-	} else {
-		body = append(body,
-			jen.Id("qkv").Op(":=").Qual(nnPkg, "Products").Call(g(), jen.Id("x"), self(at.Projs[0].Field), self(at.Projs[1].Field), self(at.Projs[2].Field)),
-			jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
-				Comment("[B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice"),
-		)
-	}
 	var qkNorm []jen.Code
 	if at.QNorm != nil {
 		qkNorm = []jen.Code{
@@ -206,22 +192,51 @@ func (at *Attention) emitForward(f *jen.File) {
 			jen.Id("k").Op("=").Add(apply(self(at.KNorm), jen.Id("k"))),
 		}
 	}
-	if at.QKNorm == "full_width" {
-		body = append(body, qkNorm...)
+	perHead := at.QKNorm == "per_head" || at.QKNorm == "per_head_unweighted" || at.QKNorm == eachHead
+	if !at.FusedQKV && at.QKNorm != "full_width" && at.QKNorm != eachHead {
+		// Separate projections straight into heads, [B, heads, L, head_dim]
+		// (the norms that span every head, or weigh each head on its own,
+		// read [B, L, heads*head_dim] or [B, L, heads, head_dim] first).
+		body = append(body,
+			jen.Id("qkv").Op(":=").Qual(nnPkg, "ProductsByHead").Call(g(), jen.Id("x"), self(at.headDim), self(at.Projs[0].Field), self(at.Projs[1].Field), self(at.Projs[2].Field)),
+			jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
+				Comment("[B, heads, L, head_dim], [B, kv_heads, L, head_dim] twice"),
+		)
+		if perHead {
+			body = append(body, qkNorm...)
+		}
+	} else {
+		if at.FusedQKV {
+			body = append(body,
+				jen.Id("qkv").Op(":=").Add(call("SplitAt", apply(self(at.Projs[0].Field), jen.Id("x")),
+					jen.Index().Int().Values(width(at.heads), jen.Parens(self(at.heads).Op("+").Add(self(at.kvHeads))).Op("*").Add(self(at.headDim))), jen.Lit(-1))),
+				jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
+					Comment("[B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice"),
+			)
+		} else {
+			body = append(body,
+				jen.Id("qkv").Op(":=").Qual(nnPkg, "Products").Call(g(), jen.Id("x"), self(at.Projs[0].Field), self(at.Projs[1].Field), self(at.Projs[2].Field)),
+				jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
+					Comment("[B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice"),
+			)
+		}
+		if at.QKNorm == "full_width" {
+			body = append(body, qkNorm...)
+		}
+		body = append(body,
+			jen.Id("q").Op("=").Add(call("Reshape", jen.Id("q"), jen.Id("B"), jen.Id("L"), self(at.heads), self(at.headDim))).Comment("[B, L, heads, head_dim]"),
+			jen.Id("k").Op("=").Add(call("Reshape", jen.Id("k"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
+			jen.Id("v").Op("=").Add(call("Reshape", jen.Id("v"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
+		)
+		if perHead {
+			body = append(body, qkNorm...)
+		}
+		body = append(body,
+			jen.Id("q").Op("=").Add(call("Transpose", jen.Id("q"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, heads, L, head_dim]"),
+			jen.Id("k").Op("=").Add(call("Transpose", jen.Id("k"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
+			jen.Id("v").Op("=").Add(call("Transpose", jen.Id("v"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
+		)
 	}
-	body = append(body,
-		jen.Id("q").Op("=").Add(call("Reshape", jen.Id("q"), jen.Id("B"), jen.Id("L"), self(at.heads), self(at.headDim))).Comment("[B, L, heads, head_dim]"),
-		jen.Id("k").Op("=").Add(call("Reshape", jen.Id("k"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
-		jen.Id("v").Op("=").Add(call("Reshape", jen.Id("v"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
-	)
-	if at.QKNorm == "per_head" || at.QKNorm == "per_head_unweighted" || at.QKNorm == eachHead {
-		body = append(body, qkNorm...)
-	}
-	body = append(body,
-		jen.Id("q").Op("=").Add(call("Transpose", jen.Id("q"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, heads, L, head_dim]"),
-		jen.Id("k").Op("=").Add(call("Transpose", jen.Id("k"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
-		jen.Id("v").Op("=").Add(call("Transpose", jen.Id("v"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
-	)
 	body = append(body, at.rope.forward()...)
 	body = append(body, at.QueryScale.forward()...)
 	if at.QKNorm == "per_head_after_rope" {

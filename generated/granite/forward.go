@@ -42,14 +42,8 @@ func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv
 // positions.
 func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	B, L := x.Dim(0), x.Dim(1)
-	qkv := nn.Products(g, x, a.QProj, a.KProj, a.VProj)
-	q, k, v := qkv[0], qkv[1], qkv[2]            // [B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice
-	q = g.Reshape(q, B, L, a.heads, a.headDim)   // [B, L, heads, head_dim]
-	k = g.Reshape(k, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]
-	v = g.Reshape(v, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]
-	q = g.Transpose(q, 0, 2, 1, 3)               // [B, heads, L, head_dim]
-	k = g.Transpose(k, 0, 2, 1, 3)               // [B, kv_heads, L, head_dim]
-	v = g.Transpose(v, 0, 2, 1, 3)               // [B, kv_heads, L, head_dim]
+	qkv := nn.ProductsByHead(g, x, a.headDim, a.QProj, a.KProj, a.VProj)
+	q, k, v := qkv[0], qkv[1], qkv[2] // [B, heads, L, head_dim], [B, kv_heads, L, head_dim] twice
 	offset := c.Offset()
 	q = a.rope.Apply(g, q, offset)
 	k = a.rope.Apply(g, k, offset)

@@ -848,6 +848,20 @@ func (g *Graph) QuantizedMatmul(x *Array, q Quantized, transpose bool) *Array {
 // share all their rows in one hand-off; each output equals its own
 // QuantizedMatmul bit for bit. Otherwise they are separate products.
 func (g *Graph) QuantizedMatmuls(x *Array, qs []Quantized) []*Array {
+	return g.quantizedMatmuls(x, qs, 0)
+}
+
+// QuantizedMatmulsByHead is QuantizedMatmuls for an x [B, L, K] whose
+// products split into heads of headDim values, each output [B, N /
+// headDim, L, headDim] (the reshape to [B, L, heads, headDim] and the
+// transpose that attention reads): archgen's kernel writes its rows as
+// ever and returns them under those strides, with no op of the graph's
+// own for the reshape or transpose.
+func (g *Graph) QuantizedMatmulsByHead(x *Array, qs []Quantized, headDim int) []*Array {
+	return g.quantizedMatmuls(x, qs, headDim)
+}
+
+func (g *Graph) quantizedMatmuls(x *Array, qs []Quantized, headDim int) []*Array {
 	out := make([]*Array, len(qs))
 	for i := range out {
 		out[i] = g.bad
@@ -876,7 +890,7 @@ func (g *Graph) QuantizedMatmuls(x *Array, qs []Quantized) []*Array {
 	res := args[3*n:]
 	cm, free := cMode(qs[0].Mode)
 	defer free()
-	if C.mlxg_quantized_matmuls(&res[0], x.c, &args[0], &args[n], &args[2*n], C.int(n), C.int(qs[0].GroupSize), C.int(qs[0].Bits), cm, g.s.c, g.errp()) != 0 {
+	if C.mlxg_quantized_matmuls(&res[0], x.c, &args[0], &args[n], &args[2*n], C.int(n), C.int(qs[0].GroupSize), C.int(qs[0].Bits), cm, C.int(headDim), g.s.c, g.errp()) != 0 {
 		g.failC("quantized_matmuls")
 		return out
 	}
@@ -889,7 +903,16 @@ func (g *Graph) QuantizedMatmuls(x *Array, qs []Quantized) []*Array {
 // Linears is Linear(x, w) for each w in ws: one op with an output per
 // weight where archgen's kernel takes them all (see QuantizedMatmuls),
 // separate products otherwise.
-func (g *Graph) Linears(x *Array, ws []*Array) []*Array {
+func (g *Graph) Linears(x *Array, ws []*Array) []*Array { return g.linears(x, ws, 0) }
+
+// LinearsByHead is Linears for an x [B, L, K] whose products split into
+// heads of headDim values, each output [B, N / headDim, L, headDim] (see
+// QuantizedMatmulsByHead).
+func (g *Graph) LinearsByHead(x *Array, ws []*Array, headDim int) []*Array {
+	return g.linears(x, ws, headDim)
+}
+
+func (g *Graph) linears(x *Array, ws []*Array, headDim int) []*Array {
 	out := make([]*Array, len(ws))
 	for i := range out {
 		out[i] = g.bad
@@ -907,7 +930,7 @@ func (g *Graph) Linears(x *Array, ws []*Array) []*Array {
 		args[i] = w.c
 	}
 	res := args[n:]
-	if C.mlxg_linears(&res[0], x.c, &args[0], C.int(n), g.s.c, g.errp()) != 0 {
+	if C.mlxg_linears(&res[0], x.c, &args[0], C.int(n), C.int(headDim), g.s.c, g.errp()) != 0 {
 		g.failC("linears")
 		return out
 	}

@@ -3,6 +3,7 @@ package mlx
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -19,12 +20,12 @@ func TestQuantizedMatmuls(t *testing.T) {
 		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
 	shapes := []struct {
-		k     int
-		parts []int
+		k, headDim int
+		parts      []int
 	}{
-		{256, []int{70, 24, 24}},   // one task: below the size worth splitting
-		{576, []int{576, 192, 192}}, // q, k, v: tasks cross the parts' edges
-		{576, []int{1536, 1536}},    // gate, up
+		{256, 2, []int{70, 24, 24}},    // one task: below the size worth splitting
+		{576, 64, []int{576, 192, 192}}, // q, k, v: tasks cross the parts' edges
+		{576, 128, []int{1536, 1536}},   // gate, up
 	}
 	for _, isa := range ISAs(t) {
 		for _, bits := range []int{4, 8} {
@@ -39,7 +40,7 @@ func TestQuantizedMatmuls(t *testing.T) {
 							t.Run(name, func(t *testing.T) {
 								prev := SetNativeISA(isa.Level)
 								defer SetNativeISA(prev)
-								checkQuantizedMatmuls(t, bits, group, dt[0], dt[1], m, sh.k, sh.parts)
+								checkQuantizedMatmuls(t, bits, group, dt[0], dt[1], m, sh.k, sh.headDim, sh.parts)
 							})
 						}
 					}
@@ -49,7 +50,7 @@ func TestQuantizedMatmuls(t *testing.T) {
 	}
 }
 
-func checkQuantizedMatmuls(t *testing.T, bits, group int, xdt, sdt Dtype, m, k int, parts []int) {
+func checkQuantizedMatmuls(t *testing.T, bits, group int, xdt, sdt Dtype, m, k, headDim int, parts []int) {
 	g := NewGraph(nil)
 	defer g.Close()
 	key := g.RandomKey(uint64(bits*1000 + group*10 + m))
@@ -64,23 +65,43 @@ func checkQuantizedMatmuls(t *testing.T, bits, group int, xdt, sdt Dtype, m, k i
 			t.Fatal(err)
 		}
 	}
-	x := g.AsType(g.Normal([]int{1, m, k}, Float32, 0, 1, key), xdt)
+	b := 1 + min(m-1, 1) // two sequences beside each other, past decode's one row
+	x := g.AsType(g.Normal([]int{b, m, k}, Float32, 0, 1, key), xdt)
 	ys := g.QuantizedMatmuls(x, qs)
+	heads := g.QuantizedMatmulsByHead(x, qs, headDim)
 	for i := range qs {
-		if name := ys[i].primitiveName(); name != "ArchgenQuantizedMatmuls" {
-			t.Fatalf("part %d: primitive %q, want archgen's grouped products", i, name)
+		for _, y := range []*Array{ys[i], heads[i]} {
+			if name := y.primitiveName(); name != "ArchgenQuantizedMatmuls" {
+				t.Fatalf("part %d: primitive %q, want archgen's grouped products", i, name)
+			}
 		}
 	}
 	want := make([]*Array, len(qs))
+	wantHeads := make([]*Array, len(qs))
 	for i, q := range qs {
 		want[i] = g.QuantizedMatmul(x, q, true)
+		wantHeads[i] = g.Transpose(g.Reshape(want[i], b, m, parts[i]/headDim, headDim), 0, 2, 1, 3)
 	}
-	if err := g.Eval(append(ys, want...)...); err != nil {
+	if err := g.Eval(append(append(ys, heads...), want...)...); err != nil {
 		t.Fatal(err)
 	}
 	for i := range qs {
 		sameArrays(t, fmt.Sprintf("part %d", i), ys[i], want[i])
+		sameValues(t, g, fmt.Sprintf("part %d by heads", i), heads[i], wantHeads[i])
 	}
+}
+
+// sameValues fails unless got and want have one shape and dtype and equal
+// elements bit for bit, read in their logical order (whatever their
+// strides).
+func sameValues(t *testing.T, g *Graph, what string, got, want *Array) {
+	t.Helper()
+	// A copy in row-major order; adding zero would not keep -0 and NaN bits.
+	gc, wc := g.Contiguous(got), g.Contiguous(want)
+	if err := g.Eval(gc, wc); err != nil {
+		t.Fatal(err)
+	}
+	sameArrays(t, what, gc, wc)
 }
 
 // sameArrays fails unless got and want have one shape and dtype and the
@@ -132,22 +153,28 @@ func TestLinears(t *testing.T) {
 					if err := g.Eval(ws...); err != nil {
 						t.Fatal(err)
 					}
-					x := g.AsType(g.Normal([]int{1, m, 576}, Float32, 0, 1, key), dt)
+					b := 1 + min(m-1, 1)
+					x := g.AsType(g.Normal([]int{b, m, 576}, Float32, 0, 1, key), dt)
 					ys := g.Linears(x, ws)
+					heads := g.LinearsByHead(x, ws, 64)
 					for i := range ws {
-						if name := ys[i].primitiveName(); name != "ArchgenLinears" {
-							t.Fatalf("part %d: primitive %q, want archgen's grouped products", i, name)
+						for _, y := range []*Array{ys[i], heads[i]} {
+							if name := y.primitiveName(); name != "ArchgenLinears" {
+								t.Fatalf("part %d: primitive %q, want archgen's grouped products", i, name)
+							}
 						}
 					}
 					var want []*Array
 					for _, w := range ws {
 						want = append(want, g.Linear(x, w))
 					}
-					if err := g.Eval(append(ys, want...)...); err != nil {
+					if err := g.Eval(append(append(ys, heads...), want...)...); err != nil {
 						t.Fatal(err)
 					}
-					for i := range ws {
+					for i, w := range ws {
 						sameArrays(t, fmt.Sprintf("part %d", i), ys[i], want[i])
+						wantHeads := g.Transpose(g.Reshape(want[i], b, m, w.Dim(0)/64, 64), 0, 2, 1, 3)
+						sameValues(t, g, fmt.Sprintf("part %d by heads", i), heads[i], wantHeads)
 					}
 				})
 			}
@@ -183,15 +210,25 @@ func TestProductsFallBack(t *testing.T) {
 	}
 	check("two dtypes of scales", g.QuantizedMatmuls(x, []Quantized{a, b}), g.QuantizedMatmul(x, a, true), g.QuantizedMatmul(x, b, true))
 	check("mxfp4", g.QuantizedMatmuls(x, []Quantized{fp, fp}), g.QuantizedMatmul(x, fp, true), g.QuantizedMatmul(x, fp, true))
+	x3 := g.Reshape(x, 1, 2, 128)
+	byHeads := func(y *Array) *Array { return g.Contiguous(g.Transpose(g.Reshape(y, 1, 2, 4, 16), 0, 2, 1, 3)) }
+	fh := g.QuantizedMatmulsByHead(x3, []Quantized{fp}, 16)
+	check("mxfp4 by heads", []*Array{g.Contiguous(fh[0])}, byHeads(g.QuantizedMatmul(x3, fp, true)))
 	lazy := g.Multiply(w, g.Scalar(2, Float32))
 	check("a weight not evaluated", g.Linears(x, []*Array{w, lazy}), g.Linear(x, w), g.Linear(x, lazy))
 
-	bad := NewGraph(nil)
-	defer bad.Close()
 	c := a
 	c.Bits = 8
-	ys := bad.QuantizedMatmuls(x, []Quantized{a, c})
-	if err := bad.Eval(ys...); err == nil || !bytes.Contains([]byte(err.Error()), []byte("quantized differently")) {
-		t.Fatalf("error %v, want one saying the matrices are quantized differently", err)
+	refused := func(what, want string, f func(g *Graph) []*Array) {
+		t.Helper()
+		bad := NewGraph(nil)
+		defer bad.Close()
+		if err := bad.Eval(f(bad)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: error %v, want one saying %q", what, err, want)
+		}
 	}
+	refused("bits", "quantized differently", func(g *Graph) []*Array { return g.QuantizedMatmuls(x, []Quantized{a, c}) })
+	refused("two axes by heads", "three axes", func(g *Graph) []*Array { return g.QuantizedMatmulsByHead(x, []Quantized{a}, 16) })
+	refused("heads that do not fit", "do not split into heads of 48", func(g *Graph) []*Array { return g.LinearsByHead(x3, []*Array{w}, 48) })
+	refused("mxfp4 heads that do not fit", "do not split into heads of 48", func(g *Graph) []*Array { return g.QuantizedMatmulsByHead(x3, []Quantized{fp}, 48) })
 }

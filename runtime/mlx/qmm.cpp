@@ -22,6 +22,7 @@
 #include "panel.h"
 #include "qmv16.h"
 
+#include "mlx/backend/common/utils.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
@@ -913,16 +914,35 @@ class NativeLinear : public mx::UnaryPrimitive {
   }
 };
 
+// The shape of x [..., K] times a W of n rows: [..., n]; by heads of
+// head_dim (x [B, L, K]), [B, n / head_dim, L, head_dim].
+mx::Shape product_shape(const mx::array& x, int n, int head_dim) {
+  if (head_dim == 0) {
+    auto sh = x.shape();
+    sh.back() = n;
+    return sh;
+  }
+  return {x.shape(0), n / head_dim, x.shape(1), head_dim};
+}
+
 // x W_p^T for several W_p of one kind sharing x (a layer's q, k and v
 // projections; gate and up), as one op with an output per W: quantized
 // (in[1 + 3p], in[2 + 3p], in[3 + 3p] are W_p's packed weights, scales and
 // biases) when bits_ is set, float W_p (in[1 + p]) of x's dtype otherwise.
 // One hand-off to the pool covers them all, and x is prepared once; every
 // output equals what NativeQMM or NativeLinear computes for its W alone.
+//
+// With head_dim_ set, x is [B, L, K] and each output [B, N_p / head_dim_, L,
+// head_dim_]: the product split into heads and laid out as attention reads
+// them, which is a view of the product's own rows (the strides of
+// reshaping [B, L, N_p] to [B, L, H, D] and swapping L and H), so the
+// kernel writes its rows as ever and the graph needs no reshape or
+// transpose.
 class NativeProducts : public mx::Primitive {
  public:
-  NativeProducts(mx::Stream s, int parts, int group, int bits, bool f32sums)
-      : Primitive(s), parts_(parts), group_(group), bits_(bits), f32sums_(f32sums) {}
+  NativeProducts(mx::Stream s, int parts, int group, int bits, bool f32sums, int head_dim)
+      : Primitive(s), parts_(parts), group_(group), bits_(bits), f32sums_(f32sums),
+        head_dim_(head_dim) {}
 
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
     const mx::array& x = in[0];
@@ -933,7 +953,11 @@ class NativeProducts : public mx::Primitive {
     std::array<Job, kMaxProducts> js;
     for (int p = 0; p < parts_; p++) {
       mx::array& out = outs[p];
-      out.set_data(mx::allocator::malloc(out.nbytes()));
+      if (head_dim_ != 0) {
+        by_heads(out);
+      } else {
+        out.set_data(mx::allocator::malloc(out.nbytes()));
+      }
       enc.set_output_array(out);
       if (bits_ != 0) {
         const mx::array& w = in[1 + 3 * p];
@@ -969,23 +993,35 @@ class NativeProducts : public mx::Primitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeProducts*>(&other);
     return o != nullptr && o->parts_ == parts_ && o->group_ == group_ && o->bits_ == bits_ &&
-           o->f32sums_ == f32sums_;
+           o->f32sums_ == f32sums_ && o->head_dim_ == head_dim_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
     std::vector<mx::Shape> shapes;
     const int stride = bits_ != 0 ? 3 : 1;
     for (int p = 0; p < parts_; p++) {
-      auto sh = in[0].shape();
-      sh.back() = in[1 + stride * p].shape(0);
-      shapes.push_back(sh);
+      shapes.push_back(product_shape(in[0], in[1 + stride * p].shape(0), head_dim_));
     }
     return shapes;
   }
 
  private:
+  // by_heads gives out [B, H, L, D] a buffer of B * L rows of H * D values
+  // and the strides that read it by heads.
+  static void by_heads(mx::array& out) {
+    const int64_t H = out.shape(1), L = out.shape(2), D = out.shape(3);
+    mx::Strides st = {L * H * D, D, H * D, 1};
+    auto [size, row, col] = mx::check_contiguity(out.shape(), st);
+    mx::array::Flags f{};
+    f.contiguous = size == out.size();
+    f.row_contiguous = row;
+    f.col_contiguous = col;
+    out.set_data(mx::allocator::malloc(out.nbytes()), out.size(), std::move(st), f);
+  }
+
   int parts_, group_, bits_;
   bool f32sums_;
+  int head_dim_;
 };
 
 bool native_enabled() {
@@ -1120,11 +1156,32 @@ std::optional<mx::array> archgen_native_linear(const mx::array& x, const mx::arr
   return mx::array(out_shape, x.dtype(), std::make_shared<NativeLinear>(s), {x, w});
 }
 
+namespace {
+
+// Whether the products' rows split into heads of head_dim (0: no heads).
+bool heads_fit(const mx::array& x, const std::vector<mx::array>& ws, int head_dim) {
+  if (head_dim == 0) {
+    return true;
+  }
+  if (head_dim < 0 || x.ndim() != 3) {
+    return false;
+  }
+  for (const auto& w : ws) {
+    if (w.ndim() != 2 || w.shape(0) % head_dim != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::vector<mx::array>> archgen_native_qmms(
     const mx::array& x, const std::vector<mx::array>& ws, const std::vector<mx::array>& scales,
-    const std::vector<mx::array>& biases, int group_size, int bits, mx::Stream s) {
+    const std::vector<mx::array>& biases, int group_size, int bits, int head_dim, mx::Stream s) {
   const size_t n = ws.size();
-  if (n < 1 || n > static_cast<size_t>(kMaxProducts) || scales.size() != n || biases.size() != n) {
+  if (n < 1 || n > static_cast<size_t>(kMaxProducts) || scales.size() != n ||
+      biases.size() != n || !heads_fit(x, ws, head_dim)) {
     return std::nullopt;
   }
   // Each part as archgen_native_qmm would take it alone, and all of one
@@ -1140,23 +1197,21 @@ std::optional<std::vector<mx::array>> archgen_native_qmms(
     inputs.push_back(row_major(ws[p], s));
     inputs.push_back(row_major(scales[p], s));
     inputs.push_back(row_major(biases[p], s));
-    auto sh = x.shape();
-    sh.back() = ws[p].shape(0);
-    shapes.push_back(sh);
+    shapes.push_back(product_shape(x, ws[p].shape(0), head_dim));
     dtypes.push_back(mx::promote_types(x.dtype(), scales[p].dtype()));
   }
   return mx::array::make_arrays(
       std::move(shapes), dtypes,
       std::make_shared<NativeProducts>(s, static_cast<int>(n), group_size, bits,
-                                       half_mode().load() == kHalfF32),
+                                       half_mode().load() == kHalfF32, head_dim),
       std::move(inputs));
 }
 
 std::optional<std::vector<mx::array>> archgen_native_linears(const mx::array& x,
                                                              const std::vector<mx::array>& ws,
-                                                             mx::Stream s) {
+                                                             int head_dim, mx::Stream s) {
   const size_t n = ws.size();
-  if (n < 1 || n > static_cast<size_t>(kMaxProducts)) {
+  if (n < 1 || n > static_cast<size_t>(kMaxProducts) || !heads_fit(x, ws, head_dim)) {
     return std::nullopt;
   }
   std::vector<mx::array> inputs = {x};
@@ -1166,11 +1221,9 @@ std::optional<std::vector<mx::array>> archgen_native_linears(const mx::array& x,
       return std::nullopt;
     }
     inputs.push_back(ws[p]);
-    auto sh = x.shape();
-    sh.back() = ws[p].shape(0);
-    shapes.push_back(sh);
+    shapes.push_back(product_shape(x, ws[p].shape(0), head_dim));
   }
   return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(n, x.dtype()),
-                                std::make_shared<NativeProducts>(s, static_cast<int>(n), 0, 0, false),
+                                std::make_shared<NativeProducts>(s, static_cast<int>(n), 0, 0, false, head_dim),
                                 std::move(inputs));
 }

@@ -33,14 +33,18 @@ std::optional<mlx::core::array> archgen_native_linear(const mlx::core::array& x,
 // with scales of one dtype; or each as archgen_native_linear takes it) as
 // one op with an output per W_p: x prepared once and one hand-off to the
 // kernel's threads for all of them. Each output equals that part's own
-// product bit for bit. nullopt where any part is not taken, or past 8
-// parts.
+// product bit for bit. With head_dim set, x is [B, L, K] and each output
+// [B, N_p / head_dim, L, head_dim]: the product's rows split into heads and
+// transposed as attention reads them (a strided view of the rows the
+// kernel writes). nullopt where any part is not taken, past 8 parts, or
+// where the heads do not fit.
 std::optional<std::vector<mlx::core::array>> archgen_native_qmms(
     const mlx::core::array& x, const std::vector<mlx::core::array>& ws,
     const std::vector<mlx::core::array>& scales, const std::vector<mlx::core::array>& biases,
-    int group_size, int bits, mlx::core::Stream s);
+    int group_size, int bits, int head_dim, mlx::core::Stream s);
 std::optional<std::vector<mlx::core::array>> archgen_native_linears(
-    const mlx::core::array& x, const std::vector<mlx::core::array>& ws, mlx::core::Stream s);
+    const mlx::core::array& x, const std::vector<mlx::core::array>& ws, int head_dim,
+    mlx::core::Stream s);
 
 // How quantized products whose input and scales are both bfloat16 or both
 // float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <exception>
 #include <new>
 #include <optional>
@@ -718,18 +719,48 @@ int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_arra
   })
 }
 
+namespace {
+
+// by_heads checks that products of x by matrices of these row counts split
+// into heads of head_dim (none when 0), and returns what turns one such
+// product [B, L, N] into [B, N / head_dim, L, head_dim].
+std::function<mx::array(mx::array)> by_heads(const mx::array& x, const std::vector<int>& rows,
+                                             int head_dim, mx::Stream s) {
+  if (head_dim == 0) {
+    return [](mx::array y) { return y; };
+  }
+  if (head_dim < 0 || x.ndim() != 3) {
+    throw std::invalid_argument("products by heads need x of three axes [B, L, K] and a head_dim above 0, got x of " +
+                                std::to_string(x.ndim()) + " axes and head_dim " + std::to_string(head_dim));
+  }
+  for (int n : rows) {
+    if (n % head_dim != 0) {
+      throw std::invalid_argument("products by heads: " + std::to_string(n) +
+                                  " rows do not split into heads of " + std::to_string(head_dim));
+    }
+  }
+  const int B = x.shape(0), L = x.shape(1);
+  return [=](mx::array y) {
+    return mx::transpose(mx::reshape(y, {B, L, y.shape(-1) / head_dim, head_dim}, s), {0, 2, 1, 3}, s);
+  };
+}
+
+}  // namespace
+
 int mlxg_quantized_matmuls(mlxg_array* res, mlxg_array x, const mlxg_array* w,
                            const mlxg_array* scales, const mlxg_array* biases, int n,
-                           int group_size, int bits, const char* mode, mlxg_stream s,
-                           char** err) {
+                           int group_size, int bits, const char* mode, int head_dim,
+                           mlxg_stream s, char** err) {
   MLXG_TRY({
     auto st = S(s);
     std::vector<mx::array> ys;
     std::vector<mx::array> ws, ss, bs;
+    std::vector<int> rows;
     bool affine = true;
     for (int p = 0; p < n; p++) {
       ws.push_back(A(w[p]));
       ss.push_back(A(scales[p]));
+      rows.push_back(ws.back().ndim() == 2 ? ws.back().shape(0) : 0);
       if (biases[p].ctx == nullptr) {
         affine = false;
       } else {
@@ -738,18 +769,19 @@ int mlxg_quantized_matmuls(mlxg_array* res, mlxg_array x, const mlxg_array* w,
     }
     std::optional<std::vector<mx::array>> fused;
     if (affine && std::strcmp(mode, "affine") == 0) {
-      fused = archgen_native_qmms(A(x), ws, ss, bs, group_size, bits, st);
+      fused = archgen_native_qmms(A(x), ws, ss, bs, group_size, bits, head_dim, st);
     }
     if (fused) {
       ys = std::move(*fused);
     } else {
+      auto heads = by_heads(A(x), rows, head_dim, st);
       for (int p = 0; p < n; p++) {
         if (auto y = archgen_native_qmm(A(x), ws[p], ss[p], opt(biases[p]), true, group_size, bits,
                                         mode, st)) {
-          ys.push_back(std::move(*y));
+          ys.push_back(heads(std::move(*y)));
         } else {
-          ys.push_back(mx::quantized_matmul(A(x), ws[p], ss[p], opt(biases[p]), true, group_size,
-                                            bits, mode, st));
+          ys.push_back(heads(mx::quantized_matmul(A(x), ws[p], ss[p], opt(biases[p]), true,
+                                                  group_size, bits, mode, st)));
         }
       }
     }
@@ -759,22 +791,25 @@ int mlxg_quantized_matmuls(mlxg_array* res, mlxg_array x, const mlxg_array* w,
   })
 }
 
-int mlxg_linears(mlxg_array* res, mlxg_array x, const mlxg_array* w, int n, mlxg_stream s,
-                 char** err) {
+int mlxg_linears(mlxg_array* res, mlxg_array x, const mlxg_array* w, int n, int head_dim,
+                 mlxg_stream s, char** err) {
   MLXG_TRY({
     auto st = S(s);
     std::vector<mx::array> ws, ys;
+    std::vector<int> rows;
     for (int p = 0; p < n; p++) {
       ws.push_back(A(w[p]));
+      rows.push_back(ws.back().ndim() == 2 ? ws.back().shape(0) : 0);
     }
-    if (auto fused = archgen_native_linears(A(x), ws, st)) {
+    if (auto fused = archgen_native_linears(A(x), ws, head_dim, st)) {
       ys = std::move(*fused);
     } else {
+      auto heads = by_heads(A(x), rows, head_dim, st);
       for (int p = 0; p < n; p++) {
         if (auto y = archgen_native_linear(A(x), ws[p], st)) {
-          ys.push_back(std::move(*y));
+          ys.push_back(heads(std::move(*y)));
         } else {
-          ys.push_back(mx::matmul(A(x), mx::transpose(ws[p], st), st));
+          ys.push_back(heads(mx::matmul(A(x), mx::transpose(ws[p], st), st)));
         }
       }
     }

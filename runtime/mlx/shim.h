@@ -244,14 +244,16 @@ int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_arra
 // The products of one x [..., K] by n matrices W_p [N_p, K] (a layer's q,
 // k and v projections, say), into res[0..n): quantized_matmul with transpose
 // for each (biases[p] empty where the mode has none), and linear for each.
-// Where archgen's kernel takes every part (one kind of W throughout) they
-// are one op and one hand-off to its threads; otherwise n ops.
+// With head_dim above 0, x is [B, L, K] and each result [B, N_p / head_dim,
+// L, head_dim], the product split into heads and transposed. Where
+// archgen's kernel takes every part (one kind of W throughout) they are one
+// op and one hand-off to its threads; otherwise n ops.
 int mlxg_quantized_matmuls(mlxg_array* res, mlxg_array x, const mlxg_array* w,
                            const mlxg_array* scales, const mlxg_array* biases, int n,
-                           int group_size, int bits, const char* mode, mlxg_stream s,
-                           char** err);
-int mlxg_linears(mlxg_array* res, mlxg_array x, const mlxg_array* w, int n, mlxg_stream s,
-                 char** err);
+                           int group_size, int bits, const char* mode, int head_dim,
+                           mlxg_stream s, char** err);
+int mlxg_linears(mlxg_array* res, mlxg_array x, const mlxg_array* w, int n, int head_dim,
+                 mlxg_stream s, char** err);
 // Matrix products with matrix-level gather: the batch entries of a (x) and
 // b (w) that each product takes are picked by lhs and rhs (ctx == NULL: in
 // order, broadcast as matmul's batch axes are). sorted: rhs (or lhs) is

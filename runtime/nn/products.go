@@ -11,28 +11,63 @@ import "github.com/archgen/archgen/runtime/mlx"
 // kernel cannot take together (a mix of kinds, a float layer with a bias,
 // a layer summed over a group) are applied one by one.
 func Products(g *mlx.Graph, x *mlx.Array, ls ...*Linear) []*mlx.Array {
+	return products(g, x, 0, ls)
+}
+
+// ProductsByHead is Products for x [B, L, in] and layers whose outputs are
+// heads of headDim values (attention's projections): each output is [B,
+// out / headDim, L, headDim], the layer's Apply reshaped to [B, L, heads,
+// headDim] and transposed, as attention reads it. The grouped products
+// give that layout as they write their rows, without a reshape or a
+// transpose in the graph.
+func ProductsByHead(g *mlx.Graph, x *mlx.Array, headDim int, ls ...*Linear) []*mlx.Array {
+	return products(g, x, headDim, ls)
+}
+
+func products(g *mlx.Graph, x *mlx.Array, headDim int, ls []*Linear) []*mlx.Array {
 	out := make([]*mlx.Array, len(ls))
+	// A bias [out] added to a product by heads is [heads, 1, headDim].
+	bias := func(b *mlx.Array) *mlx.Array {
+		if headDim == 0 {
+			return b
+		}
+		return g.Reshape(b, b.Dim(0)/headDim, 1, headDim)
+	}
 	switch {
-	case len(ls) > 1 && sameQuantized(ls):
+	case (len(ls) > 1 || headDim > 0) && sameQuantized(ls):
 		qs := make([]mlx.Quantized, len(ls))
 		for i, l := range ls {
 			qs[i] = *l.Q
 		}
-		for i, y := range g.QuantizedMatmuls(x, qs) {
+		var ys []*mlx.Array
+		if headDim > 0 {
+			ys = g.QuantizedMatmulsByHead(x, qs, headDim)
+		} else {
+			ys = g.QuantizedMatmuls(x, qs)
+		}
+		for i, y := range ys {
 			if ls[i].Bias != nil {
-				y = g.Add(y, ls[i].Bias)
+				y = g.Add(y, bias(ls[i].Bias))
 			}
 			out[i] = y
 		}
-	case len(ls) > 1 && plainFloat(ls):
+	case (len(ls) > 1 || headDim > 0) && plainFloat(ls):
 		ws := make([]*mlx.Array, len(ls))
 		for i, l := range ls {
 			ws[i] = l.Weight
 		}
-		copy(out, g.Linears(x, ws))
+		if headDim > 0 {
+			copy(out, g.LinearsByHead(x, ws, headDim))
+		} else {
+			copy(out, g.Linears(x, ws))
+		}
 	default:
 		for i, l := range ls {
-			out[i] = l.Apply(g, x)
+			y := l.Apply(g, x)
+			if headDim > 0 {
+				y = g.Transpose(g.Reshape(y, x.Dim(0), x.Dim(1), y.Dim(-1)/headDim, headDim), 0, 2, 1, 3)
+			}
+			out[i] = y
 		}
 	}
 	return out

@@ -157,8 +157,8 @@ func (b *Block) doc() string {
 //
 //	func (l *Layer) forward(g, x, mask, c) *mlx.Array {
 //		r := l.SelfAttn.forward(g, l.InputLayernorm.Apply(g, x), mask, c)
-//		h := g.Add(x, r)
-//		r = l.MLP.forward(g, l.PostAttentionLayernorm.Apply(g, h))
+//		h, hn := l.PostAttentionLayernorm.AddApply(g, x, r) // x + r, and it normed
+//		r = l.MLP.forward(g, hn)
 //		return g.Add(h, r)
 //	}
 func (b *Block) emitForward(f *jen.File) {
@@ -190,8 +190,14 @@ func (b *Block) emitForward(f *jen.File) {
 	}
 	var body []jen.Code
 	body = append(body, branch(AttnOut, ":=", b.attn.forward(normed(AttnIn, jen.Id("x"))))...)
-	body = append(body, jen.Id("h").Op(":=").Add(add("x", "r")))
-	body = append(body, branch(MLPOut, "=", b.mlp.forward(normed(MLPIn, jen.Id("h"))))...)
+	if n := b.slot(MLPIn); n != nil && !b.ClipResidual {
+		// The residual update and the MLP's norm in one op.
+		body = append(body, jen.List(jen.Id("h"), jen.Id("hn")).Op(":=").Add(n.Field.of(rLayer).Dot("AddApply").Call(g(), jen.Id("x"), jen.Id("r"))).Comment("x + r, and it normed"))
+		body = append(body, branch(MLPOut, "=", b.mlp.forward(jen.Id("hn")))...)
+	} else {
+		body = append(body, jen.Id("h").Op(":=").Add(add("x", "r")))
+		body = append(body, branch(MLPOut, "=", b.mlp.forward(normed(MLPIn, jen.Id("h"))))...)
+	}
 	body = append(body, jen.Return(add("h", "r")))
 	doc := b.doc()
 	if b.ClipResidual {

@@ -159,8 +159,7 @@ func (r *Rope) forward() []jen.Code {
 	rope := r.field.of(rAttn)
 	return []jen.Code{
 		jen.Id("offset").Op(":=").Id("c").Dot("Offset").Call(),
-		jen.Id("q").Op("=").Add(rope.Clone().Dot("Apply").Call(g(), jen.Id("q"), jen.Id("offset"))),
-		jen.Id("k").Op("=").Add(rope.Clone().Dot("Apply").Call(g(), jen.Id("k"), jen.Id("offset"))),
+		jen.List(jen.Id("q"), jen.Id("k")).Op("=").Qual(nnPkg, "RotateQK").Call(g(), rope, jen.Id("q"), jen.Id("k"), jen.Id("offset")),
 	}
 }
 

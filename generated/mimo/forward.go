@@ -29,8 +29,8 @@ func (m *Model) Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx
 // output back.
 func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	r := l.SelfAttn.forward(g, l.InputLayernorm.Apply(g, x), mask, c)
-	h := g.Add(x, r)
-	r = l.MLP.forward(g, l.PostAttentionLayernorm.Apply(g, h))
+	h, hn := l.PostAttentionLayernorm.AddApply(g, x, r) // x + r, and it normed
+	r = l.MLP.forward(g, hn)
 	return g.Add(h, r)
 }
 
@@ -41,8 +41,7 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 	qkv := nn.ProductsByHead(g, x, a.headDim, a.QProj, a.KProj, a.VProj)
 	q, k, v := qkv[0], qkv[1], qkv[2] // [B, heads, L, head_dim], [B, kv_heads, L, head_dim] twice
 	offset := c.Offset()
-	q = a.rope.Apply(g, q, offset)
-	k = a.rope.Apply(g, k, offset)
+	q, k = nn.RotateQK(g, a.rope, q, k, offset)
 	o := kv.Attention(g, q, c.Update(g, k, v), a.scale, mask)          // [B, heads, L, head_dim]
 	o = g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, a.heads*a.headDim) // [B, L, heads*head_dim]
 	return a.OProj.Apply(g, o)

@@ -97,6 +97,9 @@ struct NormJob {
   const void* x;
   Kind xk;
   Rows rows;
+  const void* r;  // nullptr, or a residual of x's kind and shape: the row normed is x + r
+  Rows rrows;
+  void* sum;      // with r: where x + r is written, rows of n values of x's kind
   const void* w;  // nullptr: no weight
   const void* b;  // nullptr: no bias
   Kind ok;        // output kind; weight and bias have it too
@@ -108,9 +111,14 @@ struct NormJob {
 
 // One row as libmlx's chain computes it: the statistics summed in float32
 // in index order, the normalized row rounded to the output dtype, then
-// times the weight and plus the bias, each rounded again.
+// times the weight and plus the bias, each rounded again. With a residual,
+// the row is first x + r as libmlx's add gives it (the float32 sum rounded
+// to x's dtype), which is written out too.
 void norm_rows(const NormJob& j, int64_t r0, int64_t r1) {
-  std::vector<float> xf(j.n), wf, bf;
+  std::vector<float> xf(j.n), rf, wf, bf;
+  if (j.r != nullptr) {
+    rf.resize(j.n);
+  }
   if (j.w != nullptr) {
     wf.resize(j.n);
     archgen::to_f32(wf.data(), j.w, j.n, j.ok);
@@ -124,6 +132,12 @@ void norm_rows(const NormJob& j, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; r++) {
     gather_f32(xf.data(), static_cast<const char*>(j.x) + j.rows.offset(r) * esz,
                j.rows.last_stride, j.n, j.xk);
+    if (j.r != nullptr) {
+      gather_f32(rf.data(), static_cast<const char*>(j.r) + j.rrows.offset(r) * esz,
+                 j.rrows.last_stride, j.n, j.xk);
+      for (int i = 0; i < j.n; i++) xf[i] = round_to(xf[i] + rf[i], j.xk);
+      from_f32(static_cast<char*>(j.sum) + r * j.n * esz, xf.data(), j.n, j.xk);
+    }
     float mu = 0;
     if (j.layer) {
       float s = 0;
@@ -157,41 +171,58 @@ void run_norm(const NormJob& j) {
   });
 }
 
-class NativeNorm : public mx::UnaryPrimitive {
+// rms_norm or layer_norm of in[0]; with residual_, of in[0] + in[1], with
+// that sum as a first output and the normed sum as the second. The weight
+// and the bias follow, where there are.
+class NativeNorm : public mx::Primitive {
  public:
-  NativeNorm(mx::Stream s, float eps, bool layer, bool has_w, bool has_b)
-      : UnaryPrimitive(s), eps_(eps), layer_(layer), has_w_(has_w), has_b_(has_b) {}
+  NativeNorm(mx::Stream s, float eps, bool layer, bool has_w, bool has_b, bool residual)
+      : Primitive(s), eps_(eps), layer_(layer), has_w_(has_w), has_b_(has_b), residual_(residual) {}
 
-  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
-    auto& enc = begin(stream(), in, out);
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) {
+      enc.set_input_array(a);
+    }
+    for (auto& o : outs) {
+      o.set_data(mx::allocator::malloc(o.nbytes()));
+      enc.set_output_array(o);
+    }
     const mx::array& x = in[0];
-    int k = 1;
+    mx::array& out = outs.back();
+    int k = residual_ ? 2 : 1;
     const void* w = has_w_ ? in[k++].data<void>() : nullptr;
     const void* b = has_b_ ? in[k++].data<void>() : nullptr;
-    NormJob j{x.data<void>(), kind_of(x.dtype()), Rows(x),          w, b,
-              kind_of(out.dtype()), out.data<void>(), x.shape(-1), eps_, layer_};
-    enc.dispatch([j, in, out]() { run_norm(j); });
+    NormJob j{x.data<void>(), kind_of(x.dtype()), Rows(x),
+              residual_ ? in[1].data<void>() : nullptr, residual_ ? Rows(in[1]) : Rows(x),
+              residual_ ? outs[0].data<void>() : nullptr, w, b, kind_of(out.dtype()),
+              out.data<void>(), x.shape(-1), eps_, layer_};
+    enc.dispatch([j, in, outs]() { run_norm(j); });
   }
 
-  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
     throw std::runtime_error("archgen's native norm runs on the CPU only");
   }
 
-  const char* name() const override { return layer_ ? "ArchgenLayerNorm" : "ArchgenRMSNorm"; }
+  const char* name() const override {
+    if (residual_) return layer_ ? "ArchgenAddLayerNorm" : "ArchgenAddRMSNorm";
+    return layer_ ? "ArchgenLayerNorm" : "ArchgenRMSNorm";
+  }
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeNorm*>(&other);
     return o != nullptr && o->eps_ == eps_ && o->layer_ == layer_ && o->has_w_ == has_w_ &&
-           o->has_b_ == has_b_;
+           o->has_b_ == has_b_ && o->residual_ == residual_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    if (residual_) return {in[0].shape(), in[0].shape()};
     return {in[0].shape()};
   }
 
  private:
   float eps_;
-  bool layer_, has_w_, has_b_;
+  bool layer_, has_w_, has_b_, residual_;
 };
 
 // ---- rope ----
@@ -293,41 +324,58 @@ void run_rope(const RopeJob& j) {
   }
 }
 
-class NativeRope : public mx::UnaryPrimitive {
+// Rotates count_ arrays (a layer's queries and keys) by the same positions
+// and frequencies, an output each: in is x_0 .. x_{count_-1}, the offsets,
+// and the frequencies where freqs_ is set. The cos and sin table is made
+// once for them all.
+class NativeRope : public mx::Primitive {
  public:
-  NativeRope(mx::Stream s, int dims, bool traditional, float base, float scale, bool freqs)
-      : UnaryPrimitive(s),
+  NativeRope(mx::Stream s, int count, int dims, bool traditional, float base, float scale,
+             bool freqs)
+      : Primitive(s),
+        count_(count),
         dims_(dims),
         traditional_(traditional),
         base_(base),
         scale_(scale),
         freqs_(freqs) {}
 
-  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
-    auto& enc = begin(stream(), in, out);
-    const mx::array& x = in[0];
-    const mx::array& off = in[1];
-    int nd = static_cast<int>(x.ndim());
-    int64_t B = x.shape(0), T = x.shape(nd - 2), N = 1;
-    for (int i = 1; i < nd - 2; i++) N *= x.shape(i);
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) {
+      enc.set_input_array(a);
+    }
+    const mx::array& off = in[count_];
     int half = dims_ / 2;
     // The inverse frequencies, as libmlx computes them: exp(-i * log(base)
     // / half) in float32, or 1 / freqs.
     auto inv = std::make_shared<std::vector<float>>(half);
     if (freqs_) {
-      const float* f = in[2].data<float>();
+      const float* f = in[count_ + 1].data<float>();
       for (int i = 0; i < half; i++) (*inv)[i] = 1.0f / f[i];
     } else {
       float c = std::log(base_) / half;
       for (int i = 0; i < half; i++) (*inv)[i] = mlx_exp(static_cast<float>(-i) * c);
     }
-    RopeJob j{x.data<void>(), kind_of(x.dtype()), Rows(x), B, N, T, x.shape(-1), dims_,
-              traditional_, scale_, off.data<int32_t>(), off.size() > 1, inv->data(),
-              out.data<void>()};
-    enc.dispatch([j, inv, in, out]() { run_rope(j); });
+    std::vector<RopeJob> jobs;
+    for (int p = 0; p < count_; p++) {
+      const mx::array& x = in[p];
+      mx::array& out = outs[p];
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+      enc.set_output_array(out);
+      int nd = static_cast<int>(x.ndim());
+      int64_t B = x.shape(0), T = x.shape(nd - 2), N = 1;
+      for (int i = 1; i < nd - 2; i++) N *= x.shape(i);
+      jobs.push_back(RopeJob{x.data<void>(), kind_of(x.dtype()), Rows(x), B, N, T, x.shape(-1),
+                             dims_, traditional_, scale_, off.data<int32_t>(), off.size() > 1,
+                             inv->data(), out.data<void>()});
+    }
+    enc.dispatch([jobs, inv, in, outs]() {
+      for (const auto& j : jobs) run_rope(j);
+    });
   }
 
-  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
     throw std::runtime_error("archgen's native rope runs on the CPU only");
   }
 
@@ -335,15 +383,19 @@ class NativeRope : public mx::UnaryPrimitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeRope*>(&other);
-    return o != nullptr && o->dims_ == dims_ && o->traditional_ == traditional_ &&
-           o->base_ == base_ && o->scale_ == scale_ && o->freqs_ == freqs_;
+    return o != nullptr && o->count_ == count_ && o->dims_ == dims_ &&
+           o->traditional_ == traditional_ && o->base_ == base_ && o->scale_ == scale_ &&
+           o->freqs_ == freqs_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
-    return {in[0].shape()};
+    std::vector<mx::Shape> shapes;
+    for (int p = 0; p < count_; p++) shapes.push_back(in[p].shape());
+    return shapes;
   }
 
  private:
+  int count_;
   int dims_;
   bool traditional_;
   float base_, scale_;
@@ -895,12 +947,19 @@ extern "C" int mlxg_set_native_fast(int on) {
   return fast_switch().exchange(on && cpu_ok ? 1 : 0);
 }
 
-std::optional<mx::array> archgen_native_norm(const mx::array& x,
-                                             const std::optional<mx::array>& weight,
-                                             const std::optional<mx::array>& bias, float eps,
-                                             bool layer, mx::Stream s) {
+namespace {
+
+// The inputs of a native norm of x (after residual, when there is one) and
+// its output dtype, libmlx's: x's, or promoted with the weight's (and the
+// bias's, with a weight); nullopt where the kernel does not apply.
+std::optional<std::pair<std::vector<mx::array>, mx::Dtype>> norm_inputs(
+    const mx::array& x, const std::optional<mx::array>& residual,
+    const std::optional<mx::array>& weight, const std::optional<mx::array>& bias, mx::Stream s) {
   if (!fast_enabled() || s.device != mx::Device::cpu || x.ndim() < 1 || x.size() == 0 ||
       !archgen::kernel_float(x.dtype())) {
+    return std::nullopt;
+  }
+  if (residual && (residual->dtype() != x.dtype() || residual->shape() != x.shape())) {
     return std::nullopt;
   }
   int n = x.shape(-1);
@@ -909,20 +968,79 @@ std::optional<mx::array> archgen_native_norm(const mx::array& x,
       return std::nullopt;  // mlx's op reports these
     }
   }
-  // The output dtype as libmlx's: x's, or promoted with the weight's (and
-  // the bias's, with a weight).
   mx::Dtype ot = x.dtype();
   if (weight) ot = bias ? mx::result_type(x, *weight, *bias) : mx::result_type(x, *weight);
   if (!archgen::kernel_float(ot)) {
     return std::nullopt;
   }
   std::vector<mx::array> in = {x};
+  if (residual) in.push_back(*residual);
   if (weight) in.push_back(mx::astype(*weight, ot, s));
-  bool has_b = bias.has_value();
-  if (has_b) in.push_back(mx::astype(*bias, ot, s));
-  return mx::array(x.shape(), ot,
-                   std::make_shared<NativeNorm>(s, eps, layer, weight.has_value(), has_b),
-                   std::move(in));
+  if (bias) in.push_back(mx::astype(*bias, ot, s));
+  return std::make_pair(std::move(in), ot);
+}
+
+}  // namespace
+
+std::optional<mx::array> archgen_native_norm(const mx::array& x,
+                                             const std::optional<mx::array>& weight,
+                                             const std::optional<mx::array>& bias, float eps,
+                                             bool layer, mx::Stream s) {
+  auto in = norm_inputs(x, std::nullopt, weight, bias, s);
+  if (!in) {
+    return std::nullopt;
+  }
+  return mx::array(
+      x.shape(), in->second,
+      std::make_shared<NativeNorm>(s, eps, layer, weight.has_value(), bias.has_value(), false),
+      std::move(in->first));
+}
+
+std::optional<std::vector<mx::array>> archgen_native_add_norm(
+    const mx::array& x, const mx::array& residual, const std::optional<mx::array>& weight,
+    const std::optional<mx::array>& bias, float eps, bool layer, mx::Stream s) {
+  auto in = norm_inputs(x, residual, weight, bias, s);
+  if (!in) {
+    return std::nullopt;
+  }
+  return mx::array::make_arrays(
+      {x.shape(), x.shape()}, {x.dtype(), in->second},
+      std::make_shared<NativeNorm>(s, eps, layer, weight.has_value(), bias.has_value(), true),
+      std::move(in->first));
+}
+
+std::optional<std::vector<mx::array>> archgen_native_ropes(
+    const std::vector<mx::array>& xs, int dims, bool traditional, std::optional<float> base,
+    float scale, const mx::array& offset, const std::optional<mx::array>& freqs, mx::Stream s) {
+  if (!fast_enabled() || s.device != mx::Device::cpu || xs.empty() || dims <= 0 ||
+      dims % 2 != 0 || base.has_value() == freqs.has_value() || offset.ndim() > 1 ||
+      !mx::issubdtype(offset.dtype(), mx::integer)) {
+    return std::nullopt;
+  }
+  if (freqs && (freqs->ndim() != 1 || freqs->shape(0) != dims / 2)) {
+    return std::nullopt;
+  }
+  std::vector<mx::array> in;
+  std::vector<mx::Shape> shapes;
+  std::vector<mx::Dtype> dtypes;
+  for (const auto& x : xs) {
+    // Each as mlx's rope takes it, all of one dtype (and so one table).
+    if (x.ndim() < 3 || x.size() == 0 || !archgen::kernel_float(x.dtype()) ||
+        x.dtype() != xs[0].dtype() || dims > x.shape(-1) ||
+        (offset.size() != 1 && offset.size() != static_cast<size_t>(x.shape(0)))) {
+      return std::nullopt;
+    }
+    in.push_back(x);
+    shapes.push_back(x.shape());
+    dtypes.push_back(x.dtype());
+  }
+  in.push_back(mx::astype(offset, mx::int32, s));
+  if (freqs) in.push_back(mx::astype(*freqs, mx::float32, s));
+  return mx::array::make_arrays(
+      std::move(shapes), dtypes,
+      std::make_shared<NativeRope>(s, static_cast<int>(xs.size()), dims, traditional,
+                                   base.value_or(1.0f), scale, freqs.has_value()),
+      std::move(in));
 }
 
 std::optional<mx::array> archgen_native_rope(const mx::array& x, int dims, bool traditional,
@@ -930,22 +1048,11 @@ std::optional<mx::array> archgen_native_rope(const mx::array& x, int dims, bool 
                                              const mx::array& offset,
                                              const std::optional<mx::array>& freqs,
                                              mx::Stream s) {
-  if (!fast_enabled() || s.device != mx::Device::cpu || x.ndim() < 3 || x.size() == 0 ||
-      !archgen::kernel_float(x.dtype()) || dims <= 0 || dims % 2 != 0 || dims > x.shape(-1) ||
-      base.has_value() == freqs.has_value() || offset.ndim() > 1 ||
-      (offset.size() != 1 && offset.size() != static_cast<size_t>(x.shape(0))) ||
-      !mx::issubdtype(offset.dtype(), mx::integer)) {
+  auto ys = archgen_native_ropes({x}, dims, traditional, base, scale, offset, freqs, s);
+  if (!ys) {
     return std::nullopt;
   }
-  if (freqs && (freqs->ndim() != 1 || freqs->shape(0) != dims / 2)) {
-    return std::nullopt;
-  }
-  std::vector<mx::array> in = {x, mx::astype(offset, mx::int32, s)};
-  if (freqs) in.push_back(mx::astype(*freqs, mx::float32, s));
-  return mx::array(x.shape(), x.dtype(),
-                   std::make_shared<NativeRope>(s, dims, traditional, base.value_or(1.0f), scale,
-                                                freqs.has_value()),
-                   std::move(in));
+  return std::move(ys->front());
 }
 
 std::optional<mx::array> archgen_native_sdpa(const mx::array& q, const mx::array& k,

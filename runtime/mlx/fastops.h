@@ -4,6 +4,7 @@
 #define ARCHGEN_MLX_FASTOPS_H
 
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "mlx/mlx.h"
@@ -20,6 +21,21 @@ std::optional<mlx::core::array> archgen_native_norm(const mlx::core::array& x,
                                                     const std::optional<mlx::core::array>& weight,
                                                     const std::optional<mlx::core::array>& bias,
                                                     float eps, bool layer, mlx::core::Stream s);
+
+// x + residual (of x's shape and dtype, as mlx's add gives it) and that sum
+// normed as archgen_native_norm normalizes, as one op with the two outputs.
+std::optional<std::vector<mlx::core::array>> archgen_native_add_norm(
+    const mlx::core::array& x, const mlx::core::array& residual,
+    const std::optional<mlx::core::array>& weight, const std::optional<mlx::core::array>& bias,
+    float eps, bool layer, mlx::core::Stream s);
+
+// archgen_native_rope of several arrays of one dtype (a layer's queries
+// and keys) by the same positions and frequencies, as one op with an output
+// each; nullopt where any is not taken.
+std::optional<std::vector<mlx::core::array>> archgen_native_ropes(
+    const std::vector<mlx::core::array>& xs, int dims, bool traditional,
+    std::optional<float> base, float scale, const mlx::core::array& offset,
+    const std::optional<mlx::core::array>& freqs, mlx::core::Stream s);
 
 // mlx::core::fast::rope with an array offset (a scalar or one per batch row).
 std::optional<mlx::core::array> archgen_native_rope(const mlx::core::array& x, int dims,

@@ -461,3 +461,153 @@ func TestNativeSwiGLU(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeRoPEs: a layer's queries and keys rotated in one op (RoPEs)
+// equal their own RoPE calls bit for bit, in every dtype, for decode and
+// prompt rows, strided inputs (the products' by-head layout), partial and
+// traditional rotation, a frequency table and per-row offsets; arrays of
+// two dtypes fall back to an op each with the same values.
+func TestNativeRoPEs(t *testing.T) {
+	needFast(t)
+	for _, dt := range fastDtypes {
+		for _, c := range []struct {
+			name        string
+			B, L, D     int
+			dims        int
+			traditional bool
+			freqs       bool
+			offset      int
+			offsets     []int32
+		}{
+			{"decode", 1, 1, 64, 64, false, false, 255, nil},
+			{"prefill", 1, 37, 64, 64, false, false, 0, nil},
+			{"partial_traditional", 2, 3, 80, 40, true, false, 11, nil},
+			{"freqs", 1, 4, 64, 64, false, true, 4000, nil},
+			{"batch_offsets", 3, 2, 64, 64, false, false, 0, []int32{0, 5, 300}},
+		} {
+			t.Run(fmt.Sprintf("%s_%s", c.name, dt), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				// q and k as the by-head products give them: [B, H, L, D]
+				// over rows [B, L, H, D].
+				q := g.Swapaxes(randn(g, 5, dt, c.B, c.L, 9, c.D), 1, 2)
+				k := g.Swapaxes(randn(g, 6, dt, c.B, c.L, 3, c.D), 1, 2)
+				r := &RoPE{Dims: c.dims, Traditional: c.traditional, Base: 10000, Scale: 1}
+				if c.freqs {
+					f := make([]float32, c.dims/2)
+					for i := range f {
+						f[i] = float32(math.Pow(500000, float64(2*i)/float64(c.dims)) * (1 + float64(i%3)))
+					}
+					r.Freqs = FromSlice(g, f, len(f))
+				}
+				var both []*Array
+				var wq, wk *Array
+				if c.offsets != nil {
+					at := FromSlice(g, c.offsets, len(c.offsets))
+					both = g.RoPEsAt([]*Array{q, k}, r, at)
+					wq, wk = g.RoPEAt(q, r, at), g.RoPEAt(k, r, at)
+				} else {
+					both = g.RoPEs([]*Array{q, k}, r, c.offset)
+					wq, wk = g.RoPE(q, r, c.offset), g.RoPE(k, r, c.offset)
+				}
+				for i, y := range both {
+					if name := y.primitiveName(); name != "ArchgenRoPE" {
+						t.Fatalf("output %d: primitive %q, want archgen's rope", i, name)
+					}
+				}
+				if err := g.Eval(both[0], both[1], wq, wk); err != nil {
+					t.Fatal(err)
+				}
+				sameArrays(t, "q", both[0], wq)
+				sameArrays(t, "k", both[1], wk)
+			})
+		}
+	}
+	t.Run("two_dtypes", func(t *testing.T) {
+		g := NewGraph(nil)
+		defer g.Close()
+		q := randn(g, 7, Float32, 1, 4, 2, 64)
+		k := randn(g, 8, BFloat16, 1, 2, 2, 64)
+		r := &RoPE{Dims: 64, Base: 10000, Scale: 1}
+		both := g.RoPEs([]*Array{q, k}, r, 9)
+		wq, wk := g.RoPE(q, r, 9), g.RoPE(k, r, 9)
+		if err := g.Eval(both[0], both[1], wq, wk); err != nil {
+			t.Fatal(err)
+		}
+		sameArrays(t, "q", both[0], wq)
+		sameArrays(t, "k", both[1], wk)
+	})
+}
+
+// TestNativeAddNorm: the residual update and the norm after it as one op
+// (AddRMSNorm, AddLayerNorm) equal Add and the norm's own op bit for bit, in
+// every dtype, with and without weight and bias, for decode and prompt rows
+// and a strided input; a residual of another dtype falls back to an add and
+// a norm with the same values.
+func TestNativeAddNorm(t *testing.T) {
+	needFast(t)
+	for _, dt := range fastDtypes {
+		for _, c := range []struct {
+			name            string
+			shape           []int
+			layer, w, b     bool
+			strided         bool
+			residualFloat32 bool
+		}{
+			{"rms_decode", []int{1, 1, 576}, false, true, false, false, false},
+			{"rms_prefill", []int{2, 37, 576}, false, true, false, false, false},
+			{"rms_no_weight", []int{1, 5, 64}, false, false, false, false, false},
+			{"rms_strided", []int{2, 3, 64}, false, true, false, true, false},
+			{"layer", []int{1, 7, 96}, true, true, true, false, false},
+			{"layer_no_bias", []int{1, 7, 96}, true, true, false, false, false},
+			{"residual_of_another_dtype", []int{1, 3, 64}, false, true, false, false, true},
+		} {
+			t.Run(fmt.Sprintf("%s_%s", c.name, dt), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				n := c.shape[len(c.shape)-1]
+				x := randn(g, 1, dt, c.shape...)
+				if c.strided {
+					x = g.Swapaxes(randn(g, 1, dt, c.shape[1], c.shape[0], n), 0, 1)
+				}
+				rdt := dt
+				if c.residualFloat32 {
+					rdt = Float32
+				}
+				r := randn(g, 2, rdt, c.shape...)
+				var w, b *Array
+				if c.w {
+					w = randn(g, 3, dt, n)
+				}
+				if c.b {
+					b = randn(g, 4, dt, n)
+				}
+				var h, hn, want *Array
+				if c.layer {
+					h, hn = g.AddLayerNorm(x, r, w, b, 1e-5)
+					want = g.LayerNorm(g.Add(x, r), w, b, 1e-5)
+				} else {
+					h, hn = g.AddRMSNorm(x, r, w, 1e-6)
+					want = g.RMSNorm(g.Add(x, r), w, 1e-6)
+				}
+				if !c.residualFloat32 {
+					prim := "ArchgenAddRMSNorm"
+					if c.layer {
+						prim = "ArchgenAddLayerNorm"
+					}
+					for _, y := range []*Array{h, hn} {
+						if name := y.primitiveName(); name != prim {
+							t.Fatalf("primitive %q, want %q", name, prim)
+						}
+					}
+				}
+				sum := g.Add(x, r)
+				if err := g.Eval(h, hn, want, sum); err != nil {
+					t.Fatal(err)
+				}
+				sameArrays(t, "sum", h, sum)
+				sameArrays(t, "normed", hn, want)
+			})
+		}
+	}
+}

@@ -862,38 +862,53 @@ func (g *Graph) QuantizedMatmulsByHead(x *Array, qs []Quantized, headDim int) []
 }
 
 func (g *Graph) quantizedMatmuls(x *Array, qs []Quantized, headDim int) []*Array {
-	out := make([]*Array, len(qs))
-	for i := range out {
-		out[i] = g.bad
-	}
+	const op = "quantized_matmuls"
 	for _, q := range qs {
-		if !g.okQuantized("quantized_matmuls", q, x) {
-			return out
+		if !g.okQuantized(op, q, x) {
+			return g.bads(len(qs))
 		}
 	}
 	if len(qs) == 0 {
-		g.Fail(&Error{Op: "quantized_matmuls", Msg: "no matrices"})
-		return out
+		g.Fail(&Error{Op: op, Msg: "no matrices"})
+		return nil
 	}
 	for _, q := range qs[1:] {
 		if q.GroupSize != qs[0].GroupSize || q.Bits != qs[0].Bits || q.Mode != qs[0].Mode {
-			g.Fail(&Error{Op: "quantized_matmuls", Msg: fmt.Sprintf("matrices quantized differently (%d bits in groups of %d, mode %q; and %d bits in groups of %d, mode %q)",
+			g.Fail(&Error{Op: op, Msg: fmt.Sprintf("matrices quantized differently (%d bits in groups of %d, mode %q; and %d bits in groups of %d, mode %q)",
 				qs[0].Bits, qs[0].GroupSize, qs[0].Mode, q.Bits, q.GroupSize, q.Mode)})
-			return out
+			return g.bads(len(qs))
 		}
 	}
 	n := len(qs)
-	args := make([]C.mlxg_array, 4*n)
+	args := make([]C.mlxg_array, 3*n)
 	for i, q := range qs {
 		args[i], args[n+i], args[2*n+i] = q.Weight.c, q.Scales.c, opt(q.Biases)
 	}
-	res := args[3*n:]
 	cm, free := cMode(qs[0].Mode)
 	defer free()
-	if C.mlxg_quantized_matmuls(&res[0], x.c, &args[0], &args[n], &args[2*n], C.int(n), C.int(qs[0].GroupSize), C.int(qs[0].Bits), cm, C.int(headDim), g.s.c, g.errp()) != 0 {
-		g.failC("quantized_matmuls")
-		return out
+	return g.results(op, n, func(res *C.mlxg_array) C.int {
+		return C.mlxg_quantized_matmuls(res, x.c, &args[0], &args[n], &args[2*n], C.int(n), C.int(qs[0].GroupSize), C.int(qs[0].Bits), cm, C.int(headDim), g.s.c, g.errp())
+	})
+}
+
+// bads is n of g's invalid array, what a failed op of n outputs returns.
+func (g *Graph) bads(n int) []*Array {
+	out := make([]*Array, n)
+	for i := range out {
+		out[i] = g.bad
 	}
+	return out
+}
+
+// results runs call, which writes an op's n outputs into res[0..n), and
+// adopts them; n invalid arrays, the error recorded, when it fails.
+func (g *Graph) results(op string, n int, call func(res *C.mlxg_array) C.int) []*Array {
+	res := make([]C.mlxg_array, n)
+	if call(&res[0]) != 0 {
+		g.failC(op)
+		return g.bads(n)
+	}
+	out := make([]*Array, n)
 	for i := range out {
 		out[i] = g.adopt(res[i])
 	}
@@ -913,31 +928,17 @@ func (g *Graph) LinearsByHead(x *Array, ws []*Array, headDim int) []*Array {
 }
 
 func (g *Graph) linears(x *Array, ws []*Array, headDim int) []*Array {
-	out := make([]*Array, len(ws))
-	for i := range out {
-		out[i] = g.bad
-	}
 	if !g.ok("linears", append([]*Array{x}, ws...)...) {
-		return out
+		return g.bads(len(ws))
 	}
 	if len(ws) == 0 {
 		g.Fail(&Error{Op: "linears", Msg: "no weights"})
-		return out
+		return nil
 	}
-	n := len(ws)
-	args := make([]C.mlxg_array, 2*n)
-	for i, w := range ws {
-		args[i] = w.c
-	}
-	res := args[n:]
-	if C.mlxg_linears(&res[0], x.c, &args[0], C.int(n), C.int(headDim), g.s.c, g.errp()) != 0 {
-		g.failC("linears")
-		return out
-	}
-	for i := range out {
-		out[i] = g.adopt(res[i])
-	}
-	return out
+	hs := handles(ws)
+	return g.results("linears", len(ws), func(res *C.mlxg_array) C.int {
+		return C.mlxg_linears(res, x.c, &hs[0], C.int(len(hs)), C.int(headDim), g.s.c, g.errp())
+	})
 }
 
 // ---- fast kernels ----
@@ -968,6 +969,29 @@ func (g *Graph) LayerNorm(x, weight, bias *Array, eps float32) *Array {
 	return g.done("layer_norm", C.mlxg_layer_norm(g.res0(), x.c, opt(weight), opt(bias), C.float(eps), g.s.c, g.errp()))
 }
 
+// AddRMSNorm is Add(x, residual) and RMSNorm of that sum: a residual
+// stream's update and the next sublayer's normed input. Where archgen's
+// kernel takes them (x and residual of one shape and dtype) they are one op
+// with both outputs, each equal to Add's and RMSNorm's bit for bit.
+func (g *Graph) AddRMSNorm(x, residual, weight *Array, eps float32) (sum, normed *Array) {
+	return g.addNorm("rms_norm", x, residual, weight, nil, eps, false)
+}
+
+// AddLayerNorm is AddRMSNorm with LayerNorm.
+func (g *Graph) AddLayerNorm(x, residual, weight, bias *Array, eps float32) (sum, normed *Array) {
+	return g.addNorm("layer_norm", x, residual, weight, bias, eps, true)
+}
+
+func (g *Graph) addNorm(op string, x, residual, weight, bias *Array, eps float32, layer bool) (*Array, *Array) {
+	if !g.ok(op, x, residual) || !g.okOpt(op, weight, bias) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_add_norm(res, x.c, residual.c, opt(weight), opt(bias), C.float(eps), C.bool(layer), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}
+
 // RoPE describes a rotary embedding: the first Dims features of the last
 // axis rotate, by frequencies from Base, or from Freqs when it is set.
 type RoPE struct {
@@ -990,6 +1014,36 @@ func (g *Graph) RoPEAt(x *Array, r *RoPE, offset *Array) *Array {
 		return g.bad
 	}
 	return g.rope(x, r, 0, offset)
+}
+
+// RoPEs is RoPE of each of xs, all rotated by the same positions (a
+// layer's queries and keys): one op with an output each where archgen's
+// kernel takes them all (arrays of one dtype), which makes the positions'
+// cos and sin table once for them; each output equals its own RoPE bit for
+// bit.
+func (g *Graph) RoPEs(xs []*Array, r *RoPE, offset int) []*Array { return g.ropes(xs, r, offset, nil) }
+
+// RoPEsAt is RoPEs with the offset in an array (see RoPEAt).
+func (g *Graph) RoPEsAt(xs []*Array, r *RoPE, offset *Array) []*Array {
+	if offset == nil {
+		g.Fail(&Error{Op: "rope", Msg: "nil offset array"})
+		return g.bads(len(xs))
+	}
+	return g.ropes(xs, r, 0, offset)
+}
+
+func (g *Graph) ropes(xs []*Array, r *RoPE, offset int, offArr *Array) []*Array {
+	if !g.ok("rope", xs...) || !g.okOpt("rope", r.Freqs, offArr) {
+		return g.bads(len(xs))
+	}
+	if len(xs) == 0 {
+		g.Fail(&Error{Op: "rope", Msg: "no arrays"})
+		return nil
+	}
+	hs := handles(xs)
+	return g.results("rope", len(xs), func(res *C.mlxg_array) C.int {
+		return C.mlxg_ropes(res, &hs[0], C.int(len(hs)), C.int(r.Dims), C.bool(r.Traditional), C.bool(r.Freqs == nil), C.float(r.Base), C.float(r.Scale), C.int(offset), opt(offArr), opt(r.Freqs), g.s.c, g.errp())
+	})
 }
 
 func (g *Graph) rope(x *Array, r *RoPE, offset int, offArr *Array) *Array {

@@ -876,9 +876,33 @@ int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array
   })
 }
 
-int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool has_base,
-              float base, float scale, int offset, mlxg_array offset_arr, mlxg_array freqs,
-              mlxg_stream s, char** err) {
+int mlxg_add_norm(mlxg_array* res, mlxg_array x, mlxg_array residual, mlxg_array weight,
+                  mlxg_array bias, float eps, bool layer, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    std::vector<mx::array> ys;
+    if (auto both = archgen_native_add_norm(A(x), A(residual), opt(weight), opt(bias), eps, layer,
+                                            st)) {
+      ys = std::move(*both);
+    } else {
+      auto h = mx::add(A(x), A(residual), st);
+      ys.push_back(h);
+      if (auto y = archgen_native_norm(h, opt(weight), opt(bias), eps, layer, st)) {
+        ys.push_back(std::move(*y));
+      } else if (layer) {
+        ys.push_back(mx::fast::layer_norm(h, opt(weight), opt(bias), eps, st));
+      } else {
+        ys.push_back(mx::fast::rms_norm(h, opt(weight), eps, st));
+      }
+    }
+    res[0] = wrap(std::move(ys[0]));
+    res[1] = wrap(std::move(ys[1]));
+  })
+}
+
+int mlxg_ropes(mlxg_array* res, const mlxg_array* xs, int n, int dims, bool traditional,
+               bool has_base, float base, float scale, int offset, mlxg_array offset_arr,
+               mlxg_array freqs, mlxg_stream s, char** err) {
   MLXG_TRY({
     std::optional<float> b;
     if (has_base) {
@@ -886,15 +910,35 @@ int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool ha
     }
     auto st = S(s);
     auto off = offset_arr.ctx != nullptr ? A(offset_arr) : mx::array(offset, mx::int32);
-    if (auto y = archgen_native_rope(A(x), dims, traditional, b, scale, off, opt(freqs), st)) {
-      *res = wrap(std::move(*y));
-    } else if (offset_arr.ctx != nullptr) {
-      *res = wrap(mx::fast::rope(A(x), dims, traditional, b, scale, A(offset_arr), opt(freqs),
-                                 st));
+    std::vector<mx::array> in;
+    for (int p = 0; p < n; p++) {
+      in.push_back(A(xs[p]));
+    }
+    std::vector<mx::array> ys;
+    if (auto fused = archgen_native_ropes(in, dims, traditional, b, scale, off, opt(freqs), st)) {
+      ys = std::move(*fused);
     } else {
-      *res = wrap(mx::fast::rope(A(x), dims, traditional, b, scale, offset, opt(freqs), st));
+      for (const auto& x : in) {
+        if (auto y = archgen_native_rope(x, dims, traditional, b, scale, off, opt(freqs), st)) {
+          ys.push_back(std::move(*y));
+        } else if (offset_arr.ctx != nullptr) {
+          ys.push_back(mx::fast::rope(x, dims, traditional, b, scale, A(offset_arr), opt(freqs), st));
+        } else {
+          ys.push_back(mx::fast::rope(x, dims, traditional, b, scale, offset, opt(freqs), st));
+        }
+      }
+    }
+    for (int p = 0; p < n; p++) {
+      res[p] = wrap(std::move(ys[p]));
     }
   })
+}
+
+int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool has_base,
+              float base, float scale, int offset, mlxg_array offset_arr, mlxg_array freqs,
+              mlxg_stream s, char** err) {
+  return mlxg_ropes(res, &x, 1, dims, traditional, has_base, base, scale, offset, offset_arr,
+                    freqs, s, err);
 }
 
 int mlxg_sdpa(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, float scale,

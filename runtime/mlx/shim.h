@@ -269,6 +269,11 @@ int mlxg_gather_qmm(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scal
 // Fast kernels. Optional arrays pass ctx == NULL.
 // silu(gate) * up (gate and up of one shape).
 int mlxg_swiglu(mlxg_array* res, mlxg_array gate, mlxg_array up, mlxg_stream s, char** err);
+// x + residual into res[0] and that sum rms-normed (layer false) or
+// layer-normed into res[1]: one op where archgen's kernel takes it, an add
+// and a norm otherwise.
+int mlxg_add_norm(mlxg_array* res, mlxg_array x, mlxg_array residual, mlxg_array weight,
+                  mlxg_array bias, float eps, bool layer, mlxg_stream s, char** err);
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
                   char** err);
 int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array bias,
@@ -277,6 +282,11 @@ int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array
 int mlxg_rope(mlxg_array* res, mlxg_array x, int dims, bool traditional, bool has_base,
               float base, float scale, int offset, mlxg_array offset_arr, mlxg_array freqs,
               mlxg_stream s, char** err);
+// mlxg_rope of n arrays by the same positions, into res[0..n): one op where
+// archgen's kernel takes them all (one dtype), n otherwise.
+int mlxg_ropes(mlxg_array* res, const mlxg_array* xs, int n, int dims, bool traditional,
+               bool has_base, float base, float scale, int offset, mlxg_array offset_arr,
+               mlxg_array freqs, mlxg_stream s, char** err);
 // mask_mode: "", "causal" or "array" (then mask.ctx is the mask).
 int mlxg_sdpa(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, float scale,
               const char* mask_mode, mlxg_array mask, mlxg_array sinks, mlxg_stream s,

@@ -19,6 +19,17 @@ func (n *RMSNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	return g.RMSNorm(x, n.Weight, n.Eps)
 }
 
+// AddApply is x + r and that sum normalized: a residual update and the
+// next sublayer's input, as one op where the kernel takes them (see
+// mlx.Graph.AddRMSNorm). A nil RMSNorm gives the sum twice.
+func (n *RMSNorm) AddApply(g *mlx.Graph, x, r *mlx.Array) (h, normed *mlx.Array) {
+	if n == nil {
+		h = g.Add(x, r)
+		return h, h
+	}
+	return g.AddRMSNorm(x, r, n.Weight, n.Eps)
+}
+
 // LayerNorm is (x - mean) / std * Weight + Bias over the last axis (mlx's
 // fast.layer_norm).
 type LayerNorm struct {
@@ -32,6 +43,17 @@ func (n *LayerNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		return x
 	}
 	return g.LayerNorm(x, n.Weight, n.Bias, n.Eps)
+}
+
+// AddApply is x + r and that sum normalized, as one op where the kernel
+// takes them (see mlx.Graph.AddLayerNorm). A nil LayerNorm gives the sum
+// twice.
+func (n *LayerNorm) AddApply(g *mlx.Graph, x, r *mlx.Array) (h, normed *mlx.Array) {
+	if n == nil {
+		h = g.Add(x, r)
+		return h, h
+	}
+	return g.AddLayerNorm(x, r, n.Weight, n.Bias, n.Eps)
 }
 
 // Softcap is tanh(x / c) * c, which bounds x to (-c, c).

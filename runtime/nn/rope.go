@@ -289,6 +289,33 @@ func FreeRope(r Rope) {
 	}
 }
 
+// RotateQK is r applied to a layer's queries and keys, q and k [B, heads, L,
+// head_dim] at the same positions: one op for both where r's kind has
+// it (the rope of a base, and the scaled ropes of a frequency table), two
+// Applies otherwise. The values are those of the two Applies.
+func RotateQK(g *mlx.Graph, r Rope, q, k *mlx.Array, offset int) (*mlx.Array, *mlx.Array) {
+	if b, ok := r.(bothRope); ok {
+		return b.both(g, q, k, offset)
+	}
+	return r.Apply(g, q, offset), r.Apply(g, k, offset)
+}
+
+// bothRope is a rope that rotates queries and keys in one op.
+type bothRope interface {
+	both(g *mlx.Graph, q, k *mlx.Array, offset int) (*mlx.Array, *mlx.Array)
+}
+
+// ropes is RoPEs of q and k, at the rows' own offsets in a batch.
+func ropes(g *mlx.Graph, r *mlx.RoPE, q, k *mlx.Array, offset int) (*mlx.Array, *mlx.Array) {
+	var ys []*mlx.Array
+	if at := rowOffsets(g, q, offset); at != nil {
+		ys = g.RoPEsAt([]*mlx.Array{q, k}, r, at)
+	} else {
+		ys = g.RoPEs([]*mlx.Array{q, k}, r, offset)
+	}
+	return ys[0], ys[1]
+}
+
 // NoRope leaves x as it is: the rope of a layer without positions (NoPE).
 type NoRope struct{}
 
@@ -311,6 +338,10 @@ func (p *plainRope) Apply(g *mlx.Graph, x *mlx.Array, offset int) *mlx.Array {
 		return g.RoPEAt(x, &p.r, at)
 	}
 	return g.RoPE(x, &p.r, offset)
+}
+
+func (p *plainRope) both(g *mlx.Graph, q, k *mlx.Array, offset int) (*mlx.Array, *mlx.Array) {
+	return ropes(g, &p.r, q, k, offset)
 }
 
 // rowOffsets is the per-row offsets [B] of a batch that g steps (see
@@ -351,6 +382,13 @@ func (f *freqRope) Apply(g *mlx.Graph, x *mlx.Array, offset int) *mlx.Array {
 		return g.RoPEAt(x, &f.r, at)
 	}
 	return g.RoPE(x, &f.r, offset)
+}
+
+func (f *freqRope) both(g *mlx.Graph, q, k *mlx.Array, offset int) (*mlx.Array, *mlx.Array) {
+	if f.mscale != 1 {
+		q, k = scaleLeading(g, q, f.r.Dims, f.mscale), scaleLeading(g, k, f.r.Dims, f.mscale)
+	}
+	return ropes(g, &f.r, q, k, offset)
 }
 
 // scaleLeading multiplies the first dims features of x's last axis by s

@@ -200,14 +200,10 @@ func zerosPos(g *mlx.Graph, like []*mlx.Array, n int) []*mlx.Array {
 	return out
 }
 
-// writePos writes each update into its array from position at on.
+// writePos writes each update into its array from position at on, all in
+// one op.
 func writePos(g *mlx.Graph, arrs, updates []*mlx.Array, at int) []*mlx.Array {
-	out := make([]*mlx.Array, len(arrs))
-	for i, a := range arrs {
-		sh, n := dims4(a), dims4(updates[i])[2]
-		out[i] = g.SliceUpdate(a, updates[i], []int{0, 0, at, 0}, []int{sh[0], sh[1], at + n, sh[3]})
-	}
-	return out
+	return g.WritePositions(arrs, updates, at)
 }
 
 // fresh gives each array a handle of g's, so that the store owns what it

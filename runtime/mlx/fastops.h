@@ -29,6 +29,14 @@ std::optional<std::vector<mlx::core::array>> archgen_native_add_norm(
     const std::optional<mlx::core::array>& weight, const std::optional<mlx::core::array>& bias,
     float eps, bool layer, mlx::core::Stream s);
 
+// Each update [B, H, n, D_p] written into its array [B, H, T, D_p] from
+// position at of axis 2 on (a KV cache's step), as mlx's slice_update
+// writes it, one op with an output per array; nullopt where any pair does
+// not fit (then mlx's slice_update runs and reports it).
+std::optional<std::vector<mlx::core::array>> archgen_native_write_positions(
+    const std::vector<mlx::core::array>& arrs, const std::vector<mlx::core::array>& updates,
+    int at, mlx::core::Stream s);
+
 // archgen_native_rope of several arrays of one dtype (a layer's queries
 // and keys) by the same positions and frequencies, as one op with an output
 // each; nullopt where any is not taken.

@@ -611,3 +611,77 @@ func TestNativeAddNorm(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePositions: a cache step's writes as one op (WritePositions)
+// equal SliceUpdate of each pair, for dense buffers, a broadcast buffer
+// (zeros, as a cache's first step makes them), strided updates (the
+// products' by-head layout), parts of different widths and dtypes (a
+// quantized cache's packed values, scales and biases) and a prompt's
+// several positions; with the native ops off, SliceUpdate runs instead.
+func TestWritePositions(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
+			prev := setNativeFastOps(native)
+			defer setNativeFastOps(prev)
+			g := NewGraph(nil)
+			defer g.Close()
+			const B, H, T = 2, 3, 16
+			for _, c := range []struct {
+				name string
+				at   int
+				n    int
+			}{{"first", 0, 1}, {"middle", 7, 1}, {"prompt", 3, 5}, {"last", T - 1, 1}} {
+				arrs := []*Array{
+					randn(g, 1, Float32, B, H, T, 64),
+					g.Zeros([]int{B, H, T, 64}, BFloat16),
+					g.AsType(g.Multiply(randn(g, 2, Float32, B, H, T, 8), g.Scalar(1000, Float32)), Uint32),
+				}
+				updates := []*Array{
+					g.Swapaxes(randn(g, 3, Float32, B, c.n, H, 64), 1, 2),
+					randn(g, 4, BFloat16, B, H, c.n, 64),
+					g.AsType(g.Multiply(randn(g, 5, Float32, B, H, c.n, 8), g.Scalar(1000, Float32)), Uint32),
+				}
+				if err := g.Eval(append(append([]*Array{}, arrs...), updates...)...); err != nil {
+					t.Fatal(err)
+				}
+				got := g.WritePositions(arrs, updates, c.at)
+				if native {
+					for i, y := range got {
+						if name := y.primitiveName(); name != "ArchgenWritePositions" {
+							t.Fatalf("%s: output %d: primitive %q, want archgen's", c.name, i, name)
+						}
+					}
+				}
+				for i, a := range arrs {
+					want := g.SliceUpdate(a, updates[i], []int{0, 0, c.at, 0}, []int{B, H, c.at + c.n, a.Dim(3)})
+					if err := g.Eval(got[i], want); err != nil {
+						t.Fatal(err)
+					}
+					sameValues(t, g, fmt.Sprintf("%s: part %d", c.name, i), got[i], want)
+				}
+			}
+			for _, e := range []struct {
+				name, want string
+				write      func(g *Graph) []*Array
+			}{
+				{"past the positions", "", func(g *Graph) []*Array {
+					return g.WritePositions([]*Array{randn(g, 1, Float32, 1, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 1, 2, 2, 8)}, 3)
+				}},
+				{"three axes", "mlx: write_positions: writing positions needs arrays and updates of 4 axes", func(g *Graph) []*Array {
+					return g.WritePositions([]*Array{randn(g, 1, Float32, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 2, 1, 8)}, 0)
+				}},
+				{"counts", "mlx: write_positions: 2 arrays and 1 updates", func(g *Graph) []*Array {
+					a := randn(g, 1, Float32, 1, 2, 4, 8)
+					return g.WritePositions([]*Array{a, a}, []*Array{randn(g, 2, Float32, 1, 2, 1, 8)}, 0)
+				}},
+			} {
+				bad := NewGraph(nil)
+				err := bad.Eval(e.write(bad)...)
+				bad.Close()
+				if err == nil || (e.want != "" && err.Error() != e.want) {
+					t.Fatalf("%s: error %v, want %q", e.name, err, e.want)
+				}
+			}
+		})
+	}
+}

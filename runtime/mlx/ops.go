@@ -655,6 +655,27 @@ func (g *Graph) SliceUpdateStrided(src, update *Array, start, stop, strides []in
 	return g.done("slice_update", C.mlxg_slice_update(g.res0(), src.c, update.c, g.ints(0, start), g.ints(16, stop), g.ints(32, strides), C.int(n), g.s.c, g.errp()))
 }
 
+// WritePositions writes each update [B, H, n, D] into its array [B, H, T,
+// D] from position at of axis 2 on: SliceUpdate of each, as a KV cache's
+// step writes its keys and values. Where archgen's kernel takes them all
+// (updates of their arrays' dtype, fitting) they are one op with an output
+// per array, equal to SliceUpdate's, an array nothing else holds written in
+// place as SliceUpdate writes it.
+func (g *Graph) WritePositions(arrs, updates []*Array, at int) []*Array {
+	const op = "write_positions"
+	if !g.ok(op, append(append([]*Array{}, arrs...), updates...)...) {
+		return g.bads(len(arrs))
+	}
+	if len(arrs) == 0 || len(arrs) != len(updates) {
+		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("%d arrays and %d updates", len(arrs), len(updates))})
+		return g.bads(len(arrs))
+	}
+	as, us := handles(arrs), handles(updates)
+	return g.results(op, len(arrs), func(res *C.mlxg_array) C.int {
+		return C.mlxg_write_positions(res, &as[0], &us[0], C.int(len(as)), C.int(at), g.s.c, g.errp())
+	})
+}
+
 // SliceUpdateDynamic is src with update written at the positions held in
 // start (one entry per axis in axes).
 func (g *Graph) SliceUpdateDynamic(src, update, start *Array, axes []int) *Array {

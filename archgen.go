@@ -70,8 +70,10 @@ type Message = chat.Message
 
 // LoadOptions are the knobs of Load.
 type LoadOptions struct {
-	// Options are the weights' options: compute dtype (the checkpoint's by
-	// default), stream, a progress callback, a memory limit.
+	// Options are the weights' options: compute dtype (float32 on the CPU
+	// by default, half-precision weights kept as stored; nn.CheckpointDtype
+	// computes as mlx-lm does, in the checkpoint's own dtypes), stream, a
+	// progress callback, a memory limit.
 	nn.Options
 	// NoTokenizer loads the weights alone, for a checkpoint without a
 	// tokenizer (Chat and Generate then fail; the forward pass runs).

@@ -83,16 +83,17 @@ func TestRead(t *testing.T) {
 // tokens is the prompt check_dirs.py runs too.
 var tokens = []int32{5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250}
 
-// writeGoLogits runs the GGUF file through its generated architecture and
-// saves the logits, for check_dirs.py to compare with mlx-lm's on the
-// directory WriteDir wrote.
+// writeGoLogits runs the GGUF file through its generated architecture, in
+// the checkpoint's own dtypes as mlx-lm computes it, and saves the logits,
+// for check_dirs.py to compare with mlx-lm's on the directory WriteDir
+// wrote.
 func writeGoLogits(t *testing.T, path, out string) {
 	t.Helper()
 	m, err := Read(path, nil, registry.Archs())
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := m.Load(nn.Options{}, registry.Load)
+	model, err := m.Load(nn.Options{Dtype: nn.CheckpointDtype}, registry.Load)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,22 +150,35 @@ func Check(m nn.Model, refs *Refs, want *Dumps, level string) (*Result, error) {
 		r.Steps = append(r.Steps, s)
 	}
 
-	if caches, err = m.NewCachesWith(refs.CacheOptions()); err != nil {
+	if r.Free, r.FreeEqual, err = freeRun(m, refs, want); err != nil {
 		return nil, err
 	}
-	defer freeCaches(caches)
-	r.Free = []int32{}
-	if _, err := generate.Tokens(context.Background(), m, want.Prompt, generate.Options{MaxTokens: n, Caches: caches},
-		func(t int32) error { r.Free = append(r.Free, t); return nil }); err != nil {
-		return nil, fmt.Errorf("generate.Tokens: %w", err)
-	}
-	if len(r.Free) != n {
-		return nil, fmt.Errorf("generate.Tokens made %d tokens, want %d", len(r.Free), n)
-	}
-	for r.FreeEqual < n && r.Free[r.FreeEqual] == want.DecodeTokens[r.FreeEqual] {
-		r.FreeEqual++
-	}
 	return r, nil
+}
+
+// freeRun is the product's own greedy decode loop (generate.Tokens) after
+// want's prompt, with the caches refs asks for, for as many tokens as want
+// picked, and how many of them, from the first, equal want's.
+func freeRun(m nn.Model, refs *Refs, want *Dumps) ([]int32, int, error) {
+	n := len(want.DecodeTokens)
+	caches, err := m.NewCachesWith(refs.CacheOptions())
+	if err != nil {
+		return nil, 0, err
+	}
+	defer freeCaches(caches)
+	free := []int32{}
+	if _, err := generate.Tokens(context.Background(), m, want.Prompt, generate.Options{MaxTokens: n, Caches: caches},
+		func(t int32) error { free = append(free, t); return nil }); err != nil {
+		return nil, 0, fmt.Errorf("generate.Tokens: %w", err)
+	}
+	if len(free) != n {
+		return nil, 0, fmt.Errorf("generate.Tokens made %d tokens, want %d", len(free), n)
+	}
+	equal := 0
+	for equal < n && free[equal] == want.DecodeTokens[equal] {
+		equal++
+	}
+	return free, equal, nil
 }
 
 // CacheOptions are the KV cache options the case decodes with: mlx-lm's

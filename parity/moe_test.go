@@ -153,10 +153,17 @@ func saveBeside(t *testing.T, dir, out string, tensors map[string]*mlx.Array) {
 	}
 }
 
-// prefillDir is the prefill logits of the checkpoint in dir on prompt.
+// prefillDir is the prefill logits of the checkpoint in dir on prompt, at
+// the default compute dtype.
 func prefillDir(t *testing.T, dir string, prompt []int32) []float32 {
 	t.Helper()
-	m, err := registry.Load(dir, nn.Options{})
+	return prefillDirAt(t, dir, prompt, nn.Options{})
+}
+
+// prefillDirAt is prefillDir loaded with opts.
+func prefillDirAt(t *testing.T, dir string, prompt []int32, opts nn.Options) []float32 {
+	t.Helper()
+	m, err := registry.Load(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

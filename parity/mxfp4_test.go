@@ -110,7 +110,7 @@ func TestMXFP4PublishedLayout(t *testing.T) {
 			if !slices.Equal(prefillDir(t, out, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
 				t.Fatal("the published layout's logits differ from those of mlx-lm's layout")
 			}
-			m, err := registry.Load(out, nn.Options{})
+			m, err := registry.Load(out, nn.Options{Dtype: nn.CheckpointDtype})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -27,16 +28,25 @@ type result struct {
 	note             string
 }
 
+// accuracyResult is one row of the default compute dtype's table.
+type accuracyResult struct {
+	arch, cas, level string
+	acc              *Accuracy // nil when the level did not run
+	pass             bool
+	note             string
+}
+
 var (
-	resultsMu sync.Mutex
-	results   []result
+	resultsMu       sync.Mutex
+	results         []result
+	accuracyResults []accuracyResult
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	if *tablePath != "" {
-		if err := os.WriteFile(*tablePath, []byte(table(results)), 0o644); err != nil {
+		if err := os.WriteFile(*tablePath, []byte(table(results)+"\n"+accuracyTable(accuracyResults)), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
@@ -47,7 +57,11 @@ func TestMain(m *testing.M) {
 // TestParity runs every case at every level through the registry and
 // checks it against mlx-lm with Check: prefill logits and teacher-forced
 // decode logits within the level's tolerance, free-running greedy tokens
-// equal to mlx-lm's up to its first near-tie.
+// equal to mlx-lm's up to its first near-tie. The levels run in the
+// checkpoint's dtype (nn.CheckpointDtype), as mlx-lm computes them; every
+// level but float32 runs again at the default compute dtype (subtest
+// <level>/default), held by CheckAccuracy to mlx-lm's float32 run on its
+// weights.
 func TestParity(t *testing.T) {
 	refsDir, models, idx := derived(t)
 	// Every descriptor, and every alias a descriptor declares, has cases.
@@ -91,10 +105,9 @@ func TestParity(t *testing.T) {
 			t.Error(err)
 			continue
 		}
+		var names []string
 		for _, lv := range idx.Levels {
-			t.Run(c.Key()+"/"+lv.Name, func(t *testing.T) {
-				runCase(t, refsDir, models, c, refs, lv.Name)
-			})
+			names = append(names, lv.Name)
 		}
 		// the case's own extra levels (another quantization mode)
 		for _, name := range extraLevels(idx, refs) {
@@ -102,9 +115,17 @@ func TestParity(t *testing.T) {
 				t.Errorf("%s: level %s has no tolerance", c.Key(), name)
 				continue
 			}
+			names = append(names, name)
+		}
+		for _, name := range names {
 			t.Run(c.Key()+"/"+name, func(t *testing.T) {
 				runCase(t, refsDir, models, c, refs, name)
 			})
+			if name != "float32" {
+				t.Run(c.Key()+"/"+name+"/default", func(t *testing.T) {
+					runAccuracy(t, models, c, refs, name)
+				})
+			}
 		}
 	}
 }
@@ -175,7 +196,7 @@ func runCase(t *testing.T, refsDir, models string, c CaseInfo, refs *Refs, level
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := registry.Load(LevelDir(models, c, level), nn.Options{})
+	m, err := registry.Load(LevelDir(models, c, level), nn.Options{Dtype: nn.CheckpointDtype})
 	if err != nil {
 		r.note = err.Error()
 		t.Fatal(err)
@@ -193,25 +214,117 @@ func runCase(t *testing.T, refsDir, models string, c CaseInfo, refs *Refs, level
 	}
 }
 
-// table formats the results, sorted by arch, case and the index's level
-// order.
-func table(rs []result) string {
+// runAccuracy loads a case's level at the default compute dtype and holds
+// it to mlx-lm's float32 run on the level's weights (CheckAccuracy).
+func runAccuracy(t *testing.T, models string, c CaseInfo, refs *Refs, level string) {
+	r := accuracyResult{arch: c.Arch, cas: c.Case, level: level}
+	defer func() {
+		r.pass = !t.Failed()
+		resultsMu.Lock()
+		accuracyResults = append(accuracyResults, r)
+		resultsMu.Unlock()
+	}()
+	run, err := LoadFloat32Run(models, c, level)
+	if err != nil {
+		r.note = err.Error()
+		t.Fatalf("%v: run `make parity-models` (it runs mlx-lm in float32 on each level's weights)", err)
+	}
+	m, err := registry.Load(LevelDir(models, c, level), nn.Options{})
+	if err != nil {
+		r.note = err.Error()
+		t.Fatal(err)
+	}
+	defer m.Free()
+	if dt := m.Info().Dtype; dt != nn.DefaultDtype(mlx.CPU) {
+		t.Errorf("loaded at the default dtype, the model computes in %s, want %s", dt, nn.DefaultDtype(mlx.CPU))
+	}
+	acc, err := CheckAccuracy(m, refs, run)
+	if err != nil {
+		r.note = err.Error()
+		t.Fatal(err)
+	}
+	r.acc = acc
+	if p := acc.Problems(); len(p) > 0 {
+		r.note = p[0]
+		t.Error(strings.Join(p, "\n"))
+	}
+}
+
+// accuracyTable formats the default compute dtype's results like table.
+func accuracyTable(rs []accuracyResult) string {
+	sortRows(rs, func(r accuracyResult) [3]string { return [3]string{r.arch, r.cas, r.level} })
+	var sb strings.Builder
+	sb.WriteString("The default compute dtype (float32) against mlx-lm's float32 run on each level's weights, beside mlx-lm's own run at the level's dtype:\n")
+	fmt.Fprintf(&sb, "%-12s %-18s %-9s %10s %10s %10s %10s %4s %10s %4s %5s  %s\n",
+		"arch", "case", "level", "prefill", "mlx-lm", "forced", "mlx-lm", "at", "bound", "tie", "free", "")
+	pass := 0
+	for _, r := range rs {
+		status := "FAIL"
+		if r.pass {
+			status = "pass"
+			pass++
+		}
+		if r.acc == nil {
+			fmt.Fprintf(&sb, "%-12s %-18s %-9s %10s %10s %10s %10s %4s %10s %4s %5s  %s %s\n",
+				r.arch, r.cas, r.level, "-", "-", "-", "-", "-", "-", "-", "-", status, r.note)
+			continue
+		}
+		a := r.acc
+		w := a.Worst()
+		s := a.Steps[w]
+		tie := "-"
+		if a.NearTie < len(a.Steps) {
+			tie = fmt.Sprint(a.NearTie)
+		}
+		fmt.Fprintf(&sb, "%-12s %-18s %-9s %10.3g %10s %10.3g %10s %4d %10.3g %4s %2d/%-2d  %s %s\n",
+			r.arch, r.cas, r.level, a.Prefill.Rel(), relOrNone(a.LevelPrefill), s.Rel(), relOrNone(s.Level), w, Bound(s.Level),
+			tie, a.FreeEqual, len(a.Steps), status, r.note)
+	}
+	fmt.Fprintf(&sb, "%d of %d pass\n", pass, len(rs))
+	sb.WriteString("prefill, forced: our distance from mlx-lm's float32 run, relative to the scale; mlx-lm: its own run's at the level's dtype\n" +
+		"at, bound: the step nearest its bound (max(slack x mlx-lm's, the float32 tolerance)); - where mlx-lm refuses the level\n" +
+		"tie, free: the float32 run's first near-tie step; the free-running tokens equal to its picks, from the first\n")
+	return sb.String()
+}
+
+func relOrNone(d *Diff) string {
+	if d == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g", d.Rel())
+}
+
+// sortRows sorts rows by arch, case and the index's level order, as key
+// gives them.
+func sortRows[R any](rs []R, key func(R) [3]string) {
+	order := levelOrder()
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := key(rs[i]), key(rs[j])
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		if a[1] != b[1] {
+			return a[1] < b[1]
+		}
+		return order[a[2]] < order[b[2]]
+	})
+}
+
+// levelOrder maps each level of the index to its place.
+func levelOrder() map[string]int {
 	order := map[string]int{}
 	if idx, err := LoadIndex(RefsDir()); err == nil {
 		for i, lv := range idx.Levels {
 			order[lv.Name] = i
 		}
 	}
-	sort.Slice(rs, func(i, j int) bool {
-		a, b := rs[i], rs[j]
-		if a.arch != b.arch {
-			return a.arch < b.arch
-		}
-		if a.cas != b.cas {
-			return a.cas < b.cas
-		}
-		return order[a.level] < order[b.level]
-	})
+	return order
+}
+
+// table formats the results, sorted by arch, case and the index's level
+// order.
+func table(rs []result) string {
+	sortRows(rs, func(r result) [3]string { return [3]string{r.arch, r.cas, r.level} })
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%-12s %-18s %-9s %10s %10s %10s %10s %4s %8s %4s %5s  %s\n",
 		"arch", "case", "level", "prefill", "prefill", "forced", "forced", "at", "tol", "tie", "free", "")

@@ -24,7 +24,8 @@ import (
 // Each is measured against mlx-lm's references of the real checkpoint: the
 // real one must pass, the planted one must fail the teacher-forced logits
 // check (and so the whole check), at the sharp float32 level and at the
-// loosest levels.
+// loosest levels; and at those levels, loaded at the default compute
+// dtype, CheckAccuracy against mlx-lm's float32 run on the real weights.
 func TestPlantedBugs(t *testing.T) {
 	refsDir, models, _ := derived(t)
 	bugs := []struct {
@@ -65,6 +66,25 @@ func TestPlantedBugs(t *testing.T) {
 				if bug.freeToo && level == "float32" && r.FreeOK() {
 					t.Errorf("the planted bug passes the free-running check")
 				}
+				if level == "float32" {
+					return
+				}
+				// the same level at the default compute dtype, against
+				// mlx-lm's float32 run on the real checkpoint's weights
+				run, err := LoadFloat32Run(models, bug.c, level)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a := checkAccuracy(t, real, refs, run); !a.Pass() {
+					t.Fatalf("the real checkpoint fails at the default dtype: %s", strings.Join(a.Problems(), "; "))
+				}
+				a := checkAccuracy(t, planted, refs, run)
+				w := a.Steps[a.Worst()]
+				t.Logf("planted, default dtype: prefill %.3g, worst teacher-forced step %d at %.3g of its scale (bound %.3g)",
+					a.Prefill.Rel(), a.Worst(), w.Rel(), Bound(w.Level))
+				if a.ForcedOK() || a.Pass() {
+					t.Errorf("the planted bug passes the default dtype's teacher-forced check")
+				}
 			})
 		}
 	}
@@ -72,7 +92,7 @@ func TestPlantedBugs(t *testing.T) {
 
 func check(t *testing.T, dir string, refs *Refs, want *Dumps, level string) *Result {
 	t.Helper()
-	m, err := registry.Load(dir, nn.Options{})
+	m, err := registry.Load(dir, nn.Options{Dtype: nn.CheckpointDtype})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +102,20 @@ func check(t *testing.T, dir string, refs *Refs, want *Dumps, level string) *Res
 		t.Fatal(err)
 	}
 	return r
+}
+
+func checkAccuracy(t *testing.T, dir string, refs *Refs, run *Float32Run) *Accuracy {
+	t.Helper()
+	m, err := registry.Load(dir, nn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	a, err := CheckAccuracy(m, refs, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // shiftNormWeights subtracts 1 from every norm weight of dir's checkpoint.

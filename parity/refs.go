@@ -239,3 +239,73 @@ func readJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// Float32Run is a level's float32-run.safetensors, beside its model dir in
+// out/parity (parity/refgen's float32-runs, run by `make parity-models`):
+// what mlx-lm computes in float32 on the level's weights (its floating
+// parameters widened exactly), and mlx-lm's own run at the level's dtype
+// measured against it.
+type Float32Run struct {
+	// Run is the float32 run: the prompt's prefill logits, the greedy
+	// picks and the logits of each step.
+	Run Dumps
+	// LevelPrefill and LevelDecode are mlx-lm at the level's own dtype: the
+	// prefill, and the decode fed Run's picks, so that every row has Run's
+	// history. Both nil where mlx-lm cannot run the level.
+	LevelPrefill, LevelDecode []float32
+}
+
+// Float32RunFile is the name of a level's Float32Run in its model dir.
+const Float32RunFile = "float32-run.safetensors"
+
+// LoadFloat32Run reads the Float32Run of a case's level under models.
+func LoadFloat32Run(models string, c CaseInfo, level string) (*Float32Run, error) {
+	path := filepath.Join(LevelDir(models, c, level), Float32RunFile)
+	arrays, _, err := mlx.LoadSafetensors(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, a := range arrays {
+			a.Free()
+		}
+	}()
+	floats := func(name string, rows, cols int) ([]float32, error) {
+		a, ok := arrays[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: no tensor %q", path, name)
+		}
+		if a.Ndim() != 2 || a.Dim(0) != rows || (cols > 0 && a.Dim(1) != cols) || a.Dtype() != mlx.Float32 {
+			return nil, fmt.Errorf("%s: tensor %q is %s %v, want float32 [%d vocab]", path, name, a.Dtype(), a.Shape(), rows)
+		}
+		return a.Float32s()
+	}
+	var r Float32Run
+	d := &r.Run
+	for name, dst := range map[string]*[]int32{"prompt": &d.Prompt, "decode_tokens": &d.DecodeTokens} {
+		a, ok := arrays[name]
+		if !ok || a.Ndim() != 1 {
+			return nil, fmt.Errorf("%s: no tensor %q of one dimension", path, name)
+		}
+		if *dst, err = a.Int32s(); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, name, err)
+		}
+	}
+	if d.Prefill, err = floats("prefill_logits", len(d.Prompt), 0); err != nil {
+		return nil, err
+	}
+	d.Vocab = arrays["prefill_logits"].Dim(1)
+	d.LogitsDtype = mlx.Float32
+	if d.Decode, err = floats("decode_logits", len(d.DecodeTokens), d.Vocab); err != nil {
+		return nil, err
+	}
+	if _, ok := arrays["level_prefill_logits"]; ok {
+		if r.LevelPrefill, err = floats("level_prefill_logits", len(d.Prompt), d.Vocab); err != nil {
+			return nil, err
+		}
+		if r.LevelDecode, err = floats("level_decode_logits", len(d.DecodeTokens), d.Vocab); err != nil {
+			return nil, err
+		}
+	}
+	return &r, nil
+}

@@ -3,15 +3,19 @@ package parity
 import (
 	"math"
 	"testing"
+
+	"github.com/archgen/archgen/runtime/nn"
 )
 
-// refusedLevel checks a level mlx-lm cannot run (its refs.json records
-// why, and there are no dumps): there is nothing to compare with, so it
-// checks only that archgen loads the level and prefills the case's prompt
-// to finite logits. It returns the table's note.
+// refusedLevel checks a level mlx-lm cannot run at its own dtype (its
+// refs.json records why, and there are no dumps): there is nothing to
+// compare with, so it checks only that archgen loads the level in the
+// checkpoint's dtype and prefills the case's prompt to finite logits. (At
+// the default compute dtype the level is held to mlx-lm's float32 run on
+// its weights, which mlx-lm runs.) It returns the table's note.
 func refusedLevel(t *testing.T, models string, c CaseInfo, refs *Refs, level, why string) string {
 	t.Helper()
-	logits := prefillDir(t, LevelDir(models, c, level), refs.Prompt)
+	logits := prefillDirAt(t, LevelDir(models, c, level), refs.Prompt, nn.Options{Dtype: nn.CheckpointDtype})
 	for i, v := range logits {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			t.Fatalf("logit %d is %v", i, v)

@@ -233,6 +233,7 @@ func (a *app) generate(args []string) error {
 	}
 	if f.verbose {
 		a.figures(res, f.src.limit)
+		fmt.Fprintln(a.stderr, f.src.computeLine(m.Net.Info().Dtype))
 		if g := f.src.group; g != nil && g.Size() > 1 {
 			calls, bytes := g.AllSumStats()
 			fmt.Fprintf(a.stderr, "Shard: rank %d of %d, weights %.3f GB; all_sum: %d ops, %d bytes from each rank over %d tokens\n",

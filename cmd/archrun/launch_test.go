@@ -125,7 +125,8 @@ func shardLevel(t *testing.T, tc shardCase) (string, *parity.Dumps, []int32, par
 // TestLaunchLogits: 2 ranks on loopback, on the architecture's generated
 // plan, give the logits of one process and mlx-lm's within the level's
 // tolerance, and those of the same checkpoint sharded by mlx-lm itself
-// where mlx-lm can shard the arch.
+// where mlx-lm can shard the arch; each computes in the checkpoint's own
+// dtypes, as mlx-lm does.
 func TestLaunchLogits(t *testing.T) {
 	for _, tc := range shardCases {
 		t.Run(tc.arch+"/"+tc.cas+"/"+tc.level, func(t *testing.T) {
@@ -133,12 +134,12 @@ func TestLaunchLogits(t *testing.T) {
 			tmp := t.TempDir()
 			tokens := tokenList(prompt)
 			one := filepath.Join(tmp, "one.npy")
-			if err := run([]string{"logits", "-model", dir, "-tokens", tokens, "-out", one}, nil, nil); err != nil {
+			if err := run([]string{"logits", "-model", dir, "-dtype", "checkpoint", "-tokens", tokens, "-out", one}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			two := filepath.Join(tmp, "two.npy")
 			stdout, stderr, err := archrun(t, 2*time.Minute, nil,
-				"launch", "-n", "2", "--", "logits", "-model", dir, "-tokens", tokens, "-out", two)
+				"launch", "-n", "2", "--", "logits", "-model", dir, "-dtype", "checkpoint", "-tokens", tokens, "-out", two)
 			if err != nil {
 				t.Fatalf("launch: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 			}

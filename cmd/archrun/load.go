@@ -35,7 +35,7 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 	if withGGUF {
 		fs.StringVar(&s.gguf, "gguf", "", "a GGUF file (-model takes one too)")
 	}
-	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, float16 or bfloat16 (default: the checkpoint's)")
+	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, bfloat16, float16, or checkpoint: its own dtypes, mlx-lm's arithmetic (default float32 on the CPU: faster there than half precision, and at least as accurate as mlx-lm)")
 	fs.StringVar(&s.memory, "memory-limit", "", "stop with an error when the weights or MLX's active memory pass this size (8GB, 512MiB, bytes)")
 	fs.StringVar(&s.plan, "shard-plan", "", "a tensor-parallel plan (JSON) to use instead of the architecture's, in a group")
 }
@@ -63,12 +63,39 @@ func (s *source) check() error {
 		s.limit = n
 	}
 	if s.dtype != "" {
-		dt, err := mlx.ParseDtype(s.dtype)
-		if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
-			return usagef("-dtype %q: want float32, float16 or bfloat16", s.dtype)
+		if _, err := parseComputeDtype(s.dtype); err != nil {
+			return usagef("-dtype %q: want float32, bfloat16, float16 or checkpoint", s.dtype)
 		}
 	}
 	return nil
+}
+
+// computeLine says which dtype the model computed in (dt, its logits'),
+// and why.
+func (s *source) computeLine(dt mlx.Dtype) string {
+	switch s.dtype {
+	case "":
+		if dt == mlx.Float32 {
+			return "Compute: float32, the default on the CPU (half-precision weights are read as stored and widened; " +
+				"faster here than half-precision arithmetic and at least as accurate as mlx-lm's; -dtype checkpoint for mlx-lm's arithmetic)"
+		}
+		return fmt.Sprintf("Compute: %s, the checkpoint's", dt)
+	case "checkpoint":
+		return fmt.Sprintf("Compute: the checkpoint's own dtypes (-dtype checkpoint; logits in %s), as mlx-lm computes", dt)
+	}
+	return fmt.Sprintf("Compute: %s (-dtype %s)", dt, s.dtype)
+}
+
+// parseComputeDtype reads -dtype: a float dtype's name, or "checkpoint".
+func parseComputeDtype(name string) (mlx.Dtype, error) {
+	if name == "checkpoint" {
+		return nn.CheckpointDtype, nil
+	}
+	dt, err := mlx.ParseDtype(name)
+	if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
+		return 0, errors.New("not a compute dtype")
+	}
+	return dt, nil
 }
 
 // units are the suffixes parseSize knows, upper-cased.
@@ -97,7 +124,7 @@ func parseSize(s string) (uint64, error) {
 func (s *source) options() (nn.Options, error) {
 	var opts nn.Options
 	if s.dtype != "" {
-		opts.Dtype, _ = mlx.ParseDtype(s.dtype) // checked by check
+		opts.Dtype, _ = parseComputeDtype(s.dtype) // checked by check
 	}
 	if s.limit > 0 {
 		mlx.SetMemoryLimit(s.limit)

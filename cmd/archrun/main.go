@@ -89,8 +89,17 @@
 //	-kv-bits B, -kv-group-size G, -quantized-kv-start N
 //	                        quantize the KV cache from position N on
 //	-prefill-step-size N    prompt tokens processed at once (default 256)
-//	-dtype D                compute dtype (float32, float16, bfloat16);
-//	                        default: the checkpoint's
+//	-dtype D                compute dtype: float32 (the default on the
+//	                        CPU), bfloat16, float16, or checkpoint. float32
+//	                        computes a half-precision checkpoint on its own
+//	                        values, kept as stored: libmlx's half-precision
+//	                        arithmetic rounds after every operation and is
+//	                        several times slower on a CPU, and float32 is
+//	                        at least as close to the exact result as
+//	                        mlx-lm's run at the checkpoint's dtype.
+//	                        checkpoint computes in the checkpoint's own
+//	                        dtypes, mlx-lm's arithmetic to the bit (as does
+//	                        -dtype bfloat16 on a bfloat16 checkpoint)
 //	-verbose=false          print only the text
 //	-memory-limit SIZE      refuse weights larger than SIZE (8GB, 512MiB,
 //	                        bytes) and stop once MLX holds more; also sets

@@ -115,6 +115,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"greedy", "-model", dir, "-tokens", "1", "-n", "0"}, true, "-n 0"},
 		{[]string{"logits", "-model", dir, "-tokens", "1"}, true, "-out FILE.npy"},
 		{[]string{"greedy", "-model", dir, "-tokens", "1", "extra"}, true, "unexpected arguments"},
+		{[]string{"greedy", "-model", dir, "-tokens", "1", "-dtype", "int8"}, true, `-dtype "int8": want float32, bfloat16, float16 or checkpoint`},
 		{[]string{"greedy", "-model", dir, "-tokens", "1,256"}, false, "token 256 (position 1) is outside the vocabulary of 256"},
 		{[]string{"greedy", "-model", alias, "-tokens", "1"}, false, `"falcon_mamba" is an alias of "mamba"`},
 		{[]string{"greedy", "-model", unknown, "-tokens", "1"}, false, `"no_such_arch" is not supported`},

@@ -31,7 +31,7 @@ func main() {
 	tiny := flag.String("tiny", "", "write a tiny random llama checkpoint to this directory and use it")
 	tokens := flag.String("tokens", "1,2,3,4", "comma-separated token ids")
 	top := flag.Int("top", 5, "how many of the most likely next tokens to print")
-	dtype := flag.String("dtype", "", "compute dtype (float32, float16, bfloat16); default: as stored")
+	dtype := flag.String("dtype", "", "compute dtype (float32, float16, bfloat16, or checkpoint: as stored); default float32 on the CPU")
 	flag.Parse()
 	if err := run(*dir, *tiny, *tokens, *top, *dtype); err != nil {
 		fmt.Fprintln(os.Stderr, "nexttoken:", err)
@@ -59,7 +59,11 @@ func run(dir, tiny, tokenList string, top int, dtype string) error {
 		return fmt.Errorf("give -model DIR (or -tiny DIR)")
 	}
 	opts := nn.Options{}
-	if dtype != "" {
+	switch dtype {
+	case "":
+	case "checkpoint":
+		opts.Dtype = nn.CheckpointDtype
+	default:
 		dt, err := mlx.ParseDtype(dtype)
 		if err != nil {
 			return err

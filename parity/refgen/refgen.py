@@ -36,7 +36,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import mlx_lm
 import numpy as np
-from mlx.utils import tree_flatten, tree_map_with_path, tree_unflatten
+from mlx.utils import tree_flatten, tree_map, tree_map_with_path, tree_unflatten
 from mlx_lm.generate import generate_step, maybe_quantize_kv_cache
 from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 from mlx_lm.utils import (
@@ -268,6 +268,23 @@ def decode_cache(model, kv_cache):
     return [SwitchingKVCache() for _ in cache]
 
 
+def kv_quantizer(kv_cache):
+    """What generate_step does to the caches after each model call: with
+    kv_cache (kv_bits, kv_group_size, quantized_kv_start), quantize them
+    once their offset reaches the start; without, nothing."""
+    kv = kv_cache or {}
+
+    def quantize(cache):
+        maybe_quantize_kv_cache(
+            cache,
+            quantized_kv_start=kv.get("quantized_kv_start", 0),
+            kv_group_size=kv.get("kv_group_size", 64),
+            kv_bits=kv.get("kv_bits"),
+        )
+
+    return quantize
+
+
 def run_level(level_dir: Path, prompt, kv_cache=None):
     """Loads a level's dir with mlx-lm and records what mlx-lm computes.
 
@@ -278,15 +295,7 @@ def run_level(level_dir: Path, prompt, kv_cache=None):
     """
     model, _ = load_model(level_dir)
     tokens = mx.array(prompt, dtype=mx.int32)[None]
-    kv = kv_cache or {}
-
-    def quantize(cache):
-        maybe_quantize_kv_cache(
-            cache,
-            quantized_kv_start=kv.get("quantized_kv_start", 0),
-            kv_group_size=kv.get("kv_group_size", 64),
-            kv_bits=kv.get("kv_bits"),
-        )
+    quantize = kv_quantizer(kv_cache)
 
     # Prefill: the whole prompt in one call, no cache.
     prefill = model(tokens)[0]
@@ -521,6 +530,122 @@ def levels(src: Path, out: Path):
           f"levels into {out}")
 
 
+def upcast(model):
+    """model with every floating parameter cast to float32 (exactly): the
+    same weights, computed in float32. Packed quantized weights and mxfp4's
+    uint8 scales are no floats and stay as they are."""
+
+    def widen(v):
+        if mx.issubdtype(v.dtype, mx.floating) and v.dtype != mx.float32:
+            return v.astype(mx.float32)
+        return v
+
+    model.update(tree_map(widen, model.parameters()))
+    mx.eval(model.parameters())
+    return model
+
+
+def decode_rows(model, prompt, kv_cache=None, force=None):
+    """The greedy decode of run_level (generate_step's chunking and cache
+    quantization), as float32 rows: its picks and the logits of each; with
+    force, step i feeds force[i] instead of its own pick (teacher forcing),
+    so that every step has force's history."""
+    quantize = kv_quantizer(kv_cache)
+
+    tokens = mx.array(prompt, dtype=mx.int32)[None]
+    cache = decode_cache(model, kv_cache)
+    model(tokens[:, :-1], cache=cache)
+    quantize(cache)
+    logits = model(tokens[:, -1:], cache=cache)[0, -1]
+    quantize(cache)
+    picked, rows = [], []
+    for step in range(DECODE_STEPS):
+        tok = mx.argmax(logits - mx.logsumexp(logits, keepdims=True), axis=-1)
+        mx.eval(tok, logits)
+        picked.append(int(tok.item()))
+        rows.append(logits.astype(mx.float32))
+        if step + 1 < DECODE_STEPS:
+            feed = picked[-1] if force is None else force[step]
+            logits = model(mx.array([[feed]], dtype=mx.int32), cache=cache)[0, -1]
+            quantize(cache)
+    decode = mx.stack(rows)
+    mx.eval(decode)
+    return picked, decode
+
+
+FLOAT32_RUN = "float32-run.safetensors"
+
+
+def float32_run(level_dir: Path, prompt, kv_cache=None):
+    """What mlx-lm computes in float32 on a level's weights (its floating
+    parameters widened to float32), and how far its own run at the level's
+    dtype is from that: the tensors of FLOAT32_RUN.
+
+    prefill_logits, decode_tokens, decode_logits: the float32 run, as
+    run_level records a level (float32 logits). level_prefill_logits and
+    level_decode_logits: mlx-lm at the level's own dtype, its decode fed the
+    float32 run's picks, so that each of its rows has the float32 run's
+    history; absent where mlx-lm cannot run the level."""
+    tokens = mx.array(prompt, dtype=mx.int32)[None]
+    model = upcast(load_model(level_dir)[0])
+    prefill = model(tokens)[0].astype(mx.float32)
+    picked, decode = decode_rows(model, prompt, kv_cache)
+    out = {
+        "prompt": mx.array(prompt, dtype=mx.int32),
+        "prefill_logits": prefill,
+        "decode_tokens": mx.array(picked, dtype=mx.int32),
+        "decode_logits": decode,
+    }
+    del model
+    level_model, _ = load_model(level_dir)
+    try:
+        level_prefill = level_model(tokens)[0].astype(mx.float32)
+        _, level_decode = decode_rows(level_model, prompt, kv_cache, force=picked)
+        mx.eval(level_prefill)
+    except RuntimeError:
+        return out  # mlx-lm refuses the level (gather_mm on the CPU)
+    out["level_prefill_logits"] = level_prefill
+    out["level_decode_logits"] = level_decode
+    return out
+
+
+def float32_runs_key(src: Path) -> str:
+    return levels_key(src) + "-float32-runs"
+
+
+def float32_runs(src: Path, out: Path):
+    """For every case and every level but float32, float32_run of the level
+    dir under out (derived by levels first) into FLOAT32_RUN beside it; a
+    no-op when out holds them for the same inputs."""
+    levels(src, out)
+    key = float32_runs_key(src)
+    stamp = out / ".float32-runs"
+    if stamp.is_file() and stamp.read_text().strip() == key:
+        return
+    index = json.loads((src / "index.json").read_text())
+    n = 0
+    for entry in index["cases"]:
+        refs = json.loads((src / entry["arch"] / entry["case"] / "refs.json").read_text())
+        for name in refs["levels"]:
+            if name == "float32":
+                continue
+            level_dir = out / entry["arch"] / entry["case"] / name
+            dumps = float32_run(level_dir, refs["prompt"], refs.get("kv_cache"))
+            mx.save_safetensors(
+                str(level_dir / FLOAT32_RUN),
+                dumps,
+                metadata={
+                    "format": "archgen-parity-float32-run",
+                    "case": f"{entry['arch']}/{entry['case']}",
+                    "level": name,
+                    **versions(),
+                },
+            )
+            n += 1
+    stamp.write_text(key + "\n")
+    print(f"refgen: mlx-lm's float32 runs of {n} levels into {out}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -531,6 +656,12 @@ def main(argv=None):
     lv = sub.add_parser("levels", help="derive the level dirs of committed cases")
     lv.add_argument("--src", type=Path, required=True)
     lv.add_argument("--out", type=Path, required=True)
+    fr = sub.add_parser(
+        "float32-runs",
+        help="derive the level dirs, then mlx-lm's float32 run on each level's weights",
+    )
+    fr.add_argument("--src", type=Path, required=True)
+    fr.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
     if args.cmd == "generate":
@@ -539,6 +670,8 @@ def main(argv=None):
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 generate(args.out, Path(tmp), args.only)
+    elif args.cmd == "float32-runs":
+        float32_runs(args.src, args.out)
     else:
         levels(args.src, args.out)
 

@@ -19,11 +19,12 @@ import (
 )
 
 // loadLevel loads a parity case at a level of quantization or dtype
-// ("base/q4_g64"), which make parity-models derives with mlx-lm.
-func loadLevel(t *testing.T, arch, caseLevel string) nn.Model {
+// ("base/q4_g64"), which make parity-models derives with mlx-lm, to
+// compute in dtype (the zero value: the default).
+func loadLevel(t *testing.T, arch, caseLevel string, dtype mlx.Dtype) nn.Model {
 	t.Helper()
 	dir := filepath.Join("../../out/parity", arch, caseLevel)
-	m, err := registry.Load(dir, nn.Options{})
+	m, err := registry.Load(dir, nn.Options{Dtype: dtype})
 	if err != nil {
 		t.Fatalf("%v (make parity-models derives it)", err)
 	}
@@ -160,6 +161,13 @@ func decodeBatched(t *testing.T, m nn.Model, opts kv.Options, prompts [][]int32,
 // float32 tolerance; the tokens must still be the very ones picked alone.
 const kernelRounding = 1e-4
 
+// quantizedBatchRounding bounds the same for quantized weights computed in
+// float32: archgen's own quantized kernel multiplies one or two rows
+// straight from the packed weights and more rows from dequantized blocks,
+// which round differently (with MLX's kernel, ARCHGEN_MLX_NATIVE_QMM=0,
+// the batch is exact here too).
+const quantizedBatchRounding = 1e-3
+
 func TestBatchedDecodeMatchesSolo(t *testing.T) {
 	cases := []struct {
 		arch, cas string
@@ -187,18 +195,24 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}, 1e-2},
 		{"llama", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
 		{"mistral", "base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
-		{"llama", "base/q4_g64", kv.Options{}, 0},
+		// The levels in their checkpoints' own arithmetic (bfloat16), as
+		// mlx-lm computes them.
+		{"llama", "base/q4_g64@checkpoint", kv.Options{}, 0},
 		// bfloat16 activations: a sum rounded in another order moves a logit
 		// by one bfloat16 step (0.125 at these magnitudes).
-		{"llama", "base/q8_g32", kv.Options{}, 0.125},
+		{"llama", "base/q8_g32@checkpoint", kv.Options{}, 0.125},
+		{"llama", "base/bfloat16@checkpoint", kv.Options{}, 0},
+		{"llama", "sliding/q4_g64@checkpoint", kv.Options{}, 0},
+		// At the default float32 compute: a bfloat16 weight read as stored
+		// is widened exactly, so the dense level is exact as float32 is;
+		// the quantized products take the kernels' other rounding for more
+		// rows, as the real checkpoint below.
 		{"llama", "base/bfloat16", kv.Options{}, 0},
-		{"llama", "sliding/q4_g64", kv.Options{}, 0},
+		{"llama", "base/q4_g64", kv.Options{}, quantizedBatchRounding},
+		{"llama", "sliding/q4_g64", kv.Options{}, quantizedBatchRounding},
 		// The real checkpoint of make demo, in llama.cpp's Q4_1 and computed in
-		// float32: archgen's own quantized kernel multiplies one or two rows
-		// straight from the packed weights and more rows from dequantized
-		// blocks, which round differently (with MLX's kernel,
-		// ARCHGEN_MLX_NATIVE_QMM=0, the batch is exact here too).
-		{"smollm2", "q4_1", kv.Options{}, 1e-3},
+		// float32.
+		{"smollm2", "q4_1", kv.Options{}, quantizedBatchRounding},
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}, 0},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
 	}
@@ -219,8 +233,10 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 					m = slidingQuantizable(t)
 				} else if c.arch == "smollm2" {
 					m = loadSmol(t)
+				} else if cas, ok := strings.CutSuffix(c.cas, "@checkpoint"); ok {
+					m = loadLevel(t, c.arch, cas, nn.CheckpointDtype)
 				} else if strings.Contains(c.cas, "/") {
-					m = loadLevel(t, c.arch, c.cas)
+					m = loadLevel(t, c.arch, c.cas, 0)
 				} else {
 					m = load(t, c.arch, c.cas)
 				}
@@ -240,7 +256,7 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 				}
 				t.Logf("largest logit difference batched vs alone: %g", worst)
 				tol := max(c.tol, kernelRounding)
-				if c.arch == "smollm2" && mlx.NativeISA() == mlx.ISAAVX512 {
+				if c.tol == quantizedBatchRounding && mlx.NativeISA() == mlx.ISAAVX512 {
 					// On AVX-512 the quantized products round x to 16 bits
 					// per group (qmv16.h): an x that differs in the last
 					// float32 place upstream may land a step away, 1/32767

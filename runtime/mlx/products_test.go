@@ -23,7 +23,7 @@ func TestQuantizedMatmuls(t *testing.T) {
 		k, headDim int
 		parts      []int
 	}{
-		{256, 2, []int{70, 24, 24}},    // one task: below the size worth splitting
+		{256, 2, []int{70, 24, 24}},     // one task: below the size worth splitting
 		{576, 64, []int{576, 192, 192}}, // q, k, v: tasks cross the parts' edges
 		{576, 128, []int{1536, 1536}},   // gate, up
 	}

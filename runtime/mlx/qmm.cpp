@@ -486,6 +486,62 @@ __attribute__((target("avx2,fma,f16c"))) void half_rows(const float* x, const ui
   }
 }
 
+// Rows of x up to which a half-precision W against a float32 x (float32
+// arithmetic on weights kept as stored) runs on mixed_rows.
+constexpr int kMixedDotRows = 4;
+
+// Whether j is a float32 product over a half-precision W with few rows of
+// x: there is no rounding chain of libmlx's to follow (libmlx widens such
+// a W to float32 and multiplies), so each output is a dot product.
+inline bool mixed_dot(const Job& j) {
+  return j.bits == 0 && j.sk != Kind::f32 && j.ok == Kind::f32 && j.M <= kMixedDotRows;
+}
+
+// Rows [n_lo, n_hi) of a bfloat16 or float16 W against MB rows of a
+// float32 x: each row of W is read once at its own width, widened exactly,
+// and multiplied into MB sums of 8 lanes each (two accumulators a row of x
+// to hide the latency of the fused multiply-adds).
+template <Kind WK, int MB>
+__attribute__((target("avx2,fma,f16c"))) void mixed_block(const float* x, const uint16_t* w,
+                                                          float* out, int N, int K, int n_lo,
+                                                          int n_hi) {
+  const size_t ld = static_cast<size_t>(K);
+  for (int n = n_lo; n < n_hi; n++) {
+    const uint16_t* row = w + static_cast<size_t>(n) * ld;
+    __m256 a0[MB], a1[MB];
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++) a0[i] = a1[i] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+      const __m256 w0 = load8_half<WK>(row + k), w1 = load8_half<WK>(row + k + 8);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; i++) {
+        a0[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ld + k), w0, a0[i]);
+        a1[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ld + k + 8), w1, a1[i]);
+      }
+    }
+    for (; k < K; k += 8) {
+      const __m256 w0 = load8_half<WK>(row + k);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; i++) a0[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ld + k), w0, a0[i]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++) out[static_cast<size_t>(i) * N + n] = hsum(_mm256_add_ps(a0[i], a1[i]));
+  }
+}
+
+template <Kind WK>
+void mixed_rows(const Job& j, int n_lo, int n_hi) {
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(j.w);
+  float* out = static_cast<float*>(j.out);
+  switch (j.M) {
+    case 4: mixed_block<WK, 4>(j.x, w, out, j.N, j.K, n_lo, n_hi); break;
+    case 3: mixed_block<WK, 3>(j.x, w, out, j.N, j.K, n_lo, n_hi); break;
+    case 2: mixed_block<WK, 2>(j.x, w, out, j.N, j.K, n_lo, n_hi); break;
+    default: mixed_block<WK, 1>(j.x, w, out, j.N, j.K, n_lo, n_hi); break;
+  }
+}
+
 // Every row of x against one packed panel of W (output columns n0..n0+nb).
 __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const float* panel, int n0,
                                                           int nb) {
@@ -625,6 +681,14 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     }
     return;
   }
+  if (mixed_dot(j)) {
+    if (j.sk == Kind::bf16) {
+      mixed_rows<Kind::bf16>(j, n_lo, n_hi);
+    } else {
+      mixed_rows<Kind::f16>(j, n_lo, n_hi);
+    }
+    return;
+  }
   if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows) {
     const uint16_t* w = reinterpret_cast<const uint16_t*>(j.w);
     if (j.sk == Kind::bf16) {
@@ -739,7 +803,7 @@ void run_jobs(Job* js, int n) {
   // A half-precision W against a few rows of x (half_rows) costs about 4
   // times the CPU of a float32 product of its size (the widening and the
   // transposes), so it pays at a quarter of the size.
-  if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows) {
+  if (j.bits == 0 && j.sk != Kind::f32 && j.M <= kHalfDirectRows && !mixed_dot(j)) {
     work *= 4;
   }
   int tasks = work < (size_t{1} << 18) ? 1 : std::min(blocks, pool.threads() * 4);
@@ -928,7 +992,8 @@ mx::Shape product_shape(const mx::array& x, int n, int head_dim) {
 // x W_p^T for several W_p of one kind sharing x (a layer's q, k and v
 // projections; gate and up), as one op with an output per W: quantized
 // (in[1 + 3p], in[2 + 3p], in[3 + 3p] are W_p's packed weights, scales and
-// biases) when bits_ is set, float W_p (in[1 + p]) of x's dtype otherwise.
+// biases) when bits_ is set, float W_p (in[1 + p]) of x's dtype (or half
+// precision, against a float32 x) otherwise.
 // One hand-off to the pool covers them all, and x is prepared once; every
 // output equals what NativeQMM or NativeLinear computes for its W alone.
 //
@@ -1121,8 +1186,12 @@ bool qmm_applies(const mx::array& x, const mx::array& w, const mx::array& scales
 
 // Whether archgen_native_linear takes these arguments.
 bool linear_applies(const mx::array& x, const mx::array& w, mx::Stream s) {
+  // x and W of one dtype, or a float32 x against a half-precision W (read
+  // at its own width and widened exactly: float32 arithmetic on the
+  // checkpoint's weights as stored).
   return native_enabled() && s.device == mx::Device::cpu && floating(x.dtype()) &&
-         x.dtype() == w.dtype() && x.ndim() >= 1 && w.ndim() == 2 && w.is_available() &&
+         floating(w.dtype()) && (x.dtype() == w.dtype() || x.dtype() == mx::float32) &&
+         x.ndim() >= 1 && w.ndim() == 2 && w.is_available() &&
          w.flags().row_contiguous && w.shape(1) == x.shape(-1) && w.shape(1) % 8 == 0 &&
          x.size() != 0;
 }
@@ -1153,7 +1222,8 @@ std::optional<mx::array> archgen_native_linear(const mx::array& x, const mx::arr
   }
   auto out_shape = x.shape();
   out_shape.back() = w.shape(0);
-  return mx::array(out_shape, x.dtype(), std::make_shared<NativeLinear>(s), {x, w});
+  return mx::array(out_shape, mx::promote_types(x.dtype(), w.dtype()),
+                   std::make_shared<NativeLinear>(s), {x, w});
 }
 
 namespace {
@@ -1217,13 +1287,15 @@ std::optional<std::vector<mx::array>> archgen_native_linears(const mx::array& x,
   std::vector<mx::array> inputs = {x};
   std::vector<mx::Shape> shapes;
   for (size_t p = 0; p < n; p++) {
-    if (!linear_applies(x, ws[p], s)) {
+    // all of one kind: the same dtype of W, so the same kernel and output
+    if (ws[p].dtype() != ws[0].dtype() || !linear_applies(x, ws[p], s)) {
       return std::nullopt;
     }
     inputs.push_back(ws[p]);
     shapes.push_back(product_shape(x, ws[p].shape(0), head_dim));
   }
-  return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(n, x.dtype()),
+  return mx::array::make_arrays(std::move(shapes),
+                                std::vector<mx::Dtype>(n, mx::promote_types(x.dtype(), ws[0].dtype())),
                                 std::make_shared<NativeProducts>(s, static_cast<int>(n), 0, 0, false, head_dim),
                                 std::move(inputs));
 }

@@ -475,3 +475,92 @@ func TestQMV16IsItsOwnPath(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearHalfWeights: a float32 x against a bfloat16 or float16 W (the
+// default float32 compute on a half-precision checkpoint, W kept as
+// stored) runs on archgen's kernel, alone and grouped, comes out float32,
+// and equals libmlx's float32 matmul of x and W widened (which is exact)
+// to float32 rounding, over every shape class of checkLinear; grouped
+// products of Ws of two dtypes fall back to one product each.
+func TestLinearHalfWeights(t *testing.T) {
+	if !NativeQuantizedMatmul() {
+		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
+	}
+	for _, isa := range ISAs(t) {
+		for _, dt := range []Dtype{BFloat16, Float16} {
+			for _, c := range []struct {
+				shape   []int
+				n, k    int
+				strided bool
+			}{{[]int{1, 64}, 70, 64, false}, {[]int{1, 576}, 1536, 576, false}, {[]int{1, 40}, 3, 40, false},
+				{[]int{2, 64}, 5, 64, false}, {[]int{3, 136}, 33, 136, false}, {[]int{4, 72}, 19, 72, false},
+				{[]int{5, 40}, 9, 40, false}, {[]int{8, 200}, 37, 200, false}, {[]int{7, 64}, 11, 64, true},
+				{[]int{130, 256}, 70, 256, false}, {[]int{2, 7, 96}, 12, 96, false}, {[]int{2, 128}, 31, 128, true}} {
+				t.Run(fmt.Sprint(isa.Name, "/", dt, c.shape, c.n, c.strided), func(t *testing.T) {
+					prev := SetNativeISA(isa.Level)
+					defer SetNativeISA(prev)
+					g := NewGraph(nil)
+					defer g.Close()
+					k1, k2 := g.RandomSplit(g.RandomKey(uint64(c.n*1000 + c.k)))
+					w := g.AsType(g.Normal([]int{c.n, c.k}, Float32, 0, 0.2, k1), dt)
+					w2 := g.AsType(g.Normal([]int{c.n + 8, c.k}, Float32, 0, 0.2, k2), dt)
+					w32 := g.AsType(w2, Float32)
+					if err := g.Eval(w, w2, w32); err != nil {
+						t.Fatal(err)
+					}
+					var x *Array
+					if c.strided {
+						x = g.Transpose(g.Normal([]int{c.shape[1], c.shape[0]}, Float32, 0, 1, k2))
+					} else {
+						x = g.Normal(c.shape, Float32, 0, 1, k2)
+					}
+					got := g.Linear(x, w)
+					grouped := g.Linears(x, []*Array{w, w2})
+					mixed := g.Linears(x, []*Array{w, w32})
+					if name := got.primitiveName(); name != "ArchgenLinear" {
+						t.Fatalf("primitive %q, want archgen's linear", name)
+					}
+					if name := grouped[0].primitiveName(); name != "ArchgenLinears" {
+						t.Fatalf("grouped: primitive %q, want archgen's grouped products", name)
+					}
+					if name := mixed[0].primitiveName(); name == "ArchgenLinears" {
+						t.Fatalf("Ws of two dtypes grouped as one op (%q)", name)
+					}
+					if err := g.Eval(append(append([]*Array{got}, grouped...), mixed...)...); err != nil {
+						t.Fatal(err)
+					}
+					for i, y := range []*Array{got, grouped[0], grouped[1], mixed[0], mixed[1]} {
+						if y.Dtype() != Float32 {
+							t.Fatalf("output %d: dtype %s, want float32", i, y.Dtype())
+						}
+					}
+					near := func(what string, got *Array, w *Array) {
+						t.Helper()
+						want := g.Matmul(x, g.Transpose(g.AsType(w, Float32)))
+						if err := g.Eval(want); err != nil {
+							t.Fatal(err)
+						}
+						gv, err := got.Float32s()
+						if err != nil {
+							t.Fatal(err)
+						}
+						wv, err := want.Float32s()
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i := range wv {
+							if d := math.Abs(float64(gv[i] - wv[i])); d > 1e-5*(1+math.Abs(float64(wv[i]))) {
+								t.Fatalf("%s: element %d: %g, want %g", what, i, gv[i], wv[i])
+							}
+						}
+					}
+					near("alone", got, w)
+					near("grouped, part 0", grouped[0], w)
+					near("grouped, part 1", grouped[1], w2)
+					near("two dtypes, part 0", mixed[0], w)
+					near("two dtypes, part 1", mixed[1], w2)
+				})
+			}
+		}
+	}
+}

@@ -29,6 +29,12 @@ func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		return y
 	}
 	if l.Bias != nil {
+		if x.Dtype() != l.Weight.Dtype() {
+			// a float32 x against a weight kept in half precision: the
+			// product reads it as stored (libmlx's addmm would widen a
+			// copy of it first), then the bias
+			return g.Add(g.Linear(x, l.Weight), l.Bias)
+		}
 		return g.Addmm(l.Bias, x, g.Transpose(l.Weight), 1, 1)
 	}
 	return g.Linear(x, l.Weight)
@@ -56,6 +62,10 @@ func (l *Linear) applySum(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 type Embedding struct {
 	Weight *mlx.Array     // [vocab, dims], dense
 	Q      *mlx.Quantized // the quantized [vocab, dims] table
+	// Out, when a float dtype, is the dtype the rows come out in (the
+	// compute dtype, where the table stays stored in another); otherwise
+	// they come out in the table's own.
+	Out mlx.Dtype
 }
 
 // Apply looks up ids (any shape): [ids..., dims].
@@ -71,12 +81,27 @@ func (e *Embedding) Apply(g *mlx.Graph, ids *mlx.Array) *mlx.Array {
 		if e.Q.Biases == nil {
 			// a floating-point mode (uint8 scales): the rows come out in
 			// MLX's default dtype for it, as mlx's QuantizedEmbedding has them
-			return g.Dequantize(q, mlx.Dtype(255))
+			return e.out(g, g.Dequantize(q, mlx.Dtype(255)))
 		}
 		q.Biases = g.Take(e.Q.Biases, ids, 0)
+		if e.Out.IsFloat() && e.Out != q.Scales.Dtype() {
+			// libmlx dequantizes in the scales' dtype and casts after: the
+			// picked rows' scales and biases are widened first, so that
+			// the rows are computed in the compute dtype
+			q.Scales, q.Biases = g.AsType(q.Scales, e.Out), g.AsType(q.Biases, e.Out)
+			return g.Dequantize(q, e.Out)
+		}
 		return g.Dequantize(q, e.Q.Scales.Dtype())
 	}
-	return g.Take(e.Weight, ids, 0)
+	return e.out(g, g.Take(e.Weight, ids, 0))
+}
+
+// out is rows in the dtype Out asks for.
+func (e *Embedding) out(g *mlx.Graph, rows *mlx.Array) *mlx.Array {
+	if e.Out.IsFloat() && rows.Dtype() != e.Out {
+		return g.AsType(rows, e.Out)
+	}
+	return rows
 }
 
 // AsLinear is the table used as the output projection of a tied head,

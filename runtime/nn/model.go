@@ -41,7 +41,7 @@ type Info struct {
 	VocabSize int       // logits per position
 	Layers    int       // decoder layers (and caches)
 	Hidden    int       // width of the residual stream
-	Dtype     mlx.Dtype // dtype of the embedding table, the logits' dtype
+	Dtype     mlx.Dtype // the compute dtype: the embedding's rows' and the logits'
 	Nbytes    int       // size of the weights
 }
 
@@ -254,6 +254,9 @@ func CheckModelType(modelType, arch string, aliases []string) error {
 
 // Dtype is the dtype the embedding's rows come out in.
 func (e *Embedding) Dtype() mlx.Dtype {
+	if e.Out.IsFloat() {
+		return e.Out
+	}
 	if e.Q != nil {
 		return e.Q.Scales.Dtype()
 	}

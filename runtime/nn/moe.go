@@ -164,6 +164,9 @@ type Router struct {
 
 // topK is the indices of the k largest entries of s along its last axis.
 func (r *Router) topK(g *mlx.Graph, s *mlx.Array) *mlx.Array {
+	if !s.Valid() {
+		return s // a failed op's result: g reports its error
+	}
 	shape := s.Shape()
 	start := make([]int, len(shape))
 	stop := append([]int{}, shape...)

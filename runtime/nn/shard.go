@@ -237,7 +237,9 @@ func (w *Weights) block(name string, shape []int, axis, n, r, parts int, packed 
 		a = l.g.Concatenate(axis, pieces...)
 		l.g.Keep(a)
 	}
-	if !packed && a.Dtype() != mlx.Uint8 { // mxfp4's uint8 scales stay as they are
+	// mxfp4's uint8 scales stay as they are, and so does a half-precision
+	// matrix under float32 compute (see Weights.matrix)
+	if !packed && a.Dtype() != mlx.Uint8 && !(a.Ndim() == 2 && l.storedMatrix(a)) {
 		if c := w.cast(a); c != a {
 			l.scratch = append(l.scratch, a) // freed by Finish, once read
 			a = c

@@ -15,9 +15,15 @@ import (
 
 // Options are a caller's choices when loading a model.
 type Options struct {
-	// Dtype is the compute dtype: every floating-point weight is cast to
-	// it. A dtype that is no float type, the zero value included, keeps
-	// each tensor's own dtype, as mlx-lm does.
+	// Dtype is the compute dtype. The zero value is DefaultDtype of the
+	// stream's device: float32 on the CPU. CheckpointDtype keeps each
+	// tensor's own dtype and computes as mlx-lm does, in the checkpoint's
+	// dtype. A float dtype casts every floating-point tensor to it, except
+	// that under float32 a half-precision matrix (a dense weight, an
+	// embedding table, a quantized matrix's scales and biases) stays as
+	// stored: the products read it at its own width and widen it exactly,
+	// so the arithmetic is float32 on the checkpoint's own values at the
+	// checkpoint's size in memory.
 	Dtype mlx.Dtype
 	// Stream is the stream weights load on; nil is mlx.DefaultStream().
 	Stream *mlx.Stream
@@ -43,6 +49,35 @@ type Options struct {
 	// Rename, when set, gives each checkpoint tensor the name the model
 	// asks for, or false to drop it (a wrapper's prefixes and towers).
 	Rename func(name string) (string, bool)
+}
+
+// CheckpointDtype, as Options.Dtype, computes in the checkpoint's own
+// dtypes: every tensor as stored, and mlx-lm's arithmetic to the bit (for
+// a bfloat16 checkpoint, what mlx-lm computes in bfloat16).
+const CheckpointDtype mlx.Dtype = 254
+
+// DefaultDtype is the compute dtype a zero Options.Dtype means on a
+// device: float32 on the CPU, where libmlx's half-precision arithmetic
+// rounds after every operation and runs several times slower than its
+// float32 (the products then read half-precision weights as stored);
+// CheckpointDtype elsewhere.
+func DefaultDtype(d mlx.DeviceType) mlx.Dtype {
+	if d == mlx.CPU {
+		return mlx.Float32
+	}
+	return CheckpointDtype
+}
+
+// computeDtype is the dtype o computes in on stream s: a float dtype, or
+// CheckpointDtype.
+func (o Options) computeDtype(s *mlx.Stream) mlx.Dtype {
+	switch {
+	case o.Dtype == CheckpointDtype || o.Dtype.IsFloat():
+		return o.Dtype
+	case s == nil:
+		return DefaultDtype(mlx.DefaultStream().Device().Type)
+	}
+	return DefaultDtype(s.Device().Type)
 }
 
 // TensorSpec is one tensor a model asks for: its checkpoint name and its
@@ -179,6 +214,7 @@ func newLoader(q *Quantization, opts Options) *loader {
 	if opts.Stream == nil {
 		opts.Stream = mlx.DefaultStream()
 	}
+	opts.Dtype = opts.computeDtype(opts.Stream)
 	return &loader{
 		tensors: map[string]*mlx.Array{},
 		used:    map[string]bool{},
@@ -320,6 +356,27 @@ func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
 	return w.cast(a)
 }
 
+// matrix is param for a tensor the products read (a dense weight, an
+// embedding table, a quantized matrix's scales and biases): under a
+// float32 compute dtype a half-precision one stays as stored.
+func (w *Weights) matrix(name string, shape []int) *mlx.Array {
+	a := w.lookup(name, shape, false)
+	if a == nil {
+		return nil
+	}
+	if a.Dtype() != mlx.Uint8 && !w.l.storedMatrix(a) {
+		a = w.cast(a)
+	}
+	return w.keep(a)
+}
+
+// storedMatrix reports whether a, a matrix the products read, stays in its
+// stored dtype: a half-precision one under float32 compute.
+func (l *loader) storedMatrix(a *mlx.Array) bool {
+	dt := a.Dtype()
+	return l.opts.Dtype == mlx.Float32 && (dt == mlx.BFloat16 || dt == mlx.Float16)
+}
+
 // lookup is the tensor prefix+name, marked used and checked to have shape
 // and a float dtype (or uint32 when packed); nil, with the problem
 // recorded, when it is missing or wrong.
@@ -450,14 +507,14 @@ func (w *Weights) quantized(name string, rows, in int, p *QuantParams) *mlx.Quan
 	}
 	w.markScales(name, p)
 	weight := w.param(name+".weight", []int{rows, p.PackedDims(in)}, true)
-	scales := w.param(name+".scales", []int{rows, in / p.GroupSize}, false)
+	scales := w.matrix(name+".scales", []int{rows, in / p.GroupSize})
 	if !p.affine() {
 		if weight == nil || scales == nil {
 			return nil
 		}
 		return &mlx.Quantized{Weight: weight, Scales: scales, GroupSize: p.GroupSize, Bits: p.Bits, Mode: p.Mode}
 	}
-	biases := w.param(name+".biases", []int{rows, in / p.GroupSize}, false)
+	biases := w.matrix(name+".biases", []int{rows, in / p.GroupSize})
 	if weight == nil || scales == nil || biases == nil {
 		return nil
 	}
@@ -487,7 +544,7 @@ func (w *Weights) Linear(name string, out, in int, bias bool) *Linear {
 	case q != nil:
 		l.Q = w.quantized(name, out, in, q)
 	default:
-		l.Weight = w.param(name+".weight", []int{out, in}, false)
+		l.Weight = w.matrix(name+".weight", []int{out, in})
 	}
 	if bias {
 		l.Bias = w.param(name+".bias", []int{out}, false)
@@ -508,7 +565,10 @@ func (w *Weights) Embedding(name string, n, dims int) *Embedding {
 	case q != nil:
 		e.Q = w.quantized(name, n, dims, q)
 	default:
-		e.Weight = w.param(name+".weight", []int{n, dims}, false)
+		e.Weight = w.matrix(name+".weight", []int{n, dims})
+	}
+	if dt := w.l.opts.Dtype; dt.IsFloat() {
+		e.Out = dt // the rows come out in the compute dtype
 	}
 	return e
 }

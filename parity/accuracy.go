@@ -1,0 +1,185 @@
+package parity
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// The default compute dtype on the CPU is float32 (nn.DefaultDtype): a
+// half-precision checkpoint (bfloat16 or float16 weights, or quantized
+// weights with half-precision scales) is computed in float32 on its own
+// values, where mlx-lm computes in the checkpoint's dtype. Check holds the
+// checkpoint's dtype (nn.CheckpointDtype) to mlx-lm's rounding; the
+// default is held to a stronger standard instead, CheckAccuracy: no
+// further from mlx-lm's float32 run on the same weights than mlx-lm's own
+// run at the checkpoint's dtype is, step by step, that is, at least as
+// accurate as mlx-lm.
+
+// AccuracySlack is how many times mlx-lm's own distance from its float32
+// run the default's may be, at each step: 1, no further. The default
+// computes in float32 on the checkpoint's values, as that run does, so it
+// lies far inside (1e-6 of the scale against mlx-lm's 1e-3 to 4e-2 on
+// these cases); the slack is a bound, not an allowance it needs.
+const AccuracySlack = 1.0
+
+// AccuracyFloor is the least bound of a step: two correct float32 orders
+// of the same operations differ by up to the float32 level's tolerance,
+// which also bounds a level mlx-lm cannot run at its own dtype (there is
+// no distance of its to compare with, and the default computes it in
+// float32 on the same weights as the float32 run).
+var AccuracyFloor = Tolerances["float32"].Rel
+
+// Accuracy is one level of a case run at the default compute dtype,
+// measured by CheckAccuracy against mlx-lm's float32 run on the level's
+// weights, beside mlx-lm's own run at the level's dtype.
+type Accuracy struct {
+	Prefill      Diff  // the prefill logits against the float32 run's
+	LevelPrefill *Diff // mlx-lm's at the level's dtype against the same; nil where it refuses
+	Steps        []AccuracyStep
+	// NearTie is the first step whose float32-run margin is below the
+	// step's bound times its scale; len(Steps) when none is.
+	NearTie int
+	// Free are the product's own greedy tokens (generate.Tokens), and
+	// FreeEqual how many of them, from the first, equal the float32 run's.
+	Free      []int32
+	FreeEqual int
+}
+
+// AccuracyStep is one decode step fed the float32 run's picks.
+type AccuracyStep struct {
+	Diff               // the step's logits against the float32 run's
+	Level      *Diff   // mlx-lm's at the level's dtype against the same; nil where it refuses
+	Pick, Want int32   // our pick and the float32 run's
+	Margin     float64 // the float32 run's top-1 minus top-2 logit
+}
+
+// Bound is how far from the float32 run a result may be when mlx-lm's
+// own run at the level's dtype is level away (nil: mlx-lm refuses it).
+func Bound(level *Diff) float64 {
+	if level == nil {
+		return AccuracyFloor
+	}
+	return math.Max(AccuracySlack*level.Rel(), AccuracyFloor)
+}
+
+// PrefillOK reports whether the prefill is within its bound.
+func (a *Accuracy) PrefillOK() bool { return a.Prefill.Rel() <= Bound(a.LevelPrefill) }
+
+// ForcedOK reports whether every teacher-forced step is within its bound.
+func (a *Accuracy) ForcedOK() bool {
+	for _, s := range a.Steps {
+		if s.Rel() > Bound(s.Level) {
+			return false
+		}
+	}
+	return a.Steps != nil
+}
+
+// FreeOK reports whether the free-running tokens equal the float32 run's
+// at every step before its first near-tie.
+func (a *Accuracy) FreeOK() bool { return a.Free != nil && a.FreeEqual >= a.NearTie }
+
+// Pass reports whether every check holds.
+func (a *Accuracy) Pass() bool { return a.PrefillOK() && a.ForcedOK() && a.FreeOK() }
+
+// Worst is the step whose distance is the largest share of its bound.
+func (a *Accuracy) Worst() int {
+	w := 0
+	for i, s := range a.Steps {
+		if s.Rel()/Bound(s.Level) > a.Steps[w].Rel()/Bound(a.Steps[w].Level) {
+			w = i
+		}
+	}
+	return w
+}
+
+// Problems says, one line each, which checks fail and where.
+func (a *Accuracy) Problems() []string {
+	var out []string
+	if !a.PrefillOK() {
+		out = append(out, fmt.Sprintf("prefill logits: %.3g of the scale from mlx-lm's float32 run, more than the bound %.3g (mlx-lm's own: %s)",
+			a.Prefill.Rel(), Bound(a.LevelPrefill), levelRel(a.LevelPrefill)))
+	}
+	for i, s := range a.Steps {
+		if s.Rel() > Bound(s.Level) {
+			out = append(out, fmt.Sprintf("teacher-forced step %d: %.3g of the step's scale from mlx-lm's float32 run, more than the bound %.3g (mlx-lm's own: %s; our pick %d, the float32 run's %d)",
+				i, s.Rel(), Bound(s.Level), levelRel(s.Level), s.Pick, s.Want))
+		}
+	}
+	if a.Free != nil && !a.FreeOK() {
+		i := a.FreeEqual
+		out = append(out, fmt.Sprintf("free-running step %d picked %d, mlx-lm's float32 run %d (its margin %.3g is no near-tie: its first is at step %d)",
+			i, a.Free[i], a.Steps[i].Want, a.Steps[i].Margin, a.NearTie))
+	}
+	return out
+}
+
+func levelRel(d *Diff) string {
+	if d == nil {
+		return "none, mlx-lm refuses the level"
+	}
+	return fmt.Sprintf("%.3g", d.Rel())
+}
+
+// CheckAccuracy runs m (a case's checkpoint at a half-precision level,
+// loaded at the default compute dtype) as mlx-lm ran it for run, and
+// measures it against mlx-lm's float32 run on the same weights: the
+// prompt in one call; the decode chunked as refs.DecodeCalls and fed the
+// float32 run's picks; and generate.Tokens running free. Each is held to
+// Bound of mlx-lm's own distance at that step. An error means a run could
+// not finish.
+func CheckAccuracy(m nn.Model, refs *Refs, run *Float32Run) (*Accuracy, error) {
+	want := &run.Run
+	n, v := len(want.DecodeTokens), want.Vocab
+	a := &Accuracy{NearTie: n}
+	got, _, err := Prefill(m, want.Prompt)
+	if err != nil {
+		return nil, fmt.Errorf("prefill: %w", err)
+	}
+	if a.Prefill, err = Compare(got, want.Prefill); err != nil {
+		return nil, fmt.Errorf("prefill: %w", err)
+	}
+	if run.LevelPrefill != nil {
+		d, err := Compare(run.LevelPrefill, want.Prefill)
+		if err != nil {
+			return nil, err
+		}
+		a.LevelPrefill = &d
+	}
+
+	caches, err := m.NewCachesWith(refs.CacheOptions())
+	if err != nil {
+		return nil, err
+	}
+	picks, rows, err := greedy(m, caches, want.Prompt, refs.DecodeCalls, n, want.DecodeTokens)
+	freeCaches(caches)
+	if err != nil {
+		return nil, fmt.Errorf("teacher-forced decode: %w", err)
+	}
+	for i := range n {
+		ref := want.Decode[i*v : (i+1)*v]
+		d, err := Compare(rows[i*v:(i+1)*v], ref)
+		if err != nil {
+			return nil, fmt.Errorf("teacher-forced decode: step %d: %w", i, err)
+		}
+		s := AccuracyStep{Diff: d, Pick: picks[i], Want: want.DecodeTokens[i], Margin: Margin(ref)}
+		if run.LevelDecode != nil {
+			ld, err := Compare(run.LevelDecode[i*v:(i+1)*v], ref)
+			if err != nil {
+				return nil, err
+			}
+			s.Level = &ld
+		}
+		if a.NearTie == n && NearTie(s.Margin, Bound(s.Level), d.Scale) {
+			a.NearTie = i
+		}
+		a.Steps = append(a.Steps, s)
+	}
+
+	if a.Free, a.FreeEqual, err = freeRun(m, refs, want); err != nil {
+		return nil, err
+	}
+	return a, nil
+}

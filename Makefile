@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist
+.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes
 
 all: test
 
@@ -140,6 +140,19 @@ bench-dist: setup-py models
 # SmolLM2-135M 4-bit at 1, 4 and 16 concurrent streams; into out/bench/serve.
 bench-serve: setup-py models bench-llama
 	$(PY) bench/serve_bench.py
+
+# llama.cpp's own tools (llama-bench, llama-quantize, llama-server), built
+# with cmake from the pinned llama-cpp-python sdist's llama.cpp tree into
+# .deps/llama-tools: about 5 minutes on 2 cores, once.
+setup-llama-tools:
+	@bash bench/setup-llama-tools.sh
+
+# archgen at the sizes people run (the Llama-3.2-1B geometry by default;
+# BENCH_SIZES=1b,3b for more) in mlx-community's formats and llama.cpp's
+# GGUF quantizations, beside llama-bench; into out/bench/sizes.
+BENCH_SIZES ?= 1b
+bench-sizes: setup-py models setup-llama-tools
+	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3)
 
 # Go's own benchmarks: one decode step and one 128-token prefill of the tiny
 # llama, a KV cache write, generating every descriptor; into out/bench/go.txt.

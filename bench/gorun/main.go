@@ -103,14 +103,28 @@ func main() {
 	loads := flag.Int("loads", 5, "measured loads (after one warm-up load)")
 	only := flag.String("only", "", "run only the prompt of this name")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs here")
+	dtype := flag.String("dtype", "", "compute dtype: float32, bfloat16, float16 or checkpoint (default: archgen's, float32 on the CPU)")
 	flag.Parse()
-	if err := run(*dir, *promptsPath, *runs, *warmups, *loads, *only, *cpuprofile); err != nil {
+	var opts nn.Options
+	switch *dtype {
+	case "":
+	case "checkpoint":
+		opts.Dtype = nn.CheckpointDtype
+	default:
+		dt, err := mlx.ParseDtype(*dtype)
+		if err != nil || !dt.IsFloat() {
+			fmt.Fprintf(os.Stderr, "gorun: -dtype %q: want float32, bfloat16, float16 or checkpoint\n", *dtype)
+			os.Exit(2)
+		}
+		opts.Dtype = dt
+	}
+	if err := run(*dir, *promptsPath, *runs, *warmups, *loads, *only, *cpuprofile, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "gorun:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile string) error {
+func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile string, opts nn.Options) error {
 	if dir == "" || promptsPath == "" {
 		return fmt.Errorf("-model and -prompts are required")
 	}
@@ -125,7 +139,6 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 	res := Result{Side: "archgen", Model: dir, Runs: map[string][]Run{}, Outputs: map[string][]int{},
 		MLX: mlx.Version(), Warmups: warmups, Measured: runs}
 
-	var opts nn.Options
 	var group *mlx.Group
 	_, hasRank := os.LookupEnv("MLX_RANK")
 	_, hasHost := os.LookupEnv("MLX_HOSTFILE")

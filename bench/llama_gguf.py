@@ -1,0 +1,81 @@
+"""Writes a llama-family model dir (mlx-lm's layout, float weights) as an F16
+GGUF file the way llama.cpp's converter lays one out, for llama-quantize to
+quantize further: llama.cpp's tensor names and metadata keys (gguf-py, the
+`gguf` package pinned with mlx-lm's venv), q and k rows in the converter's
+order for its rope, norms kept float32, and the tokenizer of another GGUF
+file of the same vocabulary (its tokenizer.* keys copied as they are).
+
+    .deps/py/bin/python bench/llama_gguf.py MODEL_DIR TOKENIZER.gguf OUT.gguf
+
+The converter itself (convert_hf_to_gguf.py) imports torch, which this
+machine does not install; gguf/testdata/make_gguf.py's name table and row
+order, checked there against archgen's reader and mlx-lm, are reused.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+from gguf import GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gguf" / "testdata"))
+from make_gguf import gguf_name, llama_cpp_permute  # noqa: E402
+
+
+def copy_tokenizer(src, w):
+    """Every tokenizer.* key of the GGUF file src, into the writer w."""
+    r = GGUFReader(src)
+    for name, f in r.fields.items():
+        if not name.startswith("tokenizer."):
+            continue
+        vtype = f.types[0]
+        sub = f.types[-1] if vtype == GGUFValueType.ARRAY else None
+        w.add_key_value(name, f.contents(), vtype, sub_type=sub)
+    return len(r.fields["tokenizer.ggml.tokens"].contents())
+
+
+def main(model_dir, tok_gguf, out):
+    model_dir = Path(model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    if config["model_type"] != "llama":
+        sys.exit(f"llama_gguf: {model_dir}: model_type {config['model_type']!r}, want llama")
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    w = GGUFWriter(out, "llama")
+    w.add_name(model_dir.name)
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_context_length(config.get("max_position_embeddings", 4096))
+    w.add_embedding_length(config["hidden_size"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_freq_base(config.get("rope_theta", 10000.0))
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    w.add_vocab_size(config["vocab_size"])
+    w.add_rope_dimension_count(head_dim)
+    w.add_file_type(LlamaFileType.MOSTLY_F16)
+    n = copy_tokenizer(tok_gguf, w)
+    if n != config["vocab_size"]:
+        sys.exit(f"llama_gguf: {tok_gguf} has {n} tokens, the model a vocabulary of {config['vocab_size']}")
+    weights = {}
+    for f in sorted(model_dir.glob("model*.safetensors")):
+        weights.update(mx.load(str(f)))
+    for hf in sorted(weights):
+        x = np.array(weights.pop(hf).astype(mx.float32))
+        if ".q_proj." in hf or ".k_proj." in hf:
+            x = llama_cpp_permute(x, heads if ".q_proj." in hf else kv)
+        w.add_tensor(gguf_name(hf), x.astype(np.float16) if x.ndim == 2 else x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__.split("\n\n")[1])
+    main(*sys.argv[1:])

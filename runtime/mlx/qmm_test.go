@@ -326,8 +326,55 @@ func TestNativeLinear(t *testing.T) {
 	if !NativeQuantizedMatmul() {
 		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
-	for _, dt := range []Dtype{Float32, BFloat16, Float16} {
-		t.Run(dt.String(), func(t *testing.T) { checkLinear(t, dt) })
+	for _, isa := range ISAs(t) {
+		for _, dt := range []Dtype{Float32, BFloat16, Float16} {
+			t.Run(isa.Name+"/"+dt.String(), func(t *testing.T) {
+				prev := SetNativeISA(isa.Level)
+				defer SetNativeISA(prev)
+				checkLinear(t, dt)
+			})
+		}
+	}
+}
+
+// TestPanelsAgreeAcrossISAs: the products of more rows than the direct
+// kernels take run on packed panels, by micro-kernels of 8 lanes (AVX2)
+// or 16 (AVX-512, two panels at a time) that add each output's products in
+// the same order: the results are equal bit for bit, for every kind of W
+// and numbers of rows that leave every remainder of a block.
+func TestPanelsAgreeAcrossISAs(t *testing.T) {
+	isas := ISAs(t)
+	if len(isas) < 2 {
+		t.Skip("one instruction set here: nothing to compare")
+	}
+	// 70 rows of W: two pairs of panels and a last one alone; 24: a pair
+	// whose second panel is partly rows past W's
+	for _, n := range []int{70, 24} {
+		for _, wdt := range []Dtype{Float32, BFloat16, Float16} {
+			for _, m := range []int{9, 11, 12, 13, 23, 24, 25, 130} {
+				t.Run(fmt.Sprint(wdt, "_n", n, "_m", m), func(t *testing.T) {
+					g := NewGraph(nil)
+					defer g.Close()
+					k1, k2 := g.RandomSplit(g.RandomKey(uint64(m)))
+					w := g.AsType(g.Normal([]int{n, 136}, Float32, 0, 0.2, k1), wdt)
+					x := g.Normal([]int{m, 136}, Float32, 0, 1, k2)
+					if err := g.Eval(w, x); err != nil {
+						t.Fatal(err)
+					}
+					var ys []*Array
+					for _, isa := range isas {
+						prev := SetNativeISA(isa.Level)
+						y := g.Linear(x, w)
+						if err := g.Eval(y); err != nil {
+							t.Fatal(err)
+						}
+						SetNativeISA(prev)
+						ys = append(ys, y)
+					}
+					sameArrays(t, "avx512 against avx2", ys[1], ys[0])
+				})
+			}
+		}
 	}
 }
 

@@ -117,12 +117,15 @@ bench-llama:
 	@bash bench/setup-llama.sh
 	@bash bench/setup-llama-server.sh
 
-# The benchmarks: archgen's generated forward passes beside mlx-lm's on the
-# same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
+# The benchmarks: archgen at the sizes people run beside llama-bench
+# (bench-sizes), then archgen's generated forward passes beside mlx-lm's on
+# the same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
 # and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
-# The whole protocol takes about 1 h 45 min on 2 cores; BENCH_QUICK=1 about
-# half an hour. Then the Go benchmarks (bench-go).
+# The whole protocol takes about 2 h on 2 cores (bench-sizes about 12 min of
+# it, after llama.cpp's tools are built); BENCH_QUICK=1 about 45 minutes.
+# Then the Go benchmarks (bench-go).
 bench: setup-py models bench-llama
+	@$(MAKE) -s bench-sizes
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
 	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-go

@@ -9,7 +9,8 @@ file of the same vocabulary (its tokenizer.* keys copied as they are).
 
 The converter itself (convert_hf_to_gguf.py) imports torch, which this
 machine does not install; gguf/testdata/make_gguf.py's name table and row
-order, checked there against archgen's reader and mlx-lm, are reused.
+order and hyperparameter keys, checked there against archgen's reader and
+mlx-lm, are reused.
 """
 
 import json
@@ -21,7 +22,7 @@ import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gguf" / "testdata"))
-from make_gguf import gguf_name, llama_cpp_permute  # noqa: E402
+from make_gguf import add_hparams, gguf_name, llama_cpp_permute  # noqa: E402
 
 
 def copy_tokenizer(src, w):
@@ -42,21 +43,9 @@ def main(model_dir, tok_gguf, out):
     if config["model_type"] != "llama":
         sys.exit(f"llama_gguf: {model_dir}: model_type {config['model_type']!r}, want llama")
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
-    head_dim = config.get("head_dim") or config["hidden_size"] // heads
     w = GGUFWriter(out, "llama")
     w.add_name(model_dir.name)
-    w.add_block_count(config["num_hidden_layers"])
-    w.add_context_length(config.get("max_position_embeddings", 4096))
-    w.add_embedding_length(config["hidden_size"])
-    w.add_feed_forward_length(config["intermediate_size"])
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv)
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
-    w.add_rope_freq_base(config.get("rope_theta", 10000.0))
-    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    w.add_vocab_size(config["vocab_size"])
-    w.add_rope_dimension_count(head_dim)
+    add_hparams(w, config, config["vocab_size"])
     w.add_file_type(LlamaFileType.MOSTLY_F16)
     n = copy_tokenizer(tok_gguf, w)
     if n != config["vocab_size"]:

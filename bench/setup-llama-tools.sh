@@ -5,9 +5,9 @@
 # .deps/llama-tools (git-ignored), for `make bench` only: the tools people
 # run llama.cpp with, beside the Python binding bench/setup-llama.sh builds.
 #
-# The build flags are bench/setup-llama.sh's: AVX, AVX2, FMA and F16C always,
-# AVX-512 (F, BW, VL, VBMI, VNNI, BF16) where a probe compiled and run here
-# executes those instructions, no GPU backends, no BLAS, no curl. About 5
+# The CPU flags are bench/llama-cpu-flags.sh's, as bench/setup-llama.sh's
+# (AVX-512 where this machine runs it), with the tools and the server on
+# and everything linked statically. About 5
 # minutes on two cores, once: a stamp records the pins and flags, and a
 # second run with the same ones returns at once.
 #
@@ -22,28 +22,12 @@ cons="$root/bench/llama-build.lock"
 python=${PYTHON:-python3}
 version=$(sed -n 's/^llama-cpp-python==//p' "$req")
 
-avx512=OFF
-probe=$(mktemp -d)
-cat >"$probe/p.c" <<'EOF'
-#include <immintrin.h>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni,avx512bf16")))
-int main(void) {
-  volatile int seed = 3;
-  __m512i a = _mm512_set1_epi32(seed), b = _mm512_dpbusd_epi32(a, a, a);
-  __m512 f = _mm512_set1_ps((float)seed);
-  __m512bh h = _mm512_cvtne2ps_pbh(f, f);
-  __m512 g = _mm512_dpbf16_ps(f, h, h);
-  return _mm512_reduce_add_epi32(b) + (int)_mm512_reduce_add_ps(g) > 0 ? 0 : 1;
-}
-EOF
-if ${CC:-cc} -O1 -o "$probe/p" "$probe/p.c" 2>/dev/null && "$probe/p" 2>/dev/null; then
-  avx512=ON
-fi
-rm -rf "$probe"
-cmake_args="-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=$avx512 -DGGML_AVX512_VBMI=$avx512 -DGGML_AVX512_VNNI=$avx512 -DGGML_AVX512_BF16=$avx512 -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF"
+# shellcheck source=bench/llama-cpu-flags.sh
+. "$root/bench/llama-cpu-flags.sh"
+cmake_args="-DCMAKE_BUILD_TYPE=Release $llama_cpu_args -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF"
 targets="llama-bench llama-quantize llama-server"
 
-key=$( (echo "$version"; cat "$cons" "$0"; echo "$cmake_args $targets") | sha256sum | cut -c1-16)
+key=$( (echo "$version"; cat "$cons" "$0" "$root/bench/llama-cpu-flags.sh"; echo "$cmake_args $targets") | sha256sum | cut -c1-16)
 stamp="$dst/.setup-$key"
 if [ -f "$stamp" ]; then
   exit 0
@@ -64,16 +48,15 @@ mkdir -p "$dst/src.tmp"
 tar -xzf "$sdist" -C "$dst/src.tmp"
 mv "$dst/src.tmp/llama_cpp_python-$version/vendor/llama.cpp" "$dst/src"
 rm -rf "$dst/src.tmp"
-cmake_bin=cmake
 if ! command -v cmake >/dev/null; then
   echo "setup-llama-tools: cmake is not installed" >&2
   exit 1
 fi
 # shellcheck disable=SC2086
-"$cmake_bin" -S "$dst/src" -B "$dst/build" $cmake_args >"$dst/cmake.log" 2>&1 ||
+cmake -S "$dst/src" -B "$dst/build" $cmake_args >"$dst/cmake.log" 2>&1 ||
   { tail -30 "$dst/cmake.log" >&2; exit 1; }
 # shellcheck disable=SC2086
-"$cmake_bin" --build "$dst/build" --parallel "$(nproc)" --target $targets >"$dst/build.log" 2>&1 ||
+cmake --build "$dst/build" --parallel "$(nproc)" --target $targets >"$dst/build.log" 2>&1 ||
   { tail -30 "$dst/build.log" >&2; exit 1; }
 mkdir -p "$dst/bin"
 for t in $targets; do

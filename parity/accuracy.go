@@ -134,12 +134,11 @@ func CheckAccuracy(m nn.Model, refs *Refs, run *Float32Run) (*Accuracy, error) {
 	want := &run.Run
 	n, v := len(want.DecodeTokens), want.Vocab
 	a := &Accuracy{NearTie: n}
-	got, _, err := Prefill(m, want.Prompt)
-	if err != nil {
-		return nil, fmt.Errorf("prefill: %w", err)
-	}
-	if a.Prefill, err = Compare(got, want.Prefill); err != nil {
-		return nil, fmt.Errorf("prefill: %w", err)
+	var picks []int32
+	var rows []float32
+	var err error
+	if a.Prefill, picks, rows, err = forcedRun(m, refs, want); err != nil {
+		return nil, err
 	}
 	if run.LevelPrefill != nil {
 		d, err := Compare(run.LevelPrefill, want.Prefill)
@@ -147,16 +146,6 @@ func CheckAccuracy(m nn.Model, refs *Refs, run *Float32Run) (*Accuracy, error) {
 			return nil, err
 		}
 		a.LevelPrefill = &d
-	}
-
-	caches, err := m.NewCachesWith(refs.CacheOptions())
-	if err != nil {
-		return nil, err
-	}
-	picks, rows, err := greedy(m, caches, want.Prompt, refs.DecodeCalls, n, want.DecodeTokens)
-	freeCaches(caches)
-	if err != nil {
-		return nil, fmt.Errorf("teacher-forced decode: %w", err)
 	}
 	for i := range n {
 		ref := want.Decode[i*v : (i+1)*v]

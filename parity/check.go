@@ -120,23 +120,11 @@ func Check(m nn.Model, refs *Refs, want *Dumps, level string) (*Result, error) {
 		return nil, fmt.Errorf("%s/%s %s: %d margins for %d decode steps", refs.Arch, refs.Case, level, len(ref.DecodeMargins), n)
 	}
 	r := &Result{Tol: tol, NearTie: n}
-
-	got, _, err := Prefill(m, want.Prompt)
-	if err != nil {
-		return nil, fmt.Errorf("prefill: %w", err)
-	}
-	if r.Prefill, err = Compare(got, want.Prefill); err != nil {
-		return nil, fmt.Errorf("prefill: %w", err)
-	}
-
-	caches, err := m.NewCachesWith(refs.CacheOptions())
-	if err != nil {
+	var picks []int32
+	var rows []float32
+	var err error
+	if r.Prefill, picks, rows, err = forcedRun(m, refs, want); err != nil {
 		return nil, err
-	}
-	picks, rows, err := greedy(m, caches, want.Prompt, refs.DecodeCalls, n, want.DecodeTokens)
-	freeCaches(caches)
-	if err != nil {
-		return nil, fmt.Errorf("teacher-forced decode: %w", err)
 	}
 	for i := range n {
 		d, err := Compare(rows[i*v:(i+1)*v], want.Decode[i*v:(i+1)*v])
@@ -154,6 +142,30 @@ func Check(m nn.Model, refs *Refs, want *Dumps, level string) (*Result, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// forcedRun runs m on want's prompt in one call, measured against want's
+// prefill logits, and decodes chunked as refs.DecodeCalls with the caches
+// refs asks for, fed want's picks: our picks and the logits of each step.
+func forcedRun(m nn.Model, refs *Refs, want *Dumps) (Diff, []int32, []float32, error) {
+	got, _, err := Prefill(m, want.Prompt)
+	if err != nil {
+		return Diff{}, nil, nil, fmt.Errorf("prefill: %w", err)
+	}
+	d, err := Compare(got, want.Prefill)
+	if err != nil {
+		return Diff{}, nil, nil, fmt.Errorf("prefill: %w", err)
+	}
+	caches, err := m.NewCachesWith(refs.CacheOptions())
+	if err != nil {
+		return Diff{}, nil, nil, err
+	}
+	defer freeCaches(caches)
+	picks, rows, err := greedy(m, caches, want.Prompt, refs.DecodeCalls, len(want.DecodeTokens), want.DecodeTokens)
+	if err != nil {
+		return Diff{}, nil, nil, fmt.Errorf("teacher-forced decode: %w", err)
+	}
+	return d, picks, rows, nil
 }
 
 // freeRun is the product's own greedy decode loop (generate.Tokens) after

@@ -170,7 +170,13 @@ func LevelDir(models string, c CaseInfo, level string) string {
 
 // LoadDumps reads a case's dumps at one level.
 func LoadDumps(dir string, c CaseInfo, level string) (*Dumps, error) {
-	path := filepath.Join(dir, c.Arch, c.Case, level+".safetensors")
+	return readDumps(filepath.Join(dir, c.Arch, c.Case, level+".safetensors"), nil)
+}
+
+// readDumps reads a dumps file at path (prompt, prefill_logits,
+// decode_tokens, decode_logits), and then, when extra is set, gives extra
+// the file's tensors and what was read, for tensors of its own.
+func readDumps(path string, extra func(arrays map[string]*mlx.Array, d *Dumps) error) (*Dumps, error) {
 	arrays, _, err := mlx.LoadSafetensors(path, nil)
 	if err != nil {
 		return nil, err
@@ -226,6 +232,11 @@ func LoadDumps(dir string, c CaseInfo, level string) (*Dumps, error) {
 		return nil, fmt.Errorf("%s: shapes disagree: prompt %d, prefill_logits %v %s, decode_tokens %d, decode_logits %v %s",
 			path, len(d.Prompt), prefill.Shape(), prefill.Dtype(), len(d.DecodeTokens), decode.Shape(), decode.Dtype())
 	}
+	if extra != nil {
+		if err := extra(arrays, &d); err != nil {
+			return nil, err
+		}
+	}
 	return &d, nil
 }
 
@@ -261,51 +272,34 @@ const Float32RunFile = "float32-run.safetensors"
 // LoadFloat32Run reads the Float32Run of a case's level under models.
 func LoadFloat32Run(models string, c CaseInfo, level string) (*Float32Run, error) {
 	path := filepath.Join(LevelDir(models, c, level), Float32RunFile)
-	arrays, _, err := mlx.LoadSafetensors(path, nil)
+	var r Float32Run
+	d, err := readDumps(path, func(arrays map[string]*mlx.Array, d *Dumps) error {
+		if d.LogitsDtype != mlx.Float32 {
+			return fmt.Errorf("%s: logits of %s, want float32", path, d.LogitsDtype)
+		}
+		level := map[string]*[]float32{"level_prefill_logits": &r.LevelPrefill, "level_decode_logits": &r.LevelDecode}
+		rows := map[string]int{"level_prefill_logits": len(d.Prompt), "level_decode_logits": len(d.DecodeTokens)}
+		for name, dst := range level {
+			a, ok := arrays[name]
+			if !ok {
+				continue // mlx-lm refuses the level at its own dtype
+			}
+			if a.Ndim() != 2 || a.Dim(0) != rows[name] || a.Dim(1) != d.Vocab || a.Dtype() != mlx.Float32 {
+				return fmt.Errorf("%s: tensor %q is %s %v, want float32 [%d %d]", path, name, a.Dtype(), a.Shape(), rows[name], d.Vocab)
+			}
+			var err error
+			if *dst, err = a.Float32s(); err != nil {
+				return fmt.Errorf("%s: %s: %w", path, name, err)
+			}
+		}
+		if (r.LevelPrefill == nil) != (r.LevelDecode == nil) {
+			return fmt.Errorf("%s: level_prefill_logits and level_decode_logits come together", path)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, a := range arrays {
-			a.Free()
-		}
-	}()
-	floats := func(name string, rows, cols int) ([]float32, error) {
-		a, ok := arrays[name]
-		if !ok {
-			return nil, fmt.Errorf("%s: no tensor %q", path, name)
-		}
-		if a.Ndim() != 2 || a.Dim(0) != rows || (cols > 0 && a.Dim(1) != cols) || a.Dtype() != mlx.Float32 {
-			return nil, fmt.Errorf("%s: tensor %q is %s %v, want float32 [%d vocab]", path, name, a.Dtype(), a.Shape(), rows)
-		}
-		return a.Float32s()
-	}
-	var r Float32Run
-	d := &r.Run
-	for name, dst := range map[string]*[]int32{"prompt": &d.Prompt, "decode_tokens": &d.DecodeTokens} {
-		a, ok := arrays[name]
-		if !ok || a.Ndim() != 1 {
-			return nil, fmt.Errorf("%s: no tensor %q of one dimension", path, name)
-		}
-		if *dst, err = a.Int32s(); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, name, err)
-		}
-	}
-	if d.Prefill, err = floats("prefill_logits", len(d.Prompt), 0); err != nil {
-		return nil, err
-	}
-	d.Vocab = arrays["prefill_logits"].Dim(1)
-	d.LogitsDtype = mlx.Float32
-	if d.Decode, err = floats("decode_logits", len(d.DecodeTokens), d.Vocab); err != nil {
-		return nil, err
-	}
-	if _, ok := arrays["level_prefill_logits"]; ok {
-		if r.LevelPrefill, err = floats("level_prefill_logits", len(d.Prompt), d.Vocab); err != nil {
-			return nil, err
-		}
-		if r.LevelDecode, err = floats("level_decode_logits", len(d.DecodeTokens), d.Vocab); err != nil {
-			return nil, err
-		}
-	}
+	r.Run = *d
 	return &r, nil
 }

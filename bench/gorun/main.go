@@ -106,14 +106,10 @@ func main() {
 	dtype := flag.String("dtype", "", "compute dtype: float32, bfloat16, float16 or checkpoint (default: archgen's, float32 on the CPU)")
 	flag.Parse()
 	var opts nn.Options
-	switch *dtype {
-	case "":
-	case "checkpoint":
-		opts.Dtype = nn.CheckpointDtype
-	default:
-		dt, err := mlx.ParseDtype(*dtype)
-		if err != nil || !dt.IsFloat() {
-			fmt.Fprintf(os.Stderr, "gorun: -dtype %q: want float32, bfloat16, float16 or checkpoint\n", *dtype)
+	if *dtype != "" {
+		dt, err := nn.ParseDtype(*dtype)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gorun: -"+err.Error())
 			os.Exit(2)
 		}
 		opts.Dtype = dt

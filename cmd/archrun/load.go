@@ -63,8 +63,8 @@ func (s *source) check() error {
 		s.limit = n
 	}
 	if s.dtype != "" {
-		if _, err := parseComputeDtype(s.dtype); err != nil {
-			return usagef("-dtype %q: want float32, bfloat16, float16 or checkpoint", s.dtype)
+		if _, err := nn.ParseDtype(s.dtype); err != nil {
+			return usagef("-%v", err)
 		}
 	}
 	return nil
@@ -84,18 +84,6 @@ func (s *source) computeLine(dt mlx.Dtype) string {
 		return fmt.Sprintf("Compute: the checkpoint's own dtypes (-dtype checkpoint; logits in %s), as mlx-lm computes", dt)
 	}
 	return fmt.Sprintf("Compute: %s (-dtype %s)", dt, s.dtype)
-}
-
-// parseComputeDtype reads -dtype: a float dtype's name, or "checkpoint".
-func parseComputeDtype(name string) (mlx.Dtype, error) {
-	if name == "checkpoint" {
-		return nn.CheckpointDtype, nil
-	}
-	dt, err := mlx.ParseDtype(name)
-	if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
-		return 0, errors.New("not a compute dtype")
-	}
-	return dt, nil
 }
 
 // units are the suffixes parseSize knows, upper-cased.
@@ -124,7 +112,7 @@ func parseSize(s string) (uint64, error) {
 func (s *source) options() (nn.Options, error) {
 	var opts nn.Options
 	if s.dtype != "" {
-		opts.Dtype, _ = parseComputeDtype(s.dtype) // checked by check
+		opts.Dtype, _ = nn.ParseDtype(s.dtype) // checked by check
 	}
 	if s.limit > 0 {
 		mlx.SetMemoryLimit(s.limit)

@@ -354,11 +354,13 @@ func TestInterruptMidPrefill(t *testing.T) {
 	t.Logf("exited %v after SIGINT; prompt %d of %d", took, done, total)
 }
 
-// TestSecondInterruptQuits: with a chunk larger than the prompt, the first
-// Ctrl-C would wait for the whole prompt; the second ends the process at
-// once, before any figures.
+// TestSecondInterruptQuits: with chunks of half the prompt (1,536 of its
+// 3,031 tokens: seconds each, long beside the half second between the
+// signals, however fast a chunk of 256 goes), the first Ctrl-C would wait
+// for the chunk under way; the second ends the process at once, before
+// any figures.
 func TestSecondInterruptQuits(t *testing.T) {
-	code, out, took := interruptRun(t, 2, "256")
+	code, out, took := interruptRun(t, 2, "1536")
 	assert.NotContains(t, out, "Interrupted:", "the second signal ended the process before the chunk did")
 	assert.Equal(t, 130, code, out)
 	t.Logf("exited %v after the first SIGINT", took)

@@ -59,14 +59,10 @@ func run(dir, tiny, tokenList string, top int, dtype string) error {
 		return fmt.Errorf("give -model DIR (or -tiny DIR)")
 	}
 	opts := nn.Options{}
-	switch dtype {
-	case "":
-	case "checkpoint":
-		opts.Dtype = nn.CheckpointDtype
-	default:
-		dt, err := mlx.ParseDtype(dtype)
+	if dtype != "" {
+		dt, err := nn.ParseDtype(dtype)
 		if err != nil {
-			return err
+			return fmt.Errorf("-%v", err)
 		}
 		opts.Dtype = dt
 	}

@@ -114,6 +114,25 @@ def gguf_name(hf):
     return f"{TOP[module]}.{suffix}"
 
 
+def add_hparams(w, config, n_vocab):
+    """The model's hyperparameters as llama.cpp's converter writes them
+    (under the writer's architecture)."""
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(config["num_key_value_heads"])
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_freq_base(config["rope_theta"])
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    w.add_vocab_size(n_vocab)
+    w.add_rope_dimension_count(head_dim)
+
+
 def llama_cpp_permute(w, n_head):
     """The row order llama.cpp's converter gives q and k on llama."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -161,21 +180,9 @@ def main():
         with open(os.path.join(d, "hf", "config.json"), "w") as f:
             json.dump(config, f, indent=2)
         heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
-        head_dim = config.get("head_dim", config["hidden_size"] // heads)
         for tname, ttype in TYPES.items():
             w = GGUFWriter(os.path.join(d, f"model-{tname}.gguf"), arch)
-            w.add_block_count(config["num_hidden_layers"])
-            w.add_context_length(config["max_position_embeddings"])
-            w.add_embedding_length(config["hidden_size"])
-            w.add_feed_forward_length(config["intermediate_size"])
-            w.add_head_count(heads)
-            w.add_head_count_kv(kv)
-            w.add_key_length(head_dim)
-            w.add_value_length(head_dim)
-            w.add_rope_freq_base(config["rope_theta"])
-            w.add_layer_norm_rms_eps(config["rms_norm_eps"])
-            w.add_vocab_size(len(tokens))
-            w.add_rope_dimension_count(head_dim)
+            add_hparams(w, config, len(tokens))
             w.add_tokenizer_model("gpt2")
             w.add_tokenizer_pre("gpt2")
             w.add_token_list(tokens)

@@ -92,38 +92,14 @@ __attribute__((target("avx2,fma,f16c"))) inline void micro(const float* x, size_
   }
 }
 
-// MR512 rows of x per call of micro512.
-constexpr int MR512 = 12;
-
-// micro on AVX-512: a row's 16 outputs in one register, MB rows at once
-// (MB accumulators, one load of the panel per k). Each output lane takes
-// the same fused multiply-adds in the same order of k as in micro, so the
-// results are micro's to the bit, at twice the lanes per instruction.
-template <int MB>
-__attribute__((target("avx512f,avx2,fma,f16c"))) inline void micro512(const float* x, size_t ldx,
-                                                              const float* panel, int K,
-                                                              float* c /* [MB][NR] */) {
-  static_assert(NR == 16, "a panel row is one 16-lane register");
-  __m512 acc[MB];
-#pragma GCC unroll 16
-  for (int i = 0; i < MB; i++) acc[i] = _mm512_setzero_ps();
-  for (int k = 0; k < K; k++) {
-    const __m512 b = _mm512_loadu_ps(panel + static_cast<size_t>(k) * NR);
-#pragma GCC unroll 16
-    for (int i = 0; i < MB; i++) {
-      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + k]), b, acc[i]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MB; i++) _mm512_storeu_ps(c + i * NR, acc[i]);
-}
-
 // MR512x2 rows of x per call of micro512x2.
 constexpr int MR512x2 = 8;
 
-// micro512 over two panels side by side (a, then b: 32 outputs a row of x),
-// MB rows at once: two loads of the panels and MB broadcasts per 2 * MB
-// fused multiply-adds, each lane's in micro's order.
+// micro on AVX-512 over two panels side by side (a, then b: 32 outputs a
+// row of x, each panel row one 16-lane register), MB rows at once: two
+// loads of the panels and MB broadcasts per 2 * MB fused multiply-adds.
+// Each output lane takes the same fused multiply-adds in the same order of
+// k as in micro, so the results are micro's to the bit.
 template <int MB>
 __attribute__((target("avx512f,avx2,fma,f16c"))) inline void micro512x2(
     const float* x, size_t ldx, const float* a, const float* b, int K, float* c /* [MB][2 * NR] */) {

@@ -542,60 +542,28 @@ void mixed_rows(const Job& j, int n_lo, int n_hi) {
   }
 }
 
-// sweep_panel on AVX-512: blocks of MR512 rows of x on micro512 (the same
-// results as micro's, bit for bit).
-__attribute__((target("avx512f,avx2,fma,f16c"))) void sweep_panel512(const Job& j, const float* panel,
-                                                                     int n0, int nb) {
-  using archgen::micro512;
-  using archgen::MR512;
-  float c[MR512 * NR];
+// Stores rows [m, m + rows) of the outputs c (a row every ldc floats) into
+// columns [n0, n0 + nb) of j's output.
+void put_rows(const Job& j, const float* c, int ldc, int m, int rows, int n0, int nb) {
   const size_t osz = archgen::kind_size(j.ok);
-  auto put = [&](int m, int rows) {
-    for (int i = 0; i < rows; i++) {
-      from_f32(static_cast<char*>(j.out) + ((static_cast<size_t>(m) + i) * j.N + n0) * osz,
-               c + i * NR, nb, j.ok);
-    }
-  };
-  const size_t K = static_cast<size_t>(j.K);
-  const float* x = j.x;
-  int m = 0;
-  for (; m + MR512 <= j.M; m += MR512) {
-    micro512<MR512>(x + m * K, K, panel, j.K, c);
-    put(m, MR512);
+  for (int i = 0; i < rows; i++) {
+    from_f32(static_cast<char*>(j.out) + ((static_cast<size_t>(m) + i) * j.N + n0) * osz,
+             c + static_cast<size_t>(i) * ldc, nb, j.ok);
   }
-  switch (j.M - m) {
-    case 11: micro512<11>(x + m * K, K, panel, j.K, c); break;
-    case 10: micro512<10>(x + m * K, K, panel, j.K, c); break;
-    case 9: micro512<9>(x + m * K, K, panel, j.K, c); break;
-    case 8: micro512<8>(x + m * K, K, panel, j.K, c); break;
-    case 7: micro512<7>(x + m * K, K, panel, j.K, c); break;
-    case 6: micro512<6>(x + m * K, K, panel, j.K, c); break;
-    case 5: micro512<5>(x + m * K, K, panel, j.K, c); break;
-    case 4: micro512<4>(x + m * K, K, panel, j.K, c); break;
-    case 3: micro512<3>(x + m * K, K, panel, j.K, c); break;
-    case 2: micro512<2>(x + m * K, K, panel, j.K, c); break;
-    case 1: micro512<1>(x + m * K, K, panel, j.K, c); break;
-  }
-  put(m, j.M - m);
 }
 
 // Every row of x against two packed panels of W side by side, on AVX-512:
 // output columns n0..n0+NR from a, n0+NR..n0+NR+nb from b (nb, 1 to NR,
-// of b's rows are real). micro512x2 adds each output's products in
-// micro's order, so the results are micro's to the bit.
+// of b's rows are real), the results sweep_panel's to the bit.
 __attribute__((target("avx512f,avx2,fma,f16c"))) void sweep_panels512(const Job& j, const float* a,
                                                                       const float* b, int n0,
                                                                       int nb) {
   using archgen::micro512x2;
   using archgen::MR512x2;
   float c[MR512x2 * 2 * NR];
-  const size_t osz = archgen::kind_size(j.ok);
   auto put = [&](int m, int rows) {
-    for (int i = 0; i < rows; i++) {
-      char* o = static_cast<char*>(j.out) + ((static_cast<size_t>(m) + i) * j.N + n0) * osz;
-      from_f32(o, c + i * 2 * NR, NR, j.ok);
-      from_f32(o + NR * osz, c + i * 2 * NR + NR, nb, j.ok);
-    }
+    put_rows(j, c, 2 * NR, m, rows, n0, NR);
+    put_rows(j, c + NR, 2 * NR, m, rows, n0 + NR, nb);
   };
   const size_t K = static_cast<size_t>(j.K);
   const float* x = j.x;
@@ -619,18 +587,8 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) void sweep_panels512(const Job&
 // Every row of x against one packed panel of W (output columns n0..n0+nb).
 __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const float* panel, int n0,
                                                           int nb) {
-  if (isa_level().load() == kIsaAvx512) {
-    sweep_panel512(j, panel, n0, nb);
-    return;
-  }
   float c[MR * NR];
-  const size_t osz = archgen::kind_size(j.ok);
-  auto put = [&](int m, int rows) {
-    for (int i = 0; i < rows; i++) {
-      from_f32(static_cast<char*>(j.out) + ((static_cast<size_t>(m) + i) * j.N + n0) * osz,
-               c + i * NR, nb, j.ok);
-    }
-  };
+  auto put = [&](int m, int rows) { put_rows(j, c, NR, m, rows, n0, nb); };
   const size_t K = static_cast<size_t>(j.K);
   int m = 0;
   for (; m + MR <= j.M; m += MR) {
@@ -799,7 +757,8 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
   }
   // Otherwise each panel of NR rows of W is dequantized (or, for float32
   // W, read in place), packed once, and swept over every row of x; on
-  // AVX-512 two panels at a time, side by side.
+  // AVX-512 two panels at a time, side by side (a lone last one on the AVX2
+  // kernel, whose results are the same).
   const size_t K = static_cast<size_t>(j.K);
   thread_local std::vector<float> tile, panel, zeros;
   tile.resize(NR * K);

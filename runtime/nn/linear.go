@@ -84,14 +84,13 @@ func (e *Embedding) Apply(g *mlx.Graph, ids *mlx.Array) *mlx.Array {
 			return e.out(g, g.Dequantize(q, mlx.Dtype(255)))
 		}
 		q.Biases = g.Take(e.Q.Biases, ids, 0)
-		if e.Out.IsFloat() && e.Out != q.Scales.Dtype() {
+		if dt := e.Dtype(); dt != q.Scales.Dtype() {
 			// libmlx dequantizes in the scales' dtype and casts after: the
 			// picked rows' scales and biases are widened first, so that
 			// the rows are computed in the compute dtype
-			q.Scales, q.Biases = g.AsType(q.Scales, e.Out), g.AsType(q.Biases, e.Out)
-			return g.Dequantize(q, e.Out)
+			q.Scales, q.Biases = g.AsType(q.Scales, dt), g.AsType(q.Biases, dt)
 		}
-		return g.Dequantize(q, e.Q.Scales.Dtype())
+		return g.Dequantize(q, e.Dtype())
 	}
 	return e.out(g, g.Take(e.Weight, ids, 0))
 }

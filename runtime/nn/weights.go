@@ -56,6 +56,19 @@ type Options struct {
 // a bfloat16 checkpoint, what mlx-lm computes in bfloat16).
 const CheckpointDtype mlx.Dtype = 254
 
+// ParseDtype reads a compute dtype as a command line gives it: float32,
+// bfloat16, float16, or checkpoint (CheckpointDtype).
+func ParseDtype(name string) (mlx.Dtype, error) {
+	if name == "checkpoint" {
+		return CheckpointDtype, nil
+	}
+	dt, err := mlx.ParseDtype(name)
+	if err != nil || !dt.IsFloat() || dt == mlx.Float64 {
+		return 0, fmt.Errorf("dtype %q: want float32, bfloat16, float16 or checkpoint", name)
+	}
+	return dt, nil
+}
+
 // DefaultDtype is the compute dtype a zero Options.Dtype means on a
 // device: float32 on the CPU, where libmlx's half-precision arithmetic
 // rounds after every operation and runs several times slower than its
@@ -71,11 +84,8 @@ func DefaultDtype(d mlx.DeviceType) mlx.Dtype {
 // computeDtype is the dtype o computes in on stream s: a float dtype, or
 // CheckpointDtype.
 func (o Options) computeDtype(s *mlx.Stream) mlx.Dtype {
-	switch {
-	case o.Dtype == CheckpointDtype || o.Dtype.IsFloat():
+	if o.Dtype == CheckpointDtype || o.Dtype.IsFloat() {
 		return o.Dtype
-	case s == nil:
-		return DefaultDtype(mlx.DefaultStream().Device().Type)
 	}
 	return DefaultDtype(s.Device().Type)
 }

@@ -131,3 +131,20 @@ func TestWeightsQuantized(t *testing.T) {
 		t.Errorf("recorded %+v", specs)
 	}
 }
+
+// TestParseDtype: the compute dtypes a command line names, and the message
+// for any other name.
+func TestParseDtype(t *testing.T) {
+	for name, want := range map[string]mlx.Dtype{"float32": mlx.Float32, "bfloat16": mlx.BFloat16,
+		"float16": mlx.Float16, "checkpoint": CheckpointDtype} {
+		if got, err := ParseDtype(name); err != nil || got != want {
+			t.Errorf("ParseDtype(%q) = %v, %v, want %v", name, got, err, want)
+		}
+	}
+	for _, name := range []string{"int8", "float64", "", "fp32"} {
+		_, err := ParseDtype(name)
+		if want := `dtype "` + name + `": want float32, bfloat16, float16 or checkpoint`; err == nil || err.Error() != want {
+			t.Errorf("ParseDtype(%q): %v, want %q", name, err, want)
+		}
+	}
+}

@@ -831,8 +831,12 @@ func cMode(mode string) (*C.char, func()) {
 	return c, func() { C.free(unsafe.Pointer(c)) }
 }
 
-// okQuantized checks q's arrays: Biases may be nil where the mode has none.
+// okQuantized checks q's arrays: Biases may be nil where the mode has none,
+// and Scales where the mode is a block format (BlockFormat).
 func (g *Graph) okQuantized(op string, q Quantized, args ...*Array) bool {
+	if IsBlockMode(q.Mode) {
+		return g.ok(op, append(args, q.Weight)...)
+	}
 	return g.ok(op, append(args, q.Weight, q.Scales)...) && g.okOpt(op, q.Biases)
 }
 
@@ -840,6 +844,9 @@ func (g *Graph) okQuantized(op string, q Quantized, args ...*Array) bool {
 func (g *Graph) Dequantize(q Quantized, dtype Dtype) *Array {
 	if !g.okQuantized("dequantize", q) {
 		return g.bad
+	}
+	if f, ok := BlockFormatOfMode(q.Mode); ok {
+		return g.BlockDequantize(q.Weight, f, dtype)
 	}
 	dt := C.int(-1)
 	if dtype.Valid() {
@@ -855,6 +862,13 @@ func (g *Graph) Dequantize(q Quantized, dtype Dtype) *Array {
 func (g *Graph) QuantizedMatmul(x *Array, q Quantized, transpose bool) *Array {
 	if !g.okQuantized("quantized_matmul", q, x) {
 		return g.bad
+	}
+	if f, ok := BlockFormatOfMode(q.Mode); ok {
+		if !transpose {
+			g.Fail(&Error{Op: "quantized_matmul", Msg: "a block-quantized matrix multiplies only as a linear layer's weight (transpose)"})
+			return g.bad
+		}
+		return g.BlockMatmul(x, q.Weight, f)
 	}
 	cm, free := cMode(q.Mode)
 	defer free()
@@ -899,6 +913,19 @@ func (g *Graph) quantizedMatmuls(x *Array, qs []Quantized, headDim int) []*Array
 				qs[0].Bits, qs[0].GroupSize, qs[0].Mode, q.Bits, q.GroupSize, q.Mode)})
 			return g.bads(len(qs))
 		}
+	}
+	if f, ok := BlockFormatOfMode(qs[0].Mode); ok {
+		// block formats: a product each (heads laid out as the grouped
+		// products lay them out)
+		out := make([]*Array, len(qs))
+		for i, q := range qs {
+			y := g.BlockMatmul(x, q.Weight, f)
+			if headDim > 0 {
+				y = g.Transpose(g.Reshape(y, x.Dim(0), x.Dim(1), y.Dim(-1)/headDim, headDim), 0, 2, 1, 3)
+			}
+			out[i] = y
+		}
+		return out
 	}
 	n := len(qs)
 	args := make([]C.mlxg_array, 3*n)

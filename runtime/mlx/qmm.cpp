@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "blockq.h"
 #include "cpukern.h"
 #include "panel.h"
 #include "qmv16.h"
@@ -333,7 +334,15 @@ struct Job {
   int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
   bool half = false;  // libmlx's half-precision arithmetic (half_qmm_rows), in the kind sk
   const archgen::XQ16* xq = nullptr;  // x quantized for the AVX-512 integer path, where it runs
+  // btype: W is block-quantized in llama.cpp's type of that code (blockq.h),
+  // rows of row_bytes; bits is then -1 and scales, biases and sk unused
+  int btype = 0;
+  int64_t row_bytes = 0;
 };
+
+// Rows of x up to which a block-quantized W is multiplied from its blocks
+// (each chunk decoded once per 4 rows of x); more rows run on the panels.
+constexpr int kBlockDirectRows = 8;
 
 // Which instructions the native kernels use: kIsaAvx512 where the CPU and
 // the operating system run AVX-512 with VNNI (the 16-bit integer path for
@@ -607,6 +616,10 @@ __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const fl
 
 // Rows [n_lo, n_hi) of W against every row of x.
 __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, int n_hi) {
+  if (j.btype != 0 && j.M <= kBlockDirectRows) {
+    archgen::block_rows(j.btype, j.x, j.M, j.K, j.w, j.row_bytes, j.out, j.ok, j.N, n_lo, n_hi);
+    return;
+  }
   if (j.half) {
     if (j.sk == Kind::bf16) {
       if (j.bits == 4) half_qmm_rows<Kind::bf16, 4>(j, n_lo, n_hi);
@@ -770,6 +783,10 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     for (int r = 0; r < NR; r++) {
       if (r >= nb) {
         rows[r] = zeros.data();
+      } else if (j.btype != 0) {
+        float* d = tile.data() + r * K;
+        archgen::block_dequant_row(j.btype, j.w + (n0 + r) * j.row_bytes, d, j.K);
+        rows[r] = d;
       } else if (j.bits == 0 && j.sk == Kind::f32) {
         rows[r] = reinterpret_cast<const float*>(j.w) + (n0 + r) * K;
       } else if (j.bits == 0) {
@@ -813,7 +830,7 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
 void run_jobs(Job* js, int n) {
   auto& pool = Pool::get();
   Job& j = js[0];
-  if (!j.half && j.bits != 0 && isa_level().load() == kIsaAvx512 &&
+  if (!j.half && j.bits != 0 && j.btype == 0 && isa_level().load() == kIsaAvx512 &&
       !(j.bits == 4 && j.M <= 2 && int8_switch().load() != 0)) {
     // On AVX-512 every product of a float32 x and a quantized W is that of
     // x rounded to 16 bits per group of W: on integers for the rows of
@@ -1027,6 +1044,110 @@ class NativeLinear : public mx::UnaryPrimitive {
     sh.back() = in[1].shape(0);
     return {sh};
   }
+};
+
+// x W^T for a W [N, row bytes] (in[1]) block-quantized in llama.cpp's type
+// code_ (blockq.h) and an x [..., K] (in[0]) of a float dtype: float32
+// arithmetic on the values decoded from the blocks, the output in x's
+// dtype.
+class BlockQMM : public mx::UnaryPrimitive {
+ public:
+  BlockQMM(mx::Stream s, int code) : UnaryPrimitive(s), code_(code) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
+    const mx::array& x = in[0];
+    const mx::array& w = in[1];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    enc.set_input_array(x);
+    enc.set_input_array(w);
+    enc.set_output_array(out);
+    int K = x.shape(-1);
+    Job j{nullptr, w.data<uint8_t>(), nullptr, nullptr, Kind::f32, kind_of(out.dtype()),
+          out.data<void>(), static_cast<int>(x.size() / K), w.shape(0), K, 0, -1};
+    j.btype = code_;
+    j.row_bytes = w.shape(1);
+    XIn xi(x);
+    enc.dispatch([j, xi, x, w, out]() mutable {
+      std::vector<float> xf;
+      j.x = xi.read(xf, j.M, j.K);
+      run_job(j);
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("archgen's block-quantized products run on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenBlockMatmul"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const BlockQMM*>(&other);
+    return o != nullptr && o->code_ == code_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    auto sh = in[0].shape();
+    sh.back() = in[1].shape(0);
+    return {sh};
+  }
+
+ private:
+  int code_;
+};
+
+// The rows of a block-quantized W [..., row bytes] (in[0]) of type code_
+// decoded into [..., k_] of the output's float dtype.
+class BlockDequantize : public mx::UnaryPrimitive {
+ public:
+  BlockDequantize(mx::Stream s, int code, int k) : UnaryPrimitive(s), code_(code), k_(k) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
+    const mx::array& w = in[0];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    enc.set_input_array(w);
+    enc.set_output_array(out);
+    const int code = code_, k = k_;
+    const int64_t rows = static_cast<int64_t>(out.size() / k), row_bytes = w.shape(-1);
+    const uint8_t* src = w.data<uint8_t>();
+    void* dst = out.data<void>();
+    const Kind ok = kind_of(out.dtype());
+    enc.dispatch([code, k, rows, row_bytes, src, dst, ok, w, out]() {
+      auto& pool = Pool::get();
+      const int64_t tasks = std::min<int64_t>(rows, pool.threads() * 4);
+      pool.run(static_cast<int>(tasks), [&](int t) {
+        std::vector<float> buf(static_cast<size_t>(k));
+        for (int64_t r = rows * t / tasks; r < rows * (t + 1) / tasks; r++) {
+          float* row = ok == Kind::f32 ? static_cast<float*>(dst) + r * k : buf.data();
+          archgen::block_dequant_row(code, src + r * row_bytes, row, k);
+          if (ok != Kind::f32) {
+            from_f32(static_cast<char*>(dst) + r * k * archgen::kind_size(ok), row, k, ok);
+          }
+        }
+      });
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("archgen's block-quantized decoding runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenBlockDequantize"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const BlockDequantize*>(&other);
+    return o != nullptr && o->code_ == code_ && o->k_ == k_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    auto sh = in[0].shape();
+    sh.back() = k_;
+    return {sh};
+  }
+
+ private:
+  int code_, k_;
 };
 
 // The shape of x [..., K] times a W of n rows: [..., n]; by heads of
@@ -1349,4 +1470,75 @@ std::optional<std::vector<mx::array>> archgen_native_linears(const mx::array& x,
                                 std::vector<mx::Dtype>(n, mx::promote_types(x.dtype(), ws[0].dtype())),
                                 std::make_shared<NativeProducts>(s, static_cast<int>(n), 0, 0, false, head_dim),
                                 std::move(inputs));
+}
+
+namespace {
+
+// The values per row of a block-quantized W of row_bytes in type code, or
+// an error naming what does not fit.
+int block_values(int code, int64_t row_bytes, const char* op) {
+  archgen::BlockFormat f = archgen::block_format(code);
+  if (f.values == 0) {
+    throw std::invalid_argument(std::string(op) + ": block type code " + std::to_string(code) +
+                                " is not one archgen's kernels read");
+  }
+  if (row_bytes <= 0 || row_bytes % f.bytes != 0) {
+    throw std::invalid_argument(std::string(op) + ": rows of " + std::to_string(row_bytes) +
+                                " bytes are not whole blocks of " + std::to_string(f.bytes));
+  }
+  return static_cast<int>(row_bytes / f.bytes * f.values);
+}
+
+void block_cpu(mx::Stream s, const char* op) {
+  static const bool features = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  if (s.device != mx::Device::cpu || !features) {
+    throw std::invalid_argument(std::string(op) +
+                                ": block-quantized weights run on x86-64 CPUs with AVX2, FMA and F16C only");
+  }
+}
+
+}  // namespace
+
+mx::array archgen_block_matmul(const mx::array& x, const mx::array& w, int code, mx::Stream s) {
+  const char* op = "block_matmul";
+  block_cpu(s, op);
+  if (w.ndim() != 2 || w.dtype() != mx::uint8) {
+    throw std::invalid_argument(std::string(op) + ": the weight is not a uint8 matrix of blocks");
+  }
+  const int K = block_values(code, w.shape(1), op);
+  if (x.ndim() < 1 || !floating(x.dtype()) || x.shape(-1) != K) {
+    throw std::invalid_argument(std::string(op) + ": input of last dimension " +
+                                std::to_string(x.ndim() < 1 ? 0 : x.shape(-1)) +
+                                " against rows of " + std::to_string(K) + " values");
+  }
+  auto out_shape = x.shape();
+  out_shape.back() = w.shape(0);
+  if (x.size() == 0 || w.shape(0) == 0) {
+    return mx::zeros(out_shape, x.dtype(), s);
+  }
+  return mx::array(out_shape, x.dtype(), std::make_shared<BlockQMM>(s, code),
+                   {x, row_major(w, s)});
+}
+
+mx::array archgen_block_dequantize(const mx::array& w, int code, mx::Dtype dtype, mx::Stream s) {
+  const char* op = "block_dequantize";
+  block_cpu(s, op);
+  if (w.ndim() < 1 || w.dtype() != mx::uint8) {
+    throw std::invalid_argument(std::string(op) + ": the weight is not a uint8 array of blocks");
+  }
+  if (!floating(dtype)) {
+    throw std::invalid_argument(std::string(op) + ": the output dtype is not a float dtype");
+  }
+  const int K = block_values(code, w.shape(-1), op);
+  auto out_shape = w.shape();
+  out_shape.back() = K;
+  if (w.size() == 0) {
+    return mx::zeros(out_shape, dtype, s);
+  }
+  return mx::array(out_shape, dtype, std::make_shared<BlockDequantize>(s, code, K),
+                   {row_major(w, s)});
 }

@@ -46,6 +46,22 @@ std::optional<std::vector<mlx::core::array>> archgen_native_linears(
     const mlx::core::array& x, const std::vector<mlx::core::array>& ws, int head_dim,
     mlx::core::Stream s);
 
+// x W^T for a W [N, row bytes] of uint8 holding llama.cpp's blocks of type
+// code (blockq.h: Q4_0 to Q6_K, IQ4_NL, IQ4_XS, MXFP4) and a float x [...,
+// K]: float32 arithmetic on the decoded values, the output in x's dtype.
+// Throws std::invalid_argument (naming what does not fit) for codes the
+// kernels do not read, rows that are not whole blocks, an x of another
+// width, a GPU stream or a CPU without AVX2, FMA and F16C.
+mlx::core::array archgen_block_matmul(const mlx::core::array& x, const mlx::core::array& w,
+                                      int code, mlx::core::Stream s);
+
+// The values of a block-quantized W [..., row bytes] of type code, decoded
+// into [..., K] of dtype (a float dtype); in float32 each equals llama.cpp's
+// reference dequantization to the bit. The same errors as
+// archgen_block_matmul.
+mlx::core::array archgen_block_dequantize(const mlx::core::array& w, int code,
+                                          mlx::core::Dtype dtype, mlx::core::Stream s);
+
 // How quantized products whose input and scales are both bfloat16 or both
 // float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's
 // kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0), 1 on the float32 kernels, the

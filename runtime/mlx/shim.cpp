@@ -704,6 +704,16 @@ int mlxg_dequantize(mlxg_array* res, mlxg_array w, mlxg_array scales, mlxg_array
   })
 }
 
+int mlxg_block_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, int code, mlxg_stream s,
+                      char** err) {
+  MLXG_TRY({ *res = wrap(archgen_block_matmul(A(x), A(w), code, S(s))); })
+}
+
+int mlxg_block_dequantize(mlxg_array* res, mlxg_array w, int code, int dtype, mlxg_stream s,
+                          char** err) {
+  MLXG_TRY({ *res = wrap(archgen_block_dequantize(A(w), code, to_dtype(dtype), S(s))); })
+}
+
 int mlxg_quantized_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array scales,
                           mlxg_array biases, bool transpose, int group_size, int bits,
                           const char* mode, mlxg_stream s, char** err) {

@@ -1,0 +1,158 @@
+package mlx
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/internal/npy"
+)
+
+// blockRefs writes random rows of every block format and llama.cpp's
+// reference values of them (gguf-py's dequantize) into a temporary
+// directory: rows x k values each.
+func blockRefs(t *testing.T, rows, k int) string {
+	t.Helper()
+	dir := t.TempDir()
+	runPython(t, "testdata/block_ref.py", dir, strconv.Itoa(rows), strconv.Itoa(k))
+	return dir
+}
+
+func readBlockRef(t *testing.T, dir string, f BlockFormat, rows, k int) ([]byte, []float32) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, f.Name+".bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != rows*f.RowBytes(k) {
+		t.Fatalf("%s: %d bytes, want %d rows of %d", f.Name, len(raw), rows, f.RowBytes(k))
+	}
+	ref, err := npy.ReadFile(filepath.Join(dir, f.Name+".npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, ref.Data.([]float32)
+}
+
+// TestBlockDequantize: every block format's rows decode to llama.cpp's
+// reference values bit for bit (random bytes, so every code of every
+// field is met), in float32; in float16 and bfloat16 as those values
+// rounded.
+func TestBlockDequantize(t *testing.T) {
+	const rows, k = 37, 512
+	dir := blockRefs(t, rows, k)
+	for _, f := range BlockFormats() {
+		t.Run(f.Name, func(t *testing.T) {
+			raw, ref := readBlockRef(t, dir, f, rows, k)
+			g := NewGraph(nil)
+			defer g.Close()
+			w := FromSlice(g, raw, rows, f.RowBytes(k))
+			for _, dt := range []Dtype{Float32, Float16, BFloat16} {
+				y := g.AsType(g.BlockDequantize(w, f, dt), Float32)
+				want := g.AsType(g.AsType(FromSlice(g, ref, rows, k), dt), Float32)
+				if err := g.Eval(y, want); err != nil {
+					t.Fatal(err)
+				}
+				got, _ := y.Float32s()
+				exp, _ := want.Float32s()
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(exp[i]) && !(got[i] == 0 && exp[i] == 0) {
+						t.Fatalf("%v: value %d (row %d, column %d) is %g, llama.cpp's %g", dt, i, i/k, i%k, got[i], exp[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBlockMatmul: products of x by every block format's rows, for rows
+// of x read from the blocks directly (up to 8) and on the panels (more),
+// against the float64 product of llama.cpp's reference values; on each
+// instruction set the host runs.
+func TestBlockMatmul(t *testing.T) {
+	const rows, k = 37, 512
+	dir := blockRefs(t, rows, k)
+	for _, f := range BlockFormats() {
+		raw, ref := readBlockRef(t, dir, f, rows, k)
+		for _, isa := range ISAs(t) {
+			for _, m := range []int{1, 2, 3, 4, 5, 8, 9, 33} {
+				for _, xdt := range []Dtype{Float32, BFloat16} {
+					t.Run(fmt.Sprint(f.Name, "_", isa.Name, "_m", m, "_", xdt), func(t *testing.T) {
+						prev := SetNativeISA(isa.Level)
+						defer SetNativeISA(prev)
+						g := NewGraph(nil)
+						defer g.Close()
+						x := g.AsType(g.Normal([]int{m, k}, Float32, 0, 1, g.RandomKey(uint64(m))), xdt)
+						w := FromSlice(g, raw, rows, f.RowBytes(k))
+						y := g.AsType(g.BlockMatmul(x, w, f), Float32)
+						xf := g.AsType(x, Float32)
+						if err := g.Eval(y, xf); err != nil {
+							t.Fatal(err)
+						}
+						if y.Dtype() != Float32 || g.BlockMatmul(x, w, f).Dtype() != xdt {
+							t.Fatalf("output dtype is not x's")
+						}
+						got, _ := y.Float32s()
+						xs, _ := xf.Float32s()
+						for i := 0; i < m; i++ {
+							for n := 0; n < rows; n++ {
+								var want, mag float64
+								for c := 0; c < k; c++ {
+									p := float64(xs[i*k+c]) * float64(ref[n*k+c])
+									want += p
+									mag += math.Abs(p)
+								}
+								tol := 1e-6*mag + 1e-30
+								if xdt != Float32 {
+									tol = 4e-3*mag + 1e-30 // the output rounds to bfloat16
+								}
+								if d := math.Abs(float64(got[i*rows+n]) - want); d > tol {
+									t.Fatalf("row %d of x, row %d of W: %g, want %g (off by %g, tolerance %g)", i, n, got[i*rows+n], want, d, tol)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestBlockErrors: what the block kernels refuse, by name.
+func TestBlockErrors(t *testing.T) {
+	q4k, _ := BlockFormatOfMode("gguf_q4_k")
+	cases := []struct {
+		name string
+		run  func(g *Graph) *Array
+		want string
+	}{
+		{"rows not whole blocks", func(g *Graph) *Array {
+			return g.BlockMatmul(g.Zeros([]int{1, 256}, Float32), g.Zeros([]int{2, 143}, Uint8), q4k)
+		}, "rows of 143 bytes are not whole blocks of 144"},
+		{"x of another width", func(g *Graph) *Array {
+			return g.BlockMatmul(g.Zeros([]int{1, 512}, Float32), g.Zeros([]int{2, 144}, Uint8), q4k)
+		}, "input of last dimension 512 against rows of 256 values"},
+		{"weight not uint8", func(g *Graph) *Array {
+			return g.BlockMatmul(g.Zeros([]int{1, 256}, Float32), g.Zeros([]int{2, 36}, Uint32), q4k)
+		}, "the weight is not a uint8 matrix of blocks"},
+		{"unknown code", func(g *Graph) *Array {
+			return g.BlockDequantize(g.Zeros([]int{2, 144}, Uint8), BlockFormat{Name: "IQ2_XXS", Code: 16}, Float32)
+		}, "block type code 16 is not one archgen's kernels read"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewGraph(nil)
+			defer g.Close()
+			y := c.run(g)
+			err := g.Eval(y)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
+

@@ -94,4 +94,6 @@ func (g *Graph) BlockDequantize(w *Array, f BlockFormat, dtype Dtype) *Array {
 	return g.done("block_dequantize", C.mlxg_block_dequantize(g.res0(), w.c, C.int(f.Code), C.int(dtype), g.s.c, g.errp()))
 }
 
-func (f BlockFormat) String() string { return fmt.Sprintf("%s (%d values in %d bytes)", f.Name, f.Values, f.Bytes) }
+func (f BlockFormat) String() string {
+	return fmt.Sprintf("%s (%d values in %d bytes)", f.Name, f.Values, f.Bytes)
+}

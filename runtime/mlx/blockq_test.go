@@ -155,4 +155,3 @@ func TestBlockErrors(t *testing.T) {
 		})
 	}
 }
-

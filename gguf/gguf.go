@@ -4,12 +4,13 @@
 // other checkpoint, and WriteDir saves them as a model directory that mlx-lm
 // loads too.
 //
-// Tensors come through MLX's load_gguf: F32, F16 and BF16 as they are;
-// Q4_0, Q4_1 and Q8_0 as MLX affine-quantized triples (name.weight,
-// name.scales, name.biases) with groups of 32, which the config's
-// quantization block then describes; other llama.cpp types are unpacked to
-// float16 by MLX (Q2_K, Q4_K, Q6_K); the rest are refused, naming the
-// tensor, before MLX reads any.
+// Tensors are read from the file straight into arrays: F32, F16 and BF16
+// as they are, and llama.cpp's block-quantized types (Q4_0 to Q8_0, the
+// K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS, MXFP4) held in their own layout,
+// as uint8 rows of blocks that archgen's kernels multiply directly (see
+// mlx.BlockFormat), with the config's quantization block naming each
+// module's type (mode gguf_q4_k and the like). Any other type is refused,
+// naming the tensor, before any data is read.
 //
 // llama.cpp's converter reorders the rows of the q and k projections of
 // llama-family models so that its interleaved rope applies; Read puts them
@@ -99,27 +100,21 @@ func Read(path string, s *mlx.Stream, archs []nn.Arch) (*Model, error) {
 	if err := hdr.check(path, archs); err != nil {
 		return nil, err
 	}
-	arrays, meta, err := mlx.LoadGGUF(path, s)
+	tensors, err := readTensors(path, hdr)
 	if err != nil {
 		return nil, err
 	}
-	freeMeta := func() {
-		for _, v := range meta {
-			v.Array.Free()
-		}
-	}
-	defer freeMeta()
-	m, err := build(path, arrays, metadata{path: path, raw: meta}, s, archs)
+	m, err := build(path, tensors, metadata{path: path, raw: hdr.Values}, s, archs)
 	if err != nil {
-		for _, a := range arrays {
-			a.Free()
+		for _, t := range tensors {
+			t.array.Free()
 		}
 		return nil, err
 	}
 	return m, nil
 }
 
-func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream, archs []nn.Arch) (*Model, error) {
+func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, archs []nn.Arch) (*Model, error) {
 	name, err := md.str("general.architecture")
 	if err != nil {
 		return nil, err
@@ -156,7 +151,7 @@ func build(path string, arrays map[string]*mlx.Array, md metadata, s *mlx.Stream
 
 // config builds config.json from the file's metadata, under the key names
 // the Hugging Face config of the architecture uses.
-func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]*mlx.Array) (map[string]any, error) {
+func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]tensor) (map[string]any, error) {
 	key := func(k string) string { return name + "." + k }
 	cfg := map[string]any{
 		"model_type":    modelType,
@@ -270,12 +265,15 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]*
 	return cfg, nil
 }
 
-// quantSpec is the quantization of one module as MLX loaded it.
-type quantSpec struct{ bits, group int }
+// quantSpec is the quantization of one module: its block format.
+type quantSpec struct {
+	mode         string
+	bits, values int
+}
 
 // rename maps llama.cpp's tensor names to Hugging Face's and tells each
-// quantized module's bits (from its packed width against its scales).
-func rename(path string, arrays map[string]*mlx.Array, a *nn.GGUF) (map[string]*mlx.Array, map[string]quantSpec, error) {
+// block-quantized module's format.
+func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.Array, map[string]quantSpec, error) {
 	out := map[string]*mlx.Array{}
 	quant := map[string]quantSpec{}
 	topNames := map[string]string{ggufEmbed: a.Embed, ggufNorm: a.Norm, ggufHead: a.Head}
@@ -296,20 +294,13 @@ func rename(path string, arrays map[string]*mlx.Array, a *nn.GGUF) (map[string]*
 		} else {
 			return nil, nil, fmt.Errorf("%s: unexpected tensor %s", path, n)
 		}
-		out[module+"."+suffix] = arrays[n]
-		if suffix == "scales" {
-			w, ok := arrays[n[:len(n)-len("scales")]+"weight"]
-			if !ok {
-				return nil, nil, fmt.Errorf("%s: tensor %s has no weight beside it", path, n)
+		t := arrays[n]
+		out[module+"."+suffix] = t.array
+		if t.block != nil {
+			if suffix != "weight" || t.array.Ndim() != 2 {
+				return nil, nil, fmt.Errorf("%s: tensor %s is stored as %s, which archgen reads for matrices (weights of two dimensions) only", path, n, t.block.Name)
 			}
-			groups := arrays[n].Dim(-1)
-			packed := w.Dim(-1)
-			// MLX unpacks llama.cpp's quantized types into groups of 32.
-			const group = 32
-			if groups == 0 || w.Dtype() != mlx.Uint32 {
-				return nil, nil, fmt.Errorf("%s: tensor %s is not an MLX quantized weight", path, n)
-			}
-			quant[module] = quantSpec{bits: packed * 32 / (groups * group), group: group}
+			quant[module] = quantSpec{mode: t.block.Mode, bits: t.block.Bits, values: t.block.Values}
 		}
 	}
 	return out, quant, nil
@@ -328,14 +319,14 @@ func quantization(q map[string]quantSpec) map[string]any {
 	var def quantSpec
 	best := -1
 	for s, n := range count {
-		if n > best || n == best && (s.bits < def.bits) {
+		if n > best || n == best && (s.mode < def.mode) {
 			def, best = s, n
 		}
 	}
-	out := map[string]any{"group_size": def.group, "bits": def.bits, "mode": "affine"}
+	out := map[string]any{"group_size": def.values, "bits": def.bits, "mode": def.mode}
 	for module, s := range q {
 		if s != def {
-			out[module] = map[string]any{"group_size": s.group, "bits": s.bits}
+			out[module] = map[string]any{"group_size": s.values, "bits": s.bits, "mode": s.mode}
 		}
 	}
 	return out
@@ -390,12 +381,12 @@ func unpermute(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.S
 // metadata reads typed values out of a GGUF file's metadata.
 type metadata struct {
 	path string
-	raw  map[string]mlx.GGUFValue
+	raw  map[string]Value
 }
 
 func (m metadata) has(k string) bool { _, ok := m.raw[k]; return ok }
 
-func (m metadata) get(k string) (mlx.GGUFValue, error) {
+func (m metadata) get(k string) (Value, error) {
 	v, ok := m.raw[k]
 	if !ok {
 		return v, fmt.Errorf("%s: metadata key %s is missing", m.path, k)
@@ -408,10 +399,10 @@ func (m metadata) str(k string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v.Kind != mlx.GGUFString {
+	if v.Kind != ValueString {
 		return "", fmt.Errorf("%s: metadata key %s is not a string", m.path, k)
 	}
-	return v.String, nil
+	return v.Str, nil
 }
 
 func (m metadata) strs(k string) ([]string, error) {
@@ -419,10 +410,10 @@ func (m metadata) strs(k string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v.Kind != mlx.GGUFStrings {
+	if v.Kind != ValueStrings {
 		return nil, fmt.Errorf("%s: metadata key %s is not a list of strings", m.path, k)
 	}
-	return v.Strings, nil
+	return v.Strs, nil
 }
 
 func (m metadata) number(k string) (float64, error) {
@@ -430,14 +421,10 @@ func (m metadata) number(k string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if v.Kind != mlx.GGUFArray || v.Array.Size() != 1 {
+	if v.Kind != ValueNumber {
 		return 0, fmt.Errorf("%s: metadata key %s is not a number", m.path, k)
 	}
-	f, err := v.Array.Item()
-	if err != nil {
-		return 0, fmt.Errorf("%s: metadata key %s: %w", m.path, k, err)
-	}
-	return f, nil
+	return v.Num, nil
 }
 
 func (m metadata) int(k string) (int, error) {
@@ -451,12 +438,12 @@ func (m metadata) int(k string) (int, error) {
 	return int(f), nil
 }
 
-// float reads a float32 metadata value as the decimal it was written from,
-// so 1e-5 stays 1e-5 rather than its float32 neighbour.
+// float reads a metadata number; a float32 one as the decimal it was
+// written from, so 1e-5 stays 1e-5 rather than its float32 neighbour.
 func (m metadata) float(k string) (float64, error) {
 	f, err := m.number(k)
-	if err != nil {
-		return 0, err
+	if err != nil || !m.raw[k].F32 {
+		return f, err
 	}
 	v, err := strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
 	if err != nil {
@@ -470,16 +457,17 @@ func (m metadata) ints(k string) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v.Kind != mlx.GGUFArray {
+	if v.Kind != ValueNumbers {
 		return nil, fmt.Errorf("%s: metadata key %s is not a list of numbers", m.path, k)
 	}
-	g := mlx.NewGraph(nil)
-	defer g.Close()
-	x := g.AsType(g.Reshape(v.Array, -1), mlx.Int32)
-	if err := g.Eval(x); err != nil {
-		return nil, fmt.Errorf("%s: metadata key %s: %w", m.path, k, err)
+	out := make([]int32, len(v.Nums))
+	for i, f := range v.Nums {
+		if f != float64(int32(f)) {
+			return nil, fmt.Errorf("%s: metadata key %s: entry %d is %v, not a 32-bit integer", m.path, k, i, f)
+		}
+		out[i] = int32(f)
 	}
-	return x.Int32s()
+	return out, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -156,30 +156,19 @@ func checkTensors(t *testing.T, m *Model, expectedPath, kind string) {
 	for _, n := range plain {
 		a := m.Tensors[n]
 		module := strings.TrimSuffix(n, ".weight")
-		if s, ok := m.Tensors[module+".scales"]; ok {
-			bits := quant["bits"].(int)
-			if o, ok := quant[module].(map[string]any); ok {
-				bits = o["bits"].(int)
-			}
-			a = g.Dequantize(mlx.Quantized{Weight: a, Scales: s, Biases: m.Tensors[module+".biases"], GroupSize: 32, Bits: bits}, mlx.Float32)
+		if mode, ok := moduleMode(quant, module); ok && a.Dtype() == mlx.Uint8 {
+			f, _ := mlx.BlockFormatOfMode(mode)
+			a = g.BlockDequantize(a, f, mlx.Float32)
 		}
+		// F32 tensors come through unchanged, F16 ones as they are stored,
+		// and the block-quantized ones decode to the gguf library's own
+		// dequantization bit for bit: every tensor exactly.
 		diff := g.Max(g.Abs(g.Subtract(g.AsType(a, mlx.Float32), want[n])), false)
-		scale := g.Max(g.Abs(want[n]), false)
-		if err := g.Eval(diff, scale); err != nil {
+		if err := g.Eval(diff); err != nil {
 			t.Fatalf("%s: %v", n, err)
 		}
-		d, _ := diff.Item()
-		s, _ := scale.Item()
-		// F32 tensors come through unchanged; the others are compared with
-		// the gguf library's own dequantization, which works in float32
-		// where MLX dequantizes to float16 (the scales' type): allow
-		// float16's relative precision, 2^-10, of the largest value.
-		tol := 0.0
-		if kind != "F32" && a.Ndim() == 2 {
-			tol = s / 1024
-		}
-		if d > tol {
-			t.Errorf("%s: max difference %g, allowed %g", n, d, tol)
+		if d, _ := diff.Item(); d != 0 {
+			t.Errorf("%s (%s): max difference %g from the gguf library's values", n, kind, d)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -32,13 +33,23 @@ func (t Type) String() string {
 	return fmt.Sprintf("type %d", uint32(t))
 }
 
-// readable are the types MLX's GGUF reader converts: the float types as
-// they are (BF16 as float16), Q4_0, Q4_1 and Q8_0 as quantized triples,
-// Q2_K, Q4_K and Q6_K unpacked to float16, and the integer types. It fails
-// on the others without naming the tensor, or skips the tensor silently
-// (the types newer than the library it builds on), so Read refuses them
-// first.
-var readable = []Type{0, 1, 30, 2, 3, 8, 10, 12, 14, 24, 25, 26}
+// Float types: F32, F16 and BF16, read as they are.
+const (
+	typeF32  Type = 0
+	typeF16  Type = 1
+	typeBF16 Type = 30
+)
+
+// readable are the types Read loads: the float types as they are, and
+// llama.cpp's block-quantized types that archgen's kernels run in their
+// own layout (mlx.BlockFormats).
+var readable = func() []Type {
+	out := []Type{typeF32, typeF16, typeBF16}
+	for _, f := range mlx.BlockFormats() {
+		out = append(out, Type(f.Code))
+	}
+	return out
+}()
 
 func isReadable(t Type) bool {
 	for _, r := range readable {
@@ -67,12 +78,37 @@ type TensorInfo struct {
 
 // Header is what a GGUF file says before its tensor data: the version, the
 // tensor entries in file order, and the metadata keys, with the values of
-// those that hold a single string.
+// those that hold a single string (Strings) and of every key (Values).
 type Header struct {
 	Version uint32
 	Keys    []string
 	Strings map[string]string
+	Values  map[string]Value
 	Tensors []TensorInfo
+	// DataOffset is where the tensor data begins (the header's end, rounded
+	// up to general.alignment); Size is the file's size.
+	DataOffset, Size int64
+}
+
+// ValueKind is the shape of a metadata value.
+type ValueKind int
+
+const (
+	ValueNumber  ValueKind = iota // an integer, float or bool
+	ValueString                   // a string
+	ValueNumbers                  // an array of numbers
+	ValueStrings                  // an array of strings
+	ValueNested                   // an array of arrays (kept as its kind only)
+)
+
+// Value is one metadata value.
+type Value struct {
+	Kind ValueKind
+	Num  float64 // ValueNumber (bools as 0 and 1)
+	F32  bool    // ValueNumber stored as a float32
+	Str  string
+	Nums []float64
+	Strs []string
 }
 
 // ReadHeader reads and checks the header of the GGUF file at path. Errors
@@ -97,7 +133,7 @@ const maxArrayDepth = 8
 // name is used in errors. Every count and length is checked against the
 // bytes the file has left before anything is allocated for it.
 func ParseHeader(r io.Reader, size int64, name string) (*Header, error) {
-	p := &headerReader{r: r, left: size}
+	p := &headerReader{r: r, left: size, size: size}
 	h, err := p.header()
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a valid GGUF file: %w", name, err)
@@ -107,6 +143,7 @@ func ParseHeader(r io.Reader, size int64, name string) (*Header, error) {
 
 type headerReader struct {
 	r    io.Reader
+	size int64 // the file's size
 	left int64 // bytes of the file not yet read
 	buf  [8]byte
 }
@@ -175,48 +212,92 @@ const (
 	valueArray  = 9
 )
 
-// value reads (and mostly skips) one metadata value of type t.
-func (p *headerReader) value(t uint32, depth int) (string, bool, error) {
-	if n, ok := valueSizes[t]; ok {
-		return "", false, p.skip(n)
+// number reads one fixed-size metadata value of type t.
+func (p *headerReader) number(t uint32) (float64, error) {
+	b, err := p.bytes(int(valueSizes[t]))
+	if err != nil {
+		return 0, err
+	}
+	switch t {
+	case 0, 7:
+		return float64(b[0]), nil
+	case 1:
+		return float64(int8(b[0])), nil
+	case 2:
+		return float64(binary.LittleEndian.Uint16(b)), nil
+	case 3:
+		return float64(int16(binary.LittleEndian.Uint16(b))), nil
+	case 4:
+		return float64(binary.LittleEndian.Uint32(b)), nil
+	case 5:
+		return float64(int32(binary.LittleEndian.Uint32(b))), nil
+	case 6:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), nil
+	case 10:
+		return float64(binary.LittleEndian.Uint64(b)), nil
+	case 11:
+		return float64(int64(binary.LittleEndian.Uint64(b))), nil
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(b)), nil
+}
+
+// value reads one metadata value of type t.
+func (p *headerReader) value(t uint32, depth int) (Value, error) {
+	if _, ok := valueSizes[t]; ok {
+		f, err := p.number(t)
+		return Value{Kind: ValueNumber, Num: f, F32: t == 6}, err
 	}
 	switch t {
 	case valueString:
 		s, err := p.str()
-		return s, true, err
+		return Value{Kind: ValueString, Str: s}, err
 	case valueArray:
 		if depth >= maxArrayDepth {
-			return "", false, fmt.Errorf("arrays nested more than %d deep", maxArrayDepth)
+			return Value{}, fmt.Errorf("arrays nested more than %d deep", maxArrayDepth)
 		}
 		et, err := p.u32()
 		if err != nil {
-			return "", false, err
+			return Value{}, err
 		}
 		n, err := p.u64()
 		if err != nil {
-			return "", false, err
+			return Value{}, err
 		}
 		if sz, ok := valueSizes[et]; ok {
 			if sz != 0 && n > uint64(p.left)/sz {
-				return "", false, fmt.Errorf("an array of %d values is longer than the %d bytes left (truncated?)", n, p.left)
+				return Value{}, fmt.Errorf("an array of %d values is longer than the %d bytes left (truncated?)", n, p.left)
 			}
-			return "", false, p.skip(n * sz)
+			v := Value{Kind: ValueNumbers, Nums: make([]float64, n)}
+			for i := range v.Nums {
+				if v.Nums[i], err = p.number(et); err != nil {
+					return Value{}, err
+				}
+			}
+			return v, nil
 		}
 		if et != valueString && et != valueArray {
-			return "", false, fmt.Errorf("unknown array value type %d", et)
+			return Value{}, fmt.Errorf("unknown array value type %d", et)
 		}
 		// Each string or array takes at least 8 bytes.
 		if n > uint64(p.left)/8 {
-			return "", false, fmt.Errorf("an array of %d values is longer than the %d bytes left (truncated?)", n, p.left)
+			return Value{}, fmt.Errorf("an array of %d values is longer than the %d bytes left (truncated?)", n, p.left)
+		}
+		v := Value{Kind: ValueStrings}
+		if et == valueArray {
+			v.Kind = ValueNested
 		}
 		for i := uint64(0); i < n; i++ {
-			if _, _, err := p.value(et, depth+1); err != nil {
-				return "", false, err
+			e, err := p.value(et, depth+1)
+			if err != nil {
+				return Value{}, err
+			}
+			if et == valueString {
+				v.Strs = append(v.Strs, e.Str)
 			}
 		}
-		return "", false, nil
+		return v, nil
 	}
-	return "", false, fmt.Errorf("unknown value type %d", t)
+	return Value{}, fmt.Errorf("unknown value type %d", t)
 }
 
 func (p *headerReader) header() (*Header, error) {
@@ -227,7 +308,7 @@ func (p *headerReader) header() (*Header, error) {
 	if string(magic) != "GGUF" {
 		return nil, fmt.Errorf("starts with %q, not the GGUF magic", magic)
 	}
-	h := &Header{Strings: map[string]string{}}
+	h := &Header{Strings: map[string]string{}, Values: map[string]Value{}, Size: p.size}
 	if h.Version, err = p.u32(); err != nil {
 		return nil, err
 	}
@@ -255,13 +336,14 @@ func (p *headerReader) header() (*Header, error) {
 		if err != nil {
 			return nil, fmt.Errorf("metadata key %s: %w", key, err)
 		}
-		s, isString, err := p.value(t, 0)
+		v, err := p.value(t, 0)
 		if err != nil {
 			return nil, fmt.Errorf("metadata key %s: %w", key, err)
 		}
 		h.Keys = append(h.Keys, key)
-		if isString {
-			h.Strings[key] = s
+		h.Values[key] = v
+		if v.Kind == ValueString {
+			h.Strings[key] = v.Str
 		}
 	}
 	for i := uint64(0); i < nt; i++ {
@@ -298,11 +380,20 @@ func (p *headerReader) header() (*Header, error) {
 		}
 		h.Tensors = append(h.Tensors, ti)
 	}
+	align := int64(32)
+	if v, ok := h.Values["general.alignment"]; ok {
+		if v.Kind != ValueNumber || v.Num < 1 || v.Num > 1<<20 || v.Num != math.Trunc(v.Num) {
+			return nil, fmt.Errorf("metadata key general.alignment: %v is not an alignment", v.Num)
+		}
+		align = int64(v.Num)
+	}
+	end := h.Size - p.left
+	h.DataOffset = (end + align - 1) / align * align
 	return h, nil
 }
 
-// check refuses what Read cannot load, before MLX reads the tensors: an
-// architecture without a mapping, a tensor type MLX does not convert.
+// check refuses what Read cannot load, before any tensor data is read: an
+// architecture without a mapping, a tensor type archgen does not run.
 func (h *Header) check(path string, archs []nn.Arch) error {
 	if name, ok := h.Strings["general.architecture"]; ok {
 		if _, _, ok := find(archs, name); !ok {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
@@ -13,14 +15,20 @@ import (
 )
 
 // WriteDir saves m as a Hugging Face model directory: config.json,
-// model.safetensors (quantized modules as MLX stores them), tokenizer.json
-// and tokenizer_config.json. mlx-lm's load reads it.
+// model.safetensors, tokenizer.json and tokenizer_config.json. mlx-lm's
+// load reads it. mlx has no form for llama.cpp's block-quantized types, so
+// their modules are written as the float32 values the blocks decode to
+// (llama.cpp's own dequantization, to the bit), and the config has no
+// quantization block.
 func (m *Model) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	cfg := maps.Clone(m.Config)
+	quant, _ := cfg["quantization"].(map[string]any)
+	delete(cfg, "quantization")
 	files := map[string]any{
-		"config.json":           m.Config,
+		"config.json":           cfg,
 		"tokenizer.json":        m.TokenizerJSON,
 		"tokenizer_config.json": m.TokenizerConfig,
 	}
@@ -29,7 +37,35 @@ func (m *Model) WriteDir(dir string) error {
 			return err
 		}
 	}
-	return mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), m.Tensors, map[string]string{"format": "mlx"})
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	out := map[string]*mlx.Array{}
+	for name, a := range m.Tensors {
+		out[name] = a
+		mode, ok := moduleMode(quant, strings.TrimSuffix(name, ".weight"))
+		if !ok || !strings.HasSuffix(name, ".weight") || a.Dtype() != mlx.Uint8 {
+			continue
+		}
+		f, _ := mlx.BlockFormatOfMode(mode)
+		out[name] = g.BlockDequantize(a, f, mlx.Float32)
+	}
+	if err := g.Err(); err != nil {
+		return err
+	}
+	return mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), out, map[string]string{"format": "mlx"})
+}
+
+// moduleMode is the block format's mode a quantization block gives module:
+// its own entry, or the default.
+func moduleMode(quant map[string]any, module string) (string, bool) {
+	if quant == nil {
+		return "", false
+	}
+	mode, _ := quant["mode"].(string)
+	if e, ok := quant[module].(map[string]any); ok {
+		mode, _ = e["mode"].(string)
+	}
+	return mode, mlx.IsBlockMode(mode)
 }
 
 // writeJSON writes v indented, keys sorted, without HTML escaping (chat

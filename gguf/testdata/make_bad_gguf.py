@@ -3,10 +3,9 @@ library, for its fault tests.
 
 Usage: make_bad_gguf.py DIR
 
-  q5_0.gguf    a llama file whose token_embd.weight is Q5_0, a type MLX's
-               GGUF reader does not convert
-  tq1_0.gguf   a llama file whose token_embd.weight is TQ1_0, a type newer
-               than the reader, which it skips without a word
+  iq2_xxs.gguf a llama file whose token_embd.weight is IQ2_XXS, a type
+               archgen's kernels do not run
+  tq1_0.gguf   a llama file whose token_embd.weight is TQ1_0, another
   mamba.gguf   a file of architecture mamba, which has no mapping
   f32.gguf     a llama file of F32 tensors, which the tests cut short
 """
@@ -17,7 +16,6 @@ import sys
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 from gguf import GGUFWriter
-from gguf.quants import quantize
 
 
 def write(path, arch, tensors):
@@ -36,9 +34,10 @@ def main():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((4, 64)).astype(np.float32)
     norm = np.ones(64, dtype=np.float32)
-    write(os.path.join(d, "q5_0.gguf"), "llama", [
+    block, size = GGML_QUANT_SIZES[T.IQ2_XXS]
+    write(os.path.join(d, "iq2_xxs.gguf"), "llama", [
         ("output_norm.weight", norm, T.F32),
-        ("token_embd.weight", quantize(x, T.Q5_0), T.Q5_0),
+        ("token_embd.weight", np.zeros((4, 256 // block * size), dtype=np.uint8), T.IQ2_XXS),
     ])
     block, size = GGML_QUANT_SIZES[T.TQ1_0]
     raw = np.zeros((4, 256 // block * size), dtype=np.uint8)

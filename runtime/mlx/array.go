@@ -331,6 +331,31 @@ func NewArray[T Element](data []T, shape ...int) (*Array, error) {
 	return newArray(unsafe.Pointer(unsafe.SliceData(data)), len(data), DtypeOf[T](), shape)
 }
 
+// NewArrayFill makes an array of dtype and shape whose bytes fill writes
+// (all of them, in the array's row-major layout): a checkpoint's tensor
+// read from its file straight into the array's memory. The array is freed
+// and fill's error returned when it fails.
+func NewArrayFill(dtype Dtype, shape []int, fill func(dst []byte) error) (*Array, error) {
+	sh, err := shape32(shape)
+	if err != nil {
+		return nil, err
+	}
+	var c C.mlxg_array
+	var data unsafe.Pointer
+	var msg *C.char
+	if C.mlxg_alloc_data(&c, &data, ptr32(sh), C.int(len(sh)), C.int(dtype), &msg) != 0 {
+		return nil, takeErr("array", msg)
+	}
+	a := &Array{c: c}
+	if n := a.Nbytes(); n > 0 {
+		if err := fill(unsafe.Slice((*byte)(data), n)); err != nil {
+			a.Free()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
 // NewArrayBits copies raw 16-bit float16 or bfloat16 data into a new array.
 func NewArrayBits(bits []uint16, dtype Dtype, shape ...int) (*Array, error) {
 	if dtype != Float16 && dtype != BFloat16 && dtype != Uint16 {

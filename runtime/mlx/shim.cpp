@@ -374,6 +374,24 @@ int mlxg_array_read(mlxg_array a, void* dst, size_t nbytes, mlxg_stream s, char*
   })
 }
 
+int mlxg_alloc_data(mlxg_array* res, void** data, const int32_t* shape, int ndim, int dtype,
+                    char** err) {
+  MLXG_TRY({
+    auto dt = to_dtype(dtype);
+    auto sh = shape_of(shape, ndim);
+    size_t n = 1;
+    for (auto d : sh) {
+      if (d < 0) {
+        throw std::invalid_argument("negative dimension in shape");
+      }
+      n *= static_cast<size_t>(d);
+    }
+    auto buf = mx::allocator::malloc(n * dt.size());
+    *data = buf.buffer().raw_ptr();
+    *res = wrap(mx::array(std::move(buf), std::move(sh), dt));
+  })
+}
+
 int mlxg_from_data(mlxg_array* res, const void* data, const int32_t* shape, int ndim,
                    int dtype, char** err) {
   MLXG_TRY({

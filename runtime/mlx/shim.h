@@ -139,6 +139,10 @@ int mlxg_array_clone(mlxg_array* res, mlxg_array a, char** err);
 int mlxg_array_read(mlxg_array a, void* dst, size_t nbytes, mlxg_stream s, char** err);
 
 // Creation.
+// A new array of shape and dtype whose bytes are not yet set; data is where
+// they are, for the caller to fill before any use of the array.
+int mlxg_alloc_data(mlxg_array* res, void** data, const int32_t* shape, int ndim, int dtype,
+                    char** err);
 int mlxg_from_data(mlxg_array* res, const void* data, const int32_t* shape, int ndim,
                    int dtype, char** err);
 int mlxg_scalar(mlxg_array* res, double v, int dtype, char** err);

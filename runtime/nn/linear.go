@@ -71,6 +71,12 @@ type Embedding struct {
 // Apply looks up ids (any shape): [ids..., dims].
 func (e *Embedding) Apply(g *mlx.Graph, ids *mlx.Array) *mlx.Array {
 	if e.Q != nil {
+		if mlx.IsBlockMode(e.Q.Mode) {
+			// llama.cpp's blocks: the picked rows decoded in the compute dtype
+			q := *e.Q
+			q.Weight = g.Take(e.Q.Weight, ids, 0)
+			return g.Dequantize(q, e.Dtype())
+		}
 		q := mlx.Quantized{
 			Weight:    g.Take(e.Q.Weight, ids, 0),
 			Scales:    g.Take(e.Q.Scales, ids, 0),

@@ -257,8 +257,11 @@ func (e *Embedding) Dtype() mlx.Dtype {
 	if e.Out.IsFloat() {
 		return e.Out
 	}
-	if e.Q != nil {
+	if e.Q != nil && e.Q.Scales != nil {
 		return e.Q.Scales.Dtype()
+	}
+	if e.Q != nil {
+		return mlx.Float32 // llama.cpp's blocks decode to float32
 	}
 	return e.Weight.Dtype()
 }

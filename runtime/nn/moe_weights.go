@@ -29,6 +29,8 @@ func (w *Weights) Experts(name string, n, out, in int, bias bool) *Experts {
 	}
 	switch {
 	case q == badQuant:
+	case q != nil && mlx.IsBlockMode(q.Mode):
+		w.badQuant(name, "%s: %s: block-quantized experts are not supported", w.local(name), q.Mode)
 	case q != nil:
 		if in%q.GroupSize != 0 {
 			w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), in, q.GroupSize)
@@ -203,6 +205,8 @@ func (w *Weights) shardedExperts(name string, n, out, in int, bias bool, role Sh
 	q := w.quantFor(name, full[1])
 	switch {
 	case q == badQuant:
+	case q != nil && mlx.IsBlockMode(q.Mode):
+		w.badQuant(name, "%s: %s: block-quantized experts are not supported", w.local(name), q.Mode)
 	case q != nil:
 		if full[1]%q.GroupSize != 0 || (axis == 2 && (full[1]/q.GroupSize)%size != 0) {
 			w.badQuant(name, "%s: %v", w.local(name), &ShardError{Size: size, Msg: fmt.Sprintf(

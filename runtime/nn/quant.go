@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/archgen/archgen/runtime/mlx"
 )
 
 // QuantParams are how one matrix is quantized: groups of GroupSize
@@ -136,6 +138,12 @@ func quantParams(m map[string]json.RawMessage, required bool, def QuantParams) (
 // and MLX's mxfp4 mode (4-bit floats in groups of 32 sharing a power-of-two
 // scale, gpt-oss's experts).
 func (p QuantParams) check() error {
+	if f, ok := mlx.BlockFormatOfMode(p.Mode); ok {
+		if p.GroupSize != f.Values || p.Bits != f.Bits {
+			return fmt.Errorf("mode %s is %d bits in blocks of %d, not %d bits in groups of %d", p.Mode, f.Bits, f.Values, p.Bits, p.GroupSize)
+		}
+		return nil
+	}
 	if p.Mode == "mxfp4" {
 		if p.GroupSize != 32 || p.Bits != 4 {
 			return fmt.Errorf("mode mxfp4 is 4 bits in groups of 32, not %d bits in groups of %d", p.Bits, p.GroupSize)
@@ -143,7 +151,7 @@ func (p QuantParams) check() error {
 		return nil
 	}
 	if p.Mode != "affine" {
-		return fmt.Errorf("mode %q is not supported (affine or mxfp4)", p.Mode)
+		return fmt.Errorf("mode %q is not supported (affine, mxfp4, or one of llama.cpp's block types: gguf_q4_k and the like)", p.Mode)
 	}
 	if !slices.Contains(quantGroupSizes, p.GroupSize) {
 		return fmt.Errorf("group size %d is not supported (want 32, 64 or 128)", p.GroupSize)
@@ -155,8 +163,18 @@ func (p QuantParams) check() error {
 }
 
 // PackedDims is the width of a row of in values packed at bits each into
-// uint32 words.
-func (p QuantParams) PackedDims(in int) int { return in * p.Bits / 32 }
+// uint32 words; for a block format, the bytes of the row (uint8).
+func (p QuantParams) PackedDims(in int) int {
+	if f, ok := p.block(); ok {
+		return f.RowBytes(in)
+	}
+	return in * p.Bits / 32
+}
+
+// block is the block format of p's mode, when it is one of llama.cpp's
+// block-quantized types: the weight is then uint8 rows of blocks, with the
+// scales inside them.
+func (p QuantParams) block() (mlx.BlockFormat, bool) { return mlx.BlockFormatOfMode(p.Mode) }
 
 // affine says the mode keeps per-group biases beside its scales (the
 // floating-point modes have none).

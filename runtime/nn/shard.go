@@ -139,6 +139,8 @@ func (w *Weights) shardedLinear(name string, out, in int, bias bool, role ShardR
 	q := w.quantFor(name, full[1])
 	switch {
 	case q == badQuant:
+	case q != nil && mlx.IsBlockMode(q.Mode):
+		w.badQuant(name, "%s: %s: block-quantized layers split over a group are not supported", w.local(name), q.Mode)
 	case q != nil:
 		if full[1]%q.GroupSize != 0 {
 			w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), full[1], q.GroupSize)

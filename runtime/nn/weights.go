@@ -366,6 +366,29 @@ func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
 	return w.cast(a)
 }
 
+// blocks is the uint8 tensor prefix+name of rows of llama.cpp's blocks,
+// checked to have shape; nil, with the problem recorded, when it is
+// missing or wrong.
+func (w *Weights) blocks(name string, shape []int) *mlx.Array {
+	l := w.l
+	full := w.prefix + name
+	a, ok := l.tensors[full]
+	if !ok {
+		w.failf("missing %s", w.local(name))
+		return nil
+	}
+	l.used[full] = true
+	if dt := a.Dtype(); dt != mlx.Uint8 {
+		w.failf("%s: dtype %s, want uint8 (rows of block-quantized values)", w.local(name), dt)
+		return nil
+	}
+	if got := a.Shape(); !slices.Equal(got, shape) {
+		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
+		return nil
+	}
+	return w.keep(a)
+}
+
 // matrix is param for a tensor the products read (a dense weight, an
 // embedding table, a quantized matrix's scales and biases): under a
 // float32 compute dtype a half-precision one stays as stored.
@@ -469,6 +492,12 @@ func (w *Weights) quantFor(name string, in int) *QuantParams {
 	}
 	scales, ok := l.tensors[path+".scales"]
 	weight, wok := l.tensors[path+".weight"]
+	if !ok && wok && weight.Dtype() == mlx.Uint8 && weight.Ndim() >= 2 {
+		if _, block := l.quant.Default.block(); block {
+			// rows of blocks, of the default block type
+			return &l.quant.Default
+		}
+	}
 	if !ok || !wok {
 		return nil
 	}
@@ -514,6 +543,13 @@ func (w *Weights) quantized(name string, rows, in int, p *QuantParams) *mlx.Quan
 	if in%p.GroupSize != 0 {
 		w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), in, p.GroupSize)
 		return nil
+	}
+	if _, ok := p.block(); ok {
+		weight := w.blocks(name+".weight", []int{rows, p.PackedDims(in)})
+		if weight == nil {
+			return nil
+		}
+		return &mlx.Quantized{Weight: weight, GroupSize: p.GroupSize, Bits: p.Bits, Mode: p.Mode}
 	}
 	w.markScales(name, p)
 	weight := w.param(name+".weight", []int{rows, p.PackedDims(in)}, true)

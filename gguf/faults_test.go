@@ -95,8 +95,9 @@ func TestReadRefuses(t *testing.T) {
 	}
 }
 
-// FuzzParseHeader: no input makes the GGUF header reader panic or accept
-// entries that do not fit in the file.
+// FuzzParseHeader: no input makes the GGUF header reader or the tensor
+// reader panic, or accept entries that do not fit in the file (a type code
+// out of range, rows that are not whole blocks, data past the end).
 func FuzzParseHeader(f *testing.F) {
 	dir := badFiles(f)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
@@ -120,6 +121,26 @@ func FuzzParseHeader(f *testing.F) {
 			if len(ti.Dims) == 0 || len(ti.Dims) > 4 {
 				t.Fatalf("tensor %s has %d dimensions", ti.Name, len(ti.Dims))
 			}
+			// what the tensor reader would take of it: within the file
+			if _, _, _, n, err := layout(h, ti); err == nil && h.DataOffset+int64(ti.Offset)+n > h.Size {
+				t.Fatalf("tensor %s: %d bytes at %d accepted past the end of a file of %d", ti.Name, n, ti.Offset, h.Size)
+			}
+		}
+		// and the reader itself on the file: every tensor read, or an
+		// error naming the file
+		p := filepath.Join(t.TempDir(), "fuzz.gguf")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := readTensors(p, h)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), p+": ") {
+				t.Fatalf("error without the file's name: %v", err)
+			}
+			return
+		}
+		for _, x := range ts {
+			x.array.Free()
 		}
 	})
 }

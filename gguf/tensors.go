@@ -27,6 +27,12 @@ func layout(h *Header, t TensorInfo) (mlx.Dtype, []int, *mlx.BlockFormat, int64,
 	for _, d := range shape {
 		elems *= int64(d)
 	}
+	// No type takes less than 2 bits a value: a tensor of more values than
+	// four times the file's bytes cannot be in it (and its byte count
+	// could overflow).
+	if elems > 4*h.Size {
+		return 0, nil, nil, 0, fmt.Errorf("tensor %s: %d values cannot fit in a file of %d bytes (truncated?)", t.Name, elems, h.Size)
+	}
 	var dt mlx.Dtype
 	var f *mlx.BlockFormat
 	var n int64
@@ -43,7 +49,7 @@ func layout(h *Header, t TensorInfo) (mlx.Dtype, []int, *mlx.BlockFormat, int64,
 			return 0, nil, nil, 0, fmt.Errorf("tensor %s is stored as %s, which archgen cannot read (readable: %s)", t.Name, t.Type, readableNames())
 		}
 		k := shape[len(shape)-1]
-		if k%bf.Values != 0 {
+		if k == 0 || k%bf.Values != 0 {
 			return 0, nil, nil, 0, fmt.Errorf("tensor %s: rows of %d values are not whole %s blocks of %d", t.Name, k, bf.Name, bf.Values)
 		}
 		f = &bf

@@ -348,6 +348,10 @@ func NewArrayFill(dtype Dtype, shape []int, fill func(dst []byte) error) (*Array
 	}
 	a := &Array{c: c}
 	if n := a.Nbytes(); n > 0 {
+		if data == nil {
+			a.Free()
+			return nil, &Error{Op: "array", Msg: fmt.Sprintf("no memory for %d bytes", n)}
+		}
 		if err := fill(unsafe.Slice((*byte)(data), n)); err != nil {
 			a.Free()
 			return nil, err

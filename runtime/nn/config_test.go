@@ -85,7 +85,7 @@ func TestParseQuantization(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"quantization": {"bits": 4}}`:                                    "quantization: group_size: missing (required)",
 		`{"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}}`: `quantization: mode mxfp4 is 4 bits in groups of 32, not 4 bits in groups of 64`,
-		`{"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}}`: `quantization: mode "nvfp4" is not supported (affine or mxfp4)`,
+		`{"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}}`: `quantization: mode "nvfp4" is not supported (affine, mxfp4, or one of llama.cpp's block types: gguf_q4_k and the like)`,
 		`{"quantization": {"group_size": 48, "bits": 4}}`:                  "quantization: group size 48 is not supported (want 32, 64 or 128)",
 		`{"quantization": {"group_size": 64, "bits": 4, "x": 3}}`:          "quantization.x: want true, false or an object, got 3",
 		`{"quantization_config": {"quant_method": "awq"}}`:                 `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block and quant_method mxfp4 are`,

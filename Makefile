@@ -33,7 +33,7 @@ cgo-env: setup-mlx
 	@cat .deps/cgo.env
 
 # The whole test suite, as CI runs it.
-test: setup models refs-check parity-models
+test: setup models refs-check parity-models setup-llama-tools
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	$(MAKE) -s race

@@ -2,8 +2,9 @@
 # Builds llama.cpp's own command-line tools (llama-bench, llama-quantize,
 # llama-server) from the llama.cpp tree that the pinned llama-cpp-python
 # sdist vendors (bench/llama-requirements.lock), with cmake, into
-# .deps/llama-tools (git-ignored), for `make bench` only: the tools people
-# run llama.cpp with, beside the Python binding bench/setup-llama.sh builds.
+# .deps/llama-tools (git-ignored), for `make bench` and the GGUF parity
+# tests of `make test`: the tools people run llama.cpp with, beside the
+# Python binding bench/setup-llama.sh builds.
 #
 # The CPU flags are bench/llama-cpu-flags.sh's, as bench/setup-llama.sh's
 # (AVX-512 where this machine runs it), with the tools and the server on
@@ -11,7 +12,8 @@
 # minutes on two cores, once: a stamp records the pins and flags, and a
 # second run with the same ones returns at once.
 #
-#   .deps/llama-tools/bin/llama-bench, llama-quantize, llama-server
+#   .deps/llama-tools/bin/llama-bench, llama-quantize, llama-server,
+#                                llama-logits (ours, for the GGUF parity tests)
 #   .deps/llama-tools/src/       the sdist's vendored llama.cpp tree (gguf-py too)
 set -euo pipefail
 
@@ -27,9 +29,25 @@ version=$(sed -n 's/^llama-cpp-python==//p' "$req")
 cmake_args="-DCMAKE_BUILD_TYPE=Release $llama_cpu_args -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF"
 targets="llama-bench llama-quantize llama-server"
 
+# llama-logits (bench/llama-logits/main.cpp): llama.cpp's logits for a
+# sequence of ids, the reference of the GGUF parity tests; compiled against
+# the built libraries (a second or two), again whenever its source changes.
+logits_src="$root/bench/llama-logits/main.cpp"
+build_logits() {
+  local b="$dst/build"
+  if [ "$dst/bin/llama-logits" -nt "$logits_src" ] && [ "$dst/bin/llama-logits" -nt "$stamp" ]; then
+    return 0
+  fi
+  g++ -O2 -std=c++17 -I"$dst/src/include" -I"$dst/src/ggml/include" "$logits_src" \
+    "$b/src/libllama.a" "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" \
+    -lpthread -fopenmp -ldl -o "$dst/bin/llama-logits.tmp"
+  mv "$dst/bin/llama-logits.tmp" "$dst/bin/llama-logits"
+}
+
 key=$( (echo "$version"; cat "$cons" "$0" "$root/bench/llama-cpu-flags.sh"; echo "$cmake_args $targets") | sha256sum | cut -c1-16)
 stamp="$dst/.setup-$key"
 if [ -f "$stamp" ]; then
+  build_logits
   exit 0
 fi
 start=$(date +%s)
@@ -65,4 +83,5 @@ done
 "$dst/bin/llama-bench" --help >/dev/null
 rm -f "$dst"/.setup-*
 echo "$cmake_args" >"$stamp"
+build_logits
 echo "setup-llama-tools: done in $(( $(date +%s) - start ))s" >&2

@@ -1,0 +1,94 @@
+// llama-logits: llama.cpp's logits for a sequence of token ids, the
+// reference the GGUF parity tests hold archgen to.
+//
+//   llama-logits MODEL.gguf OUT.npy ID [ID ...]
+//
+// Runs the ids through the model as one batch (positions 0..n-1, one
+// sequence) and writes every position's logits as a float32 .npy array
+// [n, vocab]. The KV cache is float32 (llama.cpp's default is float16), so
+// that the reference carries the weights' error and llama.cpp's own
+// arithmetic, not a rounding of the cache.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "llama.h"
+
+static void quiet(enum ggml_log_level level, const char* text, void*) {
+  if (level >= GGML_LOG_LEVEL_ERROR) {
+    std::fputs(text, stderr);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf OUT.npy ID [ID ...]\n", argv[0]);
+    return 2;
+  }
+  std::vector<llama_token> ids;
+  for (int i = 3; i < argc; i++) {
+    ids.push_back(static_cast<llama_token>(std::atoi(argv[i])));
+  }
+  const int n = static_cast<int>(ids.size());
+  llama_log_set(quiet, nullptr);
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  llama_model* model = llama_model_load_from_file(argv[1], mp);
+  if (model == nullptr) {
+    std::fprintf(stderr, "%s: llama.cpp cannot load it\n", argv[1]);
+    return 1;
+  }
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = n < 64 ? 64 : n;
+  cp.n_batch = cp.n_ctx;
+  cp.n_ubatch = cp.n_ctx;
+  cp.n_threads = 2;
+  cp.n_threads_batch = 2;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (ctx == nullptr) {
+    std::fprintf(stderr, "%s: no context\n", argv[1]);
+    return 1;
+  }
+  const int vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  llama_batch batch = llama_batch_init(n, 0, 1);
+  for (int i = 0; i < n; i++) {
+    batch.token[i] = ids[i];
+    batch.pos[i] = i;
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = 0;
+    batch.logits[i] = 1;
+  }
+  batch.n_tokens = n;
+  if (llama_decode(ctx, batch) != 0) {
+    std::fprintf(stderr, "%s: llama_decode failed\n", argv[1]);
+    return 1;
+  }
+  FILE* f = std::fopen(argv[2], "wb");
+  if (f == nullptr) {
+    std::perror(argv[2]);
+    return 1;
+  }
+  // .npy version 1.0: magic, header length, a dict padded to 64 bytes
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) +
+                     ", " + std::to_string(vocab) + "), }";
+  size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict.push_back('\n');
+  const unsigned short hlen = static_cast<unsigned short>(dict.size());
+  std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+  std::fwrite(&hlen, 2, 1, f);
+  std::fwrite(dict.data(), 1, dict.size(), f);
+  for (int i = 0; i < n; i++) {
+    std::fwrite(llama_get_logits_ith(ctx, i), sizeof(float), vocab, f);
+  }
+  std::fclose(f);
+  llama_batch_free(batch);
+  llama_free(ctx);
+  llama_model_free(model);
+  llama_backend_free();
+  return 0;
+}

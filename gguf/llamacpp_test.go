@@ -1,0 +1,175 @@
+package gguf
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/archgen/archgen/internal/npy"
+	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// llamaTools is where `make setup-llama-tools` puts llama.cpp's tools and
+// bench/llama-logits.
+const llamaTools = "../.deps/llama-tools/bin"
+
+// llamaTypes are the files make_llama_cases.py makes of each case.
+var llamaTypes = []string{"F32", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+	"Q6_K", "IQ4_NL", "IQ4_XS", "Q3_K_M", "Q4_K_M", "Q5_K_M"}
+
+// TestLlamaCppParity: GGUF files quantized by llama.cpp's own
+// llama-quantize, to every block type archgen reads (one type throughout,
+// and llama.cpp's _M mixtures), run by archgen at its defaults against
+// llama.cpp's logits on the same files (bench/llama-logits).
+//
+// The reference for accuracy is llama.cpp on the float32 file. On each
+// quantized file archgen's logits may be no further from it than
+// llama.cpp's own on that file are (the weights' error, which both carry,
+// plus llama.cpp's arithmetic: it rounds activations to 8 bits for its
+// quantized products, archgen keeps them float32), with a slack of 10% and
+// the float32 file's own distance (the arithmetic alone) beside it. The
+// teacher-forced greedy tokens are llama.cpp's on the same file wherever
+// its top two logits are further apart than the two runs' distances allow.
+// Each file's tensors load held as stored: the weights' bytes are the
+// file's tensor bytes.
+func TestLlamaCppParity(t *testing.T) {
+	for _, tool := range []string{"llama-quantize", "llama-logits"} {
+		if _, err := os.Stat(filepath.Join(llamaTools, tool)); err != nil {
+			t.Fatalf("%v: run `make setup-llama-tools`", err)
+		}
+	}
+	dir := t.TempDir()
+	run(t, "testdata/make_llama_cases.py", dir, llamaTools)
+	for _, c := range []string{"llama", "qwen2", "qwen3"} {
+		var tokens []int32
+		b, err := os.ReadFile(filepath.Join(dir, c, "tokens.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal(b, &tokens)
+		ref := readLogits(t, filepath.Join(dir, c, "logits-F32.npy"))
+		var floor float64 // archgen's distance on the float32 file
+		for _, typ := range llamaTypes {
+			t.Run(c+"/"+typ, func(t *testing.T) {
+				path := filepath.Join(dir, c, "model-"+typ+".gguf")
+				ours, info := goLogits(t, path, tokens)
+				fileBytes := tensorBytes(t, path)
+				if info.Nbytes != fileBytes {
+					t.Errorf("the weights take %d bytes, the file's tensors %d", info.Nbytes, fileBytes)
+				}
+				theirs := readLogits(t, filepath.Join(dir, c, "logits-"+typ+".npy"))
+				if len(ours) != len(ref) || len(theirs) != len(ref) {
+					t.Fatalf("%d logits, llama.cpp's %d and %d", len(ours), len(theirs), len(ref))
+				}
+				dOurs, dTheirs, scale := maxDiff(ours, ref), maxDiff(theirs, ref), maxAbs(ref)
+				if typ == "F32" {
+					floor = dOurs
+					// the same weights: only the arithmetic differs (summation
+					// order, llama.cpp's vectorized exp in SiLU and softmax)
+					if tol := 1e-3 * scale; dOurs > tol {
+						t.Fatalf("float32 file: archgen is %g from llama.cpp (largest logit %g), allowed %g", dOurs, scale, tol)
+					}
+				} else if bound := 1.1*dTheirs + floor; dOurs > bound {
+					t.Errorf("archgen is %g from llama.cpp's float32 run, llama.cpp itself %g on this file: allowed %g", dOurs, dTheirs, bound)
+				}
+				t.Logf("distance from llama.cpp's float32 run: archgen %.4g, llama.cpp %.4g (largest logit %.3g)", dOurs, dTheirs, scale)
+				vocab := len(ref) / len(tokens)
+				for p := range tokens {
+					a, b := argmax(ours[p*vocab:(p+1)*vocab]), argmax(theirs[p*vocab:(p+1)*vocab])
+					row := theirs[p*vocab : (p+1)*vocab]
+					if a != b && float64(row[b]-row[a]) > dOurs+dTheirs {
+						t.Errorf("position %d: archgen's token %d, llama.cpp's %d (%g ahead)", p, a, b, row[b]-row[a])
+					}
+				}
+			})
+		}
+	}
+}
+
+// goLogits runs the file at archgen's defaults on tokens: the logits, and
+// the model's Info.
+func goLogits(t *testing.T, path string, tokens []int32) ([]float32, nn.Info) {
+	t.Helper()
+	m, err := Read(path, nil, registry.Archs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := m.Load(nn.Options{}, registry.Load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Free()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), model.NewCaches()), mlx.Float32)
+	if err := g.Eval(logits); err != nil {
+		t.Fatal(err)
+	}
+	v, err := logits.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, model.Info()
+}
+
+// tensorBytes is the bytes of the file's tensor data, by its header.
+func tensorBytes(t *testing.T, path string) int {
+	t.Helper()
+	h, err := ReadHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, ti := range h.Tensors {
+		_, _, _, n, err := layout(h, ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += int(n)
+	}
+	return total
+}
+
+func readLogits(t *testing.T, path string) []float32 {
+	t.Helper()
+	a, err := npy.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := a.Data.([]float32)
+	if !ok {
+		t.Fatalf("%s: %T, want float32", path, a.Data)
+	}
+	return v
+}
+
+func maxDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+func maxAbs(a []float32) float64 {
+	d := 0.0
+	for _, v := range a {
+		d = math.Max(d, math.Abs(float64(v)))
+	}
+	return d
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}
+

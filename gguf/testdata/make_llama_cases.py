@@ -1,7 +1,7 @@
 """Makes the GGUF files of the llama.cpp parity test, and llama.cpp's
 logits on each.
 
-Usage: make_llama_cases.py DIR TOOLS_DIR
+Usage: make_llama_cases.py DIR TOOLS_DIR [REAL.gguf]
 
 TOOLS_DIR holds llama.cpp's llama-quantize and bench/llama-logits (made by
 `make setup-llama-tools`). For each case, DIR/<case>/ receives:
@@ -14,6 +14,11 @@ TOOLS_DIR holds llama.cpp's llama-quantize and bench/llama-logits (made by
                      every matrix in one type, for the others)
   logits-<TYPE>.npy  llama.cpp's logits for TOKENS on model-<TYPE>.gguf
   tokens.json        TOKENS
+
+With REAL.gguf (SmolLM2-135M-Instruct's Q4_1 file), DIR/real/ receives the
+same of it: model-F32.gguf its values decoded by llama-quantize, and its
+requantizations to the types people download (REAL_TYPES), beside the file
+itself as model-Q4_1.gguf.
 """
 
 import json
@@ -57,6 +62,40 @@ TYPES = {
 }
 
 TOKENS = [5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250, 33, 90, 120, 64]
+
+REAL_TYPES = {"Q4_K_M": "Q4_K_M", "Q5_K_M": "Q5_K_M", "Q6_K": "Q6_K", "Q8_0": "Q8_0", "IQ4_XS": "IQ4_XS"}
+
+
+def quantize(tools, src, dst, qtype, extra=()):
+    args = [os.path.join(tools, "llama-quantize"), *extra, src, dst, qtype, "2"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(args)}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+
+
+def logits(tools, d, files):
+    for name, path in files.items():
+        args = [os.path.join(tools, "llama-logits"), path, os.path.join(d, f"logits-{name}.npy")] + [str(t) for t in TOKENS]
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"{' '.join(args)}:\n{r.stderr[-2000:]}")
+    with open(os.path.join(d, "tokens.json"), "w") as f:
+        json.dump(TOKENS, f)
+
+
+def real(out, tools, src):
+    d = os.path.join(out, "real")
+    os.makedirs(d, exist_ok=True)
+    f32 = os.path.join(d, "model-F32.gguf")
+    quantize(tools, src, f32, "F32", ["--allow-requantize"])
+    q41 = os.path.join(d, "model-Q4_1.gguf")
+    os.symlink(os.path.abspath(src), q41)
+    files = {"F32": f32, "Q4_1": q41}
+    for name, qtype in REAL_TYPES.items():
+        files[name] = os.path.join(d, f"model-{name}.gguf")
+        quantize(tools, f32, files[name], qtype)
+    logits(tools, d, files)
+    print("real made", len(files), "files")
 
 
 def write_f32(path, arch, config, weights, tokens, token_types, merges):
@@ -126,20 +165,12 @@ def main():
         write_f32(f32, arch, config, weights, tokens, token_types, merges)
         files = {"F32": f32}
         for name, (qtype, pure) in TYPES.items():
-            path = os.path.join(d, f"model-{name}.gguf")
-            args = [os.path.join(tools, "llama-quantize")] + (["--pure"] if pure else []) + [f32, path, qtype, "2"]
-            r = subprocess.run(args, capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit(f"{' '.join(args)}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-            files[name] = path
-        for name, path in files.items():
-            args = [os.path.join(tools, "llama-logits"), path, os.path.join(d, f"logits-{name}.npy")] + [str(t) for t in TOKENS]
-            r = subprocess.run(args, capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit(f"{' '.join(args)}:\n{r.stderr[-2000:]}")
-        with open(os.path.join(d, "tokens.json"), "w") as f:
-            json.dump(TOKENS, f)
+            files[name] = os.path.join(d, f"model-{name}.gguf")
+            quantize(tools, f32, files[name], qtype, ["--pure"] if pure else [])
+        logits(tools, d, files)
         print(case, "made", len(files), "files")
+    if len(sys.argv) > 3:
+        real(out, tools, sys.argv[3])
 
 
 if __name__ == "__main__":

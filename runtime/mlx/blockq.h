@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace archgen {
 
@@ -87,6 +88,22 @@ inline int64_t block_row_bytes(int code, int64_t k) {
   BlockFormat f = block_format(code);
   return f.values == 0 ? 0 : k / f.values * f.bytes;
 }
+
+// The values and bytes of a block of type T.
+template <int T>
+constexpr BlockFormat kFormat = T == kQ4_0    ? BlockFormat{32, 18}
+                                : T == kQ4_1  ? BlockFormat{32, 20}
+                                : T == kQ5_0  ? BlockFormat{32, 22}
+                                : T == kQ5_1  ? BlockFormat{32, 24}
+                                : T == kQ8_0  ? BlockFormat{32, 34}
+                                : T == kQ2_K  ? BlockFormat{256, 84}
+                                : T == kQ3_K  ? BlockFormat{256, 110}
+                                : T == kQ4_K  ? BlockFormat{256, 144}
+                                : T == kQ5_K  ? BlockFormat{256, 176}
+                                : T == kQ6_K  ? BlockFormat{256, 210}
+                                : T == kIQ4_NL ? BlockFormat{32, 18}
+                                : T == kIQ4_XS ? BlockFormat{256, 136}
+                                               : BlockFormat{32, 17};
 
 #define ARCHGEN_BQ __attribute__((target("avx2,fma,f16c"))) inline
 
@@ -324,26 +341,248 @@ ARCHGEN_BQ void chunk<kMXFP4>(const uint8_t* b, int, __m256* w) {
   for (int i = 0; i < 4; i++) w[i] = _mm256_mul_ps(d, w[i]);
 }
 
+// qchunk<T> gives chunk c of the block at b as 32 signed bytes q with, for
+// each half of 16 values g, a scale s[g] and a bias o[g] such that value i
+// is s[g] q[i] + o[g] (the decoded value up to float32 rounding): the form
+// the integer kernels multiply.
+template <int T>
+ARCHGEN_BQ void qchunk(const uint8_t* b, int c, __m256i* q, float* s, float* o);
+
+ARCHGEN_BQ __m256i bq_join(__m128i lo, __m128i hi) { return _mm256_set_m128i(hi, lo); }
+
+template <>
+ARCHGEN_BQ void qchunk<kQ4_0>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
+  const __m128i v = bq_load(b + 2), eight = _mm_set1_epi8(8);
+  *q = bq_join(_mm_sub_epi8(bq_lo(v), eight), _mm_sub_epi8(bq_hi(v), eight));
+  s[0] = s[1] = bq_half(b);
+  o[0] = o[1] = 0;
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ4_1>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
+  const __m128i v = bq_load(b + 4);
+  *q = bq_join(bq_lo(v), bq_hi(v));
+  s[0] = s[1] = bq_half(b);
+  o[0] = o[1] = bq_half(b + 2);
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ5_0>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
+  uint32_t h;
+  std::memcpy(&h, b + 2, 4);
+  const __m128i v = bq_load(b + 6), sixteen = _mm_set1_epi8(16);
+  *q = bq_join(_mm_sub_epi8(_mm_or_si128(bq_lo(v), bq_fifth(h)), sixteen),
+               _mm_sub_epi8(_mm_or_si128(bq_hi(v), bq_fifth(h >> 16)), sixteen));
+  s[0] = s[1] = bq_half(b);
+  o[0] = o[1] = 0;
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ5_1>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
+  uint32_t h;
+  std::memcpy(&h, b + 4, 4);
+  const __m128i v = bq_load(b + 8);
+  *q = bq_join(_mm_or_si128(bq_lo(v), bq_fifth(h)), _mm_or_si128(bq_hi(v), bq_fifth(h >> 16)));
+  s[0] = s[1] = bq_half(b);
+  o[0] = o[1] = bq_half(b + 2);
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ8_0>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
+  *q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+  s[0] = s[1] = bq_half(b);
+  o[0] = o[1] = 0;
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ2_K>(const uint8_t* b, int c, __m256i* q, float* s, float* o) {
+  const int h = c / 4, j = c % 4;
+  const float d = bq_half(b + 80), dmin = bq_half(b + 82);
+  const uint8_t* p = b + 16 + h * 32;
+  *q = bq_join(bq_bits(bq_load(p), 2 * j, 3), bq_bits(bq_load(p + 16), 2 * j, 3));
+  for (int g = 0; g < 2; g++) {
+    const int sc = b[c * 2 + g];
+    s[g] = d * static_cast<float>(sc & 0x0F);
+    o[g] = -(dmin * static_cast<float>(sc >> 4));
+  }
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ3_K>(const uint8_t* b, int c, __m256i* q, float* s, float* o) {
+  const int h = c / 4, j = c % 4;
+  const float d = bq_half(b + 108);
+  const uint8_t* p = b + 32 + h * 32;
+  const __m128i four = _mm_set1_epi8(4);
+  __m128i half[2];
+  for (int i = 0; i < 2; i++) {
+    __m128i lo = bq_bits(bq_load(p + 16 * i), 2 * j, 3);
+    __m128i hb = bq_bits(bq_load(b + 16 * i), c, 1);
+    half[i] = _mm_sub_epi8(_mm_add_epi8(lo, _mm_slli_epi16(hb, 2)), four);
+  }
+  *q = bq_join(half[0], half[1]);
+  for (int g = 0; g < 2; g++) {
+    s[g] = d * static_cast<float>(bq_scale_k3(b + 96, 2 * c + g));
+    o[g] = 0;
+  }
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ4_K>(const uint8_t* b, int c, __m256i* q, float* s, float* o) {
+  int sc, m;
+  bq_scale_min_k4(b + 4, c, &sc, &m);
+  const uint8_t* p = b + 16 + (c / 2) * 32;
+  const int sh = 4 * (c % 2);
+  *q = bq_join(bq_bits(bq_load(p), sh, 0x0F), bq_bits(bq_load(p + 16), sh, 0x0F));
+  s[0] = s[1] = bq_half(b) * static_cast<float>(sc);
+  o[0] = o[1] = -(bq_half(b + 2) * static_cast<float>(m));
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ5_K>(const uint8_t* b, int c, __m256i* q, float* s, float* o) {
+  int sc, m;
+  bq_scale_min_k4(b + 4, c, &sc, &m);
+  const uint8_t* p = b + 48 + (c / 2) * 32;
+  const int sh = 4 * (c % 2);
+  __m128i half[2];
+  for (int i = 0; i < 2; i++) {
+    __m128i lo = bq_bits(bq_load(p + 16 * i), sh, 0x0F);
+    __m128i hb = bq_bits(bq_load(b + 16 + 16 * i), c, 1);
+    half[i] = _mm_or_si128(lo, _mm_slli_epi16(hb, 4));
+  }
+  *q = bq_join(half[0], half[1]);
+  s[0] = s[1] = bq_half(b) * static_cast<float>(sc);
+  o[0] = o[1] = -(bq_half(b + 2) * static_cast<float>(m));
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kQ6_K>(const uint8_t* b, int c, __m256i* q, float* s, float* o) {
+  const int h = c / 4, j = c % 4;
+  const float d = bq_half(b + 208);
+  const uint8_t* ql = b + h * 64 + (j % 2) * 32;
+  const uint8_t* qh = b + 128 + h * 32;
+  const __m128i off = _mm_set1_epi8(32);
+  __m128i half[2];
+  for (int i = 0; i < 2; i++) {
+    __m128i lo = bq_bits(bq_load(ql + 16 * i), 4 * (j / 2), 0x0F);
+    __m128i hi = bq_bits(bq_load(qh + 16 * i), 2 * j, 3);
+    half[i] = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), off);
+  }
+  *q = bq_join(half[0], half[1]);
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  for (int g = 0; g < 2; g++) {
+    s[g] = d * static_cast<float>(sc[2 * c + g]);
+    o[g] = 0;
+  }
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kIQ4_NL>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
+  const __m128i v = bq_load(b + 2), t = bq_iq4_table();
+  *q = bq_join(_mm_shuffle_epi8(t, bq_lo(v)), _mm_shuffle_epi8(t, bq_hi(v)));
+  s[0] = s[1] = bq_half(b);
+  o[0] = o[1] = 0;
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kIQ4_XS>(const uint8_t* b, int c, __m256i* q, float* s, float* o) {
+  uint16_t sh;
+  std::memcpy(&sh, b + 2, 2);
+  const int ls = ((b[4 + c / 2] >> (4 * (c % 2))) & 0x0F) | (((sh >> (2 * c)) & 3) << 4);
+  const __m128i v = bq_load(b + 8 + 16 * c), t = bq_iq4_table();
+  *q = bq_join(_mm_shuffle_epi8(t, bq_lo(v)), _mm_shuffle_epi8(t, bq_hi(v)));
+  s[0] = s[1] = bq_half(b) * static_cast<float>(ls - 32);
+  o[0] = o[1] = 0;
+}
+
+template <>
+ARCHGEN_BQ void qchunk<kMXFP4>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
+  const uint32_t e = b[0];
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : ((e - 1) << 23);
+  float df;
+  std::memcpy(&df, &bits, 4);
+  const __m128i v = bq_load(b + 1), t = bq_fp4_table();
+  *q = bq_join(_mm_shuffle_epi8(t, bq_lo(v)), _mm_shuffle_epi8(t, bq_hi(v)));
+  s[0] = s[1] = df;
+  o[0] = o[1] = 0;
+}
+
+// qblock<T> gives every chunk of the block at b as qchunk does (q[c], and
+// s and o at 2c and 2c + 1): for the K-quants, the super-block's shared
+// scales and bytes are read once for its eight chunks.
+template <int T>
+ARCHGEN_BQ void qblock(const uint8_t* b, __m256i* q, float* s, float* o) {
+  for (int c = 0; c < kFormat<T>.values / 32; c++) qchunk<T>(b, c, q + c, s + 2 * c, o + 2 * c);
+}
+
+ARCHGEN_BQ __m256i bq_load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+template <>
+ARCHGEN_BQ void qblock<kQ4_K>(const uint8_t* b, __m256i* q, float* s, float* o) {
+  const float d = bq_half(b), dmin = bq_half(b + 2);
+  for (int c = 0; c < 8; c++) {
+    int sc, m;
+    bq_scale_min_k4(b + 4, c, &sc, &m);
+    s[2 * c] = s[2 * c + 1] = d * static_cast<float>(sc);
+    o[2 * c] = o[2 * c + 1] = -(dmin * static_cast<float>(m));
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int p = 0; p < 4; p++) {
+    const __m256i v = bq_load32(b + 16 + 32 * p);
+    q[2 * p] = _mm256_and_si256(v, m4);
+    q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  }
+}
+
+template <>
+ARCHGEN_BQ void qblock<kQ5_K>(const uint8_t* b, __m256i* q, float* s, float* o) {
+  const float d = bq_half(b), dmin = bq_half(b + 2);
+  for (int c = 0; c < 8; c++) {
+    int sc, m;
+    bq_scale_min_k4(b + 4, c, &sc, &m);
+    s[2 * c] = s[2 * c + 1] = d * static_cast<float>(sc);
+    o[2 * c] = o[2 * c + 1] = -(dmin * static_cast<float>(m));
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i qh = bq_load32(b + 16);
+  for (int p = 0; p < 4; p++) {
+    const __m256i v = bq_load32(b + 48 + 32 * p);
+    const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one);
+    const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one);
+    q[2 * p] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h0, 4));
+    q[2 * p + 1] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_slli_epi16(h1, 4));
+  }
+}
+
+template <>
+ARCHGEN_BQ void qblock<kQ6_K>(const uint8_t* b, __m256i* q, float* s, float* o) {
+  const float d = bq_half(b + 208);
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  for (int g = 0; g < 16; g++) {
+    s[g] = d * static_cast<float>(sc[g]);
+    o[g] = 0;
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+  for (int h = 0; h < 2; h++) {
+    const __m256i l0 = bq_load32(b + 64 * h), l1 = bq_load32(b + 64 * h + 32);
+    const __m256i qh = bq_load32(b + 128 + 32 * h);
+    const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                           _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+    for (int j = 0; j < 4; j++) {
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), m2);
+      q[4 * h + j] = _mm256_sub_epi8(_mm256_or_si256(lo[j], _mm256_slli_epi16(hi, 4)), off);
+    }
+  }
+}
+
 // Chunk i of a row of type T.
 template <int T>
 ARCHGEN_BQ void row_chunk(const uint8_t* row, int i, __m256* w) {
-  constexpr int per = T == kQ2_K || T == kQ3_K || T == kQ4_K || T == kQ5_K || T == kQ6_K ||
-                              T == kIQ4_XS
-                          ? 8
-                          : 1;
-  constexpr BlockFormat f = T == kQ4_0    ? BlockFormat{32, 18}
-                            : T == kQ4_1  ? BlockFormat{32, 20}
-                            : T == kQ5_0  ? BlockFormat{32, 22}
-                            : T == kQ5_1  ? BlockFormat{32, 24}
-                            : T == kQ8_0  ? BlockFormat{32, 34}
-                            : T == kQ2_K  ? BlockFormat{256, 84}
-                            : T == kQ3_K  ? BlockFormat{256, 110}
-                            : T == kQ4_K  ? BlockFormat{256, 144}
-                            : T == kQ5_K  ? BlockFormat{256, 176}
-                            : T == kQ6_K  ? BlockFormat{256, 210}
-                            : T == kIQ4_NL ? BlockFormat{32, 18}
-                            : T == kIQ4_XS ? BlockFormat{256, 136}
-                                           : BlockFormat{32, 17};
+  constexpr BlockFormat f = kFormat<T>;
+  constexpr int per = f.values / 32;
   chunk<T>(row + static_cast<size_t>(i / per) * f.bytes, i % per, w);
 }
 
@@ -369,16 +608,37 @@ bool with_block_type(int code, F&& f) {
   return false;
 }
 
-// Decodes a row of k values of type code into dst.
-void block_dequant_row(int code, const uint8_t* row, float* dst, int k);
-
 enum class Kind;
 
+// Rows of x prepared for the integer kernels (block_rows_q16): each 32
+// values on a grid of 16-bit integers, the step of a chunk its largest
+// magnitude over 32767 (values rounded to nearest), and the sums of each
+// 16 rounded values, for the biases.
+struct XB16 {
+  int M = 0, K = 0;
+  std::vector<int16_t> q;   // [M, K]
+  std::vector<float> step;  // [M, K / 32]
+  std::vector<float> sum;   // [M, K / 16]
+};
+
+// Puts M rows of K values (K a multiple of 32) on the grid into out.
+void block_prepare_x(const float* x, int M, int K, XB16& out);
+
+// The same rows rounded to the grid, as float32 (where the panels multiply
+// more rows of x, so that a product does not depend on the rows beside it).
+void block_round_x(const float* x, int M, int K, float* out);
+
 // x W^T for rows [n_lo, n_hi) of a block-quantized W [N, K] (rows of
-// row_bytes) against M rows of x (float32 [M, K]), read from its blocks
-// directly: out [M, N] of kind ok.
-void block_rows(int code, const float* x, int M, int K, const uint8_t* w, int64_t row_bytes,
-                void* out, Kind ok, int N, int n_lo, int n_hi);
+// row_bytes) against the rows of x, out [M, N] of kind ok, on the integer
+// grid of x: each chunk's signed bytes times x's 16-bit values summed
+// exactly in 32-bit integers, scaled by the chunk's scales times x's step,
+// plus the biases times x's sums (AVX2; on AVX-512 hosts too, where a
+// 512-bit form of it measured slower).
+void block_rows_q16(int code, const XB16& x, const uint8_t* w, int64_t row_bytes, void* out,
+                    Kind ok, int N, int n_lo, int n_hi);
+
+// Decodes a row of k values of type code into dst.
+void block_dequant_row(int code, const uint8_t* row, float* dst, int k);
 
 }  // namespace archgen
 

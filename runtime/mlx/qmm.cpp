@@ -338,10 +338,12 @@ struct Job {
   // rows of row_bytes; bits is then -1 and scales, biases and sk unused
   int btype = 0;
   int64_t row_bytes = 0;
+  const archgen::XB16* xb = nullptr;  // x on the integer grid, for up to kBlockDirectRows rows
 };
 
 // Rows of x up to which a block-quantized W is multiplied from its blocks
-// (each chunk decoded once per 4 rows of x); more rows run on the panels.
+// on the integer grid (each chunk decoded once per 4 rows of x); more rows
+// run on the panels.
 constexpr int kBlockDirectRows = 8;
 
 // Which instructions the native kernels use: kIsaAvx512 where the CPU and
@@ -616,8 +618,8 @@ __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const fl
 
 // Rows [n_lo, n_hi) of W against every row of x.
 __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, int n_hi) {
-  if (j.btype != 0 && j.M <= kBlockDirectRows) {
-    archgen::block_rows(j.btype, j.x, j.M, j.K, j.w, j.row_bytes, j.out, j.ok, j.N, n_lo, n_hi);
+  if (j.xb != nullptr) {
+    archgen::block_rows_q16(j.btype, *j.xb, j.w, j.row_bytes, j.out, j.ok, j.N, n_lo, n_hi);
     return;
   }
   if (j.half) {
@@ -849,6 +851,24 @@ void run_jobs(Job* js, int n) {
     for (int p = 1; p < n; p++) {
       js[p].x = j.x;
       js[p].xq = j.xq;
+    }
+  }
+  if (j.btype != 0) {
+    // Block-quantized W: x on the integer grid of 32-value chunks, for the
+    // integer kernels on few rows and, rounded, for the panels on more.
+    if (j.M <= kBlockDirectRows) {
+      thread_local archgen::XB16 xb;
+      archgen::block_prepare_x(j.x, j.M, j.K, xb);
+      j.xb = &xb;
+    } else {
+      thread_local std::vector<float> xr;
+      xr.resize(static_cast<size_t>(j.M) * j.K);
+      archgen::block_round_x(j.x, j.M, j.K, xr.data());
+      j.x = xr.data();
+    }
+    for (int p = 1; p < n; p++) {
+      js[p].x = j.x;
+      js[p].xb = j.xb;
     }
   }
   // first[p] is the index of product p's first block in the stack.

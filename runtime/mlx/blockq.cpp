@@ -32,7 +32,9 @@ namespace archgen {
 
 namespace {
 
-constexpr float kGrid = 32767.0f;
+// x's grid: values within +-kGrid steps, so that each splits into two
+// signed bytes for the AVX-512 kernel (h = (v - l) / 256 within +-127).
+constexpr float kGrid = 32639.0f;
 
 constexpr int64_t kPrefetch = 8192;
 
@@ -119,11 +121,72 @@ __attribute__((target("avx2,fma,f16c"))) void q16_block(const XB16& x, int m0, c
   for (int m = 0; m < MB; m++) res[m] = hsum8(acc[m]) + bias[m];
 }
 
+#define ARCHGEN_BQ512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+// q16_block on AVX-512 with VNNI, for x with byte planes: two chunks a
+// register.
+template <int T, int MB>
+ARCHGEN_BQ512 void q16_block512(const XB16& x, int m0, const uint8_t* row, float* res) {
+  constexpr BlockFormat f = kFormat<T>;
+  constexpr int per = f.values / 32;
+  constexpr int U = per < 2 ? 2 : per;  // chunks decoded at a time: whole pairs
+  const int chunks = x.K / 32;
+  const size_t K = static_cast<size_t>(x.K);
+  const __m512i four = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i two = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  __m512 acc[MB];
+  __m128 bias[MB];
+  for (int m = 0; m < MB; m++) {
+    acc[m] = _mm512_setzero_ps();
+    bias[m] = _mm_setzero_ps();
+  }
+  __m256i q[U];
+  alignas(16) float s[2 * U], o[2 * U];
+  for (int c0 = 0; c0 < chunks; c0 += U) {
+    for (int b = 0; b < U / per; b++) {
+      qblock<T>(row + static_cast<size_t>(c0 / per + b) * f.bytes, q + b * per, s + 2 * b * per,
+                o + 2 * b * per);
+    }
+    if constexpr (kSigned<T>) {
+      // bytes offset by 128 to be unsigned; each value's bias takes it back
+      for (int i = 0; i < U; i++) q[i] = _mm256_xor_si256(q[i], _mm256_set1_epi8(-128));
+      for (int g = 0; g < 2 * U; g++) o[g] -= 128 * s[g];
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < U; i += 2) {
+      const int c = c0 + i;
+      const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(q[i]), q[i + 1], 1);
+      const __m512 sv = _mm512_permutexvar_ps(four, _mm512_castps128_ps512(_mm_load_ps(s + 2 * i)));
+      const __m128 ov = _mm_load_ps(o + 2 * i);
+#pragma GCC unroll 4
+      for (int m = 0; m < MB; m++) {
+        const int8_t* xp = x.planes.data() + (m0 + m) * 2 * K + 32 * static_cast<size_t>(c) * 2;
+        const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xp));
+        const __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xp + 64));
+        const __m512i v = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo);
+        const float* st = x.step.data() + static_cast<size_t>(m0 + m) * chunks + c;
+        const __m512 stv = _mm512_permutexvar_ps(
+            two, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(st)))));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(sv, stv), acc[m]);
+        const float* xs = x.sum.data() + static_cast<size_t>(m0 + m) * 2 * chunks + 2 * c;
+        bias[m] = _mm_fmadd_ps(ov, _mm_loadu_ps(xs), bias[m]);
+      }
+    }
+  }
+  for (int m = 0; m < MB; m++) {
+    __m128 b = _mm_add_ps(bias[m], _mm_movehl_ps(bias[m], bias[m]));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    res[m] = _mm512_reduce_add_ps(acc[m]) + _mm_cvtss_f32(b);
+  }
+}
+
 template <int T>
 void q16_rows_t(const XB16& x, const uint8_t* w, int64_t row_bytes, void* out, Kind ok, int N,
                 int n_lo, int n_hi) {
   float res[4];
   const int M = x.M;
+  const bool wide = !x.planes.empty();
   for (int n = n_lo; n < n_hi; n++) {
     const uint8_t* row = w + n * row_bytes;
     // W streams from memory once a step: ask for it kPrefetch bytes ahead,
@@ -134,7 +197,11 @@ void q16_rows_t(const XB16& x, const uint8_t* w, int64_t row_bytes, void* out, K
     }
     int m = 0;
     auto run = [&]<int MB>() {
-      q16_block<T, MB>(x, m, row, res);
+      if (wide) {
+        q16_block512<T, MB>(x, m, row, res);
+      } else {
+        q16_block<T, MB>(x, m, row, res);
+      }
       for (int i = 0; i < MB; i++) store1(out, static_cast<size_t>(m + i) * N + n, res[i], ok);
       m += MB;
     };
@@ -149,14 +216,27 @@ void q16_rows_t(const XB16& x, const uint8_t* w, int64_t row_bytes, void* out, K
 
 }  // namespace
 
-void block_prepare_x(const float* x, int M, int K, XB16& out) {
+void block_prepare_x(const float* x, int M, int K, bool planes, XB16& out) {
   out.M = M;
   out.K = K;
-  out.q.resize(static_cast<size_t>(M) * K);
-  out.step.resize(static_cast<size_t>(M) * (K / 32));
-  out.sum.resize(static_cast<size_t>(M) * (K / 16));
-  for (size_t c = 0; c < static_cast<size_t>(M) * (K / 32); c++) {
+  const size_t n = static_cast<size_t>(M) * K;
+  out.q.resize(n);
+  out.step.resize(n / 32);
+  out.sum.resize(n / 16);
+  for (size_t c = 0; c < n / 32; c++) {
     grid_chunk(x + 32 * c, out.q.data() + 32 * c, out.step.data() + c, out.sum.data() + 2 * c);
+  }
+  out.planes.clear();
+  if (!planes || K % 64 != 0) {
+    return;
+  }
+  out.planes.resize(2 * n);
+  for (size_t i = 0; i < n; i++) {
+    const int v = out.q[i];
+    const int8_t l = static_cast<int8_t>(v & 0xFF);
+    int8_t* p = out.planes.data() + (i / 64) * 128 + i % 64;
+    p[0] = l;
+    p[64] = static_cast<int8_t>((v - l) / 256);
   }
 }
 

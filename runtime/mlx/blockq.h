@@ -341,10 +341,14 @@ ARCHGEN_BQ void chunk<kMXFP4>(const uint8_t* b, int, __m256* w) {
   for (int i = 0; i < 4; i++) w[i] = _mm256_mul_ps(d, w[i]);
 }
 
-// qchunk<T> gives chunk c of the block at b as 32 signed bytes q with, for
-// each half of 16 values g, a scale s[g] and a bias o[g] such that value i
-// is s[g] q[i] + o[g] (the decoded value up to float32 rounding): the form
-// the integer kernels multiply.
+// qchunk<T> gives chunk c of the block at b as 32 bytes q with, for each
+// half of 16 values g, a scale s[g] and a bias o[g] such that value i is
+// s[g] q[i] + o[g] (the decoded value up to float32 rounding): the form the
+// integer kernels multiply. The bytes are unsigned (0 to 63) where the type
+// has an offset or a minimum, signed where its values are (kSigned).
+template <int T>
+constexpr bool kSigned = T == kQ8_0 || T == kIQ4_NL || T == kIQ4_XS || T == kMXFP4;
+
 template <int T>
 ARCHGEN_BQ void qchunk(const uint8_t* b, int c, __m256i* q, float* s, float* o);
 
@@ -352,10 +356,10 @@ ARCHGEN_BQ __m256i bq_join(__m128i lo, __m128i hi) { return _mm256_set_m128i(hi,
 
 template <>
 ARCHGEN_BQ void qchunk<kQ4_0>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
-  const __m128i v = bq_load(b + 2), eight = _mm_set1_epi8(8);
-  *q = bq_join(_mm_sub_epi8(bq_lo(v), eight), _mm_sub_epi8(bq_hi(v), eight));
+  const __m128i v = bq_load(b + 2);
+  *q = bq_join(bq_lo(v), bq_hi(v));
   s[0] = s[1] = bq_half(b);
-  o[0] = o[1] = 0;
+  o[0] = o[1] = -8 * s[0];
 }
 
 template <>
@@ -370,11 +374,10 @@ template <>
 ARCHGEN_BQ void qchunk<kQ5_0>(const uint8_t* b, int, __m256i* q, float* s, float* o) {
   uint32_t h;
   std::memcpy(&h, b + 2, 4);
-  const __m128i v = bq_load(b + 6), sixteen = _mm_set1_epi8(16);
-  *q = bq_join(_mm_sub_epi8(_mm_or_si128(bq_lo(v), bq_fifth(h)), sixteen),
-               _mm_sub_epi8(_mm_or_si128(bq_hi(v), bq_fifth(h >> 16)), sixteen));
+  const __m128i v = bq_load(b + 6);
+  *q = bq_join(_mm_or_si128(bq_lo(v), bq_fifth(h)), _mm_or_si128(bq_hi(v), bq_fifth(h >> 16)));
   s[0] = s[1] = bq_half(b);
-  o[0] = o[1] = 0;
+  o[0] = o[1] = -16 * s[0];
 }
 
 template <>
@@ -412,17 +415,16 @@ ARCHGEN_BQ void qchunk<kQ3_K>(const uint8_t* b, int c, __m256i* q, float* s, flo
   const int h = c / 4, j = c % 4;
   const float d = bq_half(b + 108);
   const uint8_t* p = b + 32 + h * 32;
-  const __m128i four = _mm_set1_epi8(4);
   __m128i half[2];
   for (int i = 0; i < 2; i++) {
     __m128i lo = bq_bits(bq_load(p + 16 * i), 2 * j, 3);
     __m128i hb = bq_bits(bq_load(b + 16 * i), c, 1);
-    half[i] = _mm_sub_epi8(_mm_add_epi8(lo, _mm_slli_epi16(hb, 2)), four);
+    half[i] = _mm_add_epi8(lo, _mm_slli_epi16(hb, 2));
   }
   *q = bq_join(half[0], half[1]);
   for (int g = 0; g < 2; g++) {
     s[g] = d * static_cast<float>(bq_scale_k3(b + 96, 2 * c + g));
-    o[g] = 0;
+    o[g] = -4 * s[g];
   }
 }
 
@@ -460,18 +462,17 @@ ARCHGEN_BQ void qchunk<kQ6_K>(const uint8_t* b, int c, __m256i* q, float* s, flo
   const float d = bq_half(b + 208);
   const uint8_t* ql = b + h * 64 + (j % 2) * 32;
   const uint8_t* qh = b + 128 + h * 32;
-  const __m128i off = _mm_set1_epi8(32);
   __m128i half[2];
   for (int i = 0; i < 2; i++) {
     __m128i lo = bq_bits(bq_load(ql + 16 * i), 4 * (j / 2), 0x0F);
     __m128i hi = bq_bits(bq_load(qh + 16 * i), 2 * j, 3);
-    half[i] = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), off);
+    half[i] = _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
   }
   *q = bq_join(half[0], half[1]);
   const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
   for (int g = 0; g < 2; g++) {
     s[g] = d * static_cast<float>(sc[2 * c + g]);
-    o[g] = 0;
+    o[g] = -32 * s[g];
   }
 }
 
@@ -562,9 +563,9 @@ ARCHGEN_BQ void qblock<kQ6_K>(const uint8_t* b, __m256i* q, float* s, float* o) 
   const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
   for (int g = 0; g < 16; g++) {
     s[g] = d * static_cast<float>(sc[g]);
-    o[g] = 0;
+    o[g] = -32 * s[g];
   }
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
   for (int h = 0; h < 2; h++) {
     const __m256i l0 = bq_load32(b + 64 * h), l1 = bq_load32(b + 64 * h + 32);
     const __m256i qh = bq_load32(b + 128 + 32 * h);
@@ -573,7 +574,7 @@ ARCHGEN_BQ void qblock<kQ6_K>(const uint8_t* b, __m256i* q, float* s, float* o) 
                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
     for (int j = 0; j < 4; j++) {
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), m2);
-      q[4 * h + j] = _mm256_sub_epi8(_mm256_or_si256(lo[j], _mm256_slli_epi16(hi, 4)), off);
+      q[4 * h + j] = _mm256_or_si256(lo[j], _mm256_slli_epi16(hi, 4));
     }
   }
 }
@@ -619,10 +620,15 @@ struct XB16 {
   std::vector<int16_t> q;   // [M, K]
   std::vector<float> step;  // [M, K / 32]
   std::vector<float> sum;   // [M, K / 16]
+  // For the AVX-512 kernel (K a multiple of 64): each value v as signed
+  // bytes l and h, v = 256 h + l, per 64 values their l then their h
+  // ([M, K / 64, 2, 64]); empty otherwise.
+  std::vector<int8_t> planes;
 };
 
-// Puts M rows of K values (K a multiple of 32) on the grid into out.
-void block_prepare_x(const float* x, int M, int K, XB16& out);
+// Puts M rows of K values (K a multiple of 32) on the grid into out, with
+// the byte planes where planes is set and K is a multiple of 64.
+void block_prepare_x(const float* x, int M, int K, bool planes, XB16& out);
 
 // The same rows rounded to the grid, as float32 (where the panels multiply
 // more rows of x, so that a product does not depend on the rows beside it).
@@ -632,8 +638,11 @@ void block_round_x(const float* x, int M, int K, float* out);
 // row_bytes) against the rows of x, out [M, N] of kind ok, on the integer
 // grid of x: each chunk's signed bytes times x's 16-bit values summed
 // exactly in 32-bit integers, scaled by the chunk's scales times x's step,
-// plus the biases times x's sums (AVX2; on AVX-512 hosts too, where a
-// 512-bit form of it measured slower).
+// plus the biases times x's sums. With x's byte planes, on AVX-512 with
+// VNNI: two chunks a register, four bytes of W (unsigned: the signed types
+// offset by 128, the offset taken back in the biases) times four of each
+// plane a lane (vpdpbusd), 256 times the high sums plus the low; with AVX2
+// otherwise, W's bytes widened to 16 bits against x's values.
 void block_rows_q16(int code, const XB16& x, const uint8_t* w, int64_t row_bytes, void* out,
                     Kind ok, int N, int n_lo, int n_hi);
 

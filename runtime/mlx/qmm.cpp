@@ -858,7 +858,7 @@ void run_jobs(Job* js, int n) {
     // integer kernels on few rows and, rounded, for the panels on more.
     if (j.M <= kBlockDirectRows) {
       thread_local archgen::XB16 xb;
-      archgen::block_prepare_x(j.x, j.M, j.K, xb);
+      archgen::block_prepare_x(j.x, j.M, j.K, isa_level().load() == kIsaAvx512, xb);
       j.xb = &xb;
     } else {
       thread_local std::vector<float> xr;

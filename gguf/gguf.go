@@ -107,7 +107,7 @@ func Read(path string, s *mlx.Stream, archs []nn.Arch) (*Model, error) {
 	m, err := build(path, tensors, metadata{path: path, raw: hdr.Values}, s, archs)
 	if err != nil {
 		for _, t := range tensors {
-			t.array.Free()
+			t.free()
 		}
 		return nil, err
 	}
@@ -296,6 +296,14 @@ func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.
 		}
 		t := arrays[n]
 		out[module+"."+suffix] = t.array
+		if t.scales != nil {
+			if suffix != "weight" {
+				return nil, nil, fmt.Errorf("%s: tensor %s is quantized, which archgen reads for weights only", path, n)
+			}
+			out[module+".scales"], out[module+".biases"] = t.scales, t.biases
+			quant[module] = quantSpec{mode: "affine", bits: t.bits, values: 32}
+			continue
+		}
 		if t.block != nil {
 			if suffix != "weight" || t.array.Ndim() != 2 {
 				return nil, nil, fmt.Errorf("%s: tensor %s is stored as %s, which archgen reads for matrices (weights of two dimensions) only", path, n, t.block.Name)

@@ -42,7 +42,8 @@ var realTypes = []string{"F32", "Q4_1", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "IQ4
 // teacher-forced greedy tokens are llama.cpp's on the same file wherever
 // its top two logits are further apart than the two runs' distances allow.
 // Each file's tensors load held as stored: the weights' bytes are the
-// file's tensor bytes.
+// file's tensor bytes, and the biases MLX's affine form adds to Q4_0 and
+// Q8_0 blocks.
 func TestLlamaCppParity(t *testing.T) {
 	for _, tool := range []string{"llama-quantize", "llama-logits"} {
 		if _, err := os.Stat(filepath.Join(llamaTools, tool)); err != nil {
@@ -73,9 +74,9 @@ func TestLlamaCppParity(t *testing.T) {
 			t.Run(c+"/"+typ, func(t *testing.T) {
 				path := filepath.Join(dir, c, "model-"+typ+".gguf")
 				ours, info := goLogits(t, path, tokens)
-				fileBytes := tensorBytes(t, path)
-				if info.Nbytes != fileBytes {
-					t.Errorf("the weights take %d bytes, the file's tensors %d", info.Nbytes, fileBytes)
+				fileBytes, biasBytes := tensorBytes(t, path)
+				if info.Nbytes != fileBytes+biasBytes {
+					t.Errorf("the weights take %d bytes, the file's tensors %d and the biases of its Q4_0 and Q8_0 blocks %d", info.Nbytes, fileBytes, biasBytes)
 				}
 				theirs := readLogits(t, filepath.Join(dir, c, "logits-"+typ+".npy"))
 				if len(ours) != len(ref) || len(theirs) != len(ref) {
@@ -133,22 +134,27 @@ func goLogits(t *testing.T, path string, tokens []int32) ([]float32, nn.Info) {
 	return v, model.Info()
 }
 
-// tensorBytes is the bytes of the file's tensor data, by its header.
-func tensorBytes(t *testing.T, path string) int {
+// tensorBytes is the bytes of the file's tensor data, by its header, and
+// the float16 biases MLX's affine form adds to its Q4_0 and Q8_0 blocks
+// (two bytes a block of 32).
+func tensorBytes(t *testing.T, path string) (int, int) {
 	t.Helper()
 	h, err := ReadHeader(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := 0
+	total, biases := 0, 0
 	for _, ti := range h.Tensors {
 		_, _, _, n, err := layout(h, ti)
 		if err != nil {
 			t.Fatal(err)
 		}
 		total += int(n)
+		if ti.Type == 2 || ti.Type == 8 {
+			biases += int(n) / affineTypes[ti.Type].bytes * 2
+		}
 	}
-	return total
+	return total, biases
 }
 
 func readLogits(t *testing.T, path string) []float32 {

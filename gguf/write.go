@@ -16,10 +16,11 @@ import (
 
 // WriteDir saves m as a Hugging Face model directory: config.json,
 // model.safetensors, tokenizer.json and tokenizer_config.json. mlx-lm's
-// load reads it. mlx has no form for llama.cpp's block-quantized types, so
-// their modules are written as the float32 values the blocks decode to
-// (llama.cpp's own dequantization, to the bit), and the config has no
-// quantization block.
+// load reads it. Modules in MLX's affine form stay so (the config's
+// quantization block lists them); mlx has no form for llama.cpp's other
+// block-quantized types, so their modules are written as the float32
+// values the blocks decode to (llama.cpp's own dequantization, to the
+// bit).
 func (m *Model) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -27,6 +28,9 @@ func (m *Model) WriteDir(dir string) error {
 	cfg := maps.Clone(m.Config)
 	quant, _ := cfg["quantization"].(map[string]any)
 	delete(cfg, "quantization")
+	if q := affineBlock(quant, m.Tensors); q != nil {
+		cfg["quantization"] = q
+	}
 	files := map[string]any{
 		"config.json":           cfg,
 		"tokenizer.json":        m.TokenizerJSON,
@@ -53,6 +57,28 @@ func (m *Model) WriteDir(dir string) error {
 		return err
 	}
 	return mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), out, map[string]string{"format": "mlx"})
+}
+
+// affineBlock is the quantization block of the modules held in MLX's
+// affine form (those with scales), each listed with its bits; nil when
+// there are none.
+func affineBlock(quant map[string]any, tensors map[string]*mlx.Array) map[string]any {
+	var out map[string]any
+	for name := range tensors {
+		module, ok := strings.CutSuffix(name, ".scales")
+		if !ok {
+			continue
+		}
+		bits, _ := quant["bits"].(int)
+		if e, ok := quant[module].(map[string]any); ok {
+			bits, _ = e["bits"].(int)
+		}
+		if out == nil {
+			out = map[string]any{"group_size": 32, "bits": bits, "mode": "affine"}
+		}
+		out[module] = map[string]any{"group_size": 32, "bits": bits, "mode": "affine"}
+	}
+	return out
 }
 
 // moduleMode is the block format's mode a quantization block gives module:

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/archgen/archgen/internal/npy"
 	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/internal/npy"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
@@ -195,4 +195,3 @@ func argmax(v []float32) int {
 	}
 	return best
 }
-

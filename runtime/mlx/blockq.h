@@ -519,15 +519,30 @@ ARCHGEN_BQ __m256i bq_load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+// The eight 6-bit scales and mins of a Q4_K or Q5_K super-block times d
+// and -dmin, each twice (a chunk's two halves share them), into s and o:
+// bq_scale_min_k4 for all eight at once, on 32-bit words.
+ARCHGEN_BQ void bq_scales_k4(const uint8_t* b, float* s, float* o) {
+  uint32_t w[3];
+  std::memcpy(w, b + 4, 12);
+  const uint32_t sc_lo = w[0] & 0x3F3F3F3F, m_lo = w[1] & 0x3F3F3F3F;
+  const uint32_t sc_hi = (w[2] & 0x0F0F0F0F) | ((w[0] >> 2) & 0x30303030);
+  const uint32_t m_hi = ((w[2] >> 4) & 0x0F0F0F0F) | ((w[1] >> 2) & 0x30303030);
+  const __m256 d = _mm256_set1_ps(bq_half(b)), dmin = _mm256_set1_ps(bq_half(b + 2));
+  const __m128i sc = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+  const __m128i m = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+  const __m128i sc2 = _mm_unpacklo_epi8(sc, sc), m2 = _mm_unpacklo_epi8(m, m);
+  for (int h = 0; h < 2; h++) {
+    const __m256 sv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(sc2, 8) : sc2));
+    const __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(m2, 8) : m2));
+    _mm256_storeu_ps(s + 8 * h, _mm256_mul_ps(d, sv));
+    _mm256_storeu_ps(o + 8 * h, _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, mv)));
+  }
+}
+
 template <>
 ARCHGEN_BQ void qblock<kQ4_K>(const uint8_t* b, __m256i* q, float* s, float* o) {
-  const float d = bq_half(b), dmin = bq_half(b + 2);
-  for (int c = 0; c < 8; c++) {
-    int sc, m;
-    bq_scale_min_k4(b + 4, c, &sc, &m);
-    s[2 * c] = s[2 * c + 1] = d * static_cast<float>(sc);
-    o[2 * c] = o[2 * c + 1] = -(dmin * static_cast<float>(m));
-  }
+  bq_scales_k4(b, s, o);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int p = 0; p < 4; p++) {
     const __m256i v = bq_load32(b + 16 + 32 * p);
@@ -538,13 +553,7 @@ ARCHGEN_BQ void qblock<kQ4_K>(const uint8_t* b, __m256i* q, float* s, float* o) 
 
 template <>
 ARCHGEN_BQ void qblock<kQ5_K>(const uint8_t* b, __m256i* q, float* s, float* o) {
-  const float d = bq_half(b), dmin = bq_half(b + 2);
-  for (int c = 0; c < 8; c++) {
-    int sc, m;
-    bq_scale_min_k4(b + 4, c, &sc, &m);
-    s[2 * c] = s[2 * c + 1] = d * static_cast<float>(sc);
-    o[2 * c] = o[2 * c + 1] = -(dmin * static_cast<float>(m));
-  }
+  bq_scales_k4(b, s, o);
   const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   const __m256i qh = bq_load32(b + 16);
   for (int p = 0; p < 4; p++) {
@@ -559,11 +568,13 @@ ARCHGEN_BQ void qblock<kQ5_K>(const uint8_t* b, __m256i* q, float* s, float* o) 
 
 template <>
 ARCHGEN_BQ void qblock<kQ6_K>(const uint8_t* b, __m256i* q, float* s, float* o) {
-  const float d = bq_half(b + 208);
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  for (int g = 0; g < 16; g++) {
-    s[g] = d * static_cast<float>(sc[g]);
-    o[g] = -32 * s[g];
+  const __m256 d = _mm256_set1_ps(bq_half(b + 208)), off = _mm256_set1_ps(-32);
+  const __m128i sc = bq_load(b + 192);
+  for (int h = 0; h < 2; h++) {
+    const __m256 sv = _mm256_mul_ps(
+        d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(h ? _mm_srli_si128(sc, 8) : sc)));
+    _mm256_storeu_ps(s + 8 * h, sv);
+    _mm256_storeu_ps(o + 8 * h, _mm256_mul_ps(off, sv));
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
   for (int h = 0; h < 2; h++) {

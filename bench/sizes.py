@@ -10,9 +10,9 @@ vocabulary so that the GGUF files carry its real tokenizer):
      (4-bit and 8-bit affine in groups of 64 with bfloat16 scales, and
      bfloat16), as mlx_lm.convert does;
   2. bench/llama_gguf.py writes it as an F16 GGUF file in llama.cpp's
-     layout, and llama.cpp's llama-quantize makes Q4_0, Q4_K_M and Q8_0
-     from that; bench/ggufdir converts each GGUF into the model dir
-     archgen loads (what archgen.Load does with a GGUF file);
+     layout, and llama.cpp's llama-quantize makes Q4_0, Q4_K_M, Q5_K_M,
+     Q6_K and Q8_0 from that, which archgen reads as archgen.Load does
+     (package gguf: the K-quants held in their blocks);
   3. llama-bench (-p 512 -n 128 -t 2, --repetitions RUNS) measures each
      GGUF; archgen (bench/gorun, default options) measures each of its
      checkpoints: a 512-token prompt's prefill and 128 tokens decoded after
@@ -58,7 +58,8 @@ SIZES = {
 # archgen's formats: name -> bench/prepare.py level.
 MLX_FORMATS = {"mlx 4-bit g64": "q4_g64", "mlx 8-bit g64": "q8_g64", "mlx bfloat16": "bfloat16"}
 # llama.cpp's: name -> llama-quantize type.
-GGUF_FORMATS = {"GGUF Q4_0": "Q4_0", "GGUF Q4_K_M": "Q4_K_M", "GGUF Q8_0": "Q8_0"}
+GGUF_FORMATS = {"GGUF Q4_0": "Q4_0", "GGUF Q4_K_M": "Q4_K_M", "GGUF Q5_K_M": "Q5_K_M",
+                "GGUF Q6_K": "Q6_K", "GGUF Q8_0": "Q8_0"}
 FOUR_BIT_GGUF = ("GGUF Q4_0", "GGUF Q4_K_M")
 
 
@@ -107,10 +108,7 @@ def make(models, size):
         g = d / f"model-{qtype}.gguf"
         if not g.exists():
             run([TOOLS / "llama-quantize", f16, g, qtype, "2"], capture_output=True)
-        dst = d / f"gguf-{qtype}"
-        if not (dst / "config.json").exists():
-            run(["go", "run", "./bench/ggufdir", "-in", g, "-out", dst])
-        out[name] = (dst, g)
+        out[name] = (g, g)
     return out
 
 

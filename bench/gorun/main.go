@@ -21,11 +21,13 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/gguf"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
@@ -96,7 +98,7 @@ type Result struct {
 }
 
 func main() {
-	dir := flag.String("model", "", "model directory")
+	dir := flag.String("model", "", "model directory, or a .gguf file")
 	promptsPath := flag.String("prompts", "", "JSON list of prompts ({name, tokens, gen})")
 	runs := flag.Int("runs", 5, "measured runs per prompt")
 	warmups := flag.Int("warmup", 1, "warm-up runs per prompt")
@@ -154,7 +156,7 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 			mlx.ClearCache()
 		}
 		t := time.Now()
-		m, err = registry.Load(dir, opts)
+		m, err = load(dir, opts)
 		if err != nil {
 			return err
 		}
@@ -266,4 +268,22 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// load is the model at path: a model directory, or a GGUF file as
+// archgen.Load reads it (its tensors held in their own types).
+func load(path string, opts nn.Options) (registry.Model, error) {
+	if !strings.HasSuffix(path, ".gguf") {
+		return registry.Load(path, opts)
+	}
+	g, err := gguf.Read(path, opts.Stream, registry.Archs())
+	if err != nil {
+		return nil, err
+	}
+	m, err := g.Load(opts, registry.Load)
+	if err != nil {
+		g.Free()
+		return nil, err
+	}
+	return m, nil
 }

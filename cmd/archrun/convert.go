@@ -8,7 +8,7 @@ import (
 )
 
 func (a *app) convert(args []string) error {
-	fs := a.flags("convert", "-gguf FILE -out DIR", "Writes a GGUF file as a Hugging Face model directory (config.json, model.safetensors, tokenizer.json, tokenizer_config.json) that archrun and mlx-lm both load.")
+	fs := a.flags("convert", "-gguf FILE -out DIR", "Writes a GGUF file as a Hugging Face model directory (config.json, model.safetensors, tokenizer.json, tokenizer_config.json) that archrun and mlx-lm both load. Q4_0, Q4_1 and Q8_0 tensors stay quantized (mlx's affine form); mlx has no form for the other block types (the K-quants, IQ4), which are written as the float32 values they decode to: run the .gguf itself to keep them quantized.")
 	in := fs.String("gguf", "", "the GGUF file to convert")
 	out := fs.String("out", "", "the model directory to write")
 	if err := a.parse(fs, args); err != nil {

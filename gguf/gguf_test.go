@@ -89,18 +89,28 @@ var tokens = []int32{5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250}
 // wrote.
 func writeGoLogits(t *testing.T, path, out string) {
 	t.Helper()
+	v, shape, _ := fileLogits(t, path, nn.Options{Dtype: nn.CheckpointDtype}, tokens)
+	if err := npy.WriteFile(out, npy.Array{Shape: shape, Data: v}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fileLogits runs the GGUF file at path with opts on ids: the logits as
+// float32 and their shape, and the model's Info.
+func fileLogits(t *testing.T, path string, opts nn.Options, ids []int32) ([]float32, []int, nn.Info) {
+	t.Helper()
 	m, err := Read(path, nil, registry.Archs())
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := m.Load(nn.Options{Dtype: nn.CheckpointDtype}, registry.Load)
+	model, err := m.Load(opts, registry.Load)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer model.Free()
 	g := mlx.NewGraph(nil)
 	defer g.Close()
-	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), model.NewCaches()), mlx.Float32)
+	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, ids, 1, len(ids)), model.NewCaches()), mlx.Float32)
 	if err := g.Eval(logits); err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +118,7 @@ func writeGoLogits(t *testing.T, path, out string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := npy.WriteFile(out, npy.Array{Shape: logits.Shape(), Data: v}); err != nil {
-		t.Fatal(err)
-	}
+	return v, logits.Shape(), model.Info()
 }
 
 func checkConfig(t *testing.T, got, hf map[string]any) {

@@ -7,9 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/internal/npy"
-	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -73,7 +71,7 @@ func TestLlamaCppParity(t *testing.T) {
 		for _, typ := range types {
 			t.Run(c+"/"+typ, func(t *testing.T) {
 				path := filepath.Join(dir, c, "model-"+typ+".gguf")
-				ours, info := goLogits(t, path, tokens)
+				ours, _, info := fileLogits(t, path, nn.Options{}, tokens)
 				fileBytes, biasBytes := tensorBytes(t, path)
 				if info.Nbytes != fileBytes+biasBytes {
 					t.Errorf("the weights take %d bytes, the file's tensors %d and the biases of its Q4_0 and Q8_0 blocks %d", info.Nbytes, fileBytes, biasBytes)
@@ -106,32 +104,6 @@ func TestLlamaCppParity(t *testing.T) {
 			})
 		}
 	}
-}
-
-// goLogits runs the file at archgen's defaults on tokens: the logits, and
-// the model's Info.
-func goLogits(t *testing.T, path string, tokens []int32) ([]float32, nn.Info) {
-	t.Helper()
-	m, err := Read(path, nil, registry.Archs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := m.Load(nn.Options{}, registry.Load)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer model.Free()
-	g := mlx.NewGraph(nil)
-	defer g.Close()
-	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), model.NewCaches()), mlx.Float32)
-	if err := g.Eval(logits); err != nil {
-		t.Fatal(err)
-	}
-	v, err := logits.Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v, model.Info()
 }
 
 // tensorBytes is the bytes of the file's tensor data, by its header, and

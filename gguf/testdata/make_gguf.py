@@ -138,59 +138,81 @@ def llama_cpp_permute(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def main():
-    out = sys.argv[1]
+def vocabulary():
+    """The test vocabulary: tokens, their llama.cpp token types, merges."""
     alphabet = byte_alphabet()
     merges = learn_bpe(TEXT, alphabet, 40)
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tokens = specials + alphabet + [a + b for a, b in merges]
     token_types = [3] * len(specials) + [1] * (len(tokens) - len(specials))
+    return tokens, token_types, merges
+
+
+def random_model(model_type, deltas, n_vocab, hidden, intermediate, seed, embed_scale=None):
+    """A random mlx-lm model of model_type: its config and weights. Norm
+    weights are moved away from 1 and biases away from 0, so that a wrong
+    mapping shows; embed_scale, when given, scales the embedding (so that
+    the logits spread)."""
+    config = {
+        "model_type": model_type,
+        "hidden_size": hidden,
+        "num_hidden_layers": 2,
+        "intermediate_size": intermediate,
+        "num_attention_heads": 4,
+        "rms_norm_eps": 1e-5,
+        "vocab_size": n_vocab,
+        "max_position_embeddings": 512,
+        "rope_theta": 10000.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    }
+    config.update(deltas)
+    model_class, args_class = get_model_classes(config)
+    mx.random.seed(seed)
+    model = model_class(args_class.from_dict(config))
+    params = dict(tree_flatten(model.parameters()))
+    for k, v in params.items():
+        if k.endswith("norm.weight"):
+            params[k] = 1 + 0.2 * mx.random.normal(v.shape)
+        elif k.endswith(".bias"):
+            params[k] = 0.1 * mx.random.normal(v.shape)
+        elif embed_scale is not None and k.endswith("embed_tokens.weight"):
+            params[k] = embed_scale * mx.random.normal(v.shape)
+    model.load_weights(list(params.items()))
+    mx.eval(model.parameters())
+    return config, dict(tree_flatten(model.parameters()))
+
+
+def writer(path, arch, config, vocab):
+    """A GGUFWriter with the model's hyperparameters and the vocabulary's
+    tokenizer, as llama.cpp's converter writes them."""
+    tokens, token_types, merges = vocab
+    w = GGUFWriter(path, arch)
+    add_hparams(w, config, len(tokens))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")  # llama.cpp's name of GPT-2's pre-tokenizer
+    w.add_token_list(tokens)
+    w.add_token_types(token_types)
+    w.add_token_merges([f"{a} {b}" for a, b in merges])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+    return w
+
+
+def main():
+    out = sys.argv[1]
+    vocab = vocabulary()
     for case, (model_type, arch, deltas) in CASES.items():
         d = os.path.join(out, case)
         os.makedirs(os.path.join(d, "hf"), exist_ok=True)
-        config = {
-            "model_type": model_type,
-            "hidden_size": 64,
-            "num_hidden_layers": 2,
-            "intermediate_size": 128,
-            "num_attention_heads": 4,
-            "rms_norm_eps": 1e-5,
-            "vocab_size": len(tokens),
-            "max_position_embeddings": 512,
-            "rope_theta": 10000.0,
-            "bos_token_id": 1,
-            "eos_token_id": 2,
-        }
-        config.update(deltas)
-        model_class, args_class = get_model_classes(config)
-        mx.random.seed(11)
-        model = model_class(args_class.from_dict(config))
-        # Norm weights away from 1 and biases away from 0, so that a wrong
-        # mapping shows.
-        params = dict(tree_flatten(model.parameters()))
-        for k, v in params.items():
-            if k.endswith("norm.weight"):
-                params[k] = 1 + 0.2 * mx.random.normal(v.shape)
-            elif k.endswith(".bias"):
-                params[k] = 0.1 * mx.random.normal(v.shape)
-        model.load_weights(list(params.items()))
-        mx.eval(model.parameters())
-        weights = dict(tree_flatten(model.parameters()))
+        config, weights = random_model(model_type, deltas, len(vocab[0]), 64, 128, 11)
         mx.save_safetensors(os.path.join(d, "hf", "model.safetensors"), weights, metadata={"format": "mlx"})
         with open(os.path.join(d, "hf", "config.json"), "w") as f:
             json.dump(config, f, indent=2)
         heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
         for tname, ttype in TYPES.items():
-            w = GGUFWriter(os.path.join(d, f"model-{tname}.gguf"), arch)
-            add_hparams(w, config, len(tokens))
-            w.add_tokenizer_model("gpt2")
-            w.add_tokenizer_pre("gpt2")
-            w.add_token_list(tokens)
-            w.add_token_types(token_types)
-            w.add_token_merges([f"{a} {b}" for a, b in merges])
-            w.add_bos_token_id(1)
-            w.add_eos_token_id(2)
-            w.add_add_bos_token(False)
+            w = writer(os.path.join(d, f"model-{tname}.gguf"), arch, config, vocab)
             w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
             expected = {}
             for hf in sorted(weights):

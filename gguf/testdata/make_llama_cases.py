@@ -28,12 +28,9 @@ import sys
 
 import mlx.core as mx
 import numpy as np
-from gguf import GGUFWriter
-from mlx.utils import tree_flatten
-from mlx_lm.utils import _get_classes as get_model_classes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_gguf import TEXT, add_hparams, byte_alphabet, gguf_name, learn_bpe, llama_cpp_permute  # noqa: E402
+from make_gguf import gguf_name, llama_cpp_permute, random_model, vocabulary, writer  # noqa: E402
 
 CASES = {
     # name: (model_type, gguf arch, config deltas)
@@ -98,19 +95,10 @@ def real(out, tools, src):
     print("real made", len(files), "files")
 
 
-def write_f32(path, arch, config, weights, tokens, token_types, merges):
+def write_f32(path, arch, config, weights, vocab):
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
-    w = GGUFWriter(path, arch)
-    add_hparams(w, config, len(tokens))
+    w = writer(path, arch, config, vocab)
     w.add_file_type(0)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")  # llama.cpp's name of GPT-2's pre-tokenizer
-    w.add_token_list(tokens)
-    w.add_token_types(token_types)
-    w.add_token_merges([f"{a} {b}" for a, b in merges])
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(False)
     for hf in sorted(weights):
         x = np.array(weights[hf].astype(mx.float32))
         if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
@@ -124,45 +112,13 @@ def write_f32(path, arch, config, weights, tokens, token_types, merges):
 
 def main():
     out, tools = sys.argv[1], sys.argv[2]
-    alphabet = byte_alphabet()
-    merges = learn_bpe(TEXT, alphabet, 40)
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    tokens = specials + alphabet + [a + b for a, b in merges]
-    token_types = [3] * len(specials) + [1] * (len(tokens) - len(specials))
+    vocab = vocabulary()
     for case, (model_type, arch, deltas) in CASES.items():
         d = os.path.join(out, case)
         os.makedirs(d, exist_ok=True)
-        config = {
-            "model_type": model_type,
-            "hidden_size": 256,
-            "num_hidden_layers": 2,
-            "intermediate_size": 512,
-            "num_attention_heads": 4,
-            "rms_norm_eps": 1e-5,
-            "vocab_size": len(tokens),
-            "max_position_embeddings": 512,
-            "rope_theta": 10000.0,
-            "bos_token_id": 1,
-            "eos_token_id": 2,
-        }
-        config.update(deltas)
-        model_class, args_class = get_model_classes(config)
-        mx.random.seed(5)
-        model = model_class(args_class.from_dict(config))
-        params = dict(tree_flatten(model.parameters()))
-        for k, v in params.items():
-            if k.endswith("norm.weight"):
-                params[k] = 1 + 0.2 * mx.random.normal(v.shape)
-            elif k.endswith(".bias"):
-                params[k] = 0.1 * mx.random.normal(v.shape)
-            elif k.endswith("embed_tokens.weight"):
-                # larger than mlx's init, so that the logits spread
-                params[k] = 0.5 * mx.random.normal(v.shape)
-        model.load_weights(list(params.items()))
-        mx.eval(model.parameters())
-        weights = dict(tree_flatten(model.parameters()))
+        config, weights = random_model(model_type, deltas, len(vocab[0]), 256, 512, 5, embed_scale=0.5)
         f32 = os.path.join(d, "model-F32.gguf")
-        write_f32(f32, arch, config, weights, tokens, token_types, merges)
+        write_f32(f32, arch, config, weights, vocab)
         files = {"F32": f32}
         for name, (qtype, pure) in TYPES.items():
             files[name] = os.path.join(d, f"model-{name}.gguf")

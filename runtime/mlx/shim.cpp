@@ -374,42 +374,41 @@ int mlxg_array_read(mlxg_array a, void* dst, size_t nbytes, mlxg_stream s, char*
   })
 }
 
+namespace {
+
+// A new array of shape and dtype with its bytes allocated and not yet set.
+mx::array alloc_array(const int32_t* shape, int ndim, int dtype) {
+  auto dt = to_dtype(dtype);
+  auto sh = shape_of(shape, ndim);
+  size_t n = 1;
+  for (auto d : sh) {
+    if (d < 0) {
+      throw std::invalid_argument("negative dimension in shape");
+    }
+    n *= static_cast<size_t>(d);
+  }
+  return mx::array(mx::allocator::malloc(n * dt.size()), std::move(sh), dt);
+}
+
+}  // namespace
+
 int mlxg_alloc_data(mlxg_array* res, void** data, const int32_t* shape, int ndim, int dtype,
                     char** err) {
   MLXG_TRY({
-    auto dt = to_dtype(dtype);
-    auto sh = shape_of(shape, ndim);
-    size_t n = 1;
-    for (auto d : sh) {
-      if (d < 0) {
-        throw std::invalid_argument("negative dimension in shape");
-      }
-      n *= static_cast<size_t>(d);
-    }
-    auto buf = mx::allocator::malloc(n * dt.size());
-    *data = buf.buffer().raw_ptr();
-    *res = wrap(mx::array(std::move(buf), std::move(sh), dt));
+    auto a = alloc_array(shape, ndim, dtype);
+    *data = a.data<void>();
+    *res = wrap(std::move(a));
   })
 }
 
 int mlxg_from_data(mlxg_array* res, const void* data, const int32_t* shape, int ndim,
                    int dtype, char** err) {
   MLXG_TRY({
-    auto dt = to_dtype(dtype);
-    auto sh = shape_of(shape, ndim);
-    size_t n = 1;
-    for (auto d : sh) {
-      if (d < 0) {
-        throw std::invalid_argument("negative dimension in shape");
-      }
-      n *= static_cast<size_t>(d);
+    auto a = alloc_array(shape, ndim, dtype);
+    if (a.nbytes() > 0) {
+      std::memcpy(a.data<void>(), data, a.nbytes());
     }
-    size_t nbytes = n * dt.size();
-    auto buf = mx::allocator::malloc(nbytes);
-    if (nbytes > 0) {
-      std::memcpy(buf.buffer().raw_ptr(), data, nbytes);
-    }
-    *res = wrap(mx::array(std::move(buf), std::move(sh), dt));
+    *res = wrap(std::move(a));
   })
 }
 

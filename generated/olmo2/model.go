@@ -36,6 +36,30 @@ var Arch = nn.Arch{
 	Derived: []string{"head_dim", "num_key_value_heads"},
 	Ignored: IgnoredKeys,
 	NoShard: "its self_attn.q_norm and self_attn.k_norm norms span the width of all heads, which no process holds",
+	GGUF: &nn.GGUF{
+		Arch:          "olmo2",
+		Class:         "Olmo2ForCausalLM",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Tensors: map[string]string{
+			"attn_k":              "self_attn.k_proj",
+			"attn_k_norm":         "self_attn.k_norm",
+			"attn_output":         "self_attn.o_proj",
+			"attn_q":              "self_attn.q_proj",
+			"attn_q_norm":         "self_attn.q_norm",
+			"attn_v":              "self_attn.v_proj",
+			"ffn_down":            "mlp.down_proj",
+			"ffn_gate":            "mlp.gate_proj",
+			"ffn_up":              "mlp.up_proj",
+			"post_attention_norm": "post_attention_layernorm",
+			"post_ffw_norm":       "post_feedforward_layernorm",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded olmo2. Its weights are named as in the checkpoint, in Go's

@@ -102,15 +102,21 @@ BLOCK = {
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
+# Where an architecture's names differ from BLOCK's (gguf-py's constants):
+# OLMo 2 norms after its sublayers, not before.
+ARCH_BLOCK = {
+    "olmo2": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
+}
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
-def gguf_name(hf):
+def gguf_name(hf, arch="llama"):
     module, _, suffix = hf.rpartition(".")
     if module.startswith("model.layers."):
         _, _, rest = module.partition("model.layers.")
         layer, _, part = rest.partition(".")
-        return f"blk.{layer}.{BLOCK[part]}.{suffix}"
+        names = {**BLOCK, **ARCH_BLOCK.get(arch, {})}
+        return f"blk.{layer}.{names[part]}.{suffix}"
     return f"{TOP[module]}.{suffix}"
 
 

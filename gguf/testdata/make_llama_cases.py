@@ -37,6 +37,7 @@ CASES = {
     "llama": ("llama", "llama", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
     "qwen2": ("qwen2", "qwen2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
     "qwen3": ("qwen3", "qwen3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "head_dim": 64}),
+    "olmo2": ("olmo2", "olmo2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
 }
 
 # the file's name: (llama-quantize's type, --pure)
@@ -103,7 +104,7 @@ def write_f32(path, arch, config, weights, vocab):
         x = np.array(weights[hf].astype(mx.float32))
         if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
             x = llama_cpp_permute(x, heads if ".q_proj." in hf else kv)
-        w.add_tensor(gguf_name(hf), x)
+        w.add_tensor(gguf_name(hf, arch), x)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

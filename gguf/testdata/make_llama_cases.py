@@ -38,6 +38,8 @@ CASES = {
     "qwen2": ("qwen2", "qwen2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
     "qwen3": ("qwen3", "qwen3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "head_dim": 64}),
     "olmo2": ("olmo2", "olmo2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
+    # four layers: the fourth has no positions
+    "smollm3": ("smollm3", "smollm3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "num_hidden_layers": 4}),
 }
 
 # the file's name: (llama-quantize's type, --pure)
@@ -58,6 +60,10 @@ TYPES = {
     "Q4_K_M": ("Q4_K_M", False),
     "Q5_K_M": ("Q5_K_M", False),
 }
+
+# the architectures whose converter reorders q and k rows for llama.cpp's
+# rope (LlamaModel's subclasses)
+PERMUTED = {"llama", "smollm3"}
 
 TOKENS = [5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250, 33, 90, 120, 64]
 
@@ -102,7 +108,7 @@ def write_f32(path, arch, config, weights, vocab):
     w.add_file_type(0)
     for hf in sorted(weights):
         x = np.array(weights[hf].astype(mx.float32))
-        if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
+        if arch in PERMUTED and (".q_proj." in hf or ".k_proj." in hf):
             x = llama_cpp_permute(x, heads if ".q_proj." in hf else kv)
         w.add_tensor(gguf_name(hf, arch), x)
     w.write_header_to_file()

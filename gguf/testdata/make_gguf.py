@@ -103,9 +103,11 @@ BLOCK = {
     "mlp.down_proj": "ffn_down",
 }
 # Where an architecture's names differ from BLOCK's (gguf-py's constants):
-# OLMo 2 norms after its sublayers, not before.
+# OLMo 2 norms after its sublayers, not before; Seed-OSS names its norm
+# before the MLP post_attention_norm.
 ARCH_BLOCK = {
     "olmo2": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
+    "seed_oss": {"post_attention_layernorm": "post_attention_norm"},
 }
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 

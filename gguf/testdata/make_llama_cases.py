@@ -38,6 +38,8 @@ CASES = {
     "qwen2": ("qwen2", "qwen2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
     "qwen3": ("qwen3", "qwen3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "head_dim": 64}),
     "olmo2": ("olmo2", "olmo2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
+    "seed_oss": ("seed_oss", "seed_oss", {"num_key_value_heads": 2, "tie_word_embeddings": False, "head_dim": 32,
+                                          "attention_bias": True}),
     # four layers: the fourth has no positions
     "smollm3": ("smollm3", "smollm3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "num_hidden_layers": 4}),
 }

@@ -225,6 +225,7 @@ type GGUFDesc struct {
 	PermuteQK     F[bool]         `yaml:"permute_qk"`
 	AlwaysHeadDim F[bool]         `yaml:"always_head_dim"`
 	Config        OMap[Raw]       `yaml:"config"`
+	Keys          OMap[F[string]] `yaml:"keys"`
 	Tensors       OMap[F[string]] `yaml:"tensors"`
 	Pos           Pos             `yaml:"-"`
 }

@@ -80,18 +80,28 @@ func ggufFacts(a *Arch) jen.Code {
 	for _, e := range g.Tensors {
 		tensors[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
 	}
-	return jen.Op("&").Qual(nnPkg, "GGUF").Values(fieldsOf([]kvPair{
+	pairs := []kvPair{
 		{"Arch", jen.Lit(g.Arch)},
 		{"Class", jen.Lit(g.Class)},
 		{"PermuteQK", jen.Lit(g.PermuteQK)},
 		{"AlwaysHeadDim", jen.Lit(g.AlwaysHeadDim)},
 		{"Config", jen.Map(jen.String()).Any().Values(cfg)},
-		{"Tensors", jen.Map(jen.String()).String().Values(tensors)},
-		{"Layers", jen.Lit(a.Block.Path)},
-		{"Embed", jen.Lit(a.Embed.Path)},
-		{"Norm", jen.Lit(a.Head.NormPath)},
-		{"Head", jen.Lit(a.Head.Name)},
-	})...)
+	}
+	if len(g.Keys) > 0 {
+		keys := jen.Dict{}
+		for _, e := range g.Keys {
+			keys[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
+		}
+		pairs = append(pairs, kvPair{"Keys", jen.Map(jen.String()).String().Values(keys)})
+	}
+	pairs = append(pairs,
+		kvPair{"Tensors", jen.Map(jen.String()).String().Values(tensors)},
+		kvPair{"Layers", jen.Lit(a.Block.Path)},
+		kvPair{"Embed", jen.Lit(a.Embed.Path)},
+		kvPair{"Norm", jen.Lit(a.Head.NormPath)},
+		kvPair{"Head", jen.Lit(a.Head.Name)},
+	)
+	return jen.Op("&").Qual(nnPkg, "GGUF").Values(fieldsOf(pairs)...)
 }
 
 func strList(xs []string) *jen.Statement {

@@ -149,6 +149,10 @@ func TestDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:22: gguf.tensors.attn_q: want a checkpoint name within the layer, got "q proj"`},
 		{"gguf tensor name that is not llama.cpp's", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  tensors: {attn.q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.tensors.attn.q: "attn.q" is not a llama.cpp tensor name (lower-case letters, digits and _)`},
+		{"gguf key that is no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  tensors: {attn_q: q_proj}\n  keys: {attention.scale: no_such_key}\n"},
+			`descriptors/a.yaml:23: gguf.keys.attention.scale: want a config key of the descriptor, got "no_such_key"`},
+		{"gguf key that is no metadata key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  tensors: {attn_q: q_proj}\n  keys: {\"Attention Scale\": hidden_size}\n"},
+			`descriptors/a.yaml:23: gguf.keys.Attention Scale: "Attention Scale" is not a GGUF metadata key within the architecture's (lower-case words joined by dots)`},
 		{"gguf config that is not a scalar", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  tensors: {attn_q: q_proj}\n  config: {x: [1]}\n"},
 			`descriptors/a.yaml:23: gguf.config.x: want a number, a string or true/false`},
 		{"gguf arch of two descriptors", map[string]string{

@@ -750,15 +750,20 @@ type GGUF struct {
 	PermuteQK     bool
 	AlwaysHeadDim bool
 	Config        []Entry[Raw]
+	Keys          []Entry[F[string]]
 	Tensors       []Entry[F[string]]
 }
 
 // ggufTensor is llama.cpp's name of a module of a layer.
 var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+$`)
 
+// ggufKey is a metadata key within the architecture's namespace
+// (attention.scale for ARCH.attention.scale).
+var ggufKey = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
+
 func (b *builder) gguf() error {
 	g := b.d.GGUF
-	set := g.Arch.Set || g.Class.Set || g.PermuteQK.Set || g.AlwaysHeadDim.Set || g.Config.Set || g.Tensors.Set
+	set := g.Arch.Set || g.Class.Set || g.PermuteQK.Set || g.AlwaysHeadDim.Set || g.Config.Set || g.Keys.Set || g.Tensors.Set
 	if !set {
 		return nil
 	}
@@ -784,6 +789,15 @@ func (b *builder) gguf() error {
 			return errAt(e.Pos, path, "want a checkpoint name within the layer, got %q", e.Val.V)
 		}
 	}
+	for _, e := range g.Keys.Entries {
+		path := "gguf.keys." + e.Key
+		if !ggufKey.MatchString(e.Key) {
+			return errAt(e.Pos, path, "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots)", e.Key)
+		}
+		if e.Null || b.key(e.Val.V) == nil {
+			return errAt(e.Pos, path, "want a config key of the descriptor, got %q", e.Val.V)
+		}
+	}
 	for _, e := range g.Config.Entries {
 		switch e.Val.V.(type) {
 		case bool, int64, float64, string:
@@ -792,7 +806,7 @@ func (b *builder) gguf() error {
 		}
 	}
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, PermuteQK: g.PermuteQK.V, AlwaysHeadDim: g.AlwaysHeadDim.V,
-		Config: g.Config.Entries, Tensors: g.Tensors.Entries}
+		Config: g.Config.Entries, Keys: g.Keys.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }
 

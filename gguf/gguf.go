@@ -262,6 +262,16 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 	for k, v := range a.Config {
 		cfg[k] = v
 	}
+	for _, k := range slices.Sorted(maps.Keys(a.Keys)) {
+		if !md.has(key(k)) {
+			continue
+		}
+		v, err := md.float(key(k))
+		if err != nil {
+			return nil, err
+		}
+		cfg[a.Keys[k]] = v
+	}
 	return cfg, nil
 }
 

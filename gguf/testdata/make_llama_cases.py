@@ -40,6 +40,9 @@ CASES = {
     "olmo2": ("olmo2", "olmo2", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
     "seed_oss": ("seed_oss", "seed_oss", {"num_key_value_heads": 2, "tie_word_embeddings": False, "head_dim": 32,
                                           "attention_bias": True}),
+    "granite": ("granite", "granite", {"num_key_value_heads": 2, "tie_word_embeddings": True, "attention_bias": False,
+                                        "mlp_bias": False, "logits_scaling": 4.0, "attention_multiplier": 0.0078125,
+                                        "embedding_multiplier": 12.0, "residual_multiplier": 0.22}),
     # four layers: the fourth has no positions
     "smollm3": ("smollm3", "smollm3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "num_hidden_layers": 4}),
 }
@@ -65,7 +68,7 @@ TYPES = {
 
 # the architectures whose converter reorders q and k rows for llama.cpp's
 # rope (LlamaModel's subclasses)
-PERMUTED = {"llama", "smollm3"}
+PERMUTED = {"llama", "smollm3", "granite"}
 
 TOKENS = [5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250, 33, 90, 120, 64]
 
@@ -108,6 +111,12 @@ def write_f32(path, arch, config, weights, vocab):
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
     w = writer(path, arch, config, vocab)
     w.add_file_type(0)
+    if arch == "granite":
+        # as llama.cpp's GraniteModel writes the multipliers
+        w.add_attention_scale(config["attention_multiplier"])
+        w.add_embedding_scale(config["embedding_multiplier"])
+        w.add_residual_scale(config["residual_multiplier"])
+        w.add_logit_scale(config["logits_scaling"])
     for hf in sorted(weights):
         x = np.array(weights[hf].astype(mx.float32))
         if arch in PERMUTED and (".q_proj." in hf or ".k_proj." in hf):

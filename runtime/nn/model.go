@@ -89,6 +89,10 @@ type GGUF struct {
 	// Config are config.json values every checkpoint has and the file does
 	// not record.
 	Config map[string]any
+	// Keys maps metadata keys within the architecture's namespace
+	// (attention.scale, for ARCH.attention.scale) to the config.json keys
+	// their numbers are, where the file has them.
+	Keys map[string]string
 	// Tensors maps llama.cpp's name of a layer's module (between blk.N.
 	// and .weight) to its checkpoint name within the layer.
 	Tensors map[string]string

@@ -70,7 +70,7 @@ func TestReadRefuses(t *testing.T) {
 		{"ternary type", filepath.Join(dir, "tq1_0.gguf"),
 			"tensor token_embd.weight is stored as TQ1_0, which archgen cannot read (readable: " + readable + ")"},
 		{"unsupported architecture", filepath.Join(dir, "mamba.gguf"),
-			`GGUF architecture "mamba" is not supported (supported: [granite llama olmo2 qwen2 qwen3 seed_oss smollm3])`},
+			`GGUF architecture "mamba" is not supported (supported: [granite hunyuan-dense llama olmo2 qwen2 qwen3 seed_oss smollm3])`},
 		{"cut in the header", header, "not a valid GGUF file: metadata key llama.block_count: the file ends inside its header (truncated?)"},
 		{"cut in the tensor data", body,
 			fmt.Sprintf("tensor %s: its %d bytes at offset %d run past the end of the file (truncated?)", last.Name, 4*last.Dims[0]*last.Dims[1], last.Offset)},

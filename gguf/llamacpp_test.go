@@ -53,7 +53,7 @@ func TestLlamaCppParity(t *testing.T) {
 	}
 	dir := t.TempDir()
 	run(t, "testdata/make_llama_cases.py", dir, llamaTools, realModel)
-	for _, c := range []string{"llama", "qwen2", "qwen3", "olmo2", "seed_oss", "smollm3", "granite", "real"} {
+	for _, c := range []string{"llama", "qwen2", "qwen3", "olmo2", "seed_oss", "smollm3", "granite", "hunyuan", "real"} {
 		types := llamaTypes
 		if c == "real" {
 			types = realTypes

@@ -104,10 +104,12 @@ BLOCK = {
 }
 # Where an architecture's names differ from BLOCK's (gguf-py's constants):
 # OLMo 2 norms after its sublayers, not before; Seed-OSS names its norm
-# before the MLP post_attention_norm.
+# before the MLP post_attention_norm; Hunyuan's q and k norms have names of
+# their own in its checkpoints.
 ARCH_BLOCK = {
     "olmo2": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
     "seed_oss": {"post_attention_layernorm": "post_attention_norm"},
+    "hunyuan-dense": {"self_attn.query_layernorm": "attn_q_norm", "self_attn.key_layernorm": "attn_k_norm"},
 }
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 

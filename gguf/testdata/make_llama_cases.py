@@ -43,6 +43,8 @@ CASES = {
     "granite": ("granite", "granite", {"num_key_value_heads": 2, "tie_word_embeddings": True, "attention_bias": False,
                                         "mlp_bias": False, "logits_scaling": 4.0, "attention_multiplier": 0.0078125,
                                         "embedding_multiplier": 12.0, "residual_multiplier": 0.22}),
+    "hunyuan": ("hunyuan_v1_dense", "hunyuan-dense", {"num_key_value_heads": 2, "tie_word_embeddings": True,
+                                                     "attention_bias": False, "use_qk_norm": True, "head_dim": 64}),
     # four layers: the fourth has no positions
     "smollm3": ("smollm3", "smollm3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "num_hidden_layers": 4}),
 }

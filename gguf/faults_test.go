@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,6 +61,17 @@ func TestReadRefuses(t *testing.T) {
 		}
 		return p
 	}
+	// q4_k.gguf's token_embd.weight as rows of 128 values (8 of them): the
+	// same bytes, in rows that are not whole Q4_K blocks
+	q4k, err := os.ReadFile(filepath.Join(dir, "q4_k.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := []byte("token_embd.weight")
+	at := bytes.Index(q4k, name) + len(name) + 4 // past the name and its dimension count
+	binary.LittleEndian.PutUint64(q4k[at:], 128)
+	binary.LittleEndian.PutUint64(q4k[at+8:], 8)
+	halfRows := write("q4_k-rows.gguf", q4k)
 	header := write("cut-header.gguf", data[:100])
 	body := write("cut-body.gguf", data[:len(data)-16])
 	for _, c := range []struct {
@@ -69,6 +81,9 @@ func TestReadRefuses(t *testing.T) {
 			"tensor token_embd.weight is stored as IQ2_XXS, which archgen cannot read (readable: " + readable + ")"},
 		{"ternary type", filepath.Join(dir, "tq1_0.gguf"),
 			"tensor token_embd.weight is stored as TQ1_0, which archgen cannot read (readable: " + readable + ")"},
+		{"block type on a vector", filepath.Join(dir, "q4_norm.gguf"),
+			"tensor output_norm.weight is stored as Q4_0, which archgen reads for matrices (weights of two dimensions) only"},
+		{"rows that are not whole blocks", halfRows, "tensor token_embd.weight: rows of 128 values are not whole Q4_K blocks of 256"},
 		{"unsupported architecture", filepath.Join(dir, "mamba.gguf"),
 			`GGUF architecture "mamba" is not supported (supported: [granite hunyuan-dense llama olmo2 qwen2 qwen3 seed_oss smollm3])`},
 		{"cut in the header", header, "not a valid GGUF file: metadata key llama.block_count: the file ends inside its header (truncated?)"},

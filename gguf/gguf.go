@@ -315,8 +315,8 @@ func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.
 			continue
 		}
 		if t.block != nil {
-			if suffix != "weight" || t.array.Ndim() != 2 {
-				return nil, nil, fmt.Errorf("%s: tensor %s is stored as %s, which archgen reads for matrices (weights of two dimensions) only", path, n, t.block.Name)
+			if suffix != "weight" {
+				return nil, nil, fmt.Errorf("%s: tensor %s is stored as %s, which archgen reads for weights only", path, n, t.block.Name)
 			}
 			quant[module] = quantSpec{mode: t.block.Mode, bits: t.block.Bits, values: t.block.Values}
 		}

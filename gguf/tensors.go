@@ -60,6 +60,9 @@ func layout(h *Header, t TensorInfo) (mlx.Dtype, []int, *mlx.BlockFormat, int64,
 		if !ok {
 			return 0, nil, nil, 0, fmt.Errorf("tensor %s is stored as %s, which archgen cannot read (readable: %s)", t.Name, t.Type, readableNames())
 		}
+		if len(shape) != 2 {
+			return 0, nil, nil, 0, fmt.Errorf("tensor %s is stored as %s, which archgen reads for matrices (weights of two dimensions) only", t.Name, bf.Name)
+		}
 		k := shape[len(shape)-1]
 		if k == 0 || k%bf.Values != 0 {
 			return 0, nil, nil, 0, fmt.Errorf("tensor %s: rows of %d values are not whole %s blocks of %d", t.Name, k, bf.Name, bf.Values)

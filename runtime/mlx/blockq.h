@@ -554,15 +554,17 @@ ARCHGEN_BQ void qblock<kQ4_K>(const uint8_t* b, __m256i* q, float* s, float* o) 
 template <>
 ARCHGEN_BQ void qblock<kQ5_K>(const uint8_t* b, __m256i* q, float* s, float* o) {
   bq_scales_k4(b, s, o);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
   const __m256i qh = bq_load32(b + 16);
+  // bit c of qh, moved to bit 4: chunk c's fifth bit
+  const __m256i h[8] = {_mm256_slli_epi16(qh, 4), _mm256_slli_epi16(qh, 3), _mm256_slli_epi16(qh, 2),
+                        _mm256_slli_epi16(qh, 1), qh,                      _mm256_srli_epi16(qh, 1),
+                        _mm256_srli_epi16(qh, 2), _mm256_srli_epi16(qh, 3)};
   for (int p = 0; p < 4; p++) {
     const __m256i v = bq_load32(b + 48 + 32 * p);
-    const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one);
-    const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one);
-    q[2 * p] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h0, 4));
-    q[2 * p + 1] =
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_slli_epi16(h1, 4));
+    q[2 * p] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(h[2 * p], m10));
+    q[2 * p + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                   _mm256_and_si256(h[2 * p + 1], m10));
   }
 }
 
@@ -576,17 +578,16 @@ ARCHGEN_BQ void qblock<kQ6_K>(const uint8_t* b, __m256i* q, float* s, float* o) 
     _mm256_storeu_ps(s + 8 * h, sv);
     _mm256_storeu_ps(o + 8 * h, _mm256_mul_ps(off, sv));
   }
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   for (int h = 0; h < 2; h++) {
     const __m256i l0 = bq_load32(b + 64 * h), l1 = bq_load32(b + 64 * h + 32);
     const __m256i qh = bq_load32(b + 128 + 32 * h);
-    const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
-                           _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                           _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
-    for (int j = 0; j < 4; j++) {
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), m2);
-      q[4 * h + j] = _mm256_or_si256(lo[j], _mm256_slli_epi16(hi, 4));
-    }
+    // chunk j's two high bits are bits 2j, 2j + 1 of qh, moved to bits 4, 5
+    q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+    q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
   }
 }
 

@@ -61,6 +61,7 @@ var Arch = nn.Arch{
 			"attn_v":              "self_attn.v_proj",
 			"ffn_down":            "mlp.down_proj",
 			"ffn_gate":            "mlp.gate_proj",
+			"ffn_norm":            "post_attention_layernorm",
 			"ffn_up":              "mlp.up_proj",
 			"post_attention_norm": "post_attention_layernorm",
 		},

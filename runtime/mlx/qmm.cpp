@@ -1020,6 +1020,26 @@ class NativeQMM : public mx::UnaryPrimitive {
   bool f32sums_;
 };
 
+// Runs j, a product of x by one W with no scales or biases (a float W, or
+// rows of blocks), on stream s into out: out's memory, W's bytes and the
+// output's kind are filled in, and x is read as float32 when the task runs.
+void run_product(mx::Stream s, const mx::array& x, const mx::array& w, mx::array& out, Job j) {
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& enc = mx::cpu::get_command_encoder(s);
+  enc.set_input_array(x);
+  enc.set_input_array(w);
+  enc.set_output_array(out);
+  j.w = w.data<uint8_t>();
+  j.ok = kind_of(out.dtype());
+  j.out = out.data<void>();
+  XIn xi(x);
+  enc.dispatch([j, xi, x, w, out]() mutable {
+    std::vector<float> xf;
+    j.x = xi.read(xf, j.M, j.K);
+    run_job(j);
+  });
+}
+
 // x W^T for a W [N, K] (in[1]) and an x [..., K] (in[0]) of one float dtype.
 // For bfloat16 and float16, up to kHalfDirectRows rows of x read W at its
 // own width (half_rows), more rows run on the panel kernel; both add each
@@ -1033,20 +1053,10 @@ class NativeLinear : public mx::UnaryPrimitive {
   void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
     const mx::array& x = in[0];
     const mx::array& w = in[1];
-    out.set_data(mx::allocator::malloc(out.nbytes()));
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    enc.set_input_array(x);
-    enc.set_input_array(w);
-    enc.set_output_array(out);
     int K = x.shape(-1);
-    Job j{nullptr, w.data<uint8_t>(), nullptr, nullptr, kind_of(w.dtype()), kind_of(out.dtype()),
-          out.data<void>(), static_cast<int>(x.size() / K), w.shape(0), K, 0, 0};
-    XIn xi(x);
-    enc.dispatch([j, xi, x, w, out]() mutable {
-      std::vector<float> xf;
-      j.x = xi.read(xf, j.M, j.K);
-      run_job(j);
-    });
+    Job j{nullptr, nullptr, nullptr, nullptr, kind_of(w.dtype()), Kind::f32,
+          nullptr, static_cast<int>(x.size() / K), w.shape(0), K, 0, 0};
+    run_product(stream(), x, w, out, j);
   }
 
   void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
@@ -1077,22 +1087,12 @@ class BlockQMM : public mx::UnaryPrimitive {
   void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
     const mx::array& x = in[0];
     const mx::array& w = in[1];
-    out.set_data(mx::allocator::malloc(out.nbytes()));
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    enc.set_input_array(x);
-    enc.set_input_array(w);
-    enc.set_output_array(out);
     int K = x.shape(-1);
-    Job j{nullptr, w.data<uint8_t>(), nullptr, nullptr, Kind::f32, kind_of(out.dtype()),
-          out.data<void>(), static_cast<int>(x.size() / K), w.shape(0), K, 0, -1};
+    Job j{nullptr, nullptr, nullptr, nullptr, Kind::f32, Kind::f32,
+          nullptr, static_cast<int>(x.size() / K), w.shape(0), K, 0, -1};
     j.btype = code_;
     j.row_bytes = w.shape(1);
-    XIn xi(x);
-    enc.dispatch([j, xi, x, w, out]() mutable {
-      std::vector<float> xf;
-      j.x = xi.read(xf, j.M, j.K);
-      run_job(j);
-    });
+    run_product(stream(), x, w, out, j);
   }
 
   void eval_gpu(const std::vector<mx::array>&, mx::array&) override {

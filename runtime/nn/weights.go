@@ -370,23 +370,40 @@ func (w *Weights) take(name string, shape []int, packed bool) *mlx.Array {
 // checked to have shape; nil, with the problem recorded, when it is
 // missing or wrong.
 func (w *Weights) blocks(name string, shape []int) *mlx.Array {
-	l := w.l
-	full := w.prefix + name
-	a, ok := l.tensors[full]
-	if !ok {
-		w.failf("missing %s", w.local(name))
+	a := w.claim(name)
+	if a == nil {
 		return nil
 	}
-	l.used[full] = true
 	if dt := a.Dtype(); dt != mlx.Uint8 {
 		w.failf("%s: dtype %s, want uint8 (rows of block-quantized values)", w.local(name), dt)
 		return nil
 	}
-	if got := a.Shape(); !slices.Equal(got, shape) {
-		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
+	if !w.shaped(name, a, shape) {
 		return nil
 	}
 	return w.keep(a)
+}
+
+// claim is the tensor prefix+name, marked used; nil, with the problem
+// recorded, when it is missing.
+func (w *Weights) claim(name string) *mlx.Array {
+	full := w.prefix + name
+	a, ok := w.l.tensors[full]
+	if !ok {
+		w.failf("missing %s", w.local(name))
+		return nil
+	}
+	w.l.used[full] = true
+	return a
+}
+
+// shaped reports whether a has shape, recording the problem when not.
+func (w *Weights) shaped(name string, a *mlx.Array, shape []int) bool {
+	if got := a.Shape(); !slices.Equal(got, shape) {
+		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
+		return false
+	}
+	return true
 }
 
 // matrix is param for a tensor the products read (a dense weight, an
@@ -416,12 +433,10 @@ func (l *loader) storedMatrix(a *mlx.Array) bool {
 func (w *Weights) lookup(name string, shape []int, packed bool) *mlx.Array {
 	l := w.l
 	full := w.prefix + name
-	a, ok := l.tensors[full]
-	if !ok {
-		w.failf("missing %s", w.local(name))
+	a := w.claim(name)
+	if a == nil {
 		return nil
 	}
-	l.used[full] = true
 	dt := a.Dtype()
 	switch {
 	case packed && dt != mlx.Uint32:
@@ -436,8 +451,7 @@ func (w *Weights) lookup(name string, shape []int, packed bool) *mlx.Array {
 		w.failf("%s: dtype %s, want a float dtype%s", w.local(name), dt, hint)
 		return nil
 	}
-	if got := a.Shape(); !slices.Equal(got, shape) {
-		w.failf("%s: shape %v, want %v", w.local(name), got, shape)
+	if !w.shaped(name, a, shape) {
 		return nil
 	}
 	return a

@@ -36,7 +36,17 @@ namespace {
 // signed bytes for the AVX-512 kernel (h = (v - l) / 256 within +-127).
 constexpr float kGrid = 32639.0f;
 
+// W streams from memory once a step: the kernels ask for it kPrefetch
+// bytes ahead of their reads, into L2 (as qmv16.cpp does, and for the same
+// reason: the hardware prefetchers alone leave the kernel waiting), a line
+// at a time as they go, so that the requests spread over the reads (a
+// row's worth asked for at once stalled on the full miss queue).
 constexpr int64_t kPrefetch = 8192;
+
+// Asks for each line from *pf up to end, and moves *pf there.
+inline void prefetch_to(const uint8_t** pf, const uint8_t* end) {
+  for (; *pf < end; *pf += 64) _mm_prefetch(reinterpret_cast<const char*>(*pf), _MM_HINT_T1);
+}
 
 
 // One chunk of 32 values on the grid: q, the step, and the sums of its
@@ -85,7 +95,7 @@ __attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
 // into every row's sums (two pairs of 16-bit products a lane).
 template <int T, int MB>
 __attribute__((target("avx2,fma,f16c"))) void q16_block(const XB16& x, int m0, const uint8_t* row,
-                                                        float* res) {
+                                                        float* res, const uint8_t** pf) {
   constexpr BlockFormat f = kFormat<T>;
   constexpr int per = f.values / 32;
   const int chunks = x.K / 32;
@@ -99,7 +109,9 @@ __attribute__((target("avx2,fma,f16c"))) void q16_block(const XB16& x, int m0, c
   __m256i q[per];
   float s[2 * per], o[2 * per];
   for (int c0 = 0; c0 < chunks; c0 += per) {
-    qblock<T>(row + static_cast<size_t>(c0 / per) * f.bytes, q, s, o);
+    const uint8_t* blk = row + static_cast<size_t>(c0 / per) * f.bytes;
+    if (pf != nullptr) prefetch_to(pf, blk + f.bytes + kPrefetch);
+    qblock<T>(blk, q, s, o);
 #pragma GCC unroll 8
     for (int i = 0; i < per; i++) {
       const int c = c0 + i;
@@ -127,7 +139,8 @@ __attribute__((target("avx2,fma,f16c"))) void q16_block(const XB16& x, int m0, c
 // q16_block on AVX-512 with VNNI, for x with byte planes: two chunks a
 // register.
 template <int T, int MB>
-ARCHGEN_BQ512 void q16_block512(const XB16& x, int m0, const uint8_t* row, float* res) {
+ARCHGEN_BQ512 void q16_block512(const XB16& x, int m0, const uint8_t* row, float* res,
+                                const uint8_t** pf) {
   constexpr BlockFormat f = kFormat<T>;
   constexpr int per = f.values / 32;
   constexpr int U = per < 2 ? 2 : per;  // chunks decoded at a time: whole pairs
@@ -145,8 +158,9 @@ ARCHGEN_BQ512 void q16_block512(const XB16& x, int m0, const uint8_t* row, float
   alignas(16) float s[2 * U], o[2 * U];
   for (int c0 = 0; c0 < chunks; c0 += U) {
     for (int b = 0; b < U / per; b++) {
-      qblock<T>(row + static_cast<size_t>(c0 / per + b) * f.bytes, q + b * per, s + 2 * b * per,
-                o + 2 * b * per);
+      const uint8_t* blk = row + static_cast<size_t>(c0 / per + b) * f.bytes;
+      if (pf != nullptr) prefetch_to(pf, blk + f.bytes + kPrefetch);
+      qblock<T>(blk, q + b * per, s + 2 * b * per, o + 2 * b * per);
     }
     if constexpr (kSigned<T>) {
       // bytes offset by 128 to be unsigned; each value's bias takes it back
@@ -181,26 +195,224 @@ ARCHGEN_BQ512 void q16_block512(const XB16& x, int m0, const uint8_t* row, float
   }
 }
 
+// The K-quants people run most (Q4_K, Q5_K, Q6_K) on AVX-512 with VNNI,
+// a super-block at a time: its scales decoded once into per-group factors
+// (scale times x's step) and the bias (the groups' minimums times x's
+// sums), then its bytes made into registers of 64 values in x's own order,
+// so that one pair of vpdpbusd (x's low and high planes) a register takes
+// its products, each 32-bit lane four values of one group.
+template <int T>
+constexpr bool kWideK = T == kQ4_K || T == kQ5_K || T == kQ6_K;
+
+// Each 16-bit word of v shifted left by a in the low 256 bits, by b in
+// the high (srlv: right).
+ARCHGEN_BQ512 __m512i bq_sllv(__m512i v, int a, int b) {
+  return _mm512_sllv_epi16(v, _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)),
+                                                 _mm256_set1_epi16(static_cast<int16_t>(b)), 1));
+}
+ARCHGEN_BQ512 __m512i bq_srlv(__m512i v, int a, int b) {
+  return _mm512_srlv_epi16(v, _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)),
+                                                 _mm256_set1_epi16(static_cast<int16_t>(b)), 1));
+}
+
+// Lane tables, built once (the kernels run a row a call: building them per
+// call cost as much as a short row's products). kLaneGroups[k]: lane i ->
+// i / per + first for the (per, first) of k: Q4_K/Q5_K registers 0-3
+// (per 8, first 2r), Q6_K registers 0-3 (per 4, first 4r), and x's step
+// per pair of groups of 16 (per 2, first 0).
+struct LaneTables {
+  alignas(64) int32_t groups[9][16];
+  alignas(64) int16_t nibble_shift[32];  // 0 in 128-bit lanes 0 and 2, 4 in 1 and 3
+  LaneTables() {
+    for (int r = 0; r < 4; r++) {
+      for (int i = 0; i < 16; i++) {
+        groups[r][i] = i / 8 + 2 * r;
+        groups[4 + r][i] = i / 4 + 4 * r;
+      }
+    }
+    for (int i = 0; i < 16; i++) groups[8][i] = i / 2;
+    for (int i = 0; i < 32; i++) nibble_shift[i] = (i / 8) % 2 == 0 ? 0 : 4;
+  }
+};
+const LaneTables kLanes;
+
+ARCHGEN_BQ512 __m512i bq_lanes(int k) { return _mm512_load_si512(kLanes.groups[k]); }
+
+template <int T, int MB>
+ARCHGEN_BQ512 void kq_block512(const XB16& x, int m0, const uint8_t* row, float* res,
+                               const uint8_t** pf) {
+  constexpr BlockFormat f = kFormat<T>;
+  const int chunks = x.K / 32;
+  const size_t K = static_cast<size_t>(x.K);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[MB], bias[MB];
+  for (int m = 0; m < MB; m++) {
+    acc[m] = _mm512_setzero_ps();
+    bias[m] = _mm512_setzero_ps();
+  }
+  // a register's lanes -> its groups' factors: Q4_K and Q5_K, groups of 32
+  // (8 lanes each; register p holds groups 2p and 2p + 1); Q6_K, groups of
+  // 16 (4 lanes; register r, groups 4r to 4r + 3)
+  __m512i idx[4];
+  for (int r = 0; r < 4; r++) idx[r] = bq_lanes(T == kQ6_K ? 4 + r : r);
+  const __m512i pairs = bq_lanes(8);  // x's step per 32 values, for groups of 16
+  for (int c0 = 0; c0 < chunks; c0 += 8) {
+    const uint8_t* b = row + static_cast<size_t>(c0 / 8) * f.bytes;
+    if (pf != nullptr) prefetch_to(pf, b + f.bytes + kPrefetch);
+    __m512 fac[MB];
+    __m512i w[4];
+    if constexpr (T == kQ6_K) {
+      const __m512 s = _mm512_mul_ps(_mm512_set1_ps(bq_half(b + 208)),
+                                     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bq_load(b + 192))));
+      const __m512 o = _mm512_mul_ps(s, _mm512_set1_ps(-32));
+      for (int m = 0; m < MB; m++) {
+        const size_t xc = static_cast<size_t>(m0 + m) * chunks + c0;
+        const __m512 st = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_loadu_ps(x.step.data() + xc)));
+        fac[m] = _mm512_mul_ps(s, st);
+        bias[m] = _mm512_fmadd_ps(o, _mm512_loadu_ps(x.sum.data() + 2 * xc), bias[m]);
+      }
+      const __m512i m30 = _mm512_set1_epi8(0x30);
+      for (int h = 0; h < 2; h++) {
+        // ql's 64 bytes: low nibbles values 0-63 of the half, high 64-127;
+        // qh's 32 bytes in both halves, each chunk's two bits moved to 4, 5
+        const __m512i ql = _mm512_loadu_si512(b + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h)));
+        w[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(bq_sllv(qh, 4, 2), m30));
+        w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                       _mm512_and_si512(bq_srlv(qh, 0, 2), m30));
+      }
+    } else {
+      uint32_t sw[3];
+      std::memcpy(sw, b + 4, 12);
+      const uint32_t sc_lo = sw[0] & 0x3F3F3F3F, m_lo = sw[1] & 0x3F3F3F3F;
+      const uint32_t sc_hi = (sw[2] & 0x0F0F0F0F) | ((sw[0] >> 2) & 0x30303030);
+      const uint32_t m_hi = ((sw[2] >> 4) & 0x0F0F0F0F) | ((sw[1] >> 2) & 0x30303030);
+      const __m128i scb = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+      const __m128i mb = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+      const __m256 s = _mm256_mul_ps(_mm256_set1_ps(bq_half(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)));
+      // each minimum twice: x's sums are per 16 values
+      const __m512 o = _mm512_mul_ps(_mm512_set1_ps(-bq_half(b + 2)),
+                                     _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(mb, mb))));
+      for (int m = 0; m < MB; m++) {
+        const size_t xc = static_cast<size_t>(m0 + m) * chunks + c0;
+        fac[m] = _mm512_castps256_ps512(_mm256_mul_ps(s, _mm256_loadu_ps(x.step.data() + xc)));
+        bias[m] = _mm512_fmadd_ps(o, _mm512_loadu_ps(x.sum.data() + 2 * xc), bias[m]);
+      }
+      constexpr int qs = T == kQ4_K ? 16 : 48;
+      __m512i qh = _mm512_setzero_si512();
+      if constexpr (T == kQ5_K) {
+        qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+      }
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; p++) {
+        // 32 bytes in both halves: low nibbles (chunk 2p) below, high
+        // (chunk 2p + 1) above
+        const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + qs + 32 * p)));
+        w[p] = _mm512_and_si512(bq_srlv(v, 0, 4), m4);
+        if constexpr (T == kQ5_K) {
+          // bit c of qh is chunk c's fifth: bits 2p and 2p + 1 to bit 4
+          const __m512i hb = p < 2 ? bq_sllv(qh, 4 - 2 * p, 3 - 2 * p) : bq_srlv(qh, 2 * p - 4, 2 * p - 3);
+          w[p] = _mm512_or_si512(w[p], _mm512_and_si512(hb, _mm512_set1_epi8(0x10)));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+#pragma GCC unroll 4
+      for (int m = 0; m < MB; m++) {
+        const int8_t* xp = x.planes.data() + static_cast<size_t>(m0 + m) * 2 * K + (32 * static_cast<size_t>(c0) + 64 * r) * 2;
+        const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[r], _mm512_loadu_si512(xp));
+        const __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[r], _mm512_loadu_si512(xp + 64));
+        const __m512i v = _mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo);
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_permutexvar_ps(idx[r], fac[m]), acc[m]);
+      }
+    }
+  }
+  for (int m = 0; m < MB; m++) res[m] = _mm512_reduce_add_ps(_mm512_add_ps(acc[m], bias[m]));
+}
+
+// Q5_0 and Q5_1 on AVX-512 with VNNI, two blocks (64 values) a register:
+// each block's 16 nibble bytes in two 128-bit lanes (low nibbles, values
+// 0-15, then high, 16-31), its 32 fifth bits a byte mask (0x10 where set),
+// one vpdpbusd pair against x's planes; a block's factor is d times x's
+// step, its bias (-16 d, or m) times x's sum. These are the fallback types
+// of llama.cpp's K-quant files for rows that are not whole super-blocks
+// (SmolLM2's 576 and 960, Qwen2.5-0.5B's 896).
+template <int T>
+constexpr bool kWide5 = T == kQ5_0 || T == kQ5_1;
+
+template <int T, int MB>
+ARCHGEN_BQ512 void q5_block512(const XB16& x, int m0, const uint8_t* row, float* res,
+                               const uint8_t** pf) {
+  constexpr BlockFormat f = kFormat<T>;
+  constexpr int qh_at = T == kQ5_0 ? 2 : 4, qs_at = T == kQ5_0 ? 6 : 8;
+  const int chunks = x.K / 32;
+  const size_t K = static_cast<size_t>(x.K);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+  const __m512i shifts = _mm512_load_si512(kLanes.nibble_shift);
+  const __m512i halves = bq_lanes(0);
+  __m512 acc[MB];
+  float bias[MB];
+  for (int m = 0; m < MB; m++) {
+    acc[m] = _mm512_setzero_ps();
+    bias[m] = 0;
+  }
+  for (int c0 = 0; c0 < chunks; c0 += 2) {
+    const uint8_t* b0 = row + static_cast<size_t>(c0) * f.bytes;
+    const uint8_t* b1 = b0 + f.bytes;
+    if (pf != nullptr) prefetch_to(pf, b1 + f.bytes + kPrefetch);
+    const __m128i q0 = bq_load(b0 + qs_at), q1 = bq_load(b1 + qs_at);
+    __m512i v = _mm512_castsi128_si512(q0);
+    v = _mm512_inserti32x4(v, q0, 1);
+    v = _mm512_inserti32x4(v, q1, 2);
+    v = _mm512_inserti32x4(v, q1, 3);
+    uint32_t h0, h1;
+    std::memcpy(&h0, b0 + qh_at, 4);
+    std::memcpy(&h1, b1 + qh_at, 4);
+    const __mmask64 hm = static_cast<__mmask64>(h0) | (static_cast<__mmask64>(h1) << 32);
+    const __m512i w = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(v, shifts), m4), _mm512_maskz_mov_epi8(hm, m10));
+    const float d0 = bq_half(b0), d1 = bq_half(b1);
+    const float o0 = T == kQ5_0 ? -16 * d0 : bq_half(b0 + 2);
+    const float o1 = T == kQ5_0 ? -16 * d1 : bq_half(b1 + 2);
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; m++) {
+      const size_t xc = static_cast<size_t>(m0 + m) * chunks + c0;
+      const float* st = x.step.data() + xc;
+      const __m512 fac = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_setr_ps(d0 * st[0], d1 * st[1], 0, 0)));
+      const int8_t* xp = x.planes.data() + static_cast<size_t>(m0 + m) * 2 * K + 64 * static_cast<size_t>(c0);
+      const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xp));
+      const __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xp + 64));
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo)), fac, acc[m]);
+      const float* xs = x.sum.data() + 2 * xc;
+      bias[m] += o0 * (xs[0] + xs[1]) + o1 * (xs[2] + xs[3]);
+    }
+  }
+  for (int m = 0; m < MB; m++) res[m] = _mm512_reduce_add_ps(acc[m]) + bias[m];
+}
+
 template <int T>
 void q16_rows_t(const XB16& x, const uint8_t* w, int64_t row_bytes, void* out, Kind ok, int N,
                 int n_lo, int n_hi) {
   float res[4];
   const int M = x.M;
   const bool wide = !x.planes.empty();
+  // the next line to ask for: the rows are contiguous, so the requests
+  // run on from one row into the next
+  const uint8_t* pf = w + n_lo * row_bytes + kPrefetch;
   for (int n = n_lo; n < n_hi; n++) {
     const uint8_t* row = w + n * row_bytes;
-    // W streams from memory once a step: ask for it kPrefetch bytes ahead,
-    // into L2, a row's worth per row (as qmv16.cpp does, and for the same
-    // reason: the hardware prefetchers alone leave the kernel waiting)
-    for (int64_t off = 0; off < row_bytes; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetch + off), _MM_HINT_T1);
-    }
     int m = 0;
     auto run = [&]<int MB>() {
-      if (wide) {
-        q16_block512<T, MB>(x, m, row, res);
+      // the first pass over the row asks for what follows it
+      const uint8_t** p = m == 0 ? &pf : nullptr;
+      if (wide && kWideK<T>) {
+        kq_block512<T, MB>(x, m, row, res, p);
+      } else if (wide && kWide5<T>) {
+        q5_block512<T, MB>(x, m, row, res, p);
+      } else if (wide) {
+        q16_block512<T, MB>(x, m, row, res, p);
       } else {
-        q16_block<T, MB>(x, m, row, res);
+        q16_block<T, MB>(x, m, row, res, p);
       }
       for (int i = 0; i < MB; i++) store1(out, static_cast<size_t>(m + i) * N + n, res[i], ok);
       m += MB;

@@ -131,6 +131,89 @@ func TestBlockMatmul(t *testing.T) {
 	}
 }
 
+// TestBlockGatherMatmul: the experts' products over stacks of every block
+// format (4 experts of 8 rows): each token's row times each expert picked
+// for it equals BlockMatmul of that row by that expert's matrix alone, to
+// the bit where an expert has at most 8 rows of x (both multiply on x's
+// integer grid) and within float32 rounding where it has more (panels);
+// on each instruction set the host runs.
+func TestBlockGatherMatmul(t *testing.T) {
+	const rows, k, experts, n = 37, 512, 4, 8
+	dir := blockRefs(t, rows, k)
+	for _, f := range BlockFormats() {
+		raw, ref := readBlockRef(t, dir, f, rows, k)
+		rb := f.RowBytes(k)
+		for _, isa := range ISAs(t) {
+			for _, tokens := range []int{1, 3, 40} {
+				for _, xdt := range []Dtype{Float32, BFloat16} {
+					t.Run(fmt.Sprint(f.Name, "_", isa.Name, "_t", tokens, "_", xdt), func(t *testing.T) {
+						prev := SetNativeISA(isa.Level)
+						defer SetNativeISA(prev)
+						g := NewGraph(nil)
+						defer g.Close()
+						picks := make([]uint32, 2*tokens)
+						for i := 0; i < tokens; i++ {
+							picks[2*i] = uint32(i % experts)
+							picks[2*i+1] = uint32((3*i + 1) % experts)
+							if picks[2*i+1] == picks[2*i] {
+								picks[2*i+1] = (picks[2*i] + 2) % experts
+							}
+						}
+						x := g.AsType(g.Normal([]int{tokens, 1, 1, k}, Float32, 0, 1, g.RandomKey(uint64(tokens))), xdt)
+						w := FromSlice(g, raw[:experts*n*rb], experts, n, rb)
+						q := Quantized{Weight: w, GroupSize: f.Values, Bits: f.Bits, Mode: f.Mode}
+						y := g.AsType(g.GatherQMM(x, q, nil, FromSlice(g, picks, tokens, 2), true, false), Float32)
+						outs := make([]*Array, 0, 2*tokens)
+						for i := 0; i < 2*tokens; i++ {
+							e := int(picks[i])
+							xi := g.Reshape(g.Slice(x, []int{i / 2, 0, 0, 0}, []int{i/2 + 1, 1, 1, k}), 1, k)
+							we := g.Reshape(g.Slice(w, []int{e, 0, 0}, []int{e + 1, n, rb}), n, rb)
+							outs = append(outs, g.AsType(g.BlockMatmul(xi, we, f), Float32))
+						}
+						xf := g.AsType(x, Float32)
+						if err := g.Eval(append(outs, y, xf)...); err != nil {
+							t.Fatal(err)
+						}
+						if s := y.Shape(); len(s) != 4 || s[0] != tokens || s[1] != 2 || s[2] != 1 || s[3] != n {
+							t.Fatalf("shape %v, want [%d 2 1 %d]", s, tokens, n)
+						}
+						got, _ := y.Float32s()
+						xs, _ := xf.Float32s()
+						count := make([]int, experts)
+						for _, e := range picks {
+							count[e]++
+						}
+						for i := 0; i < 2*tokens; i++ {
+							e := int(picks[i])
+							want, _ := outs[i].Float32s()
+							for r := 0; r < n; r++ {
+								g, w := got[i*n+r], want[r]
+								if count[e] <= 8 && xdt == Float32 {
+									if math.Float32bits(g) != math.Float32bits(w) {
+										t.Fatalf("token %d, expert %d, row %d: %g, BlockMatmul's %g", i/2, e, r, g, w)
+									}
+									continue
+								}
+								var mag float64
+								for c := 0; c < k; c++ {
+									mag += math.Abs(float64(xs[i/2*k+c]) * float64(ref[(e*n+r)*k+c]))
+								}
+								tol := 1e-5*mag + 1e-30
+								if xdt != Float32 {
+									tol = 8e-3*mag + 1e-30 // both outputs round to bfloat16
+								}
+								if d := math.Abs(float64(g) - float64(w)); d > tol {
+									t.Fatalf("token %d, expert %d, row %d: %g, BlockMatmul's %g (off by %g, tolerance %g)", i/2, e, r, g, w, d, tol)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestBlockErrors: what the block kernels refuse, by name.
 func TestBlockErrors(t *testing.T) {
 	q4k, _ := BlockFormatOfMode("gguf_q4_k")
@@ -148,6 +231,26 @@ func TestBlockErrors(t *testing.T) {
 		{"weight not uint8", func(g *Graph) *Array {
 			return g.BlockMatmul(g.Zeros([]int{1, 256}, Float32), g.Zeros([]int{2, 36}, Uint32), q4k)
 		}, "the weight is not a uint8 matrix of blocks"},
+		{"experts' rows not whole blocks", func(g *Graph) *Array {
+			q := Quantized{Weight: g.Zeros([]int{2, 2, 143}, Uint8), GroupSize: 256, Bits: 4, Mode: "gguf_q4_k"}
+			return g.GatherQMM(g.Zeros([]int{1, 1, 256}, Float32), q, nil, g.Zeros([]int{1, 1}, Uint32), true, false)
+		}, "rows of 143 bytes are not whole blocks of 144"},
+		{"experts against x of another width", func(g *Graph) *Array {
+			q := Quantized{Weight: g.Zeros([]int{2, 2, 144}, Uint8), GroupSize: 256, Bits: 4, Mode: "gguf_q4_k"}
+			return g.GatherQMM(g.Zeros([]int{1, 1, 512}, Float32), q, nil, g.Zeros([]int{1, 1}, Uint32), true, false)
+		}, "the last 512, against experts' rows of 256 values"},
+		{"experts not a stack", func(g *Graph) *Array {
+			q := Quantized{Weight: g.Zeros([]int{2, 144}, Uint8), GroupSize: 256, Bits: 4, Mode: "gguf_q4_k"}
+			return g.GatherQMM(g.Zeros([]int{1, 1, 256}, Float32), q, nil, g.Zeros([]int{1, 1}, Uint32), true, false)
+		}, "the experts are not a uint8 stack [experts, rows, row bytes] of blocks"},
+		{"experts without indices", func(g *Graph) *Array {
+			q := Quantized{Weight: g.Zeros([]int{2, 2, 144}, Uint8), GroupSize: 256, Bits: 4, Mode: "gguf_q4_k"}
+			return g.GatherQMM(g.Zeros([]int{1, 1, 256}, Float32), q, nil, nil, true, false)
+		}, "no expert indices"},
+		{"experts by float indices", func(g *Graph) *Array {
+			q := Quantized{Weight: g.Zeros([]int{2, 2, 144}, Uint8), GroupSize: 256, Bits: 4, Mode: "gguf_q4_k"}
+			return g.GatherQMM(g.Zeros([]int{1, 1, 256}, Float32), q, nil, g.Zeros([]int{1, 1}, Float32), true, false)
+		}, "the expert indices are not integers"},
 		{"unknown code", func(g *Graph) *Array {
 			return g.BlockDequantize(g.Zeros([]int{2, 144}, Uint8), BlockFormat{Name: "IQ2_XXS", Code: 16}, Float32)
 		}, "block type code 16 is not one archgen's kernels read"},

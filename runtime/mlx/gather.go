@@ -27,10 +27,19 @@ func (g *Graph) GatherMM(a, b, lhsIndices, rhsIndices *Array, sortedIndices bool
 // stack of Linear weights [E, N, K], as mixtures of experts store theirs)
 // and dequantize(q)[i] otherwise, without unpacking q. q.Mode selects MLX's
 // quantization mode (affine, or mxfp4 as gpt-oss's experts use, with no
-// biases).
+// biases), or one of llama.cpp's block types (BlockFormat: q.Weight uint8
+// [E, N, row bytes], no scales; transpose only), multiplied by archgen's
+// block kernels in float32 (as BlockMatmul).
 func (g *Graph) GatherQMM(x *Array, q Quantized, lhsIndices, rhsIndices *Array, transpose, sortedIndices bool) *Array {
 	if !g.okQuantized("gather_qmm", q, x) || !g.okOpt("gather_qmm", lhsIndices, rhsIndices) {
 		return g.bad
+	}
+	if f, ok := BlockFormatOfMode(q.Mode); ok {
+		if !transpose {
+			g.Fail(&Error{Op: "gather_qmm", Msg: "block-quantized experts multiply only as their layers' weights (transpose)"})
+			return g.bad
+		}
+		return g.done("gather_qmm", C.mlxg_block_gather_matmul(g.res0(), x.c, q.Weight.c, opt(lhsIndices), opt(rhsIndices), C.int(f.Code), g.s.c, g.errp()))
 	}
 	cm, free := cMode(q.Mode)
 	defer free()

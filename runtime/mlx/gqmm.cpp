@@ -27,6 +27,7 @@
 #include <limits>
 #include <vector>
 
+#include "blockq.h"
 #include "cpukern.h"
 #include "panel.h"
 
@@ -58,8 +59,14 @@ struct Experts {
   Kind sk;
   int E, N, K, group, bits;
   bool fp4;
+  // llama.cpp's block type (blockq.h) of a stack of uint8 rows of blocks
+  // [E, N, row bytes], with no scales or biases beside them; 0 otherwise
+  int code = 0;
 
-  size_t row_bytes() const { return static_cast<size_t>(K) * bits / 8; }
+  size_t row_bytes() const {
+    return code != 0 ? static_cast<size_t>(archgen::block_row_bytes(code, K))
+                     : static_cast<size_t>(K) * bits / 8;
+  }
   int groups() const { return K / group; }
 
   // The scale of group gi (counted over every row of every expert).
@@ -400,7 +407,102 @@ struct Plan {
   std::vector<int64_t> orow;  // [rows]: the output row of each
   std::vector<float> tmp;     // [rows, N]: the results, grouped by expert
   Kind hk = Kind::f32;        // the half type of libmlx's arithmetic, or f32
+  // block types: each expert's rows on the integer grid (up to kGridRows
+  // of them; more are rounded to the grid in xs, for the panels)
+  std::vector<archgen::XB16> xb;
 };
+
+// An expert of block-quantized rows with at most this many rows of x
+// multiplies them from the blocks on x's integer grid (as BlockQMM's
+// products do); with more, on panels of decoded rows.
+constexpr int kGridRows = 8;
+
+// The products of an expert's R rows of x (from row r0 of the plan's xs)
+// with its matrix rows [n_lo, n_hi) on panels: NR rows at a time decoded
+// into float32 by decode(row, dst), packed once, and swept over every row
+// of x (MR at a time, then the rest).
+template <typename Decode>
+__attribute__((target("avx2,fma,f16c,bmi2"))) void panel_products(Plan& p, int r0, int R, int n_lo,
+                                                                  int n_hi, Decode decode) {
+  const int K = p.q.K, N = p.q.N;
+  thread_local std::vector<float> tile, panel, zeros;
+  tile.resize(static_cast<size_t>(NR) * K);
+  panel.resize(static_cast<size_t>(NR) * K);
+  zeros.assign(K, 0.0f);
+  const float* rows[NR];
+  float c[MR * NR];
+  const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
+  for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
+    const int nb = std::min(NR, n_hi - n0);
+    for (int r = 0; r < NR; r++) {
+      if (r < nb) {
+        float* d = tile.data() + static_cast<size_t>(r) * K;
+        decode(n0 + r, d);
+        rows[r] = d;
+      } else {
+        rows[r] = zeros.data();
+      }
+    }
+    pack_panel(rows, K, panel.data());
+    int m = 0;
+    auto put = [&](int cnt) {
+      for (int i = 0; i < cnt; i++) {
+        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + m + i) * N + n0, c + i * NR,
+                    nb * sizeof(float));
+      }
+    };
+    for (; m + MR <= R; m += MR) {
+      micro<MR>(xe + static_cast<size_t>(m) * K, K, panel.data(), K, c);
+      put(MR);
+    }
+    const float* xm = xe + static_cast<size_t>(m) * K;
+    switch (R - m) {
+      case 5: micro<5>(xm, K, panel.data(), K, c); break;
+      case 4: micro<4>(xm, K, panel.data(), K, c); break;
+      case 3: micro<3>(xm, K, panel.data(), K, c); break;
+      case 2: micro<2>(xm, K, panel.data(), K, c); break;
+      case 1: micro<1>(xm, K, panel.data(), K, c); break;
+    }
+    put(R - m);
+  }
+}
+
+// Expert e's rows against its block-quantized matrix rows [n_lo, n_hi):
+// the products of blockq.h, as archgen_block_matmul computes them for the
+// expert's matrix alone.
+void run_expert_blocks(Plan& p, int e, int n_lo, int n_hi) {
+  const Experts& q = p.q;
+  const int K = q.K, N = q.N;
+  const int r0 = p.start[e], R = p.start[e + 1] - r0;
+  const size_t rb = q.row_bytes();
+  const uint8_t* w = q.w + static_cast<size_t>(e) * N * rb;
+  if (R <= kGridRows) {
+    archgen::block_rows_q16(q.code, p.xb[e], w, static_cast<int64_t>(rb),
+                            p.tmp.data() + static_cast<size_t>(r0) * N, Kind::f32, N, n_lo, n_hi);
+    return;
+  }
+  panel_products(p, r0, R, n_lo, n_hi, [&](int n, float* d) {
+    archgen::block_dequant_row(q.code, w + static_cast<size_t>(n) * rb, d, K);
+  });
+}
+
+// Puts each expert's rows of a block-quantized stack into the form its
+// products read (run_expert_blocks).
+void prepare_blocks(Plan& p) {
+  const int K = p.q.K;
+  const bool planes = archgen_block_planes();
+  p.xb.resize(p.q.E);
+  for (int e = 0; e < p.q.E; e++) {
+    const int r0 = p.start[e], R = p.start[e + 1] - r0;
+    float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
+    if (R == 0) continue;
+    if (R <= kGridRows) {
+      archgen::block_prepare_x(xe, R, K, planes, p.xb[e]);
+    } else {
+      archgen::block_round_x(xe, R, K, xe);
+    }
+  }
+}
 
 // Expert e's rows against its matrix rows [n_lo, n_hi) in libmlx's
 // arithmetic for the half type p.hk: per P panels of NR matrix rows, the
@@ -480,6 +582,10 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, in
   const int K = q.K, N = q.N;
   const int r0 = p.start[e], R = p.start[e + 1] - r0;
   const size_t base = static_cast<size_t>(e) * N;  // the expert's first row in the stack
+  if (q.code != 0) {
+    run_expert_blocks(p, e, n_lo, n_hi);
+    return;
+  }
   if (p.hk != Kind::f32) {
     run_expert_half(p, e, n_lo, n_hi);
     return;
@@ -505,46 +611,7 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, in
   }
   // A panel of NR matrix rows dequantized and packed once, then swept
   // over every row of the expert.
-  thread_local std::vector<float> tile, panel, zeros;
-  tile.resize(static_cast<size_t>(NR) * K);
-  panel.resize(static_cast<size_t>(NR) * K);
-  zeros.assign(K, 0.0f);
-  const float* rows[NR];
-  float c[MR * NR];
-  const float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
-  for (int n0 = n_lo; n0 < n_hi; n0 += NR) {
-    int nb = std::min(NR, n_hi - n0);
-    for (int r = 0; r < NR; r++) {
-      if (r < nb) {
-        float* d = tile.data() + static_cast<size_t>(r) * K;
-        p.kern.deq(q, base + n0 + r, d);
-        rows[r] = d;
-      } else {
-        rows[r] = zeros.data();
-      }
-    }
-    pack_panel(rows, K, panel.data());
-    auto put = [&](int m, int cnt) {
-      for (int i = 0; i < cnt; i++) {
-        std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + m + i) * N + n0, c + i * NR,
-                    nb * sizeof(float));
-      }
-    };
-    int m = 0;
-    for (; m + MR <= R; m += MR) {
-      micro<MR>(xe + static_cast<size_t>(m) * K, K, panel.data(), K, c);
-      put(m, MR);
-    }
-    const float* xm = xe + static_cast<size_t>(m) * K;
-    switch (R - m) {
-      case 5: micro<5>(xm, K, panel.data(), K, c); break;
-      case 4: micro<4>(xm, K, panel.data(), K, c); break;
-      case 3: micro<3>(xm, K, panel.data(), K, c); break;
-      case 2: micro<2>(xm, K, panel.data(), K, c); break;
-      case 1: micro<1>(xm, K, panel.data(), K, c); break;
-    }
-    put(m, R - m);
-  }
+  panel_products(p, r0, R, n_lo, n_hi, [&](int n, float* d) { p.kern.deq(q, base + n, d); });
 }
 
 // Every expert's rows, the experts' matrix rows split into tasks over the
@@ -625,42 +692,42 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
   // exact: for a bfloat16 or float16 output, libmlx's arithmetic in that
   // type (otherwise float32 sums, the results rounded once to the output's
   // dtype).
-  NativeGatherQMM(mx::Stream s, int group, int bits, bool fp4, bool exact)
-      : UnaryPrimitive(s), group_(group), bits_(bits), fp4_(fp4), exact_(exact) {}
+  // code: llama.cpp's block type of a stack of blocks (no scales or
+  // biases; group, bits, fp4 and exact unused), 0 otherwise.
+  NativeGatherQMM(mx::Stream s, int group, int bits, bool fp4, bool exact, int code = 0)
+      : UnaryPrimitive(s), group_(group), bits_(bits), fp4_(fp4), exact_(exact), code_(code) {}
 
   void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
-    // in: x, w, scales, [biases,] lhs indices, rhs indices.
-    const bool has_b = !fp4_;
+    // in: x, w, [scales, [biases,]] lhs indices, rhs indices.
+    const bool has_b = !fp4_ && code_ == 0;
     const mx::array& x = in[0];
     const mx::array& w = in[1];
-    const mx::array& scales = in[2];
-    const mx::array& lhs = in[has_b ? 4 : 3];
-    const mx::array& rhs = in[has_b ? 5 : 4];
     out.set_data(mx::allocator::malloc(out.nbytes()));
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
     Experts q{w.data<uint8_t>(),
-              scales.data<void>(),
+              code_ == 0 ? in[2].data<void>() : nullptr,
               has_b ? in[3].data<void>() : nullptr,
-              kind_of(scales.dtype()),
+              code_ == 0 ? kind_of(in[2].dtype()) : Kind::f32,
               static_cast<int>(w.size() / (w.shape(-2) * w.shape(-1))),
               w.shape(-2),
               x.shape(-1),
               group_,
               bits_,
-              fp4_};
+              fp4_,
+              code_};
     int bits = bits_;
     bool fp4 = fp4_;
     const Kind ok = kind_of(out.dtype());
-    const Kind hk = exact_ ? ok : Kind::f32;
+    const Kind hk = exact_ && code_ == 0 ? ok : Kind::f32;
     enc.dispatch([q, bits, fp4, ok, hk, in, out]() mutable {
       const mx::array& x = in[0];
       const int K = q.K, N = q.N;
       const int M = x.ndim() >= 2 ? x.shape(-2) : 1;
       const int64_t xbatch = static_cast<int64_t>(x.size() / (static_cast<size_t>(M) * K));
-      std::vector<uint32_t> li = read_indices(in[fp4 ? 3 : 4]);
-      std::vector<uint32_t> ri = read_indices(in[fp4 ? 4 : 5]);
+      std::vector<uint32_t> li = read_indices(in[in.size() - 2]);
+      std::vector<uint32_t> ri = read_indices(in[in.size() - 1]);
       std::vector<float> xf;
       read_rows(x, xf);
       Plan p;
@@ -699,6 +766,9 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
           p.orow[i] = static_cast<int64_t>(b) * M + m;
         }
       }
+      if (q.code != 0) {
+        prepare_blocks(p);
+      }
       run_plan(p);
       char* o = static_cast<char*>(out.data<void>());
       const size_t osz = archgen::kind_size(ok);
@@ -722,12 +792,11 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeGatherQMM*>(&other);
     return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->fp4_ == fp4_ &&
-           o->exact_ == exact_;
+           o->exact_ == exact_ && o->code_ == code_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
-    const bool has_b = !fp4_;
-    auto sh = in[has_b ? 5 : 4].shape();
+    auto sh = in.back().shape();
     sh.push_back(in[0].ndim() >= 2 ? in[0].shape(-2) : 1);
     sh.push_back(in[1].shape(-2));
     return {sh};
@@ -736,6 +805,7 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
  private:
   int group_, bits_;
   bool fp4_, exact_;
+  int code_;
 };
 
 bool cpu_ok() {
@@ -832,4 +902,56 @@ std::optional<mx::array> archgen_native_gather_qmm(
   return mx::array(ref.shape(), ref.dtype(),
                    std::make_shared<NativeGatherQMM>(s, group_size, bits, fp4, half && hmode == 2),
                    std::move(in));
+}
+
+mx::array archgen_block_gather_matmul(const mx::array& x, const mx::array& w,
+                                      const std::optional<mx::array>& lhs,
+                                      const std::optional<mx::array>& rhs, int code,
+                                      mx::Stream s) {
+  const std::string op = "block_gather_matmul";
+  if (s.device != mx::Device::cpu || !cpu_ok()) {
+    throw std::invalid_argument(
+        op + ": block-quantized experts run on x86-64 CPUs with AVX2, FMA, F16C and BMI2 only");
+  }
+  const archgen::BlockFormat f = archgen::block_format(code);
+  if (f.values == 0) {
+    throw std::invalid_argument(op + ": block type code " + std::to_string(code) +
+                                " is not one archgen's kernels read");
+  }
+  if (w.ndim() != 3 || w.dtype() != mx::uint8) {
+    throw std::invalid_argument(op + ": the experts are not a uint8 stack [experts, rows, row bytes] of blocks");
+  }
+  if (w.shape(2) <= 0 || w.shape(2) % f.bytes != 0) {
+    throw std::invalid_argument(op + ": rows of " + std::to_string(w.shape(2)) +
+                                " bytes are not whole blocks of " + std::to_string(f.bytes));
+  }
+  const int K = w.shape(2) / f.bytes * f.values;
+  if (x.ndim() < 2 || !mx::issubdtype(x.dtype(), mx::floating) || x.shape(-1) != K) {
+    throw std::invalid_argument(op + ": input of " + std::to_string(x.ndim()) +
+                                " dimensions, the last " + std::to_string(x.ndim() < 1 ? 0 : x.shape(-1)) +
+                                ", against experts' rows of " + std::to_string(K) + " values");
+  }
+  if (!rhs) {
+    throw std::invalid_argument(op + ": no expert indices");
+  }
+  mx::Shape batch(x.shape().begin(), x.shape().end() - 2);
+  auto index = [&](const mx::array& a, const char* what) {
+    if (!mx::issubdtype(a.dtype(), mx::integer)) {
+      throw std::invalid_argument(op + ": the " + what + " indices are not integers");
+    }
+    return mx::astype(a, mx::uint32, s);
+  };
+  mx::array li = lhs ? index(*lhs, "input")
+                     : mx::reshape(mx::arange(0, static_cast<int>(x.size() / (x.shape(-2) * x.shape(-1))),
+                                              mx::uint32, s),
+                                   batch, s);
+  auto both = mx::broadcast_arrays({li, index(*rhs, "expert")}, s);
+  auto sh = both[0].shape();
+  sh.push_back(x.shape(-2));
+  sh.push_back(w.shape(1));
+  if (x.size() == 0 || both[0].size() == 0 || w.shape(1) == 0) {
+    return mx::zeros(sh, x.dtype(), s);
+  }
+  return mx::array(sh, x.dtype(), std::make_shared<NativeGatherQMM>(s, 0, 0, false, false, code),
+                   {x, row_major(w, s), both[0], both[1]});
 }

@@ -858,7 +858,7 @@ void run_jobs(Job* js, int n) {
     // integer kernels on few rows and, rounded, for the panels on more.
     if (j.M <= kBlockDirectRows) {
       thread_local archgen::XB16 xb;
-      archgen::block_prepare_x(j.x, j.M, j.K, isa_level().load() == kIsaAvx512, xb);
+      archgen::block_prepare_x(j.x, j.M, j.K, archgen_block_planes(), xb);
       j.xb = &xb;
     } else {
       thread_local std::vector<float> xr;
@@ -1326,6 +1326,8 @@ extern "C" int mlxg_set_native_qmm_half(int mode) { return half_mode().exchange(
 int archgen_qmm_half_mode() { return half_mode().load(); }
 
 int archgen_isa_level() { return native_enabled() ? isa_level().load() : 0; }
+
+bool archgen_block_planes() { return isa_level().load() == kIsaAvx512; }
 
 extern "C" int mlxg_native_isa(void) { return native_enabled() ? isa_level().load() : 0; }
 

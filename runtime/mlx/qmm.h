@@ -62,6 +62,21 @@ mlx::core::array archgen_block_matmul(const mlx::core::array& x, const mlx::core
 mlx::core::array archgen_block_dequantize(const mlx::core::array& w, int code,
                                           mlx::core::Dtype dtype, mlx::core::Stream s);
 
+// The gather_qmm of a stack of block-quantized experts w [E, N, row bytes]
+// (uint8, llama.cpp's type code): each row of x [..., M, K] times the
+// transposed matrix rhs_indices picks (and lhs_indices, x's batch entry:
+// by default each its own), in float32 on the values the blocks decode to
+// (as archgen_block_matmul), output [broadcast indices..., M, N] in x's
+// dtype. Throws std::invalid_argument naming what does not fit.
+mlx::core::array archgen_block_gather_matmul(const mlx::core::array& x,
+                                             const mlx::core::array& w,
+                                             const std::optional<mlx::core::array>& lhs_indices,
+                                             const std::optional<mlx::core::array>& rhs_indices,
+                                             int code, mlx::core::Stream s);
+
+// Whether the block kernels take x's byte planes (the AVX-512 VNNI path).
+bool archgen_block_planes();
+
 // How quantized products whose input and scales are both bfloat16 or both
 // float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's
 // kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0), 1 on the float32 kernels, the

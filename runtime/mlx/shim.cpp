@@ -721,6 +721,11 @@ int mlxg_dequantize(mlxg_array* res, mlxg_array w, mlxg_array scales, mlxg_array
   })
 }
 
+int mlxg_block_gather_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array lhs,
+                              mlxg_array rhs, int code, mlxg_stream s, char** err) {
+  MLXG_TRY({ *res = wrap(archgen_block_gather_matmul(A(x), A(w), opt(lhs), opt(rhs), code, S(s))); })
+}
+
 int mlxg_block_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, int code, mlxg_stream s,
                       char** err) {
   MLXG_TRY({ *res = wrap(archgen_block_matmul(A(x), A(w), code, S(s))); })

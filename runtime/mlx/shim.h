@@ -244,6 +244,8 @@ int mlxg_dequantize(mlxg_array* res, mlxg_array w, mlxg_array scales, mlxg_array
                     char** err);
 // x W^T for W [N, row bytes] of uint8 holding llama.cpp's blocks of type
 // code, and W's values decoded into dtype (qmm.h).
+int mlxg_block_gather_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, mlxg_array lhs,
+                              mlxg_array rhs, int code, mlxg_stream s, char** err);
 int mlxg_block_matmul(mlxg_array* res, mlxg_array x, mlxg_array w, int code, mlxg_stream s,
                       char** err);
 int mlxg_block_dequantize(mlxg_array* res, mlxg_array w, int code, int dtype, mlxg_stream s,

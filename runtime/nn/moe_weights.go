@@ -30,7 +30,13 @@ func (w *Weights) Experts(name string, n, out, in int, bias bool) *Experts {
 	switch {
 	case q == badQuant:
 	case q != nil && mlx.IsBlockMode(q.Mode):
-		w.badQuant(name, "%s: %s: block-quantized experts are not supported", w.local(name), q.Mode)
+		if in%q.GroupSize != 0 {
+			w.badQuant(name, "%s: %d columns are not whole blocks of %d values (%s)", w.local(name), in, q.GroupSize, q.Mode)
+			break
+		}
+		if weight := w.blocks(name+".weight", []int{n, out, q.PackedDims(in)}); weight != nil {
+			e.Q = &mlx.Quantized{Weight: weight, GroupSize: q.GroupSize, Bits: q.Bits, Mode: q.Mode}
+		}
 	case q != nil:
 		if in%q.GroupSize != 0 {
 			w.badQuant(name, "%s: %d columns do not split into groups of %d", w.local(name), in, q.GroupSize)
@@ -38,10 +44,12 @@ func (w *Weights) Experts(name string, n, out, in int, bias bool) *Experts {
 		}
 		w.markScales(name, q)
 		weight := w.param(name+".weight", []int{n, out, q.PackedDims(in)}, true)
-		scales := w.param(name+".scales", []int{n, out, in / q.GroupSize}, false)
+		// scales and biases as Linear keeps them: half precision stays
+		// as stored under float32 compute (the kernels widen it)
+		scales := w.matrix(name+".scales", []int{n, out, in / q.GroupSize})
 		var biases *mlx.Array
 		if q.affine() {
-			biases = w.param(name+".biases", []int{n, out, in / q.GroupSize}, false)
+			biases = w.matrix(name+".biases", []int{n, out, in / q.GroupSize})
 		}
 		if weight != nil && scales != nil && (biases != nil || !q.affine()) {
 			e.Q = &mlx.Quantized{Weight: weight, Scales: scales, Biases: biases, GroupSize: q.GroupSize, Bits: q.Bits, Mode: q.Mode}
@@ -206,7 +214,7 @@ func (w *Weights) shardedExperts(name string, n, out, in int, bias bool, role Sh
 	switch {
 	case q == badQuant:
 	case q != nil && mlx.IsBlockMode(q.Mode):
-		w.badQuant(name, "%s: %s: block-quantized experts are not supported", w.local(name), q.Mode)
+		w.badQuant(name, "%s: %s: block-quantized experts split over a group are not supported", w.local(name), q.Mode)
 	case q != nil:
 		if full[1]%q.GroupSize != 0 || (axis == 2 && (full[1]/q.GroupSize)%size != 0) {
 			w.badQuant(name, "%s: %v", w.local(name), &ShardError{Size: size, Msg: fmt.Sprintf(

@@ -68,6 +68,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	submitted := time.Now()
 	events, err := s.eng.Submit(ctx, j.req)
 	if err != nil {
 		if errors.Is(err, batch.ErrClosed) {
@@ -106,6 +107,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		if stoppedAt >= 0 || o.failed != nil {
 			continue
 		}
+		now := time.Now()
+		s.met.latency(tokens == 0, now.Sub(submitted))
+		submitted = now
 		tokens++
 		ready, hit := stops.Push(detok.Step(ev.Token))
 		var lp *tokenLogprob
@@ -145,6 +149,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 			finish = "length"
 		}
 	}
+	s.met.generated(last.PromptTokens, completion)
 	usage := map[string]any{
 		"prompt_tokens":         last.PromptTokens,
 		"completion_tokens":     completion,

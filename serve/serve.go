@@ -1,6 +1,9 @@
 // Package serve is an HTTP server that speaks the OpenAI API over one loaded
 // model: GET /v1/models, GET /health, POST /v1/chat/completions and POST
-// /v1/completions, streamed as server-sent events or not. Requests run on a
+// /v1/completions, streamed as server-sent events or not; GET /metrics gives
+// Prometheus's text format (requests by path and status, prompt and
+// generated tokens, the queue, the prompt cache, memory, and histograms of
+// the time to first token and between tokens). Requests run on a
 // continuous-batching engine (generate/batch): at most MaxBatch of them
 // decode at once, the rest queue, and a prompt cache keeps the KV of earlier
 // prompts for later ones that start the same way.
@@ -17,13 +20,16 @@
 // {"error": {"message", "type", "param", "code"}}, naming the field: 400 for
 // malformed JSON, a field of the wrong type or out of range, empty messages
 // or a prompt longer than the model's context; 404 for an unknown model or
-// path; 422 for what the server does not do (n > 1, several prompts). A
+// path; 422 for what the server does not do (n > 1, several prompts); 401
+// (code invalid_api_key) for a request without one of Options.APIKeys as
+// its bearer token, where keys are set (GET /health and /metrics stay open). A
 // panic in a handler becomes a 500 error for that request alone. A client
 // that goes away cancels its request, which leaves the batch at the next
 // step.
 package serve
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +62,11 @@ type Options struct {
 	DefaultMaxTokens int
 	// Log receives a line per failed request (nil: none).
 	Log *log.Logger
+	// APIKeys, when any is given, are the bearer tokens requests must carry
+	// (Authorization: Bearer KEY) on every path but GET /health and GET
+	// /metrics; others get
+	// a 401 in the OpenAI error shape. Keys are compared in constant time.
+	APIKeys []string
 }
 
 // Server answers OpenAI-style requests on one model.
@@ -66,6 +77,7 @@ type Server struct {
 	created  int64
 	stopping atomic.Bool
 	nextID   atomic.Int64
+	met      *metrics
 }
 
 // New starts the batching engine on m.
@@ -83,7 +95,7 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix()}, nil
+	return &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix(), met: newMetrics()}, nil
 }
 
 // Close stops taking requests, lets those under way end, and stops the
@@ -102,13 +114,50 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("GET /metrics", s.metricsPage)
 	mux.HandleFunc("POST /v1/chat/completions", endpoint(s, s.parseChat))
 	mux.HandleFunc("POST /v1/completions", endpoint(s, s.parseCompletion))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, POST /v1/chat/completions, POST /v1/completions)", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions)", r.Method, r.URL.Path)})
 	})
-	return s.recoverer(mux)
+	return s.count(s.recoverer(s.authorize(mux)))
+}
+
+// authorize lets a request through when no key is set, when it is GET
+// /health (for load balancers and probes), or when its bearer token is
+// one of the keys; it answers others 401. Every key is compared, each in
+// constant time, so that neither a key's bytes nor its place in the list
+// shows in the answer's timing.
+func (s *Server) authorize(h http.Handler) http.Handler {
+	if len(s.opts.APIKeys) == 0 {
+		return h
+	}
+	keys := make([][]byte, len(s.opts.APIKeys))
+	for i, k := range s.opts.APIKeys {
+		keys[i] = []byte(k)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && (r.URL.Path == "/health" || r.URL.Path == "/metrics") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		match := 0
+		for _, k := range keys {
+			match |= subtle.ConstantTimeCompare([]byte(token), k)
+		}
+		if !ok || match == 0 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="archrun"`)
+			msg := "missing API key: send Authorization: Bearer KEY (the server was started with -api-key)"
+			if ok {
+				msg = "incorrect API key in the Authorization header"
+			}
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key", Message: msg})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // recoverer turns a panic in a handler into a 500 error for that request.

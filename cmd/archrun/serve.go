@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,12 +21,17 @@ import (
 )
 
 const serveDoc = `Serves the model over HTTP with the OpenAI API: GET /v1/models, GET /health
-(the queue and the prompt cache's hits, misses and bytes), POST
+(the queue and the prompt cache's hits, misses and bytes), GET /metrics (the
+same and more in Prometheus's text format), POST
 /v1/chat/completions and POST /v1/completions, streamed (server-sent events)
 or not. Requests decode together in one batch (at most -max-batch at once,
 the rest queue); a prompt cache keeps the KV of earlier prompts for later
 ones that start the same way. Sampling is greedy unless a request sets
-temperature. SIGTERM or Ctrl-C stops taking requests, lets running ones
+temperature. With -api-key (or -api-key-file, or ARCHGEN_API_KEY) every
+path but GET /health and GET /metrics needs Authorization: Bearer KEY;
+without one the
+server warns when it listens beyond the loopback address. SIGTERM or Ctrl-C
+stops taking requests, lets running ones
 finish, and exits. "go doc github.com/archgen/archgen/serve" describes the
 requests and errors.`
 
@@ -41,6 +47,8 @@ func (a *app) serve(args []string) error {
 	ctxLen := c.Int("context-length", 0, "refuse prompts of this many tokens or more (default: the model's max_position_embeddings)")
 	maxTokens := c.Int("max-tokens", 512, "a request's token budget when it gives none")
 	name := c.String("served-model-name", "", "the model id clients give (default: the model's path as given)")
+	apiKey := c.String("api-key", "", "require this bearer token (Authorization: Bearer KEY) on every path but GET /health (or ARCHGEN_API_KEY)")
+	apiKeyFile := c.String("api-key-file", "", "a file of accepted keys, one a line (blank lines and # comments skipped)")
 	if err := a.parse(c, args); err != nil {
 		return err
 	}
@@ -65,6 +73,10 @@ func (a *app) serve(args []string) error {
 	if *ctxLen < 0 {
 		return usagef("-context-length %d: want a positive number of tokens", *ctxLen)
 	}
+	keys, err := apiKeys(*apiKey, *apiKeyFile, os.Getenv("ARCHGEN_API_KEY"))
+	if err != nil {
+		return err
+	}
 	var cacheBytes uint64
 	if *cacheSize != "0" {
 		n, err := parseSize(*cacheSize)
@@ -76,6 +88,9 @@ func (a *app) serve(args []string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return err
+	}
+	if ip := net.ParseIP(*host); len(keys) == 0 && (ip == nil || !ip.IsLoopback()) && *host != "localhost" {
+		fmt.Fprintf(a.stderr, "archrun serve: warning: listening on %s without an API key: anyone who reaches the port can use the model (-api-key, -api-key-file or ARCHGEN_API_KEY)\n", *host)
 	}
 	defer ln.Close()
 
@@ -97,7 +112,7 @@ func (a *app) serve(args []string) error {
 	logger := log.New(a.stderr, "archrun serve: ", log.LstdFlags)
 	srv, err := serve.New(m, serve.Options{
 		ModelID: id, ContextLength: limit, MaxBatch: *maxBatch,
-		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger,
+		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger, APIKeys: keys,
 	})
 	if err != nil {
 		return err
@@ -123,6 +138,41 @@ func (a *app) serve(args []string) error {
 	}
 	fmt.Fprintln(a.stderr, "archrun serve: stopped")
 	return nil
+}
+
+// apiKeys gathers the accepted keys: -api-key, each line of -api-key-file
+// (blank lines and # comments skipped) and ARCHGEN_API_KEY. A key file
+// that names none is an error, not an open server.
+func apiKeys(flagKey, file, env string) ([]string, error) {
+	var keys []string
+	for _, k := range []string{flagKey, env} {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if file == "" {
+		return keys, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("-api-key-file: %w", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.ContainsAny(line, " \t") {
+			return nil, fmt.Errorf("-api-key-file %s: line %q holds a space; one key a line", file, line)
+		}
+		keys = append(keys, line)
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("-api-key-file %s: no keys in it", file)
+	}
+	return keys, nil
 }
 
 // contextLength is the model's context, from config.json's

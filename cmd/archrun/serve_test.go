@@ -21,6 +21,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -62,6 +64,14 @@ func serverBinary(t *testing.T) string {
 func startServer(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "-port", "0"}, args...)...)
+	base, stderr := startCmd(t, cmd)
+	return cmd, base, stderr
+}
+
+// startCmd starts cmd (archrun serve on a free port) and waits for the
+// base URL it prints.
+func startCmd(t *testing.T, cmd *exec.Cmd) (string, *syncBuffer) {
+	t.Helper()
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -80,11 +90,11 @@ func startServer(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *
 	}()
 	select {
 	case base := <-addr:
-		return cmd, base, stderr
+		return base, stderr
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("the server did not start: %s", stderr.String())
 	}
-	return nil, "", nil
+	return "", nil
 }
 
 type syncBuffer struct {
@@ -314,6 +324,9 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"serve", "-model", smolLM2, "-max-tokens", "0"}, true, "-max-tokens 0: want at least 1"},
 		{[]string{"serve", "-model", smolLM2, "-context-length", "-1"}, true, "-context-length -1"},
 		{[]string{"serve", "-hf", "no-such-org/no-such-model", "-port", "0"}, false, "no-such-org/no-such-model"},
+		{[]string{"serve", "-model", smolLM2, "-api-key-file", "testdata/no-such-keys"}, false, "-api-key-file: open testdata/no-such-keys"},
+		{[]string{"serve", "-model", smolLM2, "-api-key-file", writeKeys(t, "# no keys\n\n")}, false, "no keys in it"},
+		{[]string{"serve", "-model", smolLM2, "-api-key-file", writeKeys(t, "sk-a sk-b\n")}, false, `line "sk-a sk-b" holds a space; one key a line`},
 	} {
 		err := run(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
 		require.Error(t, err, "archrun %q", tc.args)
@@ -321,4 +334,134 @@ func TestServeFlags(t *testing.T) {
 		assert.Equal(t, tc.usage, errors.As(err, &u), "archrun %q: %v", tc.args, err)
 		assert.Contains(t, err.Error(), tc.want, "archrun %q", tc.args)
 	}
+}
+
+// writeKeys writes a key file into a temporary folder.
+func writeKeys(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+	return path
+}
+
+// TestServeAPIKeys: a server started with keys (-api-key, a key file of
+// two, ARCHGEN_API_KEY) answers openai-go's requests carrying any of them
+// and refuses those without one, or with another, with 401 invalid_api_key
+// in the OpenAI error shape; GET /health stays open to probes.
+func TestServeAPIKeys(t *testing.T) {
+	if _, err := os.Stat(smolLM2); err != nil {
+		t.Fatalf("%v: run `make models`", err)
+	}
+	bin := serverBinary(t)
+	keyFile := writeKeys(t, "# operators\nsk-file-one\n\nsk-file-two\n")
+	cmd := exec.Command(bin, "serve", "-port", "0", "-gguf", smolLM2, "-served-model-name", "smollm2",
+		"-api-key", "sk-flag", "-api-key-file", keyFile)
+	cmd.Env = append(os.Environ(), "ARCHGEN_API_KEY=sk-env")
+	base, stderr := startCmd(t, cmd)
+	ctx := context.Background()
+	chat := func(key string) error {
+		client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "smollm2",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hi.")},
+			MaxTokens: openai.Int(4),
+		})
+		return err
+	}
+	for _, key := range []string{"sk-flag", "sk-file-one", "sk-file-two", "sk-env"} {
+		require.NoError(t, chat(key), "key %s: %s", key, stderr.String())
+	}
+	for _, key := range []string{"sk-other", "sk-flagx", ""} {
+		err := chat(key)
+		var apiErr *openai.Error
+		require.ErrorAs(t, err, &apiErr, "key %q", key)
+		assert.Equal(t, http.StatusUnauthorized, apiErr.StatusCode, "key %q", key)
+		assert.Equal(t, "invalid_api_key", apiErr.Code, "key %q", key)
+	}
+	// no Authorization header at all, and the open probe
+	resp, err := http.Get(base + "/models")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Contains(t, string(body), "missing API key")
+	assert.NotContains(t, string(body), "sk-", "the answer names no key")
+	resp, err = http.Get(strings.TrimSuffix(base, "/v1") + "/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestServeMetrics: GET /metrics, read by Prometheus's own text parser
+// (prometheus/common/expfmt), counts what the server answered: requests by
+// path and status (an unknown path as "other"), the tokens of the
+// generations as their usage gave them, a time to first token per
+// generation and an inter-token gap per later token; it is open where keys
+// guard the API.
+func TestServeMetrics(t *testing.T) {
+	if _, err := os.Stat(smolLM2); err != nil {
+		t.Fatalf("%v: run `make models`", err)
+	}
+	bin := serverBinary(t)
+	_, base, stderr := startServer(t, bin, "-gguf", smolLM2, "-served-model-name", "smollm2", "-api-key", "sk-metrics")
+	root := strings.TrimSuffix(base, "/v1")
+	ctx := context.Background()
+	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("sk-metrics"), option.WithMaxRetries(0))
+	var prompt, completion int64
+	for _, p := range []string{"Say hi.", "Name a color."} {
+		r, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "smollm2",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(p)},
+			MaxTokens: openai.Int(6),
+		})
+		require.NoError(t, err, stderr.String())
+		prompt += r.Usage.PromptTokens
+		completion += r.Usage.CompletionTokens
+	}
+	resp, err := http.Post(root+"/v1/engines", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	resp, err = http.Get(root + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "without a key")
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	value := func(name string, labels map[string]string) float64 {
+		f, ok := families[name]
+		require.True(t, ok, "no %s", name)
+		for _, m := range f.Metric {
+			match := true
+			for k, v := range labels {
+				found := false
+				for _, l := range m.Label {
+					found = found || (l.GetName() == k && l.GetValue() == v)
+				}
+				match = match && found
+			}
+			if !match {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+		t.Fatalf("%s%v: no sample", name, labels)
+		return 0
+	}
+	assert.Equal(t, 2.0, value("archgen_requests_total", map[string]string{"path": "/v1/chat/completions", "status": "200"}))
+	assert.Equal(t, 1.0, value("archgen_requests_total", map[string]string{"path": "other", "status": "401"}), "the unknown path, without a key")
+	assert.Equal(t, float64(prompt), value("archgen_prompt_tokens_total", nil))
+	assert.Equal(t, float64(completion), value("archgen_generated_tokens_total", nil))
+	assert.Equal(t, 2.0, value("archgen_time_to_first_token_seconds", nil), "one a generation")
+	assert.Equal(t, float64(completion-2), value("archgen_inter_token_seconds", nil), "one a later token")
+	assert.Equal(t, 0.0, value("archgen_queue_waiting", nil))
+	assert.Equal(t, 8.0, value("archgen_batch_max", nil))
+	assert.Greater(t, value("archgen_memory_active_bytes", nil), 1e8, "the weights at least")
 }

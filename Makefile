@@ -121,7 +121,7 @@ bench-llama:
 # (bench-sizes), then archgen's generated forward passes beside mlx-lm's on
 # the same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
 # and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
-# The whole protocol takes about 2 h on 2 cores (bench-sizes about 12 min of
+# The whole protocol takes about 2 h 15 min on 2 cores (bench-sizes about 30 min of
 # it, after llama.cpp's tools are built); BENCH_QUICK=1 about 45 minutes.
 # Then the Go benchmarks (bench-go).
 bench: setup-py models bench-llama
@@ -150,10 +150,12 @@ bench-serve: setup-py models bench-llama
 setup-llama-tools:
 	@bash bench/setup-llama-tools.sh
 
-# archgen at the sizes people run (the Llama-3.2-1B geometry by default;
-# BENCH_SIZES=1b,3b for more) in mlx-community's formats and llama.cpp's
-# GGUF quantizations, beside llama-bench; into out/bench/sizes.
-BENCH_SIZES ?= 1b
+# archgen at the sizes people run (by default the Llama-3.2-1B geometry,
+# the Qwen2.5-1.5B geometry in mlx 4-bit and Q4_K_M, and the real
+# SmolLM2-135M requantized to Q4_K_M, Q6_K and Q8_0; BENCH_SIZES=...,3b for
+# more) in mlx-community's formats and llama.cpp's GGUF quantizations,
+# beside llama-bench; into out/bench/sizes.
+BENCH_SIZES ?= 1b,qwen2.5-1.5b,smollm2-135m
 bench-sizes: setup-py models setup-llama-tools
 	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3)
 

@@ -4,7 +4,9 @@ tools (llama-bench), at the defaults each gives a user: `make bench-sizes`.
     .deps/py/bin/python bench/sizes.py [--out out/bench/sizes] [--sizes 1b] [--runs 3]
 
 For each size (a published geometry with random weights, SmolLM2's
-vocabulary so that the GGUF files carry its real tokenizer):
+vocabulary so that the GGUF files carry its real tokenizer; or, for
+smollm2-135m, the real SmolLM2-135M-Instruct Q4_1 file, decoded to F32 and
+requantized by llama-quantize to the K-quants its published files come in):
   1. mlx-lm makes the float32 checkpoint (bench/prepare.py random, mlx-lm's
      own init, seeded) and the formats mlx-community publishes from it
      (4-bit and 8-bit affine in groups of 64 with bfloat16 scales, and
@@ -53,6 +55,22 @@ SIZES = {
         "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 28,
         "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128,
         "rope_theta": 500000.0}),
+    # Qwen2.5-1.5B's geometry in llama's layout (its q, k and v biases
+    # aside: the same products), in the format its GGUF files are most
+    # downloaded in
+    "qwen2.5-1.5b": ("Qwen2.5-1.5B geometry", {
+        "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+        "num_attention_heads": 12, "num_key_value_heads": 2, "head_dim": 128,
+        "rope_theta": 1000000.0}),
+    # the real SmolLM2-135M-Instruct (no geometry: its own file)
+    "smollm2-135m": ("SmolLM2-135M-Instruct, its Q4_1 file requantized", None),
+}
+
+# the formats measured at a size, where not every one (names of MLX_FORMATS
+# and GGUF_FORMATS, and "GGUF Q4_1", the real file itself)
+SIZE_FORMATS = {
+    "qwen2.5-1.5b": ["mlx 4-bit g64", "GGUF Q4_K_M"],
+    "smollm2-135m": ["GGUF Q4_1", "GGUF Q4_K_M", "GGUF Q6_K", "GGUF Q8_0"],
 }
 
 # archgen's formats: name -> bench/prepare.py level.
@@ -60,7 +78,7 @@ MLX_FORMATS = {"mlx 4-bit g64": "q4_g64", "mlx 8-bit g64": "q8_g64", "mlx bfloat
 # llama.cpp's: name -> llama-quantize type.
 GGUF_FORMATS = {"GGUF Q4_0": "Q4_0", "GGUF Q4_K_M": "Q4_K_M", "GGUF Q5_K_M": "Q5_K_M",
                 "GGUF Q6_K": "Q6_K", "GGUF Q8_0": "Q8_0"}
-FOUR_BIT_GGUF = ("GGUF Q4_0", "GGUF Q4_K_M")
+FOUR_BIT_GGUF = ("GGUF Q4_0", "GGUF Q4_1", "GGUF Q4_K_M")
 
 
 def log(msg):
@@ -86,8 +104,28 @@ def config(size):
             "torch_dtype": "float32", **geom}
 
 
+def make_real(models):
+    """The real SmolLM2 file and its requantizations: {format: (file, file)}."""
+    d = models / "smollm2-135m"
+    d.mkdir(parents=True, exist_ok=True)
+    f32 = d / "model-F32.gguf"
+    if not f32.exists():
+        run([TOOLS / "llama-quantize", "--allow-requantize", TOKENIZER_GGUF, f32, "F32", "2"], capture_output=True)
+    out = {"GGUF Q4_1": (TOKENIZER_GGUF, TOKENIZER_GGUF)}
+    for name in SIZE_FORMATS["smollm2-135m"][1:]:
+        qtype = GGUF_FORMATS[name]
+        g = d / f"model-{qtype}.gguf"
+        if not g.exists():
+            run([TOOLS / "llama-quantize", f32, g, qtype, "2"], capture_output=True)
+        out[name] = (g, g)
+    return out
+
+
 def make(models, size):
     """Every checkpoint of size: {format: (archgen's dir, GGUF file or None)}."""
+    if SIZES[size][1] is None:
+        return make_real(models)
+    wanted = SIZE_FORMATS.get(size, [*MLX_FORMATS, *GGUF_FORMATS])
     d = models / size
     d.mkdir(parents=True, exist_ok=True)
     src = d / "float32"
@@ -97,6 +135,8 @@ def make(models, size):
         run([PY, "bench/prepare.py", "random", cfg, src])
     out = {}
     for name, level in MLX_FORMATS.items():
+        if name not in wanted:
+            continue
         dst = d / level
         if not (dst / "config.json").exists():
             run([PY, "bench/prepare.py", "derive", src, dst, level])
@@ -105,6 +145,8 @@ def make(models, size):
     if not f16.exists():
         run([PY, "bench/llama_gguf.py", src, TOKENIZER_GGUF, f16])
     for name, qtype in GGUF_FORMATS.items():
+        if name not in wanted:
+            continue
         g = d / f"model-{qtype}.gguf"
         if not g.exists():
             run([TOOLS / "llama-quantize", f16, g, qtype, "2"], capture_output=True)
@@ -152,8 +194,9 @@ def fmt(x, digits=1):
 
 def table(size, res):
     title, _ = SIZES[size]
-    best4 = max((res[n]["llama.cpp"]["tg128"] for n in FOUR_BIT_GGUF), default=None)
-    lines = [f"### {size}: {title}, random weights, 2 threads", "",
+    best4 = max((res[n]["llama.cpp"]["tg128"] for n in FOUR_BIT_GGUF if n in res), default=None)
+    weights = "its own weights" if SIZES[size][1] is None else "random weights"
+    lines = [f"### {size}: {title}, {weights}, 2 threads", "",
              "| format | archgen tg128 | llama.cpp tg128 | ratio | vs best 4-bit | archgen pp512 | llama.cpp pp512 | ratio | archgen peak RSS | llama.cpp peak RSS |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in res.items():

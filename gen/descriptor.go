@@ -222,12 +222,41 @@ type DropRule struct {
 type GGUFDesc struct {
 	Arch          F[string]       `yaml:"arch"`
 	Class         F[string]       `yaml:"class"`
+	Requires      F[string]       `yaml:"requires"`
+	Aliases       F[[]string]     `yaml:"aliases"`
 	PermuteQK     F[bool]         `yaml:"permute_qk"`
 	AlwaysHeadDim F[bool]         `yaml:"always_head_dim"`
+	NormShift     F[float64]      `yaml:"norm_shift"`
+	RopeFraction  F[string]       `yaml:"rope_fraction"`
+	ExtraLayers   F[string]       `yaml:"extra_layers"`
+	WidthPerHead  GGUFWidthRule   `yaml:"width_per_head"`
+	SlidingLayers GGUFLayerRule   `yaml:"sliding_layers"`
 	Config        OMap[Raw]       `yaml:"config"`
 	Keys          OMap[F[string]] `yaml:"keys"`
+	Flags         OMap[F[string]] `yaml:"flags"`
+	LayerValues   OMap[F[string]] `yaml:"layer_values"`
 	Tensors       OMap[F[string]] `yaml:"tensors"`
 	Pos           Pos             `yaml:"-"`
+}
+
+// GGUFWidthRule sets a config key to hidden_size / num_attention_heads
+// (integer division) on files of the listed layer counts: llama.cpp's rule
+// for the query scale of its 27B Gemmas, which the files do not record.
+type GGUFWidthRule struct {
+	Key    F[string]  `yaml:"key"`
+	Layers F[Literal] `yaml:"layers"`
+	Pos    Pos        `yaml:"-"`
+}
+
+// GGUFLayerRule spells the file's per-layer sliding-window pattern
+// (attention.sliding_window_pattern: a bool a layer, or every n-th layer
+// full) as a config key: form letters, a string of L (sliding) and G
+// (full) a layer; form types, a list of sliding_attention and
+// full_attention.
+type GGUFLayerRule struct {
+	Key  F[string] `yaml:"key"`
+	Form F[string] `yaml:"form"`
+	Pos  Pos       `yaml:"-"`
 }
 
 // WrapperDesc makes a descriptor a wrapper: its checkpoints hold a text

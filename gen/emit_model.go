@@ -70,11 +70,18 @@ func ggufFacts(a *Arch) jen.Code {
 	g := a.GGUF
 	cfg := jen.Dict{}
 	for _, e := range g.Config {
-		v := e.Val.V
-		if i, ok := v.(int64); ok {
-			v = int(i)
+		switch v := e.Val.V.(type) {
+		case int64:
+			cfg[jen.Lit(e.Key)] = jen.Lit(int(v))
+		case []any:
+			items := make([]jen.Code, len(v))
+			for i, it := range v {
+				items[i] = jen.Lit(int(it.(int64)))
+			}
+			cfg[jen.Lit(e.Key)] = jen.Index().Int().Values(items...)
+		default:
+			cfg[jen.Lit(e.Key)] = jen.Lit(v)
 		}
-		cfg[jen.Lit(e.Key)] = jen.Lit(v)
 	}
 	tensors := jen.Dict{}
 	for _, e := range g.Tensors {
@@ -83,9 +90,36 @@ func ggufFacts(a *Arch) jen.Code {
 	pairs := []kvPair{
 		{"Arch", jen.Lit(g.Arch)},
 		{"Class", jen.Lit(g.Class)},
+		{"Requires", jen.Lit(g.Requires)},
 		{"PermuteQK", jen.Lit(g.PermuteQK)},
 		{"AlwaysHeadDim", jen.Lit(g.AlwaysHeadDim)},
 		{"Config", jen.Map(jen.String()).Any().Values(cfg)},
+	}
+	if len(g.Aliases) > 0 {
+		names := make([]jen.Code, len(g.Aliases))
+		for i, n := range g.Aliases {
+			names[i] = jen.Lit(n)
+		}
+		pairs = append(pairs, kvPair{"Aliases", jen.Index().String().Values(names...)})
+	}
+	if g.NormShift != 0 {
+		pairs = append(pairs, kvPair{"NormShift", jen.Lit(g.NormShift)})
+	}
+	if g.SlidingKey != "" {
+		pairs = append(pairs, kvPair{"SlidingKey", jen.Lit(g.SlidingKey)}, kvPair{"SlidingForm", jen.Lit(g.SlidingForm)})
+	}
+	if g.ExtraLayers != "" {
+		pairs = append(pairs, kvPair{"ExtraLayers", jen.Lit(g.ExtraLayers)})
+	}
+	if g.RopeFraction != "" {
+		pairs = append(pairs, kvPair{"RopeFraction", jen.Lit(g.RopeFraction)})
+	}
+	if g.WidthKey != "" {
+		layers := make([]jen.Code, len(g.WidthLayers))
+		for i, n := range g.WidthLayers {
+			layers[i] = jen.Lit(n)
+		}
+		pairs = append(pairs, kvPair{"WidthKey", jen.Lit(g.WidthKey)}, kvPair{"WidthLayers", jen.Index().Int().Values(layers...)})
 	}
 	if len(g.Keys) > 0 {
 		keys := jen.Dict{}
@@ -93,6 +127,20 @@ func ggufFacts(a *Arch) jen.Code {
 			keys[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
 		}
 		pairs = append(pairs, kvPair{"Keys", jen.Map(jen.String()).String().Values(keys)})
+	}
+	if len(g.LayerValues) > 0 {
+		values := jen.Dict{}
+		for _, e := range g.LayerValues {
+			values[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
+		}
+		pairs = append(pairs, kvPair{"LayerValues", jen.Map(jen.String()).String().Values(values)})
+	}
+	if len(g.Flags) > 0 {
+		flags := jen.Dict{}
+		for _, e := range g.Flags {
+			flags[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
+		}
+		pairs = append(pairs, kvPair{"Flags", jen.Map(jen.String()).String().Values(flags)})
 	}
 	pairs = append(pairs,
 		kvPair{"Tensors", jen.Map(jen.String()).String().Values(tensors)},

@@ -746,16 +746,48 @@ func (b *builder) drops() error {
 
 // GGUF is the descriptor's gguf section, resolved.
 type GGUF struct {
-	Arch, Class   string
+	Arch, Class string
+	// Requires: a metadata key (within the architecture's namespace) a
+	// file must hold, non-zero, to be this descriptor's; it tells apart
+	// descriptors that share a GGUF architecture name.
+	Requires string
+	// Aliases are other general.architecture names whose files this
+	// descriptor reads the same way (a vision-language model's text).
+	Aliases       []string
 	PermuteQK     bool
 	AlwaysHeadDim bool
-	Config        []Entry[Raw]
-	Keys          []Entry[F[string]]
-	Tensors       []Entry[F[string]]
+	NormShift     float64
+	// RopeFraction is the config key that rope.dimension_count over
+	// head_dim is (the rotated fraction of each head).
+	RopeFraction string
+	// ExtraLayers is the metadata key counting the trailing blocks the
+	// checkpoint does not run (multi-token prediction).
+	ExtraLayers string
+	// WidthKey is set to hidden_size / num_attention_heads on files of
+	// WidthLayers layers.
+	WidthKey    string
+	WidthLayers []int
+	// SlidingKey is the config key the file's sliding-window pattern
+	// becomes, in SlidingForm (letters or types).
+	SlidingKey, SlidingForm string
+	Config                  []Entry[Raw]
+	Keys                    []Entry[F[string]]
+	// Flags: config keys that are true exactly when layer 0 holds the
+	// tensor named (llama.cpp's name within blk.0, with its suffix).
+	Flags []Entry[F[string]]
+	// LayerValues: metadata keys (whole) holding a number a layer, each
+	// made the tensor named (within the layer) of that layer.
+	LayerValues []Entry[F[string]]
+	Tensors     []Entry[F[string]]
 }
 
-// ggufTensor is llama.cpp's name of a module of a layer.
-var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+$`)
+// ggufFlagTensor is llama.cpp's name of a tensor within a layer.
+var ggufFlagTensor = regexp.MustCompile(`^[a-z0-9_]+\.(weight|bias)$`)
+
+// ggufTensor is llama.cpp's name of a module of a layer, or of one tensor
+// of it (attn_sinks.weight: mapped whole, to a checkpoint name without a
+// suffix).
+var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+(\.(weight|bias))?$`)
 
 // ggufKey is a metadata key within the architecture's namespace
 // (attention.scale for ARCH.attention.scale).
@@ -783,7 +815,7 @@ func (b *builder) gguf() error {
 	for _, e := range g.Tensors.Entries {
 		path := "gguf.tensors." + e.Key
 		if !ggufTensor.MatchString(e.Key) {
-			return errAt(e.Pos, path, "%q is not a llama.cpp tensor name (lower-case letters, digits and _)", e.Key)
+			return errAt(e.Pos, path, "%q is not a llama.cpp tensor name (lower-case letters, digits and _, with .weight or .bias to map one tensor whole)", e.Key)
 		}
 		if e.Null || !checkpointName.MatchString(e.Val.V) {
 			return errAt(e.Pos, path, "want a checkpoint name within the layer, got %q", e.Val.V)
@@ -798,15 +830,76 @@ func (b *builder) gguf() error {
 			return errAt(e.Pos, path, "want a config key of the descriptor, got %q", e.Val.V)
 		}
 	}
-	for _, e := range g.Config.Entries {
-		switch e.Val.V.(type) {
-		case bool, int64, float64, string:
-		default:
-			return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string or true/false")
+	for _, e := range g.LayerValues.Entries {
+		path := "gguf.layer_values." + e.Key
+		if !ggufKey.MatchString(e.Key) {
+			return errAt(e.Pos, path, "%q is not a GGUF metadata key (lower-case words joined by dots)", e.Key)
+		}
+		if e.Null || !checkpointName.MatchString(e.Val.V) {
+			return errAt(e.Pos, path, "want a checkpoint name within the layer, got %q", e.Val.V)
 		}
 	}
-	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, PermuteQK: g.PermuteQK.V, AlwaysHeadDim: g.AlwaysHeadDim.V,
-		Config: g.Config.Entries, Keys: g.Keys.Entries, Tensors: g.Tensors.Entries}
+	for _, e := range g.Flags.Entries {
+		path := "gguf.flags." + e.Key
+		if b.key(e.Key) == nil {
+			return errAt(e.Pos, path, "want a config key of the descriptor")
+		}
+		if e.Null || !ggufFlagTensor.MatchString(e.Val.V) {
+			return errAt(e.Pos, path, "want llama.cpp's name of a tensor within a layer (attn_q.bias), got %q", e.Val.V)
+		}
+	}
+	for _, e := range g.Config.Entries {
+		switch v := e.Val.V.(type) {
+		case bool, int64, float64, string:
+		case []any:
+			for _, it := range v {
+				if _, ok := it.(int64); !ok {
+					return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string, true/false or a list of integers")
+				}
+			}
+		default:
+			return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string, true/false or a list of integers")
+		}
+	}
+	var widthLayers []int
+	if w := g.WidthPerHead; w.Key.Set || w.Layers.Set {
+		path := "gguf.width_per_head"
+		if !w.Key.Set || b.key(w.Key.V) == nil {
+			return errAt(w.Key.Pos, path+".key", "want a config key of the descriptor, got %q", w.Key.V)
+		}
+		list, ok := w.Layers.V.V.([]any)
+		if !ok || len(list) == 0 {
+			return errAt(w.Layers.Pos, path+".layers", "want a list of layer counts")
+		}
+		for _, it := range list {
+			n, ok := it.(int64)
+			if !ok || n < 1 {
+				return errAt(w.Layers.Pos, path+".layers", "want a list of layer counts")
+			}
+			widthLayers = append(widthLayers, int(n))
+		}
+	}
+	if r := g.SlidingLayers; r.Key.Set || r.Form.Set {
+		if b.key(r.Key.V) == nil {
+			return errAt(r.Key.Pos, "gguf.sliding_layers.key", "want a config key of the descriptor, got %q", r.Key.V)
+		}
+		if r.Form.V != "letters" && r.Form.V != "types" {
+			return errAt(r.Form.Pos, "gguf.sliding_layers.form", "want letters or types, got %q", r.Form.V)
+		}
+	}
+	if g.ExtraLayers.Set && !ggufKey.MatchString(g.ExtraLayers.V) {
+		return errAt(g.ExtraLayers.Pos, "gguf.extra_layers", "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots)", g.ExtraLayers.V)
+	}
+	if g.RopeFraction.Set && b.key(g.RopeFraction.V) == nil {
+		return errAt(g.RopeFraction.Pos, "gguf.rope_fraction", "want a config key of the descriptor, got %q", g.RopeFraction.V)
+	}
+	if g.Requires.Set && !ggufKey.MatchString(g.Requires.V) {
+		return errAt(g.Requires.Pos, "gguf.requires", "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots)", g.Requires.V)
+	}
+	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
+		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
+		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
+		Config: g.Config.Entries, Keys: g.Keys.Entries, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }
 

@@ -242,16 +242,25 @@ func Resolve(files map[string][]byte) (*Set, error) {
 	}
 	sort.Slice(set.Archs, func(i, j int) bool { return set.Archs[i].Name < set.Archs[j].Name })
 	sort.Slice(set.Wrappers, func(i, j int) bool { return set.Wrappers[i].Name < set.Wrappers[j].Name })
-	ggufNames := map[string]string{}
+	// a GGUF architecture name (with what a file must hold, gguf.requires)
+	// belongs to one descriptor
+	ggufNames := map[[2]string]string{}
 	for _, a := range set.Archs {
 		if a.GGUF == nil {
 			continue
 		}
-		if prev, dup := ggufNames[a.GGUF.Arch]; dup {
-			d := set.Flat[a.Name]
-			return nil, errAt(d.GGUF.Arch.Pos, "gguf.arch", "%q is %s's GGUF architecture already", a.GGUF.Arch, prev)
+		for _, name := range append([]string{a.GGUF.Arch}, a.GGUF.Aliases...) {
+			key := [2]string{name, a.GGUF.Requires}
+			if prev, dup := ggufNames[key]; dup {
+				d := set.Flat[a.Name]
+				what := ""
+				if a.GGUF.Requires != "" {
+					what = " for files with " + a.GGUF.Requires
+				}
+				return nil, errAt(d.GGUF.Arch.Pos, "gguf.arch", "%q is %s's GGUF architecture already%s", name, prev, what)
+			}
+			ggufNames[key] = a.Name
 		}
-		ggufNames[a.GGUF.Arch] = a.Name
 	}
 	return set, nil
 }

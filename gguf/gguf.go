@@ -60,22 +60,40 @@ func (m *Model) Free() {
 func Supported(archs []nn.Arch) []string {
 	var out []string
 	for _, a := range archs {
-		if a.GGUF != nil {
-			out = append(out, a.GGUF.Arch)
+		if a.GGUF == nil {
+			continue
+		}
+		for _, n := range append([]string{a.GGUF.Arch}, a.GGUF.Aliases...) {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
 		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// find is the architecture whose GGUF name is name.
-func find(archs []nn.Arch, name string) (string, *nn.GGUF, bool) {
-	for _, a := range archs {
-		if a.GGUF != nil && a.GGUF.Arch == name {
-			return a.Name, a.GGUF, true
+// find is the architecture whose GGUF name is name: of those sharing it,
+// the one whose required key the file holds (non-zero), else the one
+// requiring none.
+func find(archs []nn.Arch, name string, md metadata) (string, *nn.GGUF, bool) {
+	var plain *nn.Arch
+	for i, a := range archs {
+		if a.GGUF == nil || (a.GGUF.Arch != name && !slices.Contains(a.GGUF.Aliases, name)) {
+			continue
 		}
+		if r := a.GGUF.Requires; r != "" {
+			if v, err := md.number(name + "." + r); err == nil && v != 0 {
+				return a.Name, a.GGUF, true
+			}
+			continue
+		}
+		plain = &archs[i]
 	}
-	return "", nil, false
+	if plain == nil {
+		return "", nil, false
+	}
+	return plain.Name, plain.GGUF, true
 }
 
 // llama.cpp's names of the tensors outside the layers.
@@ -86,6 +104,9 @@ const (
 	ggufQ     = "attn_q" // rows reordered under PermuteQK, by heads
 	ggufK     = "attn_k" // by key/value heads
 )
+
+// blockIndex is the block number of any tensor of a block.
+var blockIndex = regexp.MustCompile(`^blk\.(\d+)\.`)
 
 var blockName = regexp.MustCompile(`^blk\.(\d+)\.([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
 var topName = regexp.MustCompile(`^([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
@@ -119,23 +140,41 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	if err != nil {
 		return nil, err
 	}
-	modelType, a, ok := find(archs, name)
+	modelType, a, ok := find(archs, name, md)
 	if !ok {
 		return nil, fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported(archs))
-	}
-	if _, ok := arrays["rope_freqs.weight"]; ok {
-		return nil, fmt.Errorf("%s: tensor rope_freqs.weight (llama.cpp's rope frequency factors) is not supported", path)
 	}
 	cfg, err := config(md, name, modelType, a, arrays)
 	if err != nil {
 		return nil, err
 	}
+	if err := longRope(arrays, cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if t, ok := arrays[ropeFreqs]; ok {
+		if err := ropeScaling(md, name, t, cfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		t.free()
+		delete(arrays, ropeFreqs)
+	}
+	if a.ExtraLayers != "" {
+		dropExtraLayers(arrays, cfg["num_hidden_layers"].(int))
+	}
 	tensors, quant, err := rename(path, arrays, a)
 	if err != nil {
 		return nil, err
 	}
+	if err := layerValues(md, name, a, cfg["num_hidden_layers"].(int), tensors); err != nil {
+		return nil, err
+	}
 	if a.PermuteQK {
 		if err := unpermute(tensors, cfg, a, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if a.NormShift != 0 {
+		if err := unshift(tensors, a.NormShift, s); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -174,6 +213,16 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		}
 		cfg[k.hf] = v
 	}
+	if k := key(a.ExtraLayers); a.ExtraLayers != "" && md.has(k) {
+		n, err := md.int(k)
+		if err != nil {
+			return nil, err
+		}
+		if layers := cfg["num_hidden_layers"].(int); n < 0 || n >= layers {
+			return nil, fmt.Errorf("%s: %s is %d, of %d blocks", md.path, k, n, layers)
+		}
+		cfg["num_hidden_layers"] = cfg["num_hidden_layers"].(int) - n
+	}
 	heads := cfg["num_attention_heads"].(int)
 	kv := heads
 	if md.has(key("attention.head_count_kv")) {
@@ -197,13 +246,28 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 	if headDim != hidden/heads || a.AlwaysHeadDim {
 		cfg["head_dim"] = headDim
 	}
-	eps, err := md.float(key("attention.layer_norm_rms_epsilon"))
-	if err != nil {
-		return nil, err
+	if k := key("rope.dimension_count"); a.RopeFraction != "" && md.has(k) {
+		dims, err := md.int(k)
+		if err != nil {
+			return nil, err
+		}
+		if dims <= 0 || dims > headDim || dims%2 != 0 {
+			return nil, fmt.Errorf("%s: %s is %d, for heads of %d", md.path, k, dims, headDim)
+		}
+		cfg[a.RopeFraction] = float64(dims) / float64(headDim)
 	}
-	cfg["rms_norm_eps"] = eps
+	// an RMSNorm's epsilon; a LayerNorm's (attention.layer_norm_epsilon)
+	// goes by the descriptor's keys, under its own config name
+	if k := key("attention.layer_norm_rms_epsilon"); md.has(k) {
+		eps, err := md.float(k)
+		if err != nil {
+			return nil, err
+		}
+		cfg["rms_norm_eps"] = eps
+	}
 	theta := 10000.0
 	if md.has(key("rope.freq_base")) {
+		var err error
 		if theta, err = md.float(key("rope.freq_base")); err != nil {
 			return nil, err
 		}
@@ -270,9 +334,109 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		if err != nil {
 			return nil, err
 		}
+		if md.raw[key(k)].Bool {
+			cfg[a.Keys[k]] = v != 0 // a flag (expert_weights_norm: norm_topk_prob)
+			continue
+		}
 		cfg[a.Keys[k]] = v
 	}
+	if k := key("attention.sliding_window_pattern"); a.SlidingKey != "" && md.has(k) {
+		v, err := slidingLayers(md, k, cfg["num_hidden_layers"].(int), a.SlidingForm)
+		if err != nil {
+			return nil, err
+		}
+		cfg[a.SlidingKey] = v
+	}
+	for k, t := range a.Flags {
+		_, ok := arrays["blk.0."+t]
+		cfg[k] = ok
+	}
+	if a.WidthKey != "" && slices.Contains(a.WidthLayers, cfg["num_hidden_layers"].(int)) {
+		cfg[a.WidthKey] = hidden / heads
+	}
 	return cfg, nil
+}
+
+// slidingLayers spells the sliding-window pattern at k (a number a layer,
+// non-zero where it slides, or one number n: every n-th layer full) in
+// form letters (L and G a layer) or types (sliding_attention and
+// full_attention).
+func slidingLayers(md metadata, k string, layers int, form string) (any, error) {
+	v, err := md.get(k)
+	if err != nil {
+		return nil, err
+	}
+	slides := make([]bool, layers)
+	switch {
+	case v.Kind == ValueNumber && v.Num >= 1 && v.Num == float64(int(v.Num)):
+		for i := range slides {
+			slides[i] = (i+1)%int(v.Num) != 0
+		}
+	case v.Kind == ValueNumbers && len(v.Nums) == layers:
+		for i, n := range v.Nums {
+			slides[i] = n != 0
+		}
+	default:
+		return nil, fmt.Errorf("%s: metadata key %s is neither a layer count nor a flag for each of %d layers", md.path, k, layers)
+	}
+	if form == "letters" {
+		b := make([]byte, layers)
+		for i, s := range slides {
+			b[i] = "GL"[btoi(s)]
+		}
+		return string(b), nil
+	}
+	types := make([]any, layers)
+	for i, s := range slides {
+		types[i] = []string{"full_attention", "sliding_attention"}[btoi(s)]
+	}
+	return types, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// layerValues makes the tensors a.LayerValues names, of each layer, from
+// the metadata arrays holding a number a layer (whole keys, outside the
+// architecture's namespace).
+func layerValues(md metadata, name string, a *nn.GGUF, layers int, t map[string]*mlx.Array) error {
+	for _, k := range slices.Sorted(maps.Keys(a.LayerValues)) {
+		v, err := md.get(k)
+		if err != nil {
+			return err
+		}
+		if v.Kind != ValueNumbers || len(v.Nums) != layers {
+			return fmt.Errorf("%s: metadata key %s is not a number for each of %d layers", md.path, k, layers)
+		}
+		for i, x := range v.Nums {
+			arr, err := mlx.NewArray([]float32{float32(x)}, 1)
+			if err != nil {
+				return err
+			}
+			t[fmt.Sprintf("%s.%d.%s", a.Layers, i, a.LayerValues[k])] = arr
+		}
+	}
+	return nil
+}
+
+// dropExtraLayers frees the tensors of blocks past the model's layers (the
+// multi-token prediction blocks ExtraLayers counts), which the checkpoint
+// does not hold.
+func dropExtraLayers(arrays map[string]tensor, layers int) {
+	for n, t := range arrays {
+		m := blockIndex.FindStringSubmatch(n)
+		if m == nil {
+			continue
+		}
+		if i, err := strconv.Atoi(m[1]); err == nil && i >= layers {
+			t.free()
+			delete(arrays, n)
+		}
+	}
 }
 
 // quantSpec is the quantization of one module: its block format.
@@ -290,6 +454,15 @@ func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.
 	for _, n := range slices.Sorted(maps.Keys(arrays)) {
 		var module, suffix string
 		if m := blockName.FindStringSubmatch(n); m != nil {
+			if hf, ok := a.Tensors[m[2]+"."+m[3]]; ok {
+				// a tensor mapped whole: the checkpoint's name has no suffix
+				// (gpt-oss's self_attn.sinks)
+				if t := arrays[n]; t.scales != nil || t.block != nil {
+					return nil, nil, fmt.Errorf("%s: tensor %s is quantized, which archgen reads for weights only", path, n)
+				}
+				out[a.Layers+"."+m[1]+"."+hf] = arrays[n].array
+				continue
+			}
 			hf, ok := a.Tensors[m[2]]
 			if !ok {
 				return nil, nil, fmt.Errorf("%s: unexpected tensor %s", path, n)
@@ -385,6 +558,47 @@ func unpermute(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.S
 		names = append(names, n)
 		fixed = append(fixed, x)
 	}
+	return replaceEvaluated(g, t, names, fixed)
+}
+
+// ropeScaling sets the config's rope_scaling from the factors of
+// rope_freqs.weight (Llama 3.1's scaling, see llama3Scaling).
+func ropeScaling(md metadata, name string, t tensor, cfg map[string]any) error {
+	if t.block != nil || t.scales != nil || t.array.Dtype() != mlx.Float32 || len(t.array.Shape()) != 1 {
+		return fmt.Errorf("tensor %s: %s %v, want a float32 vector", ropeFreqs, t.array.Dtype(), t.array.Shape())
+	}
+	f, err := t.array.Float32s()
+	if err != nil {
+		return err
+	}
+	dims := cfg["hidden_size"].(int) / cfg["num_attention_heads"].(int)
+	if hd, ok := cfg["head_dim"].(int); ok {
+		dims = hd
+	}
+	if md.has(name + ".rope.dimension_count") {
+		if dims, err = md.int(name + ".rope.dimension_count"); err != nil {
+			return err
+		}
+	}
+	orig := 8192.0
+	if k := name + ".rope.scaling.original_context_length"; md.has(k) {
+		if orig, err = md.float(k); err != nil {
+			return err
+		}
+	}
+	rs, err := llama3Scaling(f, cfg["rope_theta"].(float64), dims, orig)
+	if err != nil {
+		return err
+	}
+	if rs != nil {
+		cfg["rope_scaling"] = rs
+	}
+	return nil
+}
+
+// replaceEvaluated evaluates fixed and puts each in t in place of the
+// tensor of its name, which is freed.
+func replaceEvaluated(g *mlx.Graph, t map[string]*mlx.Array, names []string, fixed []*mlx.Array) error {
 	if err := g.Eval(fixed...); err != nil {
 		return err
 	}
@@ -394,6 +608,30 @@ func unpermute(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.S
 		t[n] = fixed[i]
 	}
 	return nil
+}
+
+// unshift takes shift off every norm weight (the tensors whose checkpoint
+// names end in norm.weight), which llama.cpp's converter added it to. In
+// float32 the difference is exact wherever the stored value lies within a
+// factor of two of the shift (Sterbenz), so that shift plus it, as the
+// checkpoint's norm computes, gives back the stored value.
+func unshift(t map[string]*mlx.Array, shift float64, s *mlx.Stream) error {
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	var names []string
+	var fixed []*mlx.Array
+	for _, n := range slices.Sorted(maps.Keys(t)) {
+		if !strings.HasSuffix(n, "norm.weight") {
+			continue
+		}
+		a := t[n]
+		if !a.Dtype().IsFloat() {
+			return fmt.Errorf("tensor %s: %s, want a float dtype (a norm weight)", n, a.Dtype())
+		}
+		names = append(names, n)
+		fixed = append(fixed, g.Subtract(a, g.Scalar(shift, a.Dtype())))
+	}
+	return replaceEvaluated(g, t, names, fixed)
 }
 
 // metadata reads typed values out of a GGUF file's metadata.

@@ -106,6 +106,7 @@ type Value struct {
 	Kind ValueKind
 	Num  float64 // ValueNumber (bools as 0 and 1)
 	F32  bool    // ValueNumber stored as a float32
+	Bool bool    // ValueNumber stored as a bool
 	Str  string
 	Nums []float64
 	Strs []string
@@ -245,7 +246,7 @@ func (p *headerReader) number(t uint32) (float64, error) {
 func (p *headerReader) value(t uint32, depth int) (Value, error) {
 	if _, ok := valueSizes[t]; ok {
 		f, err := p.number(t)
-		return Value{Kind: ValueNumber, Num: f, F32: t == 6}, err
+		return Value{Kind: ValueNumber, Num: f, F32: t == 6, Bool: t == 7}, err
 	}
 	switch t {
 	case valueString:
@@ -396,7 +397,7 @@ func (p *headerReader) header() (*Header, error) {
 // architecture without a mapping, a tensor type archgen does not run.
 func (h *Header) check(path string, archs []nn.Arch) error {
 	if name, ok := h.Strings["general.architecture"]; ok {
-		if _, _, ok := find(archs, name); !ok {
+		if _, _, ok := find(archs, name, metadata{path: path, raw: h.Values}); !ok {
 			return fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported(archs))
 		}
 	}

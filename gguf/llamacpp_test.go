@@ -5,8 +5,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 
+	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/internal/npy"
 	"github.com/archgen/archgen/runtime/nn"
 )
@@ -34,9 +37,13 @@ var realTypes = []string{"F32", "Q4_1", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "IQ4
 // quantized file archgen's logits may be no further from it than
 // llama.cpp's own on that file are (the weights' error, which both carry,
 // plus llama.cpp's arithmetic: it rounds activations to 8 bits for its
-// quantized products, archgen keeps them float32), with a slack of 10% and
-// the float32 file's own distance (the arithmetic alone) beside it; on the
-// float32 file, less than a tenth of llama.cpp's distance on Q8_0. The
+// quantized products, archgen keeps them on a 16-bit grid): over all
+// logits (root mean square) with a slack of 10%, and in the largest single
+// difference (which one logit decides, where either run's arithmetic
+// happens to add to or take from the error both carry) with a slack of
+// 25%, each with the float32 file's own distance (the arithmetic alone)
+// beside it; on the float32 file, less than a tenth of llama.cpp's
+// largest difference on Q8_0. The
 // teacher-forced greedy tokens are llama.cpp's on the same file wherever
 // its top two logits are further apart than the two runs' distances allow.
 // Each file's tensors load held as stored: the weights' bytes are the
@@ -53,60 +60,83 @@ func TestLlamaCppParity(t *testing.T) {
 	}
 	dir := t.TempDir()
 	run(t, "testdata/make_llama_cases.py", dir, llamaTools, realModel)
-	for _, c := range []string{"llama", "qwen2", "qwen3", "olmo2", "seed_oss", "smollm3", "granite", "hunyuan", "real"} {
+	for _, c := range []string{"llama", "llama3", "phi3", "qwen2", "qwen3", "olmo2", "seed_oss", "smollm3", "granite", "hunyuan", "qwen3moe", "qwen2moe", "olmoe", "mixtral", "gemma", "gemma2", "gemma3", "starcoder2", "stablelm", "command-r", "phi2", "nemotron", "olmo3", "exaone4", "exaone", "glm4", "ernie4_5", "qwen2vl", "qwen3vl", "qwen3vlmoe", "gpt-oss", "granitemoe", "cohere2", "dots1", "glm4moe", "apertus", "deepseek", "minimax-m2", "real"} {
 		types := llamaTypes
-		if c == "real" {
+		switch c {
+		case "real":
 			types = realTypes
+		case "gpt-oss":
+			types = append(slices.Clone(llamaTypes), "MXFP4_MOE") // experts as published
 		}
-		var tokens []int32
-		b, err := os.ReadFile(filepath.Join(dir, c, "tokens.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		json.Unmarshal(b, &tokens)
-		ref := readLogits(t, filepath.Join(dir, c, "logits-F32.npy"))
-		// what 8-bit weights cost llama.cpp on this case
-		q8 := maxDiff(readLogits(t, filepath.Join(dir, c, "logits-Q8_0.npy")), ref)
-		var floor float64 // archgen's distance on the float32 file
-		for _, typ := range types {
-			t.Run(c+"/"+typ, func(t *testing.T) {
-				path := filepath.Join(dir, c, "model-"+typ+".gguf")
-				ours, _, info := fileLogits(t, path, nn.Options{}, tokens)
-				fileBytes, biasBytes := tensorBytes(t, path)
-				if info.Nbytes != fileBytes+biasBytes {
-					t.Errorf("the weights take %d bytes, the file's tensors %d and the biases of its Q4_0 and Q8_0 blocks %d", info.Nbytes, fileBytes, biasBytes)
-				}
-				theirs := readLogits(t, filepath.Join(dir, c, "logits-"+typ+".npy"))
-				if len(ours) != len(ref) || len(theirs) != len(ref) {
-					t.Fatalf("%d logits, llama.cpp's %d and %d", len(ours), len(theirs), len(ref))
-				}
-				dOurs, dTheirs, scale := maxDiff(ours, ref), maxDiff(theirs, ref), maxAbs(ref)
-				if typ == "F32" {
-					floor = dOurs
-					// the same weights: only the arithmetic differs (summation
-					// order, llama.cpp's vectorized exp in SiLU and softmax),
-					// by less than a tenth of what 8-bit weights cost
-					if tol := q8 / 10; dOurs > tol {
-						t.Fatalf("float32 file: archgen is %g from llama.cpp (largest logit %g), allowed %g (a tenth of llama.cpp's distance on Q8_0)", dOurs, scale, tol)
-					}
-				} else if bound := 1.1*dTheirs + floor; dOurs > bound {
-					t.Errorf("archgen is %g from llama.cpp's float32 run, llama.cpp itself %g on this file: allowed %g", dOurs, dTheirs, bound)
-				}
-				t.Logf("distance from llama.cpp's float32 run: archgen %.4g, llama.cpp %.4g (largest logit %.3g)", dOurs, dTheirs, scale)
-				vocab := len(ref) / len(tokens)
-				for p := range tokens {
-					a, b := argmax(ours[p*vocab:(p+1)*vocab]), argmax(theirs[p*vocab:(p+1)*vocab])
-					row := theirs[p*vocab : (p+1)*vocab]
-					if a != b && float64(row[b]-row[a]) > dOurs+dTheirs {
-						t.Errorf("position %d: archgen's token %d, llama.cpp's %d (%g ahead)", p, a, b, row[b]-row[a])
-					}
-				}
-			})
-		}
+		checkLlamaCase(t, filepath.Join(dir, c), c, types)
 	}
 }
 
-// tensorBytes is the bytes of the file's tensor data, by its header, and
+// checkLlamaCase runs archgen on each of a case's files (make_llama_cases.py's
+// dir/<case>) against llama.cpp's logits, as TestLlamaCppParity says.
+func checkLlamaCase(t *testing.T, dir, c string, types []string) {
+	var tokens []int32
+	b, err := os.ReadFile(filepath.Join(dir, "tokens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &tokens)
+	ref := readLogits(t, filepath.Join(dir, "logits-F32.npy"))
+	// what 8-bit weights cost llama.cpp on this case
+	q8 := maxDiff(readLogits(t, filepath.Join(dir, "logits-Q8_0.npy")), ref)
+	var floor, rmsFloor float64 // archgen's distances on the float32 file
+	for _, typ := range types {
+		t.Run(c+"/"+typ, func(t *testing.T) {
+			path := filepath.Join(dir, "model-"+typ+".gguf")
+			ours, _, info := fileLogits(t, path, nn.Options{}, tokens)
+			fileBytes, biasBytes := tensorBytes(t, path)
+			if info.Nbytes != fileBytes+biasBytes {
+				t.Errorf("the weights take %d bytes, the file's tensors %d and the biases of its Q4_0 and Q8_0 blocks %d", info.Nbytes, fileBytes, biasBytes)
+			}
+			theirs := readLogits(t, filepath.Join(dir, "logits-"+typ+".npy"))
+			if len(ours) != len(ref) || len(theirs) != len(ref) {
+				t.Fatalf("%d logits, llama.cpp's %d and %d", len(ours), len(theirs), len(ref))
+			}
+			dOurs, dTheirs, scale := maxDiff(ours, ref), maxDiff(theirs, ref), maxAbs(ref)
+			if typ == "F32" {
+				floor, rmsFloor = dOurs, rmsDiff(ours, ref)
+				// the same weights: only the arithmetic differs (summation
+				// order, llama.cpp's vectorized exp in SiLU and softmax),
+				// by less than a tenth of what 8-bit weights cost
+				if tol := q8 / 10; dOurs > tol {
+					t.Fatalf("float32 file: archgen is %g from llama.cpp (largest logit %g), allowed %g (a tenth of llama.cpp's distance on Q8_0)", dOurs, scale, tol)
+				}
+			} else {
+				// over all logits (root mean square): no further than
+				// llama.cpp, up to 10%; the largest single difference, which
+				// one logit where the two runs' arithmetic happens to add to
+				// or take from the weights' shared error decides, up to 25%
+				rOurs, rTheirs := rmsDiff(ours, ref), rmsDiff(theirs, ref)
+				if bound := 1.1*rTheirs + rmsFloor; rOurs > bound {
+					t.Errorf("archgen is %g from llama.cpp's float32 run (root mean square), llama.cpp itself %g on this file: allowed %g", rOurs, rTheirs, bound)
+				}
+				if bound := 1.25*dTheirs + floor; dOurs > bound {
+					t.Errorf("archgen is %g from llama.cpp's float32 run (largest difference), llama.cpp itself %g on this file: allowed %g", dOurs, dTheirs, bound)
+				}
+				t.Logf("root mean square distance from llama.cpp's float32 run: archgen %.4g, llama.cpp %.4g", rOurs, rTheirs)
+			}
+			t.Logf("distance from llama.cpp's float32 run: archgen %.4g, llama.cpp %.4g (largest logit %.3g)", dOurs, dTheirs, scale)
+			vocab := len(ref) / len(tokens)
+			for p := range tokens {
+				a, b := argmax(ours[p*vocab:(p+1)*vocab]), argmax(theirs[p*vocab:(p+1)*vocab])
+				row := theirs[p*vocab : (p+1)*vocab]
+				if a != b && float64(row[b]-row[a]) > dOurs+dTheirs {
+					t.Errorf("position %d: archgen's token %d, llama.cpp's %d (%g ahead)", p, a, b, row[b]-row[a])
+				}
+			}
+		})
+	}
+}
+
+// tensorBytes is the bytes of the file's tensor data (the rope factors
+// and the blocks the model does not run aside, the numbers a layer its
+// metadata holds for tensors added),
+// by its header, and
 // the float16 biases MLX's affine form adds to its Q4_0 and Q8_0 blocks
 // (two bytes a block of 32).
 func tensorBytes(t *testing.T, path string) (int, int) {
@@ -115,8 +145,32 @@ func tensorBytes(t *testing.T, path string) (int, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the blocks past the model's layers (multi-token prediction), which
+	// the checkpoint does not hold
+	layers := math.MaxInt
+	arch := h.Strings["general.architecture"]
+	md := metadata{path: path, raw: h.Values}
 	total, biases := 0, 0
+	if _, a, ok := find(registry.Archs(), arch, md); ok {
+		if a.ExtraLayers != "" && md.has(arch+"."+a.ExtraLayers) {
+			blocks, _ := md.int(arch + ".block_count")
+			extra, _ := md.int(arch + "." + a.ExtraLayers)
+			layers = blocks - extra
+		}
+		// the numbers a layer the metadata holds, made float32 tensors
+		for k := range a.LayerValues {
+			total += 4 * len(h.Values[k].Nums)
+		}
+	}
 	for _, ti := range h.Tensors {
+		if ti.Name == ropeFreqs || ti.Name == ropeLong || ti.Name == ropeShort {
+			continue // read into the config's rope_scaling, not held
+		}
+		if m := blockIndex.FindStringSubmatch(ti.Name); m != nil {
+			if i, _ := strconv.Atoi(m[1]); i >= layers {
+				continue
+			}
+		}
 		_, _, _, n, err := layout(h, ti)
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +202,15 @@ func maxDiff(a, b []float32) float64 {
 		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
 	}
 	return d
+}
+
+func rmsDiff(a, b []float32) float64 {
+	s := 0.0
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		s += d * d
+	}
+	return math.Sqrt(s / float64(len(a)))
 }
 
 func maxAbs(a []float32) float64 {

@@ -60,8 +60,8 @@ func layout(h *Header, t TensorInfo) (mlx.Dtype, []int, *mlx.BlockFormat, int64,
 		if !ok {
 			return 0, nil, nil, 0, fmt.Errorf("tensor %s is stored as %s, which archgen cannot read (readable: %s)", t.Name, t.Type, readableNames())
 		}
-		if len(shape) != 2 {
-			return 0, nil, nil, 0, fmt.Errorf("tensor %s is stored as %s, which archgen reads for matrices (weights of two dimensions) only", t.Name, bf.Name)
+		if len(shape) != 2 && len(shape) != 3 {
+			return 0, nil, nil, 0, fmt.Errorf("tensor %s is stored as %s, which archgen reads for matrices and stacks of them (experts' weights) only", t.Name, bf.Name)
 		}
 		k := shape[len(shape)-1]
 		if k == 0 || k%bf.Values != 0 {
@@ -115,7 +115,7 @@ func readTensors(path string, h *Header) (map[string]tensor, error) {
 	}
 	for _, p := range plans {
 		off := h.DataOffset + int64(p.info.Offset)
-		if spec, ok := affineTypes[p.info.Type]; ok && len(p.shape) == 2 {
+		if spec, ok := affineTypes[p.info.Type]; ok {
 			t, ok, err := readAffine(file, path, p.info, off, p.shape, spec.bits)
 			if err != nil {
 				free()
@@ -141,11 +141,15 @@ func readTensors(path string, h *Header) (map[string]tensor, error) {
 	return out, nil
 }
 
-// readAffine reads a Q4_0, Q4_1 or Q8_0 matrix (shape: rows of its blocks'
-// bytes) in MLX's affine form; false (and nothing read into arrays) when a
-// block's bias does not fit float16.
+// readAffine reads a Q4_0, Q4_1 or Q8_0 matrix or stack of matrices
+// (shape: [..., rows, its blocks' bytes]) in MLX's affine form; false (and
+// nothing read into arrays) when a block's bias does not fit float16.
 func readAffine(file *os.File, path string, info TensorInfo, off int64, shape []int, bits int) (tensor, bool, error) {
-	raw := make([]byte, shape[0]*shape[1])
+	rows := 1
+	for _, d := range shape[:len(shape)-1] {
+		rows *= d
+	}
+	raw := make([]byte, rows*shape[len(shape)-1])
 	if _, err := file.ReadAt(raw, off); err != nil {
 		return tensor{}, false, fmt.Errorf("%s: tensor %s: reading %d bytes at %d: %w", path, info.Name, len(raw), off, err)
 	}
@@ -153,17 +157,18 @@ func readAffine(file *os.File, path string, info TensorInfo, off int64, shape []
 	if !ok {
 		return tensor{}, false, nil
 	}
-	rows, k := shape[0], int(info.Dims[0])
-	w, err := mlx.NewArray(f.weight, rows, k*bits/32)
+	k := int(info.Dims[0])
+	lead := shape[:len(shape)-1]
+	w, err := mlx.NewArray(f.weight, append(slices.Clone(lead), k*bits/32)...)
 	if err != nil {
 		return tensor{}, false, err
 	}
-	sc, err := mlx.NewArrayBits(f.scales, mlx.Float16, rows, k/32)
+	sc, err := mlx.NewArrayBits(f.scales, mlx.Float16, append(slices.Clone(lead), k/32)...)
 	if err != nil {
 		w.Free()
 		return tensor{}, false, err
 	}
-	bi, err := mlx.NewArrayBits(f.biases, mlx.Float16, rows, k/32)
+	bi, err := mlx.NewArrayBits(f.biases, mlx.Float16, append(slices.Clone(lead), k/32)...)
 	if err != nil {
 		w.Free()
 		sc.Free()

@@ -2,17 +2,55 @@ package gguf
 
 import (
 	"fmt"
+	"sort"
 )
 
 // Pre-tokenizer splits of llama.cpp's byte-level vocabularies, by the
-// tokenizer.ggml.pre name the converter wrote. Each is the regular
-// expression the vocabulary's merges were learned with.
+// tokenizer.ggml.pre name the converter wrote: the regular expressions
+// llama.cpp splits the text with, each applied to the pieces the one
+// before left (as a Sequence of Splits does), then the bytes spelled in
+// GPT-2's alphabet.
 const (
-	llama3Split = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}` +
+	contractions = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])`
+	gpt2Split    = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
+	llama3Split  = contractions + `|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}` +
 		`| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	qwen2Split = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}` +
+	qwen2Split = contractions + `|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}` +
 		`| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// a run of letters: capitals then small ones, or the other way round
+	// (any letter outside a-z counts as a capital, and outside A-Z as small)
+	capitalized = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+`
+	upper       = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*`
+	tekkenSplit = capitalized + `|` + upper + `|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	gpt4oSplit  = capitalized + contractions + `?|` + upper + contractions +
+		`?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	cjk        = `[一-龥぀-ゟ゠-ヿ]+`
+	deepseekV3 = `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` + "`" + `{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+` +
+		`| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
+
+// preSplits are llama.cpp's splits by pre type, for the types that are not
+// GPT-2's alone.
+var preSplits = map[string][]string{
+	"default":     {`[\p{P}\$\+<=>\^~\|]+`, gpt2Split, `\p{N}+`, `[0-9][0-9][0-9]`},
+	"llama3":      {llama3Split},
+	"qwen2":       {qwen2Split},
+	"smollm":      {`\p{N}`, gpt2Split},
+	"tekken":      {tekkenSplit},
+	"gpt-4o":      {gpt4oSplit},
+	"deepseek-v3": {`\p{N}{1,3}`, cjk, deepseekV3},
+	"falcon":      {`[\p{P}\$\+<=>\^~\|` + "`" + `]+`, gpt2Split, `[0-9][0-9][0-9]`},
+}
+
+// preAliases are the pre types llama.cpp splits as another does.
+var preAliases = map[string]string{
+	"": "default", "llama-v3": "llama3", "llama-bpe": "llama3", "smaug-bpe": "llama3", "dbrx": "llama3",
+	"falcon3": "llama3", "pixtral": "llama3", "chatglm-bpe": "llama3", "glm4": "llama3",
+	"deepseek-r1-qwen": "qwen2", "stablelm2": "qwen2", "hunyuan": "qwen2",
+	"starcoder": "smollm", "refact": "smollm", "command-r": "smollm", "codeshell": "smollm", "exaone": "smollm",
+	"llama4": "gpt-4o", "minimax-m2": "gpt-4o", "hunyuan-dense": "deepseek-v3",
+	"gpt2": "gpt-2", "phi-2": "gpt-2", "mpt": "gpt-2", "olmo": "gpt-2", "jais": "gpt-2", "exaone4": "gpt-2",
+}
 
 // byteLevel is the ByteLevel pre-tokenizer; with useRegex it also splits
 // with GPT-2's expression.
@@ -37,18 +75,21 @@ func sequence(steps ...map[string]any) map[string]any {
 
 // preTokenizer is the Hugging Face pre-tokenizer of a llama.cpp pre type.
 func preTokenizer(pre string) (map[string]any, error) {
-	switch pre {
-	case "", "default", "gpt2", "gpt-2":
-		return byteLevel(true), nil
-	case "smollm":
-		// Each digit alone, then GPT-2's split.
-		return sequence(map[string]any{"type": "Digits", "individual_digits": true}, byteLevel(true)), nil
-	case "llama3", "llama-v3", "llama-bpe", "smaug-bpe":
-		return sequence(split(llama3Split), byteLevel(false)), nil
-	case "qwen2", "deepseek-r1-qwen":
-		return sequence(split(qwen2Split), byteLevel(false)), nil
+	if to, ok := preAliases[pre]; ok {
+		pre = to
 	}
-	return nil, fmt.Errorf("tokenizer pre-type %q is not supported", pre)
+	if pre == "gpt-2" {
+		return byteLevel(true), nil
+	}
+	regexes, ok := preSplits[pre]
+	if !ok {
+		return nil, fmt.Errorf("tokenizer pre-type %q is not supported", pre)
+	}
+	steps := make([]map[string]any, 0, len(regexes)+1)
+	for _, r := range regexes {
+		steps = append(steps, split(r))
+	}
+	return sequence(append(steps, byteLevel(false))...), nil
 }
 
 // llama.cpp's token types.
@@ -61,22 +102,20 @@ const (
 	tokenByte        = 6
 )
 
-// tokenizerFiles makes tokenizer.json and tokenizer_config.json from the file's
-// vocabulary. Byte-level BPE vocabularies (tokenizer.ggml.model "gpt2") are
-// supported: their tokens are already spelled in the byte alphabet.
+// tokenizerFiles makes tokenizer.json and tokenizer_config.json from the
+// file's vocabulary: byte-level BPE (tokenizer.ggml.model "gpt2", its
+// tokens already spelled in the byte alphabet, its merges listed) and
+// SentencePiece's (tokenizer.ggml.model "llama": scored pieces with
+// byte-fallback tokens, as Llama 2's, Mistral's and Gemma's files hold).
 func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string]any, error) {
 	kind, err := md.str("tokenizer.ggml.model")
 	if err != nil {
 		return nil, nil, err
 	}
-	if kind != "gpt2" {
-		return nil, nil, fmt.Errorf("%s: tokenizer.ggml.model %q is not supported (only byte-level BPE, \"gpt2\")", md.path, kind)
+	if kind != "gpt2" && kind != "llama" {
+		return nil, nil, fmt.Errorf("%s: tokenizer.ggml.model %q is not supported (byte-level BPE, \"gpt2\", and SentencePiece, \"llama\", are)", md.path, kind)
 	}
 	tokens, err := md.strs("tokenizer.ggml.tokens")
-	if err != nil {
-		return nil, nil, err
-	}
-	merges, err := md.strs("tokenizer.ggml.merges")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,20 +128,12 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 			return nil, nil, fmt.Errorf("%s: %d token types for %d tokens", md.path, len(types), len(tokens))
 		}
 	}
-	pre := ""
-	if md.has("tokenizer.ggml.pre") {
-		if pre, err = md.str("tokenizer.ggml.pre"); err != nil {
-			return nil, nil, err
-		}
-	}
-	pt, err := preTokenizer(pre)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", md.path, err)
-	}
 	vocab := make(map[string]any, len(tokens))
 	var added []any
 	for i, t := range tokens {
-		vocab[t] = i
+		if _, dup := vocab[t]; !dup {
+			vocab[t] = i
+		}
 		if types[i] == tokenControl || types[i] == tokenUserDefined {
 			added = append(added, map[string]any{
 				"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
@@ -110,29 +141,19 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 			})
 		}
 	}
-	pairs := make([]any, len(merges))
-	for i, m := range merges {
-		a, b, ok := cutSpace(m)
-		if !ok {
-			return nil, nil, fmt.Errorf("%s: merge %d (%q) is not two tokens", md.path, i, m)
-		}
-		pairs[i] = []any{a, b}
+	var tok map[string]any
+	if kind == "gpt2" {
+		tok, err = byteLevelTokenizer(md, vocab)
+	} else {
+		tok, err = pieceTokenizer(md, tokens, types, vocab)
 	}
-	tok := map[string]any{
-		"version":        "1.0",
-		"truncation":     nil,
-		"padding":        nil,
-		"added_tokens":   added,
-		"normalizer":     nil,
-		"pre_tokenizer":  pt,
-		"post_processor": map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
-		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-		"model": map[string]any{
-			"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
-			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-			"vocab": vocab, "merges": pairs,
-		},
+	if err != nil {
+		return nil, nil, err
 	}
+	tok["version"] = "1.0"
+	tok["truncation"] = nil
+	tok["padding"] = nil
+	tok["added_tokens"] = added
 	tc := map[string]any{
 		"tokenizer_class":              "PreTrainedTokenizerFast",
 		"clean_up_tokenization_spaces": false,
@@ -209,4 +230,148 @@ func cutSpace(m string) (string, string, bool) {
 		}
 	}
 	return "", "", false
+}
+
+// byteLevelTokenizer is tokenizer.json's model, normalizer, pre-tokenizer,
+// post-processor and decoder for a byte-level BPE vocabulary.
+func byteLevelTokenizer(md metadata, vocab map[string]any) (map[string]any, error) {
+	merges, err := md.strs("tokenizer.ggml.merges")
+	if err != nil {
+		return nil, err
+	}
+	pre := ""
+	if md.has("tokenizer.ggml.pre") {
+		if pre, err = md.str("tokenizer.ggml.pre"); err != nil {
+			return nil, err
+		}
+	}
+	pt, err := preTokenizer(pre)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", md.path, err)
+	}
+	pairs := make([]any, len(merges))
+	for i, m := range merges {
+		a, b, ok := cutSpace(m)
+		if !ok {
+			return nil, fmt.Errorf("%s: merge %d (%q) is not two tokens", md.path, i, m)
+		}
+		pairs[i] = []any{a, b}
+	}
+	return map[string]any{
+		"normalizer":     nil,
+		"pre_tokenizer":  pt,
+		"post_processor": map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+		"model": map[string]any{
+			"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
+			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+			"vocab": vocab, "merges": pairs,
+		},
+	}, nil
+}
+
+// pieceSpace is SentencePiece's spelling of a space.
+const pieceSpace = "\u2581"
+
+// pieceTokenizer is tokenizer.json for a SentencePiece vocabulary, as BPE
+// with byte fallback: llama.cpp joins the adjacent pair whose joined piece
+// has the highest score, over and over, and BPE does the same with merges
+// ranked by those scores. The merges are every split of a piece into two
+// pieces, ranked by the joined piece's score (the vocabulary's order
+// among equal scores). Spaces are the piece space; with add_space_prefix
+// (llama.cpp's default) one is put before the text, and decoding takes it
+// off again.
+func pieceTokenizer(md metadata, tokens []string, types []int32, vocab map[string]any) (map[string]any, error) {
+	v, err := md.get("tokenizer.ggml.scores")
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind != ValueNumbers || len(v.Nums) != len(tokens) {
+		return nil, fmt.Errorf("%s: tokenizer.ggml.scores is not a list of %d numbers (one a token)", md.path, len(tokens))
+	}
+	scores := v.Nums
+	prefix := true
+	if md.has("tokenizer.ggml.add_space_prefix") {
+		n, err := md.number("tokenizer.ggml.add_space_prefix")
+		if err != nil {
+			return nil, err
+		}
+		prefix = n != 0
+	}
+	// pieces that take part in merges: the normal ones, each by its first id
+	piece := make(map[string]int, len(tokens))
+	for i, t := range tokens {
+		if types[i] == tokenNormal || types[i] == 0 {
+			if _, dup := piece[t]; !dup {
+				piece[t] = i
+			}
+		}
+	}
+	type merge struct {
+		a, b  string
+		id    int
+		score float64
+	}
+	var merges []merge
+	for t, id := range piece {
+		for i := range t {
+			if i == 0 {
+				continue
+			}
+			if _, ok := piece[t[:i]]; !ok {
+				continue
+			}
+			if _, ok := piece[t[i:]]; ok {
+				merges = append(merges, merge{t[:i], t[i:], id, scores[id]})
+			}
+		}
+	}
+	sort.Slice(merges, func(i, j int) bool {
+		x, y := merges[i], merges[j]
+		if x.score != y.score {
+			return x.score > y.score
+		}
+		if x.id != y.id {
+			return x.id < y.id
+		}
+		return len(x.a) < len(y.a)
+	})
+	pairs := make([]any, len(merges))
+	for i, m := range merges {
+		pairs[i] = []any{m.a, m.b}
+	}
+	var unk any
+	if md.has("tokenizer.ggml.unknown_token_id") {
+		id, err := md.int("tokenizer.ggml.unknown_token_id")
+		if err != nil {
+			return nil, err
+		}
+		if id < 0 || id >= len(tokens) {
+			return nil, fmt.Errorf("%s: tokenizer.ggml.unknown_token_id %d is outside the %d-token vocabulary", md.path, id, len(tokens))
+		}
+		unk = tokens[id]
+	}
+	replace := map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": pieceSpace}
+	normalizer := replace
+	decoders := []any{
+		map[string]any{"type": "Replace", "pattern": map[string]any{"String": pieceSpace}, "content": " "},
+		map[string]any{"type": "ByteFallback"},
+		map[string]any{"type": "Fuse"},
+	}
+	if prefix {
+		normalizer = map[string]any{"type": "Sequence", "normalizers": []any{
+			map[string]any{"type": "Prepend", "prepend": pieceSpace}, replace}}
+		decoders = append(decoders, map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0})
+	}
+	return map[string]any{
+		"normalizer":     normalizer,
+		"pre_tokenizer":  nil,
+		"post_processor": nil,
+		"decoder":        map[string]any{"type": "Sequence", "decoders": decoders},
+		"model": map[string]any{
+			"type": "BPE", "dropout": nil, "unk_token": unk, "continuing_subword_prefix": nil,
+			"end_of_word_suffix": nil, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+			"vocab": vocab, "merges": pairs,
+		},
+	}, nil
 }

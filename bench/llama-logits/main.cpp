@@ -1,7 +1,9 @@
 // llama-logits: llama.cpp's logits for a sequence of token ids, the
-// reference the GGUF parity tests hold archgen to.
+// reference the GGUF parity tests hold archgen to; and its tokenization of
+// texts, the reference of the GGUF tokenizer tests.
 //
 //   llama-logits MODEL.gguf OUT.npy ID [ID ...]
+//   llama-logits --tokenize MODEL.gguf TEXTS OUT
 //
 // Runs the ids through the model as one batch (positions 0..n-1, one
 // sequence) and writes every position's logits as a float32 .npy array
@@ -11,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,9 +26,65 @@ static void quiet(enum ggml_log_level level, const char* text, void*) {
   }
 }
 
+// --tokenize: the texts of TEXTS (UTF-8, each ended by a NUL byte)
+// through the file's vocabulary alone (vocab_only), special tokens in the
+// text read as such; OUT gets two lines a text, the ids without and then
+// with the vocabulary's added tokens (BOS, EOS), space-separated.
+static int tokenize(const char* model_path, const char* texts_path, const char* out_path) {
+  std::ifstream in(texts_path, std::ios::binary);
+  if (!in) {
+    std::perror(texts_path);
+    return 1;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string all = ss.str();
+  llama_log_set(quiet, nullptr);
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = true;
+  llama_model* model = llama_model_load_from_file(model_path, mp);
+  if (model == nullptr) {
+    std::fprintf(stderr, "%s: llama.cpp cannot load it\n", model_path);
+    return 1;
+  }
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  FILE* f = std::fopen(out_path, "w");
+  if (f == nullptr) {
+    std::perror(out_path);
+    return 1;
+  }
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    const std::string text = all.substr(start, end - start);
+    for (bool add : {false, true}) {
+      std::vector<llama_token> ids(text.size() + 8);
+      int n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
+                             static_cast<int32_t>(ids.size()), add, true);
+      if (n < 0) {
+        ids.resize(-n);
+        n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
+                           static_cast<int32_t>(ids.size()), add, true);
+      }
+      for (int i = 0; i < n; i++) std::fprintf(f, i ? " %d" : "%d", ids[i]);
+      std::fputc('\n', f);
+    }
+    start = end + 1;
+  }
+  std::fclose(f);
+  llama_model_free(model);
+  llama_backend_free();
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 5 && std::strcmp(argv[1], "--tokenize") == 0) {
+    return tokenize(argv[2], argv[3], argv[4]);
+  }
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf OUT.npy ID [ID ...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.gguf OUT.npy ID [ID ...]\n       %s --tokenize MODEL.gguf TEXTS OUT\n", argv[0], argv[0]);
     return 2;
   }
   std::vector<llama_token> ids;

@@ -46,6 +46,41 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "apertus",
+		Class:         "ApertusForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config: map[string]any{
+			"attention_bias": false,
+			"post_norm":      false,
+			"qk_norm":        true,
+		},
+		LayerValues: map[string]string{
+			"xielu.alpha_n": "mlp.act_fn.alpha_n",
+			"xielu.alpha_p": "mlp.act_fn.alpha_p",
+			"xielu.beta":    "mlp.act_fn.beta",
+			"xielu.eps":     "mlp.act_fn.eps",
+		},
+		Flags: map[string]string{"mlp_bias": "ffn_up.bias"},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_k_norm": "self_attn.k_norm",
+			"attn_norm":   "attention_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_q_norm": "self_attn.q_norm",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_norm":    "feedforward_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded apertus. Its weights are named as in the checkpoint, in

@@ -36,6 +36,35 @@ var Arch = nn.Arch{
 	Derived: []string{},
 	Ignored: IgnoredKeys,
 	NoShard: "its self_attn.q_norm and self_attn.k_norm norms hold a weight per head, which the plan does not split",
+	GGUF: &nn.GGUF{
+		Arch:          "command-r",
+		Class:         "CohereForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"attention.layer_norm_epsilon": "layer_norm_eps",
+			"logit_scale":                  "logit_scale",
+		},
+		Flags: map[string]string{"use_qk_norm": "attn_q_norm.weight"},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_k_norm": "self_attn.k_norm",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_q_norm": "self_attn.q_norm",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded cohere. Its weights are named as in the checkpoint, in

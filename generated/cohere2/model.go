@@ -47,6 +47,38 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "cohere2",
+		Class:         "Cohere2ForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"attention.layer_norm_epsilon":     "layer_norm_eps",
+			"attention.sliding_window":         "sliding_window",
+			"attention.sliding_window_pattern": "sliding_window_pattern",
+			"logit_scale":                      "logit_scale",
+		},
+		Flags: map[string]string{
+			"attention_bias":  "attn_q.bias",
+			"layer_norm_bias": "attn_norm.bias",
+		},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded cohere2. Its weights are named as in the checkpoint, in

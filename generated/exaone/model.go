@@ -47,6 +47,38 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "exaone",
+		Class:         "ExaoneForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"attention.layer_norm_epsilon":     "layer_norm_epsilon",
+			"attention.layer_norm_rms_epsilon": "layer_norm_epsilon",
+			"block_count":                      "num_layers",
+		},
+		Flags: map[string]string{
+			"attention_bias": "attn_q.bias",
+			"mlp_bias":       "ffn_up.bias",
+		},
+		Tensors: map[string]string{
+			"attn_k":      "attn.attention.k_proj",
+			"attn_norm":   "ln_1",
+			"attn_output": "attn.attention.out_proj",
+			"attn_q":      "attn.attention.q_proj",
+			"attn_v":      "attn.attention.v_proj",
+			"ffn_down":    "mlp.c_proj",
+			"ffn_gate":    "mlp.c_fc_0",
+			"ffn_norm":    "ln_2",
+			"ffn_up":      "mlp.c_fc_1",
+		},
+		Layers: "transformer.h",
+		Embed:  "transformer.wte",
+		Norm:   "transformer.ln_f",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded exaone. Its weights are named as in the checkpoint, in

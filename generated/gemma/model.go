@@ -47,6 +47,30 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "gemma",
+		Class:         "GemmaForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{},
+		NormShift:     1.0,
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded gemma. Its weights are named as in the checkpoint, in Go's

@@ -47,6 +47,32 @@ var Arch = nn.Arch{
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 		Parts:  map[string]int{"mlp.gate_up_proj": 2},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "glm4",
+		Class:         "Glm4ForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{},
+		RopeFraction:  "partial_rotary_factor",
+		Flags:         map[string]string{"attention_bias": "attn_q.bias"},
+		Tensors: map[string]string{
+			"attn_k":              "self_attn.k_proj",
+			"attn_norm":           "input_layernorm",
+			"attn_output":         "self_attn.o_proj",
+			"attn_q":              "self_attn.q_proj",
+			"attn_v":              "self_attn.v_proj",
+			"ffn_down":            "mlp.down_proj",
+			"ffn_norm":            "post_attention_layernorm",
+			"ffn_up":              "mlp.gate_up_proj",
+			"post_attention_norm": "post_self_attn_layernorm",
+			"post_ffw_norm":       "post_mlp_layernorm",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded glm4. Its weights are named as in the checkpoint, in Go's

@@ -48,6 +48,37 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "gpt-oss",
+		Class:         "GptOssForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"attention.sliding_window":   "sliding_window",
+			"expert_count":               "num_local_experts",
+			"expert_feed_forward_length": "intermediate_size",
+			"expert_used_count":          "num_experts_per_tok",
+		},
+		Tensors: map[string]string{
+			"attn_k":              "self_attn.k_proj",
+			"attn_norm":           "input_layernorm",
+			"attn_output":         "self_attn.o_proj",
+			"attn_q":              "self_attn.q_proj",
+			"attn_sinks.weight":   "self_attn.sinks",
+			"attn_v":              "self_attn.v_proj",
+			"ffn_down_exps":       "mlp.experts.down_proj",
+			"ffn_gate_exps":       "mlp.experts.gate_proj",
+			"ffn_gate_inp":        "mlp.router",
+			"ffn_up_exps":         "mlp.experts.up_proj",
+			"post_attention_norm": "post_attention_layernorm",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded gpt_oss. Its weights are named as in the checkpoint, in

@@ -49,6 +49,7 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "granite",
 		Class:         "GraniteForCausalLM",
+		Requires:      "",
 		PermuteQK:     true,
 		AlwaysHeadDim: false,
 		Config: map[string]any{

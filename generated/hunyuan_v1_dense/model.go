@@ -50,6 +50,7 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "hunyuan-dense",
 		Class:         "HunYuanDenseV1ForCausalLM",
+		Requires:      "",
 		PermuteQK:     false,
 		AlwaysHeadDim: true,
 		Config:        map[string]any{"attention_bias": false},

@@ -50,6 +50,7 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "llama",
 		Class:         "LlamaForCausalLM",
+		Requires:      "",
 		PermuteQK:     true,
 		AlwaysHeadDim: false,
 		Config:        map[string]any{},

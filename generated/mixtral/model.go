@@ -47,6 +47,37 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "llama",
+		Class:         "MixtralForCausalLM",
+		Requires:      "expert_count",
+		PermuteQK:     true,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"expert_count":      "num_local_experts",
+			"expert_used_count": "num_experts_per_tok",
+		},
+		Tensors: map[string]string{
+			"attn_k":        "self_attn.k_proj",
+			"attn_norm":     "input_layernorm",
+			"attn_output":   "self_attn.o_proj",
+			"attn_q":        "self_attn.q_proj",
+			"attn_v":        "self_attn.v_proj",
+			"ffn_down":      "mlp.down_proj",
+			"ffn_down_exps": "block_sparse_moe.switch_mlp.down_proj",
+			"ffn_gate":      "mlp.gate_proj",
+			"ffn_gate_exps": "block_sparse_moe.switch_mlp.gate_proj",
+			"ffn_gate_inp":  "block_sparse_moe.gate",
+			"ffn_norm":      "post_attention_layernorm",
+			"ffn_up":        "mlp.up_proj",
+			"ffn_up_exps":   "block_sparse_moe.switch_mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded mixtral. Its weights are named as in the checkpoint, in

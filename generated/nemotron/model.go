@@ -46,6 +46,31 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "nemotron",
+		Class:         "NemotronForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		NormShift:     1.0,
+		RopeFraction:  "partial_rotary_factor",
+		Keys:          map[string]string{"attention.layer_norm_epsilon": "norm_eps"},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded nemotron. Its weights are named as in the checkpoint, in

@@ -39,6 +39,7 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "olmo2",
 		Class:         "Olmo2ForCausalLM",
+		Requires:      "",
 		PermuteQK:     false,
 		AlwaysHeadDim: false,
 		Config:        map[string]any{},

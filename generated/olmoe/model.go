@@ -36,6 +36,43 @@ var Arch = nn.Arch{
 	Derived: []string{"head_dim", "num_key_value_heads"},
 	Ignored: IgnoredKeys,
 	NoShard: "its self_attn.q_norm and self_attn.k_norm norms span the width of all heads, which no process holds",
+	GGUF: &nn.GGUF{
+		Arch:          "olmoe",
+		Class:         "OlmoeForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config: map[string]any{
+			"attention_bias": false,
+			"mlp_bias":       false,
+			"norm_topk_prob": false,
+		},
+		Keys: map[string]string{
+			"expert_count":      "num_experts",
+			"expert_used_count": "num_experts_per_tok",
+		},
+		Tensors: map[string]string{
+			"attn_k":        "self_attn.k_proj",
+			"attn_k_norm":   "self_attn.k_norm",
+			"attn_norm":     "input_layernorm",
+			"attn_output":   "self_attn.o_proj",
+			"attn_q":        "self_attn.q_proj",
+			"attn_q_norm":   "self_attn.q_norm",
+			"attn_v":        "self_attn.v_proj",
+			"ffn_down":      "mlp.down_proj",
+			"ffn_down_exps": "mlp.switch_mlp.down_proj",
+			"ffn_gate":      "mlp.gate_proj",
+			"ffn_gate_exps": "mlp.switch_mlp.gate_proj",
+			"ffn_gate_inp":  "mlp.gate",
+			"ffn_norm":      "post_attention_layernorm",
+			"ffn_up":        "mlp.up_proj",
+			"ffn_up_exps":   "mlp.switch_mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded olmoe. Its weights are named as in the checkpoint, in Go's

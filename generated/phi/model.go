@@ -46,6 +46,29 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "phi2",
+		Class:         "PhiForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		RopeFraction:  "partial_rotary_factor",
+		Keys:          map[string]string{"attention.layer_norm_epsilon": "layer_norm_eps"},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.dense",
+			"attn_q":      "self_attn.q_proj",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.fc2",
+			"ffn_up":      "mlp.fc1",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.final_layernorm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded phi. Its weights are named as in the checkpoint, in Go's

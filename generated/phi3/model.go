@@ -36,6 +36,28 @@ var Arch = nn.Arch{
 	Derived: []string{"num_key_value_heads"},
 	Ignored: IgnoredKeys,
 	NoShard: "its fused self_attn.qkv_proj holds q, k and v parts of unequal sizes (num_attention_heads heads of queries, num_key_value_heads of keys and of values), which a plan's equal parts cannot split",
+	GGUF: &nn.GGUF{
+		Arch:          "phi3",
+		Class:         "Phi3ForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		RopeFraction:  "partial_rotary_factor",
+		Keys:          map[string]string{"rope.scaling.original_context_length": "original_max_position_embeddings"},
+		Tensors: map[string]string{
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_qkv":    "self_attn.qkv_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.gate_up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded phi3. Its weights are named as in the checkpoint, in Go's

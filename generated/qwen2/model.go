@@ -50,9 +50,11 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "qwen2",
 		Class:         "Qwen2ForCausalLM",
+		Requires:      "",
 		PermuteQK:     false,
 		AlwaysHeadDim: false,
 		Config:        map[string]any{"attention_bias": true},
+		Aliases:       []string{"qwen2vl"},
 		Tensors: map[string]string{
 			"attn_k":      "self_attn.k_proj",
 			"attn_norm":   "input_layernorm",

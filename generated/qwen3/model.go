@@ -50,9 +50,11 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "qwen3",
 		Class:         "Qwen3ForCausalLM",
+		Requires:      "",
 		PermuteQK:     false,
 		AlwaysHeadDim: true,
 		Config:        map[string]any{},
+		Aliases:       []string{"qwen3vl"},
 		Tensors: map[string]string{
 			"attn_k":      "self_attn.k_proj",
 			"attn_k_norm": "self_attn.k_norm",

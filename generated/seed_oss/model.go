@@ -50,6 +50,7 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "seed_oss",
 		Class:         "SeedOssForCausalLM",
+		Requires:      "",
 		PermuteQK:     false,
 		AlwaysHeadDim: true,
 		Config:        map[string]any{"attention_bias": true},

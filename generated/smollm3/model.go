@@ -50,6 +50,7 @@ var Arch = nn.Arch{
 	GGUF: &nn.GGUF{
 		Arch:          "smollm3",
 		Class:         "SmolLM3ForCausalLM",
+		Requires:      "",
 		PermuteQK:     true,
 		AlwaysHeadDim: false,
 		Config:        map[string]any{"no_rope_layer_interval": 4},

@@ -51,11 +51,10 @@ def byte_alphabet():
     return [chars[b] for b in range(256)]
 
 
-def learn_bpe(text, alphabet, n_merges):
-    words = Counter()
-    for i, w in enumerate(text.split(" ")):
-        word = (" " if i else "") + w
-        words[tuple(alphabet[b] for b in word.encode())] += 1
+def merge_pairs(words, n_merges):
+    """BPE's merges learned on words (a Counter of symbol tuples): the most
+    frequent adjacent pair joined, n_merges times (ties to the smallest
+    pair)."""
     merges = []
     for _ in range(n_merges):
         pairs = Counter()
@@ -81,6 +80,14 @@ def learn_bpe(text, alphabet, n_merges):
     return merges
 
 
+def learn_bpe(text, alphabet, n_merges):
+    words = Counter()
+    for i, w in enumerate(text.split(" ")):
+        word = (" " if i else "") + w
+        words[tuple(alphabet[b] for b in word.encode())] += 1
+    return merge_pairs(words, n_merges)
+
+
 CASES = {
     # name: (model_type, gguf arch, config deltas)
     "llama_gqa_untied": ("llama", "llama", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
@@ -101,6 +108,36 @@ BLOCK = {
     "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
+    # LayerNorm archs' MLPs (StarCoder 2's, Phi-2's) and Phi-2's output
+    "mlp.c_fc": "ffn_up",
+    "mlp.c_proj": "ffn_down",
+    "mlp.fc1": "ffn_up",
+    "mlp.fc2": "ffn_down",
+    "self_attn.dense": "attn_output",
+    # a mixture of experts' router and stacked experts (mlx-lm's names)
+    "mlp.gate": "ffn_gate_inp",
+    "mlp.switch_mlp.gate_proj": "ffn_gate_exps",
+    "mlp.switch_mlp.up_proj": "ffn_up_exps",
+    "mlp.switch_mlp.down_proj": "ffn_down_exps",
+    "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_expert.up_proj": "ffn_up_shexp",
+    "mlp.shared_expert.down_proj": "ffn_down_shexp",
+    "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+    "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_experts.up_proj": "ffn_up_shexp",
+    "mlp.shared_experts.down_proj": "ffn_down_shexp",
+    # fused projections (Phi-3's): q, k and v; gate and up
+    "self_attn.qkv_proj": "attn_qkv",
+    "mlp.gate_up_proj": "ffn_up",
+    "mlp.router": "ffn_gate_inp",
+    "mlp.experts.gate_proj": "ffn_gate_exps",
+    "mlp.experts.up_proj": "ffn_up_exps",
+    "mlp.experts.down_proj": "ffn_down_exps",
+    "block_sparse_moe.router.layer": "ffn_gate_inp",
+    "block_sparse_moe.gate": "ffn_gate_inp",
+    "block_sparse_moe.switch_mlp.gate_proj": "ffn_gate_exps",
+    "block_sparse_moe.switch_mlp.up_proj": "ffn_up_exps",
+    "block_sparse_moe.switch_mlp.down_proj": "ffn_down_exps",
 }
 # Where an architecture's names differ from BLOCK's (gguf-py's constants):
 # OLMo 2 norms after its sublayers, not before; Seed-OSS names its norm
@@ -110,21 +147,41 @@ ARCH_BLOCK = {
     "olmo2": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
     "seed_oss": {"post_attention_layernorm": "post_attention_norm"},
     "hunyuan-dense": {"self_attn.query_layernorm": "attn_q_norm", "self_attn.key_layernorm": "attn_k_norm"},
+    # Gemma 2 and 3 norm before and after each sublayer
+    "exaone": {"ln_1": "attn_norm", "attn.attention.q_proj": "attn_q", "attn.attention.k_proj": "attn_k",
+               "attn.attention.v_proj": "attn_v", "attn.attention.out_proj": "attn_output", "ln_2": "ffn_norm",
+               "mlp.c_fc_0": "ffn_gate", "mlp.c_fc_1": "ffn_up", "mlp.c_proj": "ffn_down"},
+    "exaone4": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
+    "glm4": {"post_self_attn_layernorm": "post_attention_norm", "post_attention_layernorm": "ffn_norm",
+             "post_mlp_layernorm": "post_ffw_norm"},
+    "gpt-oss": {"post_attention_layernorm": "post_attention_norm"},
+    "apertus": {"attention_layernorm": "attn_norm", "feedforward_layernorm": "ffn_norm"},
+    "glm4moe": {"post_attention_layernorm": "post_attention_norm"},
+    "gemma2": {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+               "post_feedforward_layernorm": "post_ffw_norm"},
+    "gemma3": {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+               "post_feedforward_layernorm": "post_ffw_norm"},
 }
-TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.final_layernorm": "output_norm",
+       "transformer.wte": "token_embd", "transformer.ln_f": "output_norm", "lm_head": "output"}
 
 
 def gguf_name(hf, arch="llama"):
+    if hf.endswith(".self_attn.sinks"):  # gpt-oss's, a tensor without a suffix
+        return f"blk.{hf.split('.')[2]}.attn_sinks.weight"
+    if hf.endswith(".e_score_correction_bias"):  # DeepSeek-V3-style routers' bias
+        return f"blk.{hf.split('.')[2]}.exp_probs_b.bias"
     module, _, suffix = hf.rpartition(".")
-    if module.startswith("model.layers."):
-        _, _, rest = module.partition("model.layers.")
+    stack = next((p for p in ("model.layers.", "transformer.h.") if module.startswith(p)), None)
+    if stack:
+        _, _, rest = module.partition(stack)
         layer, _, part = rest.partition(".")
         names = {**BLOCK, **ARCH_BLOCK.get(arch, {})}
         return f"blk.{layer}.{names[part]}.{suffix}"
     return f"{TOP[module]}.{suffix}"
 
 
-def add_hparams(w, config, n_vocab):
+def add_hparams(w, config, n_vocab, layer_norm_eps=None):
     """The model's hyperparameters as llama.cpp's converter writes them
     (under the writer's architecture)."""
     heads = config["num_attention_heads"]
@@ -138,9 +195,12 @@ def add_hparams(w, config, n_vocab):
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     w.add_rope_freq_base(config["rope_theta"])
-    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    if layer_norm_eps is None:
+        w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    else:
+        w.add_layer_norm_eps(layer_norm_eps)
     w.add_vocab_size(n_vocab)
-    w.add_rope_dimension_count(head_dim)
+    w.add_rope_dimension_count(config.get("rotary_dim") or int(head_dim * config.get("partial_rotary_factor", 1.0)))
 
 
 def llama_cpp_permute(w, n_head):
@@ -184,7 +244,7 @@ def random_model(model_type, deltas, n_vocab, hidden, intermediate, seed, embed_
     for k, v in params.items():
         if k.endswith("norm.weight"):
             params[k] = 1 + 0.2 * mx.random.normal(v.shape)
-        elif k.endswith(".bias"):
+        elif k.endswith(".bias") or k.endswith("correction_bias"):
             params[k] = 0.1 * mx.random.normal(v.shape)
         elif embed_scale is not None and k.endswith("embed_tokens.weight"):
             params[k] = embed_scale * mx.random.normal(v.shape)
@@ -193,12 +253,13 @@ def random_model(model_type, deltas, n_vocab, hidden, intermediate, seed, embed_
     return config, dict(tree_flatten(model.parameters()))
 
 
-def writer(path, arch, config, vocab):
+def writer(path, arch, config, vocab, layer_norm_eps=None):
     """A GGUFWriter with the model's hyperparameters and the vocabulary's
-    tokenizer, as llama.cpp's converter writes them."""
+    tokenizer, as llama.cpp's converter writes them (a LayerNorm's epsilon
+    where layer_norm_eps is given, else the RMSNorm's)."""
     tokens, token_types, merges = vocab
     w = GGUFWriter(path, arch)
-    add_hparams(w, config, len(tokens))
+    add_hparams(w, config, len(tokens), layer_norm_eps)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")  # llama.cpp's name of GPT-2's pre-tokenizer
     w.add_token_list(tokens)

@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 
+import gguf
 import mlx.core as mx
 import numpy as np
 
@@ -45,6 +46,114 @@ CASES = {
                                         "embedding_multiplier": 12.0, "residual_multiplier": 0.22}),
     "hunyuan": ("hunyuan_v1_dense", "hunyuan-dense", {"num_key_value_heads": 2, "tie_word_embeddings": True,
                                                      "attention_bias": False, "use_qk_norm": True, "head_dim": 64}),
+    "qwen3moe": ("qwen3_moe", "qwen3moe", {"num_key_value_heads": 2, "tie_word_embeddings": False, "head_dim": 64,
+                                           "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+                                           "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True}),
+    "qwen2moe": ("qwen2_moe", "qwen2moe", {"num_key_value_heads": 2, "num_experts": 8, "num_experts_per_tok": 2,
+                                           "moe_intermediate_size": 256, "shared_expert_intermediate_size": 512}),
+    # llama.cpp's olmoe reads q and k norms of the full width: as many key
+    # and value heads as query heads (as OLMoE-1B-7B has)
+    "olmoe": ("olmoe", "olmoe", {"num_key_value_heads": 4, "tie_word_embeddings": False, "num_experts": 8,
+                                 "num_experts_per_tok": 2, "norm_topk_prob": False, "attention_bias": False,
+                                 "mlp_bias": False}),
+    # Llama 3.1's rope scaling, which the converter writes as rope_freqs;
+    # an original context of 64 so that the scaled dimensions turn
+    # measurably within the 16 positions
+    "llama3": ("llama", "llama", {"num_key_value_heads": 2, "tie_word_embeddings": True, "rope_theta": 500000.0,
+                                  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                   "high_freq_factor": 4.0,
+                                                   "original_max_position_embeddings": 64}}),
+    # Phi-3.5's long-context rope over three quarters of each head; an
+    # original context of 32, below llama-logits' 64, so that llama.cpp
+    # takes the long factors (as mlx-lm always does)
+    "phi3": ("phi3", "phi3", {"num_key_value_heads": 2, "partial_rotary_factor": 0.75,
+                              "max_position_embeddings": 131072, "original_max_position_embeddings": 32,
+                              "rope_scaling": {"type": "longrope",
+                                               "long_factor": [1.0 + 0.25 * i for i in range(24)],
+                                               "short_factor": [1.0 + 0.05 * i for i in range(24)]}}),
+    # LayerNorm architectures
+    "starcoder2": ("starcoder2", "starcoder2", {"num_key_value_heads": 2, "tie_word_embeddings": True,
+                                                "norm_epsilon": 1e-5}),
+    "stablelm": ("stablelm", "stablelm", {"num_key_value_heads": 2, "tie_word_embeddings": False,
+                                          "layer_norm_eps": 1e-5, "use_qkv_bias": True,
+                                          "partial_rotary_factor": 0.25}),
+    "command-r": ("cohere", "command-r", {"num_key_value_heads": 2, "layer_norm_eps": 1e-5, "logit_scale": 0.25,
+                                          "use_qk_norm": False}),
+    "phi2": ("phi", "phi2", {"num_key_value_heads": 4, "layer_norm_eps": 1e-5, "partial_rotary_factor": 0.5}),
+    "nemotron": ("nemotron", "nemotron", {"num_key_value_heads": 2, "norm_eps": 1e-5, "partial_rotary_factor": 0.5,
+                                          "hidden_act": "relu2", "tie_word_embeddings": False}),
+    # four layers, every fourth attending fully: OLMo 3 as llama.cpp's
+    # converter writes it (olmo2 with a sliding window)
+    "olmo3": ("olmo3", "olmo2", {"num_key_value_heads": 2, "num_hidden_layers": 4, "sliding_window": 8}),
+    # no window: llama.cpp slides only on its 64-layer files
+    "exaone4": ("exaone4", "exaone4", {"num_key_value_heads": 2, "head_dim": 64, "tie_word_embeddings": False,
+                                       "rope_scaling": None, "sliding_window": None, "sliding_window_pattern": None}),
+    "exaone": ("exaone", "exaone", {"num_key_value_heads": 2, "num_layers": 2, "layer_norm_epsilon": 1e-5,
+                                    "tie_word_embeddings": False}),
+    "glm4": ("glm4", "glm4", {"num_key_value_heads": 2, "attention_bias": True, "partial_rotary_factor": 0.5,
+                              "head_dim": 64}),
+    "ernie4_5": ("ernie4_5", "ernie4_5", {"num_key_value_heads": 2, "tie_word_embeddings": True, "head_dim": 64,
+                                          "use_bias": False}),
+    # vision-language models' text layers, as their GGUF files hold them
+    # (the vision tower goes to a projector file of its own)
+    "qwen2vl": ("qwen2", "qwen2vl", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
+    "qwen3vl": ("qwen3", "qwen3vl", {"num_key_value_heads": 2, "tie_word_embeddings": True, "head_dim": 64}),
+    "qwen3vlmoe": ("qwen3_moe", "qwen3vlmoe", {"num_key_value_heads": 2, "tie_word_embeddings": False, "head_dim": 64,
+                                              "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+                                              "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True}),
+    "gpt-oss": ("gpt_oss", "gpt-oss", {"num_key_value_heads": 2, "head_dim": 64, "num_local_experts": 4,
+                                       "num_experts_per_tok": 2, "sliding_window": 8, "rope_theta": 150000.0}),
+    "granitemoe": ("granitemoe", "granitemoe", {"num_key_value_heads": 2, "tie_word_embeddings": True,
+                                                "attention_bias": False, "logits_scaling": 4.0,
+                                                "attention_multiplier": 0.0078125, "embedding_multiplier": 12.0,
+                                                "residual_multiplier": 0.22, "num_local_experts": 4,
+                                                "num_experts_per_tok": 2}),
+    # four layers: the fourth attends fully without positions
+    "cohere2": ("cohere2", "cohere2", {"num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 4,
+                                       "layer_norm_eps": 1e-5, "logit_scale": 0.25, "sliding_window": 8,
+                                       "sliding_window_pattern": 4, "layer_norm_bias": False}),
+    # a dense first layer, then DeepSeek-V3's routing (sigmoid, corrected);
+    # as many key and value heads as query heads, as llama.cpp's dots1 reads them
+    "dots1": ("dots1", "dots1", {"num_key_value_heads": 4, "head_dim": 64, "first_k_dense_replace": 1,
+                                 "moe_intermediate_size": 256, "n_routed_experts": 8, "n_shared_experts": 1,
+                                 "num_experts_per_tok": 2, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+                                 "tie_word_embeddings": False}),
+    # with a multi-token prediction block, which the file keeps and the
+    # model does not run
+    "glm4moe": ("glm4_moe", "glm4moe", {"num_key_value_heads": 2, "head_dim": 64, "first_k_dense_replace": 1,
+                                        "moe_intermediate_size": 256, "n_routed_experts": 8, "n_shared_experts": 1,
+                                        "num_experts_per_tok": 2, "norm_topk_prob": True,
+                                        "routed_scaling_factor": 1.5, "n_group": 1, "topk_group": 1,
+                                        "attention_bias": True, "partial_rotary_factor": 0.5, "use_qk_norm": True,
+                                        "rope_scaling": None, "tie_word_embeddings": False}),
+    # xIELU's parameters a layer, which the converter writes as metadata
+    "apertus": ("apertus", "apertus", {"num_key_value_heads": 2, "mlp_bias": False, "attention_bias": False,
+                                       "post_norm": False, "qk_norm": True, "tie_word_embeddings": False}),
+    "deepseek": ("deepseek", "deepseek", {"num_key_value_heads": 2, "first_k_dense_replace": 1,
+                                          "moe_intermediate_size": 256, "n_routed_experts": 8, "n_shared_experts": 1,
+                                          "num_experts_per_tok": 2, "moe_layer_freq": 1}),
+    # rope over half of each head, queries and keys normed over their full
+    # width, sigmoid routing with the correction bias. Four experts: with
+    # eight, the Q8_0 file's weights moved one router choice of this seed
+    # across a near-tie in archgen's run (one position off by 0.25, every
+    # other within llama.cpp's distance), a discrete change the distance
+    # bounds do not model
+    "minimax-m2": ("minimax", "minimax-m2", {"num_key_value_heads": 2, "head_dim": 64, "rotary_dim": 32,
+                                             "num_local_experts": 4, "num_experts_per_tok": 2,
+                                             "shared_intermediate_size": 0, "use_qk_norm": True,
+                                             "tie_word_embeddings": False}),
+    "mixtral": ("mixtral", "llama", {"num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2}),
+    "gemma": ("gemma", "gemma", {"num_key_value_heads": 2, "head_dim": 64}),
+    "gemma2": ("gemma2", "gemma2", {"num_key_value_heads": 2, "head_dim": 64, "query_pre_attn_scalar": 64,
+                                    "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+                                    "sliding_window": 4096}),
+    # six layers: every sixth attends fully (llama.cpp's default pattern),
+    # the others within 8 positions of the 16
+    "gemma3": ("gemma3_text", "gemma3", {"num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 6,
+                                         "query_pre_attn_scalar": 64, "sliding_window": 8,
+                                         "sliding_window_pattern": 6, "rope_theta": 1000000.0,
+                                         "rope_local_base_freq": 10000.0,
+                                         "rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
     # four layers: the fourth has no positions
     "smollm3": ("smollm3", "smollm3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "num_hidden_layers": 4}),
 }
@@ -68,9 +177,22 @@ TYPES = {
     "Q5_K_M": ("Q5_K_M", False),
 }
 
+# types beyond TYPES for a case: gpt-oss as published (experts MXFP4)
+CASE_TYPES = {"gpt-oss": {"MXFP4_MOE": ("MXFP4_MOE", False)}}
+
 # the architectures whose converter reorders q and k rows for llama.cpp's
 # rope (LlamaModel's subclasses)
-PERMUTED = {"llama", "smollm3", "granite"}
+PERMUTED = {"llama", "smollm3", "granite", "granitemoe", "deepseek"}
+
+# what the converter adds to every norm weight (Gemma's norms scale by
+# 1 + weight; llama.cpp's by the weight)
+NORM_SHIFT = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0, "nemotron": 1.0}
+
+# the LayerNorm architectures' config key of their epsilon, which the
+# converter writes as attention.layer_norm_epsilon
+LAYER_NORM_EPS = {"starcoder2": "norm_epsilon", "stablelm": "layer_norm_eps", "command-r": "layer_norm_eps",
+                  "cohere2": "layer_norm_eps",
+                  "phi2": "layer_norm_eps", "nemotron": "norm_eps"}
 
 TOKENS = [5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250, 33, 90, 120, 64]
 
@@ -109,20 +231,145 @@ def real(out, tools, src):
     print("real made", len(files), "files")
 
 
+def llama3_factors(config):
+    """Llama 3.1's rope scaling as one divisor per rotated pair of
+    dimensions (llama.cpp's rope_freqs tensor): 1 for short wavelengths,
+    factor for long ones, a blend between."""
+    rs = config["rope_scaling"]
+    dims = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    out = []
+    for i in range(0, dims, 2):
+        wave = 2 * np.pi * config["rope_theta"] ** (i / dims)
+        if wave < old / high:
+            out.append(1.0)
+        elif wave > old / low:
+            out.append(factor)
+        else:
+            s = (old / wave - low) / (high - low)
+            out.append(1 / ((1 - s) / factor + s))
+    return np.array(out, dtype=np.float32)
+
+
+def routed_mixture(w, config, scale, sigmoid):
+    """A DeepSeek-style mixture's metadata (routed and shared experts, dense
+    leading layers), as llama.cpp's converters write it: the routed weights'
+    scale, and with sigmoid their renormalisation and sigmoid gating."""
+    w.add_expert_count(config["n_routed_experts"])
+    w.add_expert_used_count(config["num_experts_per_tok"])
+    w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+    w.add_leading_dense_block_count(config["first_k_dense_replace"])
+    w.add_expert_shared_count(config["n_shared_experts"])
+    w.add_expert_weights_scale(scale)
+    if sigmoid:
+        w.add_expert_weights_norm(config["norm_topk_prob"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+
+
 def write_f32(path, arch, config, weights, vocab):
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
-    w = writer(path, arch, config, vocab)
+    eps = config[LAYER_NORM_EPS[arch]] if arch in LAYER_NORM_EPS else None
+    nextn = 1 if arch == "glm4moe" else 0
+    # block_count counts the multi-token prediction blocks
+    w = writer(path, arch, {**config, "num_hidden_layers": config["num_hidden_layers"] + nextn}, vocab, eps)
     w.add_file_type(0)
-    if arch == "granite":
+    if arch in ("command-r", "cohere2"):
+        w.add_logit_scale(config["logit_scale"])
+    if arch == "cohere2":
+        w.add_sliding_window(config["sliding_window"])
+    if arch in ("granite", "granitemoe"):
         # as llama.cpp's GraniteModel writes the multipliers
         w.add_attention_scale(config["attention_multiplier"])
         w.add_embedding_scale(config["embedding_multiplier"])
         w.add_residual_scale(config["residual_multiplier"])
         w.add_logit_scale(config["logits_scaling"])
+    if arch == "gemma3":
+        # as llama.cpp's TextModel and Gemma3Model write them
+        w.add_sliding_window(config["sliding_window"])
+        w.add_rope_freq_base_swa(config["rope_local_base_freq"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(config["rope_scaling"]["factor"])
+    if arch == "olmo2" and "sliding_window" in config:
+        # as llama.cpp's Olmo2Model writes OLMo 3's window
+        w.add_sliding_window(config["sliding_window"])
+        w.add_sliding_window_pattern([(i + 1) % 4 != 0 for i in range(config["num_hidden_layers"])])
+    if arch in ("qwen2vl", "qwen3vl", "qwen3vlmoe"):
+        # the multi-section rope's sections (pairs of dimensions each)
+        w.add_rope_dimension_sections([8, 12, 12, 0])
+    if arch == "glm4moe":
+        # as llama.cpp's Glm4MoeModel writes the mixture and its MTP block:
+        # a copy of the last layer's tensors under the next block number,
+        # and the block's own projections and norms
+        routed_mixture(w, config, config["routed_scaling_factor"], sigmoid=True)
+        w.add_nextn_predict_layers(nextn)
+        last, extra = config["num_hidden_layers"] - 1, config["num_hidden_layers"]
+        rng = np.random.default_rng(3)
+        for hf in sorted(weights):
+            if hf.startswith(f"model.layers.{last}."):
+                x = np.array(weights[hf].astype(mx.float32))
+                name = gguf_name(hf, arch).replace(f"blk.{last}.", f"blk.{extra}.", 1)
+                w.add_tensor(name, (x + 0.01 * rng.standard_normal(x.shape)).astype(np.float32))
+        hidden = config["hidden_size"]
+        w.add_tensor(f"blk.{extra}.nextn.eh_proj.weight", rng.standard_normal((hidden, 2 * hidden)).astype(np.float32) * 0.05)
+        for n in ("enorm", "hnorm", "shared_head_norm"):
+            w.add_tensor(f"blk.{extra}.nextn.{n}.weight", np.ones(hidden, dtype=np.float32))
+    if arch == "deepseek":
+        # as llama.cpp's DeepseekModel writes the mixture
+        routed_mixture(w, config, 1.0, sigmoid=False)
+    if arch == "minimax-m2":
+        # as llama.cpp's MiniMaxM2Model writes the mixture
+        w.add_expert_feed_forward_length(config["intermediate_size"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if arch == "dots1":
+        # as llama.cpp's Dots1Model and TextModel write the mixture
+        routed_mixture(w, config, config["routed_scaling_factor"], sigmoid=True)
+    if arch == "gpt-oss":
+        # as llama.cpp's GptOssModel writes them
+        w.add_sliding_window(config["sliding_window"])
+        w.add_expert_feed_forward_length(config["intermediate_size"])
+    if arch == "gemma2":
+        # as llama.cpp's Gemma2Model writes them
+        w.add_attn_logit_softcapping(config["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(config["final_logit_softcapping"])
+        w.add_sliding_window(config["sliding_window"])
+    if "num_experts" in config or "num_local_experts" in config:
+        # as llama.cpp's TextModel and Qwen2MoeModel write a mixture's sizes
+        w.add_expert_count(config.get("num_experts") or config["num_local_experts"])
+        w.add_expert_used_count(config["num_experts_per_tok"])
+        if "moe_intermediate_size" in config:
+            w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+        if "shared_expert_intermediate_size" in config:
+            w.add_expert_shared_feed_forward_length(config["shared_expert_intermediate_size"])
+    if arch == "phi3":
+        # as llama.cpp's Phi3MiniModel writes the rope
+        head_dim = config["hidden_size"] // config["num_attention_heads"]
+        rot = int(config["partial_rotary_factor"] * config["hidden_size"]) // config["num_attention_heads"]
+        w.add_rope_scaling_orig_ctx_len(config["original_max_position_embeddings"])
+        scale = config["max_position_embeddings"] / config["original_max_position_embeddings"]
+        w.add_rope_scaling_attn_factors(np.sqrt(1 + np.log(scale) / np.log(config["original_max_position_embeddings"])))
+        w.add_sliding_window(0)
+        rs = config["rope_scaling"]
+        w.add_tensor("rope_factors_long.weight", np.array(rs["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rs["short_factor"], dtype=np.float32))
+        assert rot == 2 * len(rs["long_factor"]) and head_dim > rot
+    if (config.get("rope_scaling") or {}).get("rope_type") == "llama3":
+        w.add_tensor("rope_freqs.weight", llama3_factors(config))
+    if arch == "apertus":
+        # as llama.cpp's ApertusModel writes xIELU's parameters
+        layers = range(config["num_hidden_layers"])
+        for p in ("alpha_n", "alpha_p", "beta", "eps"):
+            # moved apart a layer from the next, so that a value read into
+            # the wrong layer shows
+            values = [float(np.array(weights.pop(f"model.layers.{i}.mlp.act_fn.{p}").astype(mx.float32)).reshape(-1)[0])
+                      + (0.05 * i if p != "eps" else 0.0) for i in layers]
+            getattr(w, f"add_xielu_{p}")(values)
     for hf in sorted(weights):
         x = np.array(weights[hf].astype(mx.float32))
         if arch in PERMUTED and (".q_proj." in hf or ".k_proj." in hf):
             x = llama_cpp_permute(x, heads if ".q_proj." in hf else kv)
+        if arch in NORM_SHIFT and hf.endswith("norm.weight"):
+            x = x + NORM_SHIFT[arch]
         w.add_tensor(gguf_name(hf, arch), x)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -140,7 +387,7 @@ def main():
         f32 = os.path.join(d, "model-F32.gguf")
         write_f32(f32, arch, config, weights, vocab)
         files = {"F32": f32}
-        for name, (qtype, pure) in TYPES.items():
+        for name, (qtype, pure) in {**TYPES, **CASE_TYPES.get(case, {})}.items():
             files[name] = os.path.join(d, f"model-{name}.gguf")
             quantize(tools, f32, files[name], qtype, ["--pure"] if pure else [])
         logits(tools, d, files)

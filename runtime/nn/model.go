@@ -80,12 +80,45 @@ type Arch struct {
 type GGUF struct {
 	Arch  string // general.architecture in the file's metadata
 	Class string // config.json's "architectures" entry
+	// Requires: a metadata key within the architecture's namespace that a
+	// file must hold, non-zero, to be read as this architecture (Mixtral's
+	// files are llama's with expert_count); an architecture without one
+	// reads the name's other files.
+	Requires string
+	// Aliases are other general.architecture names read the same way (a
+	// vision-language model's text layers: Qwen2-VL's qwen2vl files).
+	Aliases []string
 	// PermuteQK: llama.cpp's converter reordered the rows of attn_q and
 	// attn_k for its interleaved rope; reading puts them back.
 	PermuteQK bool
 	// AlwaysHeadDim: config.json always carries head_dim (else only
 	// where it differs from hidden_size / num_attention_heads).
 	AlwaysHeadDim bool
+	// NormShift: llama.cpp's converter added it to every norm weight (the
+	// tensors whose checkpoint names end in norm.weight), for a norm that
+	// scales by (shift + weight) in the checkpoint's form; reading takes it
+	// off again.
+	NormShift float64
+	// RopeFraction is the config key rope.dimension_count / head_dim sets
+	// (the rotated fraction of each head: phi3's partial_rotary_factor).
+	RopeFraction string
+	// ExtraLayers is the metadata key (within the architecture's
+	// namespace) counting trailing blocks that block_count includes and
+	// the checkpoint does not run: multi-token prediction layers
+	// (nextn_predict_layers). They come off num_hidden_layers, and their
+	// tensors are not read.
+	ExtraLayers string
+	// WidthKey, on a file of one of WidthLayers layers, is set to
+	// hidden_size / num_attention_heads (integer division): llama.cpp's
+	// query scale for its 27B Gemmas, which the file does not record.
+	WidthKey    string
+	WidthLayers []int
+	// SlidingKey is the config key the file's sliding-window pattern
+	// (attention.sliding_window_pattern: a bool a layer, true where it
+	// slides, or n: every n-th layer full) becomes: SlidingForm "letters",
+	// a string of L (sliding) and G (full) a layer; "types", a list of
+	// sliding_attention and full_attention.
+	SlidingKey, SlidingForm string
 	// Config are config.json values every checkpoint has and the file does
 	// not record.
 	Config map[string]any
@@ -93,6 +126,15 @@ type GGUF struct {
 	// (attention.scale, for ARCH.attention.scale) to the config.json keys
 	// their numbers are, where the file has them.
 	Keys map[string]string
+	// Flags are config keys set true where layer 0 holds the tensor named
+	// (llama.cpp's name within blk.0: attn_q.bias), false where not: what
+	// the file records only by the tensors it has.
+	Flags map[string]string
+	// LayerValues maps metadata keys (whole, outside the architecture's
+	// namespace) holding a number a layer (Apertus's xielu.alpha_n) to the
+	// tensor within each layer the number is (mlp.act_fn.alpha_n, shape
+	// [1]).
+	LayerValues map[string]string
 	// Tensors maps llama.cpp's name of a layer's module (between blk.N.
 	// and .weight) to its checkpoint name within the layer.
 	Tensors map[string]string

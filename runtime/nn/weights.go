@@ -451,6 +451,14 @@ func (w *Weights) lookup(name string, shape []int, packed bool) *mlx.Array {
 		w.failf("%s: dtype %s, want a float dtype%s", w.local(name), dt, hint)
 		return nil
 	}
+	if len(shape) == 2 && shape[0] == 1 && slices.Equal(a.Shape(), shape[1:]) {
+		// a matrix of one row stored as its vector: GGUF files keep a
+		// tensor's dimensions up to its last one above 1 (ggml's count)
+		r := l.g.Reshape(a, shape...)
+		l.g.Keep(r)
+		l.scratch = append(l.scratch, r)
+		return r
+	}
 	if !w.shaped(name, a, shape) {
 		return nil
 	}

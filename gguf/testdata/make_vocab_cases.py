@@ -1,0 +1,194 @@
+"""Makes GGUF files of the vocabulary kinds package gguf reads, and
+llama.cpp's own tokenization of test texts with each.
+
+Usage: make_vocab_cases.py DIR TOOLS_DIR
+
+TOOLS_DIR holds bench/llama-logits (`make setup-llama-tools`). DIR receives:
+  spm-prefix.gguf    a SentencePiece-style vocabulary (tokenizer.ggml.model
+                     "llama": scored pieces, byte-fallback tokens, no merges)
+                     with add_space_prefix true, as llama.cpp's converter
+                     writes Llama 2's and Mistral's
+  spm-noprefix.gguf  the same with add_space_prefix false (Gemma's)
+  bpe-<PRE>.gguf     a byte-level BPE vocabulary (tokenizer.ggml.model
+                     "gpt2") under each pre-tokenizer type PRE of
+                     PRE_TYPES; its merges are learned on the test texts
+                     whole, across spaces, digits, case and punctuation, so
+                     that where a pre-tokenizer splits shows in the ids
+  texts.json         the texts
+  ids-<name>.txt     llama.cpp's ids of each text with that file: two lines
+                     a text, without and with the vocabulary's BOS
+
+The files hold metadata only (llama.cpp reads them vocab_only). The pieces
+are learned on a fixed text by merging the most frequent pair, each merge's
+score below the one before, as SentencePiece's BPE scores its pieces; some
+characters (capitals, most accented letters, CJK) are left out, so that
+their UTF-8 bytes fall back to the byte tokens.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+from gguf import GGUFWriter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_gguf import add_hparams  # noqa: E402
+from make_gguf import byte_alphabet, merge_pairs  # noqa: E402
+
+SPACE = "\u2581"
+TEXT = (
+    "the quick brown fox jumps over the lazy dog. the dog sleeps; the fox runs "
+    "and the other fox thinks about the weather, then the rain. caf\u00e9 au lait, "
+    "the caf\u00e9 is open."
+)
+TEXTS = [
+    "the quick brown fox",
+    " the  dog",
+    "the fox\nthe dog\tsleeps",
+    "The Rain, then THE weather.",
+    "na\u00efve caf\u00e9 \u00fcber",
+    "\u65e5\u672c\u8a9e the fox",
+    "",
+    "   ",
+    "fox.fox;fox,fox",
+    "<|im_start|>user\nthe fox<|im_end|>\n",
+    "a<|im_end|>b",
+    "thethethe",
+    "the 12345 foxes don't RUN, I'M sure; x=1+2 <3",
+    "http://the.fox/dog?a=b  \t the\r\nrain!!! ...",
+    "CamelCaseFox theDOGsleeps \u00c9t\u00e9 \u0394\u03ad\u03bb\u03c4\u03b1",
+    "\u4f60\u597d\u4e16\u754c the \u3053\u3093\u306b\u3061\u306f 2024\u5e74",
+    "cafe\u0301 nai\u0308ve the\u0301fox \u0915\u093f\u0924\u093e\u092c",
+    "(see:Foo.Bar)/baz #tag @user 3.14159 \u65e5\u672c2024\u5e74\u306e\u30c6\u30b9\u30c8",
+]
+
+# llama.cpp's pre-tokenizer types the byte-level cases cover (see
+# gguf/tokenizer.go's preSplits and preAliases)
+PRE_TYPES = ["default", "gpt-2", "llama-bpe", "qwen2", "smollm", "starcoder", "tekken", "gpt-4o",
+             "deepseek-v3", "falcon", "dbrx", "stablelm2", "command-r"]
+SPECIALS = ["<|im_start|>", "<|im_end|>"]
+
+
+def learn(text, n_merges):
+    words = Counter(tuple(SPACE + w) for w in text.split(" "))
+    return [a + b for a, b in merge_pairs(words, n_merges)]
+
+
+def vocabulary():
+    """Pieces, scores and llama.cpp token types, in SentencePiece's order:
+    unknown, BOS, EOS, the 256 byte pieces, the control tokens, then the
+    characters and the learned pieces."""
+    tokens, scores, types = ["<unk>", "<s>", "</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        scores.append(0.0)
+        types.append(6)
+    for s in SPECIALS:
+        tokens.append(s)
+        scores.append(0.0)
+        types.append(3)
+    chars = sorted(set(SPACE + TEXT.replace(" ", "")) - {"\u00e9"}) + ["\u00e9"]
+    merges = [m for m in learn(TEXT, 60) if m not in chars]
+    for i, m in enumerate(merges):
+        tokens.append(m)
+        scores.append(-float(i))
+        types.append(1)
+    for i, c in enumerate(chars):
+        tokens.append(c)
+        scores.append(-1000.0 - i)
+        types.append(1)
+    return tokens, scores, types
+
+
+def write(path, prefix, vocab):
+    tokens, scores, types = vocab
+    w = GGUFWriter(path, "llama")
+    config = {"num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 64, "num_hidden_layers": 1,
+              "max_position_embeddings": 512, "intermediate_size": 128, "rope_theta": 10000.0,
+              "rms_norm_eps": 1e-5}
+    add_hparams(w, config, len(tokens))
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(prefix)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def bpe_vocabulary(n_merges=400):
+    """Control tokens, the 256 bytes in GPT-2's alphabet, and merges learned
+    on the texts (and the SentencePiece text) without splitting them."""
+    alphabet = byte_alphabet()
+    merges = merge_pairs(Counter(tuple(alphabet[b] for b in t.encode()) for t in TEXTS + [TEXT] if t and "<|" not in t),
+                         n_merges)
+    specials = ["<|endoftext|>"] + SPECIALS
+    tokens = specials + alphabet
+    for a, b in merges:
+        if a + b not in tokens:
+            tokens.append(a + b)
+    types = [3] * len(specials) + [1] * (len(tokens) - len(specials))
+    return tokens, types, merges
+
+
+def write_bpe(path, pre):
+    tokens, token_types, merges = bpe_vocabulary()
+    w = GGUFWriter(path, "llama")
+    config = {"num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 64, "num_hidden_layers": 1,
+              "max_position_embeddings": 512, "intermediate_size": 128, "rope_theta": 10000.0,
+              "rms_norm_eps": 1e-5}
+    add_hparams(w, config, len(tokens))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(token_types)
+    w.add_token_merges([f"{a} {b}" for a, b in merges])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    out, tools = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    vocab = vocabulary()
+    with open(os.path.join(out, "texts.json"), "w") as f:
+        json.dump(TEXTS, f)
+    texts = os.path.join(out, "texts.bin")
+    with open(texts, "wb") as f:
+        for t in TEXTS:
+            f.write(t.encode() + b"\0")
+    files = []
+    for name, prefix in (("spm-prefix", True), ("spm-noprefix", False)):
+        path = os.path.join(out, name + ".gguf")
+        write(path, prefix, vocab)
+        files.append((name, path))
+    for pre in PRE_TYPES:
+        path = os.path.join(out, f"bpe-{pre}.gguf")
+        write_bpe(path, pre)
+        files.append((f"bpe-{pre}", path))
+    with open(os.path.join(out, "files.json"), "w") as f:
+        json.dump([n for n, _ in files], f)
+    for name, path in files:
+        args = [os.path.join(tools, "llama-logits"), "--tokenize", path, texts, os.path.join(out, f"ids-{name}.txt")]
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"{' '.join(args)}:\n{r.stderr[-2000:]}")
+
+
+if __name__ == "__main__":
+    main()

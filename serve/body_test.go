@@ -14,11 +14,12 @@ import (
 // TestBodyTooLarge: a body over 16 MiB is refused with a 413 error body
 // once that much has been read, not read whole.
 func TestBodyTooLarge(t *testing.T) {
-	body := append([]byte(`{"prompt": "`), bytes.Repeat([]byte("x"), maxBody+1)...)
+	s := &Server{opts: Options{Limits: DefaultLimits}}
+	body := append([]byte(`{"prompt": "`), bytes.Repeat([]byte("x"), int(DefaultLimits.BodyBytes)+1)...)
 	body = append(body, `"}`...)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req completionRequest
-		e := decode(w, r, &req)
+		e := s.decode(w, r, &req)
 		require.NotNil(t, e)
 		writeError(w, e)
 	})

@@ -3,6 +3,7 @@ package serve
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
@@ -54,10 +55,25 @@ func newMetrics() *metrics {
 // as "other", so that clients cannot grow the label set.
 var routes = []string{"/v1/models", "/health", "/metrics", "/v1/chat/completions", "/v1/completions"}
 
-// statusRecorder keeps the status a handler answers with.
+// statusRecorder keeps the status a handler answers with, and the
+// request's access record.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	bytes  int64
+	entry  accessEntry
+}
+
+// accessEntry is what a request's access record says beyond the HTTP
+// exchange: the error code it got, and for a generation its id, tokens,
+// finish and time to first token (and its prompt, where asked).
+type accessEntry struct {
+	code                       string
+	id                         string
+	prompt, completion, cached int
+	finish                     string
+	ttft                       time.Duration
+	promptText                 string
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -71,22 +87,28 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
 }
 
 // Flush passes a stream's flushes through.
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+func (r *statusRecorder) Flush() { _ = r.FlushError() }
+
+// FlushError flushes and says whether the client took it (what
+// http.ResponseController.Flush calls).
+func (r *statusRecorder) FlushError() error {
+	return http.NewResponseController(r.ResponseWriter).Flush()
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// count records each request's path and status once it is answered.
+// count records each request's path and status once it is answered, and
+// writes its access record.
 func (s *Server) count(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
+		start := time.Now()
 		defer func() {
 			path := r.URL.Path
 			if !slices.Contains(routes, path) {
@@ -99,9 +121,57 @@ func (s *Server) count(h http.Handler) http.Handler {
 			s.met.mu.Lock()
 			s.met.requests[[2]string{path, strconv.Itoa(status)}]++
 			s.met.mu.Unlock()
+			if s.opts.AccessLog != nil {
+				s.access(r, rec, status, time.Since(start))
+			}
 		}()
 		h.ServeHTTP(rec, r)
 	})
+}
+
+// access writes a request's access record.
+func (s *Server) access(r *http.Request, rec *statusRecorder, status int, d time.Duration) {
+	e := &rec.entry
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.Int64("bytes", rec.bytes),
+		slog.String("remote", r.RemoteAddr),
+	}
+	if e.code != "" {
+		attrs = append(attrs, slog.String("error", e.code))
+	}
+	if e.id != "" {
+		attrs = append(attrs, slog.String("id", e.id), slog.Int("prompt_tokens", e.prompt),
+			slog.Int("completion_tokens", e.completion), slog.Int("cached_tokens", e.cached))
+		if e.finish != "" {
+			attrs = append(attrs, slog.String("finish_reason", e.finish))
+		}
+		if e.ttft > 0 {
+			attrs = append(attrs, slog.Float64("ttft_ms", float64(e.ttft.Microseconds())/1000))
+		}
+		if s.opts.LogPrompts {
+			attrs = append(attrs, slog.String("prompt", e.promptText))
+		}
+	}
+	s.opts.AccessLog.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// entryOf is the access entry of the request w answers (nil outside the
+// server's handler chain).
+func entryOf(w http.ResponseWriter) *accessEntry {
+	for {
+		switch v := w.(type) {
+		case *statusRecorder:
+			return &v.entry
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 // generated records a finished generation's tokens.

@@ -50,6 +50,7 @@ type completionRequest struct {
 // job is a checked request, ready for the engine.
 type job struct {
 	chat         bool
+	text         string // the prompt's text (the rendered chat), for the access log
 	req          batch.Request
 	stops        []string
 	stream       bool
@@ -124,7 +125,16 @@ func (s *Server) check(c *common, j *job, promptField string) *apiError {
 	if maxTokens < 1 {
 		return badRequest(field, "invalid_value", "%s: %d, want at least 1", field, maxTokens)
 	}
+	if lim := s.opts.Limits.MaxTokens; lim > 0 && maxTokens > lim {
+		if field != "" {
+			return over(field, "%s: %d, more than this server generates for a request (%d)", field, maxTokens, lim)
+		}
+		maxTokens = lim // the server's default budget beyond its own bound
+	}
 	n := len(j.req.Prompt)
+	if lim := s.opts.Limits.PromptTokens; lim > 0 && n > lim {
+		return over(promptField, "%s: %d tokens, more than this server takes in a prompt (%d)", promptField, n, lim)
+	}
 	if limit := s.opts.ContextLength; limit > 0 {
 		if n >= limit {
 			return badRequest(promptField, "context_length_exceeded",
@@ -142,6 +152,14 @@ func (s *Server) check(c *common, j *job, promptField string) *apiError {
 		} else if err := json.Unmarshal(c.Stop, &j.stops); err != nil {
 			return badRequest("stop", "invalid_type", "stop: want a string or an array of strings")
 		}
+		if lim := s.opts.Limits.Stops; lim > 0 && len(j.stops) > lim {
+			return over("stop", "stop: %d strings, more than this server takes (%d)", len(j.stops), lim)
+		}
+		for i, st := range j.stops {
+			if lim := s.opts.Limits.StopBytes; lim > 0 && len(st) > lim {
+				return over("stop", "stop[%d]: %d bytes, longer than this server takes (%d)", i, len(st), lim)
+			}
+		}
 	}
 	j.stream = c.Stream
 	j.includeUsage = c.StreamOptions != nil && c.StreamOptions.IncludeUsage
@@ -152,6 +170,12 @@ func (s *Server) parseChat(r *chatRequest) (*job, *apiError) {
 	if s.m.Template == nil {
 		return nil, &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Param: "messages", Code: "no_chat_template",
 			Message: "messages: the model's tokenizer has no chat template (send a prompt to /v1/completions)"}
+	}
+	if lim := s.opts.Limits.Messages; lim > 0 && len(r.Messages) > lim {
+		return nil, over("messages", "messages: %d messages, more than this server takes (%d)", len(r.Messages), lim)
+	}
+	if lim := s.opts.Limits.Tools; lim > 0 && len(r.Tools) > lim {
+		return nil, over("tools", "tools: %d tools, more than this server takes (%d)", len(r.Tools), lim)
 	}
 	msgs, e := parseMessages(r.Messages)
 	if e != nil {
@@ -174,7 +198,7 @@ func (s *Server) parseChat(r *chatRequest) (*job, *apiError) {
 	if err != nil {
 		return nil, badRequest("messages", "template_error", "messages: the chat template failed: %v", err)
 	}
-	j := &job{chat: true}
+	j := &job{chat: true, text: text}
 	j.req.Prompt = s.m.Tokenizer.Encode(text, false)
 	if r.Logprobs != nil && *r.Logprobs {
 		j.req.Logprobs = true
@@ -287,6 +311,7 @@ func (s *Server) parseCompletion(r *completionRequest) (*job, *apiError) {
 		if text == "" {
 			return nil, badRequest("prompt", "empty_prompt", "prompt: empty")
 		}
+		j.text = text
 		enc, err := s.m.EncodePrompt(text)
 		if err != nil {
 			return nil, badRequest("prompt", "invalid_value", "prompt: %v", err)

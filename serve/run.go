@@ -17,7 +17,7 @@ import (
 func endpoint[T any](s *Server, parse func(*T) (*job, *apiError)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req T
-		if e := decode(w, r, &req); e != nil {
+		if e := s.decode(w, r, &req); e != nil {
 			writeError(w, e)
 			return
 		}
@@ -52,6 +52,7 @@ type output struct {
 	s        *Server
 	j        *job
 	w        http.ResponseWriter
+	rc       *http.ResponseController
 	flusher  http.Flusher
 	id       string
 	created  int64
@@ -66,9 +67,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
 		return
 	}
+	s.running.Add(1)
+	defer s.running.Add(-1)
 	ctx, cancel := context.WithCancel(r.Context())
+	if d := s.opts.RequestTimeout; d > 0 {
+		ctx, cancel = context.WithTimeout(r.Context(), d)
+	}
 	defer cancel()
 	submitted := time.Now()
+	arrived := submitted
 	events, err := s.eng.Submit(ctx, j.req)
 	if err != nil {
 		if errors.Is(err, batch.ErrClosed) {
@@ -82,12 +89,23 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	if j.chat {
 		prefix = "chatcmpl-"
 	}
-	o := &output{s: s, j: j, w: w, id: fmt.Sprintf("%s%d-%d", prefix, s.created, s.nextID.Add(1)), created: time.Now().Unix()}
+	o := &output{s: s, j: j, w: w, rc: http.NewResponseController(w), id: fmt.Sprintf("%s%d-%d", prefix, s.created, s.nextID.Add(1)), created: time.Now().Unix()}
+	w.Header().Set("X-Request-Id", o.id)
+	entry := entryOf(w)
+	if entry == nil {
+		entry = &accessEntry{}
+	}
+	entry.id, entry.prompt = o.id, len(j.req.Prompt)
+	if s.opts.LogPrompts {
+		entry.promptText = j.text
+	}
+	defer func() { _ = o.rc.SetWriteDeadline(time.Time{}) }()
 	if j.stream {
 		o.flusher, _ = w.(http.Flusher)
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("Connection", "keep-alive")
+		o.deadline()
 		w.WriteHeader(http.StatusOK)
 		if o.flusher != nil {
 			o.flusher.Flush()
@@ -108,6 +126,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 			continue
 		}
 		now := time.Now()
+		if tokens == 0 {
+			entry.ttft = now.Sub(arrived)
+		}
 		s.met.latency(tokens == 0, now.Sub(submitted))
 		submitted = now
 		tokens++
@@ -126,13 +147,33 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		}
 	}
 	if r.Context().Err() != nil || o.failed != nil {
+		entry.finish, entry.completion = "client_gone", tokens
+		if o.failed != nil {
+			// a client that stops reading meets the write deadline here
+			s.logf("request %s: dropped: the client did not take its data: %v", o.id, o.failed)
+			entry.finish = "write_failed"
+		}
 		return // the client is gone
 	}
 	finish := "stop"
 	completion := last.Tokens
+	entry.cached = last.CachedTokens
 	switch {
 	case stoppedAt >= 0:
 		completion = stoppedAt
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		entry.finish, entry.completion, entry.code = "timeout", tokens, "request_timeout"
+		s.met.generated(last.PromptTokens, tokens)
+		e := &apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "request_timeout",
+			Message: fmt.Sprintf("the request ran past the server's limit of %v (%d tokens generated)", s.opts.RequestTimeout, tokens)}
+		if j.stream {
+			o.event(map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": e.Code}})
+			o.done()
+			return
+		}
+		o.deadline()
+		writeError(w, e)
+		return
 	case last.Err != nil:
 		s.logf("request %s: %v", o.id, last.Err)
 		if j.stream {
@@ -150,6 +191,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		}
 	}
 	s.met.generated(last.PromptTokens, completion)
+	entry.completion, entry.finish = completion, finish
 	usage := map[string]any{
 		"prompt_tokens":         last.PromptTokens,
 		"completion_tokens":     completion,
@@ -160,7 +202,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		o.finish(finish, usage)
 		return
 	}
+	o.deadline()
 	writeJSON(w, http.StatusOK, o.whole(finish, usage))
+}
+
+// deadline gives the client WriteTimeout to take what is written next.
+func (o *output) deadline() {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.opts.WriteTimeout))
 }
 
 // add takes the text that became ready and the token's logprobs (nil
@@ -309,12 +357,16 @@ func (o *output) event(v any) {
 		o.failed = err
 		return
 	}
+	o.deadline()
 	if _, err := fmt.Fprintf(o.w, "data: %s\n\n", data); err != nil {
 		o.failed = err
 		return
 	}
 	if o.flusher != nil {
-		o.flusher.Flush()
+		// a flush that cannot write shows in the next write, or here
+		if err := o.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			o.failed = err
+		}
 	}
 }
 

@@ -22,10 +22,19 @@
 // or a prompt longer than the model's context; 404 for an unknown model or
 // path; 422 for what the server does not do (n > 1, several prompts); 401
 // (code invalid_api_key) for a request without one of Options.APIKeys as
-// its bearer token, where keys are set (GET /health and /metrics stay open). A
-// panic in a handler becomes a 500 error for that request alone. A client
-// that goes away cancels its request, which leaves the batch at the next
-// step.
+// its bearer token, where keys are set (GET /health and /metrics stay open);
+// 413 for a body past Limits.BodyBytes and 408 for one slower than
+// Limits.BodyTimeout; 400 with code limit_exceeded for a field past the
+// other Limits (messages, tools, prompt tokens, max_tokens, stop strings);
+// 504 (code request_timeout) for a generation past Options.RequestTimeout.
+// A panic in a handler becomes a 500 error for that request alone. A client
+// that goes away, or stops taking a stream for Options.WriteTimeout, cancels
+// its request, which leaves the batch at the next step.
+//
+// Browsers may call the API from Options.CORSOrigins alone. With
+// Options.AccessLog each request writes one structured record (no prompt
+// text unless Options.LogPrompts); each generation's response carries its
+// id in X-Request-Id.
 package serve
 
 import (
@@ -35,6 +44,8 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -64,9 +75,31 @@ type Options struct {
 	Log *log.Logger
 	// APIKeys, when any is given, are the bearer tokens requests must carry
 	// (Authorization: Bearer KEY) on every path but GET /health and GET
-	// /metrics; others get
-	// a 401 in the OpenAI error shape. Keys are compared in constant time.
+	// /metrics; others get a 401 in the OpenAI error shape. Keys are
+	// compared in constant time.
 	APIKeys []string
+	// Limits bound a request's body and fields (zero fields:
+	// DefaultLimits).
+	Limits Limits
+	// RequestTimeout bounds a generation's time from its arrival (0: no
+	// bound): past it the generation stops and the request gets a 504
+	// (code request_timeout), as an error event where it streams.
+	RequestTimeout time.Duration
+	// WriteTimeout bounds the time a client may take to accept each
+	// streamed event or a whole response (default 30s): a client that
+	// stops reading is dropped and its row in the batch freed.
+	WriteTimeout time.Duration
+	// CORSOrigins are the origins browsers may call the API from ("*":
+	// any); none, the default, sends no CORS headers and refuses
+	// preflight requests.
+	CORSOrigins []string
+	// AccessLog, when set, receives one structured record a request: its
+	// method, path, status, duration and client, and for generations the
+	// id, tokens, cached tokens, finish reason and time to first token.
+	AccessLog *slog.Logger
+	// LogPrompts adds each generation's prompt text to its access record
+	// (off by default: prompts stay out of logs).
+	LogPrompts bool
 }
 
 // Server answers OpenAI-style requests on one model.
@@ -77,6 +110,7 @@ type Server struct {
 	created  int64
 	stopping atomic.Bool
 	nextID   atomic.Int64
+	running  atomic.Int64 // generations under way
 	met      *metrics
 }
 
@@ -90,6 +124,15 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 	}
 	if opts.DefaultMaxTokens <= 0 {
 		opts.DefaultMaxTokens = 512
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
+	}
+	opts.Limits = opts.Limits.withDefaults()
+	for _, o := range opts.CORSOrigins {
+		if err := CheckOrigin(o); err != nil {
+			return nil, err
+		}
 	}
 	eng, err := batch.New(m.Net, batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes})
 	if err != nil {
@@ -109,6 +152,10 @@ func (s *Server) Close() {
 // generations are refused with 503.
 func (s *Server) Stopping() { s.stopping.Store(true) }
 
+// Running is the number of generations under way (queued or decoding),
+// for a drain to wait on.
+func (s *Server) Running() int { return int(s.running.Load()) }
+
 // Handler routes the API's paths.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -121,7 +168,7 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions)", r.Method, r.URL.Path)})
 	})
-	return s.count(s.recoverer(s.authorize(mux)))
+	return s.count(s.recoverer(s.cors(s.authorize(mux))))
 }
 
 // authorize lets a request through when no key is set, when it is GET
@@ -239,6 +286,9 @@ func badRequest(param, code, format string, args ...any) *apiError {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e2 := entryOf(w); e2 != nil {
+		e2.code = e.Code
+	}
 	var param, code any
 	if e.Param != "" {
 		param = e.Param
@@ -257,17 +307,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// maxBody bounds a request's body.
-const maxBody = 16 << 20
-
-// decode reads the body into v, naming the field of a wrong type.
-func decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+// decode reads the body into v, naming the field of a wrong type. The
+// body is bounded by Limits.BodyBytes, and its time by Limits.BodyTimeout.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	lim := s.opts.Limits
+	rc := http.NewResponseController(w)
+	// Where the connection takes deadlines (not in httptest's recorder),
+	// the body must arrive in time. The deadline is lifted once it has,
+	// so that the server's watch for a departing client outlives it; a
+	// body that failed keeps it, so that the connection is not held open
+	// for the rest of a body that will not come.
+	timed := rc.SetReadDeadline(time.Now().Add(lim.BodyTimeout)) == nil
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.BodyBytes))
+	if timed && err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
-				Message: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
+				Message: fmt.Sprintf("the body is larger than %d bytes", lim.BodyBytes)}
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+				Message: fmt.Sprintf("the body did not arrive within %v", lim.BodyTimeout)}
 		}
 		return badRequest("", "invalid_body", "reading the body: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,18 +23,24 @@ import (
 
 const serveDoc = `Serves the model over HTTP with the OpenAI API: GET /v1/models, GET /health
 (the queue and the prompt cache's hits, misses and bytes), GET /metrics (the
-same and more in Prometheus's text format), POST
-/v1/chat/completions and POST /v1/completions, streamed (server-sent events)
-or not. Requests decode together in one batch (at most -max-batch at once,
-the rest queue); a prompt cache keeps the KV of earlier prompts for later
-ones that start the same way. Sampling is greedy unless a request sets
-temperature. With -api-key (or -api-key-file, or ARCHGEN_API_KEY) every
-path but GET /health and GET /metrics needs Authorization: Bearer KEY;
-without one the
-server warns when it listens beyond the loopback address. SIGTERM or Ctrl-C
-stops taking requests, lets running ones
-finish, and exits. "go doc github.com/archgen/archgen/serve" describes the
-requests and errors.`
+same and more in Prometheus's text format), POST /v1/chat/completions and
+POST /v1/completions, streamed (server-sent events) or not. Requests decode
+together in one batch (at most -max-batch at once, the rest queue); a
+prompt cache keeps the KV of earlier prompts for later ones that start the
+same way. Sampling is greedy unless a request sets temperature.
+
+With -api-key (or -api-key-file, or ARCHGEN_API_KEY) every path but GET
+/health and GET /metrics needs Authorization: Bearer KEY; without one the
+server warns when it listens beyond the loopback address. Browsers may call
+it from the -cors-origins only. Requests past a -limit-* flag get a 400
+(code limit_exceeded) naming the field; a client that sends its headers or
+body too slowly, or stops reading its stream, is cut off (-header-timeout,
+-body-timeout, -write-timeout), and -request-timeout bounds a generation.
+Each request writes a JSON access record (-access-log), without its prompt
+unless -log-prompts. SIGTERM or Ctrl-C stops taking requests (GET /health
+answers 503 "stopping"), lets running ones finish for up to -drain-timeout,
+cuts off the rest, and exits. "go doc github.com/archgen/archgen/serve"
+describes the requests and errors.`
 
 func (a *app) serve(args []string) error {
 	c := a.flags("serve", "(-model PATH | -gguf FILE | -hf ORG/NAME) [-host 127.0.0.1] [-port 8080] [flags]", serveDoc)
@@ -49,6 +56,24 @@ func (a *app) serve(args []string) error {
 	name := c.String("served-model-name", "", "the model id clients give (default: the model's path as given)")
 	apiKey := c.String("api-key", "", "require this bearer token (Authorization: Bearer KEY) on every path but GET /health (or ARCHGEN_API_KEY)")
 	apiKeyFile := c.String("api-key-file", "", "a file of accepted keys, one a line (blank lines and # comments skipped)")
+	d := serve.DefaultLimits
+	bodyLimit := c.String("limit-body", "16MiB", "refuse request bodies larger than this (413)")
+	limMessages := c.Int("limit-messages", d.Messages, "refuse chats of more messages")
+	limTools := c.Int("limit-tools", d.Tools, "refuse chats of more tools")
+	limPrompt := c.Int("limit-prompt-tokens", 0, "refuse prompts of more tokens (0: the context alone bounds them)")
+	limMax := c.Int("limit-max-tokens", 0, "refuse max_tokens above this (0: the context alone bounds it)")
+	limStops := c.Int("limit-stops", d.Stops, "refuse more stop strings")
+	limStopBytes := c.Int("limit-stop-bytes", d.StopBytes, "refuse longer stop strings")
+	bodyTimeout := c.Duration("body-timeout", d.BodyTimeout, "a client's time to send its body once its headers are in (408 past it)")
+	headerTimeout := c.Duration("header-timeout", 10*time.Second, "a client's time to send a request's headers (the connection closes past it)")
+	idleTimeout := c.Duration("idle-timeout", 2*time.Minute, "how long a kept-alive connection may wait for its next request")
+	requestTimeout := c.Duration("request-timeout", 0, "stop a generation this long after it arrives, answering 504 (0: no bound)")
+	writeTimeout := c.Duration("write-timeout", 30*time.Second, "drop a client that takes no streamed event (or whole response) for this long, freeing its row")
+	sendBuffer := c.String("send-buffer", "256KiB", "each connection's kernel send buffer: what a client that stops reading can hold before -write-timeout runs")
+	drainTimeout := c.Duration("drain-timeout", time.Minute, "after SIGTERM, how long running requests may take before they are cut off")
+	corsOrigins := c.String("cors-origins", "", "origins browsers may call the API from, comma-separated (https://app.example.com; *: any); none by default")
+	accessLog := c.String("access-log", "-", "where each request's JSON access record goes: - (stderr), a file (appended to), or off")
+	logPrompts := c.Bool("log-prompts", false, "put each generation's prompt text in its access record")
 	if err := a.parse(c, args); err != nil {
 		return err
 	}
@@ -76,6 +101,67 @@ func (a *app) serve(args []string) error {
 	keys, err := apiKeys(*apiKey, *apiKeyFile, os.Getenv("ARCHGEN_API_KEY"))
 	if err != nil {
 		return err
+	}
+	body, err := parseSize(*bodyLimit)
+	if err != nil {
+		return usagef("-limit-body %q: %v", *bodyLimit, err)
+	}
+	limits := serve.Limits{BodyBytes: int64(body), BodyTimeout: *bodyTimeout}
+	for _, l := range []struct {
+		name string
+		v    int
+		dst  *int
+	}{
+		{"-limit-messages", *limMessages, &limits.Messages}, {"-limit-tools", *limTools, &limits.Tools},
+		{"-limit-prompt-tokens", *limPrompt, &limits.PromptTokens}, {"-limit-max-tokens", *limMax, &limits.MaxTokens},
+		{"-limit-stops", *limStops, &limits.Stops}, {"-limit-stop-bytes", *limStopBytes, &limits.StopBytes},
+	} {
+		switch {
+		case l.v < 0:
+			return usagef("%s %d: want a positive number (0: no bound)", l.name, l.v)
+		case l.v == 0:
+			*l.dst = -1 // no bound
+		default:
+			*l.dst = l.v
+		}
+	}
+	for _, t := range []struct {
+		name string
+		v    time.Duration
+		zero bool // 0 means no bound
+	}{
+		{"-body-timeout", *bodyTimeout, false}, {"-header-timeout", *headerTimeout, false}, {"-idle-timeout", *idleTimeout, false},
+		{"-request-timeout", *requestTimeout, true}, {"-write-timeout", *writeTimeout, false}, {"-drain-timeout", *drainTimeout, false},
+	} {
+		if t.v < 0 || (t.v == 0 && !t.zero) {
+			return usagef("%s %v: want a positive duration (30s, 5m)", t.name, t.v)
+		}
+	}
+	sendBytes, err := parseSize(*sendBuffer)
+	if err != nil || sendBytes > 1<<30 {
+		return usagef("-send-buffer %q: want a size up to 1GiB such as 256KiB", *sendBuffer)
+	}
+	var origins []string
+	for _, o := range strings.Split(*corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			if err := serve.CheckOrigin(o); err != nil {
+				return usagef("-cors-origins: %v", err)
+			}
+			origins = append(origins, o)
+		}
+	}
+	var access *slog.Logger
+	switch *accessLog {
+	case "off":
+	case "-":
+		access = slog.New(slog.NewJSONHandler(a.stderr, nil))
+	default:
+		f, err := os.OpenFile(*accessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("-access-log: %w", err)
+		}
+		defer f.Close()
+		access = slog.New(slog.NewJSONHandler(f, nil))
 	}
 	var cacheBytes uint64
 	if *cacheSize != "0" {
@@ -113,11 +199,31 @@ func (a *app) serve(args []string) error {
 	srv, err := serve.New(m, serve.Options{
 		ModelID: id, ContextLength: limit, MaxBatch: *maxBatch,
 		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger, APIKeys: keys,
+		Limits: limits, RequestTimeout: *requestTimeout, WriteTimeout: *writeTimeout,
+		CORSOrigins: origins, AccessLog: access, LogPrompts: *logPrompts,
 	})
 	if err != nil {
-		return err
+		return usagef("%v", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: logger}
+	// Requests' contexts descend from base: cancelling it cuts off those
+	// still running when the drain's time is up.
+	base, cutOff := context.WithCancel(context.Background())
+	defer cutOff()
+	hs := &http.Server{
+		Handler: srv.Handler(), ErrorLog: logger,
+		ReadHeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout,
+		BaseContext: func(net.Listener) context.Context { return base },
+		// A fixed send buffer bounds what a client that stops reading holds
+		// in the kernel (autotuning grows it to megabytes), so that the
+		// write timeout finds such a client after that much, not after
+		// minutes of tokens.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetWriteBuffer(int(sendBytes))
+			}
+			return ctx
+		},
+	}
 	fmt.Fprintf(a.stderr, "archrun serve: %s on http://%s/v1 (max batch %d, prompt cache %d bytes, context %d tokens)\n",
 		id, ln.Addr(), *maxBatch, cacheBytes, limit)
 	served := make(chan error, 1)
@@ -129,9 +235,27 @@ func (a *app) serve(args []string) error {
 	case <-ctx.Done():
 	}
 	stop() // a second signal ends the process at once
-	fmt.Fprintln(a.stderr, "archrun serve: stopping: no new requests; waiting for those under way")
+	fmt.Fprintf(a.stderr, "archrun serve: stopping: no new requests; waiting up to %v for those under way\n", *drainTimeout)
 	srv.Stopping()
-	err = hs.Shutdown(context.Background())
+	drain, done := context.WithTimeout(context.Background(), *drainTimeout)
+	defer done()
+	// The listener stays open while generations run, so that probes see
+	// GET /health answer 503 "stopping" and new requests get 503
+	// shutting_down rather than a refused connection.
+	tick := time.NewTicker(20 * time.Millisecond)
+	for srv.Running() > 0 && drain.Err() == nil {
+		select {
+		case <-tick.C:
+		case <-drain.Done():
+		}
+	}
+	tick.Stop()
+	err = hs.Shutdown(drain)
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(a.stderr, "archrun serve: the drain's %v are up: cutting off the requests still running\n", *drainTimeout)
+		cutOff()
+		err = hs.Close()
+	}
 	srv.Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -91,4 +91,11 @@
 // "0.key" = the caller's metadata. A dense cache due to switch to quantized
 // records that in "0.kv_quantize_i" = "bits=B group=G start=S", which
 // mlx-lm passes on as metadata.
+//
+// Save records a CRC-32C of the tensors (each one's name, dtype, shape and
+// bytes, in name order) in "0.kv_crc32c", and Load refuses a file whose
+// tensors disagree with it (files without one, mlx-lm's, load by the
+// layout's checks alone). Save writes a temporary file beside the path,
+// syncs it and renames it over the path, so that a reader never sees part
+// of a file and a failed save leaves the earlier one.
 package kv

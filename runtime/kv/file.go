@@ -24,13 +24,16 @@ const pendingKey = "kv_quantize_"
 
 // Save writes the state of caches (one per layer, of any kinds) and
 // metadata to the safetensors file at path, in the layout described in the
-// package documentation. Metadata keys must not start with "kv_quantize_".
+// package documentation, with a checksum of its tensors in its metadata.
+// The file is written beside path and renamed to it once whole: a reader
+// never sees part of one. Metadata keys must not start with
+// "kv_quantize_" nor be "kv_crc32c".
 func Save(path string, caches []Cache, metadata map[string]string) error {
 	g := mlx.NewGraph(nil)
 	defer g.Close()
 	w := &stateWriter{g: g, arrays: map[string]*mlx.Array{}, meta: map[string]string{"2.0": ""}}
 	for k, v := range metadata {
-		if strings.HasPrefix(k, pendingKey) {
+		if strings.HasPrefix(k, pendingKey) || k == checksumKey {
 			return fmt.Errorf("%s: metadata key %q is reserved", path, k)
 		}
 		w.meta["0."+k] = v
@@ -43,7 +46,12 @@ func Save(path string, caches []Cache, metadata map[string]string) error {
 	if err := g.Err(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return mlx.SaveSafetensors(path, w.arrays, w.meta)
+	sum, err := tensorsChecksum(w.arrays)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	w.meta["0."+checksumKey] = sum
+	return writeAtomically(path, func(tmp string) error { return mlx.SaveSafetensors(tmp, w.arrays, w.meta) })
 }
 
 type stateWriter struct {
@@ -153,6 +161,16 @@ func Load(path string) ([]Cache, map[string]string, error) {
 	}
 	r := &stateReader{path: path, arrays: arrays, special: map[string]string{}, taken: map[string]bool{}}
 	defer r.freeRest()
+	if want, ok := meta["0."+checksumKey]; ok {
+		got, err := tensorsChecksum(arrays)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if got != want {
+			return nil, nil, fmt.Errorf("%s: its tensors do not match the checksum in its metadata (CRC-32C %s, recorded %s): the file was altered or damaged", path, got, want)
+		}
+		delete(meta, "0."+checksumKey)
+	}
 	caches, user, err := r.read(meta)
 	if err != nil {
 		for _, c := range caches {

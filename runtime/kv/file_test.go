@@ -175,16 +175,21 @@ func TestLoadErrors(t *testing.T) {
 		name string
 		edit func(a map[string]*mlx.Array, m map[string]string)
 		want string
+		sum  bool // keep the checksum Save recorded
 	}{
-		{"no classes", func(a map[string]*mlx.Array, m map[string]string) { delete(m, "1.0"); delete(m, "1.1") }, "no cache classes"},
-		{"gap", func(a map[string]*mlx.Array, m map[string]string) { m["1.3"] = "KVCache" }, "not for layer 2"},
-		{"unknown class", func(a map[string]*mlx.Array, m map[string]string) { m["1.1"] = "MambaCache" }, "layer 1 (MambaCache): unknown cache class"},
-		{"missing tensor", func(a map[string]*mlx.Array, m map[string]string) { delete(a, "1.1.2") }, `layer 1 (QuantizedKVCache): missing tensor "1.1.2"`},
-		{"missing scalar", func(a map[string]*mlx.Array, m map[string]string) { delete(a, "0.2") }, `layer 0 (KVCache): missing scalar "0.2"`},
-		{"bad bits", func(a map[string]*mlx.Array, m map[string]string) { a["1.4"] = scalarArray(t, 7) }, "7-bit"},
-		{"offset too big", func(a map[string]*mlx.Array, m map[string]string) { a["0.2"] = scalarArray(t, 9) }, "offset 9 outside the 3 positions"},
-		{"wrong rank", func(a map[string]*mlx.Array, m map[string]string) { a["0.0"] = a["0.2"] }, `tensor "0.0": shape [], not [B, Hkv, N, D]`},
-		{"bad pending", func(a map[string]*mlx.Array, m map[string]string) { m["0.kv_quantize_0"] = "bits=9" }, "not a KV quantization"},
+		{"altered tensor", func(a map[string]*mlx.Array, m map[string]string) { a["0.2"] = scalarArray(t, 2) },
+			"its tensors do not match the checksum in its metadata", true},
+		{"checksum of another file", func(a map[string]*mlx.Array, m map[string]string) { m["0."+checksumKey] = "1234abcd" },
+			"(CRC-32C", true},
+		{"no classes", func(a map[string]*mlx.Array, m map[string]string) { delete(m, "1.0"); delete(m, "1.1") }, "no cache classes", false},
+		{"gap", func(a map[string]*mlx.Array, m map[string]string) { m["1.3"] = "KVCache" }, "not for layer 2", false},
+		{"unknown class", func(a map[string]*mlx.Array, m map[string]string) { m["1.1"] = "MambaCache" }, "layer 1 (MambaCache): unknown cache class", false},
+		{"missing tensor", func(a map[string]*mlx.Array, m map[string]string) { delete(a, "1.1.2") }, `layer 1 (QuantizedKVCache): missing tensor "1.1.2"`, false},
+		{"missing scalar", func(a map[string]*mlx.Array, m map[string]string) { delete(a, "0.2") }, `layer 0 (KVCache): missing scalar "0.2"`, false},
+		{"bad bits", func(a map[string]*mlx.Array, m map[string]string) { a["1.4"] = scalarArray(t, 7) }, "7-bit", false},
+		{"offset too big", func(a map[string]*mlx.Array, m map[string]string) { a["0.2"] = scalarArray(t, 9) }, "offset 9 outside the 3 positions", false},
+		{"wrong rank", func(a map[string]*mlx.Array, m map[string]string) { a["0.0"] = a["0.2"] }, `tensor "0.0": shape [], not [B, Hkv, N, D]`, false},
+		{"bad pending", func(a map[string]*mlx.Array, m map[string]string) { m["0.kv_quantize_0"] = "bits=9" }, "not a KV quantization", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,6 +200,11 @@ func TestLoadErrors(t *testing.T) {
 			m := map[string]string{}
 			for k, v := range meta {
 				m[k] = v
+			}
+			if !tc.sum {
+				// the layout's own checks, as on a file without a
+				// checksum (mlx-lm's)
+				delete(m, "0."+checksumKey)
 			}
 			tc.edit(a, m)
 			path := filepath.Join(dir, "bad.safetensors")
@@ -216,6 +226,74 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if err := Save(filepath.Join(dir, "x.safetensors"), caches, map[string]string{"kv_quantize_0": "x"}); err == nil {
 		t.Fatal("a reserved metadata key was accepted")
+	}
+	if err := Save(filepath.Join(dir, "x.safetensors"), caches, map[string]string{checksumKey: "x"}); err == nil {
+		t.Fatal("the checksum's metadata key was accepted from the caller")
+	}
+
+	// A file cut short is refused naming it.
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.safetensors")
+	if err := os.WriteFile(cut, data[:len(data)-9], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(cut); err == nil || !strings.Contains(err.Error(), cut) {
+		t.Fatalf("Load of a cut file: %v; want an error naming %s", err, cut)
+	}
+}
+
+// TestSaveAtomically: Save replaces a file whole, through a temporary
+// file beside it that does not outlive the save, and a save that cannot
+// land leaves nothing behind.
+func TestSaveAtomically(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cache.safetensors")
+	one := []Cache{feed(t, NewPlain(), 1, 3)}
+	two := []Cache{feed(t, NewPlain(), 2, 5), feed(t, NewPlain(), 3, 5)}
+	defer freeAll(one)
+	defer freeAll(two)
+	if err := Save(path, one, map[string]string{"v": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(path, two, map[string]string{"v": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	caches, meta, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeAll(caches)
+	if len(caches) != 2 || meta["v"] != "2" {
+		t.Fatalf("after the second save: %d layers, metadata %v", len(caches), meta)
+	}
+	if _, ok := meta[checksumKey]; ok {
+		t.Fatal("the checksum shows in the caller's metadata")
+	}
+	md, err := ReadMetadata(path)
+	if err != nil || md["v"] != "2" || md[checksumKey] != "" {
+		t.Fatalf("ReadMetadata: %v, %v", md, err)
+	}
+	// a path that is a folder with a file in it: the rename fails
+	blocked := filepath.Join(dir, "blocked.safetensors")
+	if err := os.MkdirAll(filepath.Join(blocked, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(blocked, one, nil); err == nil {
+		t.Fatal("a save over a folder succeeded")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 {
+		t.Fatalf("the folder holds %v; want the cache and the blocked path alone", names)
 	}
 }
 

@@ -16,7 +16,7 @@ func ReadMetadata(path string) (map[string]string, error) {
 	}
 	user := map[string]string{}
 	for k, v := range h.Metadata {
-		if rest, ok := strings.CutPrefix(k, "0."); ok && !strings.HasPrefix(rest, pendingKey) {
+		if rest, ok := strings.CutPrefix(k, "0."); ok && !strings.HasPrefix(rest, pendingKey) && rest != checksumKey {
 			user[rest] = v
 		}
 	}

@@ -129,6 +129,7 @@ bench: setup-py models bench-llama
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
 	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-go
+	@$(MAKE) -s bench-soak
 	@$(MAKE) -s bench-dist
 
 # Tensor parallelism on this machine: SmolLM2-135M and the Qwen2.5-0.5B
@@ -143,6 +144,13 @@ bench-dist: setup-py models
 # SmolLM2-135M 4-bit at 1, 4 and 16 concurrent streams; into out/bench/serve.
 bench-serve: setup-py models bench-llama
 	$(PY) bench/serve_bench.py
+
+# The soak (bench/soak.sh): SOAK_CLIENTS (32) clients for SOAK_DURATION
+# (10m) against archrun serve and then llama-server on SmolLM2's GGUF,
+# with whole and streamed chats and completions, cancels, slow readers and
+# malformed requests; reports into out/bench/soak (see docs/BENCHMARKS.md).
+bench-soak: setup-mlx models setup-llama-tools
+	bash bench/soak.sh
 
 # llama.cpp's own tools (llama-bench, llama-quantize, llama-server), built
 # with cmake from the pinned llama-cpp-python sdist's llama.cpp tree into

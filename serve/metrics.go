@@ -4,12 +4,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
+	"strings"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/archgen/archgen/runtime/mlx"
 )
 
 // metrics are the server's counters and latency histograms, written by
@@ -229,6 +234,16 @@ func (s *Server) metricsPage(w http.ResponseWriter, r *http.Request) {
 	pw.gauge("archgen_prompt_cache_max_bytes", "gauge", "The prompt cache's bound.", float64(pc.MaxBytes))
 	pw.gauge("archgen_memory_active_bytes", "gauge", "Memory MLX holds now (weights, caches, buffers).", float64(st.ActiveMemory))
 	pw.gauge("archgen_memory_peak_bytes", "gauge", "The most memory MLX has held.", float64(st.PeakMemory))
+	pw.gauge("archgen_memory_cache_bytes", "gauge", "Memory MLX keeps for reuse (freed buffers).", float64(mlx.CacheMemory()))
+	pw.gauge("go_goroutines", "gauge", "Goroutines that exist now.", float64(runtime.NumGoroutine()))
+	if n, err := os.ReadDir("/proc/self/fd"); err == nil {
+		pw.gauge("process_open_fds", "gauge", "Open file descriptors.", float64(len(n)))
+	}
+	if r := residentBytes(); r > 0 {
+		pw.gauge("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", float64(r))
+	}
+	pw.gauge("archgen_kv_bytes", "gauge", "Bytes the batch's KV caches hold.", float64(st.CacheBytes))
+	pw.gauge("archgen_kv_budget_bytes", "gauge", "The bound on the batch's KV caches (0: none).", float64(st.KVBudget))
 	pw.histogram("archgen_time_to_first_token_seconds", "From a generation's submission to its first token.", &m.ttft)
 	pw.histogram("archgen_inter_token_seconds", "Between one token of a generation and the next.", &m.itl)
 }
@@ -269,4 +284,22 @@ func (p promWriter) histogram(name, help string, h *histogram) {
 	p.sample(name+"_bucket", `{le="+Inf"}`, float64(h.n))
 	p.sample(name+"_sum", "", h.sum)
 	p.sample(name+"_count", "", float64(h.n))
+}
+
+// residentBytes is the process's resident memory from /proc/self/statm (0
+// where there is none).
+func residentBytes() int64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
 }

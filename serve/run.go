@@ -78,11 +78,29 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	arrived := submitted
 	events, err := s.eng.Submit(ctx, j.req)
 	if err != nil {
-		if errors.Is(err, batch.ErrClosed) {
+		var ob *batch.OverBudgetError
+		switch {
+		case errors.Is(err, batch.ErrClosed):
 			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
-			return
+		case errors.Is(err, batch.ErrQueueFull):
+			w.Header().Set("Retry-After", "1")
+			writeError(w, &apiError{Status: http.StatusTooManyRequests, Type: "server_error", Code: "server_busy",
+				Message: fmt.Sprintf("the server is busy: its queue of %d is full; retry later", s.opts.MaxQueue)})
+		case errors.As(err, &ob):
+			field := j.maxField
+			if field == "" {
+				field = "max_tokens"
+			}
+			if ob.MaxTokensFit < 1 {
+				writeError(w, over(j.promptField, "%s: %d tokens need %d bytes of KV cache with the room to answer, more than this server's budget of %d bytes",
+					j.promptField, ob.Prompt, ob.Need, ob.Budget))
+				return
+			}
+			writeError(w, over(field, "%s: %d tokens after a prompt of %d need %d bytes of KV cache, more than this server's budget of %d bytes; ask for at most %d",
+				field, ob.MaxTokens, ob.Prompt, ob.Need, ob.Budget, ob.MaxTokensFit))
+		default:
+			writeError(w, badRequest("", "invalid_request", "%v", err))
 		}
-		writeError(w, badRequest("", "invalid_request", "%v", err))
 		return
 	}
 	prefix := "cmpl-"

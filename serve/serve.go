@@ -26,7 +26,10 @@
 // 413 for a body past Limits.BodyBytes and 408 for one slower than
 // Limits.BodyTimeout; 400 with code limit_exceeded for a field past the
 // other Limits (messages, tools, prompt tokens, max_tokens, stop strings);
-// 504 (code request_timeout) for a generation past Options.RequestTimeout.
+// 504 (code request_timeout) for a generation past Options.RequestTimeout;
+// 400 limit_exceeded naming max_tokens for a request whose KV alone
+// exceeds Options.KVBudget, and 429 server_busy (with Retry-After) past
+// Options.MaxQueue waiting requests.
 // A panic in a handler becomes a 500 error for that request alone. A client
 // that goes away, or stops taking a stream for Options.WriteTimeout, cancels
 // its request, which leaves the batch at the next step.
@@ -68,6 +71,14 @@ type Options struct {
 	MaxBatch int
 	// PromptCacheBytes bounds the prompt cache (0: none).
 	PromptCacheBytes int64
+	// KVBudget bounds the bytes the batch's KV caches may reach (0: no
+	// bound): a request waits until the batch with it fits at its longest;
+	// one that alone needs more gets a 400 naming max_tokens (or the
+	// prompt) with the tokens that would fit.
+	KVBudget int64
+	// MaxQueue bounds the requests waiting for room (0: no bound); more
+	// get 429 (code server_busy) with Retry-After.
+	MaxQueue int
 	// DefaultMaxTokens is a request's token budget when it gives none
 	// (default 512).
 	DefaultMaxTokens int
@@ -134,7 +145,8 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	eng, err := batch.New(m.Net, batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes})
+	eng, err := batch.New(m.Net, batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes,
+		KVBudget: opts.KVBudget, MaxQueue: opts.MaxQueue})
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +263,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		"model":  s.opts.ModelID,
 		"queue": map[string]any{
 			"active": st.Active, "prefilling": st.Prefilling, "queued": st.Queued,
-			"max_batch": s.opts.MaxBatch,
+			"max_batch": s.opts.MaxBatch, "max_queue": s.opts.MaxQueue,
+		},
+		"kv": map[string]any{
+			"bytes": st.CacheBytes, "budget": st.KVBudget, "per_position": st.KVPerPosition,
 		},
 		"prompt_cache": map[string]any{
 			"enabled": st.HasPromptCache,

@@ -51,6 +51,8 @@ func (a *app) serve(args []string) error {
 	port := c.Int("port", 8080, "the port to listen on (0: any free one, printed)")
 	maxBatch := c.Int("max-batch", 8, "requests decoding at once; the rest queue")
 	cacheSize := c.String("prompt-cache-bytes", "1GiB", "the prompt cache's bound (8GB, 512MiB, bytes; 0: no cache)")
+	kvBudget := c.String("kv-budget", "auto", "the bound on the batch's KV caches: requests wait until theirs fits (a size; auto: 80% of the memory available once the model is loaded, less the prompt cache; off: none)")
+	maxQueue := c.Int("max-queue", 256, "requests that may wait for room; more get 429 with Retry-After (0: no bound)")
 	ctxLen := c.Int("context-length", 0, "refuse prompts of this many tokens or more (default: the model's max_position_embeddings)")
 	maxTokens := c.Int("max-tokens", 512, "a request's token budget when it gives none")
 	name := c.String("served-model-name", "", "the model id clients give (default: the model's path as given)")
@@ -101,6 +103,15 @@ func (a *app) serve(args []string) error {
 	keys, err := apiKeys(*apiKey, *apiKeyFile, os.Getenv("ARCHGEN_API_KEY"))
 	if err != nil {
 		return err
+	}
+	if *maxQueue < 0 {
+		return usagef("-max-queue %d: want a positive number (0: no bound)", *maxQueue)
+	}
+	var budget uint64
+	if *kvBudget != "auto" && *kvBudget != "off" {
+		if budget, err = parseSize(*kvBudget); err != nil {
+			return usagef("-kv-budget %q: %v (or auto, off)", *kvBudget, err)
+		}
 	}
 	body, err := parseSize(*bodyLimit)
 	if err != nil {
@@ -195,10 +206,21 @@ func (a *app) serve(args []string) error {
 	if limit == 0 {
 		limit = contextLength(m)
 	}
+	if *kvBudget == "auto" {
+		if avail := memAvailable(); avail > 0 {
+			if b := int64(avail)*8/10 - int64(cacheBytes); b > 0 {
+				budget = uint64(b)
+			}
+		}
+		if budget == 0 {
+			fmt.Fprintln(a.stderr, "archrun serve: warning: the memory available is unknown or spent: no KV budget (-kv-budget SIZE sets one)")
+		}
+	}
 	logger := log.New(a.stderr, "archrun serve: ", log.LstdFlags)
 	srv, err := serve.New(m, serve.Options{
 		ModelID: id, ContextLength: limit, MaxBatch: *maxBatch,
 		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger, APIKeys: keys,
+		KVBudget: int64(budget), MaxQueue: *maxQueue,
 		Limits: limits, RequestTimeout: *requestTimeout, WriteTimeout: *writeTimeout,
 		CORSOrigins: origins, AccessLog: access, LogPrompts: *logPrompts,
 	})
@@ -224,8 +246,8 @@ func (a *app) serve(args []string) error {
 			return ctx
 		},
 	}
-	fmt.Fprintf(a.stderr, "archrun serve: %s on http://%s/v1 (max batch %d, prompt cache %d bytes, context %d tokens)\n",
-		id, ln.Addr(), *maxBatch, cacheBytes, limit)
+	fmt.Fprintf(a.stderr, "archrun serve: %s on http://%s/v1 (max batch %d, prompt cache %d bytes, KV budget %d bytes, context %d tokens)\n",
+		id, ln.Addr(), *maxBatch, cacheBytes, budget, limit)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -316,6 +338,26 @@ func contextLength(m *archgen.Model) int {
 	}
 	if n := m.Tokenizer.Config.ModelMaxLength; n > 0 && n < 1<<31 {
 		return int(n)
+	}
+	return 0
+}
+
+// memAvailable is the memory the system can give without swapping, from
+// /proc/meminfo's MemAvailable (0 where it cannot be read).
+func memAvailable() uint64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if n, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+					return n << 10
+				}
+			}
+		}
 	}
 	return 0
 }

@@ -324,6 +324,8 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"serve", "-model", smolLM2, "-max-tokens", "0"}, true, "-max-tokens 0: want at least 1"},
 		{[]string{"serve", "-model", smolLM2, "-context-length", "-1"}, true, "-context-length -1"},
 		{[]string{"serve", "-model", smolLM2, "-limit-body", "lots"}, true, `-limit-body "lots": want a positive size`},
+		{[]string{"serve", "-model", smolLM2, "-kv-budget", "most"}, true, `-kv-budget "most": want a positive size such as 8GB, 512MiB or a number of bytes (or auto, off)`},
+		{[]string{"serve", "-model", smolLM2, "-max-queue", "-1"}, true, "-max-queue -1: want a positive number (0: no bound)"},
 		{[]string{"serve", "-model", smolLM2, "-limit-messages", "-1"}, true, "-limit-messages -1: want a positive number (0: no bound)"},
 		{[]string{"serve", "-model", smolLM2, "-write-timeout", "0s"}, true, "-write-timeout 0s: want a positive duration"},
 		{[]string{"serve", "-model", smolLM2, "-request-timeout", "-1s"}, true, "-request-timeout -1s: want a positive duration"},

@@ -58,6 +58,18 @@ type Options struct {
 	// PromptCacheBytes > 0 keeps the caches of finished requests, up to that
 	// many bytes, for later prompts that start the same way.
 	PromptCacheBytes int64
+	// KVBudget > 0 bounds the bytes the batch's caches may reach: a queued
+	// request joins only when the batch with it stays within the budget
+	// at its longest (every row at the longest prompt plus the most tokens
+	// any row may still draw, and a growth step of room), and waits
+	// otherwise (first come, first served). Submit refuses a request that alone needs more
+	// (ErrOverBudget). The bytes a position takes are measured once, by a
+	// one-token step on fresh caches.
+	KVBudget int64
+	// MaxQueue > 0 bounds the requests waiting for room (those queued
+	// beyond the rows free now; none is free while the first queued one
+	// waits for the KV budget); Submit refuses more with ErrQueueFull.
+	MaxQueue int
 	// Stream runs the computation (the default stream when nil).
 	Stream *mlx.Stream
 }
@@ -122,10 +134,32 @@ type Stats struct {
 	ActiveMemory   uint64
 	PeakMemory     uint64
 	CacheBytes     int64 // the batch's caches
+	// KVBudget is Options.KVBudget, and KVPerPosition the bytes one
+	// position of one row takes in the caches (measured; 0 without a
+	// budget).
+	KVBudget, KVPerPosition int64
 }
 
 // ErrClosed is Submit's error once the engine is closing.
 var ErrClosed = errors.New("batch: the engine is closed")
+
+// ErrQueueFull is Submit's error when Options.MaxQueue requests wait.
+var ErrQueueFull = errors.New("batch: the queue is full")
+
+// OverBudgetError is Submit's error for a request whose prompt and
+// MaxTokens alone need more KV than Options.KVBudget holds.
+type OverBudgetError struct {
+	Prompt, MaxTokens int
+	Need, Budget      int64
+	// MaxTokensFit is the most tokens the prompt leaves room for (0 or
+	// less: the prompt alone is too long).
+	MaxTokensFit int
+}
+
+func (e *OverBudgetError) Error() string {
+	return fmt.Sprintf("batch: a prompt of %d tokens and %d more need %d bytes of KV cache, more than the budget of %d bytes",
+		e.Prompt, e.MaxTokens, e.Need, e.Budget)
+}
 
 // Engine runs requests on one model in a loop of its own.
 type Engine struct {
@@ -140,6 +174,8 @@ type Engine struct {
 	wake    chan struct{}
 	done    chan struct{}
 	stats   Stats
+	blocked bool       // the first queued request did not fit the KV budget
+	perPos  int64      // KV bytes a position of a row takes (with a budget)
 	active  []*seq     // decoding, owned by the loop
 	pending []*seq     // prompts under way, owned by the loop
 	batch   []kv.Cache // the batch's per-layer caches (kv.Batched), owned by the loop
@@ -174,18 +210,81 @@ func newEngine(m Model, opts Options) (*Engine, error) {
 	if opts.Cache.MaxKVSize > 0 {
 		return nil, fmt.Errorf("batch: a max KV size pins the first %d positions of each cache, which a batch cannot hold", kv.MaxKVKeep)
 	}
+	if opts.KVBudget < 0 || opts.MaxQueue < 0 {
+		return nil, fmt.Errorf("batch: KV budget %d and max queue %d must be >= 0", opts.KVBudget, opts.MaxQueue)
+	}
 	caches, err := m.NewCachesWith(opts.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
 	}
 	layers := len(caches)
+	var perPos int64
+	if opts.KVBudget > 0 {
+		perPos, err = measurePosition(m, caches, opts.Stream)
+	}
 	freeCaches(caches)
-	e := &Engine{m: m, opts: opts, vocab: m.Info().VocabSize, layers: layers,
+	if err != nil {
+		return nil, fmt.Errorf("batch: measuring the KV a position takes: %w", err)
+	}
+	e := &Engine{m: m, opts: opts, vocab: m.Info().VocabSize, layers: layers, perPos: perPos,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e.stats.KVBudget, e.stats.KVPerPosition = opts.KVBudget, perPos
 	if opts.PromptCacheBytes > 0 {
 		e.pc = NewPromptCache(opts.PromptCacheBytes)
 	}
 	return e, nil
+}
+
+// measurePosition runs one token through fresh caches and divides what
+// they then hold by the room they made (one growth step): the bytes a
+// position of a row takes, across the layers.
+func measurePosition(m Model, caches []kv.Cache, s *mlx.Stream) (int64, error) {
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	logits := m.Forward(g, mlx.FromSlice(g, []int32{0}, 1, 1), caches)
+	if err := g.Err(); err != nil {
+		return 0, err
+	}
+	if err := g.Eval(logits); err != nil {
+		return 0, err
+	}
+	if err := evalCaches(caches); err != nil {
+		return 0, err
+	}
+	n := (cacheBytes(caches) + kv.Step - 1) / kv.Step
+	if n <= 0 {
+		return 0, errors.New("the caches hold nothing after a step")
+	}
+	return n, nil
+}
+
+// fits reports whether the batch, with s joining it, stays within the KV
+// budget at its longest: every row (those decoding, those whose prompts
+// run, and s) as long as the longest row or prompt plus the most tokens
+// any of them may still draw and the room a growth step may add past what
+// is needed (a batch grows a step at a time from where rows joined), or
+// as the room the batch's rows hold now, if more.
+func (e *Engine) fits(s *seq) bool {
+	rows := len(e.active) + len(e.pending)
+	if e.opts.KVBudget <= 0 || rows == 0 {
+		return true
+	}
+	longest, rest, held := len(s.req.Prompt), s.req.MaxTokens, 0
+	if e.batch != nil && len(e.active) > 0 {
+		longest = max(longest, e.batch[0].Offset())
+		// the positions each row holds room for now: a row that left may
+		// have left its length behind
+		held = int(cacheBytes(e.batch) / (e.perPos * int64(len(e.active))))
+	}
+	for _, a := range e.active {
+		rest = max(rest, a.req.MaxTokens-a.tokens)
+	}
+	for _, p := range e.pending {
+		longest = max(longest, len(p.req.Prompt))
+		rest = max(rest, p.req.MaxTokens)
+	}
+	positions := max(held, longest+rest+kv.Step-1)
+	return int64(rows+1)*int64(positions)*e.perPos <= e.opts.KVBudget
 }
 
 // PromptCache is the engine's prompt cache (nil without one).
@@ -198,11 +297,30 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 	if err := e.check(&r); err != nil {
 		return nil, err
 	}
+	if b := e.opts.KVBudget; b > 0 {
+		positions := len(r.Prompt) + r.MaxTokens + kv.Step - 1 // as fits counts a row
+		if need := int64(positions) * e.perPos; need > b {
+			fit := int(b/e.perPos) - (kv.Step - 1) - len(r.Prompt)
+			return nil, &OverBudgetError{Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, Need: need, Budget: b, MaxTokensFit: fit}
+		}
+	}
 	s := &seq{req: r, ctx: ctx, out: newStream(ctx), submitted: time.Now()}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if e.opts.MaxQueue > 0 {
+		// those queued beyond the rows free now wait; while the first
+		// queued one does not fit the budget, no row is free
+		free := 0
+		if !e.blocked {
+			free = max(0, e.opts.MaxBatch-e.stats.Active-e.stats.Prefilling)
+		}
+		if len(e.queue)-free >= e.opts.MaxQueue {
+			e.mu.Unlock()
+			return nil, ErrQueueFull
+		}
 	}
 	e.queue = append(e.queue, s)
 	e.mu.Unlock()
@@ -368,11 +486,16 @@ func (e *Engine) admit() {
 	}
 	for len(e.active)+len(e.pending) < e.opts.MaxBatch {
 		e.mu.Lock()
+		e.blocked = false
 		if len(e.queue) == 0 {
 			e.mu.Unlock()
 			break
 		}
 		s := e.queue[0]
+		if e.blocked = !e.fits(s); e.blocked {
+			e.mu.Unlock()
+			break // it waits for rows to finish
+		}
 		e.queue = e.queue[1:]
 		e.mu.Unlock()
 		if err := e.start(s); err != nil {

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -665,4 +666,80 @@ func TestPanicFailsRequests(t *testing.T) {
 	if got, want := submitAll(t, e, []Request{r})[0], solo(t, f.Model, kv.Options{}, r); !slices.Equal(got.tokens, want.tokens) {
 		t.Errorf("after the fault: %v (%+v), alone %v", got.tokens, got.last, want.tokens)
 	}
+}
+
+// TestKVBudget: with a KV budget that holds two rows at their longest, eight
+// requests all finish with their solo tokens while no more than two decode
+// at once; a request that alone needs more than the budget is refused
+// naming the tokens that would fit; past MaxQueue requests waiting beyond
+// the free rows Submit refuses with ErrQueueFull. The measured bytes a position takes are what
+// a prefilled cache holds per position.
+func TestKVBudget(t *testing.T) {
+	m := load(t, "llama", "base")
+	probe, err := newEngine(m, Options{KVBudget: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := probe.Stats().KVPerPosition
+	// 300 positions fill two growth steps
+	long := make([]int32, 300)
+	for i := range long {
+		long[i] = int32(i % 250)
+	}
+	caches := prefilled(t, m, long)
+	defer freeCaches(caches)
+	if got := cacheBytes(caches); got != 2*kv.Step*per {
+		t.Fatalf("a 300-token prompt's caches hold %d bytes; %d a position measured, so want %d", got, per, 2*kv.Step*per)
+	}
+
+	// two rows at their longest: the longest prompt (19) and max tokens
+	// (16), and a growth step of room past them
+	budget := 2 * int64(19+16+kv.Step-1) * per
+	e, err := New(m, Options{KVBudget: budget, MaxBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	reqs := requests(8, nil)
+	got := submitAll(t, e, reqs)
+	for i, r := range reqs {
+		want := solo(t, m, kv.Options{}, r)
+		if fmt.Sprint(got[i].tokens) != fmt.Sprint(want.tokens) {
+			t.Errorf("request %d: %v, alone %v", i, got[i].tokens, want.tokens)
+		}
+	}
+	if st := e.Stats(); st.MaxActive != 2 {
+		t.Errorf("at most %d rows decoded at once; the budget holds 2", st.MaxActive)
+	}
+
+	_, err = e.Submit(context.Background(), Request{Prompt: long[:10], MaxTokens: 600})
+	var over *OverBudgetError
+	if !errors.As(err, &over) || over.MaxTokensFit != int(budget/per)-(kv.Step-1)-10 || over.Budget != budget {
+		t.Fatalf("a request past the budget: %v (%+v)", err, over)
+	}
+
+	// one row and one waiting: of three requests before the loop runs, the
+	// first has a row free, the second waits, the third is refused
+	q, err := newEngine(m, Options{MaxBatch: 1, MaxQueue: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chans []<-chan Event
+	for i := range 2 {
+		ch, err := q.Submit(context.Background(), Request{Prompt: prompt(i), MaxTokens: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+	}
+	if _, err := q.Submit(context.Background(), Request{Prompt: prompt(2), MaxTokens: 2}); err != ErrQueueFull {
+		t.Fatalf("a third waiting request: %v, want ErrQueueFull", err)
+	}
+	go q.loop()
+	for _, ch := range chans {
+		if r := collect(ch); r.last.Err != nil || r.last.Tokens != 2 {
+			t.Errorf("a queued request: %+v", r.last)
+		}
+	}
+	q.Close()
 }

@@ -128,5 +128,8 @@ func groupDense(g *mlx.Graph, x, a *mlx.Array) (*mlx.Array, *mlx.Array, int) {
 	return g.Reshape(x, xs[0], hkv, rep, xs[2], xs[3]), g.ExpandDims(a, 2), rep
 }
 
-// step is the growth unit of the caches, in positions, as in mlx-lm.
-const step = 256
+// Step is the growth unit of the caches, in positions, as in mlx-lm: a
+// cache holds room for its positions rounded up to a multiple of it.
+const Step = 256
+
+const step = Step

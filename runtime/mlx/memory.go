@@ -30,8 +30,14 @@ func MemoryLimit() uint64 { return uint64(C.mlxg_get_memory_limit()) }
 // SetCacheLimit bounds CacheMemory and returns the previous bound.
 func SetCacheLimit(bytes uint64) uint64 { return uint64(C.mlxg_set_cache_limit(C.size_t(bytes))) }
 
-// ClearCache returns the memory MLX keeps for reuse.
+// ClearCache returns the memory MLX keeps for reuse, and (with glibc) the
+// C heap's free memory, to the system.
 func ClearCache() { C.mlxg_clear_cache() }
+
+// TrimHeap returns the C heap's free memory to the system (with glibc,
+// which otherwise keeps what was freed in its arenas); MLX's own cache of
+// buffers stays.
+func TrimHeap() { C.mlxg_trim_heap() }
 
 // NativeQuantizedMatmul reports whether QuantizedMatmul runs this package's
 // own CPU kernel where it applies (float32 computation, affine 4 or 8 bits,

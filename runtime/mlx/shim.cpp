@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#ifdef __GLIBC__  // defined by <cstdlib> above where the C library is glibc
+#include <malloc.h>
+#endif
 #include <functional>
 #include <exception>
 #include <new>
@@ -1184,6 +1187,14 @@ size_t mlxg_set_cache_limit(size_t limit) {
 
 void mlxg_clear_cache(void) {
   mx::clear_cache();
+  mlxg_trim_heap();
+}
+
+void mlxg_trim_heap(void) {
+#ifdef __GLIBC__
+  // freed buffers back to the system: glibc keeps them in its arenas
+  malloc_trim(0);
+#endif
 }
 
 } // extern "C"

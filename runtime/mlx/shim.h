@@ -402,6 +402,7 @@ size_t mlxg_set_memory_limit(size_t limit);
 size_t mlxg_get_memory_limit(void);
 size_t mlxg_set_cache_limit(size_t limit);
 void mlxg_clear_cache(void);
+void mlxg_trim_heap(void);
 
 #ifdef __cplusplus
 }

@@ -129,7 +129,7 @@ bench: setup-py models bench-llama
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
 	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-go
-	@$(MAKE) -s bench-soak
+	-@$(MAKE) -s bench-soak
 	@$(MAKE) -s bench-dist
 
 # Tensor parallelism on this machine: SmolLM2-135M and the Qwen2.5-0.5B

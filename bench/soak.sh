@@ -27,8 +27,8 @@ wait_up() { # url
 }
 
 # archgen: a KV budget of 256 MiB and a prompt cache of 256 MiB; the
-# resident memory may grow by those and 512 MiB for activations and the C
-# heap's arenas.
+# resident memory may grow by 1 GiB in all (TestServeSoak's allowance at 8
+# clients is 1.5 GiB above its 128 MiB of budgets).
 port=18090
 bin/archrun serve -gguf "$model" -served-model-name smollm2 -port $port -max-batch 16 \
   -kv-budget 256MiB -prompt-cache-bytes 256MiB -access-log off 2>"$out/archgen.log" &

@@ -19,10 +19,12 @@ import (
 // that holds about five rows: no request is lost or fails on the server's
 // side, no well-formed one is refused, every malformed one is, nothing
 // leaks (descriptors, goroutines), and resident memory grows by no more
-// than the KV budget, the prompt cache's bound and 1 GiB for the
-// activations and the C heap: MLX holds about 310 MiB at its peak here,
-// while glibc's arenas keep up to about 800 MiB of what the steps freed
-// until the batch empties (then the process is back near 270 MiB).
+// than the KV budget, the prompt cache's bound and 1.5 GiB for the
+// activations and the C heap. MLX holds about 310 MiB at its peak here;
+// the process grew by 0.8-1.0 GiB in runs of one and five minutes: each
+// join and leave copies the batch's caches (kv.Batched's Extend and
+// Filter), and glibc's arenas keep what those copies freed until the
+// batch empties (then the process is back near 270 MiB).
 func TestServeSoak(t *testing.T) {
 	if _, err := os.Stat(smolLM2); err != nil {
 		t.Fatalf("%v: run `make models`", err)
@@ -33,7 +35,7 @@ func TestServeSoak(t *testing.T) {
 		"-kv-budget", "64MiB", "-prompt-cache-bytes", "64MiB", "-access-log", "off")
 	rep, err := soak.Run(context.Background(), soak.Config{
 		Root: strings.TrimSuffix(base, "/v1"), Model: "smollm2", Clients: 8, Duration: time.Minute, Seed: 1,
-		PID: cmd.Process.Pid, MaxGrowth: budget + promptCache + 1<<30,
+		PID: cmd.Process.Pid, MaxGrowth: budget + promptCache + 3<<29,
 	})
 	require.NoError(t, err)
 	t.Logf("soak:\n%s", rep.Summary())

@@ -152,6 +152,11 @@ bench-serve: setup-py models bench-llama
 bench-soak: setup-mlx models setup-llama-tools
 	bash bench/soak.sh
 
+# Admission by memory (bench/admission.sh): 64 clients with 2,000-token
+# prompts against a KV budget that holds 8; into out/bench/admission.
+bench-admission: setup-mlx models
+	bash bench/admission.sh
+
 # llama.cpp's own tools (llama-bench, llama-quantize, llama-server), built
 # with cmake from the pinned llama-cpp-python sdist's llama.cpp tree into
 # .deps/llama-tools: about 5 minutes on 2 cores, once.

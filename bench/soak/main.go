@@ -27,6 +27,9 @@ func main() {
 	flag.IntVar(&cfg.PID, "pid", 0, "the server's process, for its memory and descriptors")
 	growth := flag.Int64("max-growth", 0, "fail when resident memory grows by more bytes than this (0: not checked)")
 	seed := flag.Uint64("seed", 1, "the seed of the clients' mix")
+	flag.IntVar(&cfg.PromptWords, "prompt-words", 0, "send only whole chats about a text of this many words (a long-prompt load)")
+	flag.IntVar(&cfg.MaxTokens, "max-tokens", 32, "with -prompt-words: the tokens each asks for")
+	flag.IntVar(&cfg.Requests, "requests", 0, "requests per client, then stop (0: until -duration)")
 	out := flag.String("out", "", "write the report as JSON here")
 	flag.Parse()
 	cfg.MaxGrowth, cfg.Seed = *growth, *seed

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/serve"
 )
 
@@ -191,6 +192,10 @@ func (a *app) serve(args []string) error {
 	}
 	defer ln.Close()
 
+	// buffers of a MiB or more straight back to the system when freed:
+	// the batch's caches are copied as rows come and go (see
+	// mlx.SetHeapMmapThreshold)
+	mlx.SetHeapMmapThreshold(1 << 20)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m, err := src.load(ctx, true)

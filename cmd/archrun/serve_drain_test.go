@@ -51,14 +51,7 @@ func TestServeDrain(t *testing.T) {
 
 	rest, _ := io.ReadAll(rd) // cut off: no [DONE]
 	assert.NotContains(t, string(rest), "[DONE]", "the stream was cut off, not finished")
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		assert.NoError(t, err, "exit after the drain; log:\n%s", stderr.String())
-	case <-time.After(time.Minute):
-		t.Fatalf("the server did not exit after its drain: %s", stderr.String())
-	}
+	waitExit(t, cmd, stderr)
 	took := time.Since(signalled)
 	assert.GreaterOrEqual(t, took, 2*time.Second, "the drain's time")
 	assert.Less(t, took, 20*time.Second)

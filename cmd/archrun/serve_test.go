@@ -232,6 +232,16 @@ func TestServeOpenAIClient(t *testing.T) {
 	require.NoError(t, err)
 	assert.Regexp(t, `"finish_reason":"(stop|length)"`, string(rest), "the stream ends with its finish reason")
 	assert.True(t, strings.HasSuffix(string(rest), "data: [DONE]\n\n"), "the stream's end: %q", tail(string(rest)))
+	waitExit(t, cmd, stderr)
+	assert.Contains(t, stderr.String(), "archrun serve: stopped")
+	_, err = http.Get(base + "/models")
+	assert.Error(t, err, "the server still answers after SIGTERM")
+}
+
+// waitExit waits up to a minute for the server to exit after a signal,
+// and wants status 0.
+func waitExit(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) {
+	t.Helper()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	select {
@@ -240,9 +250,6 @@ func TestServeOpenAIClient(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the server did not exit after SIGTERM: %s", stderr.String())
 	}
-	assert.Contains(t, stderr.String(), "archrun serve: stopped")
-	_, err = http.Get(base + "/models")
-	assert.Error(t, err, "the server still answers after SIGTERM")
 }
 
 // checkGoClient asks for prompt's greedy chat with openai-go, streamed and

@@ -48,6 +48,13 @@ type Config struct {
 	// Settle is how long after the load the server has to free what the
 	// requests held before the counts after are taken (default 2s).
 	Settle time.Duration
+	// PromptWords > 0 makes every request a whole chat whose prompt is a
+	// text of about that many words (a long-prompt load: admission by
+	// memory), each asking for MaxTokens (default 32).
+	PromptWords, MaxTokens int
+	// Requests > 0 has each client send that many requests and stop
+	// (Duration then only bounds the run).
+	Requests int
 }
 
 // Kinds of request in the mix.
@@ -165,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for c := range cfg.Clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c)))
-			for loadCtx.Err() == nil {
+			for n := 0; loadCtx.Err() == nil && (cfg.Requests <= 0 || n < cfg.Requests); n++ {
 				r := one(loadCtx, client, cfg, rng)
 				if r.Outcome == "" {
 					continue // the load's time ran out mid-request
@@ -268,6 +275,9 @@ func (r *Report) Summary() string {
 
 // one sends one request of a kind drawn from the mix.
 func one(ctx context.Context, client *http.Client, cfg Config, rng *rand.Rand) Result {
+	if cfg.PromptWords > 0 {
+		return long(ctx, client, cfg, rng)
+	}
 	p := prompts[rng.IntN(len(prompts))]
 	maxTokens := 8 + rng.IntN(40)
 	chatBody := func(stream bool) string {
@@ -298,6 +308,32 @@ func one(ctx context.Context, client *http.Client, cfg Config, rng *rand.Rand) R
 		return whole(ctx, client, cfg, Malformed, m.path, m.body)
 	}
 }
+
+// LongPrompt is the long-prompt load's kind.
+const LongPrompt = "long_prompt"
+
+// long is a whole chat about a text of cfg.PromptWords words.
+func long(ctx context.Context, client *http.Client, cfg Config, rng *rand.Rand) Result {
+	var b strings.Builder
+	b.WriteString("Summarize this text in one sentence:\n")
+	for i := 0; i < cfg.PromptWords; i++ {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(words[rng.IntN(len(words))])
+	}
+	maxTokens := cfg.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = 32
+	}
+	body, _ := json.Marshal(map[string]any{"model": cfg.Model, "max_tokens": maxTokens,
+		"messages": []any{map[string]any{"role": "user", "content": b.String()}}})
+	return whole(ctx, client, cfg, LongPrompt, "/v1/chat/completions", string(body))
+}
+
+var words = strings.Fields(`the river city morning light market street window garden winter summer
+	bridge stone paper letter music evening forest mountain harbor train station coffee bread table
+	friend teacher village road field storm quiet bright old new small large early late`)
 
 func streamOptions(stream bool) any {
 	if !stream {
@@ -330,25 +366,27 @@ func classify(kind string, status int) string {
 	return ""
 }
 
+// failed is r lost to err, or no result at all when the load's time ran
+// out under it.
+func failed(ctx context.Context, r Result, err error) Result {
+	if ctx.Err() != nil {
+		return Result{}
+	}
+	r.Outcome, r.Err = Lost, err.Error()
+	return r
+}
+
 func whole(ctx context.Context, client *http.Client, cfg Config, kind, path, body string) Result {
 	r := Result{Kind: kind}
 	resp, err := client.Do(request(ctx, cfg, path, body))
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}
-		}
-		r.Outcome, r.Err = Lost, err.Error()
-		return r
+		return failed(ctx, r, err)
 	}
 	defer resp.Body.Close()
 	r.Status = resp.StatusCode
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}
-		}
-		r.Outcome, r.Err = Lost, err.Error()
-		return r
+		return failed(ctx, r, err)
 	}
 	if o := classify(kind, resp.StatusCode); o != "" {
 		r.Outcome, r.Err = o, string(bytes.TrimSpace(data))
@@ -375,11 +413,7 @@ func stream(ctx context.Context, client *http.Client, cfg Config, kind, path, bo
 	start := time.Now()
 	resp, err := client.Do(request(ctx, cfg, path, body))
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}
-		}
-		r.Outcome, r.Err = Lost, err.Error()
-		return r
+		return failed(ctx, r, err)
 	}
 	defer resp.Body.Close()
 	r.Status = resp.StatusCode

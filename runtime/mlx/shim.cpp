@@ -1190,6 +1190,15 @@ void mlxg_clear_cache(void) {
   mlxg_trim_heap();
 }
 
+int mlxg_heap_mmap_threshold(size_t bytes) {
+#ifdef __GLIBC__
+  return mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes)) == 1 ? 1 : 0;
+#else
+  (void)bytes;
+  return 0;
+#endif
+}
+
 void mlxg_trim_heap(void) {
 #ifdef __GLIBC__
   // freed buffers back to the system: glibc keeps them in its arenas

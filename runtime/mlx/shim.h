@@ -403,6 +403,7 @@ size_t mlxg_get_memory_limit(void);
 size_t mlxg_set_cache_limit(size_t limit);
 void mlxg_clear_cache(void);
 void mlxg_trim_heap(void);
+int mlxg_heap_mmap_threshold(size_t bytes);
 
 #ifdef __cplusplus
 }

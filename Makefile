@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes
+.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission
 
 all: test
 
@@ -130,6 +130,7 @@ bench: setup-py models bench-llama
 	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-go
 	-@$(MAKE) -s bench-soak
+	-@$(MAKE) -s bench-admission
 	@$(MAKE) -s bench-dist
 
 # Tensor parallelism on this machine: SmolLM2-135M and the Qwen2.5-0.5B

@@ -69,9 +69,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
-	ctx, cancel := context.WithCancel(r.Context())
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if d := s.opts.RequestTimeout; d > 0 {
 		ctx, cancel = context.WithTimeout(r.Context(), d)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
 	}
 	defer cancel()
 	submitted := time.Now()

@@ -600,14 +600,24 @@ func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
 		merged = append(merged, b)
 	}
 	if e.batch != nil {
+		// a layer at a time, each copy made before the next begins: the
+		// old layer's arrays go as its copy lands, so the batch is held
+		// twice one layer at a time, not whole
+		if err := evalCaches(merged); err != nil {
+			freeCaches(merged)
+			return nil, err
+		}
 		for j := range e.layers {
-			if err := e.batch[j].(*kv.Batched).Extend(g, merged[j].(*kv.Batched)); err != nil {
+			err := perLayer(e.opts.Stream, e.batch[j], func(lg *mlx.Graph) error {
+				return e.batch[j].(*kv.Batched).Extend(lg, merged[j].(*kv.Batched))
+			})
+			if err != nil {
 				freeCaches(merged)
 				return nil, err
 			}
 		}
 		freeCaches(merged)
-		merged = e.batch
+		return e.batch, nil
 	}
 	if err := evalCaches(merged); err != nil {
 		if e.batch == nil {
@@ -938,14 +948,11 @@ func (e *Engine) shrink(keep []int) {
 		mlx.ClearCache()
 	} else {
 		for _, c := range e.batch {
-			if err := c.(*kv.Batched).Filter(g, keep); err != nil {
+			// a layer at a time, as join copies them
+			if err := perLayer(e.opts.Stream, c, func(lg *mlx.Graph) error { return c.(*kv.Batched).Filter(lg, keep) }); err != nil {
 				e.failAll(fmt.Errorf("batch: step: %w", err))
 				return
 			}
-		}
-		if err := evalCaches(e.batch); err != nil {
-			e.failAll(fmt.Errorf("batch: step: %w", err))
-			return
 		}
 	}
 	e.setCounts()
@@ -983,6 +990,21 @@ func evalCaches(caches []kv.Cache) error {
 		return mlx.Eval(arrs...)
 	}
 	return nil
+}
+
+// perLayer runs f, which replaces c's arrays, on a graph of its own and
+// evaluates c before the graph closes: what the old arrays and the step's
+// intermediates held is released before the next layer's turn.
+func perLayer(s *mlx.Stream, c kv.Cache, f func(*mlx.Graph) error) error {
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	if err := f(g); err != nil {
+		return err
+	}
+	if err := g.Err(); err != nil {
+		return err
+	}
+	return evalCaches([]kv.Cache{c})
 }
 
 func cacheBytes(caches []kv.Cache) int64 {

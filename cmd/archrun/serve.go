@@ -72,6 +72,7 @@ func (a *app) serve(args []string) error {
 	idleTimeout := c.Duration("idle-timeout", 2*time.Minute, "how long a kept-alive connection may wait for its next request")
 	requestTimeout := c.Duration("request-timeout", 0, "stop a generation this long after it arrives, answering 504 (0: no bound)")
 	writeTimeout := c.Duration("write-timeout", 30*time.Second, "drop a client that takes no streamed event (or whole response) for this long, freeing its row")
+	heapMmap := c.String("heap-mmap-threshold", "1MiB", "C heap allocations of this size or more get their own mapping, returned to the system when freed (0: glibc's own, which keeps the batch's freed copies: faster at many streams, gigabytes more resident)")
 	sendBuffer := c.String("send-buffer", "256KiB", "each connection's kernel send buffer: what a client that stops reading can hold before -write-timeout runs")
 	drainTimeout := c.Duration("drain-timeout", time.Minute, "after SIGTERM, how long running requests may take before they are cut off")
 	corsOrigins := c.String("cors-origins", "", "origins browsers may call the API from, comma-separated (https://app.example.com; *: any); none by default")
@@ -149,6 +150,12 @@ func (a *app) serve(args []string) error {
 			return usagef("%s %v: want a positive duration (30s, 5m)", t.name, t.v)
 		}
 	}
+	var heapThreshold uint64
+	if *heapMmap != "0" {
+		if heapThreshold, err = parseSize(*heapMmap); err != nil || heapThreshold > 1<<30 {
+			return usagef("-heap-mmap-threshold %q: want a size up to 1GiB such as 1MiB, or 0", *heapMmap)
+		}
+	}
 	sendBytes, err := parseSize(*sendBuffer)
 	if err != nil || sendBytes > 1<<30 {
 		return usagef("-send-buffer %q: want a size up to 1GiB such as 256KiB", *sendBuffer)
@@ -192,10 +199,12 @@ func (a *app) serve(args []string) error {
 	}
 	defer ln.Close()
 
-	// buffers of a MiB or more straight back to the system when freed:
-	// the batch's caches are copied as rows come and go (see
+	// buffers of -heap-mmap-threshold or more straight back to the system
+	// when freed: the batch's caches are copied as rows come and go (see
 	// mlx.SetHeapMmapThreshold)
-	mlx.SetHeapMmapThreshold(1 << 20)
+	if heapThreshold > 0 {
+		mlx.SetHeapMmapThreshold(int(heapThreshold))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m, err := src.load(ctx, true)

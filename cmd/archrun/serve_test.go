@@ -333,6 +333,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"serve", "-model", smolLM2, "-limit-body", "lots"}, true, `-limit-body "lots": want a positive size`},
 		{[]string{"serve", "-model", smolLM2, "-kv-budget", "most"}, true, `-kv-budget "most": want a positive size such as 8GB, 512MiB or a number of bytes (or auto, off)`},
 		{[]string{"serve", "-model", smolLM2, "-max-queue", "-1"}, true, "-max-queue -1: want a positive number (0: no bound)"},
+		{[]string{"serve", "-model", smolLM2, "-heap-mmap-threshold", "big"}, true, `-heap-mmap-threshold "big": want a size up to 1GiB such as 1MiB, or 0`},
 		{[]string{"serve", "-model", smolLM2, "-limit-messages", "-1"}, true, "-limit-messages -1: want a positive number (0: no bound)"},
 		{[]string{"serve", "-model", smolLM2, "-write-timeout", "0s"}, true, "-write-timeout 0s: want a positive duration"},
 		{[]string{"serve", "-model", smolLM2, "-request-timeout", "-1s"}, true, "-request-timeout -1s: want a positive duration"},

@@ -600,23 +600,20 @@ func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
 		merged = append(merged, b)
 	}
 	if e.batch != nil {
-		// a layer at a time, each copy made before the next begins: the
-		// old layer's arrays go as its copy lands, so the batch is held
-		// twice one layer at a time, not whole
+		// a group of layers at a time, each group's copy made before the
+		// next begins: the old arrays go as their copy lands, so the
+		// batch is held twice a group at a time, not whole
 		if err := evalCaches(merged); err != nil {
 			freeCaches(merged)
 			return nil, err
 		}
-		for j := range e.layers {
-			err := perLayer(e.opts.Stream, e.batch[j], func(lg *mlx.Graph) error {
-				return e.batch[j].(*kv.Batched).Extend(lg, merged[j].(*kv.Batched))
-			})
-			if err != nil {
-				freeCaches(merged)
-				return nil, err
-			}
-		}
+		err := inGroups(e.opts.Stream, e.batch, func(lg *mlx.Graph, j int) error {
+			return e.batch[j].(*kv.Batched).Extend(lg, merged[j].(*kv.Batched))
+		})
 		freeCaches(merged)
+		if err != nil {
+			return nil, err
+		}
 		return e.batch, nil
 	}
 	if err := evalCaches(merged); err != nil {
@@ -947,12 +944,12 @@ func (e *Engine) shrink(keep []int) {
 		e.batch = nil
 		mlx.ClearCache()
 	} else {
-		for _, c := range e.batch {
-			// a layer at a time, as join copies them
-			if err := perLayer(e.opts.Stream, c, func(lg *mlx.Graph) error { return c.(*kv.Batched).Filter(lg, keep) }); err != nil {
-				e.failAll(fmt.Errorf("batch: step: %w", err))
-				return
-			}
+		// a group of layers at a time, as join copies them
+		if err := inGroups(e.opts.Stream, e.batch, func(lg *mlx.Graph, j int) error {
+			return e.batch[j].(*kv.Batched).Filter(lg, keep)
+		}); err != nil {
+			e.failAll(fmt.Errorf("batch: step: %w", err))
+			return
 		}
 	}
 	e.setCounts()
@@ -992,19 +989,36 @@ func evalCaches(caches []kv.Cache) error {
 	return nil
 }
 
-// perLayer runs f, which replaces c's arrays, on a graph of its own and
-// evaluates c before the graph closes: what the old arrays and the step's
-// intermediates held is released before the next layer's turn.
-func perLayer(s *mlx.Stream, c kv.Cache, f func(*mlx.Graph) error) error {
-	g := mlx.NewGraph(s)
-	defer g.Close()
-	if err := f(g); err != nil {
-		return err
+// copyGroups is how many groups of layers a copy of the batch's caches
+// goes in: a quarter of the caches held twice at once, four evaluations.
+const copyGroups = 4
+
+// inGroups runs f, which replaces the arrays of caches[j], for each layer
+// j, in copyGroups groups of consecutive layers, each on a graph of its
+// own evaluated before it closes: what a group's old arrays and
+// intermediates held is released before the next group's turn.
+func inGroups(s *mlx.Stream, caches []kv.Cache, f func(*mlx.Graph, int) error) error {
+	size := (len(caches) + copyGroups - 1) / copyGroups
+	for lo := 0; lo < len(caches); lo += size {
+		hi := min(lo+size, len(caches))
+		err := func() error {
+			g := mlx.NewGraph(s)
+			defer g.Close()
+			for j := lo; j < hi; j++ {
+				if err := f(g, j); err != nil {
+					return err
+				}
+			}
+			if err := g.Err(); err != nil {
+				return err
+			}
+			return evalCaches(caches[lo:hi])
+		}()
+		if err != nil {
+			return err
+		}
 	}
-	if err := g.Err(); err != nil {
-		return err
-	}
-	return evalCaches([]kv.Cache{c})
+	return nil
 }
 
 func cacheBytes(caches []kv.Cache) int64 {

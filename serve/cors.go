@@ -61,9 +61,9 @@ func (s *Server) cors(h http.Handler) http.Handler {
 	})
 }
 
-func originList(os []string) string {
-	if len(os) == 0 {
+func originList(origins []string) string {
+	if len(origins) == 0 {
 		return "none"
 	}
-	return strings.Join(os, ", ")
+	return strings.Join(origins, ", ")
 }

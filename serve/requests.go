@@ -50,13 +50,20 @@ type completionRequest struct {
 // job is a checked request, ready for the engine.
 type job struct {
 	chat         bool
-	promptField  string // the request's prompt field (messages or prompt)
 	maxField     string // the field that set max tokens ("" for the default)
 	text         string // the prompt's text (the rendered chat), for the access log
 	req          batch.Request
 	stops        []string
 	stream       bool
 	includeUsage bool
+}
+
+// promptField is the request's prompt field: messages or prompt.
+func (j *job) promptField() string {
+	if j.chat {
+		return "messages"
+	}
+	return "prompt"
 }
 
 // check reads the fields both endpoints share into j; promptField names
@@ -127,7 +134,7 @@ func (s *Server) check(c *common, j *job, promptField string) *apiError {
 	if maxTokens < 1 {
 		return badRequest(field, "invalid_value", "%s: %d, want at least 1", field, maxTokens)
 	}
-	j.promptField, j.maxField = promptField, field
+	j.maxField = field
 	if lim := s.opts.Limits.MaxTokens; lim > 0 && maxTokens > lim {
 		if field != "" {
 			return over(field, "%s: %d, more than this server generates for a request (%d)", field, maxTokens, lim)

@@ -95,8 +95,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 				field = "max_tokens"
 			}
 			if ob.MaxTokensFit < 1 {
-				writeError(w, over(j.promptField, "%s: %d tokens need %d bytes of KV cache with the room to answer, more than this server's budget of %d bytes",
-					j.promptField, ob.Prompt, ob.Need, ob.Budget))
+				writeError(w, over(j.promptField(), "%s: %d tokens need %d bytes of KV cache with the room to answer, more than this server's budget of %d bytes",
+					j.promptField(), ob.Prompt, ob.Need, ob.Budget))
 				return
 			}
 			writeError(w, over(field, "%s: %d tokens after a prompt of %d need %d bytes of KV cache, more than this server's budget of %d bytes; ask for at most %d",

@@ -253,15 +253,16 @@ def random_model(model_type, deltas, n_vocab, hidden, intermediate, seed, embed_
     return config, dict(tree_flatten(model.parameters()))
 
 
-def writer(path, arch, config, vocab, layer_norm_eps=None):
+def writer(path, arch, config, vocab, layer_norm_eps=None, pre="gpt-2"):
     """A GGUFWriter with the model's hyperparameters and the vocabulary's
     tokenizer, as llama.cpp's converter writes them (a LayerNorm's epsilon
-    where layer_norm_eps is given, else the RMSNorm's)."""
+    where layer_norm_eps is given, else the RMSNorm's), under the
+    pre-tokenizer type pre (llama.cpp's name; GPT-2's by default)."""
     tokens, token_types, merges = vocab
     w = GGUFWriter(path, arch)
     add_hparams(w, config, len(tokens), layer_norm_eps)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")  # llama.cpp's name of GPT-2's pre-tokenizer
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types(token_types)
     w.add_token_merges([f"{a} {b}" for a, b in merges])

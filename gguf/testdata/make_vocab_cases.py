@@ -35,7 +35,7 @@ from gguf import GGUFWriter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_gguf import add_hparams  # noqa: E402
-from make_gguf import byte_alphabet, merge_pairs  # noqa: E402
+from make_gguf import byte_alphabet, merge_pairs, writer  # noqa: E402
 
 SPACE = "\u2581"
 TEXT = (
@@ -142,20 +142,10 @@ def bpe_vocabulary(n_merges=400):
 
 
 def write_bpe(path, pre):
-    tokens, token_types, merges = bpe_vocabulary()
-    w = GGUFWriter(path, "llama")
     config = {"num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 64, "num_hidden_layers": 1,
               "max_position_embeddings": 512, "intermediate_size": 128, "rope_theta": 10000.0,
               "rms_norm_eps": 1e-5}
-    add_hparams(w, config, len(tokens))
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(pre)
-    w.add_token_list(tokens)
-    w.add_token_types(token_types)
-    w.add_token_merges([f"{a} {b}" for a, b in merges])
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(False)
+    w = writer(path, "llama", config, bpe_vocabulary(), pre=pre)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -48,7 +48,8 @@ race: setup-mlx
 FUZZTIME ?= 60s
 FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS := ./gen:FuzzResolve ./runtime/nn:FuzzParseConfig ./runtime/mlx:FuzzParseSafetensorsHeader \
-	./gguf:FuzzParseHeader ./tokenizer:FuzzRoundTrip ./tokenizer:FuzzDecode ./serve:FuzzRequests
+	./gguf:FuzzParseHeader ./tokenizer:FuzzRoundTrip ./tokenizer:FuzzDecode ./serve:FuzzRequests \
+	./tokenizer/chat:FuzzBoundedTemplates
 fuzz: setup
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \

@@ -78,6 +78,13 @@ type LoadOptions struct {
 	// NoTokenizer loads the weights alone, for a checkpoint without a
 	// tokenizer (Chat and Generate then fail; the forward pass runs).
 	NoTokenizer bool
+	// TemplateBounds bound each render of the checkpoint's chat template,
+	// which runs in a renderer process of its own (chat.CompileBounded);
+	// zero fields take chat.DefaultBounds.
+	TemplateBounds chat.Bounds
+	// TrustTemplate renders the chat template in this process with no
+	// bound on its work, for a template the caller wrote or checked.
+	TrustTemplate bool
 }
 
 // Model is a loaded checkpoint with what generation needs around it. Its
@@ -135,7 +142,7 @@ func (m *Model) loadDir(ctx context.Context, opts LoadOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := m.setTokenizer(tok); err != nil {
+		if err := m.setTokenizer(tok, opts); err != nil {
 			return err
 		}
 		eos = tok.EOS
@@ -166,7 +173,7 @@ func (m *Model) loadGGUF(ctx context.Context, opts LoadOptions) error {
 			g.Free()
 			return err
 		}
-		if err := m.setTokenizer(tok); err != nil {
+		if err := m.setTokenizer(tok, opts); err != nil {
 			g.Free()
 			return err
 		}
@@ -190,14 +197,28 @@ func (m *Model) loadGGUF(ctx context.Context, opts LoadOptions) error {
 	return nil
 }
 
-func (m *Model) setTokenizer(tok *tokenizer.Pretrained) error {
+func (m *Model) setTokenizer(tok *tokenizer.Pretrained, opts LoadOptions) error {
 	m.Tokenizer = tok
 	if tok.Config.ChatTemplate == "" {
 		return nil
 	}
-	t, err := chat.Compile(tok.Config.ChatTemplate)
+	name := tok.Config.ChatTemplateSource
+	if name == "" {
+		name = m.Source.Path
+	}
+	var t *chat.Template
+	var err error
+	if opts.TrustTemplate {
+		t, err = chat.Compile(tok.Config.ChatTemplate)
+	} else {
+		t, err = chat.CompileBounded(name, tok.Config.ChatTemplate, opts.TemplateBounds)
+	}
+	var be *chat.BoundError
+	if errors.As(err, &be) {
+		return err // it names the template
+	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", m.Source.Path, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	m.Template = t
 	return nil

@@ -140,6 +140,9 @@ func (m *Model) Tokenizer() (*tokenizer.Pretrained, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: tokenizer config: %w", m.Path, err)
 	}
+	if c.ChatTemplate != "" {
+		c.ChatTemplateSource = m.Path + " (tokenizer.chat_template)"
+	}
 	p, err := tokenizer.NewPretrained(t, c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Path, err)

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -205,7 +206,14 @@ func (s *Server) parseChat(r *chatRequest) (*job, *apiError) {
 		opts.Tools = append(opts.Tools, t)
 	}
 	text, err := s.m.Template.Render(msgs, opts)
-	if err != nil {
+	var bound *chat.BoundError
+	switch {
+	case errors.As(err, &bound):
+		return nil, &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Param: "messages", Code: "template_bounds",
+			Message: "messages: " + err.Error()}
+	case errors.Is(err, chat.ErrRenderer):
+		return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "template_renderer", Message: err.Error()}
+	case err != nil:
 		return nil, badRequest("messages", "template_error", "messages: the chat template failed: %v", err)
 	}
 	j := &job{chat: true, text: text}

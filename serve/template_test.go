@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/archgen/archgen"
 	"github.com/archgen/archgen/internal/tinychat"
+	"github.com/archgen/archgen/tokenizer/chat"
 )
 
 // TestTemplateErrors: a chat request to a model whose tokenizer has no chat
@@ -36,30 +38,8 @@ func TestTemplateErrors(t *testing.T) {
 			"messages: the chat template failed: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "tiny-chat")
-			require.NoError(t, tinychat.Write(dir, nil, nil))
-			cfgPath := filepath.Join(dir, "tokenizer_config.json")
-			data, err := os.ReadFile(cfgPath)
-			require.NoError(t, err)
-			var cfg map[string]any
-			require.NoError(t, json.Unmarshal(data, &cfg))
-			if c.template == nil {
-				delete(cfg, "chat_template")
-			} else {
-				cfg["chat_template"] = c.template
-			}
-			data, err = json.Marshal(cfg)
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(cfgPath, data, 0o644))
-
-			m, err := archgen.Load(context.Background(), dir, archgen.LoadOptions{})
-			require.NoError(t, err)
-			defer m.Free()
-			s, err := New(m, Options{ModelID: "tiny", MaxBatch: 2})
-			require.NoError(t, err)
-			defer s.Close()
-			srv := httptest.NewServer(s.Handler())
-			defer srv.Close()
+			dir, _ := tinyChatWithTemplate(t, func(string) any { return c.template })
+			srv := serveTiny(t, dir, archgen.LoadOptions{})
 
 			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
 				strings.NewReader(`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}`))
@@ -82,6 +62,89 @@ func TestTemplateErrors(t *testing.T) {
 			assert.Equal(t, http.StatusOK, ok.StatusCode)
 		})
 	}
+}
+
+// hostileTemplate is tinychat's template with branches that a message's
+// content opens: one that spins, one that recurses, one that allocates
+// past any bound, one that panics the template engine.
+const hostileTemplate = `{% macro deeper(n) %}{{ deeper(n + 1) }}{% endmacro %}` +
+	`{% for m in messages %}{% if m.content == 'spin' %}{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}` +
+	`{% elif m.content == 'recurse' %}{{ deeper(0) }}{% elif m.content == 'grow' %}{{ 'a' * 2000000000 }}` +
+	`{% elif m.content == 'panic' %}{{ 'a' * -1 }}{% endif %}{% endfor %}` + tinychat.Template
+
+// TestTemplateBounds: a chat template from the model's files that spins,
+// recurses, allocates or panics on some message gets 422 template_bounds
+// naming the template file and the bound, within the time bound, and the
+// server goes on answering chats.
+func TestTemplateBounds(t *testing.T) {
+	dir, cfgPath := tinyChatWithTemplate(t, func(string) any { return hostileTemplate })
+	bounds := chat.Bounds{Time: time.Second, Memory: 256 << 20}
+	srv := serveTiny(t, dir, archgen.LoadOptions{TemplateBounds: bounds})
+
+	post := func(content string) (int, string, string) {
+		start := time.Now()
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"messages": [{"role": "user", "content": %q}], "max_tokens": 1}`, content)))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Less(t, time.Since(start), bounds.Time+10*time.Second, content)
+		var e struct {
+			Error struct{ Message, Param, Code string } `json:"error"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+		if resp.StatusCode != http.StatusOK {
+			assert.Equal(t, "messages", e.Error.Param)
+		}
+		return resp.StatusCode, e.Error.Code, e.Error.Message
+	}
+	for _, c := range []struct{ content, bound string }{
+		{"spin", "time bound of 1s"}, {"recurse", "stack bound"}, {"grow", "memory bound of 256 MiB"}, {"panic", "negative Repeat count"},
+	} {
+		status, code, msg := post(c.content)
+		assert.Equal(t, http.StatusUnprocessableEntity, status, c.content)
+		assert.Equal(t, "template_bounds", code, c.content)
+		assert.Contains(t, msg, cfgPath, c.content)
+		assert.Contains(t, msg, c.bound, c.content)
+		status, _, msg = post("hi")
+		assert.Equal(t, http.StatusOK, status, "a plain chat after %q: %s", c.content, msg)
+	}
+}
+
+// tinyChatWithTemplate writes the tiny chat checkpoint with the chat
+// template edit returns for tinychat's (nil: the key removed), and returns
+// its folder and its tokenizer_config.json.
+func tinyChatWithTemplate(t *testing.T, edit func(string) any) (string, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tiny-chat")
+	require.NoError(t, tinychat.Write(dir, nil, nil))
+	cfgPath := filepath.Join(dir, "tokenizer_config.json")
+	data, err := os.ReadFile(cfgPath)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(data, &cfg))
+	if v := edit(cfg["chat_template"].(string)); v == nil {
+		delete(cfg, "chat_template")
+	} else {
+		cfg["chat_template"] = v
+	}
+	data, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(cfgPath, data, 0o644))
+	return dir, cfgPath
+}
+
+// serveTiny loads a checkpoint and serves it for the rest of the test.
+func serveTiny(t *testing.T, dir string, opts archgen.LoadOptions) *httptest.Server {
+	t.Helper()
+	m, err := archgen.Load(context.Background(), dir, opts)
+	require.NoError(t, err)
+	t.Cleanup(m.Free)
+	s, err := New(m, Options{ModelID: "tiny", MaxBatch: 2})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // TestTopKBeyondVocab: a top_k of the vocabulary's size or more is refused

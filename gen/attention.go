@@ -8,14 +8,6 @@ import (
 // or fused qkv), optional q and k norms, its hyperparameters, and the
 // layers that attend within a sliding window.
 
-// QKNorm is a norm on queries and keys: before the rope (per_head,
-// full_width) or after it (per_head_after_rope).
-type QKNorm string
-
-func (QKNorm) values() []string {
-	return []string{"none", "per_head", "full_width", "per_head_after_rope", "per_head_unweighted", eachHead}
-}
-
 // Proj is one linear layer of a module: its field, checkpoint name
 // (relative to the module), its shape and bias.
 type Proj struct {
@@ -59,6 +51,8 @@ type Attention struct {
 	norm                    *Norm
 	rope                    *Rope
 	softcap                 *Scalar
+	qk                      *qkNormKind // attention_qknorm.go
+	attend                  *attendKind // attention_attend.go
 }
 
 // link names the attention's fields and projections and ties it to the
@@ -89,16 +83,7 @@ func (at *Attention) link(a *Arch) {
 			o,
 		}
 	}
-	if at.QKNorm != "none" {
-		at.QNorm, at.KNorm = a.Norm.field(goName(n.QNorm), n.QNorm), a.Norm.field(goName(n.KNorm), n.KNorm)
-		at.qNormName, at.kNormName = n.QNorm, n.KNorm
-		if at.QKNorm == eachHead {
-			at.QNorm, at.KNorm = newField(goName(n.QNorm), nnType("HeadNorm"), n.QNorm), newField(goName(n.KNorm), nnType("HeadNorm"), n.KNorm)
-		}
-	}
-	if at.QKNorm == "per_head_unweighted" {
-		at.QNorm, at.KNorm = unweightedNorm(goName(n.QNorm), at.QKNormWhen), unweightedNorm(goName(n.KNorm), at.QKNormWhen)
-	}
+	at.linkNorms(a)
 }
 
 func (at *Attention) fields(t goType) []jen.Code {
@@ -148,16 +133,7 @@ func (at *Attention) build(s stage) []jen.Code {
 	for _, p := range at.Projs {
 		out = append(out, p.load(rAttn, at.Name))
 	}
-	if at.QKNorm == "per_head_unweighted" {
-		out = append(out, unweightedNormBuild(at)...)
-	} else if at.QNorm != nil {
-		q, k := at.headDim.of(rAttn), at.headDim.of(rAttn)
-		if at.QKNorm == "full_width" {
-			q = at.heads.of(rAttn).Op("*").Add(at.headDim.of(rAttn))
-			k = at.kvHeads.of(rAttn).Op("*").Add(at.headDim.of(rAttn))
-		}
-		out = append(out, at.loadQKNorms(q, k)...)
-	}
+	out = append(out, at.buildNorms()...)
 	return append(out, at.loadSinks()...)
 }
 
@@ -192,8 +168,8 @@ func (at *Attention) emitForward(f *jen.File) {
 			jen.Id("k").Op("=").Add(apply(self(at.KNorm), jen.Id("k"))),
 		}
 	}
-	perHead := at.QKNorm == "per_head" || at.QKNorm == "per_head_unweighted" || at.QKNorm == eachHead
-	if !at.FusedQKV && at.QKNorm != "full_width" && at.QKNorm != eachHead {
+	perHead := at.qk.place == qkPerHead
+	if !at.FusedQKV && !at.qk.headLayout {
 		// Separate projections straight into heads, [B, heads, L, head_dim]
 		// (the norms that span every head, or weigh each head on its own,
 		// read [B, L, heads*head_dim] or [B, L, heads, head_dim] first).
@@ -220,7 +196,7 @@ func (at *Attention) emitForward(f *jen.File) {
 					Comment("[B, L, heads*head_dim], [B, L, kv_heads*head_dim] twice"),
 			)
 		}
-		if at.QKNorm == "full_width" {
+		if at.qk.place == qkWide {
 			body = append(body, qkNorm...)
 		}
 		body = append(body,
@@ -239,44 +215,16 @@ func (at *Attention) emitForward(f *jen.File) {
 	}
 	body = append(body, at.rope.forward()...)
 	body = append(body, at.QueryScale.forward()...)
-	if at.QKNorm == "per_head_after_rope" {
+	if at.qk.place == qkAfterRope {
 		body = append(body, qkNorm...)
 	}
 	update := jen.Id("c").Dot("Update").Call(g(), jen.Id("k"), jen.Id("v"))
-	if at.softcap != nil {
-		body = append(body, jen.Id("o").Op(":=").Qual(nnPkg, "SoftcapAttention").Call(g(), jen.Id("q"), update, jen.Float64().Call(self(at.scale)), at.softcap.of(rAttn), jen.Id("mask")).Comment("[B, heads, L, head_dim]"))
-	} else {
-		attend := "Attention"
-		if at.Float32 {
-			attend = "AttentionFloat32"
-		}
-		if at.Float32IfHalf {
-			attend = "AttentionFloat32IfHalf"
-		}
-		args := []jen.Code{g(), jen.Id("q"), update, self(at.scale), jen.Id("mask")}
-		if at.Sinks != nil {
-			attend = "AttentionSinks"
-			args = append(args, self(at.Sinks))
-		}
-		body = append(body, jen.Id("o").Op(":=").Qual(kvPkg, attend).Call(args...).Comment("[B, heads, L, head_dim]"))
-	}
+	body = append(body, jen.Id("o").Op(":=").Add(at.attend.call(at, update)).Comment("[B, heads, L, head_dim]"))
 	body = append(body,
 		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
 		jen.Return(apply(self(at.Projs[len(at.Projs)-1].Field), jen.Id("o"))),
 	)
-	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc()
-	if at.softcap != nil {
-		doc += "; scores are soft-capped, so attention is written out rather than fused"
-	}
-	if at.Float32 {
-		doc += "; queries and keys attend in float32, and the result is cast back to the values' dtype"
-	}
-	if at.Float32IfHalf {
-		doc += "; at float16 queries and keys attend in float32, and the result is cast back"
-	}
-	if at.Sinks != nil {
-		doc += "; each head's learned sink logit joins its softmax"
-	}
+	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc() + at.attend.doc
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
@@ -375,11 +323,8 @@ func (at *Attention) shard(p *ShardPlan, a *Arch) {
 		p.refuse("its fused %s.%s holds q, k and v parts of unequal sizes (%s heads of queries, %s of keys and of values), which a plan's equal parts cannot split",
 			at.Name, at.Projs[0].Name, at.Heads.Text, at.KVHeads.Text)
 		return
-	case at.QKNorm == eachHead:
-		p.refuse("its %s.%s and %s.%s norms hold a weight per head, which the plan does not split", at.Name, at.qNormName, at.Name, at.kNormName)
-		return
-	case at.QKNorm == "full_width":
-		p.refuse("its %s.%s and %s.%s norms span the width of all heads, which no process holds", at.Name, at.qNormName, at.Name, at.kNormName)
+	case at.qk.unsplit != "":
+		p.refuse(at.qk.unsplit, at.Name+"."+at.qNormName, at.Name+"."+at.kNormName)
 		return
 	}
 	p.count(a, at.Heads, "structure.attention.heads")
@@ -392,4 +337,76 @@ func (at *Attention) shard(p *ShardPlan, a *Arch) {
 	if at.Sinks != nil {
 		p.tag(at.Name, Proj{Name: "sinks"}, AllToSharded, 1) // a logit per head: each process its heads'
 	}
+}
+
+// resolveAttention resolves structure.attention: heads, head_dim, scale,
+// the projections' biases, the q and k norms (attention_qknorm.go), the
+// attend variant (attention_attend.go), position-scaled queries
+// (query_scale.go) and the sliding layers.
+func (b *builder) resolveAttention(sc *scope) error {
+	at := &b.d.Structure.Attention
+	l := b.leaves(sc)
+	b.a.Attn = &Attention{
+		Heads:    l.must(at.Heads, "structure.attention.heads", TInt),
+		KVHeads:  l.must(at.KVHeads, "structure.attention.kv_heads", TInt),
+		HeadDim:  l.must(at.HeadDim, "structure.attention.head_dim", TInt),
+		Scale:    l.must(at.Scale, "structure.attention.scale", TFloat),
+		FusedQKV: at.FusedQKV.V,
+		BiasQ:    l.must(at.Bias.Q, "structure.attention.bias.q", TBool),
+		BiasK:    l.must(at.Bias.K, "structure.attention.bias.k", TBool),
+		BiasV:    l.must(at.Bias.V, "structure.attention.bias.v", TBool),
+		BiasO:    l.must(at.Bias.O, "structure.attention.bias.o", TBool),
+		QKNorm:   at.QKNorm.V,
+	}
+	if l.err != nil {
+		return l.err
+	}
+	if err := b.resolveQKNorm(sc); err != nil {
+		return err
+	}
+	sliding := l.perLayer(at.Sliding, "structure.attention.sliding")
+	window := l.opt(at.Window, "structure.attention.window", TInt)
+	if l.err != nil {
+		return l.err
+	}
+	a := b.a
+	if a.Attn.FusedQKV && !(a.Attn.BiasQ.IsFalse() && a.Attn.BiasK.IsFalse() && a.Attn.BiasV.IsFalse()) {
+		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has no q, k, v biases here")
+	}
+	if err := b.resolveAttend(); err != nil {
+		return err
+	}
+	if (sliding == nil) != (window == nil) {
+		return errAt(at.Sliding.Pos, "structure.attention", "sliding and window go together")
+	}
+	a.Attn.Sliding = newSliding(sliding, window)
+	return b.resolveQueryScale(sc)
+}
+
+// attentionDefaults: the config's head counts and head_dim, scaled by
+// head_dim ** -0.5, no biases, no q and k norms.
+func attentionDefaults(d *Descriptor) {
+	a, f := &d.Structure.Attention, d.file
+	exprDefault(&a.Heads, "num_attention_heads", f)
+	exprDefault(&a.KVHeads, "num_key_value_heads", f)
+	exprDefault(&a.HeadDim, "head_dim", f)
+	exprDefault(&a.Scale, "head_dim ** -0.5", f)
+	setDefault(&a.FusedQKV, false, f)
+	setDefault(&a.Float32, false, f)
+	for _, b := range []*F[Expr]{&a.Bias.Q, &a.Bias.K, &a.Bias.V, &a.Bias.O} {
+		exprDefault(b, "false", f)
+	}
+	setDefault(&a.QKNorm, QKNorm("none"), f)
+}
+
+// attentionRoles are attention's checkpoint names.
+var attentionRoles = []nameRole{
+	{"attention", "self_attn", func(n *Names) *F[string] { return &n.Attention }, func(r *ResolvedNames) *string { return &r.Attention }},
+	{"q", "q_proj", func(n *Names) *F[string] { return &n.Q }, func(r *ResolvedNames) *string { return &r.Q }},
+	{"k", "k_proj", func(n *Names) *F[string] { return &n.K }, func(r *ResolvedNames) *string { return &r.K }},
+	{"v", "v_proj", func(n *Names) *F[string] { return &n.V }, func(r *ResolvedNames) *string { return &r.V }},
+	{"o", "o_proj", func(n *Names) *F[string] { return &n.O }, func(r *ResolvedNames) *string { return &r.O }},
+	{"qkv", "qkv_proj", func(n *Names) *F[string] { return &n.QKV }, func(r *ResolvedNames) *string { return &r.QKV }},
+	{"q_norm", "q_norm", func(n *Names) *F[string] { return &n.QNorm }, func(r *ResolvedNames) *string { return &r.QNorm }},
+	{"k_norm", "k_norm", func(n *Names) *F[string] { return &n.KNorm }, func(r *ResolvedNames) *string { return &r.KNorm }},
 }

@@ -209,3 +209,47 @@ func (b *Block) emitForward(f *jen.File) {
 	).Add(arrayType()).Block(body...)
 	f.Line()
 }
+
+// resolveBlock makes the decoder layer from the resolved components: its
+// kind's norm slots, named by weights.names (a kind's slots only).
+func (b *builder) resolveBlock() error {
+	s, a := &b.d.Structure, b.a
+	a.Block = &Block{Kind: s.Block.V, norm: a.Norm, attn: a.Attn, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
+		Path: a.path(a.Names.Layers), ClipResidual: s.ClipResidual.V}
+	a.Block.Stack = newField(goName(a.Names.Layers), func() *jen.Statement { return jen.Index().Id("Layer") }, a.Block.Path+".N")
+	n := &b.d.Weights.Names
+	defaults := slotNames(s.Block.V)
+	for slot := AttnIn; slot <= MLPOut; slot++ {
+		f := slotName(n, slot)
+		if defaults[slot] == "" {
+			if f.IsSet() {
+				return errAt(f.Pos, "weights.names."+slotKeys[slot], "a %s block has no such norm", s.Block.V)
+			}
+			continue
+		}
+		a.Block.Slots = append(a.Block.Slots, &NormSlot{Slot: slot, Name: f.V, Field: a.Norm.field(goName(f.V), f.V)})
+	}
+	if sl := a.Attn.Sliding; sl != nil {
+		sl.stack, sl.count = a.Block.Stack, a.Layers
+	}
+	return nil
+}
+
+// blockDefaults: a pre-norm block, its slots named as its kind names them.
+func blockDefaults(d *Descriptor) {
+	setDefault(&d.Structure.Block, BlockKind("pre_norm"), d.file)
+	for slot, name := range slotNames(d.Structure.Block.V) {
+		if name != "" {
+			setDefault(slotName(&d.Weights.Names, Slot(slot)), name, d.file)
+		}
+	}
+}
+
+// blockRoles are the norm slots' checkpoint names, whose defaults the
+// block's kind gives (blockDefaults).
+var blockRoles = []nameRole{
+	{"attn_in_norm", "", func(n *Names) *F[string] { return &n.AttnIn }, func(r *ResolvedNames) *string { return &r.AttnIn }},
+	{"attn_out_norm", "", func(n *Names) *F[string] { return &n.AttnOut }, func(r *ResolvedNames) *string { return &r.AttnOut }},
+	{"mlp_in_norm", "", func(n *Names) *F[string] { return &n.MLPIn }, func(r *ResolvedNames) *string { return &r.MLPIn }},
+	{"mlp_out_norm", "", func(n *Names) *F[string] { return &n.MLPOut }, func(r *ResolvedNames) *string { return &r.MLPOut }},
+}

@@ -105,7 +105,6 @@ type AttnDesc struct {
 	Sliding  F[Expr]   `yaml:"sliding"`
 	Window   F[Expr]   `yaml:"window"`
 
-	// Added constructs (descriptors/README.md).
 	QKNormWhen    F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
 	Float32IfHalf F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
 	QueryScale    QueryScaleDesc `yaml:"query_scale"`
@@ -163,7 +162,6 @@ type HeadDesc struct {
 	Divide          F[Expr] `yaml:"divide"`
 	Softcap         F[Expr] `yaml:"softcap"`
 
-	// Added constructs (descriptors/README.md).
 	Bias  F[Expr] `yaml:"bias"`  // the untied head's bias
 	Scale F[Expr] `yaml:"scale"` // logits times this
 }

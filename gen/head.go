@@ -78,3 +78,28 @@ func (h *Head) forward() []jen.Code {
 	}
 	return out
 }
+
+// resolveHead resolves structure.head: tied (or tied when the checkpoint
+// has no head weight) and the untied head's bias.
+func (b *builder) resolveHead(sc *scope) error {
+	s := &b.d.Structure.Head
+	l := b.leaves(sc)
+	h := &Head{Tied: l.must(s.Tied, "structure.head.tied", TBool), WhenMissing: s.TiedWhenMissing.V,
+		Bias: l.must(s.Bias, "structure.head.bias", TBool)}
+	switch {
+	case l.err != nil:
+		return l.err
+	case h.WhenMissing && !h.Tied.IsFalse():
+		return errAt(s.TiedWhenMissing.Pos, "structure.head.tied_when_missing", "the checkpoint decides whether the head is tied; structure.head.tied (%s) cannot too", s.Tied.V.Text)
+	case !h.Bias.IsFalse() && h.Tied.IsTrue():
+		return errAt(s.Bias.Pos, "structure.head.bias", "a tied head is the embedding table, which has no bias")
+	}
+	b.a.Head = h
+	return nil
+}
+
+// headDefaults: an untied head without a bias.
+func headDefaults(d *Descriptor) {
+	exprDefault(&d.Structure.Head.Tied, "false", d.file)
+	exprDefault(&d.Structure.Head.Bias, "false", d.file)
+}

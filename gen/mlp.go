@@ -176,3 +176,41 @@ func (p *MLP) shardDense(plan *ShardPlan, a *Arch) {
 		plan.tag(p.Name, p.Projs[i], part.role, part.parts)
 	}
 }
+
+// resolveMLP resolves structure.mlp, and structure.moe where the layers
+// hold experts (mlp_moe.go).
+func (b *builder) resolveMLP(sc *scope) error {
+	s := &b.d.Structure.MLP
+	l := b.leaves(sc)
+	m := &MLP{
+		Kind:   s.Kind.V,
+		Hidden: l.must(s.Hidden, "structure.mlp.hidden", TInt),
+		Bias:   l.must(s.Bias, "structure.mlp.bias", TBool),
+	}
+	if l.err != nil {
+		return l.err
+	}
+	b.a.MLP = m
+	var err error
+	m.Sparse, err = b.buildMoE(sc)
+	return err
+}
+
+// mlpDefaults: a SwiGLU of the config's intermediate_size, no biases.
+func mlpDefaults(d *Descriptor) {
+	m, f := &d.Structure.MLP, d.file
+	setDefault(&m.Kind, MLPKind("swiglu"), f)
+	exprDefault(&m.Hidden, "intermediate_size", f)
+	exprDefault(&m.Bias, "false", f)
+}
+
+// mlpRoles are the feed-forward block's checkpoint names.
+var mlpRoles = []nameRole{
+	{"mlp", "mlp", func(n *Names) *F[string] { return &n.MLP }, func(r *ResolvedNames) *string { return &r.MLP }},
+	{"gate", "gate_proj", func(n *Names) *F[string] { return &n.Gate }, func(r *ResolvedNames) *string { return &r.Gate }},
+	{"up", "up_proj", func(n *Names) *F[string] { return &n.Up }, func(r *ResolvedNames) *string { return &r.Up }},
+	{"down", "down_proj", func(n *Names) *F[string] { return &n.Down }, func(r *ResolvedNames) *string { return &r.Down }},
+	{"gate_up", "gate_up_proj", func(n *Names) *F[string] { return &n.GateUp }, func(r *ResolvedNames) *string { return &r.GateUp }},
+	{"fc", "c_fc", func(n *Names) *F[string] { return &n.FC }, func(r *ResolvedNames) *string { return &r.FC }},
+	{"proj", "c_proj", func(n *Names) *F[string] { return &n.Proj }, func(r *ResolvedNames) *string { return &r.Proj }},
+}

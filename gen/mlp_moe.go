@@ -40,7 +40,7 @@ type MoEDesc struct {
 	Scale      F[Expr] `yaml:"scale"`
 	// Sigmoid: score_topk_norm scores by a sigmoid, not a softmax.
 	Sigmoid F[Expr] `yaml:"sigmoid"`
-	// The router's bias, and the experts' activation (moe_act.go).
+	// The router's bias, and the experts' activation (moe_experts.go).
 	RouterBias F[Expr]          `yaml:"router_bias"`
 	Act        F[ExpertActKind] `yaml:"act"`
 	Alpha      F[Expr]          `yaml:"alpha"`
@@ -74,7 +74,7 @@ type ExpertNames struct {
 	FusedGateUp F[string] `yaml:"fused_gate_up"`
 	FusedDown   F[string] `yaml:"fused_down"`
 	// InterleavedGateUp names, under the stacked experts, gate and up
-	// fused with their rows interleaved, in mxfp4 blocks (moe_act.go).
+	// fused with their rows interleaved, in mxfp4 blocks (moe_experts.go).
 	InterleavedGateUp F[string] `yaml:"interleaved_gate_up"`
 }
 

@@ -458,193 +458,84 @@ func (b *builder) orderDerivations() error {
 	return nil
 }
 
+// structure resolves the network: each component its own section, in an
+// order where each finds what it reads already resolved, then the
+// checkpoint names, the links between components, and the block.
 func (b *builder) structure() error {
-	s := &b.d.Structure
-	a := b.a
 	sc := b.scope("load")
-	var err error
-	must := func(f F[Expr], path string, t Type) *Value {
-		if err != nil {
-			return nil
+	for _, resolve := range []func(*scope) error{
+		b.resolveSizes, b.resolveNorm, b.scalars, b.resolveAttention, b.resolveRope, b.resolveMLP, b.resolveHead,
+	} {
+		if err := resolve(sc); err != nil {
+			return err
 		}
-		var v *Value
-		v, err = b.value(f, path, t, sc)
-		return v
-	}
-	opt := func(f F[Expr], path string, t Type) *Value {
-		if err != nil {
-			return nil
-		}
-		var v *Value
-		v, err = b.optValue(f, path, t, sc)
-		return v
-	}
-	perLayer := func(f F[Expr], path string) *Value {
-		if err != nil || !f.IsSet() {
-			return nil
-		}
-		pl := *sc
-		pl.perLayer = true
-		var v *Value
-		v, err = b.value(f, path, TBool, &pl)
-		return v
-	}
-	a.Hidden = must(s.Hidden, "structure.hidden", TInt)
-	a.Vocab = must(s.Vocab, "structure.vocab", TInt)
-	a.Norm = newNorm(s.Norm.Kind.V, must(s.Norm.Eps, "structure.norm.eps", TFloat))
-	if err != nil {
-		return err
-	}
-	if err := b.scalars(sc); err != nil {
-		return err
-	}
-	at := &s.Attention
-	a.Attn = &Attention{
-		Heads:    must(at.Heads, "structure.attention.heads", TInt),
-		KVHeads:  must(at.KVHeads, "structure.attention.kv_heads", TInt),
-		HeadDim:  must(at.HeadDim, "structure.attention.head_dim", TInt),
-		Scale:    must(at.Scale, "structure.attention.scale", TFloat),
-		FusedQKV: at.FusedQKV.V,
-		Float32:  at.Float32.V,
-		BiasQ:    must(at.Bias.Q, "structure.attention.bias.q", TBool),
-		BiasK:    must(at.Bias.K, "structure.attention.bias.k", TBool),
-		BiasV:    must(at.Bias.V, "structure.attention.bias.v", TBool),
-		BiasO:    must(at.Bias.O, "structure.attention.bias.o", TBool),
-		QKNorm:   at.QKNorm.V,
-	}
-	if err == nil {
-		err = b.qkNormWhen(sc)
-	}
-	sliding := perLayer(at.Sliding, "structure.attention.sliding")
-	window := opt(at.Window, "structure.attention.window", TInt)
-	if err != nil {
-		return err
-	}
-	if a.Attn.FusedQKV && !(a.Attn.BiasQ.IsFalse() && a.Attn.BiasK.IsFalse() && a.Attn.BiasV.IsFalse()) {
-		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has no q, k, v biases here")
-	}
-	if a.Attn.Float32 && a.Scalars.Get(AttnSoftcap) != nil {
-		return errAt(at.Float32.Pos, "structure.attention.float32", "soft-capped attention is written out in the model's dtype; float32 does not apply")
-	}
-	if (sliding == nil) != (window == nil) {
-		return errAt(at.Sliding.Pos, "structure.attention", "sliding and window go together")
-	}
-	a.Attn.Sliding = newSliding(sliding, window)
-	r := &s.Rope
-	a.Rope = &Rope{
-		Kind:                 r.Kind.V,
-		Dims:                 must(r.Dims, "structure.rope.dims", TInt),
-		Base:                 must(r.Base, "structure.rope.base", TFloat),
-		Traditional:          must(r.Traditional, "structure.rope.traditional", TBool),
-		MaxPositions:         opt(r.MaxPositions, "structure.rope.max_positions", TInt),
-		OriginalMaxPositions: opt(r.OriginalMaxPositions, "structure.rope.original_max_positions", TInt),
-		Layers:               perLayer(r.Layers, "structure.rope.layers"),
-	}
-	if err != nil {
-		return err
-	}
-	switch {
-	case a.Rope.readsScaling():
-		if !r.Scaling.IsSet() {
-			return errAt(r.Kind.Pos, "structure.rope.scaling", "a %s rope needs the rope_scaling key's name", a.Rope.Kind)
-		}
-		k := b.key(strings.TrimSpace(r.Scaling.V.Text))
-		if k == nil || k.Type != TRope {
-			return errAt(r.Scaling.Pos, "structure.rope.scaling", "%q is not a config key of type rope_scaling", r.Scaling.V.Text)
-		}
-		a.Rope.Scaling = k
-		if (a.Rope.Kind == "su" || a.Rope.Kind == "su_mscale") && (a.Rope.MaxPositions == nil || a.Rope.OriginalMaxPositions == nil) {
-			return errAt(r.Kind.Pos, "structure.rope", "an su rope needs max_positions and original_max_positions")
-		}
-	default:
-		if r.Scaling.IsSet() {
-			return errAt(r.Scaling.Pos, "structure.rope.scaling", "a %s rope reads no rope_scaling", a.Rope.Kind)
-		}
-	}
-	if !a.Rope.Rotates() && a.Rope.Layers != nil {
-		return errAt(r.Layers.Pos, "structure.rope.layers", "there is no rope to turn off")
-	}
-	if err := b.slidingRope(sliding, sc); err != nil {
-		return err
-	}
-	a.MLP = &MLP{
-		Kind:   s.MLP.Kind.V,
-		Hidden: must(s.MLP.Hidden, "structure.mlp.hidden", TInt),
-		Bias:   must(s.MLP.Bias, "structure.mlp.bias", TBool),
-	}
-	a.Head = &Head{Tied: must(s.Head.Tied, "structure.head.tied", TBool), WhenMissing: s.Head.TiedWhenMissing.V,
-		Bias: must(s.Head.Bias, "structure.head.bias", TBool)}
-	if err != nil {
-		return err
-	}
-	if a.Head.WhenMissing && !a.Head.Tied.IsFalse() {
-		return errAt(s.Head.TiedWhenMissing.Pos, "structure.head.tied_when_missing", "the checkpoint decides whether the head is tied; structure.head.tied (%s) cannot too", s.Head.Tied.V.Text)
-	}
-	if err := b.checkAdded(); err != nil {
-		return err
-	}
-	if a.MLP.Sparse, err = b.buildMoE(sc); err != nil {
-		return err
 	}
 	if err := b.names(); err != nil {
 		return err
 	}
+	a := b.a
 	a.Embed = &Embed{}
 	a.Embed.link(a)
 	a.Attn.link(a)
 	a.Rope.link()
 	a.MLP.link(a)
 	a.Head.link(a)
-	a.Block = &Block{Kind: s.Block.V, norm: a.Norm, attn: a.Attn, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
-		Path: a.path(a.Names.Layers), ClipResidual: s.ClipResidual.V}
-	a.Block.Stack = newField(goName(a.Names.Layers), func() *jen.Statement { return jen.Index().Id("Layer") }, a.Block.Path+".N")
-	n := &b.d.Weights.Names
-	defaults := slotNames(s.Block.V)
-	for slot := AttnIn; slot <= MLPOut; slot++ {
-		f := slotName(n, slot)
-		if defaults[slot] == "" {
-			if f.IsSet() {
-				return errAt(f.Pos, "weights.names."+slotKeys[slot], "a %s block has no such norm", s.Block.V)
-			}
-			continue
-		}
-		a.Block.Slots = append(a.Block.Slots, &NormSlot{Slot: slot, Name: f.V, Field: a.Norm.field(goName(f.V), f.V)})
-	}
-	if sl := a.Attn.Sliding; sl != nil {
-		sl.stack, sl.count = a.Block.Stack, a.Layers
+	if err := b.resolveBlock(); err != nil {
+		return err
 	}
 	return b.uniqueFields()
 }
 
-// names resolves the checkpoint names by role.
-func (b *builder) names() error {
-	n := b.d.Weights.Names
-	for _, x := range []struct {
-		f    F[string]
-		path string
-	}{
-		{n.Model, "model"}, {n.Embed, "embed"}, {n.Layers, "layers"}, {n.Norm, "norm"}, {n.LMHead, "lm_head"},
-		{n.Attention, "attention"}, {n.MLP, "mlp"}, {n.Q, "q"}, {n.K, "k"}, {n.V, "v"}, {n.O, "o"}, {n.QKV, "qkv"},
-		{n.QNorm, "q_norm"}, {n.KNorm, "k_norm"}, {n.Gate, "gate"}, {n.Up, "up"}, {n.Down, "down"},
-		{n.GateUp, "gate_up"}, {n.FC, "fc"}, {n.Proj, "proj"},
-		{n.AttnIn, "attn_in_norm"}, {n.AttnOut, "attn_out_norm"}, {n.MLPIn, "mlp_in_norm"}, {n.MLPOut, "mlp_out_norm"},
-	} {
-		if x.f.IsSet() && !(x.path == "model" && x.f.V == "") && !checkpointName.MatchString(x.f.V) {
-			return errAt(x.f.Pos, "weights.names."+x.path, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
-		}
-	}
-	b.a.Names = ResolvedNames{
-		Model: n.Model.V, Embed: n.Embed.V, Layers: n.Layers.V, Norm: n.Norm.V, LMHead: n.LMHead.V,
-		Attention: n.Attention.V, MLP: n.MLP.V,
-		Q: n.Q.V, K: n.K.V, V: n.V.V, O: n.O.V, QKV: n.QKV.V, QNorm: n.QNorm.V, KNorm: n.KNorm.V,
-		Gate: n.Gate.V, Up: n.Up.V, Down: n.Down.V, GateUp: n.GateUp.V, FC: n.FC.V, Proj: n.Proj.V,
-		AttnIn: n.AttnIn.V, AttnOut: n.AttnOut.V, MLPIn: n.MLPIn.V, MLPOut: n.MLPOut.V,
-	}
-	return nil
+// resolveSizes resolves structure.hidden and structure.vocab.
+func (b *builder) resolveSizes(sc *scope) error {
+	l := b.leaves(sc)
+	b.a.Hidden = l.must(b.d.Structure.Hidden, "structure.hidden", TInt)
+	b.a.Vocab = l.must(b.d.Structure.Vocab, "structure.vocab", TInt)
+	return l.err
 }
 
-// checkpointName is a module's name in a checkpoint: dotted names.
-var checkpointName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+// leaves compiles a section's expression leaves, keeping the first error:
+// a resolver compiles them all, then checks l.err once.
+type leaves struct {
+	b   *builder
+	sc  *scope
+	err error
+}
+
+func (b *builder) leaves(sc *scope) *leaves { return &leaves{b: b, sc: sc} }
+
+// must compiles a leaf that is set (by the descriptor or a default).
+func (l *leaves) must(f F[Expr], path string, t Type) *Value {
+	if l.err != nil {
+		return nil
+	}
+	var v *Value
+	v, l.err = l.b.value(f, path, t, l.sc)
+	return v
+}
+
+// opt compiles a leaf that may be unset (nil).
+func (l *leaves) opt(f F[Expr], path string, t Type) *Value {
+	if l.err != nil {
+		return nil
+	}
+	var v *Value
+	v, l.err = l.b.optValue(f, path, t, l.sc)
+	return v
+}
+
+// perLayer compiles a per-layer bool (it reads i, the layer's index); nil
+// when unset.
+func (l *leaves) perLayer(f F[Expr], path string) *Value {
+	if l.err != nil || !f.IsSet() {
+		return nil
+	}
+	pl := *l.sc
+	pl.perLayer = true
+	var v *Value
+	v, l.err = l.b.value(f, path, TBool, &pl)
+	return v
+}
 
 // uniqueFields: the Go fields each generated type gets from the
 // checkpoint's names are distinct.

@@ -60,3 +60,30 @@ func (n *Norm) load(w, name string, dims jen.Code) *jen.Statement {
 	}
 	return jen.Id(w).Dot(n.loader).Call(jen.Lit(name), dims, n.Eps.Code())
 }
+
+// resolveNorm resolves structure.norm: its kind, eps, and a layer_norm's
+// bias decided by the config.
+func (b *builder) resolveNorm(sc *scope) error {
+	s := &b.d.Structure.Norm
+	l := b.leaves(sc)
+	n := newNorm(s.Kind.V, l.must(s.Eps, "structure.norm.eps", TFloat))
+	if l.err != nil {
+		return l.err
+	}
+	if s.Bias.IsSet() {
+		if n.Kind != "layer_norm" {
+			return errAt(s.Bias.Pos, "structure.norm.bias", "a %s norm has no bias to leave out (only layer_norm has)", n.Kind)
+		}
+		if n.Bias = l.must(s.Bias, "structure.norm.bias", TBool); l.err != nil {
+			return l.err
+		}
+	}
+	b.a.Norm = n
+	return nil
+}
+
+// normDefaults: RMSNorm with the config's rms_norm_eps.
+func normDefaults(d *Descriptor) {
+	setDefault(&d.Structure.Norm.Kind, NormKind("rms"), d.file)
+	exprDefault(&d.Structure.Norm.Eps, "rms_norm_eps", d.file)
+}

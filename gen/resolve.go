@@ -287,7 +287,9 @@ func exprDefault(f *F[Expr], text, file string) {
 }
 
 // applyDefaults fills what a flattened descriptor leaves unset with the
-// language's defaults (descriptors/README.md lists them).
+// language's defaults (descriptors/README.md lists them): the checkpoint
+// names' (names.go), then each component's own (experts' names follow the
+// MLP's).
 func applyDefaults(d *Descriptor) {
 	f := d.file
 	setDefault(&d.Tier, Tier("smoke"), f)
@@ -295,50 +297,12 @@ func applyDefaults(d *Descriptor) {
 	exprDefault(&s.Layers, "num_hidden_layers", f)
 	exprDefault(&s.Hidden, "hidden_size", f)
 	exprDefault(&s.Vocab, "vocab_size", f)
-	setDefault(&s.Block, BlockKind("pre_norm"), f)
-	setDefault(&s.Norm.Kind, NormKind("rms"), f)
-	exprDefault(&s.Norm.Eps, "rms_norm_eps", f)
-	a := &s.Attention
-	exprDefault(&a.Heads, "num_attention_heads", f)
-	exprDefault(&a.KVHeads, "num_key_value_heads", f)
-	exprDefault(&a.HeadDim, "head_dim", f)
-	exprDefault(&a.Scale, "head_dim ** -0.5", f)
-	setDefault(&a.FusedQKV, false, f)
-	setDefault(&a.Float32, false, f)
-	for _, b := range []*F[Expr]{&a.Bias.Q, &a.Bias.K, &a.Bias.V, &a.Bias.O} {
-		exprDefault(b, "false", f)
-	}
-	setDefault(&a.QKNorm, QKNorm("none"), f)
-	r := &s.Rope
-	setDefault(&r.Kind, RopeKindName("plain"), f)
-	exprDefault(&r.Dims, "head_dim", f)
-	exprDefault(&r.Base, "rope_theta", f)
-	exprDefault(&r.Traditional, "false", f)
-	m := &s.MLP
-	setDefault(&m.Kind, MLPKind("swiglu"), f)
-	exprDefault(&m.Hidden, "intermediate_size", f)
-	exprDefault(&m.Bias, "false", f)
-	exprDefault(&s.Head.Tied, "false", f)
-	exprDefault(&s.Head.Bias, "false", f)
-
-	n := &d.Weights.Names
-	for _, x := range []struct {
-		f *F[string]
-		v string
-	}{
-		{&n.Model, "model"}, {&n.Embed, "embed_tokens"}, {&n.Layers, "layers"}, {&n.Norm, "norm"},
-		{&n.LMHead, "lm_head"}, {&n.Attention, "self_attn"}, {&n.MLP, "mlp"},
-		{&n.Q, "q_proj"}, {&n.K, "k_proj"}, {&n.V, "v_proj"}, {&n.O, "o_proj"}, {&n.QKV, "qkv_proj"},
-		{&n.QNorm, "q_norm"}, {&n.KNorm, "k_norm"},
-		{&n.Gate, "gate_proj"}, {&n.Up, "up_proj"}, {&n.Down, "down_proj"}, {&n.GateUp, "gate_up_proj"},
-		{&n.FC, "c_fc"}, {&n.Proj, "c_proj"},
-	} {
-		setDefault(x.f, x.v, f)
-	}
-	for slot, name := range slotNames(d.Structure.Block.V) {
-		if name != "" {
-			setDefault(slotName(n, Slot(slot)), name, f)
+	for _, r := range checkpointRoles() {
+		if r.def != "" {
+			setDefault(r.leaf(&d.Weights.Names), r.def, f)
 		}
 	}
-	moeDefaults(d)
+	for _, defaults := range []func(*Descriptor){blockDefaults, normDefaults, attentionDefaults, ropeDefaults, mlpDefaults, headDefaults, moeDefaults} {
+		defaults(d)
+	}
 }

@@ -1,6 +1,10 @@
 package gen
 
-import "github.com/dave/jennifer/jen"
+import (
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
 
 // The rope: how positions enter attention. build makes it once from the
 // config (nn.RopeSpec); each layer's Attention holds it, or nn.NoRope on
@@ -174,4 +178,102 @@ func (r *Rope) doc() string {
 		return ", with rotary positions"
 	}
 	return ""
+}
+
+// slidingRope resolves structure.rope.sliding: the rope of the layers that
+// attend within a window, where its kind or base differs from the rest's.
+func (b *builder) slidingRope(sliding *Value, sc *scope) error {
+	d := &b.d.Structure.Rope.Sliding
+	if !d.Kind.IsSet() && !d.Base.IsSet() {
+		return nil
+	}
+	at := d.Kind.Pos
+	if !d.Kind.IsSet() {
+		at = d.Base.Pos
+	}
+	r := b.a.Rope
+	switch {
+	case sliding == nil:
+		return errAt(at, "structure.rope.sliding", "there are no sliding layers (structure.attention.sliding) to give a rope of their own")
+	case !r.Rotates():
+		return errAt(at, "structure.rope.sliding", "a rope of kind none has no sliding variant")
+	}
+	v := &SlidingRope{Kind: r.Kind, Base: r.Base, Layers: sliding}
+	if d.Kind.IsSet() {
+		v.Kind = d.Kind.V
+		probe := &Rope{Kind: v.Kind}
+		switch {
+		case !probe.Rotates():
+			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "none: layers without positions are structure.rope.layers")
+		case probe.readsScaling() && r.Scaling == nil:
+			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "a %s rope needs structure.rope.scaling, which the %s rope does not read", v.Kind, r.Kind)
+		case v.Kind == "su", v.Kind == "su_mscale":
+			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "an su rope is one architecture's whole rope, not a sliding variant")
+		}
+	}
+	if d.Base.IsSet() {
+		base, err := b.value(d.Base, "structure.rope.sliding.base", TFloat, sc)
+		if err != nil {
+			return err
+		}
+		v.Base = base
+	}
+	r.Sliding = v
+	return nil
+}
+
+// resolveRope resolves structure.rope: its kind, dims, base, the
+// rope_scaling key it reads, the layers it turns off in, and the sliding
+// layers' own rope.
+func (b *builder) resolveRope(sc *scope) error {
+	r := &b.d.Structure.Rope
+	l := b.leaves(sc)
+	rope := &Rope{
+		Kind:                 r.Kind.V,
+		Dims:                 l.must(r.Dims, "structure.rope.dims", TInt),
+		Base:                 l.must(r.Base, "structure.rope.base", TFloat),
+		Traditional:          l.must(r.Traditional, "structure.rope.traditional", TBool),
+		MaxPositions:         l.opt(r.MaxPositions, "structure.rope.max_positions", TInt),
+		OriginalMaxPositions: l.opt(r.OriginalMaxPositions, "structure.rope.original_max_positions", TInt),
+		Layers:               l.perLayer(r.Layers, "structure.rope.layers"),
+	}
+	if l.err != nil {
+		return l.err
+	}
+	switch {
+	case rope.readsScaling():
+		if !r.Scaling.IsSet() {
+			return errAt(r.Kind.Pos, "structure.rope.scaling", "a %s rope needs the rope_scaling key's name", rope.Kind)
+		}
+		k := b.key(strings.TrimSpace(r.Scaling.V.Text))
+		if k == nil || k.Type != TRope {
+			return errAt(r.Scaling.Pos, "structure.rope.scaling", "%q is not a config key of type rope_scaling", r.Scaling.V.Text)
+		}
+		rope.Scaling = k
+		if (rope.Kind == "su" || rope.Kind == "su_mscale") && (rope.MaxPositions == nil || rope.OriginalMaxPositions == nil) {
+			return errAt(r.Kind.Pos, "structure.rope", "an su rope needs max_positions and original_max_positions")
+		}
+	default:
+		if r.Scaling.IsSet() {
+			return errAt(r.Scaling.Pos, "structure.rope.scaling", "a %s rope reads no rope_scaling", rope.Kind)
+		}
+	}
+	if !rope.Rotates() && rope.Layers != nil {
+		return errAt(r.Layers.Pos, "structure.rope.layers", "there is no rope to turn off")
+	}
+	b.a.Rope = rope
+	var sliding *Value
+	if sl := b.a.Attn.Sliding; sl != nil {
+		sliding = sl.Layers
+	}
+	return b.slidingRope(sliding, sc)
+}
+
+// ropeDefaults: a plain rope over head_dim at the config's rope_theta.
+func ropeDefaults(d *Descriptor) {
+	r, f := &d.Structure.Rope, d.file
+	setDefault(&r.Kind, RopeKindName("plain"), f)
+	exprDefault(&r.Dims, "head_dim", f)
+	exprDefault(&r.Base, "rope_theta", f)
+	exprDefault(&r.Traditional, "false", f)
 }

@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// TestMoEAddedDescriptorErrors: bad uses of the sparse block's later keys,
-// each with its exact message.
-func TestMoEAddedDescriptorErrors(t *testing.T) {
+// TestMoERouterErrors: bad uses of the routers' correction bias and
+// jitter, each with its exact message.
+func TestMoERouterErrors(t *testing.T) {
 	for _, c := range []struct{ name, yaml, want string }{
 		{"correction_from on another router", moeBase + "weights:\n  experts: {correction_from: e_score_correction_bias}\n",
 			"descriptors/a.yaml:26: weights.experts.correction_from: only a sigmoid_group or sigmoid_bias_norm router reads a correction bias"},

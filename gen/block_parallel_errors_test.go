@@ -5,10 +5,12 @@ import (
 	"testing"
 )
 
-// TestParallelConstructErrors: the constructs of the parallel block and
-// what came with it (descriptors/README.md), each used wrongly, with its
+// TestParallelBlockErrors: the parallel block, the head's bias and
+// scale, a norm's bias, the q and k norms' conditions and kinds, float32 at
+// float16 and position-scaled queries (descriptors/README.md), each used
+// wrongly, with its
 // exact message naming the file, the line and the key.
-func TestParallelConstructErrors(t *testing.T) {
+func TestParallelBlockErrors(t *testing.T) {
 	with := func(s string) string { return strings.Replace(base, "  mlp:", s+"  mlp:", 1) }
 	for _, c := range []struct {
 		name, yaml, want string

@@ -2,7 +2,7 @@ package gen
 
 import "github.com/dave/jennifer/jen"
 
-// The sparse block's added parts: a router with a bias (a linear with
+// The sparse block's experts and router options: a router with a bias (a linear with
 // one, router_bias); the experts' activation: SwiGLU, or the clamped
 // SwiGLU (act: clamped_swiglu), (clip(up, -limit, limit) + 1) * g *
 // sigmoid(alpha * g) with g = min(gate, limit); and a published layout

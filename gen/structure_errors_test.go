@@ -10,11 +10,11 @@ func withStructure(lines string) string {
 	return strings.Replace(base, "  mlp:", lines+"  mlp:", 1)
 }
 
-// TestLayeredConstructErrors: the per-layer-type rope, the head tied by
+// TestStructureErrors: the per-layer-type rope, the head tied by
 // the checkpoint, the weightless q and k norms, the expression functions
 // and a wrapper's top-level defaults used wrongly, each with its exact
 // message naming the file, the line and the key.
-func TestLayeredConstructErrors(t *testing.T) {
+func TestStructureErrors(t *testing.T) {
 	sliding := "  attention:\n    sliding: \"i % 2 == 0\"\n    window: \"4\"\n"
 	for _, c := range []struct {
 		name  string

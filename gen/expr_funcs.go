@@ -7,7 +7,7 @@ import (
 	"github.com/dave/jennifer/jen"
 )
 
-// More of the expression language: min and max, round (to the nearest
+// The expression language's functions: min and max, round (to the nearest
 // integer, ties to even, as Python's round), a float rounded to bfloat16,
 // a conditional if(c, a, b), and a string's characters (exaone4's sliding_window_pattern,
 // "LLLG", read at layer i % its length).

@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// TestConstructErrors: the attention constructs used wrongly, each with
+// TestAttentionErrors: the attention constructs used wrongly, each with
 // its exact message naming the file, the line and the key.
-func TestConstructErrors(t *testing.T) {
+func TestAttentionErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml, want string
 	}{

@@ -1190,3 +1190,32 @@ func (g *Graph) Normal(shape []int, dtype Dtype, loc, scale float32, key *Array)
 	}
 	return g.done("normal", C.mlxg_random_normal(g.res0(), g.ints(0, shape), C.int(len(shape)), C.int(dtype), C.float(loc), C.float(scale), opt(key), g.s.c, g.errp()))
 }
+
+// GatedDelta runs the gated delta rule (Qwen3-Next's and Qwen3.5's linear
+// attention) over every step of q, k [B, T, Hk, Dk] and v [B, T, Hv, Dv]
+// from state (float32 [B, Hv, Dv, Dk]; zeros for a fresh sequence), with
+// decay g (float32 [B, T, Hv], or [B, T, Hv, Dk] per key channel) and
+// beta [B, T, Hv]; mask (bool [B, T], or nil) marks the steps whose state
+// carries on. Each step: S = S * g; d = (v - S k) * beta; S = S + k d;
+// y = S q. It returns y [B, T, Hv, Dv] in q's dtype and the last state: one
+// op on archgen's kernel, equal bit for bit to GatedDeltaOps.
+func (g *Graph) GatedDelta(q, k, v, decay, beta, state, mask *Array) (y, last *Array) {
+	return g.gatedDelta(q, k, v, decay, beta, state, mask, true)
+}
+
+// GatedDeltaOps is GatedDelta composed of libmlx's ops one step at a time,
+// as mlx-lm's gated_delta_ops composes it on the CPU.
+func (g *Graph) GatedDeltaOps(q, k, v, decay, beta, state, mask *Array) (y, last *Array) {
+	return g.gatedDelta(q, k, v, decay, beta, state, mask, false)
+}
+
+func (g *Graph) gatedDelta(q, k, v, decay, beta, state, mask *Array, native bool) (*Array, *Array) {
+	const op = "gated_delta"
+	if !g.ok(op, q, k, v, decay, beta, state) || !g.okOpt(op, mask) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_gated_delta(res, q.c, k.c, v.c, decay.c, beta.c, state.c, opt(mask), C.bool(native), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}

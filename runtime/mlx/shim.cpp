@@ -21,6 +21,7 @@
 #include "mlx/primitives.h"
 #include "fastops.h"
 #include "qmm.h"
+#include "recurrent.h"
 
 namespace mx = mlx::core;
 
@@ -961,6 +962,23 @@ int mlxg_add_norm(mlxg_array* res, mlxg_array x, mlxg_array residual, mlxg_array
     }
     res[0] = wrap(std::move(ys[0]));
     res[1] = wrap(std::move(ys[1]));
+  })
+}
+
+int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, mlxg_array g,
+                     mlxg_array beta, mlxg_array state, mlxg_array mask, bool native,
+                     mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    std::optional<std::vector<mx::array>> ys;
+    if (native) {
+      ys = archgen_native_gated_delta(A(q), A(k), A(v), A(g), A(beta), A(state), opt(mask), st);
+    }
+    if (!ys) {
+      ys = archgen_gated_delta_ops(A(q), A(k), A(v), A(g), A(beta), A(state), opt(mask), st);
+    }
+    res[0] = wrap(std::move((*ys)[0]));
+    res[1] = wrap(std::move((*ys)[1]));
   })
 }
 

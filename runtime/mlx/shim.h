@@ -291,6 +291,13 @@ int mlxg_write_positions(mlxg_array* res, const mlxg_array* arrs, const mlxg_arr
 // and a norm otherwise.
 int mlxg_add_norm(mlxg_array* res, mlxg_array x, mlxg_array residual, mlxg_array weight,
                   mlxg_array bias, float eps, bool layer, mlxg_stream s, char** err);
+// The gated delta rule over all steps (recurrent.h): y into res[0], the
+// state after the last step into res[1]; archgen's kernel where it applies
+// and native is true, libmlx's ops one step at a time otherwise. mask may
+// be empty.
+int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, mlxg_array g,
+                     mlxg_array beta, mlxg_array state, mlxg_array mask, bool native,
+                     mlxg_stream s, char** err);
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
                   char** err);
 int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array bias,

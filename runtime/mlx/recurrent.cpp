@@ -1,0 +1,333 @@
+// The gated delta rule (Qwen3-Next's and Qwen3.5's linear attention) as one
+// op over all its time steps. Each value row of a head's state [Dv, Dk]
+// evolves on its own: a step reads the row, the step's key, query and
+// decay, and the row's value. So the kernel hands blocks of rows (8 on
+// AVX2, 16 on AVX-512, one row per vector lane) to the cores, keeps each
+// block's state transposed in registers' reach ([Dk][lanes] floats) for
+// every step, and does in each lane exactly the float32 operations
+// libmlx's step graph does, in its order: products rounded, then summed in
+// index order. Its results equal the composed ops bit for bit.
+#include "recurrent.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cpukern.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/mlx.h"
+#include "mlx/primitives.h"
+
+namespace mx = mlx::core;
+
+// libmlx rounds every product before it adds it: no fused multiply-adds.
+#pragma GCC optimize("fp-contract=off")
+
+// The instruction level of the native kernels (qmm.cpp): 0 off, 1 AVX2,
+// 2 AVX-512.
+int archgen_isa_level();
+
+namespace {
+
+using archgen::Kind;
+using archgen::kind_of;
+using archgen::Pool;
+
+struct DeltaJob {
+  const void* q;
+  const void* k;
+  const void* v;
+  const float* g;
+  const void* beta;
+  const float* s0;
+  const bool* mask;  // nullptr: every step keeps its state
+  Kind t, bt;        // q, k, v's kind; beta's kind
+  int B, T, Hk, Hv, Dk, Dv;
+  bool gvec;  // g per key channel [B, T, Hv, Dk], else per head [B, T, Hv]
+  void* y;    // [B, T, Hv, Dv] of kind t
+  float* s1;  // [B, Hv, Dv, Dk]
+};
+
+// The rows [r0, r0 + L) of head (b, h), all T steps, lane i holding row
+// r0 + i; the lanes past n are computed on copies and not written. V is a
+// vector of L floats; the body is the same for every width.
+template <typename V, int L>
+__attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b, int h, int r0,
+                                                       int n, V* sv, float* kf, float* qf,
+                                                       V* old) {
+  const int Dk = j.Dk, Dv = j.Dv, hk = h / (j.Hv / j.Hk);
+  const size_t ts = archgen::kind_size(j.t), bs = archgen::kind_size(j.bt);
+  // Lane i of sv[c] is row r0 + i's state at key channel c.
+  for (int i = 0; i < L; i++) {
+    const float* row = j.s0 + ((static_cast<size_t>(b) * j.Hv + h) * Dv + r0 + std::min(i, n - 1)) * Dk;
+    for (int c = 0; c < Dk; c++) sv[c][i] = row[c];
+  }
+  for (int t = 0; t < j.T; t++) {
+    const size_t bt = static_cast<size_t>(b) * j.T + t;
+    const size_t qk_at = (bt * j.Hk + hk) * Dk;
+    archgen::to_f32(kf, static_cast<const char*>(j.k) + qk_at * ts, Dk, j.t);
+    archgen::to_f32(qf, static_cast<const char*>(j.q) + qk_at * ts, Dk, j.t);
+    const size_t gh = bt * j.Hv + h;
+    const float beta = archgen::load1(j.beta, gh, j.bt);
+    (void)bs;
+    const bool keep = j.mask == nullptr || j.mask[bt];
+    if (!keep) std::copy(sv, sv + Dk, old);
+    V m = {};
+    if (j.gvec) {
+      const float* gp = j.g + gh * Dk;
+      for (int c = 0; c < Dk; c++) {
+        sv[c] = sv[c] * gp[c];
+        V p = sv[c] * kf[c];
+        m = m + p;
+      }
+    } else {
+      const float gs = j.g[gh];
+      for (int c = 0; c < Dk; c++) {
+        sv[c] = sv[c] * gs;
+        V p = sv[c] * kf[c];
+        m = m + p;
+      }
+    }
+    const size_t v_at = (bt * j.Hv + h) * Dv + r0;
+    V vv = {};
+    for (int i = 0; i < n; i++) vv[i] = archgen::load1(j.v, v_at + i, j.t);
+    V d = vv - m;
+    d = d * beta;
+    V o = {};
+    for (int c = 0; c < Dk; c++) {
+      V p = d * kf[c];
+      sv[c] = sv[c] + p;
+      V r = sv[c] * qf[c];
+      o = o + r;
+    }
+    for (int i = 0; i < n; i++) archgen::store1(j.y, v_at + i, o[i], j.t);
+    if (!keep) std::copy(old, old + Dk, sv);
+  }
+  for (int i = 0; i < n; i++) {
+    float* row = j.s1 + ((static_cast<size_t>(b) * j.Hv + h) * Dv + r0 + i) * Dk;
+    for (int c = 0; c < Dk; c++) row[c] = sv[c][i];
+  }
+}
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x16 __attribute__((vector_size(64)));
+
+// Scratch is a worker's: a block's state, a saved copy for masked steps,
+// and a step's key and query in float32, on 64-byte boundaries as the
+// vector types want them.
+template <typename V>
+struct Scratch {
+  float* mem;
+  V *st, *old;
+  float *kf, *qf;
+  explicit Scratch(int Dk) {
+    const size_t vs = sizeof(V) * Dk, fs = (sizeof(float) * Dk + 63) / 64 * 64;
+    mem = static_cast<float*>(std::aligned_alloc(64, 2 * vs + 2 * fs));
+    if (mem == nullptr) throw std::bad_alloc();
+    char* p = reinterpret_cast<char*>(mem);
+    st = reinterpret_cast<V*>(p);
+    old = reinterpret_cast<V*>(p + vs);
+    kf = reinterpret_cast<float*>(p + 2 * vs);
+    qf = reinterpret_cast<float*>(p + 2 * vs + fs);
+  }
+  ~Scratch() { std::free(mem); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+// delta_items8 and delta_items16 run work items [i0, i1): item i is head
+// i / blocks's block i % blocks of 8 or 16 rows.
+__attribute__((target("avx2,fma,f16c"))) void delta_items8(const DeltaJob& j, int i0, int i1) {
+  const int blocks = (j.Dv + 7) / 8;
+  Scratch<f32x8> s(j.Dk);
+  for (int i = i0; i < i1; i++) {
+    const int bh = i / blocks, r0 = (i % blocks) * 8;
+    delta_block<f32x8, 8>(j, bh / j.Hv, bh % j.Hv, r0, std::min(8, j.Dv - r0), s.st, s.kf, s.qf,
+                          s.old);
+  }
+}
+
+__attribute__((target("avx512f,avx2,fma,f16c"))) void delta_items16(const DeltaJob& j, int i0,
+                                                                     int i1) {
+  const int blocks = (j.Dv + 15) / 16;
+  Scratch<f32x16> s(j.Dk);
+  for (int i = i0; i < i1; i++) {
+    const int bh = i / blocks, r0 = (i % blocks) * 16;
+    delta_block<f32x16, 16>(j, bh / j.Hv, bh % j.Hv, r0, std::min(16, j.Dv - r0), s.st, s.kf, s.qf,
+                            s.old);
+  }
+}
+
+void run_delta(const DeltaJob& j, int isa) {
+  const int L = isa == 2 ? 16 : 8;
+  const int items = j.B * j.Hv * ((j.Dv + L - 1) / L);
+  Pool& pool = Pool::get();
+  const int parts = std::min(items, pool.threads() * 4);
+  pool.run(parts, [&](int p) {
+    const int i0 = static_cast<int>(static_cast<int64_t>(items) * p / parts);
+    const int i1 = static_cast<int>(static_cast<int64_t>(items) * (p + 1) / parts);
+    if (isa == 2) {
+      delta_items16(j, i0, i1);
+    } else {
+      delta_items8(j, i0, i1);
+    }
+  });
+}
+
+class NativeGatedDelta : public mx::Primitive {
+ public:
+  NativeGatedDelta(mx::Stream s, bool gvec, bool masked, int isa)
+      : Primitive(s), gvec_(gvec), masked_(masked), isa_(isa) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    for (auto& o : outs) {
+      o.set_data(mx::allocator::malloc(o.nbytes()));
+      enc.set_output_array(o);
+    }
+    const mx::array &q = in[0], &k = in[1], &v = in[2], &g = in[3], &beta = in[4], &s0 = in[5];
+    DeltaJob j{q.data<void>(),
+               k.data<void>(),
+               v.data<void>(),
+               g.data<float>(),
+               beta.data<void>(),
+               s0.data<float>(),
+               masked_ ? in[6].data<bool>() : nullptr,
+               kind_of(q.dtype()),
+               kind_of(beta.dtype()),
+               static_cast<int>(q.shape(0)),
+               static_cast<int>(q.shape(1)),
+               static_cast<int>(q.shape(2)),
+               static_cast<int>(v.shape(2)),
+               static_cast<int>(q.shape(3)),
+               static_cast<int>(v.shape(3)),
+               gvec_,
+               outs[0].data<void>(),
+               outs[1].data<float>()};
+    int isa = isa_;
+    enc.dispatch([j, in, outs, isa]() { run_delta(j, isa); });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's gated delta kernel runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenGatedDelta"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeGatedDelta*>(&other);
+    return o != nullptr && o->gvec_ == gvec_ && o->masked_ == masked_ && o->isa_ == isa_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    const mx::array &q = in[0], &v = in[2];
+    return {{q.shape(0), q.shape(1), v.shape(2), v.shape(3)}, in[5].shape()};
+  }
+
+ private:
+  bool gvec_, masked_;
+  int isa_;
+};
+
+// shapes_fit: the shapes the recurrence takes (what both forms check).
+bool shapes_fit(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& g,
+                const mx::array& beta, const mx::array& state,
+                const std::optional<mx::array>& mask) {
+  if (q.ndim() != 4 || k.shape() != q.shape() || v.ndim() != 4) return false;
+  const int B = q.shape(0), T = q.shape(1), Hk = q.shape(2), Dk = q.shape(3);
+  const int Hv = v.shape(2), Dv = v.shape(3);
+  if (v.shape(0) != B || v.shape(1) != T || Hk <= 0 || Hv % Hk != 0 || Dk <= 0 || Dv <= 0) {
+    return false;
+  }
+  const bool gvec = g.ndim() == 4;
+  if (!(g.ndim() == 3 || gvec) || g.shape(0) != B || g.shape(1) != T || g.shape(2) != Hv ||
+      (gvec && g.shape(3) != Dk)) {
+    return false;
+  }
+  if (beta.shape() != mx::Shape{B, T, Hv}) return false;
+  if (state.shape() != mx::Shape{B, Hv, Dv, Dk}) return false;
+  if (mask && mask->shape() != mx::Shape{B, T}) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<mx::array>> archgen_native_gated_delta(
+    const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& g,
+    const mx::array& beta, const mx::array& state, const std::optional<mx::array>& mask,
+    mx::Stream s) {
+  const int isa = archgen_isa_level();
+  if (isa == 0 || s.device != mx::Device::cpu || !archgen::kernel_float(q.dtype()) ||
+      k.dtype() != q.dtype() || v.dtype() != q.dtype() || !archgen::kernel_float(beta.dtype()) ||
+      g.dtype() != mx::float32 || state.dtype() != mx::float32 ||
+      (mask && mask->dtype() != mx::bool_) || !shapes_fit(q, k, v, g, beta, state, mask) ||
+      q.shape(1) == 0) {
+    return std::nullopt;
+  }
+  std::vector<mx::array> in;
+  for (const mx::array* a : {&q, &k, &v, &g, &beta, &state}) {
+    in.push_back(mx::contiguous(*a, false, s));
+  }
+  if (mask) in.push_back(mx::contiguous(*mask, false, s));
+  const mx::Shape y = {q.shape(0), q.shape(1), v.shape(2), v.shape(3)};
+  return mx::array::make_arrays(
+      {y, state.shape()}, {q.dtype(), mx::float32},
+      std::make_shared<NativeGatedDelta>(s, g.ndim() == 4, mask.has_value(), isa), std::move(in));
+}
+
+std::vector<mx::array> archgen_gated_delta_ops(const mx::array& q, const mx::array& k,
+                                               const mx::array& v, const mx::array& g,
+                                               const mx::array& beta, const mx::array& state,
+                                               const std::optional<mx::array>& mask,
+                                               mx::Stream s) {
+  if (!shapes_fit(q, k, v, g, beta, state, mask)) {
+    auto shape = [](const mx::array& a) {
+      std::string out = "[";
+      for (int i = 0; i < static_cast<int>(a.ndim()); i++) {
+        out += (i > 0 ? ", " : "") + std::to_string(a.shape(i));
+      }
+      return out + "]";
+    };
+    throw std::invalid_argument(
+        "want q, k [B, T, Hk, Dk], v [B, T, Hv, Dv] with Hv a multiple of Hk, g [B, T, Hv] or "
+        "[B, T, Hv, Dk], beta [B, T, Hv], state [B, Hv, Dv, Dk], mask [B, T]; got q " +
+        shape(q) + ", k " + shape(k) + ", v " + shape(v) + ", g " + shape(g) + ", beta " +
+        shape(beta) + ", state " + shape(state) + (mask ? ", mask " + shape(*mask) : ""));
+  }
+  const int T = q.shape(1), Hk = q.shape(2), Hv = v.shape(2);
+  mx::array qq = q, kk = k;
+  if (Hv / Hk > 1) {
+    qq = mx::repeat(q, Hv / Hk, -2, s);
+    kk = mx::repeat(k, Hv / Hk, -2, s);
+  }
+  auto at = [&](const mx::array& a, int t) {
+    mx::Shape start(a.ndim(), 0), stop = a.shape();
+    start[1] = t;
+    stop[1] = t + 1;
+    return mx::squeeze(mx::slice(a, start, stop, s), 1, s);
+  };
+  mx::array st = state;
+  std::vector<mx::array> ys;
+  for (int t = 0; t < T; t++) {
+    mx::array qt = at(qq, t), kt = at(kk, t), vt = at(v, t), gt = at(g, t), bt = at(beta, t);
+    mx::array old = st;
+    mx::array decay = g.ndim() == 3 ? mx::expand_dims(gt, {-2, -1}, s) : mx::expand_dims(gt, -2, s);
+    st = mx::multiply(st, decay, s);
+    mx::array ke = mx::expand_dims(kt, -2, s);
+    mx::array m = mx::sum(mx::multiply(st, ke, s), -1, false, s);
+    mx::array d = mx::multiply(mx::subtract(vt, m, s), mx::expand_dims(bt, -1, s), s);
+    st = mx::add(st, mx::multiply(ke, mx::expand_dims(d, -1, s), s), s);
+    mx::array y = mx::sum(mx::multiply(st, mx::expand_dims(qt, -2, s), s), -1, false, s);
+    if (mask) {
+      st = mx::where(mx::expand_dims(at(*mask, t), {1, 2, 3}, s), st, old, s);
+    }
+    ys.push_back(mx::astype(y, q.dtype(), s));
+  }
+  return {mx::stack(ys, 1, s), st};
+}

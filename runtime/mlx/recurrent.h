@@ -1,0 +1,39 @@
+// archgen's CPU kernels for the recurrences of linear-attention and
+// state-space mixers (recurrent.cpp): each runs the whole time loop inside
+// one op, so that a head's state stays in cache for every token of a
+// prefill, where composing libmlx's ops takes one small graph per token.
+#ifndef ARCHGEN_MLX_RECURRENT_H
+#define ARCHGEN_MLX_RECURRENT_H
+
+#include <optional>
+#include <vector>
+
+#include "mlx/mlx.h"
+
+// The gated delta rule over T steps, as mlx-lm's gated_delta_ops computes
+// it one step at a time. q, k [B, T, Hk, Dk] and v [B, T, Hv, Dv] of one
+// float dtype (value head h reads key head h / (Hv / Hk)); g the decay,
+// float32 [B, T, Hv] (one per head) or [B, T, Hv, Dk] (one per key
+// channel); beta [B, T, Hv]; state float32 [B, Hv, Dv, Dk]; mask, when
+// set, bool [B, T] (a step where it is false computes its output but keeps
+// the state it started from). Each step: S = S * g; m = S k; d = (v - m) *
+// beta; S = S + k d; y = S q, every product and sum in float32 as libmlx
+// rounds them (sums in index order), y rounded to q's dtype.
+//
+// Returns {y [B, T, Hv, Dv], state}, or nullopt where the kernel does not
+// apply (another stream or dtype, a CPU without AVX2, the native kernels
+// turned off); gated_delta_ops then composes libmlx's ops.
+std::optional<std::vector<mlx::core::array>> archgen_native_gated_delta(
+    const mlx::core::array& q, const mlx::core::array& k, const mlx::core::array& v,
+    const mlx::core::array& g, const mlx::core::array& beta, const mlx::core::array& state,
+    const std::optional<mlx::core::array>& mask, mlx::core::Stream s);
+
+// The same recurrence composed of libmlx's ops, one step at a time, as
+// mlx-lm's gated_delta_ops composes it: the reference of the kernel, and
+// what runs where the kernel does not.
+std::vector<mlx::core::array> archgen_gated_delta_ops(
+    const mlx::core::array& q, const mlx::core::array& k, const mlx::core::array& v,
+    const mlx::core::array& g, const mlx::core::array& beta, const mlx::core::array& state,
+    const std::optional<mlx::core::array>& mask, mlx::core::Stream s);
+
+#endif

@@ -159,3 +159,14 @@ func setNativeFastOps(on bool) bool {
 	}
 	return C.mlxg_set_native_fast(C.int(v)) != 0
 }
+
+// setNativeRecurrent turns the recurrent mixers' kernels (GatedDelta's,
+// Conv1D's depthwise form) on or off and returns the previous setting; the
+// tests use it to compare both paths in one process.
+func setNativeRecurrent(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_recurrent(C.int(v)) != 0
+}

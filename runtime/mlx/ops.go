@@ -1219,3 +1219,15 @@ func (g *Graph) gatedDelta(q, k, v, decay, beta, state, mask *Array, native bool
 	})
 	return ys[0], ys[1]
 }
+
+// Conv1D is mlx's conv1d: x [B, L, C_in] by w [C_out, K, C_in / groups],
+// giving [B, (L + 2 padding - dilation (K - 1) - 1) / stride + 1, C_out].
+// groups = C_in = C_out is a depthwise convolution, the short causal
+// convolution of the recurrent mixers (x then holds the K - 1 inputs before
+// it, their state, ahead of the new ones).
+func (g *Graph) Conv1D(x, w *Array, stride, padding, dilation, groups int) *Array {
+	if !g.ok("conv1d", x, w) {
+		return g.bad
+	}
+	return g.done("conv1d", C.mlxg_conv1d(g.res0(), x.c, w.c, C.int(stride), C.int(padding), C.int(dilation), C.int(groups), g.s.c, g.errp()))
+}

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -33,6 +34,9 @@ namespace mx = mlx::core;
 int archgen_isa_level();
 
 namespace {
+
+// The kernels here run unless a test turns them off.
+std::atomic<int> recurrent_on{1};
 
 using archgen::Kind;
 using archgen::kind_of;
@@ -256,13 +260,116 @@ bool shapes_fit(const mx::array& q, const mx::array& k, const mx::array& v, cons
   return true;
 }
 
+// ---- depthwise causal convolution ----
+
+struct ConvJob {
+  const void* x;  // [B, L + K - 1, C]
+  const float* w;  // [K, C], float32 values of the weight
+  Kind t;
+  int B, L, C, K;
+  void* y;  // [B, L, C]
+};
+
+// conv_rows computes outputs [r0, r1) of the B * L, all channels, lanes
+// over channels.
+template <typename V, int N>
+__attribute__((always_inline)) inline void conv_rows(const ConvJob& j, int r0, int r1, float* xf) {
+  const int C = j.C, K = j.K, Lin = j.L + j.K - 1;
+  for (int r = r0; r < r1; r++) {
+    const int b = r / j.L, l = r % j.L;
+    const size_t x0 = (static_cast<size_t>(b) * Lin + l) * C;
+    archgen::to_f32(xf, static_cast<const char*>(j.x) + x0 * archgen::kind_size(j.t),
+                    static_cast<size_t>(K) * C, j.t);
+    const size_t y0 = static_cast<size_t>(r) * C;
+    int c = 0;
+    for (; c + N <= C; c += N) {
+      V acc = {};
+      for (int k = 0; k < K; k++) {
+        V xv, wv;
+        std::memcpy(&xv, xf + static_cast<size_t>(k) * C + c, sizeof(V));
+        std::memcpy(&wv, j.w + static_cast<size_t>(k) * C + c, sizeof(V));
+        V p = xv * wv;
+        acc = acc + p;
+      }
+      for (int i = 0; i < N; i++) archgen::store1(j.y, y0 + c + i, acc[i], j.t);
+    }
+    for (; c < C; c++) {
+      float acc = 0;
+      for (int k = 0; k < K; k++) {
+        float p = xf[static_cast<size_t>(k) * C + c] * j.w[static_cast<size_t>(k) * C + c];
+        acc = acc + p;
+      }
+      archgen::store1(j.y, y0 + c, acc, j.t);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void conv_rows8(const ConvJob& j, int r0, int r1) {
+  std::vector<float> xf(static_cast<size_t>(j.K) * j.C);
+  conv_rows<f32x8, 8>(j, r0, r1, xf.data());
+}
+
+__attribute__((target("avx512f,avx2,fma,f16c"))) void conv_rows16(const ConvJob& j, int r0, int r1) {
+  std::vector<float> xf(static_cast<size_t>(j.K) * j.C);
+  conv_rows<f32x16, 16>(j, r0, r1, xf.data());
+}
+
+class NativeDepthwiseConv : public mx::UnaryPrimitive {
+ public:
+  NativeDepthwiseConv(mx::Stream s, int isa) : UnaryPrimitive(s), isa_(isa) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    enc.set_output_array(out);
+    const mx::array &x = in[0], &w = in[1];
+    ConvJob j{x.data<void>(), w.data<float>(), kind_of(x.dtype()), static_cast<int>(x.shape(0)),
+              static_cast<int>(out.shape(1)), static_cast<int>(x.shape(2)),
+              static_cast<int>(w.shape(0)), out.data<void>()};
+    int isa = isa_;
+    enc.dispatch([j, in, out, isa]() {
+      const int rows = j.B * j.L;
+      Pool& pool = Pool::get();
+      const int parts = std::min(rows, pool.threads() * 4);
+      pool.run(parts, [&](int p) {
+        const int r0 = static_cast<int>(static_cast<int64_t>(rows) * p / parts);
+        const int r1 = static_cast<int>(static_cast<int64_t>(rows) * (p + 1) / parts);
+        if (isa == 2) {
+          conv_rows16(j, r0, r1);
+        } else {
+          conv_rows8(j, r0, r1);
+        }
+      });
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("archgen's depthwise convolution runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenDepthwiseConv1d"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeDepthwiseConv*>(&other);
+    return o != nullptr && o->isa_ == isa_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {{in[0].shape(0), in[0].shape(1) - in[1].shape(0) + 1, in[0].shape(2)}};
+  }
+
+ private:
+  int isa_;
+};
+
 }  // namespace
 
 std::optional<std::vector<mx::array>> archgen_native_gated_delta(
     const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& g,
     const mx::array& beta, const mx::array& state, const std::optional<mx::array>& mask,
     mx::Stream s) {
-  const int isa = archgen_isa_level();
+  const int isa = recurrent_on.load() != 0 ? archgen_isa_level() : 0;
   if (isa == 0 || s.device != mx::Device::cpu || !archgen::kernel_float(q.dtype()) ||
       k.dtype() != q.dtype() || v.dtype() != q.dtype() || !archgen::kernel_float(beta.dtype()) ||
       g.dtype() != mx::float32 || state.dtype() != mx::float32 ||
@@ -331,3 +438,28 @@ std::vector<mx::array> archgen_gated_delta_ops(const mx::array& q, const mx::arr
   }
   return {mx::stack(ys, 1, s), st};
 }
+
+std::optional<mx::array> archgen_native_depthwise_conv1d(const mx::array& x, const mx::array& w,
+                                                         int stride, int padding, int dilation,
+                                                         int groups, mx::Stream s) {
+  const int isa = recurrent_on.load() != 0 ? archgen_isa_level() : 0;
+  if (isa == 0 || s.device != mx::Device::cpu || stride != 1 || padding != 0 || dilation != 1 ||
+      !archgen::kernel_float(x.dtype()) || w.dtype() != x.dtype() || x.ndim() != 3 ||
+      w.ndim() != 3) {
+    return std::nullopt;
+  }
+  const int C = x.shape(2), K = w.shape(1);
+  if (groups != C || w.shape(0) != C || w.shape(2) != 1 || K < 1 || x.shape(1) < K ||
+      x.shape(0) < 1 || C < 1) {
+    return std::nullopt;
+  }
+  // The weight as [K, C] float32 values, so that each tap's row is
+  // contiguous over the channels.
+  mx::array wt = mx::contiguous(
+      mx::transpose(mx::astype(mx::reshape(w, {C, K}, s), mx::float32, s), {1, 0}, s), false, s);
+  return mx::array({x.shape(0), x.shape(1) - K + 1, C}, x.dtype(),
+                   std::make_shared<NativeDepthwiseConv>(s, isa),
+                   {mx::contiguous(x, false, s), wt});
+}
+
+extern "C" int mlxg_set_native_recurrent(int on) { return recurrent_on.exchange(on != 0 ? 1 : 0); }

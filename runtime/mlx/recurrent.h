@@ -1,6 +1,6 @@
 // archgen's CPU kernels for the recurrences of linear-attention and
-// state-space mixers (recurrent.cpp): each runs the whole time loop inside
-// one op, so that a head's state stays in cache for every token of a
+// state-space mixers and their short convolutions (recurrent.cpp): each
+// recurrence runs the whole time loop inside one op, so that a head's state stays in cache for every token of a
 // prefill, where composing libmlx's ops takes one small graph per token.
 #ifndef ARCHGEN_MLX_RECURRENT_H
 #define ARCHGEN_MLX_RECURRENT_H
@@ -35,5 +35,17 @@ std::vector<mlx::core::array> archgen_gated_delta_ops(
     const mlx::core::array& q, const mlx::core::array& k, const mlx::core::array& v,
     const mlx::core::array& g, const mlx::core::array& beta, const mlx::core::array& state,
     const std::optional<mlx::core::array>& mask, mlx::core::Stream s);
+
+// mlx::core::conv1d where it is a depthwise causal convolution, the short
+// convolution of the recurrent mixers: x [B, L, C] and w [C, K, 1] of one
+// float dtype, stride 1, no padding, dilation 1, groups C. Each output is
+// the sum over k of x[b, l + k, c] * w[c, k, 0] in float32, products
+// rounded and added in k's order as libmlx's CPU convolution adds them,
+// rounded to x's dtype. nullopt elsewhere.
+std::optional<mlx::core::array> archgen_native_depthwise_conv1d(const mlx::core::array& x,
+                                                               const mlx::core::array& w,
+                                                               int stride, int padding,
+                                                               int dilation, int groups,
+                                                               mlx::core::Stream s);
 
 #endif

@@ -900,6 +900,19 @@ int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, m
   })
 }
 
+int mlxg_conv1d(mlxg_array* res, mlxg_array x, mlxg_array w, int stride, int padding,
+                int dilation, int groups, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_depthwise_conv1d(A(x), A(w), stride, padding, dilation, groups,
+                                                 st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      *res = wrap(mx::conv1d(A(x), A(w), stride, padding, dilation, groups, st));
+    }
+  })
+}
+
 int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array bias,
                     float eps, mlxg_stream s, char** err) {
   MLXG_TRY({

@@ -300,6 +300,9 @@ int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, 
                      mlxg_stream s, char** err);
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
                   char** err);
+// mlx's conv1d: x [B, L, C_in], w [C_out, K, C_in / groups].
+int mlxg_conv1d(mlxg_array* res, mlxg_array x, mlxg_array w, int stride, int padding,
+                int dilation, int groups, mlxg_stream s, char** err);
 int mlxg_layer_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array bias,
                     float eps, mlxg_stream s, char** err);
 // Exactly one of has_base and freqs.ctx; offset_arr.ctx == NULL uses offset.
@@ -391,6 +394,9 @@ int mlxg_set_native_isa(int level);
 // off (on only where the CPU allows) and returns the previous setting.
 int mlxg_native_fast(void);
 int mlxg_set_native_fast(int on);
+// mlxg_set_native_recurrent turns the kernels of recurrent.h on (where the
+// CPU allows) or off, and returns the previous setting.
+int mlxg_set_native_recurrent(int on);
 
 // Whether gather_qmm runs archgen's CPU kernel (gqmm.cpp) where it applies:
 // 1 on x86-64 CPUs with AVX2, FMA, F16C and BMI2 unless

@@ -12,6 +12,11 @@
 //     which can also switch a cache to quantized once its offset reaches a
 //     start (mlx-lm's QuantizedKVCache and quantized_kv_start). Unlike in
 //     mlx-lm, a rotating cache can be quantized too.
+//   - States (NewStates): a recurrent layer's slots, each one array the
+//     layer replaces at every step (a short convolution's last inputs, a
+//     recurrence's state), nil for a fresh sequence (mlx-lm's
+//     ArraysCache). Not trimmable; MergeStates, Filter and Extract move its
+//     rows as a batch changes.
 //
 // Options picks the kinds for a model's layers: Full for full-attention
 // layers, Sliding for sliding-window ones, with mlx-lm's max_kv_size and
@@ -82,6 +87,8 @@
 //	QuantizedRotatingKVCache  i.0.0-2 and i.1.0-2 as QuantizedKVCache, then
 //	                          i.2-i.5 as RotatingKVCache, i.6 group size,
 //	                          i.7 bits (this package's own kind)
+//	ArraysCache               i.0.j slot j (None when empty), i.1 left_padding
+//	                          and i.2 lengths (None: Load refuses others)
 //
 // Scalars are 0-d int32 tensors. The keys and values of an empty cache are
 // empty float32 tensors standing for None. A plain cache saves the positions
@@ -89,8 +96,9 @@
 // "1.i" = layer i's kind (the names above); "2.0" = "" and, for each scalar
 // or None tensor, "2.k.0" = its name and "2.k.1" = "scalar" or "none"; and
 // "0.key" = the caller's metadata. A dense cache due to switch to quantized
-// records that in "0.kv_quantize_i" = "bits=B group=G start=S", which
-// mlx-lm passes on as metadata.
+// records that in "0.kv_quantize_i" = "bits=B group=G start=S", and a
+// States cache its token count in "0.kv_offset_i" (mlx-lm's ArraysCache
+// keeps none; its files load with 0); mlx-lm passes both on as metadata.
 //
 // Save records a CRC-32C of the tensors (each one's name, dtype, shape and
 // bytes, in name order) in "0.kv_crc32c", and Load refuses a file whose

@@ -16,24 +16,30 @@ const (
 	quantizedClass         = "QuantizedKVCache"
 	rotatingClass          = "RotatingKVCache"
 	quantizedRotatingClass = "QuantizedRotatingKVCache"
+	statesClass            = "ArraysCache"
 )
 
 // pendingKey is the reserved metadata key that records a dense cache's
 // pending switch to quantized (layer i: pendingKey + "i").
 const pendingKey = "kv_quantize_"
 
+// statesOffsetKey is the reserved metadata key that records a States
+// cache's Offset (layer i: statesOffsetKey + "i"), which mlx-lm's
+// ArraysCache does not keep; a file without it loads with Offset 0.
+const statesOffsetKey = "kv_offset_"
+
 // Save writes the state of caches (one per layer, of any kinds) and
 // metadata to the safetensors file at path, in the layout described in the
 // package documentation, with a checksum of its tensors in its metadata.
 // The file is written beside path and renamed to it once whole: a reader
 // never sees part of one. Metadata keys must not start with
-// "kv_quantize_" nor be "kv_crc32c".
+// "kv_quantize_" or "kv_offset_", nor be "kv_crc32c".
 func Save(path string, caches []Cache, metadata map[string]string) error {
 	g := mlx.NewGraph(nil)
 	defer g.Close()
 	w := &stateWriter{g: g, arrays: map[string]*mlx.Array{}, meta: map[string]string{"2.0": ""}}
 	for k, v := range metadata {
-		if strings.HasPrefix(k, pendingKey) || k == checksumKey {
+		if strings.HasPrefix(k, pendingKey) || strings.HasPrefix(k, statesOffsetKey) || k == checksumKey {
 			return fmt.Errorf("%s: metadata key %q is reserved", path, k)
 		}
 		w.meta["0."+k] = v
@@ -94,6 +100,21 @@ func (w *stateWriter) cache(i int, c Cache) error {
 			w.int(p+"6", s.group)
 			w.int(p+"7", s.bits)
 		}
+	case *States:
+		// mlx-lm's ArraysCache state: (slots, left_padding, lengths).
+		w.meta["1."+strconv.Itoa(i)] = statesClass
+		for j, a := range c.slots {
+			name := p + "0." + strconv.Itoa(j)
+			if a == nil {
+				w.none(name)
+			} else {
+				w.arrays[name] = a
+			}
+		}
+		w.none(p + "1")
+		w.none(p + "2")
+		w.meta["0."+statesOffsetKey+strconv.Itoa(i)] = strconv.Itoa(c.offset)
+		return nil
 	default:
 		return fmt.Errorf("layer %d: cannot save a %T", i, c)
 	}
@@ -194,10 +215,20 @@ func (r *stateReader) read(meta map[string]string) ([]Cache, map[string]string, 
 	user := map[string]string{}
 	classes := map[int]string{}
 	pending := map[int]string{}
+	offsets := map[int]int{}
 	for k, v := range meta {
 		head, rest, _ := strings.Cut(k, ".")
 		switch head {
 		case "0":
+			if layer, ok := strings.CutPrefix(rest, statesOffsetKey); ok {
+				i, err1 := strconv.Atoi(layer)
+				n, err2 := strconv.Atoi(v)
+				if err1 != nil || err2 != nil || n < 0 {
+					return nil, nil, fmt.Errorf("%s: metadata %q = %q: not a layer's token count", r.path, k, v)
+				}
+				offsets[i] = n
+				continue
+			}
 			if layer, ok := strings.CutPrefix(rest, pendingKey); ok {
 				i, err := strconv.Atoi(layer)
 				if err != nil {
@@ -241,6 +272,13 @@ func (r *stateReader) read(meta map[string]string) ([]Cache, map[string]string, 
 		c, err := r.cache()
 		if err != nil {
 			return caches, nil, err
+		}
+		if n, ok := offsets[i]; ok {
+			st, isStates := c.(*States)
+			if !isStates {
+				return append(caches, c), nil, fmt.Errorf("%s: metadata %q: layer %d is a %s, not an %s", r.path, "0."+statesOffsetKey+strconv.Itoa(i), i, class, statesClass)
+			}
+			st.offset = n
 		}
 		if spec, ok := pending[i]; ok {
 			var q Quantization
@@ -329,9 +367,57 @@ func (r *stateReader) cache() (Cache, error) {
 			return nil, err
 		}
 		return c, nil
+	case statesClass:
+		return r.states(p)
 	}
-	return nil, r.errf("unknown cache class (this package reads %s, %s, %s and %s)",
-		plainClass, quantizedClass, rotatingClass, quantizedRotatingClass)
+	return nil, r.errf("unknown cache class (this package reads %s, %s, %s, %s and %s)",
+		plainClass, quantizedClass, rotatingClass, quantizedRotatingClass, statesClass)
+}
+
+// states reads an ArraysCache layer: its slots p0.0, p0.1, ... (arrays, or
+// None for an empty slot), then left_padding (p1) and lengths (p2), which
+// a cache saved between batched steps holds and this package does not
+// take.
+func (r *stateReader) states(p string) (Cache, error) {
+	for _, item := range []string{"1", "2"} {
+		if _, ok := r.arrays[p+item]; ok && r.special[p+item] != "none" {
+			return nil, r.errf("tensor %q: an %s saved in the middle of a batched prompt (with left_padding or lengths) is not taken; save it after the prompt", p+item, statesClass)
+		}
+	}
+	var slots []*mlx.Array
+	for j := 0; ; j++ {
+		name := p + "0." + strconv.Itoa(j)
+		a, ok := r.arrays[name]
+		if !ok {
+			break
+		}
+		if r.special[name] == "none" {
+			slots = append(slots, nil)
+			continue
+		}
+		if a.Ndim() < 1 {
+			return nil, r.errf("tensor %q: shape %v, not [B, ...]", name, a.Shape())
+		}
+		if len(slots) > 0 && slots[0] != nil && a.Dim(0) != slots[0].Dim(0) {
+			return nil, r.errf("tensor %q: %d rows beside %d in slot 0", name, a.Dim(0), slots[0].Dim(0))
+		}
+		slots = append(slots, a)
+	}
+	if len(slots) == 0 {
+		return nil, r.errf("no slots (tensors %q, ...)", p+"0.0")
+	}
+	c := NewStates(len(slots))
+	for j, a := range slots {
+		if a == nil {
+			continue
+		}
+		if err := mlx.Eval(a); err != nil {
+			return nil, r.errf("reading slot %d: %v", j, err)
+		}
+		r.taken[p+"0."+strconv.Itoa(j)] = true
+		c.slots[j] = a
+	}
+	return c, nil
 }
 
 // kv reads items 0 (keys) and 1 (values) of layer prefix p into s, whose

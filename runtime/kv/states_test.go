@@ -1,0 +1,266 @@
+package kv
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// normal is a random float32 array of shape, kept past g's Close.
+func normal(g *mlx.Graph, seed uint64, dt mlx.Dtype, shape ...int) *mlx.Array {
+	a := g.AsType(g.Normal(shape, mlx.Float32, 0, 1, g.RandomKey(seed)), dt)
+	return a
+}
+
+// TestStates: slots set and replaced, sizes, no trimming, and an attention
+// layer handed a state cache failing its graph.
+func TestStates(t *testing.T) {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	c := NewStates(2)
+	defer c.Free()
+	if !c.Empty() || c.Nbytes() != 0 || c.Slot(0) != nil || c.Slots() != 2 {
+		t.Fatalf("a new cache: empty %v, %d bytes, %d slots", c.Empty(), c.Nbytes(), c.Slots())
+	}
+	conv := normal(g, 1, mlx.BFloat16, 1, 3, 8)
+	state := normal(g, 2, mlx.Float32, 1, 2, 4, 4)
+	c.SetSlot(g, 0, conv)
+	c.SetSlot(g, 1, state)
+	c.Advance(5)
+	if err := mlx.Eval(c.Slot(0), c.Slot(1)); err != nil {
+		t.Fatal(err)
+	}
+	if c.Empty() || c.Offset() != 5 || c.Nbytes() != 3*8*2+2*4*4*4 {
+		t.Errorf("empty %v, offset %d, %d bytes", c.Empty(), c.Offset(), c.Nbytes())
+	}
+	if c.Trimmable() || c.Trim(2) != 0 || c.Offset() != 5 {
+		t.Errorf("a state cache trimmed")
+	}
+	c.SetSlot(g, 1, normal(g, 3, mlx.Float32, 1, 2, 4, 4))
+	if err := mlx.Eval(c.Slot(1)); err != nil {
+		t.Fatal(err)
+	}
+	g2 := mlx.NewGraph(nil)
+	defer g2.Close()
+	kv := c.Update(g2, g2.Zeros([]int{1, 1, 1, 4}, mlx.Float32), g2.Zeros([]int{1, 1, 1, 4}, mlx.Float32))
+	if err := g2.Eval(kv.Keys); err == nil || !strings.Contains(err.Error(), "recurrent state (States), which holds no keys and values") {
+		t.Errorf("Update on a state cache: %v", err)
+	}
+	c.Free()
+	if !c.Empty() || c.Offset() != 0 || c.Nbytes() != 0 {
+		t.Error("Free left something")
+	}
+}
+
+// TestMergeStates: rows of several sequences stacked in order, an empty
+// slot read as zeros, then filtered and extracted back.
+func TestMergeStates(t *testing.T) {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	a, b, empty := NewStates(2), NewStates(2), NewStates(2)
+	for _, c := range []*States{a, b, empty} {
+		defer c.Free()
+	}
+	a.SetSlot(g, 0, normal(g, 1, mlx.Float32, 1, 3, 4))
+	a.SetSlot(g, 1, normal(g, 2, mlx.Float32, 1, 2, 2))
+	b.SetSlot(g, 1, normal(g, 3, mlx.Float32, 2, 2, 2))
+	a.Advance(3)
+	b.Advance(7)
+	m, err := MergeStates(g, []*States{a, b, empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	if m.Offset() != 7 || m.Slot(0).Dim(0) != 4 || m.Slot(1).Dim(0) != 4 {
+		t.Fatalf("merged: offset %d, rows %d and %d", m.Offset(), m.Slot(0).Dim(0), m.Slot(1).Dim(0))
+	}
+	row := func(c *States, slot, r int) []float32 {
+		x := c.Extract(g, r)
+		defer x.Free()
+		v, err := g.AsType(x.Slot(slot), mlx.Float32).Float32s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	same := func(what string, got, want []float32) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+		}
+	}
+	same("row 0 slot 0", row(m, 0, 0), row(a, 0, 0))
+	same("row 1 slot 0 (empty in its part)", row(m, 0, 1), make([]float32, 12))
+	same("row 2 slot 1", row(m, 1, 2), row(b, 1, 1))
+	same("row 3 slot 1 (an empty part)", row(m, 1, 3), make([]float32, 4))
+	m.Filter(g, []int{2, 0})
+	same("filtered row 0", row(m, 1, 0), row(b, 1, 1))
+	same("filtered row 1", row(m, 0, 1), row(a, 0, 0))
+	if _, err := MergeStates(g, []*States{a, NewStates(3)}); err == nil {
+		t.Error("caches of 2 and 3 slots merged")
+	}
+}
+
+// TestStatesFiles: a file of attention and state layers written by Save
+// reads back the same, and mlx-lm's load_prompt_cache reads it as
+// ArraysCache layers with the same arrays; a file mlx-lm's
+// save_prompt_cache wrote reads here as States with its arrays.
+func TestStatesFiles(t *testing.T) {
+	dir := t.TempDir()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	kv := NewPlain()
+	kv.Update(g, normal(g, 1, mlx.Float32, 1, 2, 5, 8), normal(g, 2, mlx.Float32, 1, 2, 5, 8))
+	full, half := NewStates(2), NewStates(2)
+	full.SetSlot(g, 0, normal(g, 3, mlx.BFloat16, 1, 3, 12))
+	full.SetSlot(g, 1, normal(g, 4, mlx.Float32, 1, 2, 4, 6))
+	half.SetSlot(g, 1, normal(g, 5, mlx.Float32, 1, 2, 4, 6))
+	full.Advance(5)
+	caches := []Cache{kv, full, half}
+	defer func() {
+		for _, c := range caches {
+			c.Free()
+		}
+	}()
+	if err := g.Eval(full.Slot(0), full.Slot(1), half.Slot(1)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "ours.safetensors")
+	if err := Save(path, caches, map[string]string{"who": "archgen"}); err != nil {
+		t.Fatal(err)
+	}
+
+	back, meta, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range back {
+			c.Free()
+		}
+	}()
+	if meta["who"] != "archgen" || len(back) != 3 {
+		t.Fatalf("read back %d layers, metadata %v", len(back), meta)
+	}
+	bf, ok1 := back[1].(*States)
+	bh, ok2 := back[2].(*States)
+	if !ok1 || !ok2 {
+		t.Fatalf("layers 1 and 2 read back as %T and %T", back[1], back[2])
+	}
+	if bf.Offset() != 5 || bh.Slot(0) != nil {
+		t.Errorf("offset %d, empty slot %v", bf.Offset(), bh.Slot(0))
+	}
+	sameArray(t, "slot 1.0", bf.Slot(0), full.Slot(0))
+	sameArray(t, "slot 1.1", bf.Slot(1), full.Slot(1))
+	sameArray(t, "slot 2.1", bh.Slot(1), half.Slot(1))
+
+	// mlx-lm reads our file.
+	out := filepath.Join(dir, "read.safetensors")
+	runStatesRefs(t, "read", path, out)
+	arrays, info := loadRefs(t, out)
+	for i, class := range []string{"KVCache", "ArraysCache", "ArraysCache"} {
+		if got := info["class."+strconv.Itoa(i)]; got != class {
+			t.Errorf("mlx-lm read layer %d as %q, want %q", i, got, class)
+		}
+	}
+	if info["empty.2.0"] != "1" || !strings.Contains(info["meta"], "who=archgen") {
+		t.Errorf("mlx-lm's view: %v", info)
+	}
+	sameArray(t, "mlx-lm's slot 1.0", need(t, arrays, "1.0"), full.Slot(0))
+	sameArray(t, "mlx-lm's slot 1.1", need(t, arrays, "1.1"), full.Slot(1))
+	sameArray(t, "mlx-lm's slot 2.1", need(t, arrays, "2.1"), half.Slot(1))
+
+	// We read mlx-lm's file.
+	theirs := filepath.Join(dir, "theirs.safetensors")
+	runStatesRefs(t, "write", theirs)
+	want, _ := loadRefs(t, theirs+".arrays.safetensors")
+	got, meta, err := Load(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range got {
+			c.Free()
+		}
+	}()
+	if meta["who"] != "mlx-lm" || len(got) != 3 {
+		t.Fatalf("read %d layers of mlx-lm's file, metadata %v", len(got), meta)
+	}
+	p, ok := got[0].(*Plain)
+	if !ok {
+		t.Fatalf("layer 0 is %T", got[0])
+	}
+	sameArray(t, "their keys", p.filled(g)[0], need(t, want, "0.keys"))
+	f, ok1 := got[1].(*States)
+	h, ok2 := got[2].(*States)
+	if !ok1 || !ok2 {
+		t.Fatalf("layers 1 and 2 are %T and %T", got[1], got[2])
+	}
+	sameArray(t, "their slot 1.0", f.Slot(0), need(t, want, "1.0"))
+	sameArray(t, "their slot 1.1", f.Slot(1), need(t, want, "1.1"))
+	if h.Slot(0) != nil || f.Offset() != 0 {
+		t.Errorf("their empty slot %v, offset %d", h.Slot(0), f.Offset())
+	}
+	sameArray(t, "their slot 2.1", h.Slot(1), need(t, want, "2.1"))
+}
+
+func runStatesRefs(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(python(t), append([]string{"testdata/states_refs.py"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("states_refs.py %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestStatesFileErrors: an ArraysCache saved between batched steps (with
+// left_padding), one without slots, and a token count on a layer that is
+// not a state cache, each refused naming the file, the layer and the
+// tensor or key.
+func TestStatesFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	slot := normal(g, 1, mlx.Float32, 2, 3)
+	for _, c := range []struct {
+		name   string
+		arrays map[string]*mlx.Array
+		meta   map[string]string
+		want   string
+	}{
+		{"left padding", map[string]*mlx.Array{"0.0.0": slot, "0.1": mlx.FromSlice(g, []int32{1, 0}, 2)},
+			map[string]string{"1.0": "ArraysCache", "2.0": ""},
+			`layer 0 (ArraysCache): tensor "0.1": an ArraysCache saved in the middle of a batched prompt (with left_padding or lengths) is not taken; save it after the prompt`},
+		{"no slots", map[string]*mlx.Array{"0.1": mlx.FromSlice(g, []float32{}, 0)},
+			map[string]string{"1.0": "ArraysCache", "2.0": "", "2.1.0": "0.1", "2.1.1": "none"},
+			`layer 0 (ArraysCache): no slots (tensors "0.0.0", ...)`},
+		{"token count on an attention layer", map[string]*mlx.Array{"0.0": mlx.FromSlice(g, []float32{}, 0), "0.1": mlx.FromSlice(g, []float32{}, 0), "0.2": mlx.FromSlice(g, []int32{0})},
+			map[string]string{"1.0": "KVCache", "0.kv_offset_0": "3", "2.0": "", "2.1.0": "0.0", "2.1.1": "none", "2.2.0": "0.1", "2.2.1": "none", "2.3.0": "0.2", "2.3.1": "scalar"},
+			`metadata "0.kv_offset_0": layer 0 is a KVCache, not an ArraysCache`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".safetensors")
+			if err := g.Eval(slot); err != nil {
+				t.Fatal(err)
+			}
+			if err := mlx.SaveSafetensors(path, c.arrays, c.meta); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := Load(path)
+			if want := path + ": " + c.want; err == nil || err.Error() != want {
+				t.Errorf("error\n%v\nwant\n%s", err, want)
+			}
+		})
+	}
+	if err := Save(filepath.Join(dir, "x.safetensors"), nil, map[string]string{"kv_offset_0": "1"}); err == nil || !strings.Contains(err.Error(), `metadata key "kv_offset_0" is reserved`) {
+		t.Errorf("a reserved metadata key: %v", err)
+	}
+}

@@ -1231,3 +1231,41 @@ func (g *Graph) Conv1D(x, w *Array, stride, padding, dilation, groups int) *Arra
 	}
 	return g.done("conv1d", C.mlxg_conv1d(g.res0(), x.c, w.c, C.int(stride), C.int(padding), C.int(dilation), C.int(groups), g.s.c, g.errp()))
 }
+
+// SSM holds the parameters of a Mamba2 state-space layer's scan, each
+// [heads]: ALog (A = -exp(ALog)), D (the skip connection) and DtBias;
+// DtMin and DtMax clip the time steps.
+type SSM struct {
+	ALog, D, DtBias *Array
+	DtMin, DtMax    float32
+}
+
+// SSMScan runs Mamba2's state-space scan (SSD) over every step: x [b, T,
+// h, p], B and C [b, T, g, n] (head i reads group i / (h / g)), dt [b, T,
+// h] raw, from state (float32 [b, h, p, n]; nil for a fresh sequence).
+// With dt' = clip(softplus(float32(dt) + DtBias), DtMin, DtMax) each step
+// is S = exp(dt' A) S + (dt' x) B; y = S C + D x. It returns y and the
+// last state, on archgen's kernel: a step-by-step recurrence in float32
+// that equals mlx-lm's chunked ssm_attn within float32 rounding
+// (SSMScanOps is that form, bit for bit).
+func (g *Graph) SSMScan(x, b, c, dt, state *Array, p *SSM) (y, last *Array) {
+	return g.ssmScan(x, b, c, dt, state, p, true)
+}
+
+// SSMScanOps is SSMScan composed of libmlx's ops in chunks of 256 steps as
+// mlx-lm's ssm_attn composes them (without its batch masks).
+func (g *Graph) SSMScanOps(x, b, c, dt, state *Array, p *SSM) (y, last *Array) {
+	return g.ssmScan(x, b, c, dt, state, p, false)
+}
+
+func (g *Graph) ssmScan(x, b, c, dt, state *Array, p *SSM, native bool) (*Array, *Array) {
+	const op = "ssm_scan"
+	if !g.ok(op, x, b, c, dt, p.ALog, p.D, p.DtBias) || !g.okOpt(op, state) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_ssm_scan(res, x.c, p.ALog.c, b.c, c.c, p.D.c, dt.c, p.DtBias.c, opt(state),
+			C.float(p.DtMin), C.float(p.DtMax), C.bool(native), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}

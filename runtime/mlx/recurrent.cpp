@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <string>
 #include <vector>
@@ -57,6 +58,50 @@ struct DeltaJob {
   float* s1;  // [B, Hv, Dv, Dk]
 };
 
+// load_lanes puts rows [r0, r0 + n) of the float32 matrix m (rows of w
+// values) into lanes of sv[0..w): lane i of sv[c] is row r0 + i's value c.
+// The lanes past n repeat the last row, so that they compute on real
+// numbers; store_lanes writes back the first n.
+template <typename V, int L>
+__attribute__((always_inline)) inline void load_lanes(V* sv, const float* m, int r0, int n, int w) {
+  for (int i = 0; i < L; i++) {
+    const float* row = m + static_cast<size_t>(r0 + std::min(i, n - 1)) * w;
+    for (int c = 0; c < w; c++) sv[c][i] = row[c];
+  }
+}
+
+template <typename V>
+__attribute__((always_inline)) inline void store_lanes(float* m, const V* sv, int r0, int n, int w) {
+  for (int i = 0; i < n; i++) {
+    float* row = m + static_cast<size_t>(r0 + i) * w;
+    for (int c = 0; c < w; c++) row[c] = sv[c][i];
+  }
+}
+
+// run_items hands work items [0, items) to the pool's threads in a few
+// parts each; f runs a range of them.
+void run_items(int items, const std::function<void(int, int)>& f) {
+  Pool& pool = Pool::get();
+  const int parts = std::min(items, pool.threads() * 4);
+  pool.run(parts, [&](int p) {
+    f(static_cast<int>(static_cast<int64_t>(items) * p / parts),
+      static_cast<int>(static_cast<int64_t>(items) * (p + 1) / parts));
+  });
+}
+
+// outputs_ready allocates a primitive's outputs and tells the encoder of
+// its arrays.
+mx::cpu::CommandEncoder& outputs_ready(mx::Stream s, const std::vector<mx::array>& in,
+                                       std::vector<mx::array>& outs) {
+  auto& enc = mx::cpu::get_command_encoder(s);
+  for (auto& a : in) enc.set_input_array(a);
+  for (auto& o : outs) {
+    o.set_data(mx::allocator::malloc(o.nbytes()));
+    enc.set_output_array(o);
+  }
+  return enc;
+}
+
 // The rows [r0, r0 + L) of head (b, h), all T steps, lane i holding row
 // r0 + i; the lanes past n are computed on copies and not written. V is a
 // vector of L floats; the body is the same for every width.
@@ -66,11 +111,8 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
                                                        V* old) {
   const int Dk = j.Dk, Dv = j.Dv, hk = h / (j.Hv / j.Hk);
   const size_t ts = archgen::kind_size(j.t), bs = archgen::kind_size(j.bt);
-  // Lane i of sv[c] is row r0 + i's state at key channel c.
-  for (int i = 0; i < L; i++) {
-    const float* row = j.s0 + ((static_cast<size_t>(b) * j.Hv + h) * Dv + r0 + std::min(i, n - 1)) * Dk;
-    for (int c = 0; c < Dk; c++) sv[c][i] = row[c];
-  }
+  const size_t head = (static_cast<size_t>(b) * j.Hv + h) * Dv * Dk;
+  load_lanes<V, L>(sv, j.s0 + head, r0, n, Dk);
   for (int t = 0; t < j.T; t++) {
     const size_t bt = static_cast<size_t>(b) * j.T + t;
     const size_t qk_at = (bt * j.Hk + hk) * Dk;
@@ -112,10 +154,7 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
     for (int i = 0; i < n; i++) archgen::store1(j.y, v_at + i, o[i], j.t);
     if (!keep) std::copy(old, old + Dk, sv);
   }
-  for (int i = 0; i < n; i++) {
-    float* row = j.s1 + ((static_cast<size_t>(b) * j.Hv + h) * Dv + r0 + i) * Dk;
-    for (int c = 0; c < Dk; c++) row[c] = sv[c][i];
-  }
+  store_lanes(j.s1 + head, sv, r0, n, Dk);
 }
 
 typedef float f32x8 __attribute__((vector_size(32)));
@@ -169,12 +208,7 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) void delta_items16(const DeltaJ
 
 void run_delta(const DeltaJob& j, int isa) {
   const int L = isa == 2 ? 16 : 8;
-  const int items = j.B * j.Hv * ((j.Dv + L - 1) / L);
-  Pool& pool = Pool::get();
-  const int parts = std::min(items, pool.threads() * 4);
-  pool.run(parts, [&](int p) {
-    const int i0 = static_cast<int>(static_cast<int64_t>(items) * p / parts);
-    const int i1 = static_cast<int>(static_cast<int64_t>(items) * (p + 1) / parts);
+  run_items(j.B * j.Hv * ((j.Dv + L - 1) / L), [&](int i0, int i1) {
     if (isa == 2) {
       delta_items16(j, i0, i1);
     } else {
@@ -189,12 +223,7 @@ class NativeGatedDelta : public mx::Primitive {
       : Primitive(s), gvec_(gvec), masked_(masked), isa_(isa) {}
 
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    for (auto& a : in) enc.set_input_array(a);
-    for (auto& o : outs) {
-      o.set_data(mx::allocator::malloc(o.nbytes()));
-      enc.set_output_array(o);
-    }
+    auto& enc = outputs_ready(stream(), in, outs);
     const mx::array &q = in[0], &k = in[1], &v = in[2], &g = in[3], &beta = in[4], &s0 = in[5];
     DeltaJob j{q.data<void>(),
                k.data<void>(),
@@ -258,6 +287,164 @@ bool shapes_fit(const mx::array& q, const mx::array& k, const mx::array& v, cons
   if (state.shape() != mx::Shape{B, Hv, Dv, Dk}) return false;
   if (mask && mask->shape() != mx::Shape{B, T}) return false;
   return true;
+}
+
+// ---- Mamba2's state-space scan ----
+
+struct ScanJob {
+  const void* x;   // [b, T, h, p] of kind t
+  const float* dt;  // [b, T, h], after softplus and clip
+  const float* A;   // [h], -exp(A_log)
+  const void* B;    // [b, T, g, n] of kind bt
+  const void* C;    // [b, T, g, n] of kind bt
+  const float* s0;  // [b, h, p, n]
+  Kind t, bt;
+  int nb, T, H, P, G, N;
+  void* y;    // [b, T, h, p] of kind t
+  float* s1;  // [b, h, p, n]
+};
+
+// scan_block runs rows [r0, r0 + n) of head (b, h)'s state, one row (a
+// channel p) per lane, through every step.
+template <typename V, int L>
+__attribute__((always_inline)) inline void scan_block(const ScanJob& j, int b, int h, int r0, int n,
+                                                      V* sv, float* bf, float* cf) {
+  const int N = j.N, P = j.P, grp = h / (j.H / j.G);
+  const size_t ts = archgen::kind_size(j.t), bs = archgen::kind_size(j.bt);
+  const size_t head = (static_cast<size_t>(b) * j.H + h) * P * N;
+  load_lanes<V, L>(sv, j.s0 + head, r0, n, N);
+  for (int t = 0; t < j.T; t++) {
+    const size_t bt = static_cast<size_t>(b) * j.T + t;
+    const size_t bc_at = (bt * j.G + grp) * N;
+    archgen::to_f32(bf, static_cast<const char*>(j.B) + bc_at * bs, N, j.bt);
+    archgen::to_f32(cf, static_cast<const char*>(j.C) + bc_at * bs, N, j.bt);
+    const float dtv = j.dt[bt * j.H + h];
+    const float dA = std::exp(dtv * j.A[h]);
+    const size_t x_at = (bt * j.H + h) * P + r0;
+    V xs = {};
+    for (int i = 0; i < n; i++) xs[i] = archgen::load1(j.x, x_at + i, j.t);
+    xs = xs * dtv;
+    V acc = {};
+    for (int c = 0; c < N; c++) {
+      V a = sv[c] * dA;
+      V u = xs * bf[c];
+      sv[c] = a + u;
+      V r = sv[c] * cf[c];
+      acc = acc + r;
+    }
+    for (int i = 0; i < n; i++) archgen::store1(j.y, x_at + i, acc[i], j.t);
+  }
+  store_lanes(j.s1 + head, sv, r0, n, N);
+}
+
+template <typename V, int L>
+__attribute__((always_inline)) inline void scan_items(const ScanJob& j, int i0, int i1) {
+  const int blocks = (j.P + L - 1) / L;
+  const size_t vs = sizeof(V) * j.N, fs = (sizeof(float) * j.N + 63) / 64 * 64;
+  char* mem = static_cast<char*>(std::aligned_alloc(64, vs + 2 * fs));
+  if (mem == nullptr) throw std::bad_alloc();
+  V* sv = reinterpret_cast<V*>(mem);
+  float* bf = reinterpret_cast<float*>(mem + vs);
+  float* cf = reinterpret_cast<float*>(mem + vs + fs);
+  for (int i = i0; i < i1; i++) {
+    const int bh = i / blocks, r0 = (i % blocks) * L;
+    scan_block<V, L>(j, bh / j.H, bh % j.H, r0, std::min(L, j.P - r0), sv, bf, cf);
+  }
+  std::free(mem);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void scan_items8(const ScanJob& j, int i0, int i1) {
+  scan_items<f32x8, 8>(j, i0, i1);
+}
+
+__attribute__((target("avx512f,avx2,fma,f16c"))) void scan_items16(const ScanJob& j, int i0, int i1) {
+  scan_items<f32x16, 16>(j, i0, i1);
+}
+
+class NativeScan : public mx::Primitive {
+ public:
+  NativeScan(mx::Stream s, int isa) : Primitive(s), isa_(isa) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = outputs_ready(stream(), in, outs);
+    const mx::array &x = in[0], &B = in[3];
+    ScanJob j{x.data<void>(),
+              in[1].data<float>(),
+              in[2].data<float>(),
+              B.data<void>(),
+              in[4].data<void>(),
+              in[5].data<float>(),
+              kind_of(x.dtype()),
+              kind_of(B.dtype()),
+              static_cast<int>(x.shape(0)),
+              static_cast<int>(x.shape(1)),
+              static_cast<int>(x.shape(2)),
+              static_cast<int>(x.shape(3)),
+              static_cast<int>(B.shape(2)),
+              static_cast<int>(B.shape(3)),
+              outs[0].data<void>(),
+              outs[1].data<float>()};
+    int isa = isa_;
+    enc.dispatch([j, in, outs, isa]() {
+      const int L = isa == 2 ? 16 : 8;
+      run_items(j.nb * j.H * ((j.P + L - 1) / L), [&](int i0, int i1) {
+        if (isa == 2) {
+          scan_items16(j, i0, i1);
+        } else {
+          scan_items8(j, i0, i1);
+        }
+      });
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's state-space scan runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenSSMScan"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeScan*>(&other);
+    return o != nullptr && o->isa_ == isa_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {in[0].shape(), in[5].shape()};
+  }
+
+ private:
+  int isa_;
+};
+
+// ssm_fits: the shapes the scan takes.
+bool ssm_fits(const mx::array& x, const mx::array& A_log, const mx::array& B, const mx::array& C,
+              const mx::array& D, const mx::array& dt, const mx::array& dt_bias,
+              const std::optional<mx::array>& state) {
+  if (x.ndim() != 4 || B.ndim() != 4 || C.shape() != B.shape()) return false;
+  const int b = x.shape(0), T = x.shape(1), h = x.shape(2), p = x.shape(3);
+  const int g = B.shape(2), n = B.shape(3);
+  if (B.shape(0) != b || B.shape(1) != T || g <= 0 || h % g != 0 || n <= 0 || p <= 0) return false;
+  const mx::Shape heads = {h};
+  if (A_log.shape() != heads || D.shape() != heads || dt_bias.shape() != heads) return false;
+  if (dt.shape() != mx::Shape{b, T, h}) return false;
+  if (state && state->shape() != mx::Shape{b, h, p, n}) return false;
+  return true;
+}
+
+[[noreturn]] void ssm_refuse(const mx::array& x, const mx::array& A_log, const mx::array& B,
+                             const mx::array& C, const mx::array& D, const mx::array& dt,
+                             const mx::array& dt_bias, const std::optional<mx::array>& state);
+
+// compute_dt and A as mlx-lm computes them: dt' = clip(softplus(float32(dt)
+// + dt_bias), lo, hi), A = float32(-exp(A_log)).
+std::pair<mx::array, mx::array> ssm_dt_a(const mx::array& dt, const mx::array& dt_bias,
+                                         const mx::array& A_log, float lo, float hi,
+                                         mx::Stream s) {
+  mx::array d = mx::add(mx::astype(dt, mx::float32, s), dt_bias, s);
+  d = mx::logaddexp(d, mx::array(0.0f), s);
+  d = mx::clip(d, mx::array(lo), mx::array(hi), s);
+  mx::array A = mx::astype(mx::negative(mx::exp(A_log, s), s), d.dtype(), s);
+  return {d, A};
 }
 
 // ---- depthwise causal convolution ----
@@ -329,12 +516,7 @@ class NativeDepthwiseConv : public mx::UnaryPrimitive {
               static_cast<int>(w.shape(0)), out.data<void>()};
     int isa = isa_;
     enc.dispatch([j, in, out, isa]() {
-      const int rows = j.B * j.L;
-      Pool& pool = Pool::get();
-      const int parts = std::min(rows, pool.threads() * 4);
-      pool.run(parts, [&](int p) {
-        const int r0 = static_cast<int>(static_cast<int64_t>(rows) * p / parts);
-        const int r1 = static_cast<int>(static_cast<int64_t>(rows) * (p + 1) / parts);
+      run_items(j.B * j.L, [&](int r0, int r1) {
         if (isa == 2) {
           conv_rows16(j, r0, r1);
         } else {
@@ -463,3 +645,115 @@ std::optional<mx::array> archgen_native_depthwise_conv1d(const mx::array& x, con
 }
 
 extern "C" int mlxg_set_native_recurrent(int on) { return recurrent_on.exchange(on != 0 ? 1 : 0); }
+
+namespace {
+
+std::string shape_of(const mx::array& a) {
+  std::string out = "[";
+  for (int i = 0; i < static_cast<int>(a.ndim()); i++) {
+    out += (i > 0 ? ", " : "") + std::to_string(a.shape(i));
+  }
+  return out + "]";
+}
+
+void ssm_refuse(const mx::array& x, const mx::array& A_log, const mx::array& B, const mx::array& C,
+                const mx::array& D, const mx::array& dt, const mx::array& dt_bias,
+                const std::optional<mx::array>& state) {
+  throw std::invalid_argument(
+      "want x [b, T, h, p], B and C [b, T, g, n] with h a multiple of g, A_log, D and dt_bias "
+      "[h], dt [b, T, h], state [b, h, p, n]; got x " +
+      shape_of(x) + ", B " + shape_of(B) + ", C " + shape_of(C) + ", A_log " + shape_of(A_log) +
+      ", D " + shape_of(D) + ", dt " + shape_of(dt) + ", dt_bias " + shape_of(dt_bias) +
+      (state ? ", state " + shape_of(*state) : ""));
+}
+
+}  // namespace
+
+std::vector<mx::array> archgen_ssm_ops(const mx::array& x, const mx::array& A_log,
+                                       const mx::array& B, const mx::array& C, const mx::array& D,
+                                       const mx::array& dt, const mx::array& dt_bias,
+                                       const std::optional<mx::array>& state, float lo, float hi,
+                                       mx::Stream s) {
+  if (!ssm_fits(x, A_log, B, C, D, dt, dt_bias, state)) {
+    ssm_refuse(x, A_log, B, C, D, dt, dt_bias, state);
+  }
+  const int b = x.shape(0), l = x.shape(1), h = x.shape(2), dh = x.shape(3);
+  const int g = B.shape(2), d = B.shape(3), repeats = h / g;
+  constexpr int step = 256;
+  auto [dtf, A] = ssm_dt_a(dt, dt_bias, A_log, lo, hi, s);
+  mx::array dtA = mx::multiply(dtf, mx::reshape(A, {1, 1, -1}, s), s);
+  mx::array dtx = mx::multiply(mx::reshape(dtf, {b, l, h, 1}, s), x, s);
+  auto chunk = [&](const mx::array& a, int i0, int i1) {
+    mx::Shape start(a.ndim(), 0), stop = a.shape();
+    start[1] = i0;
+    stop[1] = i1;
+    return mx::slice(a, start, stop, s);
+  };
+  std::optional<mx::array> st = state;
+  std::vector<mx::array> ys;
+  for (int i = 0; i < l; i += step) {
+    const int e = std::min(i + step, l);
+    mx::array cx = chunk(dtx, i, e), cA = chunk(dtA, i, e), cB = chunk(B, i, e), cC = chunk(C, i, e);
+    const int sl = e - i;
+    mx::array Bt = mx::transpose(cB, {0, 2, 3, 1}, s);
+    mx::array CB = mx::matmul(mx::swapaxes(cC, 1, 2, s), Bt, s);
+    CB = mx::repeat(CB, repeats, 1, s);
+    // segsum over the chunk's steps, then its exponential.
+    mx::array seg = mx::swapaxes(cA, 1, 2, s);
+    seg = mx::repeat(mx::expand_dims(seg, -1, s), sl, -1, s);
+    seg = mx::tril(seg, -1, s);
+    seg = mx::cumsum(seg, -2, false, true, s);
+    mx::array decay = mx::exp(seg, s);
+    mx::array att = mx::tril(mx::multiply(CB, decay, s), 0, s);
+    mx::array y = mx::swapaxes(mx::matmul(att, mx::swapaxes(cx, 1, 2, s), s), 1, 2, s);
+    mx::Shape ds = decay.shape();
+    mx::array last = mx::slice(decay, {0, 0, ds[2] - 1, 0}, ds, s);
+    last = mx::transpose(last, {0, 3, 1, 2}, s);
+    mx::array Bh = mx::swapaxes(mx::repeat(Bt, h / g, 1, s), 2, 3, s);
+    mx::array dxd = mx::multiply(cx, last, s);
+    dxd = mx::swapaxes(mx::swapaxes(dxd, 1, 2, s), 2, 3, s);
+    mx::array next = mx::matmul(dxd, Bh, s);
+    if (st) {
+      mx::array ecs = mx::exp(mx::cumsum(cA, -2, false, true, s), s);
+      mx::Shape es = ecs.shape();
+      mx::array tail = mx::slice(ecs, {0, es[1] - 1, 0}, es, s);  // [b, 1, h]
+      tail = mx::reshape(tail, {b, h, 1, 1}, s);
+      next = mx::add(next, mx::multiply(tail, *st, s), s);
+      mx::array Cr = mx::reshape(cC, {b, sl, g, 1, d, 1}, s);
+      mx::array yp = mx::matmul(mx::reshape(*st, {b, 1, g, repeats, dh, d}, s), Cr, s);
+      yp = mx::flatten(mx::squeeze(yp, -1, s), 2, 3, s);
+      y = mx::add(y, mx::multiply(mx::expand_dims(ecs, -1, s), yp, s), s);
+    }
+    ys.push_back(mx::astype(y, x.dtype(), s));
+    st = next;
+  }
+  if (!st) {  // no steps, no state given
+    st = mx::zeros({b, h, dh, d}, mx::float32, s);
+  }
+  mx::array ysd = ys.empty() ? mx::zeros(x.shape(), x.dtype(), s) : mx::concatenate(ys, 1, s);
+  mx::array y = mx::add(ysd, mx::multiply(x, mx::reshape(D, {1, 1, h, 1}, s), s), s);
+  return {y, *st};
+}
+
+std::optional<std::vector<mx::array>> archgen_native_ssm(
+    const mx::array& x, const mx::array& A_log, const mx::array& B, const mx::array& C,
+    const mx::array& D, const mx::array& dt, const mx::array& dt_bias,
+    const std::optional<mx::array>& state, float lo, float hi, mx::Stream s) {
+  const int isa = recurrent_on.load() != 0 ? archgen_isa_level() : 0;
+  if (isa == 0 || s.device != mx::Device::cpu || !archgen::kernel_float(x.dtype()) ||
+      !archgen::kernel_float(B.dtype()) || C.dtype() != B.dtype() ||
+      !ssm_fits(x, A_log, B, C, D, dt, dt_bias, state) || x.shape(1) == 0 ||
+      (state && state->dtype() != mx::float32)) {
+    return std::nullopt;
+  }
+  auto [dtf, A] = ssm_dt_a(dt, dt_bias, A_log, lo, hi, s);
+  if (dtf.dtype() != mx::float32 || A.dtype() != mx::float32) return std::nullopt;
+  const int b = x.shape(0), h = x.shape(2), p = x.shape(3), n = B.shape(3);
+  mx::array s0 = state ? mx::contiguous(*state, false, s) : mx::zeros({b, h, p, n}, mx::float32, s);
+  auto outs = mx::array::make_arrays(
+      {x.shape(), {b, h, p, n}}, {x.dtype(), mx::float32}, std::make_shared<NativeScan>(s, isa),
+      {mx::contiguous(x, false, s), mx::contiguous(dtf, false, s), mx::contiguous(A, false, s),
+       mx::contiguous(B, false, s), mx::contiguous(C, false, s), s0});
+  mx::array y = mx::add(outs[0], mx::multiply(x, mx::reshape(D, {1, 1, h, 1}, s), s), s);
+  return std::vector<mx::array>{y, outs[1]};
+}

@@ -36,6 +36,29 @@ std::vector<mlx::core::array> archgen_gated_delta_ops(
     const mlx::core::array& g, const mlx::core::array& beta, const mlx::core::array& state,
     const std::optional<mlx::core::array>& mask, mlx::core::Stream s);
 
+// Mamba2's state-space scan (SSD) over T steps, as mlx-lm's ssm_attn
+// computes it without a mask: x [b, T, h, p], B and C [b, T, g, n] (head
+// i reads group i / (h / g)), dt [b, T, h] raw, A_log, D and dt_bias [h],
+// state [b, h, p, n] (none: zeros). With dt' = clip(softplus(float32(dt) +
+// dt_bias), lo, hi) and A = -exp(A_log), each step is S = exp(dt' A) S +
+// (dt' x) B; y = S C, then y + x D. Returns {y, state}.
+//
+// archgen_ssm_ops composes libmlx's ops in chunks of 256 steps exactly as
+// ssm_attn does (its matmuls, cumulative sums and roundings), the form
+// that matches mlx-lm bit for bit; archgen_native_ssm runs the recurrence
+// step by step in float32 in one op, equal to it within float32 rounding
+// (nullopt where it does not apply).
+std::vector<mlx::core::array> archgen_ssm_ops(
+    const mlx::core::array& x, const mlx::core::array& A_log, const mlx::core::array& B,
+    const mlx::core::array& C, const mlx::core::array& D, const mlx::core::array& dt,
+    const mlx::core::array& dt_bias, const std::optional<mlx::core::array>& state, float lo,
+    float hi, mlx::core::Stream s);
+std::optional<std::vector<mlx::core::array>> archgen_native_ssm(
+    const mlx::core::array& x, const mlx::core::array& A_log, const mlx::core::array& B,
+    const mlx::core::array& C, const mlx::core::array& D, const mlx::core::array& dt,
+    const mlx::core::array& dt_bias, const std::optional<mlx::core::array>& state, float lo,
+    float hi, mlx::core::Stream s);
+
 // mlx::core::conv1d where it is a depthwise causal convolution, the short
 // convolution of the recurrent mixers: x [B, L, C] and w [C, K, 1] of one
 // float dtype, stride 1, no padding, dilation 1, groups C. Each output is

@@ -70,12 +70,7 @@ func TestGatedDelta(t *testing.T) {
 		{B: 2, T: 6, Hk: 2, Hv: 2, Dk: 8, Dv: 9, masked: true},
 		{B: 2, T: 5, Hk: 1, Hv: 2, Dk: 16, Dv: 17, vecGate: true, masked: true, zeroState: true},
 	}
-	levels := []int{1}
-	if SetNativeISA(2) == 2 || NativeISA() == 2 {
-		levels = append(levels, 2)
-	}
-	prev := SetNativeISA(2)
-	defer SetNativeISA(prev)
+	levels := isaLevels(t)
 	for _, level := range levels {
 		for _, dt := range []Dtype{Float32, BFloat16, Float16} {
 			for i, c := range cases {
@@ -101,6 +96,17 @@ func TestGatedDelta(t *testing.T) {
 			}
 		}
 	}
+}
+
+// isaLevels are the instruction levels of the native kernels this CPU
+// runs (1 AVX2, 2 AVX-512); the level in force is restored when t ends.
+func isaLevels(t *testing.T) []int {
+	prev := SetNativeISA(2)
+	t.Cleanup(func() { SetNativeISA(prev) })
+	if NativeISA() == 2 {
+		return []int{1, 2}
+	}
+	return []int{1}
 }
 
 // sameBits fails unless a and b hold the same float32 values bit for bit.
@@ -162,7 +168,6 @@ func TestGatedDeltaMatchesMLXLM(t *testing.T) {
 	for _, dt := range []Dtype{Float32, BFloat16} {
 		for i, c := range cases {
 			t.Run(fmt.Sprintf("%s/%d", dt, i), func(t *testing.T) {
-				dir := t.TempDir()
 				g := NewGraph(nil)
 				defer g.Close()
 				q, k, v, decay, beta, state, mask := deltaInputs(g, c, dt, uint64(40+i))
@@ -170,35 +175,40 @@ func TestGatedDeltaMatchesMLXLM(t *testing.T) {
 				if mask != nil {
 					in["mask"] = mask
 				}
-				if err := g.Eval(q, k, v, decay, beta, state); err != nil {
-					t.Fatal(err)
-				}
-				if mask != nil {
-					if err := g.Eval(mask); err != nil {
-						t.Fatal(err)
-					}
-				}
-				inPath, outPath := filepath.Join(dir, "in.safetensors"), filepath.Join(dir, "out.safetensors")
-				if err := SaveSafetensors(inPath, in, nil); err != nil {
-					t.Fatal(err)
-				}
-				runPython(t, "testdata/gated_delta_ref.py", inPath, outPath)
-				ref, _, err := LoadSafetensors(outPath, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
 				y, s := g.GatedDelta(q, k, v, decay, beta, state, mask)
-				if err := g.Eval(y, s); err != nil {
-					t.Fatal(err)
-				}
-				if ref["y"].Dtype() != y.Dtype() {
-					t.Fatalf("mlx-lm's y is %s, ours %s", ref["y"].Dtype(), y.Dtype())
-				}
-				sameBits(t, "y", g.AsType(y, Float32), g.AsType(ref["y"], Float32))
-				sameBits(t, "state", s, ref["state"])
+				sameAsMLXLM(t, g, in, y, s, "testdata/gated_delta_ref.py")
 			})
 		}
 	}
+}
+
+// sameAsMLXLM writes in to a file, runs script on it (with args after its
+// input and output files), and compares y and s with the y and state it
+// wrote, bit for bit.
+func sameAsMLXLM(t *testing.T, g *Graph, in map[string]*Array, y, s *Array, script string, args ...string) {
+	t.Helper()
+	all := []*Array{y, s}
+	for _, a := range in {
+		all = append(all, a)
+	}
+	if err := g.Eval(all...); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	inPath, outPath := filepath.Join(dir, "in.safetensors"), filepath.Join(dir, "out.safetensors")
+	if err := SaveSafetensors(inPath, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	runPython(t, script, append([]string{inPath, outPath}, args...)...)
+	ref, _, err := LoadSafetensors(outPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref["y"].Dtype() != y.Dtype() {
+		t.Fatalf("mlx-lm's y is %s, ours %s", ref["y"].Dtype(), y.Dtype())
+	}
+	sameBits(t, "y", g.AsType(y, Float32), g.AsType(ref["y"], Float32))
+	sameBits(t, "state", s, ref["state"])
 }
 
 // BenchmarkGatedDelta: one layer of Qwen3-Next's linear attention (16 key
@@ -206,6 +216,21 @@ func TestGatedDeltaMatchesMLXLM(t *testing.T) {
 // step and a 512-token prefill, on archgen's kernel and as libmlx's ops
 // one step at a time (what mlx-lm runs on the CPU).
 func BenchmarkGatedDelta(b *testing.B) {
+	benchRecurrence(b, func(g *Graph, T int) []*Array {
+		q, k, v, decay, beta, state, _ := deltaInputs(g, deltaCase{B: 1, T: T, Hk: 16, Hv: 32, Dk: 128, Dv: 128}, BFloat16, 3)
+		return []*Array{q, k, v, decay, beta, state}
+	}, func(g *Graph, in []*Array, native bool) (*Array, *Array) {
+		if native {
+			return g.GatedDelta(in[0], in[1], in[2], in[3], in[4], in[5], nil)
+		}
+		return g.GatedDeltaOps(in[0], in[1], in[2], in[3], in[4], in[5], nil)
+	})
+}
+
+// benchRecurrence times a recurrence at a decode step and a 512-token
+// prefill, on archgen's kernel and in its ops form: setup makes the inputs
+// for T steps, run builds the op on a graph of each iteration.
+func benchRecurrence(b *testing.B, setup func(g *Graph, T int) []*Array, run func(g *Graph, in []*Array, native bool) (*Array, *Array)) {
 	for _, T := range []int{1, 512} {
 		for _, native := range []bool{true, false} {
 			name := fmt.Sprintf("T%d/ops", T)
@@ -215,19 +240,13 @@ func BenchmarkGatedDelta(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				g := NewGraph(nil)
 				defer g.Close()
-				c := deltaCase{B: 1, T: T, Hk: 16, Hv: 32, Dk: 128, Dv: 128}
-				q, k, v, decay, beta, state, _ := deltaInputs(g, c, BFloat16, 3)
-				if err := g.Eval(q, k, v, decay, beta, state); err != nil {
+				in := setup(g, T)
+				if err := g.Eval(in...); err != nil {
 					b.Fatal(err)
 				}
 				for b.Loop() {
 					gs := NewGraph(nil)
-					var y, s *Array
-					if native {
-						y, s = gs.GatedDelta(q, k, v, decay, beta, state, nil)
-					} else {
-						y, s = gs.GatedDeltaOps(q, k, v, decay, beta, state, nil)
-					}
+					y, s := run(gs, in, native)
 					if err := gs.Eval(y, s); err != nil {
 						b.Fatal(err)
 					}
@@ -247,12 +266,7 @@ func TestConv1DDepthwise(t *testing.T) {
 	if NativeISA() == 0 {
 		t.Skip("this CPU runs no native kernels (no AVX2): Conv1D is libmlx's alone")
 	}
-	prev := SetNativeISA(2)
-	defer SetNativeISA(prev)
-	levels := []int{1}
-	if NativeISA() == 2 {
-		levels = append(levels, 2)
-	}
+	levels := isaLevels(t)
 	for _, level := range levels {
 		for _, dt := range []Dtype{Float32, BFloat16, Float16} {
 			for _, shape := range [][4]int{{1, 1, 24, 4}, {2, 7, 37, 4}, {1, 9, 16, 3}} {
@@ -347,4 +361,173 @@ func BenchmarkConv1DDepthwise(b *testing.B) {
 			})
 		}
 	}
+}
+
+// ssmCase is one shape of the Mamba2 scan.
+type ssmCase struct {
+	b, T, h, p, g, n int
+	state            bool
+	dDtype           Dtype // D's dtype: the activations', or float32 as loaded
+}
+
+func ssmInputs(g *Graph, c ssmCase, dt Dtype, seed uint64) (x, bm, cm, dtr, state *Array, p *SSM) {
+	key := g.RandomKey(seed)
+	next := func() *Array {
+		var sub *Array
+		key, sub = g.RandomSplit(key)
+		return sub
+	}
+	x = g.AsType(g.Normal([]int{c.b, c.T, c.h, c.p}, Float32, 0, 1, next()), dt)
+	bm = g.AsType(g.Normal([]int{c.b, c.T, c.g, c.n}, Float32, 0, 1, next()), dt)
+	cm = g.AsType(g.Normal([]int{c.b, c.T, c.g, c.n}, Float32, 0, 1, next()), dt)
+	dtr = g.AsType(g.Normal([]int{c.b, c.T, c.h}, Float32, -1, 1, next()), dt)
+	if c.state {
+		state = g.Normal([]int{c.b, c.h, c.p, c.n}, Float32, 0, 0.5, next())
+	}
+	p = &SSM{
+		ALog:   g.Normal([]int{c.h}, Float32, 0, 1, next()),
+		D:      g.AsType(g.Normal([]int{c.h}, Float32, 0, 1, next()), c.dDtype),
+		DtBias: g.AsType(g.Normal([]int{c.h}, Float32, 0, 0.5, next()), dt),
+		DtMin:  0.001, DtMax: 100,
+	}
+	return
+}
+
+// ssmCases cover chunks of the ops form (256 steps): one, several and a
+// part; grouped heads; a state carried in; D in float32 beside half
+// activations (it promotes y, as in mlx-lm).
+var ssmCases = []ssmCase{
+	{b: 1, T: 1, h: 4, p: 8, g: 1, n: 16, state: true, dDtype: Float32},
+	{b: 2, T: 9, h: 4, p: 20, g: 2, n: 8, dDtype: Float32},
+	{b: 1, T: 300, h: 2, p: 16, g: 1, n: 32, state: true},
+}
+
+// TestSSMScanMatchesMLXLM: SSMScanOps against mlx-lm's own ssm_update (its
+// CPU path, ssm_attn) on the same inputs, bit for bit.
+func TestSSMScanMatchesMLXLM(t *testing.T) {
+	for _, dt := range []Dtype{Float32, BFloat16} {
+		for i, c := range ssmCases {
+			t.Run(fmt.Sprintf("%s/%d", dt, i), func(t *testing.T) {
+				if c.dDtype == 0 {
+					c.dDtype = dt
+				}
+				g := NewGraph(nil)
+				defer g.Close()
+				x, bm, cm, dtr, state, p := ssmInputs(g, c, dt, uint64(60+i))
+				in := map[string]*Array{"x": x, "B": bm, "C": cm, "dt": dtr, "A_log": p.ALog, "D": p.D, "dt_bias": p.DtBias}
+				if state != nil {
+					in["state"] = state
+				}
+				y, s := g.SSMScanOps(x, bm, cm, dtr, state, p)
+				sameAsMLXLM(t, g, in, y, s, "testdata/ssm_ref.py", fmt.Sprint(p.DtMin), fmt.Sprint(p.DtMax))
+			})
+		}
+	}
+}
+
+// TestSSMScan: archgen's kernel against the ops form at every dtype and
+// instruction level, within float32 rounding of a sum reordered (its
+// recurrence multiplies the decays step by step where the ops form takes
+// exponentials of cumulative sums, and sums products where the ops form
+// multiplies matrices): a relative 1e-4 of the largest output in float32,
+// and a unit of the half type's last place beyond that.
+func TestSSMScan(t *testing.T) {
+	if NativeISA() == 0 {
+		t.Skip("this CPU runs no native kernels (no AVX2): SSMScan composes the ops")
+	}
+	levels := isaLevels(t)
+	for _, level := range levels {
+		for _, dt := range []Dtype{Float32, BFloat16, Float16} {
+			for i, c := range ssmCases {
+				t.Run(fmt.Sprintf("isa%d/%s/%d", level, dt, i), func(t *testing.T) {
+					SetNativeISA(level)
+					if c.dDtype == 0 {
+						c.dDtype = dt
+					}
+					g := NewGraph(nil)
+					defer g.Close()
+					x, bm, cm, dtr, state, p := ssmInputs(g, c, dt, uint64(80+i))
+					y, s := g.SSMScan(x, bm, cm, dtr, state, p)
+					if name := s.primitiveName(); name != "ArchgenSSMScan" {
+						t.Fatalf("the state came from %q, not archgen's kernel", name)
+					}
+					wy, ws := g.SSMScanOps(x, bm, cm, dtr, state, p)
+					if err := g.Eval(y, s, wy, ws); err != nil {
+						t.Fatal(err)
+					}
+					if y.Dtype() != wy.Dtype() || fmt.Sprint(y.Shape()) != fmt.Sprint(wy.Shape()) {
+						t.Fatalf("y %s %v, the ops' %s %v", y.Dtype(), y.Shape(), wy.Dtype(), wy.Shape())
+					}
+					near(t, "y", g.AsType(y, Float32), g.AsType(wy, Float32), dt) // rounded to x's dtype before D x joins it
+					near(t, "state", s, ws, Float32)
+				})
+			}
+		}
+	}
+}
+
+// near fails unless every value of a lies within the scan's tolerance of
+// b's, relative to b's largest magnitude.
+func near(t *testing.T, what string, a, b *Array, dt Dtype) {
+	t.Helper()
+	av, err := a.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bv, err := b.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := 0.0
+	for _, v := range bv {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	tol := 1e-4 * scale
+	switch dt {
+	case BFloat16:
+		tol += scale / 128
+	case Float16:
+		tol += scale / 1024
+	}
+	worst := 0.0
+	for i := range av {
+		d := math.Abs(float64(av[i]) - float64(bv[i]))
+		worst = max(worst, d)
+		if d > tol || math.IsNaN(float64(av[i])) != math.IsNaN(float64(bv[i])) {
+			t.Fatalf("%s[%d] = %g, the ops give %g (tolerance %g)", what, i, av[i], bv[i], tol)
+		}
+	}
+	t.Logf("%s: largest difference %.3g of %.3g", what, worst, scale)
+}
+
+// TestSSMScanErrors: shapes the scan does not take are a graph error
+// naming the op and every shape.
+func TestSSMScanErrors(t *testing.T) {
+	g := NewGraph(nil)
+	defer g.Close()
+	x, bm, cm, dtr, _, p := ssmInputs(g, ssmCase{b: 1, T: 2, h: 3, p: 4, g: 2, n: 5, dDtype: Float32}, Float32, 1)
+	y, _ := g.SSMScan(x, bm, cm, dtr, nil, p)
+	err := g.Eval(y)
+	want := "mlx: ssm_scan: want x [b, T, h, p], B and C [b, T, g, n] with h a multiple of g, A_log, D and dt_bias [h], dt [b, T, h], state [b, h, p, n]; got x [1, 2, 3, 4], B [1, 2, 2, 5], C [1, 2, 2, 5], A_log [3], D [3], dt [1, 2, 3], dt_bias [3]"
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n%v\nwant\n%s", err, want)
+	}
+}
+
+// BenchmarkSSMScan: one Mamba2 layer's scan (32 heads of 64 channels, a
+// state of 128, one group) in bfloat16, a decode step and a 512-token
+// prefill, archgen's kernel beside the ops form (mlx-lm's ssm_attn).
+func BenchmarkSSMScan(b *testing.B) {
+	var p *SSM
+	benchRecurrence(b, func(g *Graph, T int) []*Array {
+		c := ssmCase{b: 1, T: T, h: 32, p: 64, g: 1, n: 128, state: true, dDtype: BFloat16}
+		var x, bm, cm, dtr, state *Array
+		x, bm, cm, dtr, state, p = ssmInputs(g, c, BFloat16, 3)
+		return []*Array{x, bm, cm, dtr, state, p.ALog, p.D, p.DtBias}
+	}, func(g *Graph, in []*Array, native bool) (*Array, *Array) {
+		if native {
+			return g.SSMScan(in[0], in[1], in[2], in[3], in[4], p)
+		}
+		return g.SSMScanOps(in[0], in[1], in[2], in[3], in[4], p)
+	})
 }

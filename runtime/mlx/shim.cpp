@@ -995,6 +995,25 @@ int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, 
   })
 }
 
+int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B, mlxg_array C,
+                  mlxg_array D, mlxg_array dt, mlxg_array dt_bias, mlxg_array state, float lo,
+                  float hi, bool native, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    std::optional<std::vector<mx::array>> ys;
+    if (native) {
+      ys = archgen_native_ssm(A(x), A(A_log), A(B), A(C), A(D), A(dt), A(dt_bias), opt(state), lo,
+                              hi, st);
+    }
+    if (!ys) {
+      ys = archgen_ssm_ops(A(x), A(A_log), A(B), A(C), A(D), A(dt), A(dt_bias), opt(state), lo, hi,
+                           st);
+    }
+    res[0] = wrap(std::move((*ys)[0]));
+    res[1] = wrap(std::move((*ys)[1]));
+  })
+}
+
 int mlxg_ropes(mlxg_array* res, const mlxg_array* xs, int n, int dims, bool traditional,
                bool has_base, float base, float scale, int offset, mlxg_array offset_arr,
                mlxg_array freqs, mlxg_stream s, char** err) {

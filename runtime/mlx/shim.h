@@ -300,6 +300,13 @@ int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, 
                      mlxg_stream s, char** err);
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
                   char** err);
+// Mamba2's state-space scan (recurrent.h): y into res[0], the last state
+// into res[1]; archgen's kernel where it applies and native is true,
+// libmlx's ops as mlx-lm's ssm_attn composes them otherwise. state may be
+// empty.
+int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B, mlxg_array C,
+                  mlxg_array D, mlxg_array dt, mlxg_array dt_bias, mlxg_array state, float lo,
+                  float hi, bool native, mlxg_stream s, char** err);
 // mlx's conv1d: x [B, L, C_in], w [C_out, K, C_in / groups].
 int mlxg_conv1d(mlxg_array* res, mlxg_array x, mlxg_array w, int stride, int padding,
                 int dilation, int groups, mlxg_stream s, char** err);

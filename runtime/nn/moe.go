@@ -105,145 +105,6 @@ func (s *SwitchGLU) Apply(g *mlx.Graph, x, idx *mlx.Array) *mlx.Array {
 	return g.Squeeze(y, -2)
 }
 
-// RouterKind is how a router turns its logits into k experts and their
-// weights.
-type RouterKind int
-
-const (
-	// RouteSoftmaxTopK: a softmax (in float32 inside) over all experts,
-	// then the k largest probabilities, renormalised to sum to one when
-	// Renorm.
-	RouteSoftmaxTopK RouterKind = iota
-	// RouteTopKSoftmax: the k largest logits, then a softmax over them
-	// (in float32, and the weights left so, when Float32).
-	RouteTopKSoftmax
-	// RouteSigmoidGroup: sigmoid scores in float32; the experts are picked
-	// by the scores plus Bias, within the TopKGroups of Groups groups
-	// whose two best such scores sum highest; their weights are the
-	// plain scores, renormalised when Renorm (and k > 1), times Scale.
-	RouteSigmoidGroup
-	// RouteScoreTopKNorm: a softmax (or a sigmoid, when Sigmoid) of the
-	// logits in float32, the k highest, divided by their sum (at least
-	// 1e-12).
-	RouteScoreTopKNorm
-	// RouteSigmoidBias: the logits of the input cast to float32, sigmoid
-	// scores; the experts are picked by the scores plus Bias, and weighted
-	// by their plain scores over their sum (plus 1e-20), cast to the
-	// input's dtype, so that the weighted sum is taken in it.
-	RouteSigmoidBias
-	// RouteSparseMixer: K rounds of the largest logit not yet picked,
-	// each weighted by a softmax over the logits within Jitter of it
-	// (sparseMixer).
-	RouteSparseMixer
-)
-
-// Router picks each token's experts: Gate [E, D] gives the logits.
-type Router struct {
-	Gate   *Linear
-	Kind   RouterKind
-	K      int
-	Renorm bool
-	// TopLast picks the k largest as the last k of a partition around the
-	// k-th largest (argpartition(p, -k)[-k:]); otherwise as the first k of
-	// one around the k-th smallest of the negated scores. The two list the
-	// same experts in other orders, and the order is the order the
-	// weighted outputs are summed in.
-	TopLast bool
-	// Float32: RouteTopKSoftmax's softmax in float32.
-	Float32 bool
-	// Sigmoid: RouteScoreTopKNorm scores by a sigmoid.
-	Sigmoid bool
-	// RouteSigmoidGroup's (and RouteSigmoidBias's) correction bias [E];
-	// RouteSigmoidGroup's groups and scale.
-	Bias               *mlx.Array
-	Groups, TopKGroups int
-	Scale              float64
-	// Jitter: RouteSparseMixer's band, relative to each round's pick.
-	Jitter float64
-}
-
-// topK is the indices of the k largest entries of s along its last axis.
-func (r *Router) topK(g *mlx.Graph, s *mlx.Array) *mlx.Array {
-	if !s.Valid() {
-		return s // a failed op's result: g reports its error
-	}
-	shape := s.Shape()
-	start := make([]int, len(shape))
-	stop := append([]int{}, shape...)
-	if r.TopLast {
-		start[len(start)-1] = shape[len(shape)-1] - r.K
-		return g.Slice(g.Argpartition(s, -r.K, -1), start, stop)
-	}
-	stop[len(stop)-1] = r.K
-	return g.Slice(g.Argpartition(g.Negative(s), r.K-1, -1), start, stop)
-}
-
-// Route is x [..., D]'s experts [..., k] and their weights [..., k].
-func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
-	if r.Kind == RouteSigmoidBias {
-		return r.sigmoidBias(g, x)
-	}
-	logits := r.Gate.Apply(g, x)
-	switch r.Kind {
-	case RouteTopKSoftmax:
-		idx = r.topK(g, logits)
-		top := g.TakeAlongAxis(logits, idx, -1)
-		if r.Float32 {
-			weights = g.Softmax(g.AsType(top, mlx.Float32), false, -1)
-		} else {
-			weights = g.Softmax(top, true, -1)
-		}
-	case RouteSigmoidGroup:
-		return r.sigmoidGroup(g, logits)
-	case RouteSparseMixer:
-		return r.sparseMixer(g, logits)
-	case RouteScoreTopKNorm:
-		f := g.AsType(logits, mlx.Float32)
-		var p *mlx.Array
-		if r.Sigmoid {
-			p = g.Sigmoid(f)
-		} else {
-			p = g.Softmax(f, false, -1)
-		}
-		idx = r.topK(g, p)
-		weights = g.TakeAlongAxis(p, idx, -1)
-		weights = g.Divide(weights, g.BinaryScalar(mlx.OpMaximum, g.Sum(weights, true, -1), 1e-12))
-	default:
-		p := g.Softmax(logits, true, -1)
-		idx = r.topK(g, p)
-		weights = g.TakeAlongAxis(p, idx, -1)
-		if r.Renorm {
-			weights = g.Divide(weights, g.Sum(weights, true, -1))
-		}
-	}
-	return idx, weights
-}
-
-// sigmoidGroup is RouteSigmoidGroup's choice from logits.
-func (r *Router) sigmoidGroup(g *mlx.Graph, logits *mlx.Array) (idx, weights *mlx.Array) {
-	p := g.Sigmoid(g.AsType(logits, mlx.Float32))
-	s := g.Add(p, r.Bias)
-	if r.Groups > 1 && r.Groups > r.TopKGroups {
-		shape := s.Shape()
-		e := shape[len(shape)-1]
-		grouped := g.Reshape(s, append(append([]int{}, shape[:len(shape)-1]...), r.Groups, e/r.Groups)...)
-		best := g.Sum(g.TopK(grouped, 2, -1), true, -1) // [..., groups, 1]
-		drop := r.Groups - r.TopKGroups
-		gs := best.Shape()
-		start, stop := make([]int, len(gs)), append([]int{}, gs...)
-		stop[len(stop)-2] = drop
-		worst := g.Slice(g.Argpartition(best, drop-1, -2), start, stop)
-		grouped = g.PutAlongAxis(grouped, worst, g.Scalar(0, mlx.Float32), -2)
-		s = g.Reshape(grouped, shape...)
-	}
-	idx = r.topK(g, s)
-	weights = g.TakeAlongAxis(p, idx, -1)
-	if r.K > 1 && r.Renorm {
-		weights = g.Divide(weights, g.Sum(weights, true, -1))
-	}
-	return idx, g.MultiplyScalar(weights, r.Scale)
-}
-
 // MoE is a sparse feed-forward block: the router's experts, weighted.
 type MoE struct {
 	Router  Router
@@ -327,4 +188,24 @@ func (m *MoE) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		s = g.Multiply(g.Sigmoid(m.SharedGate.Apply(g, x)), s)
 	}
 	return g.Add(y, s)
+}
+
+// gatherMM is x [..., 1, in] times the matrices w [E, in, out] that idx
+// picks for each row (mlx's gather_mm). libmlx's CPU gather_mm takes
+// float32 only (mlx-lm refuses a bfloat16 or float16 mixture of experts
+// on the CPU for it): other dtypes multiply in float32, exactly widened,
+// and the product is rounded back, as MLX's own half-precision matmuls
+// accumulate in float32 and round once.
+func gatherMM(g *mlx.Graph, x, w, idx *mlx.Array, sorted bool) *mlx.Array {
+	if dt := x.Dtype(); dt != mlx.Float32 {
+		y := g.GatherMM(g.AsType(x, mlx.Float32), g.AsType(w, mlx.Float32), nil, idx, sorted)
+		return g.AsType(y, dt)
+	}
+	return g.GatherMM(x, w, nil, idx, sorted)
+}
+
+// gatherQMM is gatherMM over the quantized stack q [E, out, in], each
+// picked matrix transposed (mlx's gather_qmm).
+func gatherQMM(g *mlx.Graph, x *mlx.Array, q mlx.Quantized, idx *mlx.Array, sorted bool) *mlx.Array {
+	return g.GatherQMM(x, q, nil, idx, true, sorted)
 }

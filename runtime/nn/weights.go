@@ -879,3 +879,41 @@ func (w *Weights) markScales(name string, p *QuantParams) {
 	}
 	w.l.fpScales[w.prefix+name+".scales"] = true
 }
+
+// Holds reports whether the checkpoint has the tensor prefix+name (before
+// anything asks for it): how an architecture whose head is tied exactly
+// when the checkpoint has no head of its own decides. A listing
+// (RecordWeights) holds every tensor, so it lists the untied head.
+func (w *Weights) Holds(name string) bool {
+	if w.l.record {
+		return true
+	}
+	_, ok := w.l.tensors[w.prefix+name]
+	return ok
+}
+
+// Matrix is a linear without bias whose weight [out, in] is a plain
+// parameter, never quantized (a router mlx-lm keeps as a bare weight).
+func (w *Weights) Matrix(name string, out, in int) *Linear {
+	if w.l.record {
+		w.spec(name+".weight", []int{out, in}, nil, false)
+		return &Linear{}
+	}
+	return &Linear{Weight: w.param(name+".weight", []int{out, in}, false)}
+}
+
+// Vector is the parameter name [n]. When the model is loaded over a
+// group and the shard plan splits name (AllToSharded: a value per head,
+// such as attention sinks), n is this process's share and it reads its
+// block of the whole.
+func (w *Weights) Vector(name string, n int) *mlx.Array {
+	if w.l.record {
+		w.spec(name, []int{n}, nil, false)
+		return nil
+	}
+	if w.role(name) == AllToSharded {
+		grp := w.l.opts.Group
+		return w.block(name, []int{n * grp.Size()}, 0, grp.Size(), grp.Rank(), 1, false)
+	}
+	return w.param(name, []int{n}, false)
+}

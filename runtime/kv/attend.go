@@ -1,0 +1,122 @@
+package kv
+
+import "github.com/archgen/archgen/runtime/mlx"
+
+// Attention over what a cache holds: fused for dense keys and values, over
+// quantized triples for quantized ones, with sinks, in float32, and the
+// pieces of attention written out (scores, a mask on them, the weighted
+// sum of values).
+
+// Attention is softmax(q k^T * scale + mask) v over kv, q shaped
+// [B, Hq, L, D]: MLX's fused kernel for dense caches, and attention on the
+// quantized keys and values for quantized ones (as mlx-lm's
+// quantized_scaled_dot_product_attention). Hq may be a multiple of Hkv.
+func Attention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
+	return AttentionSinks(g, q, kv, scale, mask, nil)
+}
+
+// AttentionSinks is Attention with attention sinks: sinks [Hq] holds one
+// learned logit per query head that joins each row of that head's softmax
+// and takes its share of the probability without contributing a value
+// (gpt-oss's). nil sinks is Attention. Dense caches run MLX's fused kernel
+// with its sinks; quantized ones put the sink before each row of scores,
+// take the softmax and drop it again, as MLX's own unfused attention does.
+func AttentionSinks(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask, sinks *mlx.Array) *mlx.Array {
+	if kv.QKeys != nil {
+		return quantizedAttention(g, q, kv, scale, mask, sinks)
+	}
+	return g.SDPASinks(q, kv.Keys, kv.Values, scale, mask, sinks)
+}
+
+// Scores is q k^T for attention written out by hand, over dense or
+// quantized keys: q [B, Hq, L, D] (already scaled) against the keys
+// [B, Hkv, S, D] gives [B, Hq, L, S]. Grouped-query heads are matched as
+// mlx-lm's gemma2 does, by viewing q as [B, Hkv, rep, L, D] against keys
+// with a unit axis at 2; the result is folded back to Hq heads (a view).
+func Scores(g *mlx.Graph, q *mlx.Array, kv KV) *mlx.Array {
+	qs := q.Shape()
+	if len(qs) != 4 {
+		g.Failf("kv: scores need queries [B, Hq, L, D], got %v", qs)
+		return q
+	}
+	if kv.QKeys != nil {
+		if kv.QValues == nil {
+			g.Failf("kv: quantized keys without quantized values")
+			return q
+		}
+		gq, qk, _, rep := groupHeads(g, q, *kv.QKeys, *kv.QValues)
+		return ungroupHeads(g, g.QuantizedMatmul(gq, qk, true), qs[1], rep)
+	}
+	gq, k, rep := groupDense(g, q, kv.Keys)
+	return ungroupHeads(g, g.Matmul(gq, g.Swapaxes(k, -1, -2)), qs[1], rep)
+}
+
+// Mix is probs v, the second half of attention written out by hand: probs
+// [B, Hq, L, S] (from Scores, masked and softmaxed) against the values
+// [B, Hkv, S, Dv] gives [B, Hq, L, Dv].
+func Mix(g *mlx.Graph, probs *mlx.Array, kv KV) *mlx.Array {
+	ps := probs.Shape()
+	if len(ps) != 4 {
+		g.Failf("kv: mixing needs probabilities [B, Hq, L, S], got %v", ps)
+		return probs
+	}
+	if kv.QValues != nil {
+		if kv.QKeys == nil {
+			g.Failf("kv: quantized values without quantized keys")
+			return probs
+		}
+		gp, _, qv, rep := groupHeads(g, probs, *kv.QKeys, *kv.QValues)
+		return ungroupHeads(g, g.QuantizedMatmul(gp, qv, false), ps[1], rep)
+	}
+	gp, v, rep := groupDense(g, probs, kv.Values)
+	return ungroupHeads(g, g.Matmul(gp, v), ps[1], rep)
+}
+
+// MaskScores applies mask to scores [B, Hq, L, S] from Scores as mlx-lm's
+// written-out attention does: a boolean mask (true attends) sets masked
+// scores to the lowest finite value of their dtype, an additive mask is
+// added, the "causal" mode is the boolean mask aligned at the end of the
+// keys, and no mask leaves the scores as they are.
+func MaskScores(g *mlx.Graph, scores *mlx.Array, mask mlx.AttentionMask) *mlx.Array {
+	return maskScores(g, scores, mask, false)
+}
+
+// groupDense views x [B, Hq, L, X] as [B, Hkv, rep, L, X] and gives the
+// dense KV array a [B, Hkv, S, Y] unit axis at 2 when rep = Hq/Hkv > 1.
+func groupDense(g *mlx.Graph, x, a *mlx.Array) (*mlx.Array, *mlx.Array, int) {
+	xs := x.Shape()
+	hkv := a.Dim(1)
+	if hkv == 0 || xs[1]%hkv != 0 {
+		g.Failf("kv: %d query heads are not a multiple of %d KV heads", xs[1], hkv)
+		return x, a, 1
+	}
+	rep := xs[1] / hkv
+	if rep == 1 {
+		return x, a, 1
+	}
+	return g.Reshape(x, xs[0], hkv, rep, xs[2], xs[3]), g.ExpandDims(a, 2), rep
+}
+
+// AttentionFloat32 is Attention computed in float32: the queries, keys and
+// values are cast to float32 (MLX would promote the values to the others'
+// dtype anyway), and the result is cast back to the dtype the values are
+// stored in (the queries' over a quantized cache). mlx-lm makes this cast
+// in the models that need the precision; at float32 it changes nothing.
+func AttentionFloat32(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
+	q32 := g.AsType(q, mlx.Float32)
+	if kv.QKeys != nil {
+		return g.AsType(quantizedAttention(g, q32, kv, scale, mask, nil), q.Dtype())
+	}
+	dt := kv.Values.Dtype()
+	return g.AsType(g.SDPA(q32, g.AsType(kv.Keys, mlx.Float32), g.AsType(kv.Values, mlx.Float32), scale, mask), dt)
+}
+
+// AttentionFloat32IfHalf is AttentionFloat32 when q is float16 and
+// Attention otherwise: mlx-lm makes the cast in some models only for
+// float16, whose range the scores can exceed.
+func AttentionFloat32IfHalf(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
+	if q.Dtype() == mlx.Float16 {
+		return AttentionFloat32(g, q, kv, scale, mask)
+	}
+	return Attention(g, q, kv, scale, mask)
+}

@@ -1,0 +1,98 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// The caches a generated model makes for its layers, and the checks its
+// Forward runs on the ones it is handed.
+
+// CacheSpec is the cache one layer attends over: a window of Window
+// positions on a sliding layer, every position when Window is 0.
+type CacheSpec struct {
+	Window int
+}
+
+// NewCaches makes one empty cache per layer spec, as opts choose: a full
+// cache on full-attention layers, a window cache on sliding ones.
+func NewCaches(specs []CacheSpec, opts kv.Options) ([]kv.Cache, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	caches := make([]kv.Cache, len(specs))
+	for i, s := range specs {
+		if s.Window > 0 {
+			caches[i] = opts.Sliding(s.Window)
+		} else {
+			caches[i] = opts.Full()
+		}
+	}
+	return caches, nil
+}
+
+// DefaultCaches is NewCaches with mlx-lm's default caches (the zero
+// kv.Options, which are always valid).
+func DefaultCaches(specs []CacheSpec) []kv.Cache {
+	caches, _ := NewCaches(specs, kv.Options{})
+	return caches
+}
+
+// CheckCaches returns caches when it holds one cache per layer. Otherwise it
+// records the mismatch on g and returns stand-ins that let the forward pass
+// finish building (and fail at Eval with that error).
+func CheckCaches(g *mlx.Graph, caches []kv.Cache, layers int) []kv.Cache {
+	if len(caches) == layers {
+		return caches
+	}
+	g.Failf("nn: %d caches for %d layers (make them with NewCaches)", len(caches), layers)
+	out := make([]kv.Cache, layers)
+	for i := range out {
+		out[i] = failedCache{}
+	}
+	return out
+}
+
+// failedCache stands in for a missing cache in a graph that has failed.
+type failedCache struct{}
+
+func (failedCache) Offset() int { return 0 }
+
+func (failedCache) Update(g *mlx.Graph, k, v *mlx.Array) kv.KV {
+	return kv.KV{Keys: k, Values: v}
+}
+
+func (failedCache) Mask(*mlx.Graph, int, int, bool) mlx.AttentionMask { return mlx.NoMask }
+
+func (failedCache) Trim(int) int { return 0 }
+
+func (failedCache) Trimmable() bool { return false }
+
+func (failedCache) Nbytes() int { return 0 }
+
+func (failedCache) Free() {}
+
+// MaskLayers picks, from a per-layer table of sliding layers, the layers
+// whose caches the forward pass asks for its two masks: the first
+// full-attention layer and the first sliding layer (the full one again
+// when none slides), as mlx-lm's models do.
+func MaskLayers(sliding []bool) (full, slide int, err error) {
+	full, slide = -1, -1
+	for i, s := range sliding {
+		switch {
+		case s && slide < 0:
+			slide = i
+		case !s && full < 0:
+			full = i
+		}
+	}
+	if full < 0 {
+		return 0, 0, fmt.Errorf("no full-attention layer")
+	}
+	if slide < 0 {
+		slide = full
+	}
+	return full, slide, nil
+}

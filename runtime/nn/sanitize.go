@@ -1,0 +1,241 @@
+package nn
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Rewrites of a checkpoint's layout into the one the loaders read, as
+// mlx-lm's sanitize steps do: tensors moved between modules, experts
+// stacked, unfused or un-interleaved.
+
+// MoveTensor renames the checkpoint's tensor from to to, when the
+// checkpoint holds from: a parameter some checkpoints keep in another
+// module than the one that reads it (a router's correction bias beside
+// the router). A checkpoint holding both is an error naming them.
+func (w *Weights) MoveTensor(from, to string) {
+	l := w.l
+	if l.record {
+		return
+	}
+	a, ok := l.tensors[w.prefix+from]
+	if !ok {
+		return
+	}
+	if _, dup := l.tensors[w.prefix+to]; dup {
+		w.failf("both %s and %s: the checkpoint holds one tensor twice", w.local(from), w.local(to))
+		return
+	}
+	delete(l.tensors, w.prefix+from)
+	l.tensors[w.prefix+to] = a
+}
+
+// UninterleaveExperts reads stacked experts published with gate and up
+// fused and interleaved, and quantized in mxfp4 as blocks of bytes
+// (gpt-oss's checkpoints), into the layout Experts reads, as mlx-lm's
+// sanitize does:
+//
+//   - scope.gateUp_blocks [E, 2*H, G, 16] uint8: the packed weights, each
+//     row's G groups of 32 4-bit values; read as uint32 words
+//     [E, 2*H, G*4], the even rows are scope.gate.weight and the odd
+//     ones scope.up.weight;
+//   - scope.gateUp_scales [E, 2*H, G] and scope.gateUp_bias [E, 2*H]:
+//     split the same way into .scales and .bias;
+//   - scope.down_blocks, _scales and _bias: scope.down.weight, .scales
+//     and .bias, the blocks read as words.
+//
+// A checkpoint without scope.gateUp_blocks is left as it is (mlx-lm's
+// layout, stacked already). A tensor of the wrong dtype or shape, or one
+// beside the stacked tensor it would become, is an error naming it.
+func (w *Weights) UninterleaveExperts(scope, gateUp, gate, up, down string) {
+	l := w.l
+	if l.record {
+		return
+	}
+	if _, ok := l.tensors[w.prefix+scope+"."+gateUp+"_blocks"]; !ok {
+		return
+	}
+	for _, x := range []struct {
+		from   string
+		to     []string
+		blocks bool
+	}{
+		{gateUp + "_blocks", []string{gate + ".weight", up + ".weight"}, true},
+		{gateUp + "_scales", []string{gate + ".scales", up + ".scales"}, false},
+		{gateUp + "_bias", []string{gate + ".bias", up + ".bias"}, false},
+		{down + "_blocks", []string{down + ".weight"}, true},
+		{down + "_scales", []string{down + ".scales"}, false},
+		{down + "_bias", []string{down + ".bias"}, false},
+	} {
+		name := scope + "." + x.from
+		a, ok := l.tensors[w.prefix+name]
+		if !ok {
+			w.failf("missing %s (the experts' fused gate and up are in blocks, so every part must be)", w.local(name))
+			continue
+		}
+		delete(l.tensors, w.prefix+name)
+		l.scratch = append(l.scratch, a)
+		if x.blocks {
+			s := a.Shape()
+			if a.Dtype() != mlx.Uint8 || len(s) != 4 || s[3] != 16 {
+				w.failf("%s: %s %v, want uint8 [experts, rows, groups, 16] (mxfp4 blocks of 32 values)", w.local(name), a.Dtype(), s)
+				continue
+			}
+			a = l.g.Reshape(l.g.View(a, mlx.Uint32), s[0], s[1], s[2]*4)
+		}
+		parts := []*mlx.Array{a}
+		if len(x.to) == 2 {
+			if parts = w.evenOdd(a, name); parts == nil {
+				continue
+			}
+		}
+		for i, t := range x.to {
+			full := w.prefix + scope + "." + t
+			if _, dup := l.tensors[full]; dup {
+				w.failf("%s: both %s and %s", w.local(scope+"."+t), w.local(name), w.local(scope+"."+t))
+				continue
+			}
+			p := l.g.Contiguous(parts[i])
+			if err := l.g.Err(); err != nil {
+				w.failf("%s: %v", w.local(name), err)
+				break
+			}
+			l.g.Keep(p)
+			l.tensors[full] = p
+		}
+	}
+}
+
+// evenOdd splits a [E, 2*H, ...] along its rows (axis 1) into the even
+// rows and the odd ones; nil, with the problem recorded, when the rows
+// are odd in number.
+func (w *Weights) evenOdd(a *mlx.Array, name string) []*mlx.Array {
+	s := a.Shape()
+	if len(s) < 2 || s[1]%2 != 0 {
+		w.failf("%s: shape %v, want [experts, 2 * rows, ...] (gate and up rows interleaved)", w.local(name), s)
+		return nil
+	}
+	g := w.l.g
+	pairs := append([]int{s[0], s[1] / 2, 2}, s[2:]...)
+	r := g.Reshape(a, pairs...)
+	out := make([]*mlx.Array, 2)
+	for k := range out {
+		start := make([]int, len(pairs))
+		start[2] = k
+		stop := append([]int{}, pairs...)
+		stop[2] = k + 1
+		out[k] = g.Squeeze(g.Slice(r, start, stop), 2)
+	}
+	return out
+}
+
+// StackExperts stacks a checkpoint's per-expert tensors into the layout
+// Experts reads, as mlx-lm's sanitize does for Hugging Face checkpoints:
+// for each suffix (weight, and a pre-quantized matrix's scales and
+// biases, and a bias), the n tensors from(e)+suffix become
+// to+suffix [n, ...]. A checkpoint already stacked, or with no expert 0,
+// is left as it is. A missing expert, or one whose shape or dtype differs
+// from expert 0's, is an error naming it.
+func (w *Weights) StackExperts(to string, from func(e int) string, n int) {
+	l := w.l
+	if l.record {
+		return
+	}
+	for _, suffix := range []string{".weight", ".scales", ".biases", ".bias"} {
+		first := w.prefix + from(0) + suffix
+		a0, ok := l.tensors[first]
+		if !ok {
+			continue
+		}
+		parts := make([]*mlx.Array, 0, n)
+		bad := false
+		for e := 0; e < n; e++ {
+			name := w.prefix + from(e) + suffix
+			a, ok := l.tensors[name]
+			if !ok {
+				w.failf("missing %s (expert %d of %d)", w.local(from(e)+suffix), e, n)
+				bad = true
+				continue
+			}
+			delete(l.tensors, name)
+			l.scratch = append(l.scratch, a)
+			if !slices.Equal(a.Shape(), a0.Shape()) || a.Dtype() != a0.Dtype() {
+				w.failf("%s: %s %v, but expert 0's is %s %v: experts must have one shape", w.local(from(e)+suffix), a.Dtype(), a.Shape(), a0.Dtype(), a0.Shape())
+				bad = true
+				continue
+			}
+			parts = append(parts, a)
+		}
+		for e := n; ; e++ {
+			name := w.prefix + from(e) + suffix
+			a, ok := l.tensors[name]
+			if !ok {
+				break
+			}
+			w.failf("unexpected %s: the config has %d experts", w.local(from(e)+suffix), n)
+			delete(l.tensors, name)
+			l.scratch = append(l.scratch, a)
+		}
+		if bad {
+			continue
+		}
+		stacked := l.g.Stack(0, parts...)
+		if err := l.g.Err(); err != nil {
+			w.failf("%s: stacking experts: %v", w.local(to+suffix), err)
+			continue
+		}
+		l.g.Keep(stacked)
+		if _, dup := l.tensors[w.prefix+to+suffix]; dup {
+			w.failf("%s: both stacked and per-expert tensors", w.local(to+suffix))
+			stacked.Free()
+			continue
+		}
+		l.tensors[w.prefix+to+suffix] = stacked
+	}
+}
+
+// ExpertName is the per-expert naming of a Hugging Face checkpoint:
+// prefix.e.proj.
+func ExpertName(prefix, proj string) func(e int) string {
+	return func(e int) string { return fmt.Sprintf("%s.%d.%s", prefix, e, proj) }
+}
+
+// UnfuseExperts reads a checkpoint whose experts are stacked under other
+// names: from.weight [E, parts*out, in] becomes to[i].weight [E, out, in],
+// split in equal parts along its rows (a fused gate and up), or renamed
+// when to has one entry. A checkpoint without from.weight is left as it is.
+func (w *Weights) UnfuseExperts(from string, to ...string) {
+	l := w.l
+	if l.record {
+		return
+	}
+	name := w.prefix + from + ".weight"
+	a, ok := l.tensors[name]
+	if !ok {
+		return
+	}
+	delete(l.tensors, name)
+	l.scratch = append(l.scratch, a)
+	if a.Ndim() != 3 || a.Dim(1)%len(to) != 0 {
+		w.failf("%s: shape %v, want [experts, %d * rows, columns]", w.local(from+".weight"), a.Shape(), len(to))
+		return
+	}
+	parts := []*mlx.Array{a}
+	if len(to) > 1 {
+		parts = l.g.Split(a, len(to), 1)
+	}
+	for i, t := range to {
+		if _, dup := l.tensors[w.prefix+t+".weight"]; dup {
+			w.failf("%s: both %s and %s", w.local(t+".weight"), w.local(from+".weight"), w.local(t+".weight"))
+			continue
+		}
+		p := parts[i]
+		if len(to) > 1 {
+			p = l.g.Contiguous(p)
+		}
+		l.g.Keep(p)
+		l.tensors[w.prefix+t+".weight"] = p
+	}
+}

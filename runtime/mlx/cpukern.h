@@ -1,4 +1,4 @@
-// Pieces the CPU kernels of this package share (qmm.cpp, fastops.cpp): a
+// Pieces the CPU kernels of this package share (qmm.cpp, the fast ops of fastops.h, recurrent.cpp): a
 // thread pool over the cores, the float kinds the kernels read and write,
 // and conversions between them.
 #ifndef ARCHGEN_MLX_CPUKERN_H

@@ -1,5 +1,15 @@
-// archgen's CPU kernels for rms_norm, layer_norm, rope, scaled-dot-product
-// attention and SiLU (fastops.cpp), used by the shim's fast ops where they apply.
+// archgen's CPU kernels for the ops libmlx calls "fast" but has no CPU
+// kernel for, and for SiLU: rms_norm and layer_norm (norm.cpp), rope
+// (rope.cpp), a KV cache's step (cachewrite.cpp), scaled-dot-product
+// attention (sdpa.cpp) and SiLU (glu.cpp), used by the shim where they
+// apply. On the CPU stream libmlx runs each as a chain of small ops (a
+// cast, a square, a mean, a reciprocal square root, ...), each one
+// scheduled, allocated and dispatched on its own; a decode step's norms,
+// ropes and attentions were most of its time. Each kernel is one MLX
+// primitive that computes the same function in one pass over its input,
+// rounding to the array's dtype where libmlx's chain stores an
+// intermediate array, so that bfloat16 and float16 results match libmlx's
+// to the last bit in nearly every element.
 #ifndef ARCHGEN_MLX_FASTOPS_H
 #define ARCHGEN_MLX_FASTOPS_H
 

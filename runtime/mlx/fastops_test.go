@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The kernels of fastops.cpp against libmlx's own fallbacks, computed in
+// The kernels of fastops.h against libmlx's own fallbacks, computed in
 // the same process on the same inputs (setNativeFastOps switches between
 // them): every dtype, every shape class the forward passes build, and each
 // instruction-set level the CPU has.

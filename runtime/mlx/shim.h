@@ -396,7 +396,7 @@ int mlxg_native_isa(void);
 int mlxg_set_native_isa(int level);
 
 // Whether rms_norm, layer_norm, rope and sdpa run archgen's CPU kernels
-// (fastops.cpp) where they apply: 1 on x86-64 CPUs with AVX2, FMA and F16C
+// (fastops.h) where they apply: 1 on x86-64 CPUs with AVX2, FMA and F16C
 // unless ARCHGEN_MLX_NATIVE_FAST=0. mlxg_set_native_fast turns them on or
 // off (on only where the CPU allows) and returns the previous setting.
 int mlxg_native_fast(void);

@@ -1,0 +1,463 @@
+// Scaled-dot-product attention (fastops.h): fused over the cache, with
+// masks, sinks and grouped heads, in libmlx's order of operations.
+#include "fastops.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpukern.h"
+#include "fastkern.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/backend/cpu/simd/simd.h"
+#include "mlx/mlx.h"
+#include "mlx/primitives.h"
+
+namespace mx = mlx::core;
+
+namespace {
+
+using archgen::from_f32;
+using archgen::gather_f32;
+using archgen::Kind;
+using archgen::kind_of;
+using archgen::load1;
+using archgen::Pool;
+using archgen::round_to;
+using archgen::Rows;
+using archgen::store1;
+using archgen::fast::begin;
+using archgen::fast::fast_enabled;
+using archgen::fast::lowest;
+using archgen::fast::mlx_cos;
+using archgen::fast::mlx_exp;
+using archgen::fast::mlx_sin;
+
+// ---- scaled-dot-product attention ----
+
+struct Strided4 {
+  const char* p;
+  int64_t s[4];  // element strides of [B, H, L, D]
+};
+
+Strided4 strided4(const mx::array& a) {
+  Strided4 v{static_cast<const char*>(a.data<void>()), {0, 0, 0, 0}};
+  int nd = static_cast<int>(a.ndim());
+  for (int i = 0; i < nd; i++) {
+    int d = 4 - nd + i;
+    v.s[d] = a.shape(i) == 1 ? 0 : static_cast<int64_t>(a.strides()[i]);
+  }
+  return v;
+}
+
+struct AttnJob {
+  Strided4 q, k, v, mask;
+  Kind t;
+  bool has_mask, bool_mask, causal;
+  const void* sinks;  // [Hq] of kind t, or nullptr
+  int B, Hq, Hkv, L, S, D, Dv;
+  float scale;  // rounded to t
+  void* out;    // [B, Hq, L, Dv]
+};
+
+__attribute__((target("avx2,fma,f16c"))) inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline float dot(const float* a, const float* b, int n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+  }
+  float s = hsum8(_mm256_add_ps(a0, a1));
+  for (; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+// y += a * x over n floats.
+__attribute__((target("avx2,fma,f16c"))) inline void axpy(float* y, float a, const float* x, int n) {
+  __m256 av = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; i++) y[i] += a * x[i];
+}
+
+// exp(x) for 8 floats (range reduction to 2^n * exp(r), |r| <= ln2/2, and
+// a degree-6 polynomial); 0 below the smallest normal result.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 exp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
+  __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(under, y);
+}
+
+// Rounds 8 floats to kind k and back.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 round8(__m256 v, Kind k) {
+  if (k == Kind::f16) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  if (k == Kind::bf16) {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    u = _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+    return _mm256_castsi256_ps(u);
+  }
+  return v;
+}
+
+// Softmax over n scores in place, with an optional sink logit taking part
+// in the maximum and the sum, as libmlx's precise softmax does it: exp(s -
+// max) summed in float32, times the reciprocal of the sum, rounded to t.
+__attribute__((target("avx2,fma,f16c"))) void softmax_row(float* s, int n, const float* sink,
+                                                          Kind t) {
+  float m = sink != nullptr ? *sink : -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < n; j++) m = std::max(m, s[j]);
+  __m256 mv = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    _mm256_storeu_ps(s + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = hsum8(acc);
+  for (; j < n; j++) {
+    s[j] = mlx_exp(s[j] - m);
+    sum += s[j];
+  }
+  if (sink != nullptr) sum += mlx_exp(*sink - m);
+  float norm = 1.0f / sum;
+  __m256 nv = _mm256_set1_ps(norm);
+  for (j = 0; j + 8 <= n; j += 8) {
+    _mm256_storeu_ps(s + j, round8(_mm256_mul_ps(_mm256_loadu_ps(s + j), nv), t));
+  }
+  for (; j < n; j++) s[j] = round_to(s[j] * norm, t);
+}
+
+// attend for float32 without a mask array, on AVX-512: the REP query
+// heads of one KV head's group together, so that each key and value row is
+// read once for all of them, and each head's output (NV vectors of 16) is
+// kept in registers across the keys. The scores and the softmax are
+// attend's; the weighted sum adds the same products per key in the same
+// order, in lanes of 16 rather than 8.
+template <int REP, int NV>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_group512(
+    const AttnJob& j, int b, int h0, int l0, int l1, const float* kp, size_t kld, const float* vp,
+    size_t vld) {
+  thread_local std::vector<float> qf, sc;
+  qf.resize(static_cast<size_t>(REP) * j.D);
+  sc.resize(static_cast<size_t>(REP) * j.S);
+  for (int l = l0; l < l1; l++) {
+    int n = j.S;
+    if (j.causal) n = std::min(l + j.S - j.L + 1, j.S);
+    for (int r = 0; r < REP; r++) {
+      float* q = qf.data() + r * j.D;
+      gather_f32(q, j.q.p + (b * j.q.s[0] + (h0 + r) * j.q.s[1] + l * j.q.s[2]) * 4, j.q.s[3],
+                 j.D, Kind::f32);
+      for (int d = 0; d < j.D; d += 16) {
+        _mm512_storeu_ps(q + d, _mm512_mul_ps(_mm512_loadu_ps(q + d), _mm512_set1_ps(j.scale)));
+      }
+    }
+    for (int s = 0; s < n; s++) {
+      const float* k = kp + s * kld;
+      __m512 a[REP];
+#pragma GCC unroll 4
+      for (int r = 0; r < REP; r++) a[r] = _mm512_setzero_ps();
+      for (int d = 0; d < j.D; d += 16) {
+        const __m512 kv = _mm512_loadu_ps(k + d);
+#pragma GCC unroll 4
+        for (int r = 0; r < REP; r++) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qf.data() + r * j.D + d), kv, a[r]);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < REP; r++) sc[r * j.S + s] = _mm512_reduce_add_ps(a[r]);
+    }
+    __m512 acc[REP][NV];
+#pragma GCC unroll 4
+    for (int r = 0; r < REP; r++) {
+      float sink = j.sinks != nullptr ? load1(j.sinks, h0 + r, Kind::f32) : 0.0f;
+      softmax_row(sc.data() + r * j.S, n, j.sinks != nullptr ? &sink : nullptr, Kind::f32);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; c++) acc[r][c] = _mm512_setzero_ps();
+    }
+    for (int s = 0; s < n; s++) {
+      const float* v = vp + s * vld;
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; c++) {
+        const __m512 vv = _mm512_loadu_ps(v + 16 * c);
+#pragma GCC unroll 4
+        for (int r = 0; r < REP; r++) {
+          acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(sc[r * j.S + s]), vv, acc[r][c]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < REP; r++) {
+      float* o = static_cast<float*>(j.out) + ((static_cast<size_t>(b) * j.Hq + h0 + r) * j.L + l) * j.Dv;
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; c++) _mm512_storeu_ps(o + 16 * c, acc[r][c]);
+    }
+  }
+}
+
+// Runs attend_group512 where it applies (true): value rows of 64 (in
+// pieces of up to 4 heads of the group) or of 128 (up to 2 heads), each
+// piece reading the group's keys and values once for its heads.
+bool attend_fast(const AttnJob& j, int b, int h0, int rep, int l0, int l1, const float* kp,
+                 size_t kld, const float* vp, size_t vld) {
+  if (archgen_isa_level() != 2 || j.t != Kind::f32 || j.has_mask || j.D % 16 != 0 ||
+      (j.causal && l0 + j.S - j.L + 1 <= 0)) {
+    return false;
+  }
+  const int piece = j.Dv == 64 ? 4 : j.Dv == 128 ? 2 : 0;
+  if (piece == 0) {
+    return false;
+  }
+  for (int h = 0; h < rep; h += piece) {
+    const int r = std::min(piece, rep - h);
+#define ARCHGEN_GROUP(R, V) \
+  if (r == R && j.Dv == 16 * V) attend_group512<R, V>(j, b, h0 + h, l0, l1, kp, kld, vp, vld);
+    ARCHGEN_GROUP(1, 4) ARCHGEN_GROUP(2, 4) ARCHGEN_GROUP(3, 4) ARCHGEN_GROUP(4, 4)
+    ARCHGEN_GROUP(1, 8) ARCHGEN_GROUP(2, 8)
+#undef ARCHGEN_GROUP
+  }
+  return true;
+}
+
+// The rows [l0, l1) of queries of heads [h0, h1) (one KV head's group) of
+// batch row b.
+__attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, int hkv, int l0,
+                                                    int l1) {
+  int rep = j.Hq / j.Hkv;
+  int h0 = hkv * rep;
+  size_t esz = archgen::kind_size(j.t);
+  thread_local std::vector<float> kf, vf, qf, sc, acc;
+  // The group's keys and values as float32 rows: read in place where they
+  // are float32 with unit stride along D (a cache's buffer), converted
+  // once otherwise (they are read once per query row).
+  int jend_all = j.S;
+  if (j.causal) jend_all = std::max(0, std::min(j.S, (l1 - 1) + j.S - j.L + 1));
+  if (jend_all == 0) jend_all = j.S;  // every row fully masked: see below
+  const float *kp, *vp;
+  size_t kld, vld;
+  if (j.t == Kind::f32 && j.k.s[3] == 1 && j.v.s[3] == 1) {
+    kp = reinterpret_cast<const float*>(j.k.p) + b * j.k.s[0] + hkv * j.k.s[1];
+    vp = reinterpret_cast<const float*>(j.v.p) + b * j.v.s[0] + hkv * j.v.s[1];
+    kld = j.k.s[2];
+    vld = j.v.s[2];
+  } else {
+    kf.resize(static_cast<size_t>(jend_all) * j.D);
+    vf.resize(static_cast<size_t>(jend_all) * j.Dv);
+    for (int s = 0; s < jend_all; s++) {
+      gather_f32(kf.data() + static_cast<size_t>(s) * j.D,
+                 j.k.p + (b * j.k.s[0] + hkv * j.k.s[1] + s * j.k.s[2]) * esz, j.k.s[3], j.D,
+                 j.t);
+      gather_f32(vf.data() + static_cast<size_t>(s) * j.Dv,
+                 j.v.p + (b * j.v.s[0] + hkv * j.v.s[1] + s * j.v.s[2]) * esz, j.v.s[3], j.Dv,
+                 j.t);
+    }
+    kp = kf.data();
+    vp = vf.data();
+    kld = j.D;
+    vld = j.Dv;
+  }
+  if (attend_fast(j, b, h0, rep, l0, l1, kp, kld, vp, vld)) {
+    return;
+  }
+  qf.resize(j.D);
+  sc.resize(j.S);
+  acc.resize(j.Dv);
+  const float low = lowest(j.t);
+  for (int h = h0; h < h0 + rep; h++) {
+    float sink = j.sinks != nullptr ? load1(j.sinks, h, j.t) : 0.0f;
+    for (int l = l0; l < l1; l++) {
+      gather_f32(qf.data(), j.q.p + (b * j.q.s[0] + h * j.q.s[1] + l * j.q.s[2]) * esz,
+                 j.q.s[3], j.D, j.t);
+      for (int d = 0; d < j.D; d++) qf[d] = round_to(qf[d] * j.scale, j.t);
+      // Keys past a causal row's last are masked to the lowest value,
+      // whose exp is 0 beside any real score: they are left out. A row
+      // with no key to see (more queries than keys) sees all of them
+      // equally, as libmlx's softmax over lowest values gives.
+      int n = j.S;
+      bool none = false;
+      if (j.causal) {
+        n = l + j.S - j.L + 1;
+        if (n <= 0) {
+          n = j.S;
+          none = true;
+        }
+        n = std::min(n, j.S);
+      }
+      for (int s = 0; s < n; s++) {
+        float v = none ? low : round_to(dot(qf.data(), kp + s * kld, j.D), j.t);
+        if (j.has_mask) {
+          const char* mp = j.mask.p + (b * j.mask.s[0] + h * j.mask.s[1] + l * j.mask.s[2] +
+                                       s * j.mask.s[3]) * (j.bool_mask ? 1 : esz);
+          if (j.bool_mask) {
+            if (*mp == 0) v = low;
+          } else {
+            v = round_to(v + load1(mp, 0, j.t), j.t);
+          }
+        }
+        sc[s] = v;
+      }
+      softmax_row(sc.data(), n, j.sinks != nullptr ? &sink : nullptr, j.t);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int s = 0; s < n; s++) {
+        if (sc[s] != 0.0f) axpy(acc.data(), sc[s], vp + s * vld, j.Dv);
+      }
+      from_f32(static_cast<char*>(j.out) +
+                   ((static_cast<size_t>(b) * j.Hq + h) * j.L + l) * j.Dv * esz,
+               acc.data(), j.Dv, j.t);
+    }
+  }
+}
+
+void run_attention(const AttnJob& j) {
+  // Tasks: (batch row, KV head, a block of query rows).
+  int lb = j.L <= 16 ? j.L : 16;
+  int lblocks = (j.L + lb - 1) / lb;
+  int tasks = j.B * j.Hkv * lblocks;
+  double work = static_cast<double>(j.B) * j.Hq * j.L * j.S * (j.D + j.Dv);
+  auto& pool = Pool::get();
+  auto body = [&](int t) {
+    int lbk = t % lblocks, rest = t / lblocks;
+    int hkv = rest % j.Hkv, b = rest / j.Hkv;
+    int l0 = lbk * lb, l1 = std::min(j.L, l0 + lb);
+    attend(j, b, hkv, l0, l1);
+  };
+  if (work < (1 << 18) || pool.threads() == 1) {
+    for (int t = 0; t < tasks; t++) body(t);
+    return;
+  }
+  // Causal blocks near the end see more keys: hand them out first.
+  pool.run(tasks, [&](int t) { body(j.causal ? tasks - 1 - t : t); });
+}
+
+class NativeSDPA : public mx::UnaryPrimitive {
+ public:
+  NativeSDPA(mx::Stream s, float scale, bool causal, bool has_mask, bool has_sinks)
+      : UnaryPrimitive(s),
+        scale_(scale),
+        causal_(causal),
+        has_mask_(has_mask),
+        has_sinks_(has_sinks) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
+    auto& enc = begin(stream(), in, out);
+    const mx::array &q = in[0], &k = in[1], &v = in[2];
+    Kind t = kind_of(q.dtype());
+    AttnJob j{strided4(q), strided4(k), strided4(v), {nullptr, {0, 0, 0, 0}}, t, has_mask_,
+              false, causal_, nullptr, q.shape(0), q.shape(1), k.shape(1), q.shape(2),
+              k.shape(2), q.shape(3), v.shape(3), round_to(scale_, t), out.data<void>()};
+    int i = 3;
+    if (has_mask_) {
+      j.mask = strided4(in[i]);
+      j.bool_mask = in[i].dtype() == mx::bool_;
+      i++;
+    }
+    if (has_sinks_) {
+      j.sinks = in[i].data<void>();
+    }
+    enc.dispatch([j, in, out]() { run_attention(j); });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("archgen's native attention runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenSDPA"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeSDPA*>(&other);
+    return o != nullptr && o->scale_ == scale_ && o->causal_ == causal_ &&
+           o->has_mask_ == has_mask_ && o->has_sinks_ == has_sinks_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {{in[0].shape(0), in[0].shape(1), in[0].shape(2), in[2].shape(3)}};
+  }
+
+ private:
+  float scale_;
+  bool causal_, has_mask_, has_sinks_;
+};
+
+}  // namespace
+
+std::optional<mx::array> archgen_native_sdpa(const mx::array& q, const mx::array& k,
+                                             const mx::array& v, float scale,
+                                             const std::string& mask_mode,
+                                             const std::optional<mx::array>& mask,
+                                             const std::optional<mx::array>& sinks,
+                                             mx::Stream s) {
+  if (!fast_enabled() || s.device != mx::Device::cpu || q.ndim() != 4 || k.ndim() != 4 ||
+      v.ndim() != 4 || q.dtype() != k.dtype() || q.dtype() != v.dtype() ||
+      !archgen::kernel_float(q.dtype()) || q.size() == 0 || k.shape(2) == 0) {
+    return std::nullopt;
+  }
+  int B = q.shape(0), Hq = q.shape(1), L = q.shape(2), S = k.shape(2);
+  if (k.shape(0) != B || v.shape(0) != B || k.shape(3) != q.shape(3) ||
+      v.shape(1) != k.shape(1) || v.shape(2) != S || k.shape(1) == 0 ||
+      Hq % k.shape(1) != 0) {
+    return std::nullopt;
+  }
+  bool causal = mask_mode == "causal";
+  if (!(mask_mode.empty() || causal || mask_mode == "array") || (causal && mask) ||
+      (mask_mode == "array" && !mask)) {
+    return std::nullopt;
+  }
+  std::vector<mx::array> in = {q, k, v};
+  if (mask) {
+    const int want[4] = {B, Hq, L, S};
+    int nd = static_cast<int>(mask->ndim());
+    if (nd > 4 || mx::promote_types(mask->dtype(), q.dtype()) != q.dtype()) {
+      return std::nullopt;
+    }
+    for (int i = 0; i < nd; i++) {
+      int d = mask->shape(i), w = want[4 - nd + i];
+      if (d != 1 && d != w) return std::nullopt;
+    }
+    in.push_back(mask->dtype() == mx::bool_ ? *mask : mx::astype(*mask, q.dtype(), s));
+  }
+  if (sinks) {
+    if (sinks->ndim() != 1 || sinks->shape(0) != Hq ||
+        mx::promote_types(sinks->dtype(), q.dtype()) != q.dtype()) {
+      return std::nullopt;
+    }
+    in.push_back(mx::astype(*sinks, q.dtype(), s));
+  }
+  mx::Shape out_shape{B, Hq, L, v.shape(3)};
+  return mx::array(std::move(out_shape), q.dtype(),
+                   std::make_shared<NativeSDPA>(s, scale, causal, mask.has_value(),
+                                                sinks.has_value()),
+                   std::move(in));
+}

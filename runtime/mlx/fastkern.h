@@ -22,6 +22,17 @@ namespace archgen::fast {
 
 namespace mx = mlx::core;
 
+// The kernels' files say `using namespace archgen::fast` for these.
+using archgen::from_f32;
+using archgen::gather_f32;
+using archgen::Kind;
+using archgen::kind_of;
+using archgen::load1;
+using archgen::Pool;
+using archgen::round_to;
+using archgen::Rows;
+using archgen::store1;
+
 inline std::atomic<int>& fast_switch() {
   static std::atomic<int> on{[] {
     if (const char* e = std::getenv("ARCHGEN_MLX_NATIVE_FAST")) {

@@ -5,39 +5,17 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <limits>
 #include <vector>
 
-#include "cpukern.h"
 #include "fastkern.h"
-#include "mlx/backend/cpu/encoder.h"
-#include "mlx/backend/cpu/simd/simd.h"
-#include "mlx/mlx.h"
 #include "mlx/primitives.h"
 
 namespace mx = mlx::core;
 
 namespace {
 
-using archgen::from_f32;
-using archgen::gather_f32;
-using archgen::Kind;
-using archgen::kind_of;
-using archgen::load1;
-using archgen::Pool;
-using archgen::round_to;
-using archgen::Rows;
-using archgen::store1;
-using archgen::fast::begin;
-using archgen::fast::fast_enabled;
-using archgen::fast::lowest;
-using archgen::fast::mlx_cos;
-using archgen::fast::mlx_exp;
-using archgen::fast::mlx_sin;
+using namespace archgen::fast;
 
 // ---- rms_norm and layer_norm ----
 

@@ -239,11 +239,12 @@ func (s *Server) metricsPage(w http.ResponseWriter, r *http.Request) {
 	if n, err := os.ReadDir("/proc/self/fd"); err == nil {
 		pw.gauge("process_open_fds", "gauge", "Open file descriptors.", float64(len(n)))
 	}
-	if r := residentBytes(); r > 0 {
+	if r := ResidentBytes(); r > 0 {
 		pw.gauge("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", float64(r))
 	}
 	pw.gauge("archgen_kv_bytes", "gauge", "Bytes the batch's KV caches hold.", float64(st.CacheBytes))
 	pw.gauge("archgen_kv_budget_bytes", "gauge", "The bound on the batch's KV caches (0: none).", float64(st.KVBudget))
+	pw.gauge("archgen_kv_reserve_bytes", "gauge", "The part of the budget the caches may not take (the process's own memory, with -memory-budget).", float64(st.KVReserve))
 	pw.histogram("archgen_time_to_first_token_seconds", "From a generation's submission to its first token.", &m.ttft)
 	pw.histogram("archgen_inter_token_seconds", "Between one token of a generation and the next.", &m.itl)
 }
@@ -286,9 +287,9 @@ func (p promWriter) histogram(name, help string, h *histogram) {
 	p.sample(name+"_count", "", float64(h.n))
 }
 
-// residentBytes is the process's resident memory from /proc/self/statm (0
+// ResidentBytes is the process's resident memory from /proc/self/statm (0
 // where there is none).
-func residentBytes() int64 {
+func ResidentBytes() int64 {
 	data, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		return 0

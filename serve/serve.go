@@ -76,6 +76,9 @@ type Options struct {
 	// one that alone needs more gets a 400 naming max_tokens (or the
 	// prompt) with the tokens that would fit.
 	KVBudget int64
+	// KVReserve is the part of KVBudget the caches may not take (see
+	// batch.Options.KVReserve).
+	KVReserve int64
 	// MaxQueue bounds the requests waiting for room (0: no bound); more
 	// get 429 (code server_busy) with Retry-After.
 	MaxQueue int
@@ -146,7 +149,7 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 		}
 	}
 	eng, err := batch.New(m.Net, batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes,
-		KVBudget: opts.KVBudget, MaxQueue: opts.MaxQueue})
+		KVBudget: opts.KVBudget, KVReserve: opts.KVReserve, MaxQueue: opts.MaxQueue})
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +269,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 			"max_batch": s.opts.MaxBatch, "max_queue": s.opts.MaxQueue,
 		},
 		"kv": map[string]any{
-			"bytes": st.CacheBytes, "budget": st.KVBudget, "per_position": st.KVPerPosition,
+			"bytes": st.CacheBytes, "budget": st.KVBudget, "reserve": st.KVReserve, "per_position": st.KVPerPosition,
 		},
 		"prompt_cache": map[string]any{
 			"enabled": st.HasPromptCache,
@@ -281,6 +284,8 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		"max_active":       st.MaxActive,
 		"active_memory":    st.ActiveMemory,
 		"peak_memory":      st.PeakMemory,
+		"weights_bytes":    s.m.Net.Info().Nbytes,
+		"resident_bytes":   ResidentBytes(),
 	})
 }
 

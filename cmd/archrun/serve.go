@@ -19,6 +19,7 @@ import (
 
 	"github.com/archgen/archgen"
 	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/generate/batch"
 	"github.com/archgen/archgen/serve"
 )
 
@@ -52,6 +53,7 @@ func (a *app) serve(args []string) error {
 	port := c.Int("port", 8080, "the port to listen on (0: any free one, printed)")
 	maxBatch := c.Int("max-batch", 8, "requests decoding at once; the rest queue")
 	cacheSize := c.String("prompt-cache-bytes", "1GiB", "the prompt cache's bound (8GB, 512MiB, bytes; 0: no cache)")
+	memoryBudget := c.String("memory-budget", "", "the bound on the process's memory beyond the weights (a size): the batch's KV caches and what the process holds beside them, measured at start (its heap and libraries, a prompt chunk's activations, which bound MLX's buffer cache too) and the prompt cache (-prompt-cache-bytes); requests wait until theirs fits. Replaces -kv-budget")
 	kvBudget := c.String("kv-budget", "auto", "the bound on the batch's KV caches: requests wait until theirs fits (a size; auto: 80% of the memory available once the model is loaded, less the prompt cache; off: none)")
 	maxQueue := c.Int("max-queue", 256, "requests that may wait for room; more get 429 with Retry-After (0: no bound)")
 	ctxLen := c.Int("context-length", 0, "refuse prompts of this many tokens or more (default: the model's max_position_embeddings)")
@@ -109,10 +111,18 @@ func (a *app) serve(args []string) error {
 	if *maxQueue < 0 {
 		return usagef("-max-queue %d: want a positive number (0: no bound)", *maxQueue)
 	}
-	var budget uint64
+	var budget, memBudget uint64
 	if *kvBudget != "auto" && *kvBudget != "off" {
 		if budget, err = parseSize(*kvBudget); err != nil {
 			return usagef("-kv-budget %q: %v (or auto, off)", *kvBudget, err)
+		}
+	}
+	if *memoryBudget != "" {
+		if memBudget, err = parseSize(*memoryBudget); err != nil || memBudget == 0 {
+			return usagef("-memory-budget %q: want a size (2GiB, 800MiB, bytes)", *memoryBudget)
+		}
+		if *kvBudget != "auto" {
+			return usagef("-memory-budget and -kv-budget exclude each other: the memory budget holds the KV caches")
 		}
 	}
 	body, err := parseSize(*bodyLimit)
@@ -220,7 +230,19 @@ func (a *app) serve(args []string) error {
 	if limit == 0 {
 		limit = contextLength(m)
 	}
-	if *kvBudget == "auto" {
+	var reserve int64
+	if memBudget > 0 {
+		r, err := processReserve(m, min(2048, limit))
+		if err != nil {
+			return err
+		}
+		r.promptCache = int64(cacheBytes)
+		if int64(memBudget) <= r.total() {
+			return fmt.Errorf("-memory-budget %s: the process holds %d MiB beside its caches (%s), which leaves the caches nothing", *memoryBudget, r.total()>>20, r)
+		}
+		budget, reserve = memBudget, r.total()
+		fmt.Fprintf(a.stderr, "archrun serve: memory budget %d MiB: %s reserved, %d MiB for the KV caches\n", memBudget>>20, r, (int64(memBudget)-reserve)>>20)
+	} else if *kvBudget == "auto" {
 		if avail := memAvailable(); avail > 0 {
 			if b := int64(avail)*8/10 - int64(cacheBytes); b > 0 {
 				budget = uint64(b)
@@ -234,7 +256,7 @@ func (a *app) serve(args []string) error {
 	srv, err := serve.New(m, serve.Options{
 		ModelID: id, ContextLength: limit, MaxBatch: *maxBatch,
 		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger, APIKeys: keys,
-		KVBudget: int64(budget), MaxQueue: *maxQueue,
+		KVBudget: int64(budget), KVReserve: reserve, MaxQueue: *maxQueue,
 		Limits: limits, RequestTimeout: *requestTimeout, WriteTimeout: *writeTimeout,
 		CORSOrigins: origins, AccessLog: access, LogPrompts: *logPrompts,
 	})
@@ -374,4 +396,36 @@ func memAvailable() uint64 {
 		}
 	}
 	return 0
+}
+
+// reserve is what the process holds beside the batch's caches, for a
+// memory budget: its own memory beyond the weights once loaded, and the
+// activations of a prompt chunk.
+type reserve struct {
+	own, activations, promptCache int64
+}
+
+func (r reserve) total() int64 { return r.own + r.activations + r.promptCache }
+
+func (r reserve) String() string {
+	return fmt.Sprintf("%d MiB (heap and libraries %d MiB, a prompt chunk's activations %d MiB, the prompt cache %d MiB)",
+		r.total()>>20, r.own>>20, r.activations>>20, r.promptCache>>20)
+}
+
+// processReserve measures the reserve: the resident memory beyond the
+// weights, and the activations of a prompt chunk of n tokens as the batch
+// runs one. MLX's buffer cache is bounded to those activations, so that
+// what a step frees stays within them.
+func processReserve(m *archgen.Model, n int) (reserve, error) {
+	var r reserve
+	mlx.ClearCache()
+	r.own = max(0, serve.ResidentBytes()-int64(m.Net.Info().Nbytes))
+	act, err := batch.ChunkActivations(m.Net, n, nil)
+	mlx.ClearCache()
+	if err != nil {
+		return r, err
+	}
+	r.activations = act
+	mlx.SetCacheLimit(uint64(act))
+	return r, nil
 }

@@ -315,8 +315,9 @@ func tail(s string) string {
 	return s
 }
 
-// TestServeFlags: serve's flags are checked before the model loads, and a
-// repo id missing from the cache is refused by name.
+// TestServeFlags: serve's flags are checked before the model loads, a
+// repo id missing from the cache is refused by name, and a memory budget
+// below what the loaded process holds is refused saying what it holds.
 func TestServeFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args  []string
@@ -333,6 +334,9 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"serve", "-model", smolLM2, "-limit-body", "lots"}, true, `-limit-body "lots": want a positive size`},
 		{[]string{"serve", "-model", smolLM2, "-kv-budget", "most"}, true, `-kv-budget "most": want a positive size such as 8GB, 512MiB or a number of bytes (or auto, off)`},
 		{[]string{"serve", "-model", smolLM2, "-max-queue", "-1"}, true, "-max-queue -1: want a positive number (0: no bound)"},
+		{[]string{"serve", "-model", smolLM2, "-memory-budget", "most"}, true, `-memory-budget "most": want a size (2GiB, 800MiB, bytes)`},
+		{[]string{"serve", "-model", smolLM2, "-memory-budget", "1GiB", "-kv-budget", "512MiB"}, true, "-memory-budget and -kv-budget exclude each other: the memory budget holds the KV caches"},
+		{[]string{"serve", "-model", smolLM2, "-memory-budget", "1MiB", "-prompt-cache-bytes", "0"}, false, "-memory-budget 1MiB: the process holds"},
 		{[]string{"serve", "-model", smolLM2, "-heap-mmap-threshold", "big"}, true, `-heap-mmap-threshold "big": want a size up to 1GiB such as 1MiB, or 0`},
 		{[]string{"serve", "-model", smolLM2, "-limit-messages", "-1"}, true, "-limit-messages -1: want a positive number (0: no bound)"},
 		{[]string{"serve", "-model", smolLM2, "-write-timeout", "0s"}, true, "-write-timeout 0s: want a positive duration"},

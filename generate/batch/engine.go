@@ -66,6 +66,13 @@ type Options struct {
 	// (ErrOverBudget). The bytes a position takes are measured once, by a
 	// one-token step on fresh caches.
 	KVBudget int64
+	// KVReserve is the part of KVBudget the caches may not take: what the
+	// process holds beside them (its activations, libraries and heap), for
+	// a budget that bounds all of the process's memory but its weights.
+	// It must be below KVBudget. With a reserve the batch at its longest
+	// must fit with room for the copy of a group of layers' caches that a
+	// join or a leave makes.
+	KVReserve int64
 	// MaxQueue > 0 bounds the requests waiting for room (those queued
 	// beyond the rows free now; none is free while the first queued one
 	// waits for the KV budget); Submit refuses more with ErrQueueFull.
@@ -134,10 +141,10 @@ type Stats struct {
 	ActiveMemory   uint64
 	PeakMemory     uint64
 	CacheBytes     int64 // the batch's caches
-	// KVBudget is Options.KVBudget, and KVPerPosition the bytes one
-	// position of one row takes in the caches (measured; 0 without a
+	// KVBudget and KVReserve are Options', and KVPerPosition the bytes
+	// one position of one row takes in the caches (measured; 0 without a
 	// budget).
-	KVBudget, KVPerPosition int64
+	KVBudget, KVReserve, KVPerPosition int64
 }
 
 // ErrClosed is Submit's error once the engine is closing.
@@ -213,6 +220,9 @@ func newEngine(m Model, opts Options) (*Engine, error) {
 	if opts.KVBudget < 0 || opts.MaxQueue < 0 {
 		return nil, fmt.Errorf("batch: KV budget %d and max queue %d must be >= 0", opts.KVBudget, opts.MaxQueue)
 	}
+	if opts.KVReserve < 0 || (opts.KVReserve > 0 && opts.KVReserve >= opts.KVBudget) {
+		return nil, fmt.Errorf("batch: a reserve of %d bytes leaves nothing of the budget of %d for the caches", opts.KVReserve, opts.KVBudget)
+	}
 	caches, err := m.NewCachesWith(opts.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
@@ -228,7 +238,7 @@ func newEngine(m Model, opts Options) (*Engine, error) {
 	}
 	e := &Engine{m: m, opts: opts, vocab: m.Info().VocabSize, layers: layers, perPos: perPos,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	e.stats.KVBudget, e.stats.KVPerPosition = opts.KVBudget, perPos
+	e.stats.KVBudget, e.stats.KVReserve, e.stats.KVPerPosition = opts.KVBudget, opts.KVReserve, perPos
 	if opts.PromptCacheBytes > 0 {
 		e.pc = NewPromptCache(opts.PromptCacheBytes)
 	}
@@ -258,6 +268,34 @@ func measurePosition(m Model, caches []kv.Cache, s *mlx.Stream) (int64, error) {
 	return n, nil
 }
 
+// ChunkActivations measures the memory a prompt chunk of n tokens needs
+// beside the caches it fills, as the engine runs one (the caches' arrays
+// evaluated, each activation freed once used): the peak of MLX's memory
+// while it runs, less what MLX held before and the caches after. It runs on
+// fresh caches, freed afterwards.
+func ChunkActivations(m Model, n int, s *mlx.Stream) (int64, error) {
+	caches, err := m.NewCachesWith(kv.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer freeCaches(caches)
+	before := mlx.ActiveMemory()
+	mlx.ResetPeakMemory()
+	g := mlx.NewGraph(s)
+	x := mlx.FromSlice(g, make([]int32, n), 1, n)
+	m.Forward(g, x, caches)
+	outs := cacheArrays(caches)
+	err = g.Err()
+	g.Close()
+	if err == nil {
+		err = mlx.Eval(outs...)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("batch: measuring a prompt chunk: %w", err)
+	}
+	return max(0, int64(mlx.PeakMemory())-int64(before)-cacheBytes(caches)), nil
+}
+
 // fits reports whether the batch, with s joining it, stays within the KV
 // budget at its longest: every row (those decoding, those whose prompts
 // run, and s) as long as the longest row or prompt plus the most tokens
@@ -284,8 +322,18 @@ func (e *Engine) fits(s *seq) bool {
 		rest = max(rest, p.req.MaxTokens)
 	}
 	positions := max(held, longest+rest+kv.Step-1)
-	return int64(rows+1)*int64(positions)*e.perPos <= e.opts.KVBudget
+	need := int64(rows+1) * int64(positions) * e.perPos
+	if e.opts.KVReserve > 0 {
+		// All of the process's memory is budgeted: a join or a leave
+		// copies a group of layers' caches at a time (copyGroups), the
+		// old arrays held until the copy lands.
+		need += (need + copyGroups - 1) / copyGroups
+	}
+	return need <= e.forCaches()
 }
+
+// forCaches is the part of the budget the caches may take.
+func (e *Engine) forCaches() int64 { return e.opts.KVBudget - e.opts.KVReserve }
 
 // PromptCache is the engine's prompt cache (nil without one).
 func (e *Engine) PromptCache() *PromptCache { return e.pc }
@@ -297,7 +345,8 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 	if err := e.check(&r); err != nil {
 		return nil, err
 	}
-	if b := e.opts.KVBudget; b > 0 {
+	if e.opts.KVBudget > 0 {
+		b := e.forCaches()
 		positions := len(r.Prompt) + r.MaxTokens + kv.Step - 1 // as fits counts a row
 		if need := int64(positions) * e.perPos; need > b {
 			fit := int(b/e.perPos) - (kv.Step - 1) - len(r.Prompt)

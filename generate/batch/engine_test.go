@@ -718,6 +718,36 @@ func TestKVBudget(t *testing.T) {
 		t.Fatalf("a request past the budget: %v (%+v)", err, over)
 	}
 
+	// a reserve takes its share of the budget, and a join's copy of a
+	// group of layers' caches (a quarter) must fit beside the rows: with
+	// the same caches' share as above and a reserve beside it, two rows at
+	// their longest no longer fit; with a quarter more, they do
+	const reserve = 1 << 20
+	for _, c := range []struct {
+		budget int64
+		rows   int
+	}{{budget + reserve, 1}, {budget + budget/4 + per + reserve, 2}} {
+		r, err := New(m, Options{KVBudget: c.budget, KVReserve: reserve, MaxBatch: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs := requests(4, nil)
+		got := submitAll(t, r, reqs)
+		for i, rq := range reqs {
+			if want := solo(t, m, kv.Options{}, rq); fmt.Sprint(got[i].tokens) != fmt.Sprint(want.tokens) {
+				t.Errorf("with a reserve, request %d: %v, alone %v", i, got[i].tokens, want.tokens)
+			}
+		}
+		if st := r.Stats(); st.MaxActive != c.rows || st.KVReserve != reserve {
+			t.Errorf("budget %d with a reserve of %d: at most %d rows at once (want %d), reserve %d", c.budget, reserve, st.MaxActive, c.rows, st.KVReserve)
+		}
+		r.Close()
+	}
+	if _, err := New(m, Options{KVBudget: reserve, KVReserve: reserve}); err == nil ||
+		err.Error() != "batch: a reserve of 1048576 bytes leaves nothing of the budget of 1048576 for the caches" {
+		t.Errorf("a reserve as large as the budget: %v", err)
+	}
+
 	// one row and one waiting: of three requests before the loop runs, the
 	// first has a row free, the second waits, the third is refused
 	q, err := newEngine(m, Options{MaxBatch: 1, MaxQueue: 1})

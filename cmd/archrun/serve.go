@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/archgen/archgen"
-	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/generate/batch"
+	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/serve"
 )
 

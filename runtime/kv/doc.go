@@ -17,6 +17,8 @@
 //     recurrence's state), nil for a fresh sequence (mlx-lm's
 //     ArraysCache). Not trimmable; MergeStates, Filter and Extract move its
 //     rows as a batch changes.
+//   - List (NewList): a layer's several caches, read part by part (mlx-lm's
+//     CacheList: Falcon-H1's attention beside its state-space state).
 //
 // Options picks the kinds for a model's layers: Full for full-attention
 // layers, Sliding for sliding-window ones, with mlx-lm's max_kv_size and
@@ -89,6 +91,8 @@
 //	                          i.7 bits (this package's own kind)
 //	ArraysCache               i.0.j slot j (None when empty), i.1 left_padding
 //	                          and i.2 lengths (None: Load refuses others)
+//	CacheList                 i.k.0.* part k's state as above, i.k.1 its class
+//	                          name (a string: character codes, marked "string")
 //
 // Scalars are 0-d int32 tensors. The keys and values of an empty cache are
 // empty float32 tensors standing for None. A plain cache saves the positions
@@ -98,7 +102,8 @@
 // "0.key" = the caller's metadata. A dense cache due to switch to quantized
 // records that in "0.kv_quantize_i" = "bits=B group=G start=S", and a
 // States cache its token count in "0.kv_offset_i" (mlx-lm's ArraysCache
-// keeps none; its files load with 0); mlx-lm passes both on as metadata.
+// keeps none; its files load with 0), a list's part k under the key "i.k";
+// mlx-lm passes both on as metadata.
 //
 // Save records a CRC-32C of the tensors (each one's name, dtype, shape and
 // bytes, in name order) in "0.kv_crc32c", and Load refuses a file whose

@@ -17,6 +17,7 @@ const (
 	rotatingClass          = "RotatingKVCache"
 	quantizedRotatingClass = "QuantizedRotatingKVCache"
 	statesClass            = "ArraysCache"
+	listClass              = "CacheList"
 )
 
 // pendingKey is the reserved metadata key that records a dense cache's
@@ -67,18 +68,33 @@ type stateWriter struct {
 	scalars int
 }
 
+// cache writes layer i's cache: its state under "i." and its class in the
+// metadata.
 func (w *stateWriter) cache(i int, c Cache) error {
-	p := strconv.Itoa(i) + "."
+	key := strconv.Itoa(i)
+	class, err := w.state(key+".", key, c)
+	if err != nil {
+		return fmt.Errorf("layer %d: %w", i, err)
+	}
+	w.meta["1."+key] = class
+	return nil
+}
+
+// state writes c's state items under prefix p and returns its class; key
+// names its entries in the metadata (a pending quantization, a token
+// count): the layer's index, or "i.k" for part k of a list.
+func (w *stateWriter) state(p, key string, c Cache) (string, error) {
 	var s *store
 	var arrs []*mlx.Array
 	var q Quantization
+	var class string
 	switch c := c.(type) {
 	case *Plain:
 		s, q = &c.s, c.quant
 		if !s.empty() {
 			arrs = c.filled(w.g)
 		}
-		w.class(i, plainClass, quantizedClass, s)
+		class = pick(s, plainClass, quantizedClass)
 		w.kv(p, s, arrs)
 		w.int(p+"2", c.offset)
 		if s.quantized() {
@@ -87,10 +103,10 @@ func (w *stateWriter) cache(i int, c Cache) error {
 		}
 	case *Rotating:
 		if c.bad != nil {
-			return fmt.Errorf("layer %d: %w", i, c.bad)
+			return "", c.bad
 		}
 		s, q, arrs = &c.s, c.quant, c.s.arrs
-		w.class(i, rotatingClass, quantizedRotatingClass, s)
+		class = pick(s, rotatingClass, quantizedRotatingClass)
 		w.kv(p, s, arrs)
 		w.int(p+"2", c.offset)
 		w.int(p+"3", c.keep)
@@ -102,7 +118,6 @@ func (w *stateWriter) cache(i int, c Cache) error {
 		}
 	case *States:
 		// mlx-lm's ArraysCache state: (slots, left_padding, lengths).
-		w.meta["1."+strconv.Itoa(i)] = statesClass
 		for j, a := range c.slots {
 			name := p + "0." + strconv.Itoa(j)
 			if a == nil {
@@ -113,26 +128,37 @@ func (w *stateWriter) cache(i int, c Cache) error {
 		}
 		w.none(p + "1")
 		w.none(p + "2")
-		w.meta["0."+statesOffsetKey+strconv.Itoa(i)] = strconv.Itoa(c.offset)
-		return nil
+		w.meta["0."+statesOffsetKey+key] = strconv.Itoa(c.offset)
+		return statesClass, nil
+	case *List:
+		// mlx-lm's CacheList state: a (state, class name) pair a part.
+		for k, part := range c.parts {
+			pk := p + strconv.Itoa(k) + "."
+			cls, err := w.state(pk+"0.", key+"."+strconv.Itoa(k), part)
+			if err != nil {
+				return "", fmt.Errorf("part %d: %w", k, err)
+			}
+			w.str(pk+"1", cls)
+		}
+		return listClass, nil
 	default:
-		return fmt.Errorf("layer %d: cannot save a %T", i, c)
+		return "", fmt.Errorf("cannot save a %T", c)
 	}
 	if s.broken != nil {
-		return fmt.Errorf("layer %d: the cache is unusable after a failed step: %v", i, s.broken)
+		return "", fmt.Errorf("the cache is unusable after a failed step: %v", s.broken)
 	}
 	if q.Bits > 0 && !s.quantized() {
-		w.meta["0."+pendingKey+strconv.Itoa(i)] = fmt.Sprintf("bits=%d group=%d start=%d", q.Bits, q.group(), q.Start)
+		w.meta["0."+pendingKey+key] = fmt.Sprintf("bits=%d group=%d start=%d", q.Bits, q.group(), q.Start)
 	}
-	return nil
+	return class, nil
 }
 
-func (w *stateWriter) class(i int, dense, quantized string, s *store) {
-	name := dense
+// pick is a store's class: dense, or quantized.
+func pick(s *store, dense, quantized string) string {
 	if s.quantized() {
-		name = quantized
+		return quantized
 	}
-	w.meta["1."+strconv.Itoa(i)] = name
+	return dense
 }
 
 // kv writes keys and values as items 0 and 1 of layer prefix p: arrays
@@ -164,6 +190,16 @@ func (w *stateWriter) special(name, kind string) {
 func (w *stateWriter) int(name string, v int) {
 	w.arrays[name] = mlx.FromSlice(w.g, []int32{int32(v)})
 	w.special(name, "scalar")
+}
+
+// str writes a string as mlx-lm does: its characters' codes, marked.
+func (w *stateWriter) str(name, v string) {
+	codes := make([]int32, 0, len(v))
+	for _, r := range v {
+		codes = append(codes, int32(r))
+	}
+	w.arrays[name] = mlx.FromSlice(w.g, codes, len(codes))
+	w.special(name, "string")
 }
 
 func (w *stateWriter) none(name string) {
@@ -207,34 +243,35 @@ type stateReader struct {
 	arrays  map[string]*mlx.Array
 	special map[string]string // tensor name -> "scalar", "none", ...
 	taken   map[string]bool   // arrays now owned by a cache
-	layer   int
-	class   string
+	where   string            // the layer (and part) being read, for errors
+	// pending and offsets are the metadata's pending quantizations and
+	// token counts, by layer ("i") or list part ("i.k"); each is removed
+	// once applied.
+	pending map[string]string
+	offsets map[string]int
 }
 
 func (r *stateReader) read(meta map[string]string) ([]Cache, map[string]string, error) {
 	user := map[string]string{}
 	classes := map[int]string{}
-	pending := map[int]string{}
-	offsets := map[int]int{}
+	r.pending, r.offsets = map[string]string{}, map[string]int{}
 	for k, v := range meta {
 		head, rest, _ := strings.Cut(k, ".")
 		switch head {
 		case "0":
-			if layer, ok := strings.CutPrefix(rest, statesOffsetKey); ok {
-				i, err1 := strconv.Atoi(layer)
-				n, err2 := strconv.Atoi(v)
-				if err1 != nil || err2 != nil || n < 0 {
+			if key, ok := strings.CutPrefix(rest, statesOffsetKey); ok {
+				n, err := strconv.Atoi(v)
+				if !layerKey(key) || err != nil || n < 0 {
 					return nil, nil, fmt.Errorf("%s: metadata %q = %q: not a layer's token count", r.path, k, v)
 				}
-				offsets[i] = n
+				r.offsets[key] = n
 				continue
 			}
-			if layer, ok := strings.CutPrefix(rest, pendingKey); ok {
-				i, err := strconv.Atoi(layer)
-				if err != nil {
+			if key, ok := strings.CutPrefix(rest, pendingKey); ok {
+				if !layerKey(key) {
 					return nil, nil, fmt.Errorf("%s: metadata %q: bad layer number", r.path, k)
 				}
-				pending[i] = v
+				r.pending[key] = v
 				continue
 			}
 			user[rest] = v
@@ -268,55 +305,110 @@ func (r *stateReader) read(meta map[string]string) ([]Cache, map[string]string, 
 		if !ok {
 			return caches, nil, fmt.Errorf("%s: metadata names caches for %d layers but not for layer %d", r.path, len(classes), i)
 		}
-		r.layer, r.class = i, class
-		c, err := r.cache()
+		key := strconv.Itoa(i)
+		r.where = fmt.Sprintf("layer %d (%s)", i, class)
+		c, err := r.part(key+".", key, class)
 		if err != nil {
 			return caches, nil, err
 		}
-		if n, ok := offsets[i]; ok {
-			st, isStates := c.(*States)
-			if !isStates {
-				return append(caches, c), nil, fmt.Errorf("%s: metadata %q: layer %d is a %s, not an %s", r.path, "0."+statesOffsetKey+strconv.Itoa(i), i, class, statesClass)
-			}
-			st.offset = n
-		}
-		if spec, ok := pending[i]; ok {
-			var q Quantization
-			if _, err := fmt.Sscanf(spec, "bits=%d group=%d start=%d", &q.Bits, &q.GroupSize, &q.Start); err != nil || q.Check() != nil {
-				return append(caches, c), nil, fmt.Errorf("%s: metadata %q = %q: not a KV quantization", r.path, "0."+pendingKey+strconv.Itoa(i), spec)
-			}
-			switch c := c.(type) {
-			case *Plain:
-				c.quant = q
-			case *Rotating:
-				c.quant = q
-			}
-		}
 		caches = append(caches, c)
 	}
-	for i := range pending {
-		if i < 0 || i >= len(caches) {
-			return caches, nil, fmt.Errorf("%s: metadata %q: no layer %d", r.path, pendingKey+strconv.Itoa(i), i)
-		}
+	for key := range r.pending {
+		return caches, nil, fmt.Errorf("%s: metadata %q: no layer %s", r.path, pendingKey+key, key)
+	}
+	for key := range r.offsets {
+		return caches, nil, fmt.Errorf("%s: metadata %q: no layer %s", r.path, "0."+statesOffsetKey+key, key)
 	}
 	return caches, user, nil
 }
 
-func (r *stateReader) errf(format string, args ...any) error {
-	return fmt.Errorf("%s: layer %d (%s): %s", r.path, r.layer, r.class, fmt.Sprintf(format, args...))
+// layerKey: a layer's index, or a list part's ("i.k", "i.k.j", ...).
+func layerKey(key string) bool {
+	for _, f := range strings.Split(key, ".") {
+		if n, err := strconv.Atoi(f); err != nil || n < 0 {
+			return false
+		}
+	}
+	return true
 }
 
-// cache builds layer r.layer's cache from its state items.
-func (r *stateReader) cache() (Cache, error) {
-	p := strconv.Itoa(r.layer) + "."
-	switch r.class {
+// part reads the cache of class whose state items lie under prefix p, and
+// applies the metadata's entries for key to it.
+func (r *stateReader) part(p, key, class string) (Cache, error) {
+	c, err := r.cache(p, class)
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := r.offsets[key]; ok {
+		delete(r.offsets, key)
+		st, isStates := c.(*States)
+		if !isStates {
+			c.Free()
+			return nil, fmt.Errorf("%s: metadata %q: layer %s is a %s, not an %s", r.path, "0."+statesOffsetKey+key, key, class, statesClass)
+		}
+		st.offset = n
+	}
+	if spec, ok := r.pending[key]; ok {
+		delete(r.pending, key)
+		var q Quantization
+		if _, err := fmt.Sscanf(spec, "bits=%d group=%d start=%d", &q.Bits, &q.GroupSize, &q.Start); err != nil || q.Check() != nil {
+			c.Free()
+			return nil, fmt.Errorf("%s: metadata %q = %q: not a KV quantization", r.path, "0."+pendingKey+key, spec)
+		}
+		switch c := c.(type) {
+		case *Plain:
+			c.quant = q
+		case *Rotating:
+			c.quant = q
+		}
+	}
+	return c, nil
+}
+
+// list reads a CacheList's parts: part k's state under p + "k.0.", its
+// class, a string, at p + "k.1".
+func (r *stateReader) list(p, key string) (Cache, error) {
+	l := &List{}
+	where := r.where
+	for k := 0; ; k++ {
+		pk := p + strconv.Itoa(k) + "."
+		if _, ok := r.arrays[pk+"1"]; !ok {
+			break
+		}
+		class, err := r.str(pk + "1")
+		if err != nil {
+			l.Free()
+			return nil, err
+		}
+		r.where = fmt.Sprintf("%s part %d (%s)", where, k, class)
+		c, err := r.part(pk+"0.", key+"."+strconv.Itoa(k), class)
+		r.where = where
+		if err != nil {
+			l.Free()
+			return nil, err
+		}
+		l.parts = append(l.parts, c)
+	}
+	if len(l.parts) == 0 {
+		return nil, r.errf("no parts (tensors %q, ...)", p+"0.1")
+	}
+	return l, nil
+}
+
+func (r *stateReader) errf(format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %s", r.path, r.where, fmt.Sprintf(format, args...))
+}
+
+// cache builds a cache of class from its state items under prefix p.
+func (r *stateReader) cache(p, class string) (Cache, error) {
+	switch class {
 	case plainClass, quantizedClass:
 		c := NewPlain()
 		var err error
 		if c.offset, err = r.int(p + "2"); err != nil {
 			return nil, err
 		}
-		if r.class == quantizedClass {
+		if class == quantizedClass {
 			if c.s.group, err = r.int(p + "3"); err != nil {
 				return nil, err
 			}
@@ -348,7 +440,7 @@ func (r *stateReader) cache() (Cache, error) {
 			return nil, r.errf("%v", c.bad)
 		}
 		c.offset, c.idx = vals[0], vals[3]
-		if r.class == quantizedRotatingClass {
+		if class == quantizedRotatingClass {
 			var err error
 			if c.s.group, err = r.int(p + "6"); err != nil {
 				return nil, err
@@ -369,9 +461,11 @@ func (r *stateReader) cache() (Cache, error) {
 		return c, nil
 	case statesClass:
 		return r.states(p)
+	case listClass:
+		return r.list(p, strings.TrimSuffix(p, "."))
 	}
-	return nil, r.errf("unknown cache class (this package reads %s, %s, %s, %s and %s)",
-		plainClass, quantizedClass, rotatingClass, quantizedRotatingClass, statesClass)
+	return nil, r.errf("unknown cache class (this package reads %s, %s, %s, %s, %s and %s)",
+		plainClass, quantizedClass, rotatingClass, quantizedRotatingClass, statesClass, listClass)
 }
 
 // states reads an ArraysCache layer: its slots p0.0, p0.1, ... (arrays, or
@@ -504,6 +598,32 @@ func (r *stateReader) int(name string) (int, error) {
 		return 0, r.errf("scalar %q = %v is not an integer", name, v)
 	}
 	return int(v), nil
+}
+
+// str reads a string item (its characters' codes, marked "string").
+func (r *stateReader) str(name string) (string, error) {
+	a, ok := r.arrays[name]
+	if !ok {
+		return "", r.errf("missing string %q", name)
+	}
+	if kind := r.special[name]; kind != "string" {
+		return "", r.errf("tensor %q is not marked as a string in the metadata", name)
+	}
+	if a.Ndim() != 1 {
+		return "", r.errf("string %q: shape %v, not a list of character codes", name, a.Shape())
+	}
+	if a.Dim(0) == 0 {
+		return "", nil
+	}
+	codes, err := a.Int32s()
+	if err != nil {
+		return "", r.errf("string %q: %v", name, err)
+	}
+	out := make([]rune, len(codes))
+	for i, c := range codes {
+		out[i] = rune(c)
+	}
+	return string(out), nil
 }
 
 // freeRest releases the arrays no cache took.

@@ -3,7 +3,6 @@ package kv
 import (
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -110,10 +109,12 @@ func TestMergeStates(t *testing.T) {
 	}
 }
 
-// TestStatesFiles: a file of attention and state layers written by Save
-// reads back the same, and mlx-lm's load_prompt_cache reads it as
-// ArraysCache layers with the same arrays; a file mlx-lm's
-// save_prompt_cache wrote reads here as States with its arrays.
+// TestStatesFiles: a file of attention layers, state layers and a list of
+// both (Falcon-H1's kind of layer) written by Save reads back the same,
+// and mlx-lm's load_prompt_cache reads it as KVCache, ArraysCache and
+// CacheList layers with the same arrays; a file mlx-lm's
+// save_prompt_cache wrote reads here as Plain, States and List with its
+// arrays.
 func TestStatesFiles(t *testing.T) {
 	dir := t.TempDir()
 	g := mlx.NewGraph(nil)
@@ -125,13 +126,20 @@ func TestStatesFiles(t *testing.T) {
 	full.SetSlot(g, 1, normal(g, 4, mlx.Float32, 1, 2, 4, 6))
 	half.SetSlot(g, 1, normal(g, 5, mlx.Float32, 1, 2, 4, 6))
 	full.Advance(5)
-	caches := []Cache{kv, full, half}
+	ssm := NewStates(2)
+	ssm.SetSlot(g, 0, normal(g, 6, mlx.Float32, 1, 3, 10))
+	ssm.SetSlot(g, 1, normal(g, 7, mlx.Float32, 1, 2, 4, 5))
+	ssm.Advance(4)
+	attn := NewPlain()
+	attn.Update(g, normal(g, 8, mlx.Float32, 1, 1, 4, 8), normal(g, 9, mlx.Float32, 1, 1, 4, 8))
+	both := NewList(ssm, attn)
+	caches := []Cache{kv, full, half, both}
 	defer func() {
 		for _, c := range caches {
 			c.Free()
 		}
 	}()
-	if err := g.Eval(full.Slot(0), full.Slot(1), half.Slot(1)); err != nil {
+	if err := g.Eval(full.Slot(0), full.Slot(1), half.Slot(1), ssm.Slot(0), ssm.Slot(1)); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "ours.safetensors")
@@ -148,7 +156,7 @@ func TestStatesFiles(t *testing.T) {
 			c.Free()
 		}
 	}()
-	if meta["who"] != "archgen" || len(back) != 3 {
+	if meta["who"] != "archgen" || len(back) != 4 {
 		t.Fatalf("read back %d layers, metadata %v", len(back), meta)
 	}
 	bf, ok1 := back[1].(*States)
@@ -162,14 +170,25 @@ func TestStatesFiles(t *testing.T) {
 	sameArray(t, "slot 1.0", bf.Slot(0), full.Slot(0))
 	sameArray(t, "slot 1.1", bf.Slot(1), full.Slot(1))
 	sameArray(t, "slot 2.1", bh.Slot(1), half.Slot(1))
+	bl, ok := back[3].(*List)
+	if !ok || bl.Parts() != 2 {
+		t.Fatalf("layer 3 read back as %T", back[3])
+	}
+	bs, ok1 := bl.Part(0).(*States)
+	bp, ok2 := bl.Part(1).(*Plain)
+	if !ok1 || !ok2 || bs.Offset() != 4 || bp.Offset() != 4 || bl.Offset() != 4 || bl.Trimmable() {
+		t.Fatalf("layer 3's parts: %T and %T, offsets %d, %d", bl.Part(0), bl.Part(1), bl.Part(0).Offset(), bl.Part(1).Offset())
+	}
+	sameArray(t, "part 3.0 slot 1", bs.Slot(1), ssm.Slot(1))
+	sameArray(t, "part 3.1 keys", bp.filled(g)[0], attn.filled(g)[0])
 
 	// mlx-lm reads our file.
 	out := filepath.Join(dir, "read.safetensors")
 	runStatesRefs(t, "read", path, out)
 	arrays, info := loadRefs(t, out)
-	for i, class := range []string{"KVCache", "ArraysCache", "ArraysCache"} {
-		if got := info["class."+strconv.Itoa(i)]; got != class {
-			t.Errorf("mlx-lm read layer %d as %q, want %q", i, got, class)
+	for name, class := range map[string]string{"0": "KVCache", "1": "ArraysCache", "2": "ArraysCache", "3": "CacheList", "3.0": "ArraysCache", "3.1": "KVCache"} {
+		if got := info["class."+name]; got != class {
+			t.Errorf("mlx-lm read %s as %q, want %q", name, got, class)
 		}
 	}
 	if info["empty.2.0"] != "1" || !strings.Contains(info["meta"], "who=archgen") {
@@ -178,6 +197,8 @@ func TestStatesFiles(t *testing.T) {
 	sameArray(t, "mlx-lm's slot 1.0", need(t, arrays, "1.0"), full.Slot(0))
 	sameArray(t, "mlx-lm's slot 1.1", need(t, arrays, "1.1"), full.Slot(1))
 	sameArray(t, "mlx-lm's slot 2.1", need(t, arrays, "2.1"), half.Slot(1))
+	sameArray(t, "mlx-lm's part 3.0 slot 0", need(t, arrays, "3.0.0"), ssm.Slot(0))
+	sameArray(t, "mlx-lm's part 3.1 keys", need(t, arrays, "3.1.keys"), attn.filled(g)[0])
 
 	// We read mlx-lm's file.
 	theirs := filepath.Join(dir, "theirs.safetensors")
@@ -192,7 +213,7 @@ func TestStatesFiles(t *testing.T) {
 			c.Free()
 		}
 	}()
-	if meta["who"] != "mlx-lm" || len(got) != 3 {
+	if meta["who"] != "mlx-lm" || len(got) != 4 {
 		t.Fatalf("read %d layers of mlx-lm's file, metadata %v", len(got), meta)
 	}
 	p, ok := got[0].(*Plain)
@@ -211,6 +232,19 @@ func TestStatesFiles(t *testing.T) {
 		t.Errorf("their empty slot %v, offset %d", h.Slot(0), f.Offset())
 	}
 	sameArray(t, "their slot 2.1", h.Slot(1), need(t, want, "2.1"))
+	l, ok := got[3].(*List)
+	if !ok || l.Parts() != 2 {
+		t.Fatalf("their layer 3 is %T", got[3])
+	}
+	ls, ok1 := l.Part(0).(*States)
+	lp, ok2 := l.Part(1).(*Plain)
+	if !ok1 || !ok2 {
+		t.Fatalf("their layer 3's parts are %T and %T", l.Part(0), l.Part(1))
+	}
+	sameArray(t, "their part 3.0 slot 0", ls.Slot(0), need(t, want, "3.0.0"))
+	sameArray(t, "their part 3.0 slot 1", ls.Slot(1), need(t, want, "3.0.1"))
+	sameArray(t, "their part 3.1 keys", lp.filled(g)[0], need(t, want, "3.1.keys"))
+	sameArray(t, "their part 3.1 values", lp.filled(g)[1], need(t, want, "3.1.values"))
 }
 
 func runStatesRefs(t *testing.T, args ...string) {
@@ -242,6 +276,9 @@ func TestStatesFileErrors(t *testing.T) {
 		{"no slots", map[string]*mlx.Array{"0.1": mlx.FromSlice(g, []float32{}, 0)},
 			map[string]string{"1.0": "ArraysCache", "2.0": "", "2.1.0": "0.1", "2.1.1": "none"},
 			`layer 0 (ArraysCache): no slots (tensors "0.0.0", ...)`},
+		{"list without parts", map[string]*mlx.Array{"0.x": mlx.FromSlice(g, []float32{1}, 1)},
+			map[string]string{"1.0": "CacheList", "2.0": ""},
+			`layer 0 (CacheList): no parts (tensors "0.0.1", ...)`},
 		{"token count on an attention layer", map[string]*mlx.Array{"0.0": mlx.FromSlice(g, []float32{}, 0), "0.1": mlx.FromSlice(g, []float32{}, 0), "0.2": mlx.FromSlice(g, []int32{0})},
 			map[string]string{"1.0": "KVCache", "0.kv_offset_0": "3", "2.0": "", "2.1.0": "0.0", "2.1.1": "none", "2.2.0": "0.1", "2.2.1": "none", "2.3.0": "0.2", "2.3.1": "scalar"},
 			`metadata "0.kv_offset_0": layer 0 is a KVCache, not an ArraysCache`},
@@ -262,5 +299,39 @@ func TestStatesFileErrors(t *testing.T) {
 	}
 	if err := Save(filepath.Join(dir, "x.safetensors"), nil, map[string]string{"kv_offset_0": "1"}); err == nil || !strings.Contains(err.Error(), `metadata key "kv_offset_0" is reserved`) {
 		t.Errorf("a reserved metadata key: %v", err)
+	}
+}
+
+// TestList: a list's offset, size and trimming follow its parts (trimmed
+// only when every part can be), and an attention layer handed a list fails
+// its graph.
+func TestList(t *testing.T) {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	a, b := NewPlain(), NewPlain()
+	a.Update(g, normal(g, 1, mlx.Float32, 1, 1, 5, 4), normal(g, 2, mlx.Float32, 1, 1, 5, 4))
+	b.Update(g, normal(g, 3, mlx.Float32, 1, 1, 3, 4), normal(g, 4, mlx.Float32, 1, 1, 3, 4))
+	l := NewList(a, b)
+	defer l.Free()
+	if err := g.Eval(a.filled(g)[0], b.filled(g)[0]); err != nil {
+		t.Fatal(err)
+	}
+	if l.Offset() != 5 || l.Nbytes() != a.Nbytes()+b.Nbytes() || !l.Trimmable() {
+		t.Fatalf("offset %d, %d bytes, trimmable %v", l.Offset(), l.Nbytes(), l.Trimmable())
+	}
+	if n := l.Trim(2); n != 2 || a.Offset() != 3 || b.Offset() != 1 {
+		t.Errorf("Trim(2) = %d; parts at %d and %d", n, a.Offset(), b.Offset())
+	}
+	withState := NewList(NewPlain(), NewStates(1))
+	defer withState.Free()
+	if withState.Trimmable() || withState.Trim(1) != 0 {
+		t.Error("a list with a state part trimmed")
+	}
+	g2 := mlx.NewGraph(nil)
+	defer g2.Close()
+	m := l.Mask(g2, 1, 0, false)
+	_ = m
+	if err := g2.Err(); err == nil || !strings.Contains(err.Error(), "list of caches (List)") {
+		t.Errorf("Mask on a list: %v", err)
 	}
 }

@@ -10,27 +10,45 @@ import (
 // The caches a generated model makes for its layers, and the checks its
 // Forward runs on the ones it is handed.
 
-// CacheSpec is the cache one layer attends over: a window of Window
-// positions on a sliding layer, every position when Window is 0.
+// CacheSpec is the cache one layer keeps: for attention (States 0, Parts
+// nil), a window of Window positions on a sliding layer, every position
+// when Window is 0; for a recurrent layer, States slots (kv.States); for a
+// layer that keeps several, its Parts (kv.List), each a spec of its own.
 type CacheSpec struct {
 	Window int
+	States int
+	Parts  []CacheSpec
 }
 
 // NewCaches makes one empty cache per layer spec, as opts choose: a full
-// cache on full-attention layers, a window cache on sliding ones.
+// cache on full-attention layers, a window cache on sliding ones, slots on
+// recurrent ones (which opts' bounds and quantization do not touch: a
+// state does not grow), a list of those on layers that keep several.
 func NewCaches(specs []CacheSpec, opts kv.Options) ([]kv.Cache, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
 	caches := make([]kv.Cache, len(specs))
 	for i, s := range specs {
-		if s.Window > 0 {
-			caches[i] = opts.Sliding(s.Window)
-		} else {
-			caches[i] = opts.Full()
-		}
+		caches[i] = newCache(s, opts)
 	}
 	return caches, nil
+}
+
+func newCache(s CacheSpec, opts kv.Options) kv.Cache {
+	switch {
+	case len(s.Parts) > 0:
+		parts := make([]kv.Cache, len(s.Parts))
+		for i, p := range s.Parts {
+			parts[i] = newCache(p, opts)
+		}
+		return kv.NewList(parts...)
+	case s.States > 0:
+		return kv.NewStates(s.States)
+	case s.Window > 0:
+		return opts.Sliding(s.Window)
+	}
+	return opts.Full()
 }
 
 // DefaultCaches is NewCaches with mlx-lm's default caches (the zero

@@ -122,11 +122,31 @@ type decoder struct {
 	file string
 }
 
-var (
-	fType    = regexp.MustCompile(`^gen\.F\[`)
-	omapType = regexp.MustCompile(`^gen\.OMap\[`)
-	listType = regexp.MustCompile(`^gen\.List\[`)
+// shape is what the decoder and the merger take a descriptor type for;
+// F, OMap and List say theirs by a method, so that neither depends on the
+// types' names or the package they live in.
+type shape int
+
+const (
+	plainShape shape = iota // a struct of sections, an enum, Raw
+	leafShape               // F: one settable value
+	omapShape               // OMap: an ordered mapping
+	listShape               // List: a sequence set as a whole
 )
+
+type shaped interface{ shape() shape }
+
+func (F[T]) shape() shape    { return leafShape }
+func (OMap[V]) shape() shape { return omapShape }
+func (List[T]) shape() shape { return listShape }
+
+// shapeOf is t's shape.
+func shapeOf(t reflect.Type) shape {
+	if s, ok := reflect.Zero(t).Interface().(shaped); ok {
+		return s.shape()
+	}
+	return plainShape
+}
 
 func (d *decoder) pos(n *yaml.Node) Pos { return Pos{File: d.file, Line: n.Line} }
 
@@ -154,14 +174,15 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		return errAt(d.pos(n), path, "YAML aliases are not supported")
 	}
 	t := v.Type()
-	name := t.String()
-	switch {
-	case fType.MatchString(name):
+	switch shapeOf(t) {
+	case leafShape:
 		return d.leaf(n, v, path)
-	case omapType.MatchString(name):
+	case omapShape:
 		return d.omap(n, v, path)
-	case listType.MatchString(name):
+	case listShape:
 		return d.list(n, v, path)
+	}
+	switch {
 	case t == reflect.TypeOf(Raw{}):
 		raw, err := d.raw(n, path)
 		if err != nil {
@@ -172,7 +193,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 	case t.Kind() == reflect.Struct:
 		return d.structure(n, v, path)
 	}
-	return fmt.Errorf("gen: cannot decode into %s", name)
+	return fmt.Errorf("gen: cannot decode into %s", t)
 }
 
 func join(path, key string) string {

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 )
 
 // Extending: a descriptor that extends a base starts from the base's
@@ -40,12 +39,9 @@ func inherit(d, base *Descriptor) {
 	}
 }
 
-func isLeaf(t reflect.Type) bool {
-	n := t.String()
-	return strings.HasPrefix(n, "gen.F[") || strings.HasPrefix(n, "gen.List[")
-}
+func isLeaf(t reflect.Type) bool { s := shapeOf(t); return s == leafShape || s == listShape }
 
-func isOMap(t reflect.Type) bool { return strings.HasPrefix(t.String(), "gen.OMap[") }
+func isOMap(t reflect.Type) bool { return shapeOf(t) == omapShape }
 
 // mergeValue fills child (settable) from base where child left things unset.
 func mergeValue(child, base reflect.Value) {

@@ -128,7 +128,7 @@ type BiasDesc struct {
 
 // RopeDesc is the rotary embedding.
 type RopeDesc struct {
-	Kind                 F[RopeKindName] `yaml:"kind"`
+	Kind                 F[RopeKind] `yaml:"kind"`
 	Dims                 F[Expr]         `yaml:"dims"`
 	Base                 F[Expr]         `yaml:"base"`
 	Traditional          F[Expr]         `yaml:"traditional"`
@@ -142,7 +142,7 @@ type RopeDesc struct {
 // RopeSlidingDesc is the rope of the layers that attend within a window,
 // where it differs from the others': what it sets replaces the rope's.
 type RopeSlidingDesc struct {
-	Kind F[RopeKindName] `yaml:"kind"`
+	Kind F[RopeKind] `yaml:"kind"`
 	Base F[Expr]         `yaml:"base"`
 }
 

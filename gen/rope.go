@@ -10,13 +10,13 @@ import (
 // config (nn.RopeSpec); each layer's Attention holds it, or nn.NoRope on
 // the layers that rotate nothing.
 
-// RopeKindName is how positions enter attention.
-type RopeKindName string
+// RopeKind is how positions enter attention.
+type RopeKind string
 
 // ropeKinds are the rope kinds and the runtime's constant for each (""
 // for none).
 var ropeKinds = []struct {
-	kind    RopeKindName
+	kind    RopeKind
 	nnConst string
 	scaled  bool // reads the rope_scaling key
 }{
@@ -27,7 +27,7 @@ var ropeKinds = []struct {
 	{"su_mscale", "RopeSuMscale", true},
 }
 
-func (RopeKindName) values() []string {
+func (RopeKind) values() []string {
 	var out []string
 	for _, k := range ropeKinds {
 		out = append(out, string(k.kind))
@@ -38,7 +38,7 @@ func (RopeKindName) values() []string {
 // Rope is the rotary embedding, resolved.
 type Rope struct {
 	none
-	Kind                 RopeKindName
+	Kind                 RopeKind
 	Dims, Base           *Value
 	Traditional          *Value
 	Scaling              *Key // the rope_scaling key; nil for plain ropes
@@ -56,7 +56,7 @@ type Rope struct {
 // the rope's (dims, traditional and, for a scaling kind, the scaling key
 // stay).
 type SlidingRope struct {
-	Kind   RopeKindName
+	Kind   RopeKind
 	Base   *Value
 	Layers *Value // which layers attend within a window (attention.sliding)
 }
@@ -272,7 +272,7 @@ func (b *builder) resolveRope(sc *scope) error {
 // ropeDefaults: a plain rope over head_dim at the config's rope_theta.
 func ropeDefaults(d *Descriptor) {
 	r, f := &d.Structure.Rope, d.file
-	setDefault(&r.Kind, RopeKindName("plain"), f)
+	setDefault(&r.Kind, RopeKind("plain"), f)
 	exprDefault(&r.Dims, "head_dim", f)
 	exprDefault(&r.Base, "rope_theta", f)
 	exprDefault(&r.Traditional, "false", f)

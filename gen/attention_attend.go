@@ -23,7 +23,7 @@ var (
 	attendFloat32 = &attendKind{name: "float32", call: func(at *Attention, update jen.Code) *jen.Statement {
 		return jen.Qual(kvPkg, "AttentionFloat32").Call(g(), jen.Id("q"), update, at.scale.of(rAttn), jen.Id("mask"))
 	}, doc: "; queries and keys attend in float32, and the result is cast back to the values' dtype"}
-	attendFloat32IfHalf = &attendKind{name: "float32_if_float16", call: func(at *Attention, update jen.Code) *jen.Statement {
+	attendFloat32IfFloat16 = &attendKind{name: "float32_if_float16", call: func(at *Attention, update jen.Code) *jen.Statement {
 		return jen.Qual(kvPkg, "AttentionFloat32IfHalf").Call(g(), jen.Id("q"), update, at.scale.of(rAttn), jen.Id("mask"))
 	}, doc: "; at float16 queries and keys attend in float32, and the result is cast back"}
 	// Sinks: each query head has a learned logit, <attention>.sinks [heads]
@@ -46,11 +46,11 @@ var attendConflicts = []struct {
 	msg        string
 }{
 	{attendFloat32, attendSoftcap, "soft-capped attention is written out in the model's dtype; float32 does not apply"},
-	{attendFloat32IfHalf, attendFloat32, "float32 already casts every dtype; set one of the two"},
-	{attendFloat32IfHalf, attendSoftcap, "soft-capped attention is written out in the model's dtype; float32 does not apply"},
+	{attendFloat32IfFloat16, attendFloat32, "float32 already casts every dtype; set one of the two"},
+	{attendFloat32IfFloat16, attendSoftcap, "soft-capped attention is written out in the model's dtype; float32 does not apply"},
 	{attendSinks, attendSoftcap, "soft-capped attention is written out and takes no sinks"},
 	{attendSinks, attendFloat32, "attention in float32 takes no sinks; set one of the two"},
-	{attendSinks, attendFloat32IfHalf, "attention in float32 takes no sinks; set one of the two"},
+	{attendSinks, attendFloat32IfFloat16, "attention in float32 takes no sinks; set one of the two"},
 }
 
 // resolveAttend picks the attend variant from structure.attention's float32,
@@ -65,7 +65,7 @@ func (b *builder) resolveAttend() error {
 	for _, c := range []struct {
 		kind *attendKind
 		f    F[bool]
-	}{{attendFloat32, at.Float32}, {attendFloat32IfHalf, at.Float32IfHalf}, {attendSinks, at.Sinks}} {
+	}{{attendFloat32, at.Float32}, {attendFloat32IfFloat16, at.Float32IfFloat16}, {attendSinks, at.Sinks}} {
 		if !c.f.IsSet() || !c.f.V {
 			continue
 		}
@@ -77,7 +77,7 @@ func (b *builder) resolveAttend() error {
 		a.Attn.attend = c.kind
 	}
 	a.Attn.Float32 = a.Attn.attend == attendFloat32
-	a.Attn.Float32IfHalf = a.Attn.attend == attendFloat32IfHalf
+	a.Attn.Float32IfFloat16 = a.Attn.attend == attendFloat32IfFloat16
 	if a.Attn.attend == attendSinks {
 		a.Attn.Sinks = newField("Sinks", func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }, "sinks: each head's sink logit [heads]")
 	}

@@ -106,7 +106,7 @@ type AttnDesc struct {
 	Window   F[Expr]   `yaml:"window"`
 
 	QKNormWhen    F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
-	Float32IfHalf F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
+	Float32IfFloat16 F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
 	QueryScale    QueryScaleDesc `yaml:"query_scale"`
 	Sinks         F[bool]        `yaml:"sinks"` // a learned logit per head in each softmax
 }

@@ -42,7 +42,7 @@ type Attention struct {
 	qNormName, kNormName    string
 	Sliding                 *Sliding // nil: every layer attends fully
 	QKNormWhen              *Value   // nil: the q and k norms are always there
-	Float32IfFloat16           bool     // float16 attends in float32, other dtypes as they are
+	Float32IfFloat16        bool     // float16 attends in float32, other dtypes as they are
 	QueryScale              *QueryScale
 	Sinks                   *field // nil: no attention sinks
 

@@ -105,10 +105,10 @@ type AttnDesc struct {
 	Sliding  F[Expr]   `yaml:"sliding"`
 	Window   F[Expr]   `yaml:"window"`
 
-	QKNormWhen    F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
+	QKNormWhen       F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
 	Float32IfFloat16 F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
-	QueryScale    QueryScaleDesc `yaml:"query_scale"`
-	Sinks         F[bool]        `yaml:"sinks"` // a learned logit per head in each softmax
+	QueryScale       QueryScaleDesc `yaml:"query_scale"`
+	Sinks            F[bool]        `yaml:"sinks"` // a learned logit per head in each softmax
 }
 
 // QueryScaleDesc scales each query by its position p after the rope:
@@ -128,7 +128,7 @@ type BiasDesc struct {
 
 // RopeDesc is the rotary embedding.
 type RopeDesc struct {
-	Kind                 F[RopeKind] `yaml:"kind"`
+	Kind                 F[RopeKind]     `yaml:"kind"`
 	Dims                 F[Expr]         `yaml:"dims"`
 	Base                 F[Expr]         `yaml:"base"`
 	Traditional          F[Expr]         `yaml:"traditional"`
@@ -143,7 +143,7 @@ type RopeDesc struct {
 // where it differs from the others': what it sets replaces the rope's.
 type RopeSlidingDesc struct {
 	Kind F[RopeKind] `yaml:"kind"`
-	Base F[Expr]         `yaml:"base"`
+	Base F[Expr]     `yaml:"base"`
 }
 
 // MLPDesc is the feed-forward block.

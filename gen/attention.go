@@ -152,7 +152,7 @@ func (at *Attention) forward(x jen.Code) *jen.Statement {
 //	func (a *Attention) forward(g, x, mask, c) *mlx.Array {
 //		q, k, v := projections of x, reshaped to heads and transposed
 //		q, k = a.rope.Apply(...)
-//		o := kv.Attention(g, q, c.Update(g, k, v), a.scale, mask)
+//		o := kv.Attend(g, q, c.Update(g, k, v), kv.Spec{Scale: a.scale, Mask: mask})
 //		return a.OProj.Apply(g, o back to [B, L, heads*head_dim])
 //	}
 func (at *Attention) emitForward(f *jen.File) {

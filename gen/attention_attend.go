@@ -3,39 +3,50 @@ package gen
 import "github.com/dave/jennifer/jen"
 
 // How attention turns queries and the cache's keys and values into its
-// output: MLX's fused attention by default, or one variant, each a row of
-// attendKinds with its runtime call and its doc. The variants exclude each
-// other; attendConflicts holds every pair's error in one place.
+// output: one runtime entry point, kv.Attend, with a kv.Spec per variant:
+// MLX's fused attention by default, or one variant, each a row of the
+// kinds here with the fields it sets and its doc. The variants exclude
+// each other; attendConflicts holds every pair's error in one place.
 
 // attendKind is one way to attend.
 type attendKind struct {
 	name string // its descriptor key under structure.attention
-	// call spells the attention on q and update (the cache's keys and
-	// values after this step's update).
-	call func(at *Attention, update jen.Code) *jen.Statement
+	// spec is the kv.Spec fields beyond Scale and Mask.
+	spec func(at *Attention) []jen.Code
 	doc  string // appended to Attention.forward's comment
 }
 
+// call spells kv.Attend on q and update (the cache's keys and values after
+// this step's update).
+func (k *attendKind) call(at *Attention, update jen.Code) *jen.Statement {
+	fields := []jen.Code{specField("Scale", at.scale.of(rAttn)), specField("Mask", jen.Id("mask"))}
+	if k.spec != nil {
+		fields = append(fields, k.spec(at)...)
+	}
+	return jen.Qual(kvPkg, "Attend").Call(g(), jen.Id("q"), update, jen.Qual(kvPkg, "Spec").Values(fields...))
+}
+
+// specField spells one field of a kv.Spec literal.
+func specField(name string, v jen.Code) jen.Code { return jen.Id(name).Op(":").Add(v) }
+
 var (
-	attendFused = &attendKind{name: "fused", call: func(at *Attention, update jen.Code) *jen.Statement {
-		return jen.Qual(kvPkg, "Attention").Call(g(), jen.Id("q"), update, at.scale.of(rAttn), jen.Id("mask"))
-	}}
-	attendFloat32 = &attendKind{name: "float32", call: func(at *Attention, update jen.Code) *jen.Statement {
-		return jen.Qual(kvPkg, "AttentionFloat32").Call(g(), jen.Id("q"), update, at.scale.of(rAttn), jen.Id("mask"))
+	attendFused   = &attendKind{name: "fused"}
+	attendFloat32 = &attendKind{name: "float32", spec: func(*Attention) []jen.Code {
+		return []jen.Code{specField("Precision", jen.Qual(kvPkg, "Float32"))}
 	}, doc: "; queries and keys attend in float32, and the result is cast back to the values' dtype"}
-	attendFloat32IfFloat16 = &attendKind{name: "float32_if_float16", call: func(at *Attention, update jen.Code) *jen.Statement {
-		return jen.Qual(kvPkg, "AttentionFloat32IfHalf").Call(g(), jen.Id("q"), update, at.scale.of(rAttn), jen.Id("mask"))
+	attendFloat32IfFloat16 = &attendKind{name: "float32_if_float16", spec: func(*Attention) []jen.Code {
+		return []jen.Code{specField("Precision", jen.Qual(kvPkg, "Float32AtFloat16"))}
 	}, doc: "; at float16 queries and keys attend in float32, and the result is cast back"}
 	// Sinks: each query head has a learned logit, <attention>.sinks [heads]
 	// in the checkpoint, that joins every row of its softmax and takes a
 	// share of the probability without contributing a value.
-	attendSinks = &attendKind{name: "sinks", call: func(at *Attention, update jen.Code) *jen.Statement {
-		return jen.Qual(kvPkg, "AttentionSinks").Call(g(), jen.Id("q"), update, at.scale.of(rAttn), jen.Id("mask"), at.Sinks.of(rAttn))
+	attendSinks = &attendKind{name: "sinks", spec: func(at *Attention) []jen.Code {
+		return []jen.Code{specField("Sinks", at.Sinks.of(rAttn))}
 	}, doc: "; each head's learned sink logit joins its softmax"}
 	// Soft-capped scores (structure.attention.softcap, a scalar) are
 	// written out: tanh(s / c) * c before the softmax.
-	attendSoftcap = &attendKind{name: "softcap", call: func(at *Attention, update jen.Code) *jen.Statement {
-		return jen.Qual(nnPkg, "SoftcapAttention").Call(g(), jen.Id("q"), update, jen.Float64().Call(at.scale.of(rAttn)), at.softcap.of(rAttn), jen.Id("mask"))
+	attendSoftcap = &attendKind{name: "softcap", spec: func(at *Attention) []jen.Code {
+		return []jen.Code{specField("Softcap", at.softcap.of(rAttn))}
 	}, doc: "; scores are soft-capped, so attention is written out rather than fused"}
 )
 

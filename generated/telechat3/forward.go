@@ -42,8 +42,8 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 	q, k, v := qkv[0], qkv[1], qkv[2] // [B, heads, L, head_dim], [B, kv_heads, L, head_dim] twice
 	offset := c.Offset()
 	q, k = nn.RotateQK(g, a.rope, q, k, offset)
-	o := kv.Attention(g, q, c.Update(g, k, v), a.scale, mask)          // [B, heads, L, head_dim]
-	o = g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, a.heads*a.headDim) // [B, L, heads*head_dim]
+	o := kv.Attend(g, q, c.Update(g, k, v), kv.Spec{Scale: a.scale, Mask: mask}) // [B, heads, L, head_dim]
+	o = g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, a.heads*a.headDim)           // [B, L, heads*head_dim]
 	return a.OProj.Apply(g, o)
 }
 

@@ -7,25 +7,75 @@ import "github.com/archgen/archgen/runtime/mlx"
 // pieces of attention written out (scores, a mask on them, the weighted
 // sum of values).
 
-// Attention is softmax(q k^T * scale + mask) v over kv, q shaped
-// [B, Hq, L, D]: MLX's fused kernel for dense caches, and attention on the
-// quantized keys and values for quantized ones (as mlx-lm's
-// quantized_scaled_dot_product_attention). Hq may be a multiple of Hkv.
-func Attention(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
-	return AttentionSinks(g, q, kv, scale, mask, nil)
+// Precision is the dtype attention's scores and softmax run in.
+type Precision int
+
+const (
+	// QueryDtype: in the queries' dtype, as MLX's fused kernel runs.
+	QueryDtype Precision = iota
+	// Float32: queries, keys and values widened to float32, the output cast
+	// back to the values' dtype.
+	Float32
+	// Float32AtFloat16: Float32 when the queries are float16, QueryDtype
+	// otherwise (mlx-lm makes the cast in some models only for float16,
+	// whose range the scores can exceed).
+	Float32AtFloat16
+)
+
+// Spec says how Attend attends: its scale and mask, and at most one of the
+// variants (Sinks, a Precision other than QueryDtype, Softcap).
+type Spec struct {
+	Scale float32
+	Mask  mlx.AttentionMask
+	// Sinks [Hq], when set, holds one learned logit per query head that
+	// joins each row of that head's softmax and takes its share of the
+	// probability without contributing a value (gpt-oss's).
+	Sinks     *mlx.Array
+	Precision Precision
+	// Softcap > 0 caps the scores to tanh(s / Softcap) * Softcap; MLX's
+	// fused kernel has no cap, so attention is written out (Gemma 2's).
+	Softcap float64
 }
 
-// AttentionSinks is Attention with attention sinks: sinks [Hq] holds one
-// learned logit per query head that joins each row of that head's softmax
-// and takes its share of the probability without contributing a value
-// (gpt-oss's). nil sinks is Attention. Dense caches run MLX's fused kernel
-// with its sinks; quantized ones put the sink before each row of scores,
-// take the softmax and drop it again, as MLX's own unfused attention does.
-func AttentionSinks(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask, sinks *mlx.Array) *mlx.Array {
-	if kv.QKeys != nil {
-		return quantizedAttention(g, q, kv, scale, mask, sinks)
+// Attend is softmax(q k^T * scale + mask) v over kv, q shaped [B, Hq, L,
+// D] (Hq a multiple of Hkv), as sp says: MLX's fused kernel for dense
+// caches (with its sinks), attention on the quantized keys and values for
+// quantized ones (as mlx-lm's quantized_scaled_dot_product_attention, a
+// sink put before each row of scores and dropped after the softmax, as
+// MLX's own unfused attention does), in float32 where asked, or written
+// out with soft-capped scores.
+func Attend(g *mlx.Graph, q *mlx.Array, kv KV, sp Spec) *mlx.Array {
+	switch {
+	case sp.Softcap > 0:
+		return softcapAttention(g, q, kv, sp)
+	case sp.Precision == Float32, sp.Precision == Float32AtFloat16 && q.Dtype() == mlx.Float16:
+		return float32Attention(g, q, kv, sp)
+	case kv.QKeys != nil:
+		return quantizedAttention(g, q, kv, sp.Scale, sp.Mask, sp.Sinks)
 	}
-	return g.SDPASinks(q, kv.Keys, kv.Values, scale, mask, sinks)
+	return g.SDPASinks(q, kv.Keys, kv.Values, sp.Scale, sp.Mask, sp.Sinks)
+}
+
+// softcapAttention writes attention out from Scores, MaskScores and Mix,
+// so it reads every cache kind, quantized ones included: q is scaled,
+// scored, the scores capped, masked, normalized in float32 precision and
+// mixed with the values.
+func softcapAttention(g *mlx.Graph, q *mlx.Array, kv KV, sp Spec) *mlx.Array {
+	scores := Scores(g, g.MultiplyScalar(q, float64(sp.Scale)), kv)
+	scores = g.MultiplyScalar(g.Tanh(g.DivideScalar(scores, sp.Softcap)), sp.Softcap)
+	scores = MaskScores(g, scores, sp.Mask)
+	return Mix(g, g.Softmax(scores, true, -1), kv)
+}
+
+// float32Attention attends on q, keys and values widened to float32 and
+// casts the output back.
+func float32Attention(g *mlx.Graph, q *mlx.Array, kv KV, sp Spec) *mlx.Array {
+	q32 := g.AsType(q, mlx.Float32)
+	if kv.QKeys != nil {
+		return g.AsType(quantizedAttention(g, q32, kv, sp.Scale, sp.Mask, sp.Sinks), q.Dtype())
+	}
+	dt := kv.Values.Dtype()
+	return g.AsType(g.SDPASinks(q32, g.AsType(kv.Keys, mlx.Float32), g.AsType(kv.Values, mlx.Float32), sp.Scale, sp.Mask, sp.Sinks), dt)
 }
 
 // Scores is q k^T for attention written out by hand, over dense or
@@ -97,26 +147,3 @@ func groupDense(g *mlx.Graph, x, a *mlx.Array) (*mlx.Array, *mlx.Array, int) {
 	return g.Reshape(x, xs[0], hkv, rep, xs[2], xs[3]), g.ExpandDims(a, 2), rep
 }
 
-// AttentionFloat32 is Attention computed in float32: the queries, keys and
-// values are cast to float32 (MLX would promote the values to the others'
-// dtype anyway), and the result is cast back to the dtype the values are
-// stored in (the queries' over a quantized cache). mlx-lm makes this cast
-// in the models that need the precision; at float32 it changes nothing.
-func AttentionFloat32(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
-	q32 := g.AsType(q, mlx.Float32)
-	if kv.QKeys != nil {
-		return g.AsType(quantizedAttention(g, q32, kv, scale, mask, nil), q.Dtype())
-	}
-	dt := kv.Values.Dtype()
-	return g.AsType(g.SDPA(q32, g.AsType(kv.Keys, mlx.Float32), g.AsType(kv.Values, mlx.Float32), scale, mask), dt)
-}
-
-// AttentionFloat32IfHalf is AttentionFloat32 when q is float16 and
-// Attention otherwise: mlx-lm makes the cast in some models only for
-// float16, whose range the scores can exceed.
-func AttentionFloat32IfHalf(g *mlx.Graph, q *mlx.Array, kv KV, scale float32, mask mlx.AttentionMask) *mlx.Array {
-	if q.Dtype() == mlx.Float16 {
-		return AttentionFloat32(g, q, kv, scale, mask)
-	}
-	return Attention(g, q, kv, scale, mask)
-}

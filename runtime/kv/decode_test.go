@@ -76,7 +76,7 @@ func heads(g *mlx.Graph, x *mlx.Array, h int) *mlx.Array {
 func (m *testStack) attend(g *mlx.Graph, q *mlx.Array, kv KV, mask mlx.AttentionMask) *mlx.Array {
 	scale := 1 / math.Sqrt(headDim)
 	if m.softcap == 0 {
-		return Attention(g, q, kv, float32(scale), mask)
+		return Attend(g, q, kv, Spec{Scale: float32(scale), Mask: mask})
 	}
 	s := Scores(g, g.MultiplyScalar(q, scale), kv)
 	s = g.MultiplyScalar(g.Tanh(g.DivideScalar(s, m.softcap)), m.softcap)

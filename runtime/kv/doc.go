@@ -40,7 +40,7 @@
 // caches. Then each layer rotates its queries and keys from
 // Offset, calls Update and attends over the KV it returns:
 //
-//	o := kv.Attention(g, q, c.Update(g, k, v), scale, mask)
+//	o := kv.Attend(g, q, c.Update(g, k, v), kv.Spec{Scale: scale, Mask: mask})
 //
 // Attention runs MLX's fused kernel on dense caches and attention on the
 // quantized keys and values on quantized ones. Attention written out by

@@ -106,7 +106,7 @@ func TestQuantizedTolerance(t *testing.T) {
 			for _, st := range []struct{ lo, hi int }{{0, s}, {s, s + 1}} {
 				q, k, v := part(qh, hq, st.lo, st.hi), part(kh, hkv, st.lo, st.hi), part(vh, hkv, st.lo, st.hi)
 				mask := c.Mask(g, st.hi-st.lo, 0, false)
-				got, err := Attention(g, q, c.Update(g, k, v), float32(scale), mask).Float32s()
+				got, err := Attend(g, q, c.Update(g, k, v), Spec{Scale: float32(scale), Mask: mask}).Float32s()
 				if err != nil {
 					t.Fatal(err)
 				}

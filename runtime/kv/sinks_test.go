@@ -43,7 +43,7 @@ func TestSinksQuantized(t *testing.T) {
 					mask := c.Mask(g, st.hi-st.lo, 0, false)
 					kvs := c.Update(g, part(k, st.lo, st.hi), part(v, st.lo, st.hi))
 					qs := part(q, st.lo, st.hi)
-					got, err := AttentionSinks(g, qs, kvs, scale, mask, sinks).Float32s()
+					got, err := Attend(g, qs, kvs, Spec{Scale: scale, Mask: mask, Sinks: sinks}).Float32s()
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -91,7 +91,7 @@ func TestSinksErrors(t *testing.T) {
 			defer c.cache.Free()
 			q, k := g.Zeros([]int{1, 4, 3, 64}, mlx.Float32), g.Zeros([]int{1, 2, 3, 64}, mlx.Float32)
 			mask := c.cache.Mask(g, 3, 0, false)
-			AttentionSinks(g, q, c.cache.Update(g, k, k), 0.125, mask, g.Zeros([]int{3}, mlx.Float32))
+			Attend(g, q, c.cache.Update(g, k, k), Spec{Scale: 0.125, Mask: mask, Sinks: g.Zeros([]int{3}, mlx.Float32)})
 			if err := g.Err(); err == nil || err.Error() != c.want {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}

@@ -161,8 +161,9 @@ typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x16 __attribute__((vector_size(64)));
 
 // Scratch is a worker's: a block's state, a saved copy for masked steps,
-// and a step's key and query in float32, on 64-byte boundaries as the
-// vector types want them.
+// and two float32 rows of a step's inputs (the delta rule's key and query,
+// the scan's B and C), on 64-byte boundaries as the vector types want
+// them.
 template <typename V>
 struct Scratch {
   float* mem;
@@ -340,17 +341,11 @@ __attribute__((always_inline)) inline void scan_block(const ScanJob& j, int b, i
 template <typename V, int L>
 __attribute__((always_inline)) inline void scan_items(const ScanJob& j, int i0, int i1) {
   const int blocks = (j.P + L - 1) / L;
-  const size_t vs = sizeof(V) * j.N, fs = (sizeof(float) * j.N + 63) / 64 * 64;
-  char* mem = static_cast<char*>(std::aligned_alloc(64, vs + 2 * fs));
-  if (mem == nullptr) throw std::bad_alloc();
-  V* sv = reinterpret_cast<V*>(mem);
-  float* bf = reinterpret_cast<float*>(mem + vs);
-  float* cf = reinterpret_cast<float*>(mem + vs + fs);
+  Scratch<V> s(j.N);
   for (int i = i0; i < i1; i++) {
     const int bh = i / blocks, r0 = (i % blocks) * L;
-    scan_block<V, L>(j, bh / j.H, bh % j.H, r0, std::min(L, j.P - r0), sv, bf, cf);
+    scan_block<V, L>(j, bh / j.H, bh % j.H, r0, std::min(L, j.P - r0), s.st, s.kf, s.qf);
   }
-  std::free(mem);
 }
 
 __attribute__((target("avx2,fma,f16c"))) void scan_items8(const ScanJob& j, int i0, int i1) {
@@ -431,9 +426,24 @@ bool ssm_fits(const mx::array& x, const mx::array& A_log, const mx::array& B, co
   return true;
 }
 
-[[noreturn]] void ssm_refuse(const mx::array& x, const mx::array& A_log, const mx::array& B,
-                             const mx::array& C, const mx::array& D, const mx::array& dt,
-                             const mx::array& dt_bias, const std::optional<mx::array>& state);
+std::string shape_of(const mx::array& a) {
+  std::string out = "[";
+  for (int i = 0; i < static_cast<int>(a.ndim()); i++) {
+    out += (i > 0 ? ", " : "") + std::to_string(a.shape(i));
+  }
+  return out + "]";
+}
+
+[[noreturn]] void ssm_refuse(const mx::array& x, const mx::array& A_log, const mx::array& B, const mx::array& C,
+                const mx::array& D, const mx::array& dt, const mx::array& dt_bias,
+                const std::optional<mx::array>& state) {
+  throw std::invalid_argument(
+      "want x [b, T, h, p], B and C [b, T, g, n] with h a multiple of g, A_log, D and dt_bias "
+      "[h], dt [b, T, h], state [b, h, p, n]; got x " +
+      shape_of(x) + ", B " + shape_of(B) + ", C " + shape_of(C) + ", A_log " + shape_of(A_log) +
+      ", D " + shape_of(D) + ", dt " + shape_of(dt) + ", dt_bias " + shape_of(dt_bias) +
+      (state ? ", state " + shape_of(*state) : ""));
+}
 
 // compute_dt and A as mlx-lm computes them: dt' = clip(softplus(float32(dt)
 // + dt_bias), lo, hi), A = float32(-exp(A_log)).
@@ -576,18 +586,12 @@ std::vector<mx::array> archgen_gated_delta_ops(const mx::array& q, const mx::arr
                                                const std::optional<mx::array>& mask,
                                                mx::Stream s) {
   if (!shapes_fit(q, k, v, g, beta, state, mask)) {
-    auto shape = [](const mx::array& a) {
-      std::string out = "[";
-      for (int i = 0; i < static_cast<int>(a.ndim()); i++) {
-        out += (i > 0 ? ", " : "") + std::to_string(a.shape(i));
-      }
-      return out + "]";
-    };
     throw std::invalid_argument(
         "want q, k [B, T, Hk, Dk], v [B, T, Hv, Dv] with Hv a multiple of Hk, g [B, T, Hv] or "
         "[B, T, Hv, Dk], beta [B, T, Hv], state [B, Hv, Dv, Dk], mask [B, T]; got q " +
-        shape(q) + ", k " + shape(k) + ", v " + shape(v) + ", g " + shape(g) + ", beta " +
-        shape(beta) + ", state " + shape(state) + (mask ? ", mask " + shape(*mask) : ""));
+        shape_of(q) + ", k " + shape_of(k) + ", v " + shape_of(v) + ", g " + shape_of(g) +
+        ", beta " + shape_of(beta) + ", state " + shape_of(state) +
+        (mask ? ", mask " + shape_of(*mask) : ""));
   }
   const int T = q.shape(1), Hk = q.shape(2), Hv = v.shape(2);
   mx::array qq = q, kk = k;
@@ -645,29 +649,6 @@ std::optional<mx::array> archgen_native_depthwise_conv1d(const mx::array& x, con
 }
 
 extern "C" int mlxg_set_native_recurrent(int on) { return recurrent_on.exchange(on != 0 ? 1 : 0); }
-
-namespace {
-
-std::string shape_of(const mx::array& a) {
-  std::string out = "[";
-  for (int i = 0; i < static_cast<int>(a.ndim()); i++) {
-    out += (i > 0 ? ", " : "") + std::to_string(a.shape(i));
-  }
-  return out + "]";
-}
-
-void ssm_refuse(const mx::array& x, const mx::array& A_log, const mx::array& B, const mx::array& C,
-                const mx::array& D, const mx::array& dt, const mx::array& dt_bias,
-                const std::optional<mx::array>& state) {
-  throw std::invalid_argument(
-      "want x [b, T, h, p], B and C [b, T, g, n] with h a multiple of g, A_log, D and dt_bias "
-      "[h], dt [b, T, h], state [b, h, p, n]; got x " +
-      shape_of(x) + ", B " + shape_of(B) + ", C " + shape_of(C) + ", A_log " + shape_of(A_log) +
-      ", D " + shape_of(D) + ", dt " + shape_of(dt) + ", dt_bias " + shape_of(dt_bias) +
-      (state ? ", state " + shape_of(*state) : ""));
-}
-
-}  // namespace
 
 std::vector<mx::array> archgen_ssm_ops(const mx::array& x, const mx::array& A_log,
                                        const mx::array& B, const mx::array& C, const mx::array& D,

@@ -45,6 +45,7 @@ type Attention struct {
 	Float32IfFloat16        bool     // float16 attends in float32, other dtypes as they are
 	QueryScale              *QueryScale
 	Sinks                   *field // nil: no attention sinks
+	OutputGate              bool   // q_proj gives [queries | gate] per head; o reads output * sigmoid(gate)
 
 	heads, kvHeads, headDim *field
 	scale                   *field
@@ -77,13 +78,22 @@ func (at *Attention) link(a *Arch) {
 		at.Projs = []Proj{{Field: linear(n.QKV), Name: n.QKV, Out: qkv, In: hidden, Bias: at.BiasQ}, o}
 	} else {
 		at.Projs = []Proj{
-			{Field: linear(n.Q), Name: n.Q, Out: width(at.heads), In: hidden, Bias: at.BiasQ},
+			{Field: linear(n.Q), Name: n.Q, Out: at.queryWidth(width(at.heads)), In: hidden, Bias: at.BiasQ},
 			{Field: linear(n.K), Name: n.K, Out: width(at.kvHeads), In: hidden, Bias: at.BiasK},
 			{Field: linear(n.V), Name: n.V, Out: width(at.kvHeads), In: hidden, Bias: at.BiasV},
 			o,
 		}
 	}
 	at.linkNorms(a)
+}
+
+// queryWidth is q's projection's width: twice the queries' with an output
+// gate.
+func (at *Attention) queryWidth(w func() *jen.Statement) func() *jen.Statement {
+	if !at.OutputGate {
+		return w
+	}
+	return func() *jen.Statement { return jen.Lit(2).Op("*").Add(w()) }
 }
 
 func (at *Attention) fields(t goType) []jen.Code {
@@ -169,7 +179,7 @@ func (at *Attention) emitForward(f *jen.File) {
 		}
 	}
 	perHead := at.qk.place == qkPerHead
-	if !at.FusedQKV && !at.qk.headLayout {
+	if !at.FusedQKV && !at.qk.headLayout && !at.OutputGate {
 		// Separate projections straight into heads, [B, heads, L, head_dim]
 		// (the norms that span every head, or weigh each head on its own,
 		// read [B, L, heads*head_dim] or [B, L, heads, head_dim] first).
@@ -199,8 +209,16 @@ func (at *Attention) emitForward(f *jen.File) {
 		if at.qk.place == qkWide {
 			body = append(body, qkNorm...)
 		}
+		if at.OutputGate {
+			body = append(body,
+				jen.Id("qg").Op(":=").Add(call("Split", call("Reshape", jen.Id("q"), jen.Id("B"), jen.Id("L"), self(at.heads), jen.Lit(2).Op("*").Add(self(at.headDim))), jen.Lit(2), jen.Lit(-1))).Comment("each head's queries, then its gate"),
+				jen.Id("gate").Op(":=").Add(call("Reshape", jen.Id("qg").Index(jen.Lit(1)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
+				jen.Id("q").Op("=").Id("qg").Index(jen.Lit(0)).Comment("[B, L, heads, head_dim]"),
+			)
+		} else {
+			body = append(body, jen.Id("q").Op("=").Add(call("Reshape", jen.Id("q"), jen.Id("B"), jen.Id("L"), self(at.heads), self(at.headDim))).Comment("[B, L, heads, head_dim]"))
+		}
 		body = append(body,
-			jen.Id("q").Op("=").Add(call("Reshape", jen.Id("q"), jen.Id("B"), jen.Id("L"), self(at.heads), self(at.headDim))).Comment("[B, L, heads, head_dim]"),
 			jen.Id("k").Op("=").Add(call("Reshape", jen.Id("k"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
 			jen.Id("v").Op("=").Add(call("Reshape", jen.Id("v"), jen.Id("B"), jen.Id("L"), self(at.kvHeads), self(at.headDim))).Comment("[B, L, kv_heads, head_dim]"),
 		)
@@ -213,6 +231,7 @@ func (at *Attention) emitForward(f *jen.File) {
 			jen.Id("v").Op("=").Add(call("Transpose", jen.Id("v"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, kv_heads, L, head_dim]"),
 		)
 	}
+	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc() + at.attend.doc
 	body = append(body, at.rope.forward()...)
 	body = append(body, at.QueryScale.forward()...)
 	if at.qk.place == qkAfterRope {
@@ -222,9 +241,12 @@ func (at *Attention) emitForward(f *jen.File) {
 	body = append(body, jen.Id("o").Op(":=").Add(at.attend.call(at, update)).Comment("[B, heads, L, head_dim]"))
 	body = append(body,
 		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
-		jen.Return(apply(self(at.Projs[len(at.Projs)-1].Field), jen.Id("o"))),
 	)
-	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc() + at.attend.doc
+	if at.OutputGate {
+		body = append(body, jen.Id("o").Op("=").Add(call("Multiply", jen.Id("o"), call("Sigmoid", jen.Id("gate")))))
+		doc += ", its output gated by sigmoid(gate) from q's projection"
+	}
+	body = append(body, jen.Return(apply(self(at.Projs[len(at.Projs)-1].Field), jen.Id("o"))))
 	f.Comment(comment(doc + "."))
 	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
@@ -357,6 +379,8 @@ func (b *builder) resolveAttention(sc *scope) error {
 		BiasV:    l.must(at.Bias.V, "structure.attention.bias.v", TBool),
 		BiasO:    l.must(at.Bias.O, "structure.attention.bias.o", TBool),
 		QKNorm:   at.QKNorm.V,
+
+		OutputGate: at.OutputGate.V,
 	}
 	if l.err != nil {
 		return l.err
@@ -372,6 +396,9 @@ func (b *builder) resolveAttention(sc *scope) error {
 	a := b.a
 	if a.Attn.FusedQKV && !(a.Attn.BiasQ.IsFalse() && a.Attn.BiasK.IsFalse() && a.Attn.BiasV.IsFalse()) {
 		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has no q, k, v biases here")
+	}
+	if a.Attn.OutputGate && a.Attn.FusedQKV {
+		return errAt(at.OutputGate.Pos, "structure.attention.output_gate", "an output gate comes from q's own projection, not a fused qkv")
 	}
 	if err := b.resolveAttend(); err != nil {
 		return err

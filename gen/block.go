@@ -84,7 +84,7 @@ type Block struct {
 	// clipped to float16's range (nn.AddClipped).
 	ClipResidual bool
 	norm         *Norm
-	attn         *Attention
+	attn         layerMixer // attention, or the mixer slot (mixer.go)
 	mlp          *MLP
 	scales       *Scalars
 }
@@ -214,7 +214,11 @@ func (b *Block) emitForward(f *jen.File) {
 // kind's norm slots, named by weights.names (a kind's slots only).
 func (b *builder) resolveBlock() error {
 	s, a := &b.d.Structure, b.a
-	a.Block = &Block{Kind: s.Block.V, norm: a.Norm, attn: a.Attn, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
+	var mix layerMixer = a.Attn
+	if a.Mixers != nil {
+		mix = a.Mixers
+	}
+	a.Block = &Block{Kind: s.Block.V, norm: a.Norm, attn: mix, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
 		Path: a.path(a.Names.Layers), ClipResidual: s.ClipResidual.V}
 	a.Block.Stack = newField(goName(a.Names.Layers), func() *jen.Statement { return jen.Index().Id("Layer") }, a.Block.Path+".N")
 	n := &b.d.Weights.Names

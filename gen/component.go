@@ -11,15 +11,16 @@ import (
 // lines in build, and its forward code. The emitters (emit_model.go,
 // emit_forward.go) only put the pieces in order.
 
-// goType is a generated Go type: each module owns its hyperparameters and
-// its forward method, as in mlx-lm's model files.
-type goType int
+// goType is a generated Go type, by name: each module owns its
+// hyperparameters and its forward method, as in mlx-lm's model files. The
+// set is open: a mixer kind (mixer.go) brings a type of its own.
+type goType string
 
 const (
-	tModel     goType = iota // Model: the stack, Forward
-	tLayer                   // Layer: one decoder layer, its residual wiring
-	tAttention               // Attention: self-attention
-	tMLP                     // MLP: the feed-forward block
+	tModel     goType = "Model"     // the stack, Forward
+	tLayer     goType = "Layer"     // one decoder layer, its residual wiring
+	tAttention goType = "Attention" // self-attention
+	tMLP       goType = "MLP"       // the feed-forward block
 )
 
 // stage is where in build a line goes.
@@ -55,7 +56,11 @@ func (none) build(stage) []jen.Code   { return nil }
 // components are the parts of a's network in the order their fields and
 // build lines appear.
 func (a *Arch) components() []component {
-	cs := []component{a.Embed, a.Attn, a.Rope, a.MLP, a.Block}
+	var mix component = a.Attn
+	if a.Mixers != nil {
+		mix = a.Mixers
+	}
+	cs := []component{a.Embed, mix, a.Rope, a.MLP, a.Block}
 	if a.Attn.Sliding != nil {
 		cs = append(cs, a.Attn.Sliding)
 	}

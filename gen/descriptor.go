@@ -77,10 +77,13 @@ type Structure struct {
 	ResidualScale F[Expr]      `yaml:"residual_scale"`
 	ClipResidual  F[bool]      `yaml:"clip_residual"`
 	Attention     AttnDesc     `yaml:"attention"`
-	Rope          RopeDesc     `yaml:"rope"`
-	MLP           MLPDesc      `yaml:"mlp"`
-	MoE           MoEDesc      `yaml:"moe"`
-	Head          HeadDesc     `yaml:"head"`
+	// Mixers are the token mixers other than attention, by kind (mixer.go):
+	// each section's layers say which layers it mixes.
+	Mixers OMap[OMap[F[Expr]]] `yaml:"mixers"`
+	Rope   RopeDesc            `yaml:"rope"`
+	MLP    MLPDesc             `yaml:"mlp"`
+	MoE    MoEDesc             `yaml:"moe"`
+	Head   HeadDesc            `yaml:"head"`
 }
 
 // NormDesc is the norm of every layer (and the final one).
@@ -109,6 +112,9 @@ type AttnDesc struct {
 	Float32IfFloat16 F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
 	QueryScale       QueryScaleDesc `yaml:"query_scale"`
 	Sinks            F[bool]        `yaml:"sinks"` // a learned logit per head in each softmax
+	// OutputGate: q's projection gives each head its queries and a gate;
+	// the output is multiplied by sigmoid(gate) before o.
+	OutputGate F[bool] `yaml:"output_gate"`
 }
 
 // QueryScaleDesc scales each query by its position p after the rope:

@@ -17,6 +17,9 @@ func emitForward(a *Arch) ([]byte, error) {
 	emitForwardFunc(f, a)
 	a.Block.emitForward(f)
 	a.Attn.emitForward(f)
+	for _, x := range a.Mixers.types() {
+		x.emitForward(f)
+	}
 	a.MLP.emitForward(f)
 	return render(f)
 }
@@ -30,7 +33,10 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 	body = append(body, a.Embed.forward()...)
 	maskArray := a.Attn.MaskArray()
 	var mask jen.Code
-	if sl := a.Attn.Sliding; sl != nil {
+	if a.Mixers != nil {
+		body = append(body, a.Mixers.mask(maskArray))
+		mask = jen.Id("mask")
+	} else if sl := a.Attn.Sliding; sl != nil {
 		var lines []jen.Code
 		lines, mask = sl.masks(maskArray)
 		body = append(body, lines...)

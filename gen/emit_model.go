@@ -173,15 +173,20 @@ func emitTypes(f *jen.File, a *Arch) {
 		a.Name, a.Embed.Path, a.Embed.Field.name, a.Block.Path, a.Block.Stack.name)))
 	f.Type().Id("Model").Struct(fields...)
 	f.Line()
-	for _, t := range []struct {
+	type typ struct {
 		t    goType
 		name string
 		doc  string
-	}{
+	}
+	types := []typ{
 		{tLayer, "Layer", fmt.Sprintf("Layer is one decoder layer (%s.N).", a.Block.Path)},
 		{tAttention, "Attention", fmt.Sprintf("Attention is a layer's self-attention (%s), with its hyperparameters.", n.Attention)},
-		{tMLP, "MLP", fmt.Sprintf("MLP is a layer's feed-forward block (%s).", n.MLP)},
-	} {
+	}
+	for _, x := range a.Mixers.types() {
+		types = append(types, typ{x.typeName(), string(x.typeName()), mixerDoc(x, x.field().doc)})
+	}
+	types = append(types, typ{tMLP, "MLP", fmt.Sprintf("MLP is a layer's feed-forward block (%s).", n.MLP)})
+	for _, t := range types {
 		fs := a.fieldsOf(t.t)
 		if ps := a.paramsOf(t.t); len(ps) > 0 {
 			fs = append(append(fs, jen.Line()), ps...)
@@ -258,11 +263,13 @@ func emitBuild(f *jen.File, a *Arch) {
 	for _, p := range a.initsOf(tLayer) {
 		layer = append(layer, jen.Id(rLayer).Dot(p.key).Op("=").Add(p.val))
 	}
-	layer = append(layer,
-		a.Attn.Field.of(rLayer).Op("=").Id("Attention").Values(fieldsOf(a.initsOf(tAttention))...),
-		jen.Id(rAttn).Op(":=").Op("&").Add(a.Attn.Field.of(rLayer)),
-		jen.Id(rMLP).Op(":=").Op("&").Add(a.MLP.Field.of(rLayer)),
-	)
+	if a.Mixers == nil {
+		layer = append(layer,
+			a.Attn.Field.of(rLayer).Op("=").Id("Attention").Values(fieldsOf(a.initsOf(tAttention))...),
+			jen.Id(rAttn).Op(":=").Op("&").Add(a.Attn.Field.of(rLayer)),
+		)
+	}
+	layer = append(layer, jen.Id(rMLP).Op(":=").Op("&").Add(a.MLP.Field.of(rLayer)))
 	layer = append(layer, a.buildAt(sLayer)...)
 	body = append(body, jen.For(jen.Id("i").Op(":=").Range().Add(a.Block.Stack.of(rModel))).Block(layer...))
 	body = append(body, a.buildAt(sAfter)...)

@@ -38,6 +38,7 @@ type Arch struct {
 	Embed   *Embed
 	Block   *Block
 	Attn    *Attention
+	Mixers  *Mixers // nil: attention mixes every layer
 	Rope    *Rope
 	MLP     *MLP
 	Head    *Head
@@ -464,7 +465,7 @@ func (b *builder) orderDerivations() error {
 func (b *builder) structure() error {
 	sc := b.scope("load")
 	for _, resolve := range []func(*scope) error{
-		b.resolveSizes, b.resolveNorm, b.scalars, b.resolveAttention, b.resolveRope, b.resolveMLP, b.resolveHead,
+		b.resolveSizes, b.resolveNorm, b.scalars, b.resolveAttention, b.resolveRope, b.resolveMLP, b.resolveHead, b.resolveMixers,
 	} {
 		if err := resolve(sc); err != nil {
 			return err
@@ -477,6 +478,10 @@ func (b *builder) structure() error {
 	a.Embed = &Embed{}
 	a.Embed.link(a)
 	a.Attn.link(a)
+	if a.Mixers != nil {
+		// A layer holds attention only where no other mixer claims it.
+		a.Attn.Field.typ = func() *jen.Statement { return jen.Op("*").Id("Attention") }
+	}
 	a.Rope.link()
 	a.MLP.link(a)
 	a.Head.link(a)
@@ -541,11 +546,9 @@ func (l *leaves) perLayer(f F[Expr], path string) *Value {
 // checkpoint's names are distinct.
 func (b *builder) uniqueFields() error {
 	a := b.a
-	byType := [][]*field{
-		{a.Embed.Field, a.Block.Stack, a.Head.Norm, a.Head.LMHead},
-		{a.Attn.Field, a.MLP.Field},
-		nil,
-		nil,
+	byType := map[goType][]*field{
+		tModel: {a.Embed.Field, a.Block.Stack, a.Head.Norm, a.Head.LMHead},
+		tLayer: {a.Attn.Field, a.MLP.Field},
 	}
 	for _, s := range a.Block.Slots {
 		byType[tLayer] = append(byType[tLayer], s.Field)

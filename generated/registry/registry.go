@@ -46,6 +46,7 @@ import (
 	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
 	"github.com/archgen/archgen/generated/qwen3_moe"
+	"github.com/archgen/archgen/generated/qwen3_next"
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
 	"github.com/archgen/archgen/generated/stablelm"
@@ -101,6 +102,7 @@ var catalog = nn.NewCatalog(
 		qwen2_moe.Arch,
 		qwen3.Arch,
 		qwen3_moe.Arch,
+		qwen3_next.Arch,
 		seed_oss.Arch,
 		smollm3.Arch,
 		stablelm.Arch,

@@ -58,6 +58,7 @@ func TestLookup(t *testing.T) {
 			"qwen2_vl":         "qwen2_vl",
 			"qwen3":            "qwen3",
 			"qwen3_moe":        "qwen3_moe",
+			"qwen3_next":       "qwen3_next",
 			"qwen3_vl":         "qwen3_vl",
 			"seed_oss":         "seed_oss",
 			"smollm3":          "smollm3",

@@ -2738,6 +2738,71 @@ def _gpt_oss_cases() -> List[Case]:
         ),
     ]
 
+def _hybrid_cases() -> List[Case]:
+    """The hybrids of attention and recurrent token mixers."""
+
+    def qwen3_next(**over):
+        cfg = _llama_like("qwen3_next", "Qwen3NextForCausalLM", num_hidden_layers=4)
+        cfg.update(
+            head_dim=32,
+            rope_theta=1000000.0,
+            partial_rotary_factor=0.25,
+            tie_word_embeddings=False,
+            attention_bias=False,
+            num_experts=8,
+            num_experts_per_tok=2,
+            decoder_sparse_step=1,
+            mlp_only_layers=[1],
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=64,
+            norm_topk_prob=True,
+            linear_num_value_heads=4,
+            linear_num_key_heads=2,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            linear_conv_kernel_dim=4,
+            full_attention_interval=2,
+            router_aux_loss_coef=0.001,
+            output_router_logits=False,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "qwen3_next",
+            "base",
+            "full_attention_interval 2 (layers 1 and 3 attend, 0 and 2 gated delta), "
+            "4 value heads over 2 key heads of 16, convolution of 4 taps; gated "
+            "attention with a quarter of head_dim 32 rotated, GQA; layers 0, 2, 3 "
+            "sparse (top-2 of 8 renormalised, shared expert behind a sigmoid), "
+            "layer 1 dense; untied",
+            qwen3_next(),
+        ),
+        Case(
+            "qwen3_next",
+            "interval4_tied",
+            "full_attention_interval 4 (layer 3 attends, 0-2 gated delta), key and "
+            "value heads equal (2) with key width 32 and value width 16, "
+            "convolution of 3 taps; linear rope scaling by 2, attention biases; "
+            "decoder_sparse_step 2 (layers 1 and 3 sparse), top-2 not "
+            "renormalised; tied head",
+            qwen3_next(
+                full_attention_interval=4,
+                linear_num_value_heads=2,
+                linear_key_head_dim=32,
+                linear_conv_kernel_dim=3,
+                rope_scaling={"rope_type": "linear", "factor": 2.0},
+                attention_bias=True,
+                decoder_sparse_step=2,
+                mlp_only_layers=[],
+                norm_topk_prob=False,
+                tie_word_embeddings=True,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -2780,6 +2845,7 @@ CASES: List[Case] = (
     + _ministral3_cases()
     + _exaone_moe_cases()
     + _phimoe_cases()
+    + _hybrid_cases()
 )
 
 

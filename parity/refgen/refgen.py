@@ -63,6 +63,7 @@ LINEAR_BIAS_STD = 0.3
 CORRECTION_BIAS_STD = 0.05
 SINK_STD = 1.0
 HEAD_GAIN = 3.0
+DT_BIAS_SPREAD = 0.5
 # An activation's learned scalars (XieLU's alpha_p, alpha_n, beta) move this
 # far from mlx-lm's initial values; an eps stays at its own.
 ACT_SCALAR_SPREAD = 0.3
@@ -87,7 +88,7 @@ def _norm_modules(model):
     return {
         path
         for path, module in model.named_modules()
-        if type(module).__name__.endswith("Norm")
+        if type(module).__name__.endswith(("Norm", "NormGated"))
         or isinstance(module, (nn.LayerNorm, nn.RMSNorm))
     }
 
@@ -120,6 +121,17 @@ def random_weights(model, seed: int):
                 v = z * np.float32(gain / np.sqrt(shape[1]))
         elif leaf == "bias" and len(shape) == 1:
             v = LINEAR_BIAS_STD * z
+        elif leaf == "weight" and len(shape) == 3 and module.endswith("conv1d"):
+            # a depthwise short convolution [channels, taps, 1]: each
+            # channel's taps as a linear over them
+            v = z * np.float32(1.0 / np.sqrt(shape[1]))
+        elif leaf == "A_log" and len(shape) == 1:
+            # a recurrence's decay rate per head, log A with A in [1, 16)
+            # (mlx-lm draws A from [0, 16))
+            v = np.log(rng.uniform(1.0, 16.0, shape)).astype(np.float32)
+        elif leaf == "dt_bias" and len(shape) == 1:
+            # the time step's bias per head, around mlx-lm's 1
+            v = 1.0 + DT_BIAS_SPREAD * z
         elif leaf == "weight" and len(shape) == 3:
             # stacked experts [E, out, in]: each expert as a linear
             v = z * np.float32(1.0 / np.sqrt(shape[2]))

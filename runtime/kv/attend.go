@@ -146,4 +146,3 @@ func groupDense(g *mlx.Graph, x, a *mlx.Array) (*mlx.Array, *mlx.Array, int) {
 	}
 	return g.Reshape(x, xs[0], hkv, rep, xs[2], xs[3]), g.ExpandDims(a, 2), rep
 }
-

@@ -23,6 +23,10 @@ func RandomTensors(g *mlx.Graph, specs []TensorSpec, seed uint64) map[string]*ml
 		switch {
 		case s.Scale:
 			a = g.AddScalar(g.MultiplyScalar(a, 0.1), 1)
+		case len(s.Shape) == 3 && s.Shape[2] == 1:
+			// a depthwise convolution's [channels, taps, 1]: each channel a
+			// linear over its taps
+			a = g.MultiplyScalar(a, 1/math.Sqrt(float64(s.Shape[1])))
 		case len(s.Shape) >= 2 && !strings.HasSuffix(s.Name, "embed_tokens.weight"):
 			// a linear's [out, in], or stacked experts' [E, out, in]
 			a = g.MultiplyScalar(a, 1/math.Sqrt(float64(s.Shape[len(s.Shape)-1])))

@@ -1,0 +1,341 @@
+package gen
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// The token-mixer slot. A layer mixes tokens with attention unless a kind
+// registered here claims it: structure.mixers.<kind> is a section of that
+// kind's options, and its `layers` option (a per-layer bool) says which
+// layers it mixes; attention (structure.attention) takes the others. The
+// choice is made at load, once per layer, as the MoE's sparse layers are:
+// build stores the chosen module's forward in the layer, so every forward
+// pass stays straight-line. Each kind lives in its own mixer_<kind>.go and
+// brings a generated type of its own, with its fields, its load lines and
+// its forward method.
+
+// mixerKind is a registered kind of token mixer.
+type mixerKind struct {
+	name string
+	doc  string // what it is, for the kind list in errors
+	// options are what its section may set, in order; `layers` is every
+	// kind's and is not listed.
+	options []mixerOption
+	// resolve makes the mixer from its compiled options.
+	resolve func(o *mixerOptions, a *Arch) (mixer, error)
+}
+
+// mixerOption is one key of a kind's section: an expression of type typ,
+// or, when words is set, one of those words.
+type mixerOption struct {
+	key   string
+	typ   Type
+	words []string
+	def   string // the default's text; "" when the key is required
+}
+
+// mixerKinds are the registered kinds, by name (mixer_*.go register theirs
+// in init).
+var mixerKinds = map[string]*mixerKind{}
+
+func registerMixer(k *mixerKind) { mixerKinds[k.name] = k }
+
+// mixerKindNames are the registered kinds' names, sorted.
+func mixerKindNames() []string {
+	var names []string
+	for n := range mixerKinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// mixerOptions are a section's options, compiled.
+type mixerOptions struct {
+	kind   *mixerKind
+	path   string // structure.mixers.<kind>
+	pos    Pos
+	layers *Value
+	vals   map[string]*Value
+	words  map[string]string
+	at     map[string]Pos
+}
+
+// value is an expression option.
+func (o *mixerOptions) value(key string) *Value { return o.vals[key] }
+
+// word is a word option.
+func (o *mixerOptions) word(key string) string { return o.words[key] }
+
+// errAt is a problem with one of the section's options.
+func (o *mixerOptions) errAt(key, format string, args ...any) error {
+	pos := o.at[key]
+	if pos.File == "" {
+		pos = o.pos
+	}
+	return errAt(pos, o.path+"."+key, format, args...)
+}
+
+// mixer is a resolved token mixer of a registered kind: a component (its
+// fields, hyperparameters and literal entries are those of its own
+// generated type, its build lines go in the branch of the layers it mixes)
+// with a forward method of its own.
+type mixer interface {
+	component
+	// typeName is its generated type; field is the Layer's pointer to it.
+	typeName() goType
+	field() *field
+	recv() string // its receiver in build and forward
+	typeDoc() string
+	// states is the number of state slots its cache keeps (kv.States).
+	states() int
+	emitForward(f *jen.File)
+	shard(p *ShardPlan, a *Arch)
+}
+
+// Mixers is the slot, resolved: attention on the layers no kind claims,
+// and each kind's mixer on the layers it claims.
+type Mixers struct {
+	Kinds  []mixer
+	Layers []*Value // the layers each kind mixes, by Kinds' order
+	attn   *Attention
+	arch   *Arch
+
+	mix, attnLayer *field
+}
+
+// resolveMixers resolves structure.mixers: every section names a
+// registered kind and sets only its options.
+func (b *builder) resolveMixers(sc *scope) error {
+	s := &b.d.Structure.Mixers
+	if len(s.Entries) == 0 {
+		return nil
+	}
+	a := b.a
+	m := &Mixers{arch: a, attn: a.Attn,
+		mix:       newField("mix", mixFuncType, "the layer's token mixer, chosen at load"),
+		attnLayer: newField("attnLayer", intType, "the first attention layer, whose cache makes the mask (-1: none)"),
+	}
+	if a.Attn.Sliding != nil {
+		return errAt(b.d.Structure.Attention.Sliding.Pos, "structure.attention.sliding", "sliding-window layers beside other token mixers (structure.mixers) are not supported")
+	}
+	for _, e := range s.Entries {
+		path := "structure.mixers." + e.Key
+		k, ok := mixerKinds[e.Key]
+		if !ok {
+			return errAt(e.Pos, path, "unknown mixer kind (want one of %s)", strings.Join(mixerKindNames(), ", "))
+		}
+		o, err := b.mixerOptions(k, e.Val, path, e.Pos, sc)
+		if err != nil {
+			return err
+		}
+		x, err := k.resolve(o, a)
+		if err != nil {
+			return err
+		}
+		m.Kinds = append(m.Kinds, x)
+		m.Layers = append(m.Layers, o.layers)
+	}
+	a.Mixers = m
+	return nil
+}
+
+// mixerOptions compiles a section against its kind's options: layers (a
+// per-layer bool, required), then each option, its default where unset.
+func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos Pos, sc *scope) (*mixerOptions, error) {
+	o := &mixerOptions{kind: k, path: path, pos: pos, vals: map[string]*Value{}, words: map[string]string{}, at: map[string]Pos{}}
+	known := []string{"layers"}
+	for _, opt := range k.options {
+		known = append(known, opt.key)
+	}
+	set := map[string]F[Expr]{}
+	for _, e := range sec.Entries {
+		if !slices.Contains(known, e.Key) {
+			sorted := slices.Clone(known)
+			sort.Strings(sorted)
+			return nil, errAt(e.Pos, path+"."+e.Key, "unknown key of a %s mixer (want one of %s)", k.name, strings.Join(sorted, ", "))
+		}
+		set[e.Key] = e.Val
+		o.at[e.Key] = e.Val.Pos
+	}
+	l := b.leaves(sc)
+	lf, ok := set["layers"]
+	if !ok || !lf.IsSet() {
+		return nil, errAt(pos, path+".layers", "missing: which layers the %s mixer mixes (a per-layer bool; attention takes the others)", k.name)
+	}
+	o.layers = l.perLayer(lf, path+".layers")
+	for _, opt := range k.options {
+		f, ok := set[opt.key]
+		if !ok || !f.IsSet() {
+			if opt.def == "" {
+				return nil, errAt(pos, path+"."+opt.key, "missing (a %s mixer needs it)", k.name)
+			}
+			f = F[Expr]{V: Expr{Text: opt.def, Pos: Pos{File: b.d.file}}, Set: true, Pos: Pos{File: b.d.file}, Origin: FromDefault}
+		}
+		if opt.words != nil {
+			w := strings.TrimSpace(f.V.Text)
+			if !slices.Contains(opt.words, w) {
+				return nil, errAt(f.Pos, path+"."+opt.key, "unknown %q (want one of %s)", w, strings.Join(opt.words, ", "))
+			}
+			o.words[opt.key] = w
+			continue
+		}
+		o.vals[opt.key] = l.must(f, path+"."+opt.key, opt.typ)
+	}
+	return o, l.err
+}
+
+// mixFuncType is the type of a layer's mix field: a mixer's forward.
+func mixFuncType() *jen.Statement {
+	return jen.Func().Params(jen.Op("*").Qual(mlxPkg, "Graph"), jen.Op("*").Qual(mlxPkg, "Array"), jen.Qual(mlxPkg, "AttentionMask"), jen.Qual(kvPkg, "Cache")).Op("*").Qual(mlxPkg, "Array")
+}
+
+// The slot is the component that stands for attention in a's list: it
+// answers for attention's type and each kind's, and puts their build
+// lines in the branches of the layers each mixes.
+
+func (m *Mixers) fields(t goType) []jen.Code {
+	out := m.attn.fields(t)
+	if t == tLayer {
+		for _, x := range m.Kinds {
+			out = append(out, x.field().decl())
+		}
+		out = append(out, m.mix.decl())
+	}
+	for _, x := range m.Kinds {
+		out = append(out, x.fields(t)...)
+	}
+	return out
+}
+
+func (m *Mixers) params(t goType) []jen.Code {
+	out := m.attn.params(t)
+	if t == tModel {
+		out = append(out, m.attnLayer.decl())
+	}
+	for _, x := range m.Kinds {
+		out = append(out, x.params(t)...)
+	}
+	return out
+}
+
+func (m *Mixers) inits(t goType) []kvPair {
+	out := m.attn.inits(t)
+	if t == tModel {
+		out = append(out, kvPair{m.attnLayer.key(), jen.Lit(-1)})
+	}
+	for _, x := range m.Kinds {
+		out = append(out, x.inits(t)...)
+	}
+	return out
+}
+
+// build, in the loop over layers, is the choice:
+//
+//	if <the kind's layers> {
+//		l.LinearAttn = &GatedDelta{...}
+//		d := l.LinearAttn
+//		d.InProj = lw.Linear(...) // its modules
+//		l.mix = d.forward
+//		m.caches[i].States = 2
+//	} else {
+//		l.SelfAttn = &Attention{...}
+//		a := l.SelfAttn
+//		... // attention's modules
+//		l.mix = a.forward
+//		m.attnLayer = nn.FirstLayer(m.attnLayer, i)
+//	}
+func (m *Mixers) build(s stage) []jen.Code {
+	if s != sLayer {
+		out := m.attn.build(s)
+		for _, x := range m.Kinds {
+			out = append(out, x.build(s)...)
+		}
+		return out
+	}
+	a := m.arch
+	attn := []jen.Code{
+		m.attn.Field.of(rLayer).Op("=").Op("&").Id("Attention").Values(fieldsOf(a.initsOf(tAttention))...),
+		jen.Id(rAttn).Op(":=").Add(m.attn.Field.of(rLayer)),
+	}
+	attn = append(attn, m.attn.build(sLayer)...)
+	attn = append(attn,
+		m.mix.of(rLayer).Op("=").Id(rAttn).Dot("forward"),
+		m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i")),
+	)
+	var chain *jen.Statement
+	for i, x := range m.Kinds {
+		body := []jen.Code{
+			x.field().of(rLayer).Op("=").Op("&").Id(string(x.typeName())).Values(fieldsOf(a.initsOf(x.typeName()))...),
+			jen.Id(x.recv()).Op(":=").Add(x.field().of(rLayer)),
+		}
+		body = append(body, x.build(sLayer)...)
+		body = append(body, m.mix.of(rLayer).Op("=").Id(x.recv()).Dot("forward"))
+		if n := x.states(); n > 0 {
+			body = append(body, fCaches.of(rModel).Index(jen.Id("i")).Dot("States").Op("=").Lit(n))
+		}
+		if i == 0 {
+			chain = jen.If(m.Layers[i].Code()).Block(body...)
+		} else {
+			chain = chain.Else().If(m.Layers[i].Code()).Block(body...)
+		}
+	}
+	chain = chain.Else().Block(attn...)
+	out := []jen.Code{}
+	if len(m.Kinds) > 1 {
+		// Two kinds claiming one layer is the config's mistake, not a
+		// choice between them.
+		var claims []jen.Code
+		var names []string
+		for i, x := range m.Kinds {
+			claims = append(claims, m.Layers[i].Code())
+			names = append(names, string(x.typeName()))
+		}
+		out = append(out, jen.Id("w").Dot("Fail").Call(jen.Qual(nnPkg, "OneMixer").Call(jen.Id("i"), jen.Lit(strings.Join(names, ", ")), jen.Index().Bool().Values(claims...))))
+	}
+	return append(out, chain)
+}
+
+// forward spells the layer's token mixing of x: through the mixer build
+// chose.
+func (m *Mixers) forward(x jen.Code) *jen.Statement {
+	return m.mix.of(rLayer).Call(g(), x, jen.Id("mask"), jen.Id("c"))
+}
+
+// mask is the line of Model.Forward that makes the attention layers' mask,
+// from the first attention layer's cache (none where no layer attends).
+func (m *Mixers) mask(maskArray bool) jen.Code {
+	return jen.Id("mask").Op(":=").Qual(nnPkg, "LayerMask").Call(g(), jen.Id("caches"), m.attnLayer.of(rModel), jen.Id("L"), jen.Lit(maskArray))
+}
+
+// shard: attention's plan, and each kind's.
+func (m *Mixers) shard(p *ShardPlan, a *Arch) {
+	m.attn.shard(p, a)
+	for _, x := range m.Kinds {
+		x.shard(p, a)
+	}
+}
+
+// types are the generated types of the kinds, in order.
+func (m *Mixers) types() []mixer {
+	if m == nil {
+		return nil
+	}
+	return m.Kinds
+}
+
+// layerMixer is what the block calls to mix a layer's tokens: attention
+// itself, or the slot's choice.
+type layerMixer interface {
+	forward(x jen.Code) *jen.Statement
+}
+
+// mixerDoc is a kind's type doc.
+func mixerDoc(x mixer, name string) string {
+	return fmt.Sprintf("%s is a layer's %s (%s), with its hyperparameters.", x.typeName(), x.typeDoc(), name)
+}

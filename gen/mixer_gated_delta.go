@@ -1,0 +1,188 @@
+package gen
+
+import (
+	"github.com/dave/jennifer/jen"
+)
+
+// The gated_delta mixer: linear attention by the gated delta rule
+// (Qwen3-Next, Qwen3.5). Its projections give q, k and v (through a short
+// causal convolution and a silu), an output gate z, a write strength b and
+// a decay input a; q and k are normalised, the rule updates a state per
+// value head, and the output is normed per value head, gated by silu(z)
+// and projected back. Its cache keeps two slots: the convolution's last
+// inputs and the rule's state.
+
+func init() {
+	registerMixer(&mixerKind{
+		name: "gated_delta",
+		doc:  "linear attention by the gated delta rule",
+		options: []mixerOption{
+			{key: "key_heads", typ: TInt, def: "linear_num_key_heads"},
+			{key: "value_heads", typ: TInt, def: "linear_num_value_heads"},
+			{key: "key_dim", typ: TInt, def: "linear_key_head_dim"},
+			{key: "value_dim", typ: TInt, def: "linear_value_head_dim"},
+			{key: "conv_kernel", typ: TInt, def: "linear_conv_kernel_dim"},
+			{key: "norm_eps", typ: TFloat, def: "rms_norm_eps"},
+			{key: "projections", words: []string{"grouped", "flat"}, def: "flat"},
+		},
+		resolve: resolveGatedDelta,
+	})
+}
+
+// GatedDelta is a gated_delta mixer, resolved.
+type GatedDelta struct {
+	none
+	KeyHeads, ValueHeads, KeyDim, ValueDim, Kernel, Eps *Value
+	Grouped                                             bool // in_proj_qkvz and in_proj_ba, grouped by key head
+
+	name    string
+	self    *field // the Layer's *GatedDelta
+	heads   *field
+	projs   []Proj
+	conv    *field
+	dtBias  *field
+	aLog    *field
+	norm    *field
+	outProj Proj
+}
+
+const rDelta = "d"
+
+func resolveGatedDelta(o *mixerOptions, a *Arch) (mixer, error) {
+	d := &GatedDelta{
+		KeyHeads: o.value("key_heads"), ValueHeads: o.value("value_heads"),
+		KeyDim: o.value("key_dim"), ValueDim: o.value("value_dim"),
+		Kernel: o.value("conv_kernel"), Eps: o.value("norm_eps"),
+		Grouped: o.word("projections") == "grouped",
+		name:    "linear_attn",
+	}
+	d.self = newField(goName(d.name), func() *jen.Statement { return jen.Op("*").Id("GatedDelta") }, d.name)
+	d.heads = newField("heads", func() *jen.Statement { return jen.Qual(nnPkg, "DeltaHeads") }, "")
+	heads := func(method string) func() *jen.Statement {
+		return func() *jen.Statement { return d.heads.of(rDelta).Dot(method).Call() }
+	}
+	hidden := func() *jen.Statement { return fHidden.of(rModel) }
+	no := &Value{Text: "false", code: jen.False(), isLit: true, lit: false}
+	proj := func(name string, out func() *jen.Statement) Proj {
+		return Proj{Field: linear(name), Name: name, Out: out, In: hidden, Bias: no}
+	}
+	valueHeads := func() *jen.Statement { return d.heads.of(rDelta).Dot("ValueHeads") }
+	if d.Grouped {
+		d.projs = []Proj{
+			proj("in_proj_qkvz", func() *jen.Statement { return heads("ConvWidth")().Op("+").Add(heads("ValueWidth")()) }),
+			proj("in_proj_ba", func() *jen.Statement { return jen.Lit(2).Op("*").Add(valueHeads()) }),
+		}
+	} else {
+		d.projs = []Proj{
+			proj("in_proj_qkv", heads("ConvWidth")),
+			proj("in_proj_z", heads("ValueWidth")),
+			proj("in_proj_b", valueHeads),
+			proj("in_proj_a", valueHeads),
+		}
+	}
+	d.conv = newField("Conv1D", nnType("ShortConv"), "conv1d")
+	d.dtBias = newField("DtBias", func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }, "dt_bias")
+	d.aLog = newField("ALog", func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }, "A_log")
+	d.norm = newField("Norm", nnType("RMSNorm"), "norm: per value head, gated by silu(z)")
+	d.outProj = Proj{Field: linear("out_proj"), Name: "out_proj", Out: hidden, In: heads("ValueWidth"), Bias: no}
+	return d, nil
+}
+
+func (d *GatedDelta) typeName() goType { return "GatedDelta" }
+func (d *GatedDelta) field() *field    { return d.self }
+func (d *GatedDelta) recv() string     { return rDelta }
+func (d *GatedDelta) typeDoc() string  { return "linear attention by the gated delta rule" }
+func (d *GatedDelta) states() int      { return 2 }
+
+func (d *GatedDelta) fields(t goType) []jen.Code {
+	if t != d.typeName() {
+		return nil
+	}
+	var out []jen.Code
+	for _, p := range d.projs {
+		out = append(out, p.Field.decl())
+	}
+	return append(out, d.conv.decl(), d.dtBias.decl(), d.aLog.decl(), d.norm.decl(), d.outProj.Field.decl())
+}
+
+func (d *GatedDelta) params(t goType) []jen.Code {
+	if t != d.typeName() {
+		return nil
+	}
+	return []jen.Code{d.heads.decl()}
+}
+
+func (d *GatedDelta) inits(t goType) []kvPair {
+	if t != d.typeName() {
+		return nil
+	}
+	return []kvPair{{d.heads.key(), jen.Qual(nnPkg, "DeltaHeads").Values(fieldsOf([]kvPair{
+		{"KeyHeads", d.KeyHeads.Code()},
+		{"ValueHeads", d.ValueHeads.Code()},
+		{"KeyDim", d.KeyDim.Code()},
+		{"ValueDim", d.ValueDim.Code()},
+	})...)}}
+}
+
+// build loads its modules, in the branch of the layers it mixes.
+func (d *GatedDelta) build(s stage) []jen.Code {
+	if s != sLayer {
+		return nil
+	}
+	var out []jen.Code
+	for _, p := range d.projs {
+		out = append(out, p.load(rDelta, d.name))
+	}
+	vec := func(f *field, n string) jen.Code {
+		return f.of(rDelta).Op("=").Id("lw").Dot("Vector").Call(jen.Lit(d.name+"."+n), d.heads.of(rDelta).Dot("ValueHeads"))
+	}
+	out = append(out,
+		d.conv.of(rDelta).Op("=").Id("lw").Dot("ShortConv").Call(jen.Lit(d.name+".conv1d"), d.heads.of(rDelta).Dot("ConvWidth").Call(), d.Kernel.Code(), jen.False()),
+		vec(d.dtBias, "dt_bias"),
+		vec(d.aLog, "A_log"),
+		d.norm.of(rDelta).Op("=").Id("lw").Dot("RMSNorm").Call(jen.Lit(d.name+".norm"), d.heads.of(rDelta).Dot("ValueDim"), d.Eps.Code()),
+		d.outProj.load(rDelta, d.name),
+	)
+	return out
+}
+
+// emitForward writes GatedDelta.forward:
+//
+//	func (d *GatedDelta) forward(g, x, mask, c) *mlx.Array {
+//		s := nn.StatesOf(g, c, 2)
+//		in := nn.GroupedDeltaInputs(g, d.InProjQkvz.Apply(g, x), d.InProjBa.Apply(g, x), d.heads)
+//		qkv := g.SiLU(d.Conv1D.Apply(g, s, 0, in.QKV))
+//		y := nn.GatedDelta(g, s, 1, qkv, in.B, in.A, d.ALog, d.DtBias, d.heads)
+//		return d.OutProj.Apply(g, nn.GatedNorm(g, d.Norm, y, in.Z) as [B, L, value width])
+//	}
+func (d *GatedDelta) emitForward(f *jen.File) {
+	self := func(fl *field) *jen.Statement { return fl.of(rDelta) }
+	applied := func(p Proj) jen.Code { return apply(self(p.Field), jen.Id("x")) }
+	var inputs *jen.Statement
+	if d.Grouped {
+		inputs = jen.Qual(nnPkg, "GroupedDeltaInputs").Call(g(), applied(d.projs[0]), applied(d.projs[1]), self(d.heads))
+	} else {
+		inputs = jen.Qual(nnPkg, "FlatDeltaInputs").Call(g(), applied(d.projs[0]), applied(d.projs[1]), applied(d.projs[2]), applied(d.projs[3]), self(d.heads))
+	}
+	body := []jen.Code{
+		jen.List(jen.Id("B"), jen.Id("L")).Op(":=").List(jen.Id("x").Dot("Dim").Call(jen.Lit(0)), jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
+		jen.Id("s").Op(":=").Qual(nnPkg, "StatesOf").Call(g(), jen.Id("c"), jen.Lit(d.states())).Comment("slot 0: the convolution's last inputs; 1: the rule's state"),
+		jen.Id("in").Op(":=").Add(inputs),
+		jen.Id("qkv").Op(":=").Add(call("SiLU", self(d.conv).Dot("Apply").Call(g(), jen.Id("s"), jen.Lit(0), jen.Id("in").Dot("QKV")))).Comment("[B, L, q, k and v widths]"),
+		jen.Id("y").Op(":=").Qual(nnPkg, "GatedDelta").Call(g(), jen.Id("s"), jen.Lit(1), jen.Id("qkv"), jen.Id("in").Dot("B"), jen.Id("in").Dot("A"), self(d.aLog), self(d.dtBias), self(d.heads)).Comment("[B, L, value heads, value_dim]"),
+		jen.Id("s").Dot("Advance").Call(jen.Id("L")),
+		jen.Id("y").Op("=").Qual(nnPkg, "GatedNorm").Call(g(), self(d.norm), jen.Id("y"), jen.Id("in").Dot("Z")),
+		jen.Return(apply(self(d.outProj.Field), call("Reshape", jen.Id("y"), jen.Id("B"), jen.Id("L"), self(d.heads).Dot("ValueWidth").Call()))),
+	}
+	f.Comment(comment("forward is linear attention by the gated delta rule over x [B, L, hidden], reading and updating the layer's state cache (mask is the attention layers'; a recurrent layer runs one sequence a row and reads none)."))
+	f.Func().Params(jen.Id(rDelta).Op("*").Id("GatedDelta")).Id("forward").Params(
+		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
+	).Add(arrayType()).Block(body...)
+	f.Line()
+}
+
+// shard: the rule's heads would split with their convolution channels and
+// state; no plan does that yet.
+func (d *GatedDelta) shard(p *ShardPlan, a *Arch) {
+	p.refuse("its gated_delta layers (%s) have no tensor-parallel plan: their heads, convolution channels and states would split together", d.name)
+}

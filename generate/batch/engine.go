@@ -1,7 +1,7 @@
 // Package batch runs many generations on one model at once by continuous
 // batching, as mlx-lm's BatchGenerator does: each step is one forward pass
 // over every active sequence, with ragged lengths held in batched caches
-// (kv.Batched: left padding, per-row offsets and masks). Requests join the
+// (kv.Rows: kv.Batched for attention, with left padding, per-row offsets and masks; kv.States for recurrent layers). Requests join the
 // running batch and leave it between steps: a new request's prompt is
 // processed on its own, in chunks between the batch's steps (after the
 // longest prefix an earlier request left in the PromptCache), its caches
@@ -185,7 +185,7 @@ type Engine struct {
 	perPos  int64      // KV bytes a position of a row takes (with a budget)
 	active  []*seq     // decoding, owned by the loop
 	pending []*seq     // prompts under way, owned by the loop
-	batch   []kv.Cache // the batch's per-layer caches (kv.Batched), owned by the loop
+	batch   []kv.Cache // the batch's per-layer caches (kv.Rows), owned by the loop
 	layers  int
 	stepped int
 }
@@ -641,7 +641,7 @@ func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
 		for i, c := range joining {
 			col[i] = c[j]
 		}
-		b, err := kv.Merge(g, col)
+		b, err := kv.MergeRows(g, col)
 		if err != nil {
 			freeCaches(merged)
 			return nil, err
@@ -657,7 +657,7 @@ func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
 			return nil, err
 		}
 		err := inGroups(e.opts.Stream, e.batch, func(lg *mlx.Graph, j int) error {
-			return e.batch[j].(*kv.Batched).Extend(lg, merged[j].(*kv.Batched))
+			return e.batch[j].(kv.Rows).Extend(lg, merged[j].(kv.Rows))
 		})
 		freeCaches(merged)
 		if err != nil {
@@ -709,6 +709,20 @@ func (e *Engine) start(s *seq) error {
 func (e *Engine) first(s *seq) error {
 	prompt := s.req.Prompt
 	s.fed = slices.Clone(prompt)
+	if e.pc != nil && len(prompt) > 1 && s.cached < len(prompt)-1 && !trimmable(s.caches) {
+		// A recurrent state cannot be cut back to a shorter prefix: keep a
+		// copy after all of the prompt but its last token, which the same
+		// prompt again (or one that differs only in its last token) reuses.
+		if len(s.rest) > 1 {
+			if err := e.prefillChunk(s.caches, s.rest[:len(s.rest)-1]); err != nil {
+				return err
+			}
+			s.rest = s.rest[len(s.rest)-1:]
+		}
+		g := mlx.NewGraph(e.opts.Stream)
+		e.remember(g, prompt[:len(prompt)-1], s.caches)
+		g.Close()
+	}
 	g := mlx.NewGraph(e.opts.Stream)
 	defer g.Close()
 	x := mlx.FromSlice(g, s.rest, 1, len(s.rest))
@@ -969,7 +983,7 @@ func (e *Engine) shrink(keep []int) {
 			caches := make([]kv.Cache, 0, e.layers)
 			ok := true
 			for _, c := range e.batch {
-				x, err := c.(*kv.Batched).Extract(g, i)
+				x, err := c.(kv.Rows).Extract(g, i)
 				if err != nil {
 					ok = false
 					break
@@ -995,7 +1009,7 @@ func (e *Engine) shrink(keep []int) {
 	} else {
 		// a group of layers at a time, as join copies them
 		if err := inGroups(e.opts.Stream, e.batch, func(lg *mlx.Graph, j int) error {
-			return e.batch[j].(*kv.Batched).Filter(lg, keep)
+			return e.batch[j].(kv.Rows).Filter(lg, keep)
 		}); err != nil {
 			e.failAll(fmt.Errorf("batch: step: %w", err))
 			return

@@ -144,6 +144,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"gemma2", "defaults", kv.Options{}},
 		{"qwen3", "base", kv.Options{}},
+		{"qwen3_next", "base", kv.Options{}}, // attention and recurrent layers: state rows beside key and value rows
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -379,9 +380,16 @@ func TestSubmitErrors(t *testing.T) {
 // tokens. On window caches only a whole entry can be reused (nothing is
 // cut from a ring that has dropped positions).
 func TestPromptCacheNextTurn(t *testing.T) {
-	for _, cas := range []string{"base", "sliding"} {
-		t.Run(cas, func(t *testing.T) {
-			m := load(t, "llama", cas)
+	for _, tc := range []struct {
+		arch, cas string
+		cuts      bool // its caches can be cut back to a shorter prefix
+	}{
+		{"llama", "base", true},
+		{"llama", "sliding", false},   // the window has dropped positions
+		{"qwen3_next", "base", false}, // a recurrent state holds no positions
+	} {
+		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
+			m := load(t, tc.arch, tc.cas)
 			e, err := New(m, Options{PromptCacheBytes: 8 << 20})
 			if err != nil {
 				t.Fatal(err)
@@ -404,14 +412,23 @@ func TestPromptCacheNextTurn(t *testing.T) {
 			system := slices.Concat(first.Prompt[:4], []int32{1, 2, 3, 4, 5})
 			c := submitAll(t, e, []Request{{Prompt: system, MaxTokens: 4}})[0]
 			wantCached := 4
-			if cas == "sliding" {
-				wantCached = 0 // the window has dropped positions: no cut
+			if !tc.cuts {
+				wantCached = 0
 			}
 			if c.last.CachedTokens != wantCached {
 				t.Errorf("shared prefix: reused %d tokens, want %d", c.last.CachedTokens, wantCached)
 			}
 			if want := solo(t, m, kv.Options{}, Request{Prompt: system, MaxTokens: 4}); !slices.Equal(c.tokens, want.tokens) {
 				t.Errorf("shared prefix: %v, alone %v", c.tokens, want.tokens)
+			}
+			// The same prompt again: every token but its last is cached,
+			// even where caches cannot be cut (a copy was kept before it).
+			again := submitAll(t, e, []Request{next})[0]
+			if want := len(next.Prompt) - 1; again.last.CachedTokens != want {
+				t.Errorf("same prompt again: reused %d tokens, want %d", again.last.CachedTokens, want)
+			}
+			if !slices.Equal(again.tokens, b.tokens) {
+				t.Errorf("same prompt again: %v, first time %v", again.tokens, b.tokens)
 			}
 			st := e.Stats().PromptCache
 			t.Logf("prompt cache: %+v", st)

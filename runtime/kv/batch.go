@@ -223,7 +223,11 @@ func (b *Batched) setRows(s store, offset, held, start int) {
 // Extend appends the rows of other after c's. Both must be of one kind and
 // window; when one is quantized the other is quantized to match. other is
 // left as it was.
-func (c *Batched) Extend(g *mlx.Graph, other *Batched) error {
+func (c *Batched) Extend(g *mlx.Graph, with Rows) error {
+	other, ok := with.(*Batched)
+	if !ok {
+		return fmt.Errorf("kv: extending a batch of keys and values with a %T", with)
+	}
 	if err := c.extend(g, other); err != nil {
 		return fmt.Errorf("kv: %w", err)
 	}
@@ -764,10 +768,13 @@ func (c *Batched) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attenti
 	return mlx.MaskArray(mlx.FromSlice(g, m, B, 1, n, S))
 }
 
-// Clone is a copy of a Plain or Rotating cache that owns its own arrays:
-// stepping either one leaves the other as it was. A Plain copy holds only
-// the positions in use.
+// Clone is a copy of a cache that owns its own arrays: stepping either one
+// leaves the other as it was. A Plain copy holds only the positions in use;
+// a States copies its slots.
 func Clone(g *mlx.Graph, c Cache) (Cache, error) {
+	if cl, ok := c.(cloner); ok {
+		return cl.clone(g)
+	}
 	copyStore := func(s store, arrs []*mlx.Array) (store, error) {
 		out := store{bits: s.bits, group: s.group, batch: s.batch, heads: s.heads, kdim: s.kdim, vdim: s.vdim}
 		if s.broken != nil {
@@ -807,4 +814,19 @@ func Clone(g *mlx.Graph, c Cache) (Cache, error) {
 		return &Rotating{s: s, offset: c.offset, idx: c.idx, maxSize: c.maxSize, keep: c.keep, quant: c.quant}, nil
 	}
 	return nil, fmt.Errorf("kv: a %T cannot be cloned (Plain and Rotating caches can)", c)
+}
+
+func (c *Plain) mergeRows(g *mlx.Graph, caches []Cache) (Rows, error) {
+	return merged(Merge(g, caches))
+}
+func (c *Rotating) mergeRows(g *mlx.Graph, caches []Cache) (Rows, error) {
+	return merged(Merge(g, caches))
+}
+
+// merged is Merge's batch as Rows (a nil *Batched is a nil Rows).
+func merged(b *Batched, err error) (Rows, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

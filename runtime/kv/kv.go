@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"fmt"
+
 	"github.com/archgen/archgen/runtime/mlx"
 )
 
@@ -29,6 +31,47 @@ type Cache interface {
 	Nbytes() int
 	// Free releases the cache's arrays; the cache is empty afterwards.
 	Free()
+}
+
+// Rows is one layer's cache over a batch of sequences, each a row, which
+// join (Extend) and leave (Filter, Extract) between steps: Batched for
+// attention, States for a recurrent layer. MergeRows makes one.
+type Rows interface {
+	Cache
+	// Rows is the number of sequences.
+	Rows() int
+	// Extend appends the rows of other, a cache of the same kind, which
+	// is left as it was.
+	Extend(g *mlx.Graph, other Rows) error
+	// Filter keeps the rows keep, in that order.
+	Filter(g *mlx.Graph, keep []int) error
+	// Extract is row r as a cache of one sequence.
+	Extract(g *mlx.Graph, r int) (Cache, error)
+}
+
+// rowMerger is a single-sequence cache that knows the batch its kind
+// makes.
+type rowMerger interface {
+	mergeRows(g *mlx.Graph, caches []Cache) (Rows, error)
+}
+
+// MergeRows makes a batch of the given caches of one layer, one sequence
+// each, in that order: a Batched of Plain and Rotating caches (Merge), a
+// States of state caches. The caches are left as they were.
+func MergeRows(g *mlx.Graph, caches []Cache) (Rows, error) {
+	if len(caches) == 0 {
+		return nil, fmt.Errorf("kv: merging no caches")
+	}
+	m, ok := caches[0].(rowMerger)
+	if !ok {
+		return nil, fmt.Errorf("kv: a %T cannot be batched", caches[0])
+	}
+	return m.mergeRows(g, caches)
+}
+
+// cloner is a cache that copies itself.
+type cloner interface {
+	clone(g *mlx.Graph) (Cache, error)
 }
 
 // KV is what attention reads from a cache: dense keys and values, or, for a

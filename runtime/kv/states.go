@@ -146,11 +146,36 @@ func MergeStates(g *mlx.Graph, parts []*States) (*States, error) {
 	return out, nil
 }
 
+// Rows is the number of sequences the slots hold (0 while empty).
+func (c *States) Rows() int { return c.rows() }
+
+// Extend appends the rows of other (a States of as many slots) after c's,
+// as mlx-lm's ArraysCache.extend does; other is left as it was.
+func (c *States) Extend(g *mlx.Graph, with Rows) error {
+	other, ok := with.(*States)
+	if !ok {
+		return fmt.Errorf("kv: extending a batch of states with a %T", with)
+	}
+	both, err := MergeStates(g, []*States{c, other})
+	if err != nil {
+		return err
+	}
+	for i := range c.slots {
+		c.SetSlot(g, i, both.slots[i])
+	}
+	c.offset = both.offset
+	return nil
+}
+
 // Filter keeps the given rows of every slot, in that order (mlx-lm's
 // filter).
-func (c *States) Filter(g *mlx.Graph, rows []int) {
+func (c *States) Filter(g *mlx.Graph, rows []int) error {
+	n := c.rows()
 	idx := make([]int32, len(rows))
 	for i, r := range rows {
+		if r < 0 || (n > 0 && r >= n) {
+			return fmt.Errorf("kv: row %d of a batch of %d", r, n)
+		}
 		idx[i] = int32(r)
 	}
 	for i, a := range c.slots {
@@ -158,10 +183,14 @@ func (c *States) Filter(g *mlx.Graph, rows []int) {
 			c.SetSlot(g, i, g.Take(a, mlx.FromSlice(g, idx, len(idx)), 0))
 		}
 	}
+	return g.Err()
 }
 
 // Extract is a new cache of row r alone (mlx-lm's extract).
-func (c *States) Extract(g *mlx.Graph, r int) *States {
+func (c *States) Extract(g *mlx.Graph, r int) (Cache, error) {
+	if n := c.rows(); r < 0 || (n > 0 && r >= n) {
+		return nil, fmt.Errorf("kv: row %d of a batch of %d", r, n)
+	}
 	out := NewStates(len(c.slots))
 	out.offset = c.offset
 	for i, a := range c.slots {
@@ -171,5 +200,34 @@ func (c *States) Extract(g *mlx.Graph, r int) *States {
 			out.SetSlot(g, i, g.Slice(a, start, stop))
 		}
 	}
-	return out
+	return out, g.Err()
+}
+
+// clone is a copy of c that owns its arrays: stepping either leaves the
+// other as it was.
+func (c *States) clone(g *mlx.Graph) (Cache, error) {
+	out := NewStates(len(c.slots))
+	out.offset = c.offset
+	for i, a := range c.slots {
+		if a != nil {
+			out.SetSlot(g, i, g.Contiguous(a))
+		}
+	}
+	if err := g.Err(); err != nil {
+		out.Free()
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *States) mergeRows(g *mlx.Graph, caches []Cache) (Rows, error) {
+	parts := make([]*States, len(caches))
+	for i, x := range caches {
+		s, ok := x.(*States)
+		if !ok {
+			return nil, fmt.Errorf("kv: cache %d: a %T among state caches", i, x)
+		}
+		parts[i] = s
+	}
+	return MergeStates(g, parts)
 }

@@ -78,7 +78,11 @@ func TestMergeStates(t *testing.T) {
 		t.Fatalf("merged: offset %d, rows %d and %d", m.Offset(), m.Slot(0).Dim(0), m.Slot(1).Dim(0))
 	}
 	row := func(c *States, slot, r int) []float32 {
-		x := c.Extract(g, r)
+		xc, err := c.Extract(g, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := xc.(*States)
 		defer x.Free()
 		v, err := g.AsType(x.Slot(slot), mlx.Float32).Float32s()
 		if err != nil {
@@ -101,7 +105,12 @@ func TestMergeStates(t *testing.T) {
 	same("row 1 slot 0 (empty in its part)", row(m, 0, 1), make([]float32, 12))
 	same("row 2 slot 1", row(m, 1, 2), row(b, 1, 1))
 	same("row 3 slot 1 (an empty part)", row(m, 1, 3), make([]float32, 4))
-	m.Filter(g, []int{2, 0})
+	if err := m.Filter(g, []int{2, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Filter(g, []int{2}); err == nil {
+		t.Error("row 2 of 2 kept")
+	}
 	same("filtered row 0", row(m, 1, 0), row(b, 1, 1))
 	same("filtered row 1", row(m, 0, 1), row(a, 0, 0))
 	if _, err := MergeStates(g, []*States{a, NewStates(3)}); err == nil {

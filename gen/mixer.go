@@ -175,7 +175,8 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 			if opt.def == "" {
 				return nil, errAt(pos, path+"."+opt.key, "missing (a %s mixer needs it)", k.name)
 			}
-			f = F[Expr]{V: Expr{Text: opt.def, Pos: Pos{File: b.d.file}}, Set: true, Pos: Pos{File: b.d.file}, Origin: FromDefault}
+			// a default reads as written at the section: errors point there
+			f = F[Expr]{V: Expr{Text: opt.def, Pos: pos}, Set: true, Pos: pos, Origin: FromDefault}
 		}
 		if opt.words != nil {
 			w := strings.TrimSpace(f.V.Text)

@@ -1,8 +1,9 @@
 // Package batch runs many generations on one model at once by continuous
 // batching, as mlx-lm's BatchGenerator does: each step is one forward pass
 // over every active sequence, with ragged lengths held in batched caches
-// (kv.Rows: kv.Batched for attention, with left padding, per-row offsets and masks; kv.States for recurrent layers). Requests join the
-// running batch and leave it between steps: a new request's prompt is
+// (kv.Rows: kv.Batched for attention, with left padding, per-row offsets
+// and masks; kv.States for recurrent layers). Requests join the running
+// batch and leave it between steps: a new request's prompt is
 // processed on its own, in chunks between the batch's steps (after the
 // longest prefix an earlier request left in the PromptCache), its caches
 // are merged into the batch, and a finished, cancelled or failed sequence

@@ -344,3 +344,38 @@ func TestList(t *testing.T) {
 		t.Errorf("Mask on a list: %v", err)
 	}
 }
+
+// TestMergeRowsKinds: MergeRows batches state caches as States and
+// attention caches as Batched, and refuses a mix naming the odd one.
+func TestMergeRowsKinds(t *testing.T) {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	s, err := MergeRows(g, []Cache{NewStates(2), NewStates(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.(*States); !ok {
+		t.Fatalf("state caches batched as a %T", s)
+	}
+	s.Free()
+	b, err := MergeRows(g, []Cache{NewPlain(), NewPlain()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.(*Batched); !ok {
+		t.Fatalf("attention caches batched as a %T", b)
+	}
+	b.Free()
+	for _, c := range []struct {
+		caches []Cache
+		want   string
+	}{
+		{[]Cache{NewStates(2), NewPlain()}, "kv: cache 1: a *kv.Plain among state caches"},
+		{[]Cache{NewPlain(), NewStates(2)}, "kv: cache 1: a *kv.States cannot be batched (Plain and Rotating caches can)"},
+		{nil, "kv: merging no caches"},
+	} {
+		if _, err := MergeRows(g, c.caches); err == nil || err.Error() != c.want {
+			t.Errorf("error %v, want %s", err, c.want)
+		}
+	}
+}

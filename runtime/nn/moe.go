@@ -67,6 +67,9 @@ const sortAt = 64
 func (s *SwitchGLU) Apply(g *mlx.Graph, x, idx *mlx.Array) *mlx.Array {
 	x = g.ExpandDims(x, -2, -3) // [..., 1, 1, D]
 	shape := idx.Shape()
+	if !idx.Valid() || len(shape) == 0 {
+		return idx // a failed op's result: g reports its error
+	}
 	k := shape[len(shape)-1]
 	n := 1
 	for _, d := range shape {
@@ -98,7 +101,7 @@ func (s *SwitchGLU) Apply(g *mlx.Graph, x, idx *mlx.Array) *mlx.Array {
 		h = g.SwiGLU(s.Gate.Apply(g, x, rows, sorted), up)
 	}
 	y := s.Down.Apply(g, h, rows, sorted)
-	if sorted {
+	if sorted && y.Valid() {
 		y = g.Take(y, inv, 0)
 		y = g.Reshape(y, append(append([]int{}, shape...), y.Shape()[1:]...)...)
 	}

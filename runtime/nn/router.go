@@ -127,7 +127,7 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 func (r *Router) sigmoidGroup(g *mlx.Graph, logits *mlx.Array) (idx, weights *mlx.Array) {
 	p := g.Sigmoid(g.AsType(logits, mlx.Float32))
 	s := g.Add(p, r.Bias)
-	if r.Groups > 1 && r.Groups > r.TopKGroups {
+	if r.Groups > 1 && r.Groups > r.TopKGroups && s.Valid() {
 		shape := s.Shape()
 		e := shape[len(shape)-1]
 		grouped := g.Reshape(s, append(append([]int{}, shape[:len(shape)-1]...), r.Groups, e/r.Groups)...)

@@ -1,0 +1,90 @@
+package gen
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hybridBase is base with the keys a gated_delta mixer reads and every
+// other layer claimed by it.
+var hybridBase = strings.Replace(strings.Replace(base, "    vocab_size: {type: int, required: true}\n",
+	"    vocab_size: {type: int, required: true}\n"+
+		"    linear_num_key_heads: {type: int, required: true, min: 1}\n"+
+		"    linear_num_value_heads: {type: int, required: true, min: 1}\n"+
+		"    linear_key_head_dim: {type: int, required: true, min: 1}\n"+
+		"    linear_value_head_dim: {type: int, required: true, min: 1}\n"+
+		"    linear_conv_kernel_dim: {type: int, required: true, min: 1}\n", 1),
+	"structure:\n", "structure:\n  mixers:\n    gated_delta:\n      layers: \"i % 2 == 0\"\n", 1)
+
+// TestMixerDescriptorErrors: the bad descriptors of token mixers and the
+// attention output gate, each with its exact message.
+func TestMixerDescriptorErrors(t *testing.T) {
+	if _, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(hybridBase)}); err != nil {
+		t.Fatalf("hybridBase: %v", err)
+	}
+	mixer := func(extra string) string {
+		return strings.Replace(hybridBase, "      layers: \"i % 2 == 0\"\n", "      layers: \"i % 2 == 0\"\n"+extra, 1)
+	}
+	section := func(body string) string {
+		return strings.Replace(hybridBase, "    gated_delta:\n      layers: \"i % 2 == 0\"\n", body, 1)
+	}
+	attn := func(yaml, extra string) string {
+		return strings.Replace(yaml, "structure:\n", "structure:\n  attention:\n"+extra, 1)
+	}
+	for _, c := range []struct{ name, yaml, want string }{
+		{"unknown kind", section("    mamba9:\n      layers: \"i % 2 == 0\"\n"),
+			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta)"},
+		{"unknown option", mixer("      heads: 4\n"),
+			"descriptors/a.yaml:23: structure.mixers.gated_delta.heads: unknown key of a gated_delta mixer (want one of conv_kernel, key_dim, key_heads, layers, norm_eps, projections, value_dim, value_heads)"},
+		{"no layers", section("    gated_delta:\n      projections: grouped\n"),
+			"descriptors/a.yaml:21: structure.mixers.gated_delta.layers: missing: which layers the gated_delta mixer mixes (a per-layer bool; attention takes the others)"},
+		{"layers not a bool", section("    gated_delta:\n      layers: \"i + 1\"\n"),
+			`descriptors/a.yaml:22: structure.mixers.gated_delta.layers: "i + 1" is int, want bool`},
+		{"unknown projections", mixer("      projections: packed\n"),
+			`descriptors/a.yaml:23: structure.mixers.gated_delta.projections: unknown "packed" (want one of grouped, flat)`},
+		{"a default with no key", strings.Replace(hybridBase, "    linear_conv_kernel_dim: {type: int, required: true, min: 1}\n", "", 1),
+			`descriptors/a.yaml:20: structure.mixers.gated_delta.conv_kernel: unknown name "linear_conv_kernel_dim" (in the default "linear_conv_kernel_dim"; set it)`},
+		{"an option of the wrong type", mixer("      key_dim: rms_norm_eps\n"),
+			`descriptors/a.yaml:23: structure.mixers.gated_delta.key_dim: "rms_norm_eps" is float, want int`},
+		{"beside sliding layers", attn(hybridBase, "    sliding: \"i == 1\"\n    window: 4\n"),
+			"descriptors/a.yaml:21: structure.attention.sliding: sliding-window layers beside other token mixers (structure.mixers) are not supported"},
+		{"an output gate on a fused qkv", attn(base, "    fused_qkv: true\n    output_gate: true\n"),
+			"descriptors/a.yaml:17: structure.attention.output_gate: an output gate comes from q's own projection, not a fused qkv"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})
+			if err == nil {
+				t.Fatalf("no error; want %s", c.want)
+			}
+			if err.Error() != c.want {
+				t.Fatalf("error\n%s\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestMixerKindsDocumented: every registered mixer kind has its section
+// in descriptors/README.md, and every such section a kind.
+func TestMixerKindsDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "descriptors", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if k, ok := strings.CutPrefix(line, "#### mixer: "); ok {
+			documented[k] = true
+		}
+	}
+	for _, k := range mixerKindNames() {
+		if !documented[k] {
+			t.Errorf("mixer kind %s has no \"#### mixer: %s\" section in descriptors/README.md", k, k)
+		}
+		delete(documented, k)
+	}
+	for k := range documented {
+		t.Errorf("descriptors/README.md documents mixer kind %s, which is not registered", k)
+	}
+}

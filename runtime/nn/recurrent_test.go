@@ -1,0 +1,202 @@
+package nn_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// hybridDir is a float32 checkpoint of a hybrid of attention and gated
+// delta layers (mlx-lm's, from the parity references: layers 0 and 2
+// recurrent, 1 and 3 attention).
+const hybridDir = "../../testdata/parity/qwen3_next/base/model"
+
+func loadHybrid(t *testing.T, dir string) nn.Model {
+	t.Helper()
+	m, err := registry.Load(dir, nn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Free)
+	return m
+}
+
+// hybridPrompt is a fixed sequence of in-vocabulary ids.
+func hybridPrompt(n int) []int32 {
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32((i*37 + 11) % 200)
+	}
+	return ids
+}
+
+// logitsOf runs ids through m over caches, in pieces split at the given
+// positions, and returns every position's logits.
+func logitsOf(t *testing.T, m nn.Model, caches []kv.Cache, ids []int32, splits ...int) []float32 {
+	t.Helper()
+	var out []float32
+	start := 0
+	for _, end := range append(splits, len(ids)) {
+		g := mlx.NewGraph(nil)
+		logits := m.Forward(g, mlx.FromSlice(g, ids[start:end], 1, end-start), caches)
+		if err := g.Eval(logits); err != nil {
+			g.Close()
+			t.Fatalf("tokens %d..%d: %v", start, end, err)
+		}
+		v, err := logits.Float32s()
+		g.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v...)
+		start = end
+	}
+	return out
+}
+
+func largestDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// TestHybridSplitPrefill: a prompt run in pieces split anywhere (inside
+// the convolution's window of 3 past inputs, at one token, mid-prompt)
+// gives the logits of one pass, and the caches then hold every token.
+func TestHybridSplitPrefill(t *testing.T) {
+	m := loadHybrid(t, hybridDir)
+	ids := hybridPrompt(24)
+	whole := logitsOf(t, m, m.NewCaches(), ids)
+	for _, splits := range [][]int{{1}, {2}, {3}, {1, 2, 3, 4}, {5, 17}, {23}} {
+		caches := m.NewCaches()
+		got := logitsOf(t, m, caches, ids, splits...)
+		if d := largestDiff(got, whole); d > 1e-4 {
+			t.Errorf("split at %v: logits differ from one pass by %g", splits, d)
+		}
+		for i, c := range caches {
+			if c.Offset() != len(ids) {
+				t.Errorf("split at %v: cache %d has seen %d tokens, want %d", splits, i, c.Offset(), len(ids))
+			}
+			c.Free()
+		}
+	}
+}
+
+// TestHybridSaveLoadContinue: caches saved after a prompt and loaded back
+// (state slots and keys and values in one file) continue as the caches
+// that were never saved.
+func TestHybridSaveLoadContinue(t *testing.T) {
+	m := loadHybrid(t, hybridDir)
+	ids := hybridPrompt(20)
+	caches := m.NewCaches()
+	logitsOf(t, m, caches, ids[:14])
+	path := filepath.Join(t.TempDir(), "cache.safetensors")
+	if err := kv.Save(path, caches, nil); err != nil {
+		t.Fatal(err)
+	}
+	loaded, _, err := kv.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := loaded[0].(*kv.States); !ok {
+		t.Fatalf("layer 0's cache loaded as a %T, want a state cache", loaded[0])
+	}
+	want := logitsOf(t, m, caches, ids[14:], 1, 2)
+	got := logitsOf(t, m, loaded, ids[14:], 1, 2)
+	if d := largestDiff(got, want); d != 0 {
+		t.Errorf("after loading, the logits differ by %g", d)
+	}
+}
+
+// TestHybridWrongCaches: a recurrent layer handed an attention cache, and
+// an attention layer handed a state cache, fail the step with errors
+// naming the problem; nothing panics.
+func TestHybridWrongCaches(t *testing.T) {
+	m := loadHybrid(t, hybridDir)
+	ids := hybridPrompt(4)
+	for _, c := range []struct {
+		name  string
+		cache func() kv.Cache
+		want  string
+	}{
+		{"attention caches", func() kv.Cache { return kv.NewPlain() }, "nn: a recurrent layer needs a state cache of 2 slots, got *kv.Plain (make the caches with the model's NewCaches)"},
+		{"state caches", func() kv.Cache { return kv.NewStates(2) }, "kv: this layer's cache is a recurrent state (States), which makes no attention mask"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			caches := make([]kv.Cache, len(m.NewCaches()))
+			for i := range caches {
+				caches[i] = c.cache()
+			}
+			g := mlx.NewGraph(nil)
+			defer g.Close()
+			err := g.Eval(m.Forward(g, mlx.FromSlice(g, ids, 1, len(ids)), caches))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestHybridHuggingFaceConv: a checkpoint that stores the convolutions as
+// Hugging Face does ([channels, 1, taps]) loads to the same model as
+// mlx-lm's layout ([channels, taps, 1]).
+func TestHybridHuggingFaceConv(t *testing.T) {
+	dir := t.TempDir()
+	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(hybridDir, "model.safetensors"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	moved := 0
+	for name, a := range tensors {
+		if strings.HasSuffix(name, "conv1d.weight") {
+			tensors[name] = g.Contiguous(g.Transpose(a, 0, 2, 1))
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no convolution in the checkpoint")
+	}
+	if err := g.Eval(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), tensors, meta); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(hybridDir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ids := hybridPrompt(9)
+	a := loadHybrid(t, hybridDir)
+	b := loadHybrid(t, dir)
+	if d := largestDiff(logitsOf(t, b, b.NewCaches(), ids), logitsOf(t, a, a.NewCaches(), ids)); d != 0 {
+		t.Errorf("the Hugging Face layout's logits differ by %g", d)
+	}
+}
+
+// TestOneMixer: two mixer kinds claiming one layer is an error naming the
+// layer and the kinds.
+func TestOneMixer(t *testing.T) {
+	if err := nn.OneMixer(3, "GatedDelta, ShortConv", []bool{true, false}); err != nil {
+		t.Fatal(err)
+	}
+	err := nn.OneMixer(3, "GatedDelta, ShortConv", []bool{true, true})
+	want := "layer 3: more than one token mixer claims it (of GatedDelta, ShortConv, 2 do): the config's layer pattern is inconsistent"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+}

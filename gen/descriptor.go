@@ -178,6 +178,9 @@ type WeightsDesc struct {
 	Drop  List[DropRule] `yaml:"drop"`
 	// Experts names the sparse block's parts (mlp_moe.go).
 	Experts ExpertNames `yaml:"experts"`
+	// NormShift adds a constant to some norms of checkpoints in one form
+	// (norm_shift.go).
+	NormShift NormShiftDesc `yaml:"norm_shift"`
 }
 
 // Names are the checkpoint's names of the modules, by role.

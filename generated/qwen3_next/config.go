@@ -8,7 +8,9 @@
 // and v pass a short causal convolution, with a state per value head in
 // float32 and an output normed per value head and gated by silu(z)). Sparse
 // layers are Qwen3's mixture of experts with a shared expert gated by a
-// sigmoid.
+// sigmoid. Checkpoints from Hugging Face (experts unstacked, one tensor each)
+// store the layer norms, the final norm and the q and k norms centred on zero;
+// loading adds one to them, as mlx-lm's sanitize does.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches

@@ -141,6 +141,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		w.Drop("lm_head.weight")
 	}
 	w.DropContaining("mtp.")
+	w.ShiftNorms(1.0, []string{".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", ".q_norm.weight", ".k_norm.weight"}, ".mlp.experts.0.up_proj.weight", 0)
 	m := &Model{
 		Config:    c,
 		hidden:    c.HiddenSize,

@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -146,10 +147,11 @@ func TestHybridWrongCaches(t *testing.T) {
 	}
 }
 
-// TestHybridHuggingFaceConv: a checkpoint that stores the convolutions as
-// Hugging Face does ([channels, 1, taps]) loads to the same model as
-// mlx-lm's layout ([channels, taps, 1]).
-func TestHybridHuggingFaceConv(t *testing.T) {
+// TestHybridHuggingFaceLayout: a checkpoint in Hugging Face's form (the
+// convolutions [channels, 1, taps], experts one tensor each, the layer, q,
+// k and final norms centred on zero) loads to the same model as mlx-lm's
+// layout ([channels, taps, 1], experts stacked, norms as used).
+func TestHybridHuggingFaceLayout(t *testing.T) {
 	dir := t.TempDir()
 	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(hybridDir, "model.safetensors"), nil)
 	if err != nil {
@@ -157,15 +159,27 @@ func TestHybridHuggingFaceConv(t *testing.T) {
 	}
 	g := mlx.NewGraph(nil)
 	defer g.Close()
-	moved := 0
+	moved, unstacked, centred := 0, 0, 0
 	for name, a := range tensors {
-		if strings.HasSuffix(name, "conv1d.weight") {
+		switch {
+		case strings.HasSuffix(name, "conv1d.weight"):
 			tensors[name] = g.Contiguous(g.Transpose(a, 0, 2, 1))
 			moved++
+		case strings.Contains(name, ".mlp.switch_mlp."):
+			delete(tensors, name)
+			for e := range a.Dim(0) {
+				tensors[strings.Replace(name, ".switch_mlp.", fmt.Sprintf(".experts.%d.", e), 1)] =
+					g.Contiguous(g.Reshape(g.Slice(a, []int{e, 0, 0}, []int{e + 1, a.Dim(1), a.Dim(2)}), a.Dim(1), a.Dim(2)))
+			}
+			unstacked++
+		case a.Ndim() == 1 && (strings.HasSuffix(name, "layernorm.weight") || strings.HasSuffix(name, "q_norm.weight") ||
+			strings.HasSuffix(name, "k_norm.weight") || name == "model.norm.weight"):
+			tensors[name] = g.AddScalar(a, -1)
+			centred++
 		}
 	}
-	if moved == 0 {
-		t.Fatal("no convolution in the checkpoint")
+	if moved == 0 || unstacked == 0 || centred == 0 {
+		t.Fatalf("%d convolutions, %d stacked experts, %d norms in the checkpoint", moved, unstacked, centred)
 	}
 	if err := g.Eval(); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/archgen/archgen/runtime/mlx"
 )
@@ -237,5 +238,40 @@ func (w *Weights) UnfuseExperts(from string, to ...string) {
 		}
 		l.g.Keep(p)
 		l.tensors[w.prefix+t+".weight"] = p
+	}
+}
+
+// ShiftNorms adds add to every one-dimensional tensor whose name ends with
+// one of norms, in the tensor's own dtype, as mlx-lm's sanitize does for
+// checkpoints that store those norms centred on zero; but only when the
+// checkpoint is in that form: some tensor's name ends with whenSuffix (and,
+// when lastDimNot > 0, that tensor's last axis is not lastDimNot long).
+func (w *Weights) ShiftNorms(add float64, norms []string, whenSuffix string, lastDimNot int) {
+	l := w.l
+	if l.record {
+		return
+	}
+	form := false
+	for name, a := range l.tensors {
+		if strings.HasSuffix(name, whenSuffix) && (lastDimNot <= 0 || a.Ndim() == 0 || a.Dim(a.Ndim()-1) != lastDimNot) {
+			form = true
+			break
+		}
+	}
+	if !form {
+		return
+	}
+	for name, a := range l.tensors {
+		if a.Ndim() != 1 || !slices.ContainsFunc(norms, func(s string) bool { return strings.HasSuffix(name, s) }) {
+			continue
+		}
+		shifted := l.g.AddScalar(a, add)
+		if err := l.g.Err(); err != nil {
+			w.failf("%s: adding %g: %v", name, add, err)
+			return
+		}
+		l.g.Keep(shifted)
+		l.scratch = append(l.scratch, a)
+		l.tensors[name] = shifted
 	}
 }

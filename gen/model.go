@@ -47,7 +47,7 @@ type Arch struct {
 	Drops   []Drop
 	// NormShift is weights.norm_shift; nil when none.
 	NormShift *NormShift
-	GGUF    *GGUF // nil: no GGUF support
+	GGUF      *GGUF // nil: no GGUF support
 
 	derivationOrder []string
 	values          []*Value // every expression, in the order compiled

@@ -71,7 +71,7 @@ func TestExpressions(t *testing.T) {
 		"nope":          `unknown name "nope"`,
 		"i":             "i (the layer index) only means something in a per-layer expression",
 		"kinds[i]":      "lists can only be indexed by i, the layer index, in a per-layer expression",
-		"mean(a, b)":    "unknown function mean (want int, float, sqrt, min, max, round, bfloat16, if, len, count or layers)",
+		"mean(a, b)":    "unknown function mean (want int, float, sqrt, min, max, round, bfloat16, if, len, count, indices or layers)",
 		"if(a, a, b)":   "if's condition is a bool, got int",
 		"if(on, a, s)":  "if's values are int and string, want one type",
 		"round(s)":      "round does not take (string)",

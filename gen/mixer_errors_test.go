@@ -35,7 +35,7 @@ func TestMixerDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown kind", section("    mamba9:\n      layers: \"i % 2 == 0\"\n"),
-			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta)"},
+			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, short_conv)"},
 		{"unknown option", mixer("      heads: 4\n"),
 			"descriptors/a.yaml:23: structure.mixers.gated_delta.heads: unknown key of a gated_delta mixer (want one of conv_kernel, key_dim, key_heads, layers, norm_eps, projections, value_dim, value_heads)"},
 		{"no layers", section("    gated_delta:\n      projections: grouped\n"),

@@ -29,6 +29,7 @@ import (
 	"github.com/archgen/archgen/generated/helium"
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
+	"github.com/archgen/archgen/generated/lfm2"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mimo"
@@ -85,6 +86,7 @@ var catalog = nn.NewCatalog(
 		helium.Arch,
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,
+		lfm2.Arch,
 		llama.Arch,
 		llama4_text.Arch,
 		mimo.Arch,

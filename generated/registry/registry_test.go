@@ -34,6 +34,7 @@ func TestLookup(t *testing.T) {
 			"hunyuan_v1_dense": "hunyuan_v1_dense",
 			"internlm3":        "internlm3",
 			"iquestcoder":      "llama",
+			"lfm2":             "lfm2",
 			"llama":            "llama",
 			"llama4_text":      "llama4_text",
 			"llava":            "mistral3",

@@ -2768,7 +2768,68 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def lfm2(**over):
+        cfg = {
+            "architectures": ["Lfm2ForCausalLM"],
+            "model_type": "lfm2",
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 128000,
+            "norm_eps": 1e-5,
+            "conv_bias": False,
+            "conv_L_cache": 3,
+            "block_dim": HIDDEN,
+            "block_ff_dim": 192,
+            "block_multiple_of": 32,
+            "block_ffn_dim_multiplier": 1.0,
+            "block_auto_adjust_ff_dim": True,
+            "full_attn_idxs": [1, 3],
+            "rope_theta": 1000000.0,
+            "bos_token_id": 1,
+            "eos_token_id": 7,
+            "pad_token_id": 0,
+            "tie_embedding": True,
+            "use_cache": True,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
     return [
+        Case(
+            "lfm2",
+            "base",
+            "full_attn_idxs [1, 3] (layers 0 and 2 short convolutions of 3 taps, "
+            "no biases), GQA with per-head q and k norms; the feed-forward width "
+            "adjusted from 192 (two thirds, times 1.0, rounded up to 32: 128)",
+            lfm2(),
+        ),
+        Case(
+            "lfm2",
+            "layer_types_bias",
+            "layer_types only (layer 1 attends, 0, 2 and 3 convolve), convolutions "
+            "of 4 taps with biases on them and on the in and out projections, plain "
+            "multi-head attention; intermediate_size 96 taken as it is (no "
+            "adjustment, no multiplier); rope_theta from rope_parameters",
+            _without(
+                lfm2(
+                    layer_types=["conv", "full_attention", "conv", "conv"],
+                    conv_bias=True,
+                    conv_L_cache=4,
+                    num_key_value_heads=4,
+                    intermediate_size=96,
+                    block_auto_adjust_ff_dim=False,
+                    block_ffn_dim_multiplier=None,
+                    rope_parameters={"rope_theta": 500000.0, "rope_type": "default"},
+                ),
+                "full_attn_idxs",
+                "block_ff_dim",
+                "rope_theta",
+            ),
+        ),
         Case(
             "qwen3_next",
             "base",

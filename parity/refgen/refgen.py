@@ -121,7 +121,7 @@ def random_weights(model, seed: int):
                 v = z * np.float32(gain / np.sqrt(shape[1]))
         elif leaf == "bias" and len(shape) == 1:
             v = LINEAR_BIAS_STD * z
-        elif leaf == "weight" and len(shape) == 3 and module.endswith("conv1d"):
+        elif leaf == "weight" and len(shape) == 3 and shape[2] == 1:
             # a depthwise short convolution [channels, taps, 1]: each
             # channel's taps as a linear over them
             v = z * np.float32(1.0 / np.sqrt(shape[1]))

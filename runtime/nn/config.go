@@ -284,6 +284,18 @@ func Count[T comparable](list []T, v T) int {
 	return n
 }
 
+// Indices are the positions of list that hold v, in order (the
+// descriptors' indices(list, v)).
+func Indices[T comparable](list []T, v T) []int {
+	out := []int{}
+	for i, x := range list {
+		if x == v {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // Btoi is 1 for true and 0 for false, as Python's int(bool).
 func Btoi(b bool) int {
 	if b {

@@ -26,10 +26,10 @@ type ShortConvMixer struct {
 	none
 	Kernel, Bias *Value
 
-	name              string
-	self              *field // the Layer's *ShortConv
-	inProj, outProj   Proj
-	conv              *field
+	name            string
+	self            *field // the Layer's *ShortConv
+	inProj, outProj Proj
+	conv            *field
 }
 
 const rShortConv = "s"

@@ -305,6 +305,16 @@ func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		dst.SetFloat(f)
 		return nil
+	case int64:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+			return errAt(d.pos(n), path, "want an integer, got %s", kindName(n))
+		}
+		i, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return errAt(d.pos(n), path, "want an integer, got %s", kindName(n))
+		}
+		dst.SetInt(i)
+		return nil
 	case []string:
 		if n.Kind != yaml.SequenceNode {
 			return errAt(d.pos(n), path, "want a list of strings, got %s", kindName(n))

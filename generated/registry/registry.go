@@ -46,6 +46,7 @@ import (
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
+	"github.com/archgen/archgen/generated/qwen3_5_text"
 	"github.com/archgen/archgen/generated/qwen3_moe"
 	"github.com/archgen/archgen/generated/qwen3_next"
 	"github.com/archgen/archgen/generated/seed_oss"
@@ -103,6 +104,7 @@ var catalog = nn.NewCatalog(
 		qwen2.Arch,
 		qwen2_moe.Arch,
 		qwen3.Arch,
+		qwen3_5_text.Arch,
 		qwen3_moe.Arch,
 		qwen3_next.Arch,
 		seed_oss.Arch,
@@ -196,6 +198,29 @@ var catalog = nn.NewCatalog(
 				Defaults:        map[string]any{},
 				Set:             map[string]any{},
 				Runs:            "qwen2",
+				Dispatch:        map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"visual", "vision_tower"},
+			},
+		},
+		{
+			Name:    "qwen3_5",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Alibaba's Qwen3.5 checkpoints (Qwen3.5-0.8B to 27B, dense), their text part: a qwen3_5_text model read from text_config, or from the top level of a config without one.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: true,
+				TopWins:         []string{},
+				Defaults:        map[string]any{},
+				Set:             map[string]any{},
+				Runs:            "qwen3_5_text",
 				Dispatch:        map[string]string{},
 				Prefixes: []nn.Prefix{{
 					From: "model.language_model.",

@@ -58,6 +58,8 @@ func TestLookup(t *testing.T) {
 			"qwen2_moe":        "qwen2_moe",
 			"qwen2_vl":         "qwen2_vl",
 			"qwen3":            "qwen3",
+			"qwen3_5":          "qwen3_5",
+			"qwen3_5_text":     "qwen3_5_text",
 			"qwen3_moe":        "qwen3_moe",
 			"qwen3_next":       "qwen3_next",
 			"qwen3_vl":         "qwen3_vl",

@@ -2798,7 +2798,86 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def qwen3_5_text(**over):
+        cfg = {
+            "model_type": "qwen3_5_text",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "rms_norm_eps": 1e-6,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 262144,
+            "linear_num_value_heads": 4,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4,
+            "full_attention_interval": 2,
+            "tie_word_embeddings": True,
+            "attention_bias": False,
+            "attn_output_gate": True,
+            "hidden_act": "silu",
+            "layer_types": ["linear_attention", "full_attention"] * 2,
+            "mtp_num_hidden_layers": 1,
+            "rope_parameters": {
+                "mrope_interleaved": True,
+                "mrope_section": [2, 1, 1],
+                "rope_type": "default",
+                "rope_theta": 10000000.0,
+                "partial_rotary_factor": 0.25,
+            },
+        }
+        cfg.update(over)
+        return cfg
+
     return [
+        Case(
+            "qwen3_5",
+            "text_config_tied",
+            "a vision-language config (the text model under text_config, "
+            "model_type qwen3_5_text): layers 1 and 3 gated attention with a "
+            "quarter of head_dim 32 rotated (rope_parameters' theta), 0 and 2 the "
+            "gated delta rule with projections side by side, 4 value heads over 2 "
+            "key heads; a dense SwiGLU; tied head",
+            {
+                "architectures": ["Qwen3_5ForConditionalGeneration"],
+                "model_type": "qwen3_5",
+                "text_config": qwen3_5_text(),
+                "vision_config": {"model_type": "qwen3_5", "depth": 2},
+                "image_token_id": 250,
+                "tie_word_embeddings": True,
+            },
+        ),
+        Case(
+            "qwen3_5",
+            "flat_moe",
+            "a text-only config at the top level: every layer a mixture of "
+            "experts (top-2 of 8 renormalised, shared expert behind a sigmoid), "
+            "full_attention_interval 4 (layer 3 attends), key width 32 and value "
+            "width 16 over equal head counts, convolution of 3 taps, head_dim "
+            "from hidden_size / heads (16) with half of it rotated; untied",
+            dict(
+                qwen3_5_text(
+                    model_type="qwen3_5",
+                    full_attention_interval=4,
+                    linear_num_value_heads=2,
+                    linear_key_head_dim=32,
+                    linear_conv_kernel_dim=3,
+                    num_experts=8,
+                    num_experts_per_tok=2,
+                    moe_intermediate_size=64,
+                    shared_expert_intermediate_size=64,
+                    tie_word_embeddings=False,
+                    layer_types=["linear_attention"] * 3 + ["full_attention"],
+                    rope_parameters={"rope_type": "default", "rope_theta": 100000.0, "partial_rotary_factor": 0.5},
+                ),
+                architectures=["Qwen3_5MoeForCausalLM"],
+                head_dim=None,
+            ),
+        ),
         Case(
             "lfm2",
             "base",

@@ -5,7 +5,9 @@ For every <arch>/<name>.json, <arch>/<name>.mlxlm.json holds either
 __post_init__ (dataclasses.asdict; for a wrapper whose language_model reads
 text_config with ModelArgs of its own, those fields, under the top-level
 model_type), or {"error": ...}, what mlx-lm raised
-reading the config or building the model from it. The Go registry's
+reading the config or building the model from it. A text model's
+model_type that mlx-lm reads only as a wrapper's section (SECTION_OF) is
+read as that wrapper reads its text_config. The Go registry's
 TestConfigReference compares each generated ParseConfig with these.
 
 Run it with the project's venv: make config-reference.
@@ -24,6 +26,10 @@ if os.environ.get("PYTHONHASHSEED") != "0":
 
 from mlx_lm.utils import _get_classes  # noqa: E402
 
+# Text models' model_types mlx-lm has no module for, only a wrapper that
+# reads them as its text_config: the wrapper's model_type.
+SECTION_OF = {"qwen3_5_text": "qwen3_5"}
+
 here = os.path.dirname(os.path.abspath(__file__))
 for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
     if path.endswith(".mlxlm.json"):
@@ -31,6 +37,9 @@ for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
     with open(path) as f:
         config = json.load(f)
     try:
+        section_type = config.get("model_type")
+        if section_type in SECTION_OF:
+            config = {"model_type": SECTION_OF[section_type], "text_config": config}
         model_class, args_class = _get_classes(config)
         args = args_class.from_dict(config)
         model = model_class(args)
@@ -40,6 +49,8 @@ for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
             # A wrapper whose text model reads text_config with its own
             # ModelArgs: the reference is what that text model reads.
             fields = {**dataclasses.asdict(inner), "model_type": fields["model_type"]}
+            if section_type in SECTION_OF:
+                fields["model_type"] = section_type
         out = {"args": fields}
     except Exception as e:  # noqa: BLE001 - any refusal is the reference
         out = {"error": f"{type(e).__name__}: {e}"}

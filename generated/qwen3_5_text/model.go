@@ -203,6 +203,8 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			m.attnLayer = nn.FirstLayer(m.attnLayer, i)
 		}
 		if c.NumExperts > 0 {
+			lw.UnfuseExperts("mlp.experts.gate_up_proj", "mlp.switch_mlp.gate_proj", "mlp.switch_mlp.up_proj")
+			lw.UnfuseExperts("mlp.experts.down_proj", "mlp.switch_mlp.down_proj")
 			lw.StackExperts("mlp.switch_mlp.gate_proj", nn.ExpertName("mlp.experts", "gate_proj"), c.NumExperts)
 			lw.StackExperts("mlp.switch_mlp.up_proj", nn.ExpertName("mlp.experts", "up_proj"), c.NumExperts)
 			lw.StackExperts("mlp.switch_mlp.down_proj", nn.ExpertName("mlp.experts", "down_proj"), c.NumExperts)

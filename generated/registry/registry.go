@@ -233,6 +233,29 @@ var catalog = nn.NewCatalog(
 			},
 		},
 		{
+			Name:    "qwen3_5_moe",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Alibaba's Qwen3.5 mixtures of experts (Qwen3.5-35B-A3B, 122B-A10B, 397B-A17B), their text part: a qwen3_5_text model with num_experts > 0 (every layer a mixture), read from text_config or from the top level of a config without one.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: true,
+				TopWins:         []string{},
+				Defaults:        map[string]any{},
+				Set:             map[string]any{},
+				Runs:            "qwen3_5_text",
+				Dispatch:        map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"visual", "vision_tower"},
+			},
+		},
+		{
 			Name:    "qwen3_vl",
 			Tier:    "parity",
 			Aliases: []string{},

@@ -59,6 +59,7 @@ func TestLookup(t *testing.T) {
 			"qwen2_vl":         "qwen2_vl",
 			"qwen3":            "qwen3",
 			"qwen3_5":          "qwen3_5",
+			"qwen3_5_moe":      "qwen3_5_moe",
 			"qwen3_5_text":     "qwen3_5_text",
 			"qwen3_moe":        "qwen3_moe",
 			"qwen3_next":       "qwen3_next",

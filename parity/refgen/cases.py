@@ -2879,6 +2879,28 @@ def _hybrid_cases() -> List[Case]:
             ),
         ),
         Case(
+            "qwen3_5_moe",
+            "text_config",
+            "a vision-language config whose text model is a mixture on every "
+            "layer (top-4 of 8 renormalised, shared expert behind a sigmoid), "
+            "gated attention on layers 1 and 3, the gated delta rule on 0 and 2; "
+            "untied",
+            {
+                "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+                "model_type": "qwen3_5_moe",
+                "text_config": qwen3_5_text(
+                    model_type="qwen3_5_moe_text",
+                    num_experts=8,
+                    num_experts_per_tok=4,
+                    moe_intermediate_size=64,
+                    shared_expert_intermediate_size=64,
+                    tie_word_embeddings=False,
+                ),
+                "vision_config": {"model_type": "qwen3_5_moe", "depth": 2},
+                "tie_word_embeddings": False,
+            },
+        ),
+        Case(
             "lfm2",
             "base",
             "full_attn_idxs [1, 3] (layers 0 and 2 short convolutions of 3 taps, "

@@ -214,3 +214,83 @@ func TestOneMixer(t *testing.T) {
 		t.Fatalf("error %v, want %s", err, want)
 	}
 }
+
+// TestWrappedHybridHuggingFaceLayout: a Qwen3.5-MoE checkpoint as Hugging
+// Face publishes it (the text model under model.language_model., the head
+// at lm_head, experts stacked with gate and up fused and no .weight suffix,
+// the convolutions [channels, 1, taps], the layer, q, k and final norms
+// centred on zero, beside a vision tower and a multi-token-prediction
+// layer) loads to the same model as mlx-lm's saved layout.
+func TestWrappedHybridHuggingFaceLayout(t *testing.T) {
+	const src = "../../testdata/parity/qwen3_5_moe/text_config/model"
+	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(src, "model.safetensors"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	out := map[string]*mlx.Array{}
+	fused := map[string][2]*mlx.Array{} // gate and up, by layer prefix
+	for name, a := range tensors {
+		hf, ok := strings.CutPrefix(name, "language_model.model.")
+		switch {
+		case ok:
+			hf = "model.language_model." + hf
+		case name == "language_model.lm_head.weight":
+			hf = "lm_head.weight"
+		default:
+			t.Fatalf("unexpected tensor %s", name)
+		}
+		switch {
+		case strings.HasSuffix(hf, "conv1d.weight"):
+			a = g.Contiguous(g.Transpose(a, 0, 2, 1))
+		case a.Ndim() == 1 && (strings.HasSuffix(hf, "layernorm.weight") || strings.HasSuffix(hf, "q_norm.weight") ||
+			strings.HasSuffix(hf, "k_norm.weight") || hf == "model.language_model.norm.weight"):
+			a = g.AddScalar(a, -1)
+		case strings.HasSuffix(hf, ".switch_mlp.gate_proj.weight"), strings.HasSuffix(hf, ".switch_mlp.up_proj.weight"):
+			layer, _, _ := strings.Cut(hf, ".switch_mlp.")
+			pair := fused[layer]
+			pair[btoi(strings.HasSuffix(hf, "up_proj.weight"))] = a
+			fused[layer] = pair
+			continue
+		case strings.HasSuffix(hf, ".switch_mlp.down_proj.weight"):
+			hf = strings.Replace(hf, ".switch_mlp.down_proj.weight", ".experts.down_proj", 1)
+		}
+		out[hf] = a
+	}
+	if len(fused) == 0 {
+		t.Fatal("no experts in the checkpoint")
+	}
+	for layer, pair := range fused {
+		out[layer+".experts.gate_up_proj"] = g.Concatenate(1, pair[0], pair[1])
+	}
+	out["model.visual.blocks.0.attn.qkv.weight"] = g.Zeros([]int{4, 4}, mlx.Float32)
+	out["mtp.layers.0.input_layernorm.weight"] = g.Zeros([]int{64}, mlx.Float32)
+	if err := g.Eval(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), out, meta); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ids := hybridPrompt(9)
+	a := loadHybrid(t, src)
+	b := loadHybrid(t, dir)
+	if d := largestDiff(logitsOf(t, b, b.NewCaches(), ids), logitsOf(t, a, a.NewCaches(), ids)); d != 0 {
+		t.Errorf("the Hugging Face layout's logits differ by %g", d)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -206,7 +206,9 @@ func ExpertName(prefix, proj string) func(e int) string {
 // UnfuseExperts reads a checkpoint whose experts are stacked under other
 // names: from.weight [E, parts*out, in] becomes to[i].weight [E, out, in],
 // split in equal parts along its rows (a fused gate and up), or renamed
-// when to has one entry. A checkpoint without from.weight is left as it is.
+// when to has one entry; from alone, without the .weight suffix, is read
+// the same way (Qwen3.5-MoE's Hugging Face files). A checkpoint without
+// either is left as it is.
 func (w *Weights) UnfuseExperts(from string, to ...string) {
 	l := w.l
 	if l.record {
@@ -215,7 +217,10 @@ func (w *Weights) UnfuseExperts(from string, to ...string) {
 	name := w.prefix + from + ".weight"
 	a, ok := l.tensors[name]
 	if !ok {
-		return
+		name = w.prefix + from
+		if a, ok = l.tensors[name]; !ok {
+			return
+		}
 	}
 	delete(l.tensors, name)
 	l.scratch = append(l.scratch, a)

@@ -1,6 +1,8 @@
 // Package tinychat writes a tiny chat checkpoint for tests and examples: the
 // weights of a parity case's float32 llama (made by mlx-lm, 256 tokens of
-// vocabulary) beside a tokenizer written here by hand for that vocabulary.
+// vocabulary), or of its hybrid of attention and recurrent layers
+// (WriteHybrid), beside a tokenizer written here by hand for that
+// vocabulary.
 //
 // The tokenizer is byte-level BPE without merges: ids 0-250 are the bytes
 // 0x00-0xFA (every byte valid UTF-8 uses), each under GPT-2's byte-to-
@@ -33,9 +35,16 @@ const Template = "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}
 	"{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 
 // WeightsDir is the parity case whose weights the checkpoint uses.
-func WeightsDir() string {
+func WeightsDir() string { return parityModel("llama", "base") }
+
+// HybridWeightsDir is the parity case whose weights WriteHybrid uses: a
+// qwen3_next of gated attention (layers 1 and 3) and gated delta layers
+// (0 and 2), with mixtures of experts.
+func HybridWeightsDir() string { return parityModel("qwen3_next", "base") }
+
+func parityModel(arch, name string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "parity", "llama", "base", "model")
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "parity", arch, name, "model")
 }
 
 // byteChars is GPT-2's mapping of bytes to printable characters.
@@ -58,7 +67,15 @@ func byteChars() []rune {
 // generation is not nil, a generation_config.json of it. config, when not
 // nil, is merged into config.json (eos_token_id, say).
 func Write(dir string, config, generation map[string]any) error {
-	src := WeightsDir()
+	return write(dir, WeightsDir(), config, generation)
+}
+
+// WriteHybrid is Write with the weights of HybridWeightsDir.
+func WriteHybrid(dir string, config, generation map[string]any) error {
+	return write(dir, HybridWeightsDir(), config, generation)
+}
+
+func write(dir, src string, config, generation map[string]any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission
+.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid
 
 all: test
 
@@ -127,6 +127,7 @@ bench-llama:
 # Then the Go benchmarks (bench-go).
 bench: setup-py models bench-llama
 	@$(MAKE) -s bench-sizes
+	@$(MAKE) -s bench-hybrid
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
 	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-go
@@ -173,6 +174,12 @@ setup-llama-tools:
 BENCH_SIZES ?= 1b,qwen2.5-1.5b,smollm2-135m
 bench-sizes: setup-py models setup-llama-tools
 	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3)
+
+# The hybrid models (Qwen3.5-0.8B's and LFM2-1.2B's geometries, 4-bit,
+# random weights) beside mlx-lm, and beside an attention model of the same
+# weight bytes; into out/bench/hybrid (see docs/BENCHMARKS.md).
+bench-hybrid: setup-py
+	$(PY) bench/hybrid.py --runs $(or $(BENCH_RUNS),3)
 
 # Go's own benchmarks: one decode step and one 128-token prefill of the tiny
 # llama, a KV cache write, generating every descriptor; into out/bench/go.txt.

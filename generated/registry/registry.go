@@ -140,6 +140,29 @@ var catalog = nn.NewCatalog(
 			},
 		},
 		{
+			Name:    "lfm2-vl",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Liquid AI's LFM2-VL vision-language checkpoints (LFM2-VL-450M, 1.6B), their text part: an lfm2 model read from text_config, its tensors under model.language_model.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{},
+				Defaults:        map[string]any{},
+				Set:             map[string]any{},
+				Runs:            "lfm2",
+				Dispatch:        map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "multi_modal_projector"},
+			},
+		},
+		{
 			Name:    "mistral3",
 			Tier:    "parity",
 			Aliases: []string{"llava"},

@@ -35,6 +35,7 @@ func TestLookup(t *testing.T) {
 			"internlm3":        "internlm3",
 			"iquestcoder":      "llama",
 			"lfm2":             "lfm2",
+			"lfm2-vl":          "lfm2-vl",
 			"llama":            "llama",
 			"llama4_text":      "llama4_text",
 			"llava":            "mistral3",

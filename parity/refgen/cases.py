@@ -2932,6 +2932,21 @@ def _hybrid_cases() -> List[Case]:
             ),
         ),
         Case(
+            "lfm2-vl",
+            "text_config",
+            "a vision-language config whose text_config is an lfm2 (layers 0 and 2 "
+            "attend, 1 and 3 convolve over 3 taps, GQA), the tensors under "
+            "language_model.",
+            {
+                "architectures": ["Lfm2VlForConditionalGeneration"],
+                "model_type": "lfm2-vl",
+                "text_config": lfm2(full_attn_idxs=[0, 2]),
+                "vision_config": {"model_type": "siglip2_vision_model", "num_hidden_layers": 2},
+                "downsample_factor": 2,
+                "image_token_index": 250,
+            },
+        ),
+        Case(
             "qwen3_next",
             "base",
             "full_attention_interval 2 (layers 1 and 3 attend, 0 and 2 gated delta), "

@@ -152,6 +152,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if !hasBlockFfDim {
 		c.BlockFfDim = c.IntermediateSize
 	}
+	nn.Min(r, "block_ff_dim", c.BlockFfDim, 1)
 	if !hasFullAttnIdxs {
 		c.FullAttnIdxs = nn.Indices(c.LayerTypes, "full_attention")
 	}
@@ -160,7 +161,6 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.FfTwoThirds = int(float64(2*c.BlockFfDim) / 3.0)
 	c.FfScaled = nn.If(c.BlockFfnDimMultiplier > 0.0, int(c.BlockFfnDimMultiplier*float64(c.FfTwoThirds)), c.FfTwoThirds)
 	c.FfDim = nn.If(c.BlockAutoAdjustFfDim, c.BlockMultipleOf*((c.FfScaled+c.BlockMultipleOf-1)/c.BlockMultipleOf), c.BlockFfDim)
-	nn.Min(r, "ff_dim", c.FfDim, 1)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}

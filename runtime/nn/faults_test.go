@@ -108,6 +108,19 @@ func layersKey(m map[string]any) string {
 	return "num_hidden_layers"
 }
 
+// mlpWidthKey is the config key of the MLP's width: block_ff_dim where the
+// config has it (LFM2, whose intermediate_size is read only without it),
+// else intermediate_size.
+func mlpWidthKey(m map[string]any) string {
+	if tc, ok := m["text_config"].(map[string]any); ok {
+		m = tc
+	}
+	if _, ok := m["block_ff_dim"]; ok {
+		return "block_ff_dim"
+	}
+	return "intermediate_size"
+}
+
 // configDir is a new directory holding config.json with data.
 func configDir(t *testing.T, data []byte) string {
 	t.Helper()
@@ -185,7 +198,7 @@ func TestConfigFaults(t *testing.T) {
 				{"negative layers", with(base, map[string]any{layers: -2}), layers + ": must be at least 1, got -2"},
 				{"absurd layer count", with(base, map[string]any{layers: 1e12}), layers + ": 1000000000000 layers are more than archgen builds (at most 4096)"},
 				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
-				{"zero MLP width", with(base, map[string]any{"intermediate_size": 0}), "intermediate_size: must be at least 1, got 0"},
+				{"zero MLP width", with(base, map[string]any{mlpWidthKey(base): 0}), mlpWidthKey(base) + ": must be at least 1, got 0"},
 				{"kv heads not dividing heads", with(base, badKV),
 					"num_key_value_heads: must divide num_attention_heads"},
 				{"zero kv heads", with(base, map[string]any{"num_key_value_heads": 0}), "num_key_value_heads: must be at least 1, got 0"},

@@ -46,6 +46,10 @@ type KeySpec struct {
 	Derive   F[Expr]     `yaml:"derive"`
 	Optional F[bool]     `yaml:"optional"`
 	Fallback F[[]string] `yaml:"fallback"`
+	// Prefer are places (dotted paths into nested objects) read before the
+	// key itself: the first present wins (rope_parameters.rope_theta over
+	// rope_theta, as some mlx-lm modules read it).
+	Prefer F[[]string] `yaml:"prefer"`
 	Min      F[float64]  `yaml:"min"`
 	Length   F[Expr]     `yaml:"length"`
 	Doc      F[string]   `yaml:"doc"`

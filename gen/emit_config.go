@@ -69,6 +69,9 @@ func keyDoc(k *Key) string {
 	if len(k.Fallback) > 0 {
 		s += fmt.Sprintf(" Read from %s when %s is absent.", strings.Join(k.Fallback, " or "), k.Name)
 	}
+	if len(k.Prefer) > 0 {
+		s += fmt.Sprintf(" Read from %s first, where present.", strings.Join(k.Prefer, " or "))
+	}
 	if k.Doc != "" {
 		s += " " + k.Doc
 	}
@@ -151,6 +154,13 @@ func parseBody(a *Arch) []jen.Code {
 			body = append(body, jen.List(c(k.Field), jen.Id("_")).Op("=").Qual(nnPkg, "Optional").Types(tp).Call(append(args, fallbacks...)...))
 		case "derive":
 			body = append(body, jen.List(c(k.Field), jen.Id("has"+k.Field)).Op("=").Qual(nnPkg, "Optional").Types(tp).Call(append(args, fallbacks...)...))
+		}
+		if len(k.Prefer) > 0 {
+			prefer := []jen.Code{jen.Id("r"), c(k.Field)}
+			for _, p := range k.Prefer {
+				prefer = append(prefer, jen.Lit(p))
+			}
+			body = append(body, c(k.Field).Op("=").Qual(nnPkg, "Prefer").Types(tp).Call(prefer...))
 		}
 	}
 	// Minimums of what was read, before anything divides by it.

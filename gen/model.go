@@ -62,6 +62,7 @@ type Key struct {
 	Default  any    // Go value of the literal, for default
 	Derive   *Value
 	Fallback []string
+	Prefer   []string
 	Min      *float64
 	Length   *Value
 	Doc      string
@@ -197,7 +198,10 @@ func (b *builder) keys() error {
 		if !ks.Type.IsSet() {
 			return errAt(e.Pos, path+".type", "missing (required)")
 		}
-		k := &Key{Name: e.Key, Field: goName(e.Key), Type: ks.Type.V, Fallback: ks.Fallback.V, Doc: ks.Doc.V}
+		k := &Key{Name: e.Key, Field: goName(e.Key), Type: ks.Type.V, Fallback: ks.Fallback.V, Prefer: ks.Prefer.V, Doc: ks.Doc.V}
+		if ks.Prefer.IsSet() && ks.Derive.IsSet() {
+			return errAt(ks.Prefer.Pos, path+".prefer", "a derived key reads no other place first")
+		}
 		if e.Key == "model_type" {
 			return errAt(e.Pos, path, "model_type is always read; do not list it")
 		}

@@ -11,8 +11,8 @@
 // block_auto_adjust_ff_dim derives from block_ff_dim as mlx-lm does (two
 // thirds, times block_ffn_dim_multiplier where given, rounded up to
 // block_multiple_of). The final norm is embedding_norm and the head is always
-// the embedding table. When both rope_theta and rope_parameters are given,
-// rope_theta is read (mlx-lm reads rope_parameters' one).
+// the embedding table. rope_parameters' rope_theta, where it holds one, is
+// read before rope_theta, as mlx-lm reads it.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -74,7 +74,7 @@ type Config struct {
 	BlockFfDim int `json:"block_ff_dim"`
 
 	// RopeTheta is rope_theta; 1000000 when absent. Read from
-	// rope_parameters.rope_theta when rope_theta is absent.
+	// rope_parameters.rope_theta first, where present.
 	RopeTheta float64 `json:"rope_theta"`
 
 	// LayerTypes is layer_types; empty when absent.
@@ -131,7 +131,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.BlockAutoAdjustFfDim = nn.Required[bool](r, "block_auto_adjust_ff_dim")
 	c.IntermediateSize, _ = nn.Optional[int](r, "intermediate_size")
 	c.BlockFfDim, hasBlockFfDim = nn.Optional[int](r, "block_ff_dim")
-	c.RopeTheta = nn.Default[float64](r, "rope_theta", 1e+06, "rope_parameters.rope_theta")
+	c.RopeTheta = nn.Default[float64](r, "rope_theta", 1e+06)
+	c.RopeTheta = nn.Prefer[float64](r, c.RopeTheta, "rope_parameters.rope_theta")
 	c.LayerTypes, _ = nn.Optional[[]string](r, "layer_types")
 	c.FullAttnIdxs, hasFullAttnIdxs = nn.Optional[[]int](r, "full_attn_idxs")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)

@@ -9,11 +9,12 @@
 // hidden_size / num_attention_heads unless given, and a mixture of experts on
 // every layer when num_experts > 0 (a SwiGLU of intermediate_size otherwise).
 // The rope turns partial_rotary_factor of each head by rope_theta, both read
-// from rope_parameters where it holds them (mlx-lm reads only rope_parameters'
-// when it is given; here a top-level value is read first); its multi-section
-// form is, for text alone, this plain rope. Checkpoints whose convolutions are
-// in Hugging Face's layout store the layer, final, q and k norms centred on
-// zero, and loading adds one to them, as mlx-lm does.
+// from rope_parameters where it holds them, else from the top level (mlx-lm
+// never reads the top level's: without rope_parameters it takes 100000 and
+// 0.25); its multi-section form is, for text alone, this plain rope.
+// Checkpoints whose convolutions are in Hugging Face's layout store the layer,
+// final, q and k norms centred on zero, and loading adds one to them, as
+// mlx-lm does.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -53,7 +54,7 @@ type Config struct {
 	NumKeyValueHeads int `json:"num_key_value_heads"`
 
 	// RopeTheta is rope_theta; 100000 when absent. Read from
-	// rope_parameters.rope_theta when rope_theta is absent.
+	// rope_parameters.rope_theta first, where present.
 	RopeTheta float64 `json:"rope_theta"`
 
 	// TieWordEmbeddings is tie_word_embeddings; false when absent. mlx-lm's
@@ -95,7 +96,7 @@ type Config struct {
 	SharedExpertIntermediateSize int `json:"shared_expert_intermediate_size"`
 
 	// PartialRotaryFactor is partial_rotary_factor; 0.25 when absent. Read from
-	// rope_parameters.partial_rotary_factor when partial_rotary_factor is absent.
+	// rope_parameters.partial_rotary_factor first, where present.
 	PartialRotaryFactor float64 `json:"partial_rotary_factor"`
 
 	// FullAttentionInterval is full_attention_interval; 4 when absent.
@@ -130,7 +131,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.VocabSize = nn.Default[int](r, "vocab_size", 151936)
 	c.MaxPositionEmbeddings = nn.Default[int](r, "max_position_embeddings", 131072)
 	c.NumKeyValueHeads = nn.Default[int](r, "num_key_value_heads", 8)
-	c.RopeTheta = nn.Default[float64](r, "rope_theta", 100000.0, "rope_parameters.rope_theta")
+	c.RopeTheta = nn.Default[float64](r, "rope_theta", 100000.0)
+	c.RopeTheta = nn.Prefer[float64](r, c.RopeTheta, "rope_parameters.rope_theta")
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", false)
 	c.HeadDim, hasHeadDim = nn.Optional[int](r, "head_dim")
 	c.NumExperts = nn.Default[int](r, "num_experts", 0)
@@ -143,7 +145,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.LinearValueHeadDim = nn.Default[int](r, "linear_value_head_dim", 128)
 	c.LinearConvKernelDim = nn.Default[int](r, "linear_conv_kernel_dim", 4)
 	c.SharedExpertIntermediateSize = nn.Default[int](r, "shared_expert_intermediate_size", 0)
-	c.PartialRotaryFactor = nn.Default[float64](r, "partial_rotary_factor", 0.25, "rope_parameters.partial_rotary_factor")
+	c.PartialRotaryFactor = nn.Default[float64](r, "partial_rotary_factor", 0.25)
+	c.PartialRotaryFactor = nn.Prefer[float64](r, c.PartialRotaryFactor, "rope_parameters.partial_rotary_factor")
 	c.FullAttentionInterval = nn.Default[int](r, "full_attention_interval", 4)
 	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)

@@ -139,6 +139,15 @@ func Default[T Value](r *ConfigReader, key string, def T, alts ...string) T {
 	return def
 }
 
+// Prefer is the value at the first of places (dotted paths into nested
+// objects) that the config holds, or cur, what the key itself read.
+func Prefer[T Value](r *ConfigReader, cur T, places ...string) T {
+	if v, _, ok := read[T](r, "", places); ok {
+		return v
+	}
+	return cur
+}
+
 // Optional reads key (or one of alts) and reports whether it was present
 // and well-typed.
 func Optional[T Value](r *ConfigReader, key string, alts ...string) (T, bool) {

@@ -22,7 +22,6 @@ import (
 // mixerKind is a registered kind of token mixer.
 type mixerKind struct {
 	name string
-	doc  string // what it is, for the kind list in errors
 	// options are what its section may set, in order; `layers` is every
 	// kind's and is not listed.
 	options []mixerOption
@@ -57,7 +56,6 @@ func mixerKindNames() []string {
 
 // mixerOptions are a section's options, compiled.
 type mixerOptions struct {
-	kind   *mixerKind
 	path   string // structure.mixers.<kind>
 	pos    Pos
 	layers *Value
@@ -148,7 +146,7 @@ func (b *builder) resolveMixers(sc *scope) error {
 // mixerOptions compiles a section against its kind's options: layers (a
 // per-layer bool, required), then each option, its default where unset.
 func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos Pos, sc *scope) (*mixerOptions, error) {
-	o := &mixerOptions{kind: k, path: path, pos: pos, vals: map[string]*Value{}, words: map[string]string{}, at: map[string]Pos{}}
+	o := &mixerOptions{path: path, pos: pos, vals: map[string]*Value{}, words: map[string]string{}, at: map[string]Pos{}}
 	known := []string{"layers"}
 	for _, opt := range k.options {
 		known = append(known, opt.key)

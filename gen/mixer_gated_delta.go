@@ -15,7 +15,6 @@ import (
 func init() {
 	registerMixer(&mixerKind{
 		name: "gated_delta",
-		doc:  "linear attention by the gated delta rule",
 		options: []mixerOption{
 			{key: "key_heads", typ: TInt, def: "linear_num_key_heads"},
 			{key: "value_heads", typ: TInt, def: "linear_num_value_heads"},
@@ -41,7 +40,7 @@ type GatedDelta struct {
 	projs   []Proj
 	conv    *field
 	dtBias  *field
-	aLog    *field
+	rate    *field
 	norm    *field
 	outProj Proj
 }
@@ -82,7 +81,7 @@ func resolveGatedDelta(o *mixerOptions, a *Arch) (mixer, error) {
 	}
 	d.conv = newField("Conv1D", nnType("ShortConv"), "conv1d")
 	d.dtBias = newField("DtBias", func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }, "dt_bias")
-	d.aLog = newField("ALog", func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }, "A_log")
+	d.rate = newField("Rate", func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }, "A_log, as -exp(A_log) in float32 (made at load)")
 	d.norm = newField("Norm", nnType("RMSNorm"), "norm: per value head, gated by silu(z)")
 	d.outProj = Proj{Field: linear("out_proj"), Name: "out_proj", Out: hidden, In: heads("ValueWidth"), Bias: no}
 	return d, nil
@@ -102,7 +101,7 @@ func (d *GatedDelta) fields(t goType) []jen.Code {
 	for _, p := range d.projs {
 		out = append(out, p.Field.decl())
 	}
-	return append(out, d.conv.decl(), d.dtBias.decl(), d.aLog.decl(), d.norm.decl(), d.outProj.Field.decl())
+	return append(out, d.conv.decl(), d.dtBias.decl(), d.rate.decl(), d.norm.decl(), d.outProj.Field.decl())
 }
 
 func (d *GatedDelta) params(t goType) []jen.Code {
@@ -139,7 +138,7 @@ func (d *GatedDelta) build(s stage) []jen.Code {
 	out = append(out,
 		d.conv.of(rDelta).Op("=").Id("lw").Dot("ShortConv").Call(jen.Lit(d.name+".conv1d"), d.heads.of(rDelta).Dot("ConvWidth").Call(), d.Kernel.Code(), jen.False()),
 		vec(d.dtBias, "dt_bias"),
-		vec(d.aLog, "A_log"),
+		d.rate.of(rDelta).Op("=").Id("lw").Dot("DecayRate").Call(jen.Lit(d.name+".A_log"), d.heads.of(rDelta).Dot("ValueHeads")),
 		d.norm.of(rDelta).Op("=").Id("lw").Dot("RMSNorm").Call(jen.Lit(d.name+".norm"), d.heads.of(rDelta).Dot("ValueDim"), d.Eps.Code()),
 		d.outProj.load(rDelta, d.name),
 	)
@@ -152,7 +151,7 @@ func (d *GatedDelta) build(s stage) []jen.Code {
 //		s := nn.StatesOf(g, c, 2)
 //		in := nn.GroupedDeltaInputs(g, d.InProjQkvz.Apply(g, x), d.InProjBa.Apply(g, x), d.heads)
 //		qkv := g.SiLU(d.Conv1D.Apply(g, s, 0, in.QKV))
-//		y := nn.GatedDelta(g, s, 1, qkv, in.B, in.A, d.ALog, d.DtBias, d.heads)
+//		y := nn.GatedDelta(g, s, 1, qkv, in.B, in.A, d.Rate, d.DtBias, d.heads)
 //		return d.OutProj.Apply(g, nn.GatedNorm(g, d.Norm, y, in.Z) as [B, L, value width])
 //	}
 func (d *GatedDelta) emitForward(f *jen.File) {
@@ -169,7 +168,7 @@ func (d *GatedDelta) emitForward(f *jen.File) {
 		jen.Id("s").Op(":=").Qual(nnPkg, "StatesOf").Call(g(), jen.Id("c"), jen.Lit(d.states())).Comment("slot 0: the convolution's last inputs; 1: the rule's state"),
 		jen.Id("in").Op(":=").Add(inputs),
 		jen.Id("qkv").Op(":=").Add(call("SiLU", self(d.conv).Dot("Apply").Call(g(), jen.Id("s"), jen.Lit(0), jen.Id("in").Dot("QKV")))).Comment("[B, L, q, k and v widths]"),
-		jen.Id("y").Op(":=").Qual(nnPkg, "GatedDelta").Call(g(), jen.Id("s"), jen.Lit(1), jen.Id("qkv"), jen.Id("in").Dot("B"), jen.Id("in").Dot("A"), self(d.aLog), self(d.dtBias), self(d.heads)).Comment("[B, L, value heads, value_dim]"),
+		jen.Id("y").Op(":=").Qual(nnPkg, "GatedDelta").Call(g(), jen.Id("s"), jen.Lit(1), jen.Id("qkv"), jen.Id("in").Dot("B"), jen.Id("in").Dot("A"), self(d.rate), self(d.dtBias), self(d.heads)).Comment("[B, L, value heads, value_dim]"),
 		jen.Id("s").Dot("Advance").Call(jen.Id("L")),
 		jen.Id("y").Op("=").Qual(nnPkg, "GatedNorm").Call(g(), self(d.norm), jen.Id("y"), jen.Id("in").Dot("Z")),
 		jen.Return(apply(self(d.outProj.Field), call("Reshape", jen.Id("y"), jen.Id("B"), jen.Id("L"), self(d.heads).Dot("ValueWidth").Call()))),

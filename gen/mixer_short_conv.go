@@ -12,7 +12,6 @@ import (
 func init() {
 	registerMixer(&mixerKind{
 		name: "short_conv",
-		doc:  "a gated short convolution",
 		options: []mixerOption{
 			{key: "conv_kernel", typ: TInt, def: "conv_L_cache"},
 			{key: "bias", typ: TBool, def: "conv_bias"},

@@ -91,7 +91,7 @@ type GatedDelta struct {
 	InProjA   *nn.Linear    // in_proj_a
 	Conv1D    *nn.ShortConv // conv1d
 	DtBias    *mlx.Array    // dt_bias
-	ALog      *mlx.Array    // A_log
+	Rate      *mlx.Array    // A_log, as -exp(A_log) in float32 (made at load)
 	Norm      *nn.RMSNorm   // norm: per value head, gated by silu(z)
 	OutProj   *nn.Linear    // out_proj
 
@@ -179,7 +179,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			d.InProjA = lw.Linear("linear_attn.in_proj_a", d.heads.ValueHeads, m.hidden, false)
 			d.Conv1D = lw.ShortConv("linear_attn.conv1d", d.heads.ConvWidth(), c.LinearConvKernelDim, false)
 			d.DtBias = lw.Vector("linear_attn.dt_bias", d.heads.ValueHeads)
-			d.ALog = lw.Vector("linear_attn.A_log", d.heads.ValueHeads)
+			d.Rate = lw.DecayRate("linear_attn.A_log", d.heads.ValueHeads)
 			d.Norm = lw.RMSNorm("linear_attn.norm", d.heads.ValueDim, c.RMSNormEps)
 			d.OutProj = lw.Linear("linear_attn.out_proj", m.hidden, d.heads.ValueWidth(), false)
 			l.mix = d.forward

@@ -102,6 +102,29 @@ func (c *ShortConv) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *m
 	return y
 }
 
+// DecayRate reads a recurrence's per-head log decay name [n] and returns
+// -exp(it) in float32, once at load, as the decay's every step uses it:
+// the stored values are widened to float32 as they are (not first cast to
+// the compute dtype), as mlx-lm widens A_log.
+func (w *Weights) DecayRate(name string, n int) *mlx.Array {
+	if w.l.record {
+		w.spec(name, []int{n}, nil, false)
+		return nil
+	}
+	raw := w.lookup(name, []int{n}, false)
+	if raw == nil {
+		return nil
+	}
+	g := w.l.g
+	rate := g.Negative(g.Exp(g.AsType(raw, mlx.Float32)))
+	if err := g.Err(); err != nil {
+		w.failf("%s: %v", w.local(name), err)
+		return nil
+	}
+	g.Keep(rate)
+	return w.keep(rate)
+}
+
 // DeltaHeads are a gated-delta mixer's shape: key heads of KeyDim, value
 // heads of ValueDim (a multiple of the key heads).
 type DeltaHeads struct {
@@ -134,7 +157,7 @@ func GroupedDeltaInputs(g *mlx.Graph, qkvz, ba *mlx.Array, h DeltaHeads) DeltaIn
 		QKV: g.Concatenate(-1,
 			g.Reshape(parts[0], B, L, -1),
 			g.Reshape(parts[1], B, L, -1),
-			g.Reshape(g.Reshape(parts[2], B, L, -1, h.ValueDim), B, L, -1)),
+			g.Reshape(parts[2], B, L, -1)),
 		Z: g.Reshape(parts[3], B, L, -1, h.ValueDim),
 		B: g.Reshape(bas[0], B, L, h.ValueHeads),
 		A: g.Reshape(bas[1], B, L, h.ValueHeads),
@@ -150,11 +173,11 @@ func FlatDeltaInputs(g *mlx.Graph, qkv, z, b, a *mlx.Array, h DeltaHeads) DeltaI
 
 // GatedDelta runs the gated delta rule over the convolved qkv [B, L,
 // ConvWidth]: q and k are normalised to unit length (q also scaled by
-// KeyDim^-1/2), the write strength is sigmoid(b), the decay exp(-exp(ALog)
-// softplus(a + DtBias)) in float32, and the state (float32 [B, value heads,
+// KeyDim^-1/2), the write strength is sigmoid(b), the decay exp(rate
+// softplus(a + dtBias)) in float32 (rate is -exp(A_log), DecayRate), and the state (float32 [B, value heads,
 // ValueDim, KeyDim]) is read from and written back to slot of s. It
 // returns y [B, L, value heads, ValueDim].
-func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, aLog, dtBias *mlx.Array, h DeltaHeads) *mlx.Array {
+func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, rate, dtBias *mlx.Array, h DeltaHeads) *mlx.Array {
 	B, L := qkv.Dim(0), qkv.Dim(1)
 	kd := h.KeyHeads * h.KeyDim
 	parts := g.SplitAt(qkv, []int{kd, 2 * kd}, -1)
@@ -168,7 +191,7 @@ func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, aLog, dtBias *m
 	q = g.MultiplyScalar(g.RMSNorm(q, nil, eps), inv*inv)
 	k = g.MultiplyScalar(g.RMSNorm(k, nil, eps), inv)
 	beta := g.Sigmoid(b)
-	decay := g.Exp(g.Multiply(g.Negative(g.Exp(g.AsType(aLog, mlx.Float32))), g.Softplus(g.Add(a, dtBias))))
+	decay := g.Exp(g.Multiply(rate, g.Softplus(g.Add(a, dtBias))))
 	state := s.Slot(slot)
 	if state == nil {
 		state = g.Zeros([]int{B, h.ValueHeads, h.ValueDim, h.KeyDim}, mlx.Float32)

@@ -152,7 +152,6 @@ func TestHybridWrongCaches(t *testing.T) {
 // k and final norms centred on zero) loads to the same model as mlx-lm's
 // layout ([channels, taps, 1], experts stacked, norms as used).
 func TestHybridHuggingFaceLayout(t *testing.T) {
-	dir := t.TempDir()
 	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(hybridDir, "model.safetensors"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -181,13 +180,19 @@ func TestHybridHuggingFaceLayout(t *testing.T) {
 	if moved == 0 || unstacked == 0 || centred == 0 {
 		t.Fatalf("%d convolutions, %d stacked experts, %d norms in the checkpoint", moved, unstacked, centred)
 	}
-	if err := g.Eval(); err != nil {
-		t.Fatal(err)
-	}
+	sameModel(t, hybridDir, tensors, meta)
+}
+
+// sameModel writes tensors (and meta) beside src's config.json in a new
+// directory and checks that it loads to src's model: equal logits, bit for
+// bit.
+func sameModel(t *testing.T, src string, tensors map[string]*mlx.Array, meta map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
 	if err := mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), tensors, meta); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := os.ReadFile(filepath.Join(hybridDir, "config.json"))
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +200,7 @@ func TestHybridHuggingFaceLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := hybridPrompt(9)
-	a := loadHybrid(t, hybridDir)
+	a := loadHybrid(t, src)
 	b := loadHybrid(t, dir)
 	if d := largestDiff(logitsOf(t, b, b.NewCaches(), ids), logitsOf(t, a, a.NewCaches(), ids)); d != 0 {
 		t.Errorf("the Hugging Face layout's logits differ by %g", d)
@@ -266,26 +271,7 @@ func TestWrappedHybridHuggingFaceLayout(t *testing.T) {
 	}
 	out["model.visual.blocks.0.attn.qkv.weight"] = g.Zeros([]int{4, 4}, mlx.Float32)
 	out["mtp.layers.0.input_layernorm.weight"] = g.Zeros([]int{64}, mlx.Float32)
-	if err := g.Eval(); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), out, meta); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ids := hybridPrompt(9)
-	a := loadHybrid(t, src)
-	b := loadHybrid(t, dir)
-	if d := largestDiff(logitsOf(t, b, b.NewCaches(), ids), logitsOf(t, a, a.NewCaches(), ids)); d != 0 {
-		t.Errorf("the Hugging Face layout's logits differ by %g", d)
-	}
+	sameModel(t, src, out, meta)
 }
 
 func btoi(b bool) int {

@@ -376,6 +376,9 @@ type scope struct {
 	positive func(name string) bool
 	// indexable reports lists validated to hold one entry per layer.
 	indexable func(name string) bool
+	// fixed is the length of a list validated to hold exactly that many
+	// entries (length: an int literal), 0 for any other.
+	fixed func(name string) int
 }
 
 // typed is a checked expression: its type, how to spell it in Go, the
@@ -472,12 +475,15 @@ func (sc *scope) check(n node) (*typed, error) {
 		if x.t == TString {
 			return sc.charAt(x, n.i)
 		}
-		id, isID := n.i.(*ident)
-		if !sc.perLayer || !isID || id.name != "i" {
-			return nil, fmt.Errorf("lists can only be indexed by i, the layer index, in a per-layer expression")
-		}
 		if x.t.elem() == "" {
 			return nil, fmt.Errorf("%s is not a list", x.t)
+		}
+		if k, err := sc.check(n.i); err == nil && k.ilit != nil {
+			return sc.fixedEntry(n.x, x, *k.ilit)
+		}
+		id, isID := n.i.(*ident)
+		if !sc.perLayer || !isID || id.name != "i" {
+			return nil, fmt.Errorf("lists can only be indexed by i, the layer index, in a per-layer expression, or by an int literal where their length is one")
 		}
 		if name, ok := n.x.(*ident); !ok || !sc.indexable(name.name) {
 			return nil, fmt.Errorf("only lists with one entry per layer (length: the layer count) can be indexed by i")
@@ -485,6 +491,23 @@ func (sc *scope) check(n node) (*typed, error) {
 		return atom(x.t.elem(), x.code.Clone().Index(jen.Id("i")), x.refs), nil
 	}
 	return nil, fmt.Errorf("gen: unknown expression node %T", n)
+}
+
+// fixedEntry is entry k of a list of a fixed length (a key with length: an
+// int literal): time_step_limit[0].
+func (sc *scope) fixedEntry(list node, x *typed, k int) (*typed, error) {
+	name, ok := list.(*ident)
+	n := 0
+	if ok && sc.fixed != nil {
+		n = sc.fixed(name.name)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("only lists of a fixed length (length: an int literal) can be indexed by a literal")
+	}
+	if k < 0 || k >= n {
+		return nil, fmt.Errorf("index %d is outside a list of %d entries", k, n)
+	}
+	return atom(x.t.elem(), x.code.Clone().Index(jen.Lit(k)), x.refs), nil
 }
 
 func refs(parts ...*typed) []string {

@@ -9,13 +9,19 @@ import (
 
 func testScope() *scope {
 	names := map[string]Type{"a": TInt, "b": TInt, "c": TInt, "x": TFloat, "on": TBool, "off": TBool,
-		"kinds": TStrings, "list": TInts, "s": TString}
+		"kinds": TStrings, "list": TInts, "s": TString, "limits": TFloats}
 	return &scope{
 		names:     names,
 		code:      func(n string) jen.Code { return jen.Id("c").Dot(goName(n)) },
 		positive:  func(n string) bool { return n == "b" },
 		indexable: func(n string) bool { return n == "kinds" },
-		layers:    jen.Id("c").Dot("N"),
+		fixed: func(n string) int {
+			if n == "limits" {
+				return 2
+			}
+			return 0
+		},
+		layers: jen.Id("c").Dot("N"),
 	}
 }
 
@@ -37,6 +43,7 @@ func TestExpressions(t *testing.T) {
 		{"!(on && off) || a > x", "bool", "!(c.On && c.Off) || float64(c.A) > c.X"},
 		{`count(kinds, "full") > 0`, "bool", `nn.Count(c.Kinds, "full") > 0`},
 		{"len(list)", "int", "len(c.List)"},
+		{"limits[1] * 2", "float", "c.Limits[1] * 2.0"},
 		{"min(a, b)", "int", "min(c.A, c.B)"},
 		{"round(x * 2)", "int", "nn.Round(c.X * 2.0)"},
 		{`if(a > b, "full", "sliding")`, "string", `nn.If(c.A > c.B, "full", "sliding")`},
@@ -70,7 +77,10 @@ func TestExpressions(t *testing.T) {
 		"on < off":      "< does not apply to bool and bool",
 		"nope":          `unknown name "nope"`,
 		"i":             "i (the layer index) only means something in a per-layer expression",
-		"kinds[i]":      "lists can only be indexed by i, the layer index, in a per-layer expression",
+		"kinds[i]":      "lists can only be indexed by i, the layer index, in a per-layer expression, or by an int literal where their length is one",
+		"list[0]":       "only lists of a fixed length (length: an int literal) can be indexed by a literal",
+		"limits[2]":     "index 2 is outside a list of 2 entries",
+		"limits[a]":     "lists can only be indexed by i, the layer index, in a per-layer expression, or by an int literal where their length is one",
 		"mean(a, b)":    "unknown function mean (want int, float, sqrt, min, max, round, bfloat16, if, len, count, indices or layers)",
 		"if(a, a, b)":   "if's condition is a bool, got int",
 		"if(on, a, s)":  "if's values are int and string, want one type",

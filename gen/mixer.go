@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -30,11 +31,13 @@ type mixerKind struct {
 }
 
 // mixerOption is one key of a kind's section: an expression of type typ,
-// or, when words is set, one of those words.
+// or, when words is set, one of those words, or, when name is set, a
+// checkpoint module name (the mixer's own, under the layer).
 type mixerOption struct {
 	key   string
 	typ   Type
 	words []string
+	name  bool
 	def   string // the default's text; "" when the key is required
 }
 
@@ -176,6 +179,14 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 			// a default reads as written at the section: errors point there
 			f = F[Expr]{V: Expr{Text: opt.def, Pos: pos}, Set: true, Pos: pos, Origin: FromDefault}
 		}
+		if opt.name {
+			w := strings.TrimSpace(f.V.Text)
+			if !moduleName.MatchString(w) {
+				return nil, errAt(f.Pos, path+"."+opt.key, "%q is not a module name (dotted lower-case words)", w)
+			}
+			o.words[opt.key] = w
+			continue
+		}
 		if opt.words != nil {
 			w := strings.TrimSpace(f.V.Text)
 			if !slices.Contains(opt.words, w) {
@@ -188,6 +199,10 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 	}
 	return o, l.err
 }
+
+// moduleName is a checkpoint module's name: words of lower-case letters,
+// digits and underscores, joined by dots.
+var moduleName = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$`)
 
 // mixFuncType is the type of a layer's mix field: a mixer's forward.
 func mixFuncType() *jen.Statement {

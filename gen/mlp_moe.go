@@ -76,6 +76,20 @@ type ExpertNames struct {
 	// InterleavedGateUp names, under the stacked experts, gate and up
 	// fused with their rows interleaved, in mxfp4 blocks (moe_experts.go).
 	InterleavedGateUp F[string] `yaml:"interleaved_gate_up"`
+	// Dense is the dense layers' module, when it is not the MLP's own
+	// name (the sparse layers'); default the MLP's.
+	Dense F[string] `yaml:"dense"`
+	// SharedIn is the module the shared expert is under: the MLP
+	// (default) or the layer, beside the MLP.
+	SharedIn F[string] `yaml:"shared_in"`
+	// SharedFused: the shared expert's gate and up are one projection,
+	// <shared>.<fused_gate_up> [2 * shared, D] (gate rows first), and its
+	// down is <shared>.<fused_down>.
+	SharedFused F[bool] `yaml:"shared_fused"`
+	// DenseFromShared: a checkpoint may store each dense layer's MLP as a
+	// shared expert (fused, at its place); loading moves it to the dense
+	// names, its gate and up split.
+	DenseFromShared F[bool] `yaml:"dense_from_shared"`
 }
 
 // RouterKind is how the router turns logits into k experts and weights.
@@ -130,6 +144,10 @@ func moeDefaults(d *Descriptor) {
 	setDefault(&n.SharedGate, "shared_expert_gate", f)
 	setDefault(&n.Correction, "e_score_correction_bias", f)
 	setDefault(&n.CorrectionIn, "router", f)
+	setDefault(&n.Dense, names.MLP.V, f)
+	setDefault(&n.SharedIn, "mlp", f)
+	setDefault(&n.SharedFused, false, f)
+	setDefault(&n.DenseFromShared, false, f)
 	setDefault(&m.Float32, false, f)
 	setDefault(&m.Matrix, false, f)
 	if m.Router.V == "score_topk_norm" {
@@ -164,6 +182,11 @@ type MoE struct {
 	correction             string // its path under the MLP
 	correctionFrom         string
 	fusedGateUp, fusedDown string
+	// dense is the dense layers' module; sharedAtLayer puts the shared
+	// expert under the layer; sharedFused and denseFromShared are
+	// ExpertNames'.
+	dense                                       string
+	sharedAtLayer, sharedFused, denseFromShared bool
 
 	sharedName, sharedGateName     string
 	sharedField, sharedGateField   *field
@@ -253,7 +276,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		key string
 	}{{n.Router, "router"}, {n.Stacked, "stacked"}, {n.PerExpert, "per_expert"}, {n.Gate, "gate"}, {n.Up, "up"}, {n.Down, "down"},
 		{n.Shared, "shared"}, {n.SharedGate, "shared_gate"}, {n.Correction, "correction"}, {n.FusedGateUp, "fused_gate_up"}, {n.FusedDown, "fused_down"},
-		{n.CorrectionFrom, "correction_from"}} {
+		{n.CorrectionFrom, "correction_from"}, {n.Dense, "dense"}} {
 		if x.f.IsSet() && !checkpointName.MatchString(x.f.V) {
 			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
 		}
@@ -280,6 +303,30 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, errAt(f.Pos, "weights.experts."+key, "fused_gate_up and fused_down go together")
 	}
 	m.fusedGateUp, m.fusedDown = n.FusedGateUp.V, n.FusedDown.V
+	m.dense = n.Dense.V
+	switch n.SharedIn.V {
+	case "mlp":
+	case "layer":
+		m.sharedAtLayer = true
+	default:
+		return nil, errAt(n.SharedIn.Pos, "weights.experts.shared_in", "unknown %q (want mlp or layer)", n.SharedIn.V)
+	}
+	m.sharedFused, m.denseFromShared = n.SharedFused.V, n.DenseFromShared.V
+	for _, x := range []struct {
+		f   F[bool]
+		key string
+	}{{n.SharedFused, "shared_fused"}, {n.DenseFromShared, "dense_from_shared"}} {
+		switch {
+		case !x.f.V:
+		case m.Shared == nil:
+			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "there is no shared expert (structure.moe.shared)")
+		case m.fusedGateUp == "":
+			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "the fused names come from fused_gate_up and fused_down, which are not set")
+		}
+	}
+	if m.denseFromShared && !m.sharedFused {
+		return nil, errAt(n.DenseFromShared.Pos, "weights.experts.dense_from_shared", "needs shared_fused: the dense layers' stored form is the fused shared expert's")
+	}
 	if err := m.checkInterleaved(n); err != nil {
 		return nil, err
 	}
@@ -290,6 +337,15 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return jen.Func().Params(jen.Op("*").Qual(mlxPkg, "Graph"), arrayType()).Add(arrayType())
 	}, "dense or sparse, chosen at load")
 	return m, nil
+}
+
+// sharedPath is the shared expert's module: under the MLP's (scope), or
+// beside it, under the layer.
+func (m *MoE) sharedPath(scope string) string {
+	if m.sharedAtLayer {
+		return m.sharedName
+	}
+	return scope + "." + m.sharedName
 }
 
 // allSparse: every layer is sparse, and the MLP has no dense form.
@@ -386,14 +442,22 @@ func (m *MoE) build(scope string) []jen.Code {
 		jen.Id("Experts"): m.expertsField.of(rMLP),
 	}
 	if m.Shared != nil {
+		at := m.sharedPath(scope)
 		lin := func(p string, o, i jen.Code) jen.Code {
-			return jen.Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedName+"."+p)), o, i, jen.False())
+			return jen.Id("lw").Dot("Linear").Call(jen.Lit(at+"."+p), o, i, jen.False())
 		}
-		shared := []jen.Code{m.sharedField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "GLU").Values(jen.Dict{
+		glu := jen.Dict{
 			jen.Id("Gate"): lin(m.projs[0], m.Shared.Code(), hidden.Clone()),
 			jen.Id("Up"):   lin(m.projs[1], m.Shared.Code(), hidden.Clone()),
 			jen.Id("Down"): lin(m.projs[2], hidden.Clone(), m.Shared.Code()),
-		})}
+		}
+		if m.sharedFused {
+			glu = jen.Dict{
+				jen.Id("GateUp"): lin(m.fusedGateUp, jen.Lit(2).Op("*").Add(m.Shared.Code()), hidden.Clone()),
+				jen.Id("Down"):   lin(m.fusedDown, hidden.Clone(), m.Shared.Code()),
+			}
+		}
+		shared := []jen.Code{m.sharedField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "GLU").Values(glu)}
 		if m.SharedGate {
 			shared = append(shared, m.sharedGateField.of(rMLP).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(path(m.sharedGateName)), jen.Lit(1), hidden.Clone(), jen.False()))
 		}
@@ -454,8 +518,15 @@ func (p *MLP) sparseBuild() []jen.Code {
 		return sparse
 	}
 	var dense []jen.Code
+	if m.denseFromShared {
+		// the dense layer stored as a fused shared expert, at its place
+		at := m.sharedPath(p.Name)
+		dense = append(dense,
+			jen.Id("lw").Dot("UnfuseRows").Call(jen.Lit(at+"."+m.fusedGateUp), jen.Lit(m.dense+"."+m.projs[0]), jen.Lit(m.dense+"."+m.projs[1])),
+			jen.Id("lw").Dot("UnfuseRows").Call(jen.Lit(at+"."+m.fusedDown), jen.Lit(m.dense+"."+m.projs[2])))
+	}
 	for _, x := range p.Projs {
-		dense = append(dense, x.load(rMLP, p.Name))
+		dense = append(dense, x.load(rMLP, m.dense))
 	}
 	sparse = append(sparse, m.run.of(rMLP).Op("=").Id(rMLP).Dot("sparse"))
 	dense = append(dense, m.run.of(rMLP).Op("=").Id(rMLP).Dot("dense"))
@@ -488,6 +559,10 @@ func (p *MLP) emitSparseForward(f *jen.File) {
 // its kind does.
 func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
 	if !m.allSparse() {
+		if m.dense != p.Name {
+			plan.refuse("its dense layers' MLP (%s) is not under the MLP's name (%s), which no tensor-parallel plan follows yet", m.dense, p.Name)
+			return
+		}
 		p.shardDense(plan, a)
 	}
 	if m.allSparse() && p.Hidden.Text == m.Hidden.Text {
@@ -499,6 +574,10 @@ func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
 		plan.tag(p.Name+"."+m.stacked, Proj{Name: proj}, roles[i], 1)
 	}
 	if m.Shared != nil {
+		if m.sharedAtLayer || m.sharedFused {
+			plan.refuse("its shared expert (%s) is stored in a layout no tensor-parallel plan splits yet", m.sharedName)
+			return
+		}
 		plan.count(a, m.Shared, "structure.moe.shared")
 		for i, proj := range m.projs {
 			plan.tag(p.Name+"."+m.sharedName, Proj{Name: proj}, roles[i], 1)

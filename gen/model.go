@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -298,6 +299,7 @@ func (b *builder) scope(stage string) *scope {
 			return stage != "parse" || b.plain[name]
 		},
 		indexable: func(name string) bool { return b.indexable(name) },
+		fixed:     func(name string) int { return b.fixedLength(name) },
 	}
 	if b.a.Layers != nil {
 		sc.layers = b.a.Layers.Code()
@@ -321,6 +323,19 @@ func (b *builder) indexable(name string) bool {
 		}
 	}
 	return false
+}
+
+// fixedLength is the length of a list key whose length is an int literal
+// (checked at parse time), 0 for any other.
+func (b *builder) fixedLength(name string) int {
+	for _, k := range b.a.Keys {
+		if k.Name == name && k.Length != nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(k.Length.Text)); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // value compiles an expression leaf of type want (an int where a float is

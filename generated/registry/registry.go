@@ -26,6 +26,7 @@ import (
 	"github.com/archgen/archgen/generated/gpt_oss"
 	"github.com/archgen/archgen/generated/granite"
 	"github.com/archgen/archgen/generated/granitemoe"
+	"github.com/archgen/archgen/generated/granitemoehybrid"
 	"github.com/archgen/archgen/generated/helium"
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
@@ -84,6 +85,7 @@ var catalog = nn.NewCatalog(
 		gpt_oss.Arch,
 		granite.Arch,
 		granitemoe.Arch,
+		granitemoehybrid.Arch,
 		helium.Arch,
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,

@@ -30,6 +30,7 @@ func TestLookup(t *testing.T) {
 			"gpt_oss":          "gpt_oss",
 			"granite":          "granite",
 			"granitemoe":       "granitemoe",
+			"granitemoehybrid": "granitemoehybrid",
 			"helium":           "helium",
 			"hunyuan_v1_dense": "hunyuan_v1_dense",
 			"internlm3":        "internlm3",

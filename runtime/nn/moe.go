@@ -123,10 +123,17 @@ type MoE struct {
 // GLU is a dense SwiGLU block: down(silu(gate(x)) * up(x)).
 type GLU struct {
 	Gate, Up, Down *Linear
+	// GateUp, when set, is gate and up in one projection (gate's rows
+	// first), split after it runs; Gate and Up are then unused.
+	GateUp *Linear
 }
 
 // Apply is the block on x [..., D].
 func (m *GLU) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	if m.GateUp != nil {
+		gu := g.Split(m.GateUp.Apply(g, x), 2, -1)
+		return m.Down.Apply(g, g.SwiGLU(gu[0], gu[1]))
+	}
 	gateUp := Products(g, x, m.Gate, m.Up)
 	return m.Down.Apply(g, g.SwiGLU(gateUp[0], gateUp[1]))
 }

@@ -246,6 +246,44 @@ func (w *Weights) UnfuseExperts(from string, to ...string) {
 	}
 }
 
+// UnfuseRows splits a projection stored fused, from.weight [n * rows,
+// columns] (unquantized), into n equal parts by rows, to[i].weight each, as
+// mlx-lm's sanitize splits a module it stores in another form; a no-op
+// when the checkpoint has no from.
+func (w *Weights) UnfuseRows(from string, to ...string) {
+	l := w.l
+	if l.record {
+		return
+	}
+	name := w.prefix + from + ".weight"
+	a, ok := l.tensors[name]
+	if !ok {
+		return
+	}
+	delete(l.tensors, name)
+	l.scratch = append(l.scratch, a)
+	if a.Ndim() != 2 || a.Dim(0)%len(to) != 0 {
+		w.failf("%s: shape %v, want [%d * rows, columns]", w.local(from+".weight"), a.Shape(), len(to))
+		return
+	}
+	parts := []*mlx.Array{a}
+	if len(to) > 1 {
+		parts = l.g.Split(a, len(to), 0)
+	}
+	for i, t := range to {
+		if _, dup := l.tensors[w.prefix+t+".weight"]; dup {
+			w.failf("%s: both %s and %s", w.local(t+".weight"), w.local(from+".weight"), w.local(t+".weight"))
+			continue
+		}
+		p := parts[i]
+		if len(to) > 1 {
+			p = l.g.Contiguous(p)
+		}
+		l.g.Keep(p)
+		l.tensors[w.prefix+t+".weight"] = p
+	}
+}
+
 // ShiftNorms adds add to every one-dimensional tensor whose name ends with
 // one of norms, in the tensor's own dtype, as mlx-lm's sanitize does for
 // checkpoints that store those norms centred on zero; but only when the

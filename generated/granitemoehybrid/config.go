@@ -54,7 +54,7 @@ type Config struct {
 	// AttentionBias is attention_bias (required). Biases on q, k, v and o alike.
 	AttentionBias bool `json:"attention_bias"`
 
-	// MLPBias is mlp_bias (required).
+	// MLPBias is mlp_bias; false when absent.
 	MLPBias bool `json:"mlp_bias"`
 
 	// RopeTheta is rope_theta; 10000 when absent. Read from
@@ -145,7 +145,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.MaxPositionEmbeddings = nn.Required[int](r, "max_position_embeddings")
 	c.NumKeyValueHeads = nn.Required[int](r, "num_key_value_heads")
 	c.AttentionBias = nn.Required[bool](r, "attention_bias")
-	c.MLPBias = nn.Required[bool](r, "mlp_bias")
+	c.MLPBias = nn.Default[bool](r, "mlp_bias", false)
 	c.RopeTheta = nn.Default[float64](r, "rope_theta", 10000.0)
 	c.RopeTheta = nn.Prefer[float64](r, c.RopeTheta, "rope_parameters.rope_theta")
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", true)

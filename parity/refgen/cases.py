@@ -2833,7 +2833,83 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def granite_hybrid(**over):
+        cfg = {
+            "architectures": ["GraniteMoeHybridForCausalLM"],
+            "model_type": "granitemoehybrid",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 64,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 4096,
+            "attention_bias": False,
+            "attention_multiplier": 0.0625,
+            "embedding_multiplier": 1.0,
+            "residual_multiplier": 0.5,
+            "logits_scaling": 4.0,
+            "layer_types": ["mamba", "attention", "mamba", "mamba"],
+            "position_embedding_type": "nope",
+            "rope_theta": 10000.0,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "shared_intermediate_size": 64,
+            "mamba_n_heads": 8,
+            "mamba_d_head": 16,
+            "mamba_d_state": 16,
+            "mamba_d_conv": 4,
+            "mamba_n_groups": 2,
+            "mamba_conv_bias": True,
+            "mamba_proj_bias": False,
+            "mamba_chunk_size": 256,
+            "mamba_expand": 2,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "router_aux_loss_coef": 0.0,
+            "output_router_logits": False,
+        }
+        cfg.update(over)
+        return cfg
+
     return [
+        Case(
+            "granitemoehybrid",
+            "moe_nope",
+            "Granite 4.0-H's form: layers 0, 2 and 3 the state-space scan (8 heads "
+            "of 16 over 2 groups of B and C, state 16, convolution of 4 taps with "
+            "a bias), layer 1 attention without positions (GQA); every layer a "
+            "mixture (top-2 of 8) plus a fused shared expert; the default "
+            "time-step limits; Granite's multipliers; untied",
+            granite_hybrid(tie_word_embeddings=False),
+        ),
+        Case(
+            "granitemoehybrid",
+            "dense_rope",
+            "dense SwiGLU blocks (no num_local_experts), layers 0 and 2 attend with "
+            "a rope (rope_parameters' theta), 1 and 3 the scan (4 heads of 16 in "
+            "one group, state 32, 3 taps, no convolution bias, biased "
+            "projections), time-step limits (0.01, 50); tied head",
+            _without(
+                granite_hybrid(
+                    layer_types=["attention", "mamba", "attention", "mamba"],
+                    position_embedding_type="rope",
+                    rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                    intermediate_size=128,
+                    mamba_n_heads=4,
+                    mamba_d_state=32,
+                    mamba_d_conv=3,
+                    mamba_n_groups=1,
+                    mamba_conv_bias=False,
+                    mamba_proj_bias=True,
+                    time_step_limit=[0.01, 50.0],
+                ),
+                "num_local_experts",
+                "num_experts_per_tok",
+                "shared_intermediate_size",
+            ),
+        ),
         Case(
             "qwen3_5",
             "text_config_tied",

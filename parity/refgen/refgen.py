@@ -64,6 +64,7 @@ CORRECTION_BIAS_STD = 0.05
 SINK_STD = 1.0
 HEAD_GAIN = 3.0
 DT_BIAS_SPREAD = 0.5
+D_SPREAD = 0.5
 # An activation's learned scalars (XieLU's alpha_p, alpha_n, beta) move this
 # far from mlx-lm's initial values; an eps stays at its own.
 ACT_SCALAR_SPREAD = 0.3
@@ -132,6 +133,10 @@ def random_weights(model, seed: int):
         elif leaf == "dt_bias" and len(shape) == 1:
             # the time step's bias per head, around mlx-lm's 1
             v = 1.0 + DT_BIAS_SPREAD * z
+        elif leaf == "D" and len(shape) == 1:
+            # a state-space layer's skip connection per head, around
+            # mlx-lm's 1
+            v = 1.0 + D_SPREAD * z
         elif leaf == "weight" and len(shape) == 3:
             # stacked experts [E, out, in]: each expert as a linear
             v = z * np.float32(1.0 / np.sqrt(shape[2]))

@@ -42,7 +42,16 @@ func SSD(g *mlx.Graph, s *kv.States, proj *mlx.Array, conv *ShortConv, scan *mlx
 	x := g.Reshape(in[0], B, L, h.Heads, h.HeadDim)
 	b := g.Reshape(in[1], B, L, h.Groups, h.StateSize)
 	c := g.Reshape(in[2], B, L, h.Groups, h.StateSize)
-	y, last := g.SSMScan(x, b, c, parts[2], s.Slot(1), scan)
+	// In half precision the scan is the chunked form mlx-lm composes: its
+	// roundings (C·Bᵀ and each chunk's output in the activations' dtype)
+	// are part of the result, which a routed block downstream picks its
+	// experts from. In float32 archgen's kernel runs it, within float32
+	// rounding of that form.
+	run := g.SSMScan
+	if x.Dtype() != mlx.Float32 {
+		run = g.SSMScanOps
+	}
+	y, last := run(x, b, c, parts[2], s.Slot(1), scan)
 	s.SetSlot(g, 1, last)
 	return g.Reshape(y, B, L, w), parts[0]
 }

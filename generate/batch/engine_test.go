@@ -145,6 +145,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"gemma2", "defaults", kv.Options{}},
 		{"qwen3", "base", kv.Options{}},
 		{"qwen3_next", "base", kv.Options{}}, // attention and recurrent layers: state rows beside key and value rows
+		{"granitemoehybrid", "moe_nope", kv.Options{}}, // state-space layers, routed experts
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -387,6 +388,7 @@ func TestPromptCacheNextTurn(t *testing.T) {
 		{"llama", "base", true},
 		{"llama", "sliding", false},   // the window has dropped positions
 		{"qwen3_next", "base", false}, // a recurrent state holds no positions
+		{"granitemoehybrid", "dense_rope", false},
 	} {
 		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
 			m := load(t, tc.arch, tc.cas)

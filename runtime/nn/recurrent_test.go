@@ -19,6 +19,25 @@ import (
 // recurrent, 1 and 3 attention).
 const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 
+// hybridDirs are float32 checkpoints of each recurrent mixer kind beside
+// attention (mlx-lm's, from the parity references): gated delta (above),
+// and the state-space scan under a mixture of experts and under dense
+// blocks.
+var hybridDirs = []string{
+	hybridDir,
+	"../../testdata/parity/granitemoehybrid/moe_nope/model",
+	"../../testdata/parity/granitemoehybrid/dense_rope/model",
+}
+
+// eachHybrid runs f on each of hybridDirs' models, as a subtest.
+func eachHybrid(t *testing.T, f func(t *testing.T, m nn.Model)) {
+	for _, dir := range hybridDirs {
+		t.Run(filepath.Base(filepath.Dir(filepath.Dir(dir)))+"/"+filepath.Base(filepath.Dir(dir)), func(t *testing.T) {
+			f(t, loadHybrid(t, dir))
+		})
+	}
+}
+
 func loadHybrid(t *testing.T, dir string) nn.Model {
 	t.Helper()
 	m, err := registry.Load(dir, nn.Options{})
@@ -71,10 +90,14 @@ func largestDiff(a, b []float32) float64 {
 }
 
 // TestHybridSplitPrefill: a prompt run in pieces split anywhere (inside
-// the convolution's window of 3 past inputs, at one token, mid-prompt)
+// the convolutions' windows of 2 or 3 past inputs, at one token,
+// mid-prompt)
 // gives the logits of one pass, and the caches then hold every token.
 func TestHybridSplitPrefill(t *testing.T) {
-	m := loadHybrid(t, hybridDir)
+	eachHybrid(t, splitPrefill)
+}
+
+func splitPrefill(t *testing.T, m nn.Model) {
 	ids := hybridPrompt(24)
 	whole := logitsOf(t, m, m.NewCaches(), ids)
 	for _, splits := range [][]int{{1}, {2}, {3}, {1, 2, 3, 4}, {5, 17}, {23}} {
@@ -96,7 +119,10 @@ func TestHybridSplitPrefill(t *testing.T) {
 // (state slots and keys and values in one file) continue as the caches
 // that were never saved.
 func TestHybridSaveLoadContinue(t *testing.T) {
-	m := loadHybrid(t, hybridDir)
+	eachHybrid(t, saveLoadContinue)
+}
+
+func saveLoadContinue(t *testing.T, m nn.Model) {
 	ids := hybridPrompt(20)
 	caches := m.NewCaches()
 	logitsOf(t, m, caches, ids[:14])
@@ -108,8 +134,10 @@ func TestHybridSaveLoadContinue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := loaded[0].(*kv.States); !ok {
-		t.Fatalf("layer 0's cache loaded as a %T, want a state cache", loaded[0])
+	for i := range caches {
+		if got, want := fmt.Sprintf("%T", loaded[i]), fmt.Sprintf("%T", caches[i]); got != want {
+			t.Fatalf("layer %d's cache loaded as a %s, want a %s", i, got, want)
+		}
 	}
 	want := logitsOf(t, m, caches, ids[14:], 1, 2)
 	got := logitsOf(t, m, loaded, ids[14:], 1, 2)
@@ -181,6 +209,54 @@ func TestHybridHuggingFaceLayout(t *testing.T) {
 		t.Fatalf("%d convolutions, %d stacked experts, %d norms in the checkpoint", moved, unstacked, centred)
 	}
 	sameModel(t, hybridDir, tensors, meta)
+}
+
+// TestStateSpaceHuggingFaceLayout: Granite 4.0-H checkpoints in Hugging
+// Face's form (the convolutions [channels, 1, taps]; the experts stacked
+// with gate and up fused, input_linear and output_linear; a dense layer's
+// MLP stored as the fused shared expert, shared_mlp) load to the same
+// models as mlx-lm's layout.
+func TestStateSpaceHuggingFaceLayout(t *testing.T) {
+	for _, dir := range hybridDirs[1:] {
+		t.Run(filepath.Base(filepath.Dir(dir)), func(t *testing.T) {
+			tensors, meta, err := mlx.LoadSafetensors(filepath.Join(dir, "model.safetensors"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := mlx.NewGraph(nil)
+			defer g.Close()
+			fuse := func(gate, up, down, to string, axis int) {
+				tensors[to+".input_linear.weight"] = g.Concatenate(axis, tensors[gate], tensors[up])
+				tensors[to+".output_linear.weight"] = tensors[down]
+				delete(tensors, gate)
+				delete(tensors, up)
+				delete(tensors, down)
+			}
+			moved, fused := 0, 0
+			for name, a := range tensors {
+				if strings.HasSuffix(name, "conv1d.weight") {
+					tensors[name] = g.Contiguous(g.Transpose(a, 0, 2, 1))
+					moved++
+				}
+			}
+			for l := range 4 {
+				p := fmt.Sprintf("model.layers.%d.", l)
+				if _, ok := tensors[p+"mlp.gate_proj.weight"]; ok {
+					fuse(p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight", p+"mlp.down_proj.weight", p+"shared_mlp", 0)
+					fused++
+				}
+				sw := p + "block_sparse_moe.switch_mlp."
+				if _, ok := tensors[sw+"gate_proj.weight"]; ok {
+					fuse(sw+"gate_proj.weight", sw+"up_proj.weight", sw+"down_proj.weight", p+"block_sparse_moe", 1)
+					fused++
+				}
+			}
+			if moved == 0 || fused == 0 {
+				t.Fatalf("%d convolutions, %d feed-forward blocks in the checkpoint", moved, fused)
+			}
+			sameModel(t, dir, tensors, meta)
+		})
+	}
 }
 
 // sameModel writes tensors (and meta) beside src's config.json in a new

@@ -690,12 +690,19 @@ func (sc *scope) call(n *callExpr) (*typed, error) {
 		if e := args[0].t.elem(); e != "" && (e == args[1].t) {
 			return atom(TInts, jen.Qual(nnPkg, "Indices").Call(args[0].code, args[1].code), r), nil
 		}
+	case "at":
+		if err := want(2); err != nil {
+			return nil, err
+		}
+		if e := args[0].t.elem(); e != "" && e != TBool && args[1].t == TInt {
+			return atom(e, jen.Qual(nnPkg, "At").Call(args[0].code, args[1].code), r), nil
+		}
 	case "min", "max", "bfloat16", "round":
 		return sc.numberFunc(n.fn, args)
 	case "if":
 		return sc.cond(args)
 	default:
-		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, min, max, round, bfloat16, if, len, count, indices or layers)", n.fn)
+		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, min, max, round, bfloat16, if, len, count, indices, at or layers)", n.fn)
 	}
 	var ts []string
 	for _, a := range args {

@@ -33,7 +33,7 @@ type ConfigReader struct {
 // NewConfigReader parses data, a config.json.
 func NewConfigReader(data []byte) (*ConfigReader, error) {
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
+	if err := json.Unmarshal(PythonJSON(data), &top); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %v", err)
 	}
 	if top == nil {
@@ -187,7 +187,8 @@ func decode[T Value](raw json.RawMessage) (T, error) {
 	case *int:
 		*p, err = decodeInt(raw)
 	case *float64:
-		if json.Unmarshal(raw, p) != nil {
+		var ok bool
+		if *p, ok = decodeFloat(raw); !ok {
 			err = fmt.Errorf("want a number, got %s", clip(raw))
 		}
 	case *bool:
@@ -210,8 +211,16 @@ func decode[T Value](raw json.RawMessage) (T, error) {
 			}
 		}
 	case *[]float64:
-		if json.Unmarshal(raw, p) != nil {
-			err = fmt.Errorf("want a list of numbers, got %s", clip(raw))
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return out, fmt.Errorf("want a list of numbers, got %s", clip(raw))
+		}
+		*p = make([]float64, len(items))
+		for i, it := range items {
+			var ok bool
+			if (*p)[i], ok = decodeFloat(it); !ok {
+				return out, fmt.Errorf("want a list of numbers, got %s", clip(raw))
+			}
 		}
 	case *[]string:
 		if json.Unmarshal(raw, p) != nil {
@@ -225,6 +234,67 @@ func decode[T Value](raw json.RawMessage) (T, error) {
 		*p, err = ParseRopeScaling(raw)
 	}
 	return out, err
+}
+
+// decodeFloat reads a number, or Python's Infinity, -Infinity and NaN
+// (which PythonJSON has quoted).
+func decodeFloat(raw json.RawMessage) (float64, bool) {
+	var f float64
+	if json.Unmarshal(raw, &f) == nil {
+		return f, true
+	}
+	switch string(bytes.TrimSpace(raw)) {
+	case `"Infinity"`:
+		return math.Inf(1), true
+	case `"-Infinity"`:
+		return math.Inf(-1), true
+	case `"NaN"`:
+		return math.NaN(), true
+	}
+	return 0, false
+}
+
+// PythonJSON is data with the bare Infinity, -Infinity and NaN that
+// Python's json module writes (Hugging Face's configs hold them: a
+// time_step_limit of [0.0, Infinity]) quoted, so that a JSON decoder reads
+// them as strings, which the float readers take back as those numbers.
+func PythonJSON(data []byte) []byte {
+	var out []byte
+	last := 0 // data[:last] is in out
+	inString, escaped := false, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+			continue
+		}
+		for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
+			if bytes.HasPrefix(data[i:], []byte(tok)) {
+				out = append(out, data[last:i]...)
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				last = i + 1
+				break
+			}
+		}
+	}
+	if out == nil {
+		return data
+	}
+	return append(out, data[last:]...)
 }
 
 func decodeInt(raw json.RawMessage) (int, error) {

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -205,5 +206,32 @@ func TestWrapperRefuse(t *testing.T) {
 	w.Refuse = nil
 	if arch, _, err := w.Unwrap([]byte(`{"model_type": "w", "text_config": {"model_type": "ministral3"}}`)); err != nil || arch != "llama" {
 		t.Errorf("without refuse: %s, %v", arch, err)
+	}
+}
+
+// TestConfigPythonNumbers: the bare Infinity, -Infinity and NaN Python's
+// json module writes read as those numbers where a float is wanted; inside
+// strings they stay as they are, and an integer key refuses them.
+func TestConfigPythonNumbers(t *testing.T) {
+	r, err := NewConfigReader([]byte(`{"model_type": "x", "limit": [0.0, Infinity], "low": -Infinity,
+		"odd": NaN, "note": "NaN and Infinity \" Infinity", "n": Infinity}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := Required[[]float64](r, "limit"); len(v) != 2 || v[0] != 0 || !math.IsInf(v[1], 1) {
+		t.Errorf("limit %v", v)
+	}
+	if v := Required[float64](r, "low"); !math.IsInf(v, -1) {
+		t.Errorf("low %v", v)
+	}
+	if v := Required[float64](r, "odd"); !math.IsNaN(v) {
+		t.Errorf("odd %v", v)
+	}
+	if v := Required[string](r, "note"); v != `NaN and Infinity " Infinity` {
+		t.Errorf("note %q", v)
+	}
+	Required[int](r, "n")
+	if err := r.Err(); err == nil || err.Error() != `n: want an integer, got "Infinity"` {
+		t.Errorf("errors: %v", err)
 	}
 }

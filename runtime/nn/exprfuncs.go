@@ -22,6 +22,16 @@ func CharAt(s string, k int) string {
 	return s[k : k+1]
 }
 
+// At is list[k], or the zero value where k is outside the list (the
+// descriptors' at(list, k): a list that may be absent, read at a layer).
+func At[T any](list []T, k int) T {
+	if k < 0 || k >= len(list) {
+		var zero T
+		return zero
+	}
+	return list[k]
+}
+
 // Round is x rounded to the nearest integer, ties to even, as Python's
 // round(x) rounds.
 func Round(x float64) int { return int(math.RoundToEven(x)) }

@@ -55,7 +55,7 @@ var carried = []string{"quantization", "quantization_config"}
 // which architecture runs it.
 func (w *Wrapper) Unwrap(data []byte) (arch string, text []byte, err error) {
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil || top == nil {
+	if err := json.Unmarshal(PythonJSON(data), &top); err != nil || top == nil {
 		return "", nil, fmt.Errorf("not a JSON object")
 	}
 	sec := map[string]json.RawMessage{}

@@ -40,6 +40,7 @@ var blockKinds = []struct {
 	{"sandwich", [4]string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"}},
 	{"four_norm", [4]string{"input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"}},
 	{parallelBlock, [4]string{"input_layernorm", "", "", ""}}, // block_parallel.go
+	{singleBlock, [4]string{"norm", "", "", ""}},              // block_single.go
 }
 
 func (BlockKind) values() []string {
@@ -128,8 +129,11 @@ func (b *Block) build(s stage) []jen.Code {
 
 // doc describes the layer's wiring from its slots.
 func (b *Block) doc() string {
-	if b.Kind == parallelBlock {
+	switch b.Kind {
+	case parallelBlock:
 		return b.parallelDoc()
+	case singleBlock:
+		return b.singleDoc()
 	}
 	in, out := b.slot(AttnIn) != nil, b.slot(AttnOut) != nil
 	if (b.slot(MLPIn) != nil) != in || (b.slot(MLPOut) != nil) != out {
@@ -162,8 +166,12 @@ func (b *Block) doc() string {
 //		return g.Add(h, r)
 //	}
 func (b *Block) emitForward(f *jen.File) {
-	if b.Kind == parallelBlock {
+	switch b.Kind {
+	case parallelBlock:
 		b.emitParallel(f)
+		return
+	case singleBlock:
+		b.emitSingle(f)
 		return
 	}
 	normed := func(s Slot, x jen.Code) jen.Code {

@@ -407,7 +407,8 @@ func (d *decoder) raw(n *yaml.Node, path string) (any, error) {
 			}
 			return i, nil
 		case "!!float":
-			f, err := strconv.ParseFloat(n.Value, 64)
+			var f float64
+			err := n.Decode(&f) // YAML's forms too: .inf, -.inf
 			if err != nil {
 				return nil, errAt(d.pos(n), path, "bad number %s", n.Value)
 			}

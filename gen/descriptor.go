@@ -84,6 +84,9 @@ type Structure struct {
 	// Mixers are the token mixers other than attention, by kind (mixer.go):
 	// each section's layers say which layers it mixes.
 	Mixers OMap[OMap[F[Expr]]] `yaml:"mixers"`
+	// FeedForward, in a single block, is a per-layer bool: the layers
+	// whose one sublayer is the feed-forward block (block_single.go).
+	FeedForward F[Expr] `yaml:"feed_forward"`
 	Rope   RopeDesc            `yaml:"rope"`
 	MLP    MLPDesc             `yaml:"mlp"`
 	MoE    MoEDesc             `yaml:"moe"`

@@ -3,6 +3,7 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -41,11 +42,15 @@ func lit(v any, t Type) jen.Code {
 	if items, ok := v.([]any); ok {
 		var vals []jen.Code
 		for _, it := range items {
-			vals = append(vals, jen.Lit(it))
+			vals = append(vals, lit(it, t.elem()))
 		}
 		return t.goType().Values(vals...)
 	}
 	if f, ok := v.(float64); ok {
+		if math.IsInf(f, 0) {
+			// YAML's .inf (time_step_limit's default upper bound)
+			return jen.Qual("math", "Inf").Call(jen.Lit(int(math.Copysign(1, f))))
+		}
 		return jen.Lit(f)
 	}
 	return jen.Lit(v)

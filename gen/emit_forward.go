@@ -26,8 +26,13 @@ func emitForward(a *Arch) ([]byte, error) {
 
 func emitForwardFunc(f *jen.File, a *Arch) {
 	stack := a.Block.Stack.of(rModel)
+	check := jen.Id("caches").Op("=").Qual(nnPkg, "CheckCaches").Call(g(), jen.Id("caches"), jen.Len(stack.Clone()))
+	if a.MLP.single {
+		// the caches of the layers that keep one, spread over every layer
+		check = jen.Id("caches").Op("=").Qual(nnPkg, "LayerCaches").Call(g(), jen.Id("caches"), fCaches.of(rModel))
+	}
 	body := []jen.Code{
-		jen.Id("caches").Op("=").Qual(nnPkg, "CheckCaches").Call(g(), jen.Id("caches"), jen.Len(stack.Clone())),
+		check,
 		jen.Id("L").Op(":=").Qual(nnPkg, "SeqLen").Call(g(), jen.Id("tokens")),
 	}
 	body = append(body, a.Embed.forward()...)

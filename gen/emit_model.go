@@ -272,7 +272,9 @@ func emitBuild(f *jen.File, a *Arch) {
 			jen.Id(rAttn).Op(":=").Op("&").Add(a.Attn.Field.of(rLayer)),
 		)
 	}
-	layer = append(layer, jen.Id(rMLP).Op(":=").Op("&").Add(a.MLP.Field.of(rLayer)))
+	if !a.MLP.single {
+		layer = append(layer, jen.Id(rMLP).Op(":=").Op("&").Add(a.MLP.Field.of(rLayer)))
+	}
 	layer = append(layer, a.buildAt(sLayer)...)
 	body = append(body, jen.For(jen.Id("i").Op(":=").Range().Add(a.Block.Stack.of(rModel))).Block(layer...))
 	body = append(body, a.buildAt(sAfter)...)

@@ -108,6 +108,10 @@ type Mixers struct {
 	arch   *Arch
 
 	mix, attnLayer *field
+	// feedForward, in a single block, are the layers whose sublayer is the
+	// MLP (nil: none); mlp is that MLP (block_single.go).
+	feedForward *Value
+	mlp         *MLP
 }
 
 // resolveMixers resolves structure.mixers: every section names a
@@ -283,6 +287,20 @@ func (m *Mixers) build(s stage) []jen.Code {
 		m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i")),
 	)
 	var chain *jen.Statement
+	if m.mlp != nil && m.feedForward != nil {
+		// A single block's feed-forward layer: the MLP is its sublayer,
+		// and it keeps no cache.
+		ff := []jen.Code{
+			m.mlp.Field.of(rLayer).Op("=").Op("&").Id("MLP").Values(),
+			jen.Id(rMLP).Op(":=").Add(m.mlp.Field.of(rLayer)),
+		}
+		ff = append(ff, m.mlp.layerBuild()...)
+		ff = append(ff,
+			m.mix.of(rLayer).Op("=").Qual(nnPkg, "FeedForward").Call(jen.Id(rMLP).Dot("forward")),
+			fCaches.of(rModel).Index(jen.Id("i")).Dot("None").Op("=").True(),
+		)
+		chain = jen.If(m.feedForward.Code()).Block(ff...)
+	}
 	for i, x := range m.Kinds {
 		body := []jen.Code{
 			x.field().of(rLayer).Op("=").Op("&").Id(string(x.typeName())).Values(fieldsOf(a.initsOf(x.typeName()))...),
@@ -293,7 +311,7 @@ func (m *Mixers) build(s stage) []jen.Code {
 		if n := x.states(); n > 0 {
 			body = append(body, fCaches.of(rModel).Index(jen.Id("i")).Dot("States").Op("=").Lit(n))
 		}
-		if i == 0 {
+		if chain == nil {
 			chain = jen.If(m.Layers[i].Code()).Block(body...)
 		} else {
 			chain = chain.Else().If(m.Layers[i].Code()).Block(body...)

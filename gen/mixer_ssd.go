@@ -127,7 +127,7 @@ func (d *SSD) build(s stage) []jen.Code {
 		d.inProj.load(rSSD, d.name),
 		d.conv.of(rSSD).Op("=").Id("lw").Dot("ShortConv").Call(jen.Lit(d.name+".conv1d"), d.heads.of(rSSD).Dot("ConvWidth").Call(), d.Kernel.Code(), d.ConvBias.Code()),
 		vec(d.dtBias, "dt_bias"),
-		vec(d.aLog, "A_log"),
+		d.aLog.of(rSSD).Op("=").Id("lw").Dot("PreciseVector").Call(jen.Lit(d.name+".A_log"), heads()),
 		vec(d.d, "D"),
 		d.norm.of(rSSD).Op("=").Id("lw").Dot("RMSNorm").Call(jen.Lit(d.name+".norm"), d.heads.of(rSSD).Dot("Width").Call(), d.Eps.Code()),
 		d.outProj.load(rSSD, d.name),

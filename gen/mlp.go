@@ -52,6 +52,10 @@ type MLP struct {
 
 	kind mlpKind
 	act  *field // an activation with parameters of its own (mlpActivation); nil without
+	// single: a single block's layer holds the MLP only where loading
+	// chose it (a pointer), and the mixer slot puts its build lines in
+	// that branch (block_single.go).
+	single bool
 }
 
 // mlpActivation is an MLP kind whose activation has parameters of its own:
@@ -64,6 +68,9 @@ func (p *MLP) link(a *Arch) {
 	n := a.Names
 	p.kind = mlpKinds[p.Kind]
 	p.Field, p.Name = newField(goName(n.MLP), func() *jen.Statement { return jen.Id("MLP") }, n.MLP), n.MLP
+	if p.single {
+		p.Field.typ = func() *jen.Statement { return jen.Op("*").Id("MLP") }
+	}
 	p.Projs = p.kind.projs(n, func() *jen.Statement { return fHidden.of(rModel) }, p.Hidden.Code, p.Bias)
 	if act, ok := p.kind.(mlpActivation); ok {
 		name, typ, _ := act.activation()
@@ -92,9 +99,14 @@ func (p *MLP) fields(t goType) []jen.Code {
 }
 
 func (p *MLP) build(s stage) []jen.Code {
-	if s != sLayer {
+	if s != sLayer || p.single {
 		return nil
 	}
+	return p.layerBuild()
+}
+
+// layerBuild are its lines in the loop over layers.
+func (p *MLP) layerBuild() []jen.Code {
 	if p.Sparse != nil {
 		return p.sparseBuild()
 	}

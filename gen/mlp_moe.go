@@ -86,6 +86,11 @@ type ExpertNames struct {
 	// <shared>.<fused_gate_up> [2 * shared, D] (gate rows first), and its
 	// down is <shared>.<fused_down>.
 	SharedFused F[bool] `yaml:"shared_fused"`
+	// StackedUp and StackedDown name the stacked experts' up and down
+	// projections where they differ from the MLP's names (Nemotron-H's
+	// fc1 and fc2 beside per-expert up_proj and down_proj).
+	StackedUp   F[string] `yaml:"stacked_up"`
+	StackedDown F[string] `yaml:"stacked_down"`
 	// DenseFromShared: a checkpoint may store each dense layer's MLP as a
 	// shared expert (fused, at its place); loading moves it to the dense
 	// names, its gate and up split.
@@ -145,6 +150,8 @@ func moeDefaults(d *Descriptor) {
 	setDefault(&n.Correction, "e_score_correction_bias", f)
 	setDefault(&n.CorrectionIn, "router", f)
 	setDefault(&n.Dense, names.MLP.V, f)
+	setDefault(&n.StackedUp, names.Up.V, f)
+	setDefault(&n.StackedDown, names.Down.V, f)
 	setDefault(&n.SharedIn, "mlp", f)
 	setDefault(&n.SharedFused, false, f)
 	setDefault(&n.DenseFromShared, false, f)
@@ -182,6 +189,9 @@ type MoE struct {
 	correction             string // its path under the MLP
 	correctionFrom         string
 	fusedGateUp, fusedDown string
+	// stackedProjs are the projections' names in the stacked layout
+	// (stacked_up, stacked_down; the MLP's names by default).
+	stackedProjs [3]string
 	// dense is the dense layers' module; sharedAtLayer puts the shared
 	// expert under the layer; sharedFused and denseFromShared are
 	// ExpertNames'.
@@ -284,6 +294,15 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	m.routerName, m.stacked, m.perExpert = n.Router.V, n.Stacked.V, n.PerExpert.V
 	names := b.d.Weights.Names
 	m.projs = [3]string{names.Gate.V, names.Up.V, names.Down.V}
+	m.stackedProjs = [3]string{names.Gate.V, n.StackedUp.V, n.StackedDown.V}
+	for _, x := range []F[string]{n.StackedUp, n.StackedDown} {
+		if x.IsSet() && !checkpointName.MatchString(x.V) {
+			return nil, errAt(x.Pos, "weights.experts", "%q is not a checkpoint name (dotted names of letters, digits and _)", x.V)
+		}
+	}
+	if m.ungated() && (n.FusedGateUp.IsSet() || n.InterleavedGateUp.IsSet() || m.SharedGate) {
+		return nil, errAt(s.Act.Pos, "structure.moe.act", "relu2 experts are ungated: no fused or interleaved gate, and no shared expert gate")
+	}
 	m.hfProjs = [3]string{n.Gate.V, n.Up.V, n.Down.V}
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")
 	m.expertsField = newField(goName(m.stacked), nnType("SwitchGLU"), m.stacked+": the experts, stacked (sparse layers)")
@@ -373,13 +392,16 @@ func (m *MoE) build(scope string) []jen.Code {
 	hidden := fHidden.of(rModel)
 	path := func(x string) string { return scope + "." + x }
 	if m.fusedGateUp != "" {
-		stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.projs[i])) }
+		stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.stackedProjs[i])) }
 		out = append(out,
 			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedGateUp)), stacked(0), stacked(1)),
 			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedDown)), stacked(2)))
 	}
 	out = append(out, m.uninterleave(path)...)
-	for i, p := range m.projs {
+	for i, p := range m.stackedProjs {
+		if i == 0 && m.ungated() {
+			continue
+		}
 		out = append(out, jen.Id("lw").Dot("StackExperts").Call(
 			jen.Lit(path(m.stacked+"."+p)),
 			jen.Qual(nnPkg, "ExpertName").Call(jen.Lit(path(m.perExpert)), jen.Lit(m.hfProjs[i])),
@@ -394,9 +416,11 @@ func (m *MoE) build(scope string) []jen.Code {
 		return jen.Id("lw").Dot("Experts").Call(jen.Lit(path(m.stacked+"."+p)), m.Experts.Code(), out, in, m.Bias.Code())
 	}
 	glu := jen.Dict{
-		jen.Id("Gate"): experts(m.projs[0], m.Hidden.Code(), hidden.Clone()),
-		jen.Id("Up"):   experts(m.projs[1], m.Hidden.Code(), hidden.Clone()),
-		jen.Id("Down"): experts(m.projs[2], hidden.Clone(), m.Hidden.Code()),
+		jen.Id("Up"):   experts(m.stackedProjs[1], m.Hidden.Code(), hidden.Clone()),
+		jen.Id("Down"): experts(m.stackedProjs[2], hidden.Clone(), m.Hidden.Code()),
+	}
+	if !m.ungated() {
+		glu[jen.Id("Gate")] = experts(m.stackedProjs[0], m.Hidden.Code(), hidden.Clone())
 	}
 	m.actFields(glu)
 	out = append(out, m.expertsField.of(rMLP).Op("=").Op("&").Qual(nnPkg, "SwitchGLU").Values(glu))
@@ -430,7 +454,8 @@ func (m *MoE) build(scope string) []jen.Code {
 		if m.correctionFrom != "" {
 			out = append(out, jen.Id("lw").Dot("MoveTensor").Call(jen.Lit(path(m.correctionFrom)), jen.Lit(path(m.correction))))
 		}
-		router[jen.Id("Bias")] = jen.Id("lw").Dot("Vector").Call(jen.Lit(path(m.correction)), m.Experts.Code())
+		// as stored: mlx-lm keeps a float32 correction bias float32
+		router[jen.Id("Bias")] = jen.Id("lw").Dot("PreciseVector").Call(jen.Lit(path(m.correction)), m.Experts.Code())
 	}
 	if m.Router == "sigmoid_group" {
 		router[jen.Id("Groups")] = m.Groups.Code()
@@ -450,6 +475,13 @@ func (m *MoE) build(scope string) []jen.Code {
 			jen.Id("Gate"): lin(m.projs[0], m.Shared.Code(), hidden.Clone()),
 			jen.Id("Up"):   lin(m.projs[1], m.Shared.Code(), hidden.Clone()),
 			jen.Id("Down"): lin(m.projs[2], hidden.Clone(), m.Shared.Code()),
+		}
+		if m.ungated() {
+			glu = jen.Dict{
+				jen.Id("Up"):   lin(m.projs[1], m.Shared.Code(), hidden.Clone()),
+				jen.Id("Down"): lin(m.projs[2], hidden.Clone(), m.Shared.Code()),
+				jen.Id("Act"):  jen.Qual(nnPkg, "ActReLU2"),
+			}
 		}
 		if m.sharedFused {
 			glu = jen.Dict{
@@ -570,7 +602,10 @@ func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
 	}
 	plan.count(a, m.Hidden, "structure.moe.hidden")
 	roles := []ShardRole{AllToSharded, AllToSharded, ShardedToAll}
-	for i, proj := range m.projs {
+	for i, proj := range m.stackedProjs {
+		if i == 0 && m.ungated() {
+			continue
+		}
 		plan.tag(p.Name+"."+m.stacked, Proj{Name: proj}, roles[i], 1)
 	}
 	if m.Shared != nil {
@@ -580,6 +615,9 @@ func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
 		}
 		plan.count(a, m.Shared, "structure.moe.shared")
 		for i, proj := range m.projs {
+			if i == 0 && m.ungated() {
+				continue
+			}
 			plan.tag(p.Name+"."+m.sharedName, Proj{Name: proj}, roles[i], 1)
 		}
 	}

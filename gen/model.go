@@ -486,7 +486,7 @@ func (b *builder) orderDerivations() error {
 func (b *builder) structure() error {
 	sc := b.scope("load")
 	for _, resolve := range []func(*scope) error{
-		b.resolveSizes, b.resolveNorm, b.scalars, b.resolveAttention, b.resolveRope, b.resolveMLP, b.resolveHead, b.resolveMixers,
+		b.resolveSizes, b.resolveNorm, b.scalars, b.resolveAttention, b.resolveRope, b.resolveMLP, b.resolveHead, b.resolveMixers, b.resolveSingle,
 	} {
 		if err := resolve(sc); err != nil {
 			return err
@@ -509,6 +509,7 @@ func (b *builder) structure() error {
 	if err := b.resolveBlock(); err != nil {
 		return err
 	}
+	a.singleFieldNames()
 	return b.uniqueFields()
 }
 

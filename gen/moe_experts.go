@@ -12,7 +12,11 @@ import "github.com/dave/jennifer/jen"
 // ExpertActKind is how a gated expert combines its gate and up halves.
 type ExpertActKind string
 
-func (ExpertActKind) values() []string { return []string{"swiglu", "clamped_swiglu"} }
+func (ExpertActKind) values() []string { return []string{"swiglu", "clamped_swiglu", "relu2"} }
+
+// ungated: the experts (and a shared expert) have no gate projection:
+// down(relu(up(x))²).
+func (m *MoE) ungated() bool { return m.Act == "relu2" }
 
 // moeActDefaults fills the added parts' defaults.
 func moeActDefaults(d *Descriptor) {
@@ -60,6 +64,10 @@ func (b *builder) buildMoEAct(m *MoE, sc *scope) error {
 
 // actFields adds the activation's fields to the SwitchGLU literal.
 func (m *MoE) actFields(glu jen.Dict) {
+	if m.ungated() {
+		glu[jen.Id("Act")] = jen.Qual(nnPkg, "ActReLU2")
+		return
+	}
 	if m.Act != "clamped_swiglu" {
 		return
 	}
@@ -70,8 +78,11 @@ func (m *MoE) actFields(glu jen.Dict) {
 
 // actDoc names the experts' activation for the block's doc.
 func (m *MoE) actDoc() string {
-	if m.Act == "clamped_swiglu" {
+	switch m.Act {
+	case "clamped_swiglu":
 		return "clamped SwiGLU"
+	case "relu2":
+		return "relu² (ungated)"
 	}
 	return "SwiGLU"
 }

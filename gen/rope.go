@@ -228,15 +228,21 @@ func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 func (b *builder) resolveRope(sc *scope) error {
 	r := &b.d.Structure.Rope
 	l := b.leaves(sc)
-	rope := &Rope{
-		Kind:                 r.Kind.V,
-		Dims:                 l.must(r.Dims, "structure.rope.dims", TInt),
-		Base:                 l.must(r.Base, "structure.rope.base", TFloat),
-		Traditional:          l.must(r.Traditional, "structure.rope.traditional", TBool),
-		MaxPositions:         l.opt(r.MaxPositions, "structure.rope.max_positions", TInt),
-		OriginalMaxPositions: l.opt(r.OriginalMaxPositions, "structure.rope.original_max_positions", TInt),
-		Layers:               l.perLayer(r.Layers, "structure.rope.layers"),
+	rope := &Rope{Kind: r.Kind.V}
+	if rope.Kind == "none" {
+		// no positions: its defaults (rope_theta, head_dim) are not read
+		if r.Layers.IsSet() {
+			return errAt(r.Layers.Pos, "structure.rope.layers", "there is no rope to turn off")
+		}
+		b.a.Rope = rope
+		return nil
 	}
+	rope.Dims = l.must(r.Dims, "structure.rope.dims", TInt)
+	rope.Base = l.must(r.Base, "structure.rope.base", TFloat)
+	rope.Traditional = l.must(r.Traditional, "structure.rope.traditional", TBool)
+	rope.MaxPositions = l.opt(r.MaxPositions, "structure.rope.max_positions", TInt)
+	rope.OriginalMaxPositions = l.opt(r.OriginalMaxPositions, "structure.rope.original_max_positions", TInt)
+	rope.Layers = l.perLayer(r.Layers, "structure.rope.layers")
 	if l.err != nil {
 		return l.err
 	}

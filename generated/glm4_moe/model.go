@@ -229,7 +229,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			p.MoE = nn.MoE{
 				Experts: p.SwitchMLP,
 				Router: nn.Router{
-					Bias:       lw.Vector("mlp.gate.e_score_correction_bias", c.NRoutedExperts),
+					Bias:       lw.PreciseVector("mlp.gate.e_score_correction_bias", c.NRoutedExperts),
 					Gate:       p.Gate,
 					Groups:     c.NGroup,
 					K:          c.NumExpertsPerTok,

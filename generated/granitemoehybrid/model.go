@@ -182,7 +182,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			s.InProj = lw.Linear("mamba.in_proj", s.heads.ProjWidth(), m.hidden, c.MambaProjBias)
 			s.Conv1D = lw.ShortConv("mamba.conv1d", s.heads.ConvWidth(), c.MambaDConv, c.MambaConvBias)
 			s.DtBias = lw.Vector("mamba.dt_bias", s.heads.Heads)
-			s.ALog = lw.Vector("mamba.A_log", s.heads.Heads)
+			s.ALog = lw.PreciseVector("mamba.A_log", s.heads.Heads)
 			s.D = lw.Vector("mamba.D", s.heads.Heads)
 			s.Norm = lw.RMSNorm("mamba.norm", s.heads.Width(), c.RMSNormEps)
 			s.OutProj = lw.Linear("mamba.out_proj", m.hidden, s.heads.Width(), c.MambaProjBias)

@@ -195,7 +195,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		p.MoE = nn.MoE{
 			Experts: p.SwitchMLP,
 			Router: nn.Router{
-				Bias: lw.Vector("block_sparse_moe.e_score_correction_bias", c.NumLocalExperts),
+				Bias: lw.PreciseVector("block_sparse_moe.e_score_correction_bias", c.NumLocalExperts),
 				Gate: p.Gate,
 				K:    c.NumExpertsPerTok,
 				Kind: nn.RouteSigmoidBias,

@@ -38,6 +38,7 @@ import (
 	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
 	"github.com/archgen/archgen/generated/nemotron"
+	"github.com/archgen/archgen/generated/nemotron_h"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/olmo3"
 	"github.com/archgen/archgen/generated/olmoe"
@@ -97,6 +98,7 @@ var catalog = nn.NewCatalog(
 		ministral3.Arch,
 		mixtral.Arch,
 		nemotron.Arch,
+		nemotron_h.Arch,
 		olmo2.Arch,
 		olmo3.Arch,
 		olmoe.Arch,

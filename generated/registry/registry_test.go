@@ -48,6 +48,7 @@ func TestLookup(t *testing.T) {
 			"mistral3":         "mistral3",
 			"mixtral":          "mixtral",
 			"nemotron":         "nemotron",
+			"nemotron_h":       "nemotron_h",
 			"olmo2":            "olmo2",
 			"olmo3":            "olmo3",
 			"olmoe":            "olmoe",

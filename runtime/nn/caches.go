@@ -18,6 +18,9 @@ type CacheSpec struct {
 	Window int
 	States int
 	Parts  []CacheSpec
+	// None: the layer keeps no cache (a feed-forward layer of a single
+	// block); the model's caches are its other layers', in order.
+	None bool
 }
 
 // NewCaches makes one empty cache per layer spec, as opts choose: a full
@@ -28,9 +31,11 @@ func NewCaches(specs []CacheSpec, opts kv.Options) ([]kv.Cache, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	caches := make([]kv.Cache, len(specs))
-	for i, s := range specs {
-		caches[i] = newCache(s, opts)
+	caches := make([]kv.Cache, 0, len(specs))
+	for _, s := range specs {
+		if !s.None {
+			caches = append(caches, newCache(s, opts))
+		}
 	}
 	return caches, nil
 }
@@ -71,6 +76,42 @@ func CheckCaches(g *mlx.Graph, caches []kv.Cache, layers int) []kv.Cache {
 		out[i] = failedCache{}
 	}
 	return out
+}
+
+// LayerCaches is caches, one per layer that keeps one (specs' layers
+// without None, in order), spread over every layer: nil at a layer that
+// keeps none. A list of another length is recorded on g, and stand-ins let
+// the forward pass finish building (and fail at Eval with that error).
+func LayerCaches(g *mlx.Graph, caches []kv.Cache, specs []CacheSpec) []kv.Cache {
+	n := 0
+	for _, s := range specs {
+		if !s.None {
+			n++
+		}
+	}
+	out := make([]kv.Cache, len(specs))
+	if len(caches) != n {
+		g.Failf("nn: %d caches for the %d layers that keep one (make them with NewCaches)", len(caches), n)
+		for i := range out {
+			out[i] = failedCache{}
+		}
+		return out
+	}
+	k := 0
+	for i, s := range specs {
+		if !s.None {
+			out[i] = caches[k]
+			k++
+		}
+	}
+	return out
+}
+
+// FeedForward is a feed-forward block as a layer's sublayer in a single
+// block, where the token mixers' signature is wanted: it reads no mask
+// and no cache.
+func FeedForward(forward func(*mlx.Graph, *mlx.Array) *mlx.Array) func(*mlx.Graph, *mlx.Array, mlx.AttentionMask, kv.Cache) *mlx.Array {
+	return func(g *mlx.Graph, x *mlx.Array, _ mlx.AttentionMask, _ kv.Cache) *mlx.Array { return forward(g, x) }
 }
 
 // failedCache stands in for a missing cache in a graph that has failed.

@@ -48,6 +48,8 @@ const (
 	ActClampedSwiGLU
 	// ActGELU is gelu(up), exact, for ungated experts (no gate).
 	ActGELU
+	// ActReLU2 is relu(up)², for ungated experts (no gate).
+	ActReLU2
 )
 
 // SwitchGLU are gated experts: down(act(gate(x), up(x))), each by the
@@ -92,6 +94,8 @@ func (s *SwitchGLU) Apply(g *mlx.Graph, x, idx *mlx.Array) *mlx.Array {
 	switch {
 	case s.Act == ActGELU:
 		h = g.GELU(up)
+	case s.Act == ActReLU2:
+		h = ReLUSquared(g, up)
 	case s.Act == ActClampedSwiGLU:
 		gate := g.BinaryScalar(mlx.OpMinimum, s.Gate.Apply(g, x, rows, sorted), s.Limit)
 		u := g.Clip(up, -s.Limit, s.Limit)
@@ -126,10 +130,15 @@ type GLU struct {
 	// GateUp, when set, is gate and up in one projection (gate's rows
 	// first), split after it runs; Gate and Up are then unused.
 	GateUp *Linear
+	// Act ActReLU2 makes it ungated: down(relu(up(x))²), Gate unused.
+	Act ExpertAct
 }
 
 // Apply is the block on x [..., D].
 func (m *GLU) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	if m.Act == ActReLU2 {
+		return m.Down.Apply(g, ReLUSquared(g, m.Up.Apply(g, x)))
+	}
 	if m.GateUp != nil {
 		gu := g.Split(m.GateUp.Apply(g, x), 2, -1)
 		return m.Down.Apply(g, g.SwiGLU(gu[0], gu[1]))

@@ -902,6 +902,25 @@ func (w *Weights) Matrix(name string, out, in int) *Linear {
 	return &Linear{Weight: w.param(name+".weight", []int{out, in}, false)}
 }
 
+// PreciseVector is the parameter name [n] in the wider of its stored
+// dtype and the compute dtype: a float32 vector stays float32 (mlx-lm's
+// convert keeps some so, A_log among them, and computes with them so),
+// and a narrower one is widened only for float32 compute.
+func (w *Weights) PreciseVector(name string, n int) *mlx.Array {
+	if w.l.record {
+		w.spec(name, []int{n}, nil, false)
+		return nil
+	}
+	a := w.lookup(name, []int{n}, false)
+	if a == nil {
+		return nil
+	}
+	if want := w.l.opts.Dtype; want == mlx.Float32 && a.Dtype() != mlx.Float32 {
+		a = w.cast(a)
+	}
+	return w.keep(a)
+}
+
 // Vector is the parameter name [n]. When the model is loaded over a
 // group and the shard plan splits name (AllToSharded: a value per head,
 // such as attention sinks), n is this process's share and it reads its

@@ -39,6 +39,8 @@ func TestMoEDescriptorErrors(t *testing.T) {
 			"descriptors/a.yaml:27: weights.experts.shared_fused: the fused names come from fused_gate_up and fused_down, which are not set"},
 		{"dense layers stored as an unfused shared expert", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    shared: intermediate_size\n", 1) + "weights:\n  experts: {dense_from_shared: true, fused_gate_up: input_linear, fused_down: output_linear}\n",
 			"descriptors/a.yaml:27: weights.experts.dense_from_shared: needs shared_fused: the dense layers' stored form is the fused shared expert's"},
+		{"ungated experts with a fused gate", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    act: relu2\n", 1) + "weights:\n  experts: {fused_gate_up: input_linear, fused_down: output_linear}\n",
+			"descriptors/a.yaml:23: structure.moe.act: relu2 experts are ungated: no fused or interleaved gate, and no shared expert gate"},
 		{"fused gate_up alone", moeBase + "weights:\n  experts: {fused_gate_up: input_linear}\n",
 			"descriptors/a.yaml:26: weights.experts.fused_gate_up: fused_gate_up and fused_down go together"},
 	} {

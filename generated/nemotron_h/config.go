@@ -34,11 +34,11 @@ type Config struct {
 	// ModelType is model_type.
 	ModelType string `json:"model_type"`
 
-	// VocabSize is vocab_size (required).
-	VocabSize int `json:"vocab_size"`
-
 	// HiddenSize is hidden_size (required).
 	HiddenSize int `json:"hidden_size"`
+
+	// VocabSize is vocab_size (required).
+	VocabSize int `json:"vocab_size"`
 
 	// IntermediateSize is intermediate_size (required).
 	IntermediateSize int `json:"intermediate_size"`
@@ -172,8 +172,8 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
-	c.VocabSize = nn.Required[int](r, "vocab_size")
 	c.HiddenSize = nn.Required[int](r, "hidden_size")
+	c.VocabSize = nn.Required[int](r, "vocab_size")
 	c.IntermediateSize = nn.Required[int](r, "intermediate_size")
 	c.MaxPositionEmbeddings = nn.Required[int](r, "max_position_embeddings")
 	c.NumAttentionHeads = nn.Required[int](r, "num_attention_heads")
@@ -204,8 +204,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.NormTopkProb, _ = nn.Optional[bool](r, "norm_topk_prob")
 	c.RoutedScalingFactor, _ = nn.Optional[float64](r, "routed_scaling_factor")
 	c.TimeStepLimit = nn.Default[[]float64](r, "time_step_limit", []float64{0.0, math.Inf(1)})
-	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
+	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
 	nn.Min(r, "num_attention_heads", c.NumAttentionHeads, 1)
 	nn.Min(r, "num_key_value_heads", c.NumKeyValueHeads, 1)

@@ -2873,7 +2873,90 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def nemotron_h(**over):
+        cfg = {
+            "architectures": ["NemotronHForCausalLM"],
+            "model_type": "nemotron_h",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "max_position_embeddings": 4096,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "attention_bias": False,
+            "mamba_num_heads": 8,
+            "mamba_head_dim": 16,
+            "mamba_proj_bias": False,
+            "ssm_state_size": 16,
+            "conv_kernel": 4,
+            "n_groups": 2,
+            "mlp_bias": False,
+            "layer_norm_epsilon": 1e-5,
+            "use_bias": False,
+            "use_conv_bias": True,
+            "hybrid_override_pattern": "ME*M-E",
+            "n_routed_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 64,
+            "moe_shared_expert_intermediate_size": 64,
+            "n_shared_experts": 1,
+            "n_group": 2,
+            "topk_group": 1,
+            "norm_topk_prob": True,
+            "routed_scaling_factor": 2.5,
+            "mamba_hidden_act": "silu",
+            "mlp_hidden_act": "relu2",
+            "tie_word_embeddings": False,
+            "rope_theta": 10000,
+        }
+        cfg.update(over)
+        return cfg
+
     return [
+        Case(
+            "nemotron_h",
+            "pattern_moe",
+            "hybrid_override_pattern ME*M-E: state-space layers 0 and 3 (8 heads of "
+            "16, 2 groups of B and C, state 16, 4 taps with a bias, the output norm "
+            "per group), attention on layer 2 (GQA, head_dim 32 beside a width of "
+            "16 per head, no positions), a relu² MLP on layer 4, relu² experts on "
+            "1 and 5 (top-2 of 8 in the best of 2 groups, renormalised, times 2.5, "
+            "a shared expert); time-step limits absent (0, infinity)",
+            nemotron_h(),
+        ),
+        Case(
+            "nemotron_h",
+            "block_types_dense",
+            "layers_block_type in words (mamba, mlp, attention, mlp) and no "
+            "experts: scan layer 0 in one group (4 heads of 16, state 32, 3 taps "
+            "without a bias, biased projections), head_dim from hidden_size / "
+            "heads with biases, time-step limits (0.001, 10)",
+            _without(
+                nemotron_h(
+                    layers_block_type=["mamba", "mlp", "attention", "mlp"],
+                    mamba_num_heads=4,
+                    ssm_state_size=32,
+                    conv_kernel=3,
+                    n_groups=1,
+                    use_conv_bias=False,
+                    mamba_proj_bias=True,
+                    attention_bias=True,
+                    time_step_limit=[0.001, 10.0],
+                ),
+                "hybrid_override_pattern",
+                "head_dim",
+                "n_routed_experts",
+                "num_experts_per_tok",
+                "moe_intermediate_size",
+                "moe_shared_expert_intermediate_size",
+                "n_shared_experts",
+                "n_group",
+                "topk_group",
+                "norm_topk_prob",
+                "routed_scaling_factor",
+            ),
+        ),
         Case(
             "granitemoehybrid",
             "moe_nope",

@@ -27,6 +27,7 @@ var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
 	"../../testdata/parity/granitemoehybrid/dense_rope/model",
+	"../../testdata/parity/nemotron_h/pattern_moe/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.
@@ -217,7 +218,7 @@ func TestHybridHuggingFaceLayout(t *testing.T) {
 // MLP stored as the fused shared expert, shared_mlp) load to the same
 // models as mlx-lm's layout.
 func TestStateSpaceHuggingFaceLayout(t *testing.T) {
-	for _, dir := range hybridDirs[1:] {
+	for _, dir := range hybridDirs[1:3] { // the granitemoehybrid ones
 		t.Run(filepath.Base(filepath.Dir(dir)), func(t *testing.T) {
 			tensors, meta, err := mlx.LoadSafetensors(filepath.Join(dir, "model.safetensors"), nil)
 			if err != nil {
@@ -257,6 +258,41 @@ func TestStateSpaceHuggingFaceLayout(t *testing.T) {
 			sameModel(t, dir, tensors, meta)
 		})
 	}
+}
+
+// TestSingleBlockHuggingFaceLayout: a Nemotron-H checkpoint in Hugging
+// Face's form (the convolutions [channels, 1, taps], experts one tensor
+// each under their up_proj and down_proj names, a multi-token-prediction
+// head beside the model) loads to the same model as mlx-lm's layout.
+func TestSingleBlockHuggingFaceLayout(t *testing.T) {
+	dir := "../../testdata/parity/nemotron_h/pattern_moe/model"
+	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(dir, "model.safetensors"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	moved, unstacked := 0, 0
+	for name, a := range tensors {
+		switch {
+		case strings.HasSuffix(name, "conv1d.weight"):
+			tensors[name] = g.Contiguous(g.Transpose(a, 0, 2, 1))
+			moved++
+		case strings.Contains(name, ".switch_mlp.fc"):
+			delete(tensors, name)
+			hf := map[string]string{"fc1": "up_proj", "fc2": "down_proj"}[strings.TrimSuffix(name[strings.LastIndex(name, ".fc")+1:], ".weight")]
+			for e := range a.Dim(0) {
+				expert := name[:strings.Index(name, ".switch_mlp.")] + fmt.Sprintf(".experts.%d.%s.weight", e, hf)
+				tensors[expert] = g.Contiguous(g.Reshape(g.Slice(a, []int{e, 0, 0}, []int{e + 1, a.Dim(1), a.Dim(2)}), a.Dim(1), a.Dim(2)))
+			}
+			unstacked++
+		}
+	}
+	tensors["mtp.layers.0.norm.weight"] = g.Ones([]int{4}, mlx.Float32)
+	if moved == 0 || unstacked == 0 {
+		t.Fatalf("%d convolutions, %d stacked experts in the checkpoint", moved, unstacked)
+	}
+	sameModel(t, dir, tensors, meta)
 }
 
 // sameModel writes tensors (and meta) beside src's config.json in a new

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -119,7 +120,7 @@ func compareConfig(t *testing.T, arch nn.Arch, path string) {
 		t.Fatalf("no mlx-lm reference (run scripts/config_reference.py): %v", err)
 	}
 	var ref reference
-	if err := json.Unmarshal(refData, &ref); err != nil {
+	if err := json.Unmarshal(nn.PythonJSON(refData), &ref); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := arch.Config(data)
@@ -132,9 +133,10 @@ func compareConfig(t *testing.T, arch nn.Arch, path string) {
 	if err != nil {
 		t.Fatalf("ParseConfig: %v", err)
 	}
-	raw, _ := json.Marshal(cfg)
-	var ours map[string]any
-	json.Unmarshal(raw, &ours)
+	ours, ok := jsonValue(reflect.ValueOf(cfg)).(map[string]any)
+	if !ok {
+		t.Fatalf("ParseConfig gave %T, not a struct", cfg)
+	}
 	keys := make([]string, 0, len(ref.Args))
 	for k := range ref.Args {
 		keys = append(keys, k)
@@ -152,6 +154,81 @@ func compareConfig(t *testing.T, arch nn.Arch, path string) {
 			t.Errorf("%s: ParseConfig gives %v, mlx-lm %v", k, got, want)
 		}
 	}
+}
+
+// jsonValue is v as encoding/json would decode its encoding (structs by
+// their json names, numbers as float64), except that an infinite or NaN
+// float is the string Python's json writes for it ("Infinity"), as the
+// references hold them after nn.PythonJSON.
+func jsonValue(v reflect.Value) any {
+	if v.IsValid() && v.Type().Implements(reflect.TypeFor[json.Marshaler]()) && !(v.Kind() == reflect.Pointer && v.IsNil()) {
+		raw, _ := json.Marshal(v.Interface())
+		var out any
+		json.Unmarshal(raw, &out)
+		return out
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return jsonValue(v.Elem())
+	case reflect.Struct:
+		out := map[string]any{}
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			out[name] = jsonValue(v.Field(i))
+		}
+		return out
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			return nil
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = jsonValue(v.Index(i))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return nil
+		}
+		out := map[string]any{}
+		for _, k := range v.MapKeys() {
+			out[fmt.Sprint(k.Interface())] = jsonValue(v.MapIndex(k))
+		}
+		return out
+	case reflect.Float32, reflect.Float64:
+		f := v.Float()
+		switch {
+		case math.IsInf(f, 1):
+			return "Infinity"
+		case math.IsInf(f, -1):
+			return "-Infinity"
+		case math.IsNaN(f):
+			return "NaN"
+		}
+		return f
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return float64(v.Uint())
+	case reflect.Bool:
+		return v.Bool()
+	case reflect.String:
+		return v.String()
+	}
+	raw, _ := json.Marshal(v.Interface())
+	var out any
+	json.Unmarshal(raw, &out)
+	return out
 }
 
 func isZero(v any) bool {

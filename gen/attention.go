@@ -2,6 +2,7 @@ package gen
 
 import (
 	"github.com/dave/jennifer/jen"
+	"strings"
 )
 
 // Attention: grouped-query self-attention with its projections (separate
@@ -46,6 +47,9 @@ type Attention struct {
 	QueryScale              *QueryScale
 	Sinks                   *field // nil: no attention sinks
 	OutputGate              bool   // q_proj gives [queries | gate] per head; o reads output * sigmoid(gate)
+	// Absent: no layer attends (a mixer kind claims every layer, Mamba2):
+	// attention emits nothing and reads no config key.
+	Absent bool
 
 	heads, kvHeads, headDim *field
 	scale                   *field
@@ -61,6 +65,9 @@ type Attention struct {
 func (at *Attention) link(a *Arch) {
 	n := a.Names
 	at.Field, at.Name = newField(goName(n.Attention), func() *jen.Statement { return jen.Id("Attention") }, n.Attention), n.Attention
+	if at.Absent {
+		return
+	}
 	at.heads = newField("heads", intType, "")
 	at.kvHeads = newField("kvHeads", intType, "")
 	at.headDim = newField("headDim", intType, "")
@@ -97,6 +104,9 @@ func (at *Attention) queryWidth(w func() *jen.Statement) func() *jen.Statement {
 }
 
 func (at *Attention) fields(t goType) []jen.Code {
+	if at.Absent {
+		return nil
+	}
 	switch t {
 	case tLayer:
 		return []jen.Code{at.Field.decl()}
@@ -117,14 +127,14 @@ func (at *Attention) fields(t goType) []jen.Code {
 }
 
 func (at *Attention) params(t goType) []jen.Code {
-	if t != tAttention {
+	if t != tAttention || at.Absent {
 		return nil
 	}
 	return append([]jen.Code{at.heads.decl(), at.kvHeads.decl(), at.headDim.decl(), at.scale.decl()}, at.QueryScale.params(t)...)
 }
 
 func (at *Attention) inits(t goType) []kvPair {
-	if t != tAttention {
+	if t != tAttention || at.Absent {
 		return nil
 	}
 	return append([]kvPair{
@@ -136,7 +146,7 @@ func (at *Attention) inits(t goType) []kvPair {
 }
 
 func (at *Attention) build(s stage) []jen.Code {
-	if s != sLayer {
+	if s != sLayer || at.Absent {
 		return nil
 	}
 	var out []jen.Code
@@ -166,6 +176,9 @@ func (at *Attention) forward(x jen.Code) *jen.Statement {
 //		return a.OProj.Apply(g, o back to [B, L, heads*head_dim])
 //	}
 func (at *Attention) emitForward(f *jen.File) {
+	if at.Absent {
+		return
+	}
 	self := func(fl *field) *jen.Statement { return fl.of(rAttn) }
 	width := func(h *field) *jen.Statement { return self(h).Op("*").Add(self(at.headDim)) }
 	body := []jen.Code{
@@ -340,6 +353,9 @@ func (s *Sliding) masks(maskArray bool) ([]jen.Code, jen.Code) {
 // process its heads, o (sharded-to-all) sums their outputs; the head and
 // KV head counts are divided.
 func (at *Attention) shard(p *ShardPlan, a *Arch) {
+	if at.Absent {
+		return
+	}
 	switch {
 	case at.FusedQKV:
 		p.refuse("its fused %s.%s holds q, k and v parts of unequal sizes (%s heads of queries, %s of keys and of values), which a plan's equal parts cannot split",
@@ -367,6 +383,10 @@ func (at *Attention) shard(p *ShardPlan, a *Arch) {
 // (query_scale.go) and the sliding layers.
 func (b *builder) resolveAttention(sc *scope) error {
 	at := &b.d.Structure.Attention
+	if b.attentionAbsent() {
+		b.a.Attn = &Attention{Absent: true}
+		return nil
+	}
 	l := b.leaves(sc)
 	b.a.Attn = &Attention{
 		Heads:    l.must(at.Heads, "structure.attention.heads", TInt),
@@ -408,6 +428,19 @@ func (b *builder) resolveAttention(sc *scope) error {
 	}
 	a.Attn.Sliding = newSliding(sliding, window)
 	return b.resolveQueryScale(sc)
+}
+
+// attentionAbsent: a mixer kind claims every layer (its layers are the
+// literal true), so no layer attends.
+func (b *builder) attentionAbsent() bool {
+	for _, e := range b.d.Structure.Mixers.Entries {
+		for _, o := range e.Val.Entries {
+			if o.Key == "layers" && strings.TrimSpace(o.Val.V.Text) == "true" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // attentionDefaults: the config's head counts and head_dim, scaled by

@@ -66,6 +66,10 @@ func (b *builder) resolveSingle(sc *scope) error {
 	}
 	a.Mixers.mlp = a.MLP
 	a.MLP.single = true
+	a.MLP.Absent = a.Mixers.feedForward == nil
+	if a.MLP.Absent && a.MLP.Sparse != nil {
+		return errAt(s.MoE.Experts.Pos, "structure.moe", "a single block without feed_forward layers runs no MLP, sparse or dense")
+	}
 	return nil
 }
 

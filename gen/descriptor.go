@@ -99,6 +99,9 @@ type NormDesc struct {
 	Eps  F[Expr]     `yaml:"eps"`
 
 	Bias F[Expr] `yaml:"bias"` // a layer_norm's bias, decided at load
+	// FinalEps is the final norm's eps where it differs from the layers'
+	// (Mamba2's block norms keep 1e-5, its final norm the config's).
+	FinalEps F[Expr] `yaml:"final_eps"`
 }
 
 // AttnDesc is self-attention.

@@ -178,14 +178,16 @@ func emitTypes(f *jen.File, a *Arch) {
 		name string
 		doc  string
 	}
-	types := []typ{
-		{tLayer, "Layer", fmt.Sprintf("Layer is one decoder layer (%s.N).", a.Block.Path)},
-		{tAttention, "Attention", fmt.Sprintf("Attention is a layer's self-attention (%s), with its hyperparameters.", n.Attention)},
+	types := []typ{{tLayer, "Layer", fmt.Sprintf("Layer is one decoder layer (%s.N).", a.Block.Path)}}
+	if !a.Attn.Absent {
+		types = append(types, typ{tAttention, "Attention", fmt.Sprintf("Attention is a layer's self-attention (%s), with its hyperparameters.", n.Attention)})
 	}
 	for _, x := range a.Mixers.types() {
 		types = append(types, typ{x.typeName(), string(x.typeName()), mixerDoc(x, x.field().doc)})
 	}
-	types = append(types, typ{tMLP, "MLP", fmt.Sprintf("MLP is a layer's feed-forward block (%s).", n.MLP)})
+	if !a.MLP.Absent {
+		types = append(types, typ{tMLP, "MLP", fmt.Sprintf("MLP is a layer's feed-forward block (%s).", n.MLP)})
+	}
 	for _, t := range types {
 		fs := a.fieldsOf(t.t)
 		if ps := a.paramsOf(t.t); len(ps) > 0 {

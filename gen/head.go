@@ -30,7 +30,7 @@ func (h *Head) link(a *Arch) {
 	h.Norm = a.Norm.field(goName(a.Names.Norm), h.NormPath)
 	h.Name = a.Names.LMHead
 	h.LMHead = newField(goName(h.Name), nnType("Linear"), h.Name+"; the embedding table itself when the head is tied")
-	h.norm, h.embed, h.vocab = a.Norm, a.Embed, a.Vocab
+	h.norm, h.embed, h.vocab = a.FinalNorm, a.Embed, a.Vocab
 	h.divide, h.softcap, h.scale = a.Scalars.Get(LogitsDivisor), a.Scalars.Get(FinalSoftcap), a.Scalars.Get(LogitsScale)
 }
 

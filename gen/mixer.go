@@ -311,13 +311,18 @@ func (m *Mixers) build(s stage) []jen.Code {
 		if n := x.states(); n > 0 {
 			body = append(body, fCaches.of(rModel).Index(jen.Id("i")).Dot("States").Op("=").Lit(n))
 		}
+		if chain == nil && m.attn.Absent && len(m.Kinds) == 1 && m.Layers[i].IsTrue() {
+			return body // the one kind mixes every layer: no choice to make
+		}
 		if chain == nil {
 			chain = jen.If(m.Layers[i].Code()).Block(body...)
 		} else {
 			chain = chain.Else().If(m.Layers[i].Code()).Block(body...)
 		}
 	}
-	chain = chain.Else().Block(attn...)
+	if !m.attn.Absent {
+		chain = chain.Else().Block(attn...)
+	}
 	out := []jen.Code{}
 	if len(m.Kinds) > 1 {
 		// Two kinds claiming one layer is the config's mistake, not a

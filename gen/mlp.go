@@ -56,6 +56,9 @@ type MLP struct {
 	// chose it (a pointer), and the mixer slot puts its build lines in
 	// that branch (block_single.go).
 	single bool
+	// Absent: a single block with no feed-forward layer (Mamba2): the MLP
+	// emits nothing.
+	Absent bool
 }
 
 // mlpActivation is an MLP kind whose activation has parameters of its own:
@@ -79,6 +82,9 @@ func (p *MLP) link(a *Arch) {
 }
 
 func (p *MLP) fields(t goType) []jen.Code {
+	if p.Absent {
+		return nil
+	}
 	switch t {
 	case tLayer:
 		return []jen.Code{p.Field.decl()}
@@ -128,6 +134,9 @@ func (p *MLP) forward(x jen.Code) *jen.Statement {
 
 // emitForward writes MLP.forward.
 func (p *MLP) emitForward(f *jen.File) {
+	if p.Absent {
+		return
+	}
 	if p.Sparse != nil {
 		p.emitSparseForward(f)
 		return
@@ -169,6 +178,9 @@ type mlpSharder interface {
 // shard splits the MLP by its inner width, which the group divides: the
 // projections into it are all-to-sharded, the one out of it sharded-to-all.
 func (p *MLP) shard(plan *ShardPlan, a *Arch) {
+	if p.Absent {
+		return
+	}
 	if p.Sparse != nil {
 		p.Sparse.shard(plan, a, p)
 		return

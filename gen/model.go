@@ -35,17 +35,19 @@ type Arch struct {
 
 	Layers, Hidden, Vocab *Value
 	// The network's components (component.go).
-	Norm    *Norm
-	Embed   *Embed
-	Block   *Block
-	Attn    *Attention
-	Mixers  *Mixers // nil: attention mixes every layer
-	Rope    *Rope
-	MLP     *MLP
-	Head    *Head
-	Scalars Scalars
-	Names   ResolvedNames
-	Drops   []Drop
+	Norm *Norm
+	// FinalNorm is the final norm's: Norm, or it with structure.norm.final_eps.
+	FinalNorm *Norm
+	Embed     *Embed
+	Block     *Block
+	Attn      *Attention
+	Mixers    *Mixers // nil: attention mixes every layer
+	Rope      *Rope
+	MLP       *MLP
+	Head      *Head
+	Scalars   Scalars
+	Names     ResolvedNames
+	Drops     []Drop
 	// NormShift is weights.norm_shift; nil when none.
 	NormShift *NormShift
 	GGUF      *GGUF // nil: no GGUF support
@@ -570,7 +572,13 @@ func (b *builder) uniqueFields() error {
 	a := b.a
 	byType := map[goType][]*field{
 		tModel: {a.Embed.Field, a.Block.Stack, a.Head.Norm, a.Head.LMHead},
-		tLayer: {a.Attn.Field, a.MLP.Field},
+		tLayer: {},
+	}
+	if !a.Attn.Absent {
+		byType[tLayer] = append(byType[tLayer], a.Attn.Field)
+	}
+	if !a.MLP.Absent {
+		byType[tLayer] = append(byType[tLayer], a.MLP.Field)
 	}
 	for _, s := range a.Block.Slots {
 		byType[tLayer] = append(byType[tLayer], s.Field)

@@ -78,7 +78,14 @@ func (b *builder) resolveNorm(sc *scope) error {
 			return l.err
 		}
 	}
-	b.a.Norm = n
+	b.a.Norm, b.a.FinalNorm = n, n
+	if s.FinalEps.IsSet() {
+		final := *n
+		if final.Eps = l.must(s.FinalEps, "structure.norm.final_eps", TFloat); l.err != nil {
+			return l.err
+		}
+		b.a.FinalNorm = &final
+	}
 	return nil
 }
 

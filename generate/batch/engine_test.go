@@ -147,6 +147,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"qwen3_next", "base", kv.Options{}}, // attention and recurrent layers: state rows beside key and value rows
 		{"granitemoehybrid", "moe_nope", kv.Options{}}, // state-space layers, routed experts
 		{"nemotron_h", "pattern_moe", kv.Options{}},    // fewer caches than layers
+		{"mamba2", "tied_groups", kv.Options{}},        // no attention: no mask, state rows only
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}

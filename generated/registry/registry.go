@@ -33,6 +33,7 @@ import (
 	"github.com/archgen/archgen/generated/lfm2"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
+	"github.com/archgen/archgen/generated/mamba2"
 	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/minimax"
 	"github.com/archgen/archgen/generated/ministral3"
@@ -93,6 +94,7 @@ var catalog = nn.NewCatalog(
 		lfm2.Arch,
 		llama.Arch,
 		llama4_text.Arch,
+		mamba2.Arch,
 		mimo.Arch,
 		minimax.Arch,
 		ministral3.Arch,

@@ -40,6 +40,7 @@ func TestLookup(t *testing.T) {
 			"llama":            "llama",
 			"llama4_text":      "llama4_text",
 			"llava":            "mistral3",
+			"mamba2":           "mamba2",
 			"mimo":             "mimo",
 			"minimax":          "minimax",
 			"minimax_m2":       "minimax",

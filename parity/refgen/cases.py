@@ -2913,7 +2913,60 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def mamba2(**over):
+        cfg = {
+            "architectures": ["Mamba2ForCausalLM"],
+            "model_type": "mamba2",
+            "num_heads": 8,
+            "head_dim": 16,
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "state_size": 16,
+            "num_hidden_layers": 3,
+            "layer_norm_epsilon": 1e-6,
+            "conv_kernel": 4,
+            "n_groups": 2,
+            "use_bias": False,
+            "use_conv_bias": True,
+            "tie_word_embeddings": True,
+            "time_step_limit": [0.0, float("inf")],
+            "time_step_rank": "auto",
+            "expand": 2,
+            "chunk_size": 256,
+            "hidden_act": "silu",
+        }
+        cfg.update(over)
+        return cfg
+
     return [
+        Case(
+            "mamba2",
+            "tied_groups",
+            "three state-space layers only (8 heads of 16 over 2 groups of B and "
+            "C, state 16, 4 taps with a bias), the output norm over the full "
+            "width, time_step_limit [0, Infinity] as Hugging Face writes it, "
+            "block norms at eps 1e-5 beside a config eps of 1e-6; tied head",
+            mamba2(),
+        ),
+        Case(
+            "mamba2",
+            "untied_biased",
+            "two layers, 4 heads of 16 in one group, ssm_state_size 32 over a "
+            "state_size of 16, 3 taps without a bias, biased projections, "
+            "time-step limits (0.001, 10); untied",
+            mamba2(
+                num_heads=4,
+                num_hidden_layers=2,
+                ssm_state_size=32,
+                conv_kernel=3,
+                n_groups=1,
+                use_bias=True,
+                use_conv_bias=False,
+                time_step_limit=[0.001, 10.0],
+                tie_word_embeddings=False,
+            ),
+        ),
         Case(
             "nemotron_h",
             "pattern_moe",

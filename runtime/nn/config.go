@@ -236,12 +236,17 @@ func decode[T Value](raw json.RawMessage) (T, error) {
 	return out, err
 }
 
-// decodeFloat reads a number, or Python's Infinity, -Infinity and NaN
-// (which PythonJSON has quoted).
+// decodeFloat reads a number, or Python's Infinity, -Infinity and NaN:
+// bare (which PythonJSON has quoted), or tagged as transformers and
+// mlx-lm save them, {"__float__": "Infinity"}.
 func decodeFloat(raw json.RawMessage) (float64, bool) {
 	var f float64
 	if json.Unmarshal(raw, &f) == nil {
 		return f, true
+	}
+	var tagged map[string]json.RawMessage
+	if json.Unmarshal(raw, &tagged) == nil && len(tagged) == 1 && tagged["__float__"] != nil {
+		raw = tagged["__float__"]
 	}
 	switch string(bytes.TrimSpace(raw)) {
 	case `"Infinity"`:

@@ -214,7 +214,8 @@ func TestWrapperRefuse(t *testing.T) {
 // strings they stay as they are, and an integer key refuses them.
 func TestConfigPythonNumbers(t *testing.T) {
 	r, err := NewConfigReader([]byte(`{"model_type": "x", "limit": [0.0, Infinity], "low": -Infinity,
-		"odd": NaN, "note": "NaN and Infinity \" Infinity", "n": Infinity}`))
+		"odd": NaN, "note": "NaN and Infinity \" Infinity", "n": Infinity,
+		"tagged": [0.001, {"__float__": "Infinity"}], "other": {"__float__": "Inf"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,8 +231,12 @@ func TestConfigPythonNumbers(t *testing.T) {
 	if v := Required[string](r, "note"); v != `NaN and Infinity " Infinity` {
 		t.Errorf("note %q", v)
 	}
+	if v := Required[[]float64](r, "tagged"); len(v) != 2 || v[0] != 0.001 || !math.IsInf(v[1], 1) {
+		t.Errorf("tagged %v", v)
+	}
 	Required[int](r, "n")
-	if err := r.Err(); err == nil || err.Error() != `n: want an integer, got "Infinity"` {
+	Required[float64](r, "other")
+	if err := r.Err(); err == nil || err.Error() != `n: want an integer, got "Infinity"`+"\n"+`other: want a number, got {"__float__": "Inf"}` {
 		t.Errorf("errors: %v", err)
 	}
 }

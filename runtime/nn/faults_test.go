@@ -219,6 +219,9 @@ func TestConfigFaults(t *testing.T) {
 					if hiddenDefault && strings.Contains(c.want, "hidden_size: missing") {
 						t.Skipf("%s's hidden_size has a default, as in mlx-lm", arch.Name)
 					}
+					if _, attends := base["num_attention_heads"]; !attends && (strings.Contains(c.name, "kv heads") || c.name == "zero MLP width") {
+						t.Skipf("%s has neither attention nor a feed-forward block (its config has no num_attention_heads)", arch.Name)
+					}
 					if strings.HasPrefix(c.want, layers+":") && slices.Contains(arch.Ignored, layers) {
 						t.Skipf("%s's layer count is its pattern's length, as in mlx-lm: %s is not read (TestConfigFaultsByArch tests the pattern)", arch.Name, layers)
 					}
@@ -252,6 +255,8 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"gpt_oss", map[string]any{"layer_types": []string{"full_attention", "full_attention"}, "num_hidden_layers": 2}, "layer_types: needs at least one sliding_attention layer"},
 		{"gpt_oss", map[string]any{"num_hidden_layers": 3, "layer_types": nil}, "num_hidden_layers: odd without layer_types: mlx-lm's default pattern (sliding, full) covers an even number of layers and skips the last; give layer_types"},
 		{"smollm3", map[string]any{"no_rope_layers": []int{1, 0}}, "no_rope_layers: has 2 entries, want 36 (num_hidden_layers)"},
+		{"mamba2", map[string]any{"n_groups": 5}, "n_groups: must divide num_heads"},
+		{"mamba2", map[string]any{"time_step_limit": nil}, "time_step_limit: missing (required)"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": "M*X-"}, "hybrid_override_pattern: each layer must be M (Mamba2), * (attention), - (MLP) or E (mixture of experts); layers_block_type's words: full_attention, linear_attention, mlp, moe (or attention, mamba, conv)"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": nil, "layers_block_type": []string{"mamba", "attention", "dense"}}, "hybrid_override_pattern: each layer must be M (Mamba2), * (attention), - (MLP) or E (mixture of experts); layers_block_type's words: full_attention, linear_attention, mlp, moe (or attention, mamba, conv)"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": nil}, "hybrid_override_pattern: missing: give hybrid_override_pattern or layers_block_type (or layer_types) to describe the layer stack"},

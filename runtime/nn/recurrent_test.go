@@ -21,13 +21,14 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 
 // hybridDirs are float32 checkpoints of each recurrent mixer kind beside
 // attention (mlx-lm's, from the parity references): gated delta (above),
-// and the state-space scan under a mixture of experts and under dense
-// blocks.
+// the state-space scan under a mixture of experts and under dense blocks,
+// in single-sublayer layers, and alone (no attention, no feed-forward).
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
 	"../../testdata/parity/granitemoehybrid/dense_rope/model",
 	"../../testdata/parity/nemotron_h/pattern_moe/model",
+	"../../testdata/parity/mamba2/tied_groups/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

@@ -24,7 +24,7 @@ if os.environ.get("PYTHONHASHSEED") != "0":
     os.environ["PYTHONHASHSEED"] = "0"
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
-from mlx_lm.utils import _get_classes  # noqa: E402
+from mlx_lm.utils import _decode_tagged_floats, _get_classes  # noqa: E402
 
 # Text models' model_types mlx-lm has no module for, only a wrapper that
 # reads them as its text_config: the wrapper's model_type.
@@ -35,7 +35,8 @@ for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
     if path.endswith(".mlxlm.json"):
         continue
     with open(path) as f:
-        config = json.load(f)
+        # as mlx-lm's load_config reads it: {"__float__": "Infinity"} is a float
+        config = _decode_tagged_floats(json.load(f))
     try:
         section_type = config.get("model_type")
         if section_type in SECTION_OF:

@@ -191,6 +191,16 @@ type WeightsDesc struct {
 	// NormShift adds a constant to some norms of checkpoints in one form
 	// (norm_shift.go).
 	NormShift NormShiftDesc `yaml:"norm_shift"`
+	// Rename rewrites tensor names before anything asks for them
+	// (weights_rename.go).
+	Rename List[RenameRule] `yaml:"rename"`
+}
+
+// RenameRule replaces From with To in every tensor name holding it.
+type RenameRule struct {
+	From F[string] `yaml:"from"`
+	To   F[string] `yaml:"to"`
+	Pos  Pos       `yaml:"-"`
 }
 
 // Names are the checkpoint's names of the modules, by role.

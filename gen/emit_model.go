@@ -235,7 +235,7 @@ func emitLoad(f *jen.File, a *Arch) {
 //		return m, w.Finish()
 //	}
 func emitBuild(f *jen.File, a *Arch) {
-	var body []jen.Code
+	body := a.renameLines()
 	for _, d := range a.Drops {
 		var stmt jen.Code
 		switch {

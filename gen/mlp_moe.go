@@ -37,7 +37,10 @@ type MoEDesc struct {
 	// routed scaling factor.
 	Groups     F[Expr] `yaml:"groups"`
 	TopKGroups F[Expr] `yaml:"topk_groups"`
-	Scale      F[Expr] `yaml:"scale"`
+	Scale      F[Expr] `yaml:"scale"` // sigmoid_topk's too
+	// Correction: whether a corrected router's correction bias is there
+	// (a bool expression; default true).
+	Correction F[Expr] `yaml:"correction"`
 	// Sigmoid: score_topk_norm scores by a sigmoid, not a softmax.
 	Sigmoid F[Expr] `yaml:"sigmoid"`
 	// The router's bias, and the experts' activation (moe_experts.go).
@@ -113,6 +116,7 @@ var routerKinds = []struct {
 	{"sigmoid_group", "RouteSigmoidGroup", "sigmoid scores; the k best after a correction bias, within the best groups of experts, weighted by their scores times a scaling factor", nil},
 	{"sigmoid_bias_norm", "RouteSigmoidBias", "sigmoid scores of the input in float32; the k best after a correction bias, weighted by their scores over their sum in the input's dtype", nil},
 	{"sparsemixer", "RouteSparseMixer", "k rounds of the largest logit not yet picked, each weighted by a softmax over the logits within the jitter band of it", nil},
+	{"sigmoid_topk", "RouteSigmoidTopK", "sigmoid scores; the k best (after a correction bias where there is one), weighted by their scores (renormalised when renorm holds) times a scaling factor", nil},
 }
 
 func (RouterKind) values() []string {
@@ -163,7 +167,12 @@ func moeDefaults(d *Descriptor) {
 	if m.Router.V == "sigmoid_group" {
 		exprDefault(&m.Groups, "1", f)
 		exprDefault(&m.TopKGroups, "1", f)
+	}
+	if m.Router.V == "sigmoid_group" || m.Router.V == "sigmoid_topk" {
 		exprDefault(&m.Scale, "1.0", f)
+	}
+	if m.Router.V.corrected() {
+		exprDefault(&m.Correction, "true", f)
 	}
 }
 
@@ -173,6 +182,7 @@ type MoE struct {
 	Sparse                 *Value // per layer
 	Router                 RouterKind
 	Renorm                 *Value
+	Correction             *Value // a corrected router's bias is there (nil: no such router)
 	TopLast                bool
 	Bias                   *Value
 	Shared                 *Value // nil: no shared expert
@@ -236,19 +246,30 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	if m.Float32 && m.Router != "topk_softmax" {
 		return nil, errAt(s.Float32.Pos, "structure.moe.float32", "only a topk_softmax router has a float32 softmax")
 	}
-	if m.Router == "sigmoid_group" {
+	groups := []struct {
+		f   F[Expr]
+		key string
+	}{{s.Groups, "groups"}, {s.TopKGroups, "topk_groups"}, {s.Scale, "scale"}}
+	switch m.Router {
+	case "sigmoid_group":
 		m.Groups = must(s.Groups, "structure.moe.groups", TInt)
 		m.TopKGroups = must(s.TopKGroups, "structure.moe.topk_groups", TInt)
 		m.Scale = must(s.Scale, "structure.moe.scale", TFloat)
-	} else {
-		for _, x := range []struct {
-			f   F[Expr]
-			key string
-		}{{s.Groups, "groups"}, {s.TopKGroups, "topk_groups"}, {s.Scale, "scale"}} {
+	case "sigmoid_topk":
+		m.Scale = must(s.Scale, "structure.moe.scale", TFloat)
+		groups = groups[:2]
+		fallthrough
+	default:
+		for _, x := range groups {
 			if x.f.IsSet() {
-				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups, topk_groups and scale belong to a sigmoid_group router")
+				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups and topk_groups belong to a sigmoid_group router, scale to it and sigmoid_topk")
 			}
 		}
+	}
+	if m.Router.corrected() {
+		m.Correction = must(s.Correction, "structure.moe.correction", TBool)
+	} else if s.Correction.IsSet() {
+		return nil, errAt(s.Correction.Pos, "structure.moe.correction", "only a sigmoid_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
 	}
 	if m.Router == "score_topk_norm" {
 		m.Sigmoid = must(s.Sigmoid, "structure.moe.sigmoid", TBool)
@@ -311,7 +332,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, err
 	}
 	if n.CorrectionFrom.IsSet() && !m.Router.corrected() {
-		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group or sigmoid_bias_norm router reads a correction bias")
+		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
 	}
 	m.correctionFrom = n.CorrectionFrom.V
 	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {
@@ -388,7 +409,7 @@ func (m *MoE) fields() []jen.Code {
 // build are the sparse layer's lines: stack a per-expert checkpoint,
 // load the router and the experts, wire them.
 func (m *MoE) build(scope string) []jen.Code {
-	var out []jen.Code
+	var out, late []jen.Code
 	hidden := fHidden.of(rModel)
 	path := func(x string) string { return scope + "." + x }
 	if m.fusedGateUp != "" {
@@ -455,11 +476,19 @@ func (m *MoE) build(scope string) []jen.Code {
 			out = append(out, jen.Id("lw").Dot("MoveTensor").Call(jen.Lit(path(m.correctionFrom)), jen.Lit(path(m.correction))))
 		}
 		// as stored: mlx-lm keeps a float32 correction bias float32
-		router[jen.Id("Bias")] = jen.Id("lw").Dot("PreciseVector").Call(jen.Lit(path(m.correction)), m.Experts.Code())
+		bias := jen.Id("lw").Dot("PreciseVector").Call(jen.Lit(path(m.correction)), m.Experts.Code())
+		if m.Correction.IsTrue() {
+			router[jen.Id("Bias")] = bias
+		} else {
+			// a bias the config may leave out: set after the literal
+			late = append(late, jen.If(m.Correction.Code()).Block(m.moe.of(rMLP).Dot("Router").Dot("Bias").Op("=").Add(bias)))
+		}
 	}
 	if m.Router == "sigmoid_group" {
 		router[jen.Id("Groups")] = m.Groups.Code()
 		router[jen.Id("TopKGroups")] = m.TopKGroups.Code()
+	}
+	if m.Scale != nil {
 		router[jen.Id("Scale")] = m.Scale.Code()
 	}
 	moe := jen.Dict{
@@ -503,7 +532,7 @@ func (m *MoE) build(scope string) []jen.Code {
 			out = append(out, m.moe.of(rMLP).Dot("SharedGate").Op("=").Add(m.sharedGateField.of(rMLP)))
 		}
 	}
-	return out
+	return append(out, late...)
 }
 
 // doc says what the sparse block computes.

@@ -48,6 +48,8 @@ type Arch struct {
 	Scalars   Scalars
 	Names     ResolvedNames
 	Drops     []Drop
+	// Renames are weights.rename, applied first (weights_rename.go).
+	Renames []Rename
 	// NormShift is weights.norm_shift; nil when none.
 	NormShift *NormShift
 	GGUF      *GGUF // nil: no GGUF support
@@ -174,7 +176,7 @@ func build(d *Descriptor) (*Arch, error) {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")
 	}
 	b := &builder{d: d, a: a, types: map[string]Type{}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
-	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.drops, b.resolveNormShift, b.gguf, b.testConfig}
+	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.renames, b.drops, b.resolveNormShift, b.gguf, b.testConfig}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err

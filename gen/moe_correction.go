@@ -7,7 +7,7 @@ package gen
 
 // corrected: the router reads a correction bias.
 func (k RouterKind) corrected() bool {
-	return k == "sigmoid_group" || k == "sigmoid_bias_norm"
+	return k == "sigmoid_group" || k == "sigmoid_bias_norm" || k == "sigmoid_topk"
 }
 
 // correctionPath is the correction bias's name under the MLP's module,
@@ -20,7 +20,7 @@ func correctionPath(n ExpertNames, k RouterKind) (string, error) {
 			key string
 		}{{n.Correction, "correction"}, {n.CorrectionIn, "correction_in"}} {
 			if x.f.IsSet() && x.f.Origin != FromDefault {
-				return "", errAt(x.f.Pos, "weights.experts."+x.key, "only a sigmoid_group or sigmoid_bias_norm router reads a correction bias")
+				return "", errAt(x.f.Pos, "weights.experts."+x.key, "only a sigmoid_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
 			}
 		}
 	}

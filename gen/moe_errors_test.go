@@ -18,11 +18,11 @@ func TestMoEDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    router: greedy\n", 1),
-			`descriptors/a.yaml:23: structure.moe.router: unknown "greedy" (want one of softmax_topk, topk_softmax, score_topk_norm, sigmoid_group, sigmoid_bias_norm, sparsemixer)`},
+			`descriptors/a.yaml:23: structure.moe.router: unknown "greedy" (want one of softmax_topk, topk_softmax, score_topk_norm, sigmoid_group, sigmoid_bias_norm, sparsemixer, sigmoid_topk)`},
 		{"shared gate without a shared expert", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    shared_gate: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.shared_gate: there is no shared expert to gate"},
 		{"groups on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    groups: 4\n", 1),
-			"descriptors/a.yaml:23: structure.moe.groups: groups, topk_groups and scale belong to a sigmoid_group router"},
+			"descriptors/a.yaml:23: structure.moe.groups: groups and topk_groups belong to a sigmoid_group router, scale to it and sigmoid_topk"},
 		{"float32 on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    float32: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.float32: only a topk_softmax router has a float32 softmax"},
 		{"sigmoid on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    sigmoid: true\n", 1),
@@ -41,6 +41,14 @@ func TestMoEDescriptorErrors(t *testing.T) {
 			"descriptors/a.yaml:27: weights.experts.dense_from_shared: needs shared_fused: the dense layers' stored form is the fused shared expert's"},
 		{"ungated experts with a fused gate", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    act: relu2\n", 1) + "weights:\n  experts: {fused_gate_up: input_linear, fused_down: output_linear}\n",
 			"descriptors/a.yaml:23: structure.moe.act: relu2 experts are ungated: no fused or interleaved gate, and no shared expert gate"},
+		{"a correction bias on a router that reads none", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    correction: \"true\"\n", 1),
+			"descriptors/a.yaml:23: structure.moe.correction: only a sigmoid_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias"},
+		{"a rename to itself", moeBase + "weights:\n  rename:\n    - {from: w1.weight, to: w1.weight}\n",
+			`descriptors/a.yaml:27: weights.rename[0].to: renames "w1.weight" to itself`},
+		{"a rename without its target", moeBase + "weights:\n  rename:\n    - {from: w1.weight}\n",
+			"descriptors/a.yaml:27: weights.rename[0]: needs from and to"},
+		{"a rename of no checkpoint name", moeBase + "weights:\n  rename:\n    - {from: \"w 1\", to: w2}\n",
+			`descriptors/a.yaml:27: weights.rename[0].from: "w 1" is not a checkpoint name (dotted names of letters, digits and _)`},
 		{"fused gate_up alone", moeBase + "weights:\n  experts: {fused_gate_up: input_linear}\n",
 			"descriptors/a.yaml:26: weights.experts.fused_gate_up: fused_gate_up and fused_down go together"},
 	} {

@@ -31,6 +31,7 @@ import (
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/lfm2"
+	"github.com/archgen/archgen/generated/lfm2_moe"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mamba2"
@@ -92,6 +93,7 @@ var catalog = nn.NewCatalog(
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,
 		lfm2.Arch,
+		lfm2_moe.Arch,
 		llama.Arch,
 		llama4_text.Arch,
 		mamba2.Arch,

@@ -37,6 +37,7 @@ func TestLookup(t *testing.T) {
 			"iquestcoder":      "llama",
 			"lfm2":             "lfm2",
 			"lfm2-vl":          "lfm2-vl",
+			"lfm2_moe":         "lfm2_moe",
 			"llama":            "llama",
 			"llama4_text":      "llama4_text",
 			"llava":            "mistral3",

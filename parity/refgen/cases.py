@@ -2913,6 +2913,34 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def lfm2_moe(**over):
+        cfg = {
+            "architectures": ["Lfm2MoeForCausalLM"],
+            "model_type": "lfm2_moe",
+            "hidden_size": HIDDEN,
+            "vocab_size": VOCAB,
+            "intermediate_size": 128,
+            "moe_intermediate_size": 64,
+            "num_hidden_layers": 4,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "norm_topk_prob": True,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 128000,
+            "use_expert_bias": True,
+            "num_dense_layers": 1,
+            "norm_eps": 1e-5,
+            "conv_bias": False,
+            "conv_L_cache": 3,
+            "rope_theta": 1000000.0,
+            "routed_scaling_factor": 1.5,
+            "full_attn_idxs": [1, 3],
+            "tie_embedding": True,
+        }
+        cfg.update(over)
+        return cfg
+
     def mamba2(**over):
         cfg = {
             "architectures": ["Mamba2ForCausalLM"],
@@ -2940,6 +2968,38 @@ def _hybrid_cases() -> List[Case]:
         return cfg
 
     return [
+        Case(
+            "lfm2_moe",
+            "base",
+            "full_attn_idxs [1, 3] (0 and 2 short convolutions of 3 taps), GQA "
+            "with per-head q and k norms; layer 0 a dense SwiGLU, 1-3 sparse: "
+            "top-2 of 8 by sigmoid scores after the expert bias, renormalised, "
+            "times 1.5",
+            lfm2_moe(),
+        ),
+        Case(
+            "lfm2_moe",
+            "layer_types_unbiased",
+            "layer_types (layer 2 attends), convolutions of 4 taps with biases; "
+            "layers 0 and 1 dense, 2 and 3 sparse: top-3 of 8 by the plain "
+            "sigmoid scores (no expert bias), not renormalised, scaling 1.0 by "
+            "default; rope_theta from rope_parameters",
+            _without(
+                lfm2_moe(
+                    layer_types=["conv", "conv", "full_attention", "conv"],
+                    conv_bias=True,
+                    conv_L_cache=4,
+                    num_dense_layers=2,
+                    num_experts_per_tok=3,
+                    use_expert_bias=False,
+                    norm_topk_prob=False,
+                    rope_parameters={"rope_theta": 500000.0, "rope_type": "default"},
+                ),
+                "full_attn_idxs",
+                "routed_scaling_factor",
+                "rope_theta",
+            ),
+        ),
         Case(
             "mamba2",
             "tied_groups",

@@ -140,7 +140,7 @@ def random_weights(model, seed: int):
         elif leaf == "weight" and len(shape) == 3:
             # stacked experts [E, out, in]: each expert as a linear
             v = z * np.float32(1.0 / np.sqrt(shape[2]))
-        elif leaf == "e_score_correction_bias" and len(shape) == 1:
+        elif leaf in ("e_score_correction_bias", "expert_bias") and len(shape) == 1:
             # a router's correction bias, on sigmoid scores in (0, 1): small
             # enough that it reorders near scores without routing every
             # token to a few experts

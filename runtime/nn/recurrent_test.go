@@ -296,6 +296,65 @@ func TestSingleBlockHuggingFaceLayout(t *testing.T) {
 	sameModel(t, dir, tensors, meta)
 }
 
+// TestRenamedExpertsHuggingFaceLayout: an LFM2-MoE checkpoint in Hugging
+// Face's form (projections named w1, w3 and w2, experts one tensor each,
+// the convolutions [channels, 1, taps]) loads to the same model as
+// mlx-lm's layout.
+func TestRenamedExpertsHuggingFaceLayout(t *testing.T) {
+	dir := "../../testdata/parity/lfm2_moe/base/model"
+	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(dir, "model.safetensors"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	hf := strings.NewReplacer("gate_proj.weight", "w1.weight", "up_proj.weight", "w3.weight", "down_proj.weight", "w2.weight")
+	out := map[string]*mlx.Array{}
+	renamed, unstacked, moved := 0, 0, 0
+	for name, a := range tensors {
+		switch {
+		case strings.HasSuffix(name, "conv.weight") && a.Ndim() == 3:
+			a = g.Contiguous(g.Transpose(a, 0, 2, 1))
+			moved++
+		case strings.Contains(name, ".switch_mlp."):
+			for e := range a.Dim(0) {
+				expert := hf.Replace(strings.Replace(name, ".switch_mlp.", fmt.Sprintf(".experts.%d.", e), 1))
+				out[expert] = g.Contiguous(g.Reshape(g.Slice(a, []int{e, 0, 0}, []int{e + 1, a.Dim(1), a.Dim(2)}), a.Dim(1), a.Dim(2)))
+			}
+			unstacked++
+			continue
+		}
+		if r := hf.Replace(name); r != name {
+			name = r
+			renamed++
+		}
+		out[name] = a
+	}
+	if renamed == 0 || unstacked == 0 || moved == 0 {
+		t.Fatalf("%d renamed, %d stacked experts, %d convolutions in the checkpoint", renamed, unstacked, moved)
+	}
+	sameModel(t, dir, out, meta)
+
+	// One tensor under both names fails the load, naming both.
+	out["model.layers.0.feed_forward.gate_proj.weight"] = out["model.layers.0.feed_forward.w1.weight"]
+	both := t.TempDir()
+	if err := mlx.SaveSafetensors(filepath.Join(both, "model.safetensors"), out, meta); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(both, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.Load(both, nn.Options{})
+	want := "model.layers.0.feed_forward.w1.weight and model.layers.0.feed_forward.gate_proj.weight: the checkpoint holds one tensor under both names"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want it to contain %q", err, want)
+	}
+}
+
 // sameModel writes tensors (and meta) beside src's config.json in a new
 // directory and checks that it loads to src's model: equal logits, bit for
 // bit.

@@ -39,6 +39,11 @@ const (
 	// each weighted by a softmax over the logits within Jitter of it
 	// (sparseMixer).
 	RouteSparseMixer
+	// RouteSigmoidTopK: sigmoid scores in the logits' dtype; the experts
+	// are picked by the scores (widened to float32 plus Bias, where there
+	// is one), weighted by their scores, renormalised over their sum plus
+	// 1e-6 when Renorm, times Scale, cast to the input's dtype.
+	RouteSigmoidTopK
 )
 
 // Router picks each token's experts: Gate [E, D] gives the logits.
@@ -101,6 +106,8 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 		return r.sigmoidGroup(g, logits)
 	case RouteSparseMixer:
 		return r.sparseMixer(g, logits)
+	case RouteSigmoidTopK:
+		return r.sigmoidTopK(g, logits, x.Dtype())
 	case RouteScoreTopKNorm:
 		f := g.AsType(logits, mlx.Float32)
 		var p *mlx.Array
@@ -146,6 +153,21 @@ func (r *Router) sigmoidGroup(g *mlx.Graph, logits *mlx.Array) (idx, weights *ml
 		weights = g.Divide(weights, g.Sum(weights, true, -1))
 	}
 	return idx, g.MultiplyScalar(weights, r.Scale)
+}
+
+// sigmoidTopK is RouteSigmoidTopK's choice from logits.
+func (r *Router) sigmoidTopK(g *mlx.Graph, logits *mlx.Array, dt mlx.Dtype) (idx, weights *mlx.Array) {
+	p := g.Sigmoid(logits)
+	s := p
+	if r.Bias != nil {
+		s = g.Add(g.AsType(p, mlx.Float32), r.Bias)
+	}
+	idx = r.topK(g, s)
+	weights = g.TakeAlongAxis(p, idx, -1)
+	if r.Renorm {
+		weights = g.Divide(weights, g.AddScalar(g.Sum(weights, true, -1), 1e-6))
+	}
+	return idx, g.AsType(g.MultiplyScalar(weights, r.Scale), dt)
 }
 
 // sigmoidBias is RouteSigmoidBias's choice for x [..., D]: the router runs

@@ -246,6 +246,33 @@ func (w *Weights) UnfuseExperts(from string, to ...string) {
 	}
 }
 
+// Rename replaces from with to in the name of every tensor that holds it,
+// as mlx-lm's sanitize rewrites names of another vocabulary; two tensors
+// that come to one name fail the load naming both.
+func (w *Weights) Rename(from, to string) {
+	l := w.l
+	if l.record {
+		return
+	}
+	moved := map[string]*mlx.Array{}
+	for name, a := range l.tensors {
+		if !strings.Contains(name, from) {
+			continue
+		}
+		renamed := strings.ReplaceAll(name, from, to)
+		delete(l.tensors, name)
+		_, dup := l.tensors[renamed]
+		if _, twice := moved[renamed]; dup || twice {
+			w.failf("%s and %s: the checkpoint holds one tensor under both names", name, renamed)
+			continue
+		}
+		moved[renamed] = a
+	}
+	for name, a := range moved {
+		l.tensors[name] = a
+	}
+}
+
 // UnfuseRows splits a projection stored fused, from.weight [n * rows,
 // columns] (unquantized), into n equal parts by rows, to[i].weight each, as
 // mlx-lm's sanitize splits a module it stores in another form; a no-op

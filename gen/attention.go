@@ -431,13 +431,20 @@ func (b *builder) resolveAttention(sc *scope) error {
 }
 
 // attentionAbsent: a mixer kind claims every layer (its layers are the
-// literal true), so no layer attends.
+// literal true) without attending beside it, so no layer attends.
 func (b *builder) attentionAbsent() bool {
 	for _, e := range b.d.Structure.Mixers.Entries {
+		every, beside := false, false
 		for _, o := range e.Val.Entries {
-			if o.Key == "layers" && strings.TrimSpace(o.Val.V.Text) == "true" {
-				return true
+			switch {
+			case o.Key == "layers" && strings.TrimSpace(o.Val.V.Text) == "true":
+				every = true
+			case o.Key == "with_attention" && strings.TrimSpace(o.Val.V.Text) == "true":
+				beside = true
 			}
+		}
+		if every && !beside {
+			return true
 		}
 	}
 	return false

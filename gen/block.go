@@ -180,6 +180,10 @@ func (b *Block) emitForward(f *jen.File) {
 		}
 		return x
 	}
+	if m, ok := b.attn.(*Mixers); ok && m.residual() {
+		b.emitResidual(f, m, normed)
+		return
+	}
 	branch := func(out Slot, op string, sub *jen.Statement) []jen.Code {
 		stmts := []jen.Code{jen.Id("r").Op(op).Add(sub)}
 		if n := b.slot(out); n != nil {
@@ -218,6 +222,27 @@ func (b *Block) emitForward(f *jen.File) {
 	f.Line()
 }
 
+// emitResidual writes Layer.forward where the mixers add to the residual
+// stream themselves (a kind beside attention, block.go's checks):
+//
+//	func (l *Layer) forward(g, x, mask, c) *mlx.Array {
+//		h := l.mix(g, x, l.InputLayernorm.Apply(g, x), mask, c) // (x + first) + second
+//		r := l.MLP.forward(g, l.PreFfLayernorm.Apply(g, h))
+//		return g.Add(h, r)
+//	}
+func (b *Block) emitResidual(f *jen.File, m *Mixers, normed func(Slot, jen.Code) jen.Code) {
+	body := []jen.Code{
+		jen.Id("h").Op(":=").Add(m.forwardResidual(jen.Id("x"), normed(AttnIn, jen.Id("x")))).Comment("x plus each mixer's output, in turn"),
+		jen.Id("r").Op(":=").Add(b.mlp.forward(normed(MLPIn, jen.Id("h")))),
+		jen.Return(call("Add", jen.Id("h"), jen.Id("r"))),
+	}
+	f.Comment(comment(fmt.Sprintf("forward is %s; the token mixers (two where a kind attends beside itself) each add their output to the residual stream in turn.", b.doc())))
+	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id("forward").Params(
+		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
+	).Add(arrayType()).Block(body...)
+	f.Line()
+}
+
 // resolveBlock makes the decoder layer from the resolved components: its
 // kind's norm slots, named by weights.names (a kind's slots only).
 func (b *builder) resolveBlock() error {
@@ -243,6 +268,17 @@ func (b *builder) resolveBlock() error {
 	}
 	if sl := a.Attn.Sliding; sl != nil {
 		sl.stack, sl.count = a.Block.Stack, a.Layers
+	}
+	if a.Mixers != nil && a.Mixers.residual() {
+		// the mixers add to the stream themselves: a pre-norm block only
+		switch {
+		case s.Block.V == parallelBlock || s.Block.V == singleBlock || a.Block.slot(AttnOut) != nil || a.Block.slot(MLPOut) != nil:
+			return errAt(s.Block.Pos, "structure.block", "a mixer kind beside attention (with_attention) runs in a block with norms before its sublayers only, not %s", s.Block.V)
+		case s.ClipResidual.V:
+			return errAt(s.ClipResidual.Pos, "structure.clip_residual", "a mixer kind beside attention (with_attention) adds to the stream in mlx-lm's order; clipped sums are not supported with it")
+		case a.Scalars.Get(ResidualScale) != nil:
+			return errAt(s.ResidualScale.Pos, "structure.residual_scale", "a mixer kind beside attention (with_attention) adds to the stream unscaled; a residual scale is not supported with it")
+		}
 	}
 	return nil
 }

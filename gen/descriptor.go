@@ -86,11 +86,11 @@ type Structure struct {
 	Mixers OMap[OMap[F[Expr]]] `yaml:"mixers"`
 	// FeedForward, in a single block, is a per-layer bool: the layers
 	// whose one sublayer is the feed-forward block (block_single.go).
-	FeedForward F[Expr] `yaml:"feed_forward"`
-	Rope   RopeDesc            `yaml:"rope"`
-	MLP    MLPDesc             `yaml:"mlp"`
-	MoE    MoEDesc             `yaml:"moe"`
-	Head   HeadDesc            `yaml:"head"`
+	FeedForward F[Expr]  `yaml:"feed_forward"`
+	Rope        RopeDesc `yaml:"rope"`
+	MLP         MLPDesc  `yaml:"mlp"`
+	MoE         MoEDesc  `yaml:"moe"`
+	Head        HeadDesc `yaml:"head"`
 }
 
 // NormDesc is the norm of every layer (and the final one).
@@ -194,6 +194,9 @@ type WeightsDesc struct {
 	// Rename rewrites tensor names before anything asks for them
 	// (weights_rename.go).
 	Rename List[RenameRule] `yaml:"rename"`
+	// Fold folds multipliers into the weights of checkpoints of one form
+	// (weights_fold.go).
+	Fold FoldDesc `yaml:"fold"`
 }
 
 // RenameRule replaces From with To in every tensor name holding it.

@@ -254,6 +254,7 @@ func emitBuild(f *jen.File, a *Arch) {
 	if a.NormShift != nil {
 		body = append(body, a.NormShift.load())
 	}
+	body = append(body, a.Fold.lines()...)
 	fields := []kvPair{{fConfig.key(), jen.Id("c")}, {fHidden.key(), a.Hidden.Code()}, {fVocab.key(), a.Vocab.Code()}}
 	fields = append(fields, a.initsOf(tModel)...)
 	fields = append(fields, kvPair{fCaches.key(), jen.Make(jen.Index().Qual(nnPkg, "CacheSpec"), a.Layers.Code())})

@@ -444,6 +444,10 @@ func (sc *scope) check(n node) (*typed, error) {
 			return atom(TInt, jen.Id("i"), nil), nil
 		}
 		t, ok := sc.names[n.name]
+		if !ok && n.name == "inf" {
+			// infinity (an unclipped bound: Falcon-H1's time steps)
+			return atom(TFloat, jen.Qual("math", "Inf").Call(jen.Lit(1)), nil), nil
+		}
 		if !ok {
 			if n.name == "i" {
 				return nil, fmt.Errorf("i (the layer index) only means something in a per-layer expression")

@@ -44,6 +44,7 @@ func TestExpressions(t *testing.T) {
 		{`count(kinds, "full") > 0`, "bool", `nn.Count(c.Kinds, "full") > 0`},
 		{"len(list)", "int", "len(c.List)"},
 		{"limits[1] * 2", "float", "c.Limits[1] * 2.0"},
+		{"min(x, inf)", "float", "min(c.X, math.Inf(1))"},
 		{`at(kinds, a) == "full"`, "bool", `nn.At(c.Kinds, c.A) == "full"`},
 		{"min(a, b)", "int", "min(c.A, c.B)"},
 		{"round(x * 2)", "int", "nn.Round(c.X * 2.0)"},

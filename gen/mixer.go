@@ -39,6 +39,8 @@ type mixerOption struct {
 	words []string
 	name  bool
 	def   string // the default's text; "" when the key is required
+	// like names an earlier option whose value is this one's default.
+	like string
 }
 
 // mixerKinds are the registered kinds, by name (mixer_*.go register theirs
@@ -95,6 +97,9 @@ type mixer interface {
 	typeDoc() string
 	// states is the number of state slots its cache keeps (kv.States).
 	states() int
+	// besideAttention: its layers attend too, beside it, their outputs
+	// summed and their caches a list (the kind's first).
+	besideAttention() bool
 	emitForward(f *jen.File)
 	shard(p *ShardPlan, a *Arch)
 }
@@ -129,6 +134,12 @@ func (b *builder) resolveMixers(sc *scope) error {
 	if a.Attn.Sliding != nil {
 		return errAt(b.d.Structure.Attention.Sliding.Pos, "structure.attention.sliding", "sliding-window layers beside other token mixers (structure.mixers) are not supported")
 	}
+	defer func() {
+		if a.Mixers != nil && a.Mixers.residual() {
+			a.Mixers.mix.typ = mixResidualFuncType
+			a.Mixers.mix.doc = "the layer's token mixers, chosen at load, their outputs added to the residual stream"
+		}
+	}()
 	for _, e := range s.Entries {
 		path := "structure.mixers." + e.Key
 		k, ok := mixerKinds[e.Key]
@@ -176,6 +187,10 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 	o.layers = l.perLayer(lf, path+".layers")
 	for _, opt := range k.options {
 		f, ok := set[opt.key]
+		if (!ok || !f.IsSet()) && opt.like != "" {
+			o.vals[opt.key] = o.vals[opt.like]
+			continue
+		}
 		if !ok || !f.IsSet() {
 			if opt.def == "" {
 				return nil, errAt(pos, path+"."+opt.key, "missing (a %s mixer needs it)", k.name)
@@ -207,6 +222,29 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 // moduleName is a checkpoint module's name: words of lower-case letters,
 // digits and underscores, joined by dots.
 var moduleName = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$`)
+
+// residual: some kind attends beside itself, so the layers' mixers add
+// their outputs to the residual stream themselves, in mlx-lm's order
+// ((x + first) + second); attention alone then adds its own too.
+func (m *Mixers) residual() bool {
+	for _, x := range m.Kinds {
+		if x.besideAttention() {
+			return true
+		}
+	}
+	return false
+}
+
+// mixResidualFuncType is the mix field's type where the mixers add to the
+// residual stream: (g, x, x normed, mask, c) -> the new stream.
+func mixResidualFuncType() *jen.Statement {
+	return jen.Func().Params(jen.Op("*").Qual(mlxPkg, "Graph"), jen.Op("*").Qual(mlxPkg, "Array"), jen.Op("*").Qual(mlxPkg, "Array"), jen.Qual(mlxPkg, "AttentionMask"), jen.Qual(kvPkg, "Cache")).Op("*").Qual(mlxPkg, "Array")
+}
+
+// forwardResidual spells the layer's mixing of normed, added to x.
+func (m *Mixers) forwardResidual(x, normed jen.Code) *jen.Statement {
+	return m.mix.of(rLayer).Call(g(), x, normed, jen.Id("mask"), jen.Id("c"))
+}
 
 // mixFuncType is the type of a layer's mix field: a mixer's forward.
 func mixFuncType() *jen.Statement {
@@ -282,8 +320,12 @@ func (m *Mixers) build(s stage) []jen.Code {
 		jen.Id(rAttn).Op(":=").Add(m.attn.Field.of(rLayer)),
 	}
 	attn = append(attn, m.attn.build(sLayer)...)
+	var attnMix jen.Code = jen.Id(rAttn).Dot("forward")
+	if m.residual() {
+		attnMix = jen.Qual(nnPkg, "Residual").Call(attnMix)
+	}
 	attn = append(attn,
-		m.mix.of(rLayer).Op("=").Id(rAttn).Dot("forward"),
+		m.mix.of(rLayer).Op("=").Add(attnMix),
 		m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i")),
 	)
 	var chain *jen.Statement
@@ -307,11 +349,27 @@ func (m *Mixers) build(s stage) []jen.Code {
 			jen.Id(x.recv()).Op(":=").Add(x.field().of(rLayer)),
 		}
 		body = append(body, x.build(sLayer)...)
-		body = append(body, m.mix.of(rLayer).Op("=").Id(x.recv()).Dot("forward"))
-		if n := x.states(); n > 0 {
-			body = append(body, fCaches.of(rModel).Index(jen.Id("i")).Dot("States").Op("=").Lit(n))
+		if x.besideAttention() && !m.attn.Absent {
+			// the layer attends too: both outputs summed, and its cache a
+			// list of the kind's state and attention's keys and values
+			body = append(body, attn[:len(attn)-2]...)
+			body = append(body,
+				m.mix.of(rLayer).Op("=").Qual(nnPkg, "Beside").Call(jen.Id(x.recv()).Dot("forward"), jen.Id(rAttn).Dot("forward")),
+				m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i")),
+				fCaches.of(rModel).Index(jen.Id("i")).Dot("Parts").Op("=").Index().Qual(nnPkg, "CacheSpec").Values(
+					jen.Values(jen.Id("States").Op(":").Lit(x.states())), jen.Values()),
+			)
+		} else {
+			var mix jen.Code = jen.Id(x.recv()).Dot("forward")
+			if m.residual() {
+				mix = jen.Qual(nnPkg, "Residual").Call(mix)
+			}
+			body = append(body, m.mix.of(rLayer).Op("=").Add(mix))
+			if n := x.states(); n > 0 {
+				body = append(body, fCaches.of(rModel).Index(jen.Id("i")).Dot("States").Op("=").Lit(n))
+			}
 		}
-		if chain == nil && m.attn.Absent && len(m.Kinds) == 1 && m.Layers[i].IsTrue() {
+		if chain == nil && len(m.Kinds) == 1 && m.Layers[i].IsTrue() {
 			return body // the one kind mixes every layer: no choice to make
 		}
 		if chain == nil {

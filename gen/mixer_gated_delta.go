@@ -87,11 +87,12 @@ func resolveGatedDelta(o *mixerOptions, a *Arch) (mixer, error) {
 	return d, nil
 }
 
-func (d *GatedDelta) typeName() goType { return "GatedDelta" }
-func (d *GatedDelta) field() *field    { return d.self }
-func (d *GatedDelta) recv() string     { return rDelta }
-func (d *GatedDelta) typeDoc() string  { return "linear attention by the gated delta rule" }
-func (d *GatedDelta) states() int      { return 2 }
+func (d *GatedDelta) typeName() goType      { return "GatedDelta" }
+func (d *GatedDelta) field() *field         { return d.self }
+func (d *GatedDelta) recv() string          { return rDelta }
+func (d *GatedDelta) typeDoc() string       { return "linear attention by the gated delta rule" }
+func (d *GatedDelta) states() int           { return 2 }
+func (d *GatedDelta) besideAttention() bool { return false }
 
 func (d *GatedDelta) fields(t goType) []jen.Code {
 	if t != d.typeName() {

@@ -43,11 +43,12 @@ func resolveShortConv(o *mixerOptions, a *Arch) (mixer, error) {
 	return m, nil
 }
 
-func (m *ShortConvMixer) typeName() goType { return "ShortConv" }
-func (m *ShortConvMixer) field() *field    { return m.self }
-func (m *ShortConvMixer) recv() string     { return rShortConv }
-func (m *ShortConvMixer) typeDoc() string  { return "gated short convolution" }
-func (m *ShortConvMixer) states() int      { return 1 }
+func (m *ShortConvMixer) typeName() goType      { return "ShortConv" }
+func (m *ShortConvMixer) field() *field         { return m.self }
+func (m *ShortConvMixer) recv() string          { return rShortConv }
+func (m *ShortConvMixer) typeDoc() string       { return "gated short convolution" }
+func (m *ShortConvMixer) states() int           { return 1 }
+func (m *ShortConvMixer) besideAttention() bool { return false }
 
 func (m *ShortConvMixer) fields(t goType) []jen.Code {
 	if t != m.typeName() {

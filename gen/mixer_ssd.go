@@ -28,6 +28,10 @@ func init() {
 			{key: "dt_max", typ: TFloat, def: "time_step_limit[1]"},
 			{key: "norm_eps", typ: TFloat, def: "layer_norm_epsilon"},
 			{key: "norm_groups", typ: TInt, def: "1"},
+			{key: "out_bias", typ: TBool, like: "bias"},
+			{key: "norm", typ: TBool, def: "true"},
+			{key: "norm_before_gate", typ: TBool, def: "false"},
+			{key: "with_attention", words: []string{"false", "true"}, def: "false"},
 		},
 		resolve: resolveSSD,
 	})
@@ -37,11 +41,17 @@ func init() {
 type SSD struct {
 	none
 	Heads, HeadDim, Groups, StateSize, Kernel, ConvBias, Bias *Value
-	DtMin, DtMax, Eps, NormGroups                             *Value
+	DtMin, DtMax, Eps, NormGroups, OutBias                    *Value
+	// Norm: the output has its norm (else it is silu(z) · y alone);
+	// NormBefore: normed before the gate rather than after.
+	Norm, NormBefore *Value
+	// WithAttention: its layers attend too, beside it (Falcon-H1).
+	WithAttention bool
 
 	name                      string
 	self                      *field // the Layer's *StateSpace
 	heads, dtMin, dtMax, nGrp *field
+	normBefore                *field
 	inProj, outProj           Proj
 	conv, dtBias, aLog, d     *field
 	norm                      *field
@@ -55,33 +65,37 @@ func resolveSSD(o *mixerOptions, a *Arch) (mixer, error) {
 		StateSize: o.value("state_size"), Kernel: o.value("conv_kernel"), ConvBias: o.value("conv_bias"),
 		Bias: o.value("bias"), DtMin: o.value("dt_min"), DtMax: o.value("dt_max"),
 		Eps: o.value("norm_eps"), NormGroups: o.value("norm_groups"),
-		name: o.word("module"),
+		OutBias: o.value("out_bias"), Norm: o.value("norm"), NormBefore: o.value("norm_before_gate"),
+		WithAttention: o.word("with_attention") == "true",
+		name:          o.word("module"),
 	}
 	d.self = newField(goName(d.name), func() *jen.Statement { return jen.Op("*").Id("StateSpace") }, d.name)
 	d.heads = newField("heads", func() *jen.Statement { return jen.Qual(nnPkg, "SSDHeads") }, "")
 	d.dtMin = newField("dtMin", float32Type, "the time steps' lower clip")
 	d.dtMax = newField("dtMax", float32Type, "and upper")
 	d.nGrp = newField("normGroups", intType, "the output norm's groups (1: the full width)")
+	d.normBefore = newField("normBefore", func() *jen.Statement { return jen.Bool() }, "the output normed before the gate")
 	heads := func(method string) func() *jen.Statement {
 		return func() *jen.Statement { return d.heads.of(rSSD).Dot(method).Call() }
 	}
 	hidden := func() *jen.Statement { return fHidden.of(rModel) }
 	d.inProj = Proj{Field: linear("in_proj"), Name: "in_proj", Out: heads("ProjWidth"), In: hidden, Bias: d.Bias}
-	d.outProj = Proj{Field: linear("out_proj"), Name: "out_proj", Out: hidden, In: heads("Width"), Bias: d.Bias}
+	d.outProj = Proj{Field: linear("out_proj"), Name: "out_proj", Out: hidden, In: heads("Width"), Bias: d.OutBias}
 	array := func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }
 	d.conv = newField("Conv1D", nnType("ShortConv"), "conv1d: over x, B and C")
 	d.dtBias = newField("DtBias", array, "dt_bias")
 	d.aLog = newField("ALog", array, "A_log: A = -exp(A_log)")
 	d.d = newField("D", array, "D: the skip connection")
-	d.norm = newField("Norm", nnType("RMSNorm"), "norm: of the output gated by silu(z)")
+	d.norm = newField("Norm", nnType("RMSNorm"), "norm: of the output gated by silu(z) (nil: none)")
 	return d, nil
 }
 
-func (d *SSD) typeName() goType { return "StateSpace" }
-func (d *SSD) field() *field    { return d.self }
-func (d *SSD) recv() string     { return rSSD }
-func (d *SSD) typeDoc() string  { return "state-space (Mamba2) mixer" }
-func (d *SSD) states() int      { return 2 }
+func (d *SSD) typeName() goType      { return "StateSpace" }
+func (d *SSD) field() *field         { return d.self }
+func (d *SSD) recv() string          { return rSSD }
+func (d *SSD) typeDoc() string       { return "state-space (Mamba2) mixer" }
+func (d *SSD) states() int           { return 2 }
+func (d *SSD) besideAttention() bool { return d.WithAttention }
 
 func (d *SSD) fields(t goType) []jen.Code {
 	if t != d.typeName() {
@@ -94,7 +108,7 @@ func (d *SSD) params(t goType) []jen.Code {
 	if t != d.typeName() {
 		return nil
 	}
-	return []jen.Code{d.heads.decl(), d.dtMin.decl(), d.dtMax.decl(), d.nGrp.decl()}
+	return []jen.Code{d.heads.decl(), d.dtMin.decl(), d.dtMax.decl(), d.nGrp.decl(), d.normBefore.decl()}
 }
 
 func (d *SSD) inits(t goType) []kvPair {
@@ -111,6 +125,7 @@ func (d *SSD) inits(t goType) []kvPair {
 		{d.dtMin.key(), jen.Float32().Call(d.DtMin.Code())},
 		{d.dtMax.key(), jen.Float32().Call(d.DtMax.Code())},
 		{d.nGrp.key(), d.NormGroups.Code()},
+		{d.normBefore.key(), d.NormBefore.Code()},
 	}
 }
 
@@ -123,13 +138,17 @@ func (d *SSD) build(s stage) []jen.Code {
 	vec := func(f *field, n string) jen.Code {
 		return f.of(rSSD).Op("=").Id("lw").Dot("Vector").Call(jen.Lit(d.name+"."+n), heads())
 	}
+	var norm jen.Code = d.norm.of(rSSD).Op("=").Id("lw").Dot("RMSNorm").Call(jen.Lit(d.name+".norm"), d.heads.of(rSSD).Dot("Width").Call(), d.Eps.Code())
+	if !d.Norm.IsTrue() {
+		norm = jen.If(d.Norm.Code()).Block(norm)
+	}
 	return []jen.Code{
 		d.inProj.load(rSSD, d.name),
 		d.conv.of(rSSD).Op("=").Id("lw").Dot("ShortConv").Call(jen.Lit(d.name+".conv1d"), d.heads.of(rSSD).Dot("ConvWidth").Call(), d.Kernel.Code(), d.ConvBias.Code()),
 		vec(d.dtBias, "dt_bias"),
 		d.aLog.of(rSSD).Op("=").Id("lw").Dot("PreciseVector").Call(jen.Lit(d.name+".A_log"), heads()),
 		vec(d.d, "D"),
-		d.norm.of(rSSD).Op("=").Id("lw").Dot("RMSNorm").Call(jen.Lit(d.name+".norm"), d.heads.of(rSSD).Dot("Width").Call(), d.Eps.Code()),
+		norm,
 		d.outProj.load(rSSD, d.name),
 	}
 }
@@ -141,7 +160,7 @@ func (d *SSD) build(s stage) []jen.Code {
 //		scan := &mlx.SSM{ALog: s.ALog, D: s.D, DtBias: s.DtBias, DtMin: s.dtMin, DtMax: s.dtMax}
 //		y, z := nn.SSD(g, st, s.InProj.Apply(g, x), s.Conv1D, scan, s.heads)
 //		st.Advance(L)
-//		return s.OutProj.Apply(g, nn.GateThenNorm(g, s.Norm, y, z, s.normGroups))
+//		return s.OutProj.Apply(g, nn.SSDOutput(g, s.Norm, y, z, s.normGroups, s.normBefore))
 //	}
 func (d *SSD) emitForward(f *jen.File) {
 	self := func(fl *field) *jen.Statement { return fl.of(rSSD) }
@@ -152,7 +171,7 @@ func (d *SSD) emitForward(f *jen.File) {
 		})...),
 		jen.List(jen.Id("y"), jen.Id("z")).Op(":=").Qual(nnPkg, "SSD").Call(g(), jen.Id("st"), apply(self(d.inProj.Field), jen.Id("x")), self(d.conv), jen.Id("scan"), self(d.heads)).Comment("[B, L, heads*head_dim] each"),
 		jen.Id("st").Dot("Advance").Call(jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
-		jen.Return(apply(self(d.outProj.Field), jen.Qual(nnPkg, "GateThenNorm").Call(g(), self(d.norm), jen.Id("y"), jen.Id("z"), self(d.nGrp)))),
+		jen.Return(apply(self(d.outProj.Field), jen.Qual(nnPkg, "SSDOutput").Call(g(), self(d.norm), jen.Id("y"), jen.Id("z"), self(d.nGrp), self(d.normBefore)))),
 	}
 	f.Comment(comment("forward is the state-space scan over x [B, L, hidden], its output gated by silu(z) and normed, reading and updating the layer's state cache (mask is the attention layers'; a recurrent layer runs one sequence a row and reads none)."))
 	f.Func().Params(jen.Id(rSSD).Op("*").Id("StateSpace")).Id("forward").Params(

@@ -148,6 +148,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"granitemoehybrid", "moe_nope", kv.Options{}}, // state-space layers, routed experts
 		{"nemotron_h", "pattern_moe", kv.Options{}},    // fewer caches than layers
 		{"mamba2", "tied_groups", kv.Options{}},        // no attention: no mask, state rows only
+		{"falcon_h1", "norm_after_gate", kv.Options{}}, // a list of a state and keys and values a layer
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -391,6 +392,7 @@ func TestPromptCacheNextTurn(t *testing.T) {
 		{"llama", "sliding", false},   // the window has dropped positions
 		{"qwen3_next", "base", false}, // a recurrent state holds no positions
 		{"granitemoehybrid", "dense_rope", false},
+		{"falcon_h1", "tied_defaults", false}, // a list holding a state cannot be cut either
 	} {
 		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
 			m := load(t, tc.arch, tc.cas)

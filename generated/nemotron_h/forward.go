@@ -57,7 +57,7 @@ func (s *StateSpace) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask,
 	}
 	y, z := nn.SSD(g, st, s.InProj.Apply(g, x), s.Conv1D, scan, s.heads) // [B, L, heads*head_dim] each
 	st.Advance(x.Dim(1))
-	return s.OutProj.Apply(g, nn.GateThenNorm(g, s.Norm, y, z, s.normGroups))
+	return s.OutProj.Apply(g, nn.SSDOutput(g, s.Norm, y, z, s.normGroups, s.normBefore))
 }
 
 // forward is the layer's feed-forward block, sparse or dense as loading chose.

@@ -86,13 +86,14 @@ type StateSpace struct {
 	DtBias  *mlx.Array    // dt_bias
 	ALog    *mlx.Array    // A_log: A = -exp(A_log)
 	D       *mlx.Array    // D: the skip connection
-	Norm    *nn.RMSNorm   // norm: of the output gated by silu(z)
+	Norm    *nn.RMSNorm   // norm: of the output gated by silu(z) (nil: none)
 	OutProj *nn.Linear    // out_proj
 
 	heads      nn.SSDHeads
 	dtMin      float32 // the time steps' lower clip
 	dtMax      float32 // and upper
 	normGroups int     // the output norm's groups (1: the full width)
+	normBefore bool    // the output normed before the gate
 }
 
 // MLP is a layer's feed-forward block (mixer).
@@ -199,6 +200,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 				dtMin:      float32(c.TimeStepLimit[0]),
 				dtMax:      float32(c.TimeStepLimit[1]),
 				normGroups: c.NGroups,
+				normBefore: false,
 			}
 			s := l.StateSpace
 			s.InProj = lw.Linear("mixer.in_proj", s.heads.ProjWidth(), m.hidden, c.MambaProjBias)

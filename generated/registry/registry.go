@@ -17,6 +17,7 @@ import (
 	"github.com/archgen/archgen/generated/exaone"
 	"github.com/archgen/archgen/generated/exaone4"
 	"github.com/archgen/archgen/generated/exaone_moe"
+	"github.com/archgen/archgen/generated/falcon_h1"
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
 	"github.com/archgen/archgen/generated/gemma3_text"
@@ -79,6 +80,7 @@ var catalog = nn.NewCatalog(
 		exaone.Arch,
 		exaone4.Arch,
 		exaone_moe.Arch,
+		falcon_h1.Arch,
 		gemma.Arch,
 		gemma2.Arch,
 		gemma3_text.Arch,

@@ -20,6 +20,7 @@ func TestLookup(t *testing.T) {
 			"exaone":           "exaone",
 			"exaone4":          "exaone4",
 			"exaone_moe":       "exaone_moe",
+			"falcon_h1":        "falcon_h1",
 			"gemma":            "gemma",
 			"gemma2":           "gemma2",
 			"gemma3":           "gemma3",

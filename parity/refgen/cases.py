@@ -36,6 +36,10 @@ class Layout:
 
     rename: Tuple[Tuple[str, str], ...]
     towers: Tuple[Tuple[str, Tuple[int, ...]], ...]
+    # Substrings of the names of three-dimensional tensors stored with
+    # their last two axes swapped, as Hugging Face stores the short
+    # convolutions ([channels, 1, taps]); mlx-lm's sanitize moves them back.
+    transposed: Tuple[str, ...] = ()
 
 
 @dataclass
@@ -2913,6 +2917,30 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def falcon_h1(**over):
+        cfg = {
+            "architectures": ["FalconH1ForCausalLM"],
+            "model_type": "falcon_h1",
+            "hidden_size": HIDDEN,
+            "vocab_size": VOCAB,
+            "num_hidden_layers": 2,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "mamba_d_ssm": 128,
+            "mamba_n_heads": 8,
+            "mamba_d_head": 16,
+            "mamba_d_state": 16,
+            "mamba_n_groups": 2,
+            "mamba_d_conv": 4,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 4096,
+            "tie_word_embeddings": True,
+        }
+        cfg.update(over)
+        return cfg
+
     def lfm2_moe(**over):
         cfg = {
             "architectures": ["Lfm2MoeForCausalLM"],
@@ -2968,6 +2996,58 @@ def _hybrid_cases() -> List[Case]:
         return cfg
 
     return [
+        Case(
+            "falcon_h1",
+            "tied_defaults",
+            "two layers of the state-space scan (8 heads of 16 over 2 groups, "
+            "state 16, 4 taps with a bias) beside GQA attention (head_dim 16), "
+            "the scan's output gated without a norm, mlx-lm's default muP "
+            "multipliers (already folded: mlx-lm's layout), a tied head scaled "
+            "by lm_head_multiplier / embedding_multiplier",
+            falcon_h1(),
+        ),
+        Case(
+            "falcon_h1",
+            "norm_after_gate",
+            "mamba_rms_norm (normed over the full width after the gate, beside "
+            "2 groups), three layers, biases on the scan's in and out "
+            "projections, untied",
+            falcon_h1(
+                num_hidden_layers=3,
+                mamba_rms_norm=True,
+                mamba_proj_bias=True,
+                projectors_bias=True,
+                tie_word_embeddings=False,
+            ),
+        ),
+        Case(
+            "falcon_h1",
+            "hf_layout_norm_before_gate",
+            "Hugging Face's layout (the convolutions [channels, 1, taps], the muP "
+            "multipliers apart, which loading folds into embedding, lm_head, q, "
+            "k, o, out_proj, gate, down and in_proj by blocks of rows; only the "
+            "float32 level, the others saved by mlx-lm, folded): multipliers "
+            "away from the defaults, the scan's output normed before the gate, "
+            "one group of state 32, attention and MLP biases, untied",
+            falcon_h1(
+                mamba_n_groups=1,
+                mamba_d_state=32,
+                mamba_rms_norm=True,
+                mamba_norm_before_gate=True,
+                attention_bias=True,
+                mlp_bias=True,
+                tie_word_embeddings=False,
+                embedding_multiplier=3.0,
+                lm_head_multiplier=0.125,
+                attention_in_multiplier=0.75,
+                attention_out_multiplier=1.5,
+                ssm_in_multiplier=0.8,
+                ssm_out_multiplier=0.6,
+                mlp_multipliers=[0.9, 0.7],
+                ssm_multipliers=[0.5, 0.25, 0.75, 1.25, 0.4],
+            ),
+            layout=Layout((), (), transposed=("conv1d.weight",)),
+        ),
         Case(
             "lfm2_moe",
             "base",

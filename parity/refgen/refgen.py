@@ -190,6 +190,8 @@ def relayout(dst: Path, case: Case):
     saved = mx.load(str(path))
     out = {}
     for name, value in saved.items():
+        if value.ndim == 3 and any(t in name for t in case.layout.transposed):
+            value = mx.contiguous(mx.swapaxes(value, 1, 2))
         for old, new in case.layout.rename:
             if name.startswith(old):
                 name = new + name[len(old):]

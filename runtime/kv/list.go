@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"fmt"
+
 	"github.com/archgen/archgen/runtime/mlx"
 )
 
@@ -36,8 +38,16 @@ func (l *List) Update(g *mlx.Graph, keys, values *mlx.Array) KV {
 	return KV{Keys: keys, Values: values}
 }
 
+// Mask is the mask of its first part that makes one (a recurrent state
+// does not): the attention beside a recurrent mixer, as mlx-lm masks a
+// CacheList's layer by its KV part.
 func (l *List) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.AttentionMask {
-	g.Failf("kv: this layer's cache is a list of caches (List): its layer makes masks from a part")
+	for _, p := range l.parts {
+		if _, state := p.(interface{ Slots() int }); !state {
+			return p.Mask(g, n, window, forceArray)
+		}
+	}
+	g.Failf("kv: this layer's cache is a list of caches (List) none of which makes a mask")
 	return mlx.AttentionMask{}
 }
 
@@ -77,4 +87,120 @@ func (l *List) Free() {
 	for _, p := range l.parts {
 		p.Free()
 	}
+}
+
+// A List batches part by part: each part's rows are its kind's (a Batched
+// of keys and values, a States of slots), and the list's rows are theirs.
+
+// Rows is the number of sequences (its first part's).
+func (l *List) Rows() int {
+	if len(l.parts) == 0 {
+		return 0
+	}
+	if r, ok := l.parts[0].(Rows); ok {
+		return r.Rows()
+	}
+	return 1
+}
+
+// partRows is part i as a batch, or an error naming it.
+func (l *List) partRows(i int) (Rows, error) {
+	r, ok := l.parts[i].(Rows)
+	if !ok {
+		return nil, fmt.Errorf("kv: part %d of a list, a %T, is no batch", i, l.parts[i])
+	}
+	return r, nil
+}
+
+// Extend appends other's rows (a List of as many parts) after l's, part by
+// part; other is left as it was.
+func (l *List) Extend(g *mlx.Graph, with Rows) error {
+	other, ok := with.(*List)
+	if !ok || len(other.parts) != len(l.parts) {
+		return fmt.Errorf("kv: extending a list of %d caches with a %T", len(l.parts), with)
+	}
+	for i := range l.parts {
+		mine, err := l.partRows(i)
+		if err != nil {
+			return err
+		}
+		theirs, err := other.partRows(i)
+		if err != nil {
+			return err
+		}
+		if err := mine.Extend(g, theirs); err != nil {
+			return fmt.Errorf("kv: part %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Filter keeps the given rows of every part, in that order.
+func (l *List) Filter(g *mlx.Graph, keep []int) error {
+	for i := range l.parts {
+		r, err := l.partRows(i)
+		if err != nil {
+			return err
+		}
+		if err := r.Filter(g, keep); err != nil {
+			return fmt.Errorf("kv: part %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Extract is row r as a list of single-sequence parts.
+func (l *List) Extract(g *mlx.Graph, r int) (Cache, error) {
+	parts := make([]Cache, len(l.parts))
+	for i := range l.parts {
+		rows, err := l.partRows(i)
+		if err == nil {
+			parts[i], err = rows.Extract(g, r)
+		}
+		if err != nil {
+			for _, p := range parts[:i] {
+				p.Free()
+			}
+			return nil, err
+		}
+	}
+	return NewList(parts...), nil
+}
+
+// mergeRows makes a batch of lists, one sequence each: each part merged
+// with the same part of the others.
+func (l *List) mergeRows(g *mlx.Graph, caches []Cache) (Rows, error) {
+	merged := make([]Cache, len(l.parts))
+	for i := range l.parts {
+		parts := make([]Cache, len(caches))
+		for k, c := range caches {
+			o, ok := c.(*List)
+			if !ok || len(o.parts) != len(l.parts) {
+				return nil, fmt.Errorf("kv: cache %d: a %T among lists of %d caches", k, c, len(l.parts))
+			}
+			parts[k] = o.parts[i]
+		}
+		m, err := MergeRows(g, parts)
+		if err != nil {
+			return nil, fmt.Errorf("kv: part %d: %w", i, err)
+		}
+		merged[i] = m
+	}
+	return NewList(merged...), nil
+}
+
+// clone copies every part.
+func (l *List) clone(g *mlx.Graph) (Cache, error) {
+	parts := make([]Cache, len(l.parts))
+	for i, p := range l.parts {
+		c, err := Clone(g, p)
+		if err != nil {
+			for _, q := range parts[:i] {
+				q.Free()
+			}
+			return nil, err
+		}
+		parts[i] = c
+	}
+	return NewList(parts...), nil
 }

@@ -336,12 +336,18 @@ func TestList(t *testing.T) {
 	if withState.Trimmable() || withState.Trim(1) != 0 {
 		t.Error("a list with a state part trimmed")
 	}
+	// The mask is the first part's that makes one (not a state's).
 	g2 := mlx.NewGraph(nil)
 	defer g2.Close()
-	m := l.Mask(g2, 1, 0, false)
-	_ = m
-	if err := g2.Err(); err == nil || !strings.Contains(err.Error(), "list of caches (List)") {
-		t.Errorf("Mask on a list: %v", err)
+	scan := NewList(NewStates(2), a)
+	if got, want := scan.Mask(g2, 1, 0, true), a.Mask(g2, 1, 0, true); got.Mode != want.Mode || (got.Array == nil) != (want.Array == nil) || g2.Err() != nil {
+		t.Errorf("a state beside keys and values: mask %+v, want the keys' %+v (%v)", got, want, g2.Err())
+	}
+	states := NewList(NewStates(1), NewStates(2))
+	defer states.Free()
+	states.Mask(g2, 1, 0, false)
+	if err := g2.Err(); err == nil || !strings.Contains(err.Error(), "list of caches (List) none of which makes a mask") {
+		t.Errorf("Mask on a list of states: %v", err)
 	}
 }
 

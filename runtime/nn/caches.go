@@ -114,6 +114,36 @@ func FeedForward(forward func(*mlx.Graph, *mlx.Array) *mlx.Array) func(*mlx.Grap
 	return func(g *mlx.Graph, x *mlx.Array, _ mlx.AttentionMask, _ kv.Cache) *mlx.Array { return forward(g, x) }
 }
 
+// Mixer is a token mixer's forward: x normed, the mask and the layer's
+// cache in, its output out.
+type Mixer = func(*mlx.Graph, *mlx.Array, mlx.AttentionMask, kv.Cache) *mlx.Array
+
+// ResidualMixer is a layer's mixing added to the residual stream: x and x
+// normed in, the new stream out.
+type ResidualMixer = func(g *mlx.Graph, x, normed *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array
+
+// Beside is two token mixers run on one normed input, each output added
+// to the residual stream in turn ((x + first) + second, as mlx-lm sums
+// them): a layer whose cache is a kv.List of the first's cache and the
+// second's (Falcon-H1's state-space scan beside attention).
+func Beside(first, second Mixer) ResidualMixer {
+	return func(g *mlx.Graph, x, normed *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
+		l, ok := c.(*kv.List)
+		if !ok || l.Parts() != 2 {
+			g.Failf("nn: a layer of two token mixers needs a list of two caches, got %T (make the caches with the model's NewCaches)", c)
+			return x
+		}
+		return g.Add(g.Add(x, first(g, normed, mask, l.Part(0))), second(g, normed, mask, l.Part(1)))
+	}
+}
+
+// Residual is one token mixer as a ResidualMixer: x + mix(normed).
+func Residual(mix Mixer) ResidualMixer {
+	return func(g *mlx.Graph, x, normed *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
+		return g.Add(x, mix(g, normed, mask, c))
+	}
+}
+
 // failedCache stands in for a missing cache in a graph that has failed.
 type failedCache struct{}
 

@@ -256,6 +256,8 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"gpt_oss", map[string]any{"num_hidden_layers": 3, "layer_types": nil}, "num_hidden_layers: odd without layer_types: mlx-lm's default pattern (sliding, full) covers an even number of layers and skips the last; give layer_types"},
 		{"smollm3", map[string]any{"no_rope_layers": []int{1, 0}}, "no_rope_layers: has 2 entries, want 36 (num_hidden_layers)"},
 		{"mamba2", map[string]any{"n_groups": 5}, "n_groups: must divide num_heads"},
+		{"falcon_h1", map[string]any{"mamba_d_ssm": 1024}, "mamba_d_ssm: must equal mamba_n_heads × mamba_d_head (the scan's heads side by side)"},
+		{"falcon_h1", map[string]any{"ssm_multipliers": []float64{1, 2}}, "ssm_multipliers: has 2 entries, want 5 (5)"},
 		{"mamba2", map[string]any{"time_step_limit": nil}, "time_step_limit: missing (required)"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": "M*X-"}, "hybrid_override_pattern: each layer must be M (Mamba2), * (attention), - (MLP) or E (mixture of experts); layers_block_type's words: full_attention, linear_attention, mlp, moe (or attention, mamba, conv)"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": nil, "layers_block_type": []string{"mamba", "attention", "dense"}}, "hybrid_override_pattern: each layer must be M (Mamba2), * (attention), - (MLP) or E (mixture of experts); layers_block_type's words: full_attention, linear_attention, mlp, moe (or attention, mamba, conv)"},
@@ -306,7 +308,7 @@ func TestConfigFaultsByArch(t *testing.T) {
 // config handed to the wrong architecture.
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
-		"mamba2":           `model_type "mamba2" is not supported (supported: `,
+		"jamba":            `model_type "jamba" is not supported (supported: `,
 		"falcon_mamba":     `model_type "falcon_mamba" is an alias of "mamba", which archgen does not support`,
 		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
 		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,

@@ -22,13 +22,15 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // hybridDirs are float32 checkpoints of each recurrent mixer kind beside
 // attention (mlx-lm's, from the parity references): gated delta (above),
 // the state-space scan under a mixture of experts and under dense blocks,
-// in single-sublayer layers, and alone (no attention, no feed-forward).
+// in single-sublayer layers, alone (no attention, no feed-forward), and
+// beside attention in every layer (a list of two caches a layer).
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
 	"../../testdata/parity/granitemoehybrid/dense_rope/model",
 	"../../testdata/parity/nemotron_h/pattern_moe/model",
 	"../../testdata/parity/mamba2/tied_groups/model",
+	"../../testdata/parity/falcon_h1/norm_after_gate/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.
@@ -152,17 +154,19 @@ func saveLoadContinue(t *testing.T, m nn.Model) {
 // an attention layer handed a state cache, fail the step with errors
 // naming the problem; nothing panics.
 func TestHybridWrongCaches(t *testing.T) {
-	m := loadHybrid(t, hybridDir)
 	ids := hybridPrompt(4)
 	for _, c := range []struct {
 		name  string
+		dir   string
 		cache func() kv.Cache
 		want  string
 	}{
-		{"attention caches", func() kv.Cache { return kv.NewPlain() }, "nn: a recurrent layer needs a state cache of 2 slots, got *kv.Plain (make the caches with the model's NewCaches)"},
-		{"state caches", func() kv.Cache { return kv.NewStates(2) }, "kv: this layer's cache is a recurrent state (States), which makes no attention mask"},
+		{"attention caches", hybridDir, func() kv.Cache { return kv.NewPlain() }, "nn: a recurrent layer needs a state cache of 2 slots, got *kv.Plain (make the caches with the model's NewCaches)"},
+		{"state caches", hybridDir, func() kv.Cache { return kv.NewStates(2) }, "kv: this layer's cache is a recurrent state (States), which makes no attention mask"},
+		{"attention caches beside a scan", "../../testdata/parity/falcon_h1/tied_defaults/model", func() kv.Cache { return kv.NewPlain() }, "nn: a layer of two token mixers needs a list of two caches, got *kv.Plain (make the caches with the model's NewCaches)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			m := loadHybrid(t, c.dir)
 			caches := make([]kv.Cache, len(m.NewCaches()))
 			for i := range caches {
 				caches[i] = c.cache()
@@ -451,4 +455,57 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestFoldFaults: a Falcon-H1 checkpoint in Hugging Face's form whose
+// multipliers cannot fold fails the load naming the tensor: one whose rows
+// do not match the config's blocks, one that is not floating point.
+func TestFoldFaults(t *testing.T) {
+	src := "../../testdata/parity/falcon_h1/hf_layout_norm_before_gate/model"
+	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(src, "model.safetensors"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	load := func(tensors map[string]*mlx.Array, cfg []byte) error {
+		dir := t.TempDir()
+		if err := mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), tensors, meta); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := registry.Load(dir, nn.Options{})
+		if err == nil {
+			m.Free()
+		}
+		return err
+	}
+	in := "model.layers.0.mamba.in_proj.weight"
+	rows := tensors[in].Dim(0)
+	short := map[string]*mlx.Array{}
+	for k, v := range tensors {
+		short[k] = v
+	}
+	short[in] = g.Contiguous(g.Slice(tensors[in], []int{0, 0}, []int{rows - 1, tensors[in].Dim(1)}))
+	err = load(short, cfg)
+	want := fmt.Sprintf("%s: shape [%d %d], want %d rows (the blocks its multipliers fold into)", in, rows-1, tensors[in].Dim(1), rows)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("rows: error %v, want it to contain %q", err, want)
+	}
+	ints := map[string]*mlx.Array{}
+	for k, v := range tensors {
+		ints[k] = v
+	}
+	ints["model.embed_tokens.weight"] = g.AsType(tensors["model.embed_tokens.weight"], mlx.Int32)
+	err = load(ints, cfg)
+	want = "model.embed_tokens.weight: dtype int32: a multiplier folds into unquantized weights only (this checkpoint keeps its multipliers apart)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("dtype: error %v, want it to contain %q", err, want)
+	}
 }

@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/archgen/archgen/runtime/mlx"
@@ -343,5 +344,93 @@ func (w *Weights) ShiftNorms(add float64, norms []string, whenSuffix string, las
 		l.g.Keep(shifted)
 		l.scratch = append(l.scratch, a)
 		l.tensors[name] = shifted
+	}
+}
+
+// Unmoved reports whether the convolution weight name is still in Hugging
+// Face's [channels, 1, taps] order (its last axis longer than its second),
+// as mlx-lm's sanitize tells a checkpoint whose multipliers it must fold.
+func (w *Weights) Unmoved(name string) bool {
+	l := w.l
+	if l.record {
+		return false
+	}
+	a, ok := l.tensors[w.prefix+name]
+	return ok && a.Ndim() == 3 && a.Dim(2) > a.Dim(1)
+}
+
+// foldable is every tensor whose name ends with suffix, checked to be
+// floating (a multiplier folds into unquantized weights only).
+func (w *Weights) foldable(suffix string) []string {
+	var names []string
+	for name, a := range w.l.tensors {
+		if !strings.HasSuffix(name, suffix) || w.l.folded[name] {
+			continue // a tensor takes the first rule it matches
+		}
+		if !a.Dtype().IsFloat() {
+			w.failf("%s: dtype %s: a multiplier folds into unquantized weights only (this checkpoint keeps its multipliers apart)", name, a.Dtype())
+			continue
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// replace puts a (kept) in the place of the tensor name, the old one freed
+// with the load's scratch.
+func (w *Weights) replace(name string, a *mlx.Array) {
+	l := w.l
+	if err := l.g.Err(); err != nil {
+		w.failf("%s: %v", name, err)
+		return
+	}
+	l.g.Keep(a)
+	l.scratch = append(l.scratch, l.tensors[name])
+	l.tensors[name] = a
+	if l.folded == nil {
+		l.folded = map[string]bool{}
+	}
+	l.folded[name] = true
+}
+
+// ScaleTensors multiplies every tensor whose name ends with suffix by by,
+// in the tensor's own dtype, as mlx-lm's sanitize folds a multiplier.
+func (w *Weights) ScaleTensors(suffix string, by float64) {
+	if w.l.record {
+		return
+	}
+	for _, name := range w.foldable(suffix) {
+		w.replace(name, w.l.g.MultiplyScalar(w.l.tensors[name], by))
+	}
+}
+
+// ScaleRows multiplies every tensor whose name ends with suffix, row block
+// by row block: the counts[i] rows of block i by factors[i] times by, the
+// factors made a vector in the tensor's dtype first, as mlx-lm's sanitize
+// folds Falcon-H1's in_proj multipliers. The blocks must cover the rows.
+func (w *Weights) ScaleRows(suffix string, by float64, counts []int, factors []float64) {
+	l := w.l
+	if l.record {
+		return
+	}
+	rows := 0
+	for _, c := range counts {
+		rows += c
+	}
+	var v []float32
+	for i, c := range counts {
+		for range max(c, 0) {
+			v = append(v, float32(factors[i]))
+		}
+	}
+	for _, name := range w.foldable(suffix) {
+		a := l.tensors[name]
+		if a.Ndim() != 2 || a.Dim(0) != rows {
+			w.failf("%s: shape %v, want %d rows (the blocks its multipliers fold into)", name, a.Shape(), rows)
+			continue
+		}
+		vec := l.g.MultiplyScalar(l.g.AsType(mlx.FromSlice(l.g, v, rows, 1), a.Dtype()), by)
+		w.replace(name, l.g.Multiply(a, vec))
 	}
 }

@@ -56,10 +56,23 @@ func SSD(g *mlx.Graph, s *kv.States, proj *mlx.Array, conv *ShortConv, scan *mlx
 	return g.Reshape(y, B, L, w), parts[0]
 }
 
-// GateThenNorm is the state-space mixers' output norm: silu(z) times y (in
-// y's dtype), then RMSNorm over the full width (groups 1), or over each of
-// groups equal parts of it without the weight, the weight applied after.
-func GateThenNorm(g *mlx.Graph, norm *RMSNorm, y, z *mlx.Array, groups int) *mlx.Array {
+// SSDOutput is the state-space mixers' output: silu(z) times y (in y's
+// dtype), then normed (gateThenNorm); or, with before, y normed and then
+// gated; or, without a norm, gated alone.
+func SSDOutput(g *mlx.Graph, norm *RMSNorm, y, z *mlx.Array, groups int, before bool) *mlx.Array {
+	switch {
+	case norm == nil:
+		return g.SwiGLU(z, y)
+	case before:
+		return g.SwiGLU(z, norm.Apply(g, y))
+	}
+	return gateThenNorm(g, norm, y, z, groups)
+}
+
+// gateThenNorm is silu(z) times y, then RMSNorm over the full width
+// (groups 1), or over each of groups equal parts of it without the
+// weight, the weight applied after.
+func gateThenNorm(g *mlx.Graph, norm *RMSNorm, y, z *mlx.Array, groups int) *mlx.Array {
 	x := g.SwiGLU(z, y)
 	if groups <= 1 {
 		return norm.Apply(g, x)

@@ -115,6 +115,7 @@ type loader struct {
 	used      map[string]bool
 	fpScales  map[string]bool // the .scales of modules in a floating-point mode: uint8, kept as they are
 	dropped   map[string]bool
+	folded    map[string]bool // tensors a multiplier was folded into (ScaleTensors, ScaleRows)
 	quant     *Quantization
 	opts      Options
 	g         *mlx.Graph   // casts and derived weights

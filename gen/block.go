@@ -88,6 +88,10 @@ type Block struct {
 	attn         layerMixer // attention, or the mixer slot (mixer.go)
 	mlp          *MLP
 	scales       *Scalars
+	// variants are mixer kinds' own blocks (block_variants.go); method is
+	// the name of this block's wiring, forward unless there are variants.
+	variants []blockVariant
+	method   string
 }
 
 func (b *Block) slot(s Slot) *NormSlot {
@@ -104,6 +108,9 @@ func (b *Block) fields(t goType) []jen.Code {
 	case tModel:
 		return []jen.Code{b.Stack.decl()}
 	case tLayer:
+		if len(b.variants) > 0 {
+			return b.variantFields()
+		}
 		var out []jen.Code
 		for _, s := range b.Slots {
 			out = append(out, s.Field.decl())
@@ -117,8 +124,8 @@ func (b *Block) build(s stage) []jen.Code {
 	if s == sBefore {
 		return []jen.Code{b.Stack.of(rModel).Op("=").Make(jen.Index().Id("Layer"), b.Count.Code())}
 	}
-	if s != sLayer {
-		return nil
+	if s != sLayer || len(b.variants) > 0 {
+		return nil // with variants, each branch of the mixers loads its norms
 	}
 	var out []jen.Code
 	for _, x := range b.Slots {
@@ -166,6 +173,15 @@ func (b *Block) doc() string {
 //		return g.Add(h, r)
 //	}
 func (b *Block) emitForward(f *jen.File) {
+	if len(b.variants) > 0 {
+		b.emitWire(f)
+		return
+	}
+	b.emitWiring(f)
+}
+
+// emitWiring writes the block's wiring, as the method b.method (forward).
+func (b *Block) emitWiring(f *jen.File) {
 	switch b.Kind {
 	case parallelBlock:
 		b.emitParallel(f)
@@ -215,8 +231,12 @@ func (b *Block) emitForward(f *jen.File) {
 	if b.ClipResidual {
 		doc += "; in float16 each residual sum is taken in float32 and clipped to float16's range"
 	}
-	f.Comment(comment(fmt.Sprintf("forward is %s.", doc)))
-	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id("forward").Params(
+	method := b.method
+	if method == "" {
+		method = "forward"
+	}
+	f.Comment(comment(fmt.Sprintf("%s is %s.", method, doc)))
+	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id(method).Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
 	).Add(arrayType()).Block(body...)
 	f.Line()

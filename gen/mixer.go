@@ -109,6 +109,8 @@ type mixer interface {
 type Mixers struct {
 	Kinds  []mixer
 	Layers []*Value // the layers each kind mixes, by Kinds' order
+	// Blocks are each kind's own block kind ("": the architecture's).
+	Blocks []BlockKind
 	attn   *Attention
 	arch   *Arch
 
@@ -156,6 +158,11 @@ func (b *builder) resolveMixers(sc *scope) error {
 		}
 		m.Kinds = append(m.Kinds, x)
 		m.Layers = append(m.Layers, o.layers)
+		var blk BlockKind
+		if w := o.word("block"); w != "same" {
+			blk = BlockKind(w)
+		}
+		m.Blocks = append(m.Blocks, blk)
 	}
 	a.Mixers = m
 	return nil
@@ -165,7 +172,7 @@ func (b *builder) resolveMixers(sc *scope) error {
 // per-layer bool, required), then each option, its default where unset.
 func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos Pos, sc *scope) (*mixerOptions, error) {
 	o := &mixerOptions{path: path, pos: pos, vals: map[string]*Value{}, words: map[string]string{}, at: map[string]Pos{}}
-	known := []string{"layers"}
+	known := []string{"layers", "block"}
 	for _, opt := range k.options {
 		known = append(known, opt.key)
 	}
@@ -185,6 +192,14 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 		return nil, errAt(pos, path+".layers", "missing: which layers the %s mixer mixes (a per-layer bool; attention takes the others)", k.name)
 	}
 	o.layers = l.perLayer(lf, path+".layers")
+	o.words["block"] = "same"
+	if bf, ok := set["block"]; ok && bf.IsSet() {
+		w := strings.TrimSpace(bf.V.Text)
+		if !slices.Contains(variantWords, w) {
+			return nil, errAt(bf.Pos, path+".block", "unknown %q (want one of %s)", w, strings.Join(variantWords, ", "))
+		}
+		o.words["block"] = w
+	}
 	for _, opt := range k.options {
 		f, ok := set[opt.key]
 		if (!ok || !f.IsSet()) && opt.like != "" {
@@ -320,6 +335,7 @@ func (m *Mixers) build(s stage) []jen.Code {
 		jen.Id(rAttn).Op(":=").Add(m.attn.Field.of(rLayer)),
 	}
 	attn = append(attn, m.attn.build(sLayer)...)
+	attn = append(attn, a.Block.branch(nil)...)
 	var attnMix jen.Code = jen.Id(rAttn).Dot("forward")
 	if m.residual() {
 		attnMix = jen.Qual(nnPkg, "Residual").Call(attnMix)
@@ -349,6 +365,7 @@ func (m *Mixers) build(s stage) []jen.Code {
 			jen.Id(x.recv()).Op(":=").Add(x.field().of(rLayer)),
 		}
 		body = append(body, x.build(sLayer)...)
+		body = append(body, a.Block.branch(x)...)
 		if x.besideAttention() && !m.attn.Absent {
 			// the layer attends too: both outputs summed, and its cache a
 			// list of the kind's state and attention's keys and values

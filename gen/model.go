@@ -515,6 +515,9 @@ func (b *builder) structure() error {
 	if err := b.resolveBlock(); err != nil {
 		return err
 	}
+	if err := b.resolveVariants(); err != nil {
+		return err
+	}
 	a.singleFieldNames()
 	return b.uniqueFields()
 }

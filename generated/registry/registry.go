@@ -44,6 +44,7 @@ import (
 	"github.com/archgen/archgen/generated/nemotron_h"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/olmo3"
+	"github.com/archgen/archgen/generated/olmo_hybrid"
 	"github.com/archgen/archgen/generated/olmoe"
 	"github.com/archgen/archgen/generated/phi"
 	"github.com/archgen/archgen/generated/phi3"
@@ -107,6 +108,7 @@ var catalog = nn.NewCatalog(
 		nemotron_h.Arch,
 		olmo2.Arch,
 		olmo3.Arch,
+		olmo_hybrid.Arch,
 		olmoe.Arch,
 		phi.Arch,
 		phi3.Arch,

@@ -54,6 +54,7 @@ func TestLookup(t *testing.T) {
 			"nemotron_h":       "nemotron_h",
 			"olmo2":            "olmo2",
 			"olmo3":            "olmo3",
+			"olmo_hybrid":      "olmo_hybrid",
 			"olmoe":            "olmoe",
 			"phi":              "phi",
 			"phi3":             "phi3",

@@ -2917,6 +2917,31 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def olmo_hybrid(**over):
+        cfg = {
+            "architectures": ["OlmoHybridForCausalLM"],
+            "model_type": "olmo_hybrid",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-6,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 4096,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4,
+            "linear_allow_neg_eigval": True,
+            "tie_word_embeddings": False,
+            "attention_bias": False,
+            "rope_theta": 500000.0,
+        }
+        cfg.update(over)
+        return cfg
+
     def falcon_h1(**over):
         cfg = {
             "architectures": ["FalconH1ForCausalLM"],
@@ -2996,6 +3021,38 @@ def _hybrid_cases() -> List[Case]:
         return cfg
 
     return [
+        Case(
+            "olmo_hybrid",
+            "default_pattern",
+            "layer_types by default (layers 0-2 the gated delta rule, 3 attention): "
+            "separate q, k, v, g, b and a projections, a convolution of 4 taps "
+            "each for q, k and v, 4 value heads over 2 key heads of 16, the "
+            "write strength 2 sigmoid(b); pre-norm there, OLMo 2's post-norm "
+            "GQA attention with full-width q and k norms; untied",
+            olmo_hybrid(),
+        ),
+        Case(
+            "olmo_hybrid",
+            "layer_types_tied",
+            "layer_types alternating (1 and 3 attend), the write strength "
+            "sigmoid(b), equal key and value heads (2) with key width 32, "
+            "convolutions of 3 taps, attention biases, a layer_norm_epsilon of "
+            "its own, rope_theta from rope_parameters; tied head",
+            _without(
+                olmo_hybrid(
+                    layer_types=["linear_attention", "full_attention"] * 2,
+                    linear_allow_neg_eigval=False,
+                    linear_num_value_heads=2,
+                    linear_key_head_dim=32,
+                    linear_conv_kernel_dim=3,
+                    attention_bias=True,
+                    layer_norm_epsilon=1e-4,
+                    tie_word_embeddings=True,
+                    rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+                ),
+                "rope_theta",
+            ),
+        ),
         Case(
             "falcon_h1",
             "tied_defaults",

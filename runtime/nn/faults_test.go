@@ -256,6 +256,8 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"gpt_oss", map[string]any{"num_hidden_layers": 3, "layer_types": nil}, "num_hidden_layers: odd without layer_types: mlx-lm's default pattern (sliding, full) covers an even number of layers and skips the last; give layer_types"},
 		{"smollm3", map[string]any{"no_rope_layers": []int{1, 0}}, "no_rope_layers: has 2 entries, want 36 (num_hidden_layers)"},
 		{"mamba2", map[string]any{"n_groups": 5}, "n_groups: must divide num_heads"},
+		{"olmo_hybrid", map[string]any{"layer_types": []string{"linear_attention", "mamba", "linear_attention", "full_attention"}, "num_hidden_layers": 4}, `layer_types: entries must be "linear_attention" or "full_attention"`},
+		{"olmo_hybrid", map[string]any{"linear_num_key_heads": 3}, "linear_num_value_heads: must be a multiple of linear_num_key_heads"},
 		{"falcon_h1", map[string]any{"mamba_d_ssm": 1024}, "mamba_d_ssm: must equal mamba_n_heads × mamba_d_head (the scan's heads side by side)"},
 		{"falcon_h1", map[string]any{"ssm_multipliers": []float64{1, 2}}, "ssm_multipliers: has 2 entries, want 5 (5)"},
 		{"mamba2", map[string]any{"time_step_limit": nil}, "time_step_limit: missing (required)"},

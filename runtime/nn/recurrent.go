@@ -129,6 +129,9 @@ func (w *Weights) DecayRate(name string, n int) *mlx.Array {
 // heads of ValueDim (a multiple of the key heads).
 type DeltaHeads struct {
 	KeyHeads, ValueHeads, KeyDim, ValueDim int
+	// NegEigval: the write strength is 2 sigmoid(b), in [0, 2] (OLMo
+	// hybrid's allow_neg_eigval).
+	NegEigval bool
 }
 
 // ConvWidth is the width the convolution runs over: q, k and v side by side.
@@ -191,6 +194,9 @@ func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, rate, dtBias *m
 	q = g.MultiplyScalar(g.RMSNorm(q, nil, eps), inv*inv)
 	k = g.MultiplyScalar(g.RMSNorm(k, nil, eps), inv)
 	beta := g.Sigmoid(b)
+	if h.NegEigval {
+		beta = g.MultiplyScalar(beta, 2)
+	}
 	decay := g.Exp(g.Multiply(rate, g.Softplus(g.Add(a, dtBias))))
 	state := s.Slot(slot)
 	if state == nil {

@@ -23,7 +23,9 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // attention (mlx-lm's, from the parity references): gated delta (above),
 // the state-space scan under a mixture of experts and under dense blocks,
 // in single-sublayer layers, alone (no attention, no feed-forward), and
-// beside attention in every layer (a list of two caches a layer).
+// beside attention in every layer (a list of two caches a layer); and the
+// gated delta rule with three convolutions, in layers wired unlike the
+// attention layers.
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -31,6 +33,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/nemotron_h/pattern_moe/model",
 	"../../testdata/parity/mamba2/tied_groups/model",
 	"../../testdata/parity/falcon_h1/norm_after_gate/model",
+	"../../testdata/parity/olmo_hybrid/default_pattern/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

@@ -211,27 +211,34 @@ func ExpertName(prefix, proj string) func(e int) string {
 // the same way (Qwen3.5-MoE's Hugging Face files). A checkpoint without
 // either is left as it is.
 func (w *Weights) UnfuseExperts(from string, to ...string) {
-	l := w.l
-	if l.record {
+	if w.l.record {
 		return
 	}
 	name := w.prefix + from + ".weight"
+	if _, ok := w.l.tensors[name]; !ok {
+		name = w.prefix + from
+	}
+	w.unfuse(name, from, to, 1, "[experts, %d * rows, columns]")
+}
+
+// unfuse splits the tensor name (from.weight, or from) into len(to) equal
+// parts along axis, to[i].weight each, the tensor of ndim axes that want
+// (a format of len(to)) describes; a no-op when there is no such tensor.
+func (w *Weights) unfuse(name, from string, to []string, axis int, want string) {
+	l := w.l
 	a, ok := l.tensors[name]
 	if !ok {
-		name = w.prefix + from
-		if a, ok = l.tensors[name]; !ok {
-			return
-		}
+		return
 	}
 	delete(l.tensors, name)
 	l.scratch = append(l.scratch, a)
-	if a.Ndim() != 3 || a.Dim(1)%len(to) != 0 {
-		w.failf("%s: shape %v, want [experts, %d * rows, columns]", w.local(from+".weight"), a.Shape(), len(to))
+	if a.Ndim() != axis+2 || a.Dim(axis)%len(to) != 0 {
+		w.failf("%s: shape %v, want "+want, w.local(from+".weight"), a.Shape(), len(to))
 		return
 	}
 	parts := []*mlx.Array{a}
 	if len(to) > 1 {
-		parts = l.g.Split(a, len(to), 1)
+		parts = l.g.Split(a, len(to), axis)
 	}
 	for i, t := range to {
 		if _, dup := l.tensors[w.prefix+t+".weight"]; dup {
@@ -279,37 +286,10 @@ func (w *Weights) Rename(from, to string) {
 // mlx-lm's sanitize splits a module it stores in another form; a no-op
 // when the checkpoint has no from.
 func (w *Weights) UnfuseRows(from string, to ...string) {
-	l := w.l
-	if l.record {
+	if w.l.record {
 		return
 	}
-	name := w.prefix + from + ".weight"
-	a, ok := l.tensors[name]
-	if !ok {
-		return
-	}
-	delete(l.tensors, name)
-	l.scratch = append(l.scratch, a)
-	if a.Ndim() != 2 || a.Dim(0)%len(to) != 0 {
-		w.failf("%s: shape %v, want [%d * rows, columns]", w.local(from+".weight"), a.Shape(), len(to))
-		return
-	}
-	parts := []*mlx.Array{a}
-	if len(to) > 1 {
-		parts = l.g.Split(a, len(to), 0)
-	}
-	for i, t := range to {
-		if _, dup := l.tensors[w.prefix+t+".weight"]; dup {
-			w.failf("%s: both %s and %s", w.local(t+".weight"), w.local(from+".weight"), w.local(t+".weight"))
-			continue
-		}
-		p := parts[i]
-		if len(to) > 1 {
-			p = l.g.Contiguous(p)
-		}
-		l.g.Keep(p)
-		l.tensors[w.prefix+t+".weight"] = p
-	}
+	w.unfuse(w.prefix+from+".weight", from, to, 0, "[%d * rows, columns]")
 }
 
 // ShiftNorms adds add to every one-dimensional tensor whose name ends with

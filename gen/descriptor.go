@@ -50,9 +50,12 @@ type KeySpec struct {
 	// key itself: the first present wins (rope_parameters.rope_theta over
 	// rope_theta, as some mlx-lm modules read it).
 	Prefer F[[]string] `yaml:"prefer"`
-	Min    F[float64]  `yaml:"min"`
-	Length F[Expr]     `yaml:"length"`
-	Doc    F[string]   `yaml:"doc"`
+	// Auto: the string "auto" reads as absent, so that derive gives the
+	// value (Hugging Face's time_step_rank: "auto").
+	Auto   F[bool]    `yaml:"auto"`
+	Min    F[float64] `yaml:"min"`
+	Length F[Expr]    `yaml:"length"`
+	Doc    F[string]  `yaml:"doc"`
 }
 
 // DerivedSpec is a value computed from the config, never read from it.

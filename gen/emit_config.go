@@ -139,6 +139,9 @@ func parseBody(a *Arch) []jen.Code {
 		body = append(body, jen.Var().List(has...).Bool())
 	}
 	for _, k := range a.Keys {
+		if k.Auto {
+			body = append(body, jen.Id("r").Dot("AutoAbsent").Call(jen.Lit(k.Name)))
+		}
 		args := []jen.Code{jen.Id("r"), jen.Lit(k.Name)}
 		var fallbacks []jen.Code
 		for _, fb := range k.Fallback {

@@ -70,6 +70,7 @@ type Key struct {
 	Derive   *Value
 	Fallback []string
 	Prefer   []string
+	Auto     bool // "auto" reads as absent
 	Min      *float64
 	Length   *Value
 	Doc      string
@@ -177,7 +178,7 @@ func build(d *Descriptor) (*Arch, error) {
 	if a.Doc == "" {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")
 	}
-	b := &builder{d: d, a: a, types: map[string]Type{}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
+	b := &builder{d: d, a: a, types: map[string]Type{"model_type": TString}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
 	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.renames, b.drops, b.resolveNormShift, b.resolveFold, b.gguf, b.testConfig}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -206,6 +207,10 @@ func (b *builder) keys() error {
 			return errAt(e.Pos, path+".type", "missing (required)")
 		}
 		k := &Key{Name: e.Key, Field: goName(e.Key), Type: ks.Type.V, Fallback: ks.Fallback.V, Prefer: ks.Prefer.V, Doc: ks.Doc.V}
+		k.Auto = ks.Auto.V
+		if k.Auto && !ks.Derive.IsSet() {
+			return errAt(ks.Auto.Pos, path+".auto", "\"auto\" reads as absent, and only derive gives an absent key its value")
+		}
 		if ks.Prefer.IsSet() && ks.Derive.IsSet() {
 			return errAt(ks.Prefer.Pos, path+".prefer", "a derived key reads no other place first")
 		}

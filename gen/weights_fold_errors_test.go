@@ -54,3 +54,13 @@ func TestFoldAndBesideErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoKeyErrors: "auto" reads as absent only on a derived key.
+func TestAutoKeyErrors(t *testing.T) {
+	yaml := strings.Replace(base, "    head_dim: {type: int, required: true}\n", "    head_dim: {type: int, required: true, auto: true}\n", 1)
+	_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(yaml)})
+	want := `descriptors/a.yaml:10: config.keys.head_dim.auto: "auto" reads as absent, and only derive gives an absent key its value`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/archgen/archgen/generated/lfm2_moe"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
+	"github.com/archgen/archgen/generated/mamba"
 	"github.com/archgen/archgen/generated/mamba2"
 	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/minimax"
@@ -99,6 +100,7 @@ var catalog = nn.NewCatalog(
 		lfm2_moe.Arch,
 		llama.Arch,
 		llama4_text.Arch,
+		mamba.Arch,
 		mamba2.Arch,
 		mimo.Arch,
 		minimax.Arch,
@@ -316,7 +318,6 @@ var catalog = nn.NewCatalog(
 	},
 	map[string]string{
 		"deepseek_v41_text": "deepseek_v41",
-		"falcon_mamba":      "mamba",
 		"gemma4_unified":    "gemma4",
 		"joyai_llm_flash":   "deepseek_v3",
 		"kimi_k2":           "deepseek_v3",

@@ -21,6 +21,7 @@ func TestLookup(t *testing.T) {
 			"exaone4":          "exaone4",
 			"exaone_moe":       "exaone_moe",
 			"falcon_h1":        "falcon_h1",
+			"falcon_mamba":     "mamba",
 			"gemma":            "gemma",
 			"gemma2":           "gemma2",
 			"gemma3":           "gemma3",
@@ -42,6 +43,7 @@ func TestLookup(t *testing.T) {
 			"llama":            "llama",
 			"llama4_text":      "llama4_text",
 			"llava":            "mistral3",
+			"mamba":            "mamba",
 			"mamba2":           "mamba2",
 			"mimo":             "mimo",
 			"minimax":          "minimax",
@@ -80,7 +82,6 @@ func TestLookup(t *testing.T) {
 		},
 		map[string]string{
 			"deepseek_v41_text": "deepseek_v41",
-			"falcon_mamba":      "mamba",
 			"gemma4_unified":    "gemma4",
 			"joyai_llm_flash":   "deepseek_v3",
 			"kimi_k2":           "deepseek_v3",

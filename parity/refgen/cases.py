@@ -2917,6 +2917,25 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def mamba(**over):
+        cfg = {
+            "architectures": ["MambaForCausalLM"],
+            "model_type": "mamba",
+            "hidden_size": HIDDEN,
+            "vocab_size": VOCAB,
+            "intermediate_size": 128,
+            "state_size": 8,
+            "num_hidden_layers": 2,
+            "conv_kernel": 4,
+            "use_bias": False,
+            "use_conv_bias": True,
+            "time_step_rank": "auto",
+            "tie_word_embeddings": True,
+            "layer_norm_epsilon": 1e-5,
+        }
+        cfg.update(over)
+        return cfg
+
     def olmo_hybrid(**over):
         cfg = {
             "architectures": ["OlmoHybridForCausalLM"],
@@ -3021,6 +3040,40 @@ def _hybrid_cases() -> List[Case]:
         return cfg
 
     return [
+        Case(
+            "mamba",
+            "tied_auto_rank",
+            "two layers of the selective scan (inner 128, state 8, 4 taps with a "
+            "bias), time_step_rank \"auto\" (ceil(64 / 16) = 4), tied head",
+            mamba(),
+        ),
+        Case(
+            "mamba",
+            "untied_biased",
+            "three layers, state 16, time_step_rank 8, 3 taps without a bias, "
+            "biased in and out projections, untied",
+            mamba(
+                num_hidden_layers=3,
+                state_size=16,
+                time_step_rank=8,
+                conv_kernel=3,
+                use_conv_bias=False,
+                use_bias=True,
+                tie_word_embeddings=False,
+            ),
+        ),
+        Case(
+            "falcon_mamba",
+            "bcdt_norm",
+            "Falcon-Mamba (an alias of mamba): the time-step input, B and C normed "
+            "without a weight (mixer_rms_eps 1e-5) before they are used, untied",
+            mamba(
+                architectures=["FalconMambaForCausalLM"],
+                model_type="falcon_mamba",
+                mixer_rms_eps=1e-5,
+                tie_word_embeddings=False,
+            ),
+        ),
         Case(
             "olmo_hybrid",
             "default_pattern",

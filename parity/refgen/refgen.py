@@ -126,9 +126,9 @@ def random_weights(model, seed: int):
             # a depthwise short convolution [channels, taps, 1]: each
             # channel's taps as a linear over them
             v = z * np.float32(1.0 / np.sqrt(shape[1]))
-        elif leaf == "A_log" and len(shape) == 1:
-            # a recurrence's decay rate per head, log A with A in [1, 16)
-            # (mlx-lm draws A from [0, 16))
+        elif leaf == "A_log" and len(shape) in (1, 2):
+            # a recurrence's decay rate per head (or per channel and state,
+            # Mamba's), log A with A in [1, 16) (mlx-lm draws A from [0, 16))
             v = np.log(rng.uniform(1.0, 16.0, shape)).astype(np.float32)
         elif leaf == "dt_bias" and len(shape) == 1:
             # the time step's bias per head, around mlx-lm's 1

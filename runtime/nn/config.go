@@ -57,6 +57,15 @@ func ReadConfigFile(dir string) ([]byte, error) {
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
 
+// AutoAbsent makes key absent where it holds the string "auto" (Hugging
+// Face's word for a value its model derives), so that the descriptor's
+// derivation gives it, as mlx-lm's __post_init__ does.
+func (r *ConfigReader) AutoAbsent(key string) {
+	if v, ok := r.keys[key]; ok && string(bytes.TrimSpace(v)) == `"auto"` {
+		delete(r.keys, key)
+	}
+}
+
 // ModelType is the config's top-level model_type.
 func (r *ConfigReader) ModelType() string { return r.modelType }
 

@@ -311,7 +311,6 @@ func TestConfigFaultsByArch(t *testing.T) {
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
 		"jamba":            `model_type "jamba" is not supported (supported: `,
-		"falcon_mamba":     `model_type "falcon_mamba" is an alias of "mamba", which archgen does not support`,
 		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
 		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
 	} {

@@ -25,7 +25,7 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // in single-sublayer layers, alone (no attention, no feed-forward), and
 // beside attention in every layer (a list of two caches a layer); and the
 // gated delta rule with three convolutions, in layers wired unlike the
-// attention layers.
+// attention layers; and Mamba's selective scan, a step at a time.
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -34,6 +34,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/mamba2/tied_groups/model",
 	"../../testdata/parity/falcon_h1/norm_after_gate/model",
 	"../../testdata/parity/olmo_hybrid/default_pattern/model",
+	"../../testdata/parity/mamba/untied_biased/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

@@ -1,0 +1,63 @@
+package nn
+
+import (
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// The selective scan of Mamba (Mamba1): in_proj gives x and a gate z, each
+// the inner width; x passes a short causal convolution and a silu; at
+// every step x_proj gives the step's time-step input, B and C (each normed
+// without weight where BCDtNorm holds, Falcon-Mamba), dt_proj and a
+// softplus make the time steps, and each channel's state over StateSize
+// decays by exp(dt A) and takes dt x B; y = state · C + D x, gated by
+// silu(z). The state stays in the activations' dtype, rounded at every
+// step, as mlx-lm keeps it: the steps run one after another, as mlx-lm
+// runs them.
+
+// SelectiveScan is a Mamba layer's scan parameters.
+type SelectiveScan struct {
+	XProj, DtProj *Linear
+	ALog          *mlx.Array // [inner, state]
+	D             *mlx.Array // [inner]
+	DtRank        int
+	StateSize     int
+	// BCDtNorm: the time-step input, B and C are RMS-normed without a
+	// weight, with eps NormEps.
+	BCDtNorm bool
+	NormEps  float32
+}
+
+// Apply runs the scan over x [B, L, inner] (convolved), the state in slot
+// of s, and returns y [B, L, inner] before the gate.
+func (p *SelectiveScan) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.Array {
+	B, L, inner := x.Dim(0), x.Dim(1), x.Dim(2)
+	A := g.Negative(g.Exp(p.ALog))
+	state := s.Slot(slot)
+	ys := make([]*mlx.Array, L)
+	for t := range L {
+		xt := g.Reshape(g.Slice(x, []int{0, t, 0}, []int{B, t + 1, inner}), B, inner)
+		parts := g.SplitAt(p.XProj.Apply(g, xt), []int{p.DtRank, p.DtRank + p.StateSize}, -1)
+		dt, b, c := parts[0], parts[1], parts[2]
+		if p.BCDtNorm {
+			dt = g.RMSNorm(dt, nil, p.NormEps)
+			b = g.RMSNorm(b, nil, p.NormEps)
+			c = g.RMSNorm(c, nil, p.NormEps)
+		}
+		delta := g.Softplus(p.DtProj.Apply(g, dt))                                  // [B, inner]
+		next := g.Multiply(g.ExpandDims(g.Multiply(delta, xt), -1), g.ExpandDims(b, 1)) // [B, inner, state]
+		if state != nil {
+			next = g.Add(next, g.Multiply(state, g.Exp(g.Multiply(g.ExpandDims(delta, -1), A))))
+		}
+		y := g.Reshape(g.Matmul(next, g.ExpandDims(c, -1)), B, inner)
+		ys[t] = g.Add(y, g.Multiply(p.D, xt))
+		state = next
+	}
+	if state != nil {
+		s.SetSlot(g, slot, state)
+	}
+	if L == 0 {
+		return x
+	}
+	return g.Stack(1, ys...)
+}

@@ -44,7 +44,7 @@ func (p *SelectiveScan) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array
 			b = g.RMSNorm(b, nil, p.NormEps)
 			c = g.RMSNorm(c, nil, p.NormEps)
 		}
-		delta := g.Softplus(p.DtProj.Apply(g, dt))                                  // [B, inner]
+		delta := g.Softplus(p.DtProj.Apply(g, dt))                                      // [B, inner]
 		next := g.Multiply(g.ExpandDims(g.Multiply(delta, xt), -1), g.ExpandDims(b, 1)) // [B, inner, state]
 		if state != nil {
 			next = g.Add(next, g.Multiply(state, g.Exp(g.Multiply(g.ExpandDims(delta, -1), A))))

@@ -25,6 +25,8 @@ func init() {
 			{key: "dt_rank", typ: TInt, def: "time_step_rank"},
 			{key: "bcdt_norm", typ: TBool, def: "false"},
 			{key: "bcdt_eps", typ: TFloat, def: "1.0e-6"},
+			{key: "bcdt_weights", words: []string{"false", "true"}, def: "false"},
+			{key: "order", words: []string{"steps", "sequence"}, def: "steps"},
 		},
 		resolve: resolveSelectiveScan,
 	})
@@ -34,11 +36,15 @@ func init() {
 type SelectiveScanMixer struct {
 	none
 	Inner, StateSize, Kernel, ConvBias, Bias, DtRank, Norm, Eps *Value
+	// Weights: the time-step input's, B's and C's norms have weights
+	// (dt_layernorm, b_layernorm, c_layernorm); Sequence: Jamba's order.
+	Weights, Sequence bool
 
 	name                          string
 	self                          *field // the Layer's *SelectiveScan
 	inProj, outProj, xProj, dtPrj Proj
 	conv, aLog, d, scan           *field
+	norms                         []*field // dt_layernorm, b_layernorm, c_layernorm (Weights)
 }
 
 const rScan = "s"
@@ -48,7 +54,11 @@ func resolveSelectiveScan(o *mixerOptions, a *Arch) (mixer, error) {
 		Inner: o.value("inner"), StateSize: o.value("state_size"), Kernel: o.value("conv_kernel"),
 		ConvBias: o.value("conv_bias"), Bias: o.value("bias"), DtRank: o.value("dt_rank"),
 		Norm: o.value("bcdt_norm"), Eps: o.value("bcdt_eps"),
+		Weights: o.word("bcdt_weights") == "true", Sequence: o.word("order") == "sequence",
 		name: o.word("module"),
+	}
+	for _, n := range []string{"dt_layernorm", "b_layernorm", "c_layernorm"} {
+		m.norms = append(m.norms, newField(goName(n), nnType("RMSNorm"), n))
 	}
 	m.self = newField(goName(m.name), func() *jen.Statement { return jen.Op("*").Id("SelectiveScan") }, m.name)
 	hidden := func() *jen.Statement { return fHidden.of(rModel) }
@@ -80,7 +90,13 @@ func (m *SelectiveScanMixer) fields(t goType) []jen.Code {
 	if t != m.typeName() {
 		return nil
 	}
-	return []jen.Code{m.inProj.Field.decl(), m.conv.decl(), m.xProj.Field.decl(), m.dtPrj.Field.decl(), m.aLog.decl(), m.d.decl(), m.outProj.Field.decl()}
+	out := []jen.Code{m.inProj.Field.decl(), m.conv.decl(), m.xProj.Field.decl(), m.dtPrj.Field.decl(), m.aLog.decl(), m.d.decl(), m.outProj.Field.decl()}
+	if m.Weights {
+		for _, n := range m.norms {
+			out = append(out, n.decl())
+		}
+	}
+	return out
 }
 
 func (m *SelectiveScanMixer) params(t goType) []jen.Code {
@@ -97,7 +113,23 @@ func (m *SelectiveScanMixer) build(s stage) []jen.Code {
 		return nil
 	}
 	self := func(f *field) *jen.Statement { return f.of(rScan) }
-	return []jen.Code{
+	scan := []kvPair{
+		{"XProj", self(m.xProj.Field)}, {"DtProj", self(m.dtPrj.Field)}, {"ALog", self(m.aLog)}, {"D", self(m.d)},
+		{"DtRank", m.DtRank.Code()}, {"StateSize", m.StateSize.Code()},
+		{"BCDtNorm", m.Norm.Code()}, {"NormEps", jen.Float32().Call(m.Eps.Code())},
+	}
+	var norms []jen.Code
+	if m.Weights {
+		widths := []jen.Code{m.DtRank.Code(), m.StateSize.Code(), m.StateSize.Code()}
+		for i, n := range m.norms {
+			norms = append(norms, self(n).Op("=").Id("lw").Dot("RMSNorm").Call(jen.Lit(m.name+"."+n.doc), widths[i], m.Eps.Code()))
+		}
+		scan = append(scan, kvPair{"DtNorm", self(m.norms[0])}, kvPair{"BNorm", self(m.norms[1])}, kvPair{"CNorm", self(m.norms[2])})
+	}
+	if m.Sequence {
+		scan = append(scan, kvPair{"Sequence", jen.True()})
+	}
+	out := []jen.Code{
 		m.inProj.load(rScan, m.name),
 		self(m.conv).Op("=").Id("lw").Dot("ShortConv").Call(jen.Lit(m.name+".conv1d"), m.Inner.Code(), m.Kernel.Code(), m.ConvBias.Code()),
 		m.xProj.load(rScan, m.name),
@@ -105,12 +137,9 @@ func (m *SelectiveScanMixer) build(s stage) []jen.Code {
 		self(m.aLog).Op("=").Id("lw").Dot("Array").Call(jen.Lit(m.name+".A_log"), m.Inner.Code(), m.StateSize.Code()),
 		self(m.d).Op("=").Id("lw").Dot("Vector").Call(jen.Lit(m.name+".D"), m.Inner.Code()),
 		m.outProj.load(rScan, m.name),
-		self(m.scan).Op("=").Op("&").Qual(nnPkg, "SelectiveScan").Values(fieldsOf([]kvPair{
-			{"XProj", self(m.xProj.Field)}, {"DtProj", self(m.dtPrj.Field)}, {"ALog", self(m.aLog)}, {"D", self(m.d)},
-			{"DtRank", m.DtRank.Code()}, {"StateSize", m.StateSize.Code()},
-			{"BCDtNorm", m.Norm.Code()}, {"NormEps", jen.Float32().Call(m.Eps.Code())},
-		})...),
 	}
+	out = append(out, norms...)
+	return append(out, self(m.scan).Op("=").Op("&").Qual(nnPkg, "SelectiveScan").Values(fieldsOf(scan)...))
 }
 
 // emitForward writes SelectiveScan.forward:

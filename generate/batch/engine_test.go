@@ -151,6 +151,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"falcon_h1", "norm_after_gate", kv.Options{}}, // a list of a state and keys and values a layer
 		{"olmo_hybrid", "default_pattern", kv.Options{}},
 		{"mamba", "untied_biased", kv.Options{}},
+		{"jamba", "moe_periods", kv.Options{}},
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/archgen/archgen/generated/helium"
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
 	"github.com/archgen/archgen/generated/internlm3"
+	"github.com/archgen/archgen/generated/jamba"
 	"github.com/archgen/archgen/generated/lfm2"
 	"github.com/archgen/archgen/generated/lfm2_moe"
 	"github.com/archgen/archgen/generated/llama"
@@ -96,6 +97,7 @@ var catalog = nn.NewCatalog(
 		helium.Arch,
 		hunyuan_v1_dense.Arch,
 		internlm3.Arch,
+		jamba.Arch,
 		lfm2.Arch,
 		lfm2_moe.Arch,
 		llama.Arch,

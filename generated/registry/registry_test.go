@@ -37,6 +37,7 @@ func TestLookup(t *testing.T) {
 			"hunyuan_v1_dense": "hunyuan_v1_dense",
 			"internlm3":        "internlm3",
 			"iquestcoder":      "llama",
+			"jamba":            "jamba",
 			"lfm2":             "lfm2",
 			"lfm2-vl":          "lfm2-vl",
 			"lfm2_moe":         "lfm2_moe",

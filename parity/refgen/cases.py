@@ -2917,6 +2917,33 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def jamba(**over):
+        cfg = {
+            "architectures": ["JambaForCausalLM"],
+            "model_type": "jamba",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "attn_layer_offset": 1,
+            "attn_layer_period": 2,
+            "expert_layer_offset": 1,
+            "expert_layer_period": 2,
+            "mamba_d_conv": 4,
+            "mamba_d_state": 8,
+            "mamba_expand": 2,
+            "mamba_dt_rank": "auto",
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "rms_norm_eps": 1e-6,
+            "max_position_embeddings": 4096,
+            "vocab_size": VOCAB,
+            "tie_word_embeddings": False,
+        }
+        cfg.update(over)
+        return cfg
+
     def mamba(**over):
         cfg = {
             "architectures": ["MambaForCausalLM"],
@@ -3040,6 +3067,33 @@ def _hybrid_cases() -> List[Case]:
         return cfg
 
     return [
+        Case(
+            "jamba",
+            "moe_periods",
+            "attention every second layer from 1 (no positions, GQA), the "
+            "selective scan with weighted dt, B and C norms on 0 and 2 (inner 128, "
+            "state 8, 4 taps, mamba_dt_rank \"auto\"); experts (top-2 of 8) where "
+            "(layer + 1) is even, a SwiGLU elsewhere; untied",
+            jamba(),
+        ),
+        Case(
+            "jamba",
+            "block_types_dense_tied",
+            "layers_block_type given (layer 2 attends), one expert (dense "
+            "everywhere), biased scan projections, 3 taps without a bias, "
+            "mamba_dt_rank 6, state 16; tied head",
+            jamba(
+                layers_block_type=["mamba", "mamba", "attention", "mamba"],
+                num_experts=1,
+                num_experts_per_tok=1,
+                mamba_proj_bias=True,
+                mamba_conv_bias=False,
+                mamba_d_conv=3,
+                mamba_dt_rank=6,
+                mamba_d_state=16,
+                tie_word_embeddings=True,
+            ),
+        ),
         Case(
             "mamba",
             "tied_auto_rank",

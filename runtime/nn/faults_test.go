@@ -256,6 +256,8 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"gpt_oss", map[string]any{"num_hidden_layers": 3, "layer_types": nil}, "num_hidden_layers: odd without layer_types: mlx-lm's default pattern (sliding, full) covers an even number of layers and skips the last; give layer_types"},
 		{"smollm3", map[string]any{"no_rope_layers": []int{1, 0}}, "no_rope_layers: has 2 entries, want 36 (num_hidden_layers)"},
 		{"mamba2", map[string]any{"n_groups": 5}, "n_groups: must divide num_heads"},
+		{"jamba", map[string]any{"attn_layer_period": 1, "attn_layer_offset": 0}, `layers_block_type: entries must be "attention" or "mamba", at least one of each (mlx-lm looks both up)`},
+		{"jamba", map[string]any{"mamba_dt_rank": "narrow"}, `mamba_dt_rank: want an integer, got "narrow"`},
 		{"olmo_hybrid", map[string]any{"layer_types": []string{"linear_attention", "mamba", "linear_attention", "full_attention"}, "num_hidden_layers": 4}, `layer_types: entries must be "linear_attention" or "full_attention"`},
 		{"olmo_hybrid", map[string]any{"linear_num_key_heads": 3}, "linear_num_value_heads: must be a multiple of linear_num_key_heads"},
 		{"falcon_h1", map[string]any{"mamba_d_ssm": 1024}, "mamba_d_ssm: must equal mamba_n_heads × mamba_d_head (the scan's heads side by side)"},
@@ -310,7 +312,7 @@ func TestConfigFaultsByArch(t *testing.T) {
 // config handed to the wrong architecture.
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
-		"jamba":            `model_type "jamba" is not supported (supported: `,
+		"plamo2":           `model_type "plamo2" is not supported (supported: `,
 		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
 		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
 	} {

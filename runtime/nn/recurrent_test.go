@@ -35,6 +35,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/falcon_h1/norm_after_gate/model",
 	"../../testdata/parity/olmo_hybrid/default_pattern/model",
 	"../../testdata/parity/mamba/untied_biased/model",
+	"../../testdata/parity/jamba/moe_periods/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

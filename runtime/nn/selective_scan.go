@@ -26,11 +26,21 @@ type SelectiveScan struct {
 	// weight, with eps NormEps.
 	BCDtNorm bool
 	NormEps  float32
+	// DtNorm, BNorm and CNorm, where set, are their RMSNorms with weights
+	// (Jamba's); Sequence projects and norms the whole sequence first and
+	// then runs the recurrence, state = state · exp(dt A) + dt x B, a step
+	// at a time (Jamba's order), where the default projects each step in
+	// turn (Mamba's).
+	DtNorm, BNorm, CNorm *RMSNorm
+	Sequence             bool
 }
 
 // Apply runs the scan over x [B, L, inner] (convolved), the state in slot
 // of s, and returns y [B, L, inner] before the gate.
 func (p *SelectiveScan) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.Array {
+	if p.Sequence {
+		return p.applySequence(g, s, slot, x)
+	}
 	B, L, inner := x.Dim(0), x.Dim(1), x.Dim(2)
 	A := g.Negative(g.Exp(p.ALog))
 	state := s.Slot(slot)
@@ -60,4 +70,47 @@ func (p *SelectiveScan) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array
 		return x
 	}
 	return g.Stack(1, ys...)
+}
+
+// norms applies the time-step input's, B's and C's norms.
+func (p *SelectiveScan) norms(g *mlx.Graph, dt, b, c *mlx.Array) (*mlx.Array, *mlx.Array, *mlx.Array) {
+	switch {
+	case p.DtNorm != nil:
+		return p.DtNorm.Apply(g, dt), p.BNorm.Apply(g, b), p.CNorm.Apply(g, c)
+	case p.BCDtNorm:
+		return g.RMSNorm(dt, nil, p.NormEps), g.RMSNorm(b, nil, p.NormEps), g.RMSNorm(c, nil, p.NormEps)
+	}
+	return dt, b, c
+}
+
+// applySequence is Apply in Jamba's order: the projections, norms, time
+// steps and each step's input to the state for the whole sequence at
+// once, then the recurrence a step at a time, then every step's output.
+func (p *SelectiveScan) applySequence(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.Array {
+	B, L, inner := x.Dim(0), x.Dim(1), x.Dim(2)
+	if L == 0 {
+		return x
+	}
+	A := g.Negative(g.Exp(p.ALog))
+	parts := g.SplitAt(p.XProj.Apply(g, x), []int{p.DtRank, p.DtRank + p.StateSize}, -1)
+	dt, b, c := p.norms(g, parts[0], parts[1], parts[2])
+	delta := g.Softplus(p.DtProj.Apply(g, dt))                                        // [B, L, inner]
+	input := g.Multiply(g.ExpandDims(g.Multiply(delta, x), -1), g.ExpandDims(b, -2)) // [B, L, inner, state]
+	decay := g.Exp(g.Multiply(g.ExpandDims(delta, -1), A))                           // [B, L, inner, state]
+	step := func(a *mlx.Array, t int) *mlx.Array {
+		return g.Reshape(g.Slice(a, []int{0, t, 0, 0}, []int{B, t + 1, inner, p.StateSize}), B, inner, p.StateSize)
+	}
+	state := s.Slot(slot)
+	states := make([]*mlx.Array, L)
+	for t := range L {
+		next := step(input, t)
+		if state != nil {
+			next = g.Add(g.Multiply(state, step(decay, t)), next)
+		}
+		states[t] = next
+		state = next
+	}
+	s.SetSlot(g, slot, state)
+	y := g.Squeeze(g.Matmul(g.Stack(1, states...), g.ExpandDims(c, -1)), -1) // [B, L, inner]
+	return g.Add(y, g.Multiply(p.D, x))
 }

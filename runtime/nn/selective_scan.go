@@ -94,7 +94,7 @@ func (p *SelectiveScan) applySequence(g *mlx.Graph, s *kv.States, slot int, x *m
 	A := g.Negative(g.Exp(p.ALog))
 	parts := g.SplitAt(p.XProj.Apply(g, x), []int{p.DtRank, p.DtRank + p.StateSize}, -1)
 	dt, b, c := p.norms(g, parts[0], parts[1], parts[2])
-	delta := g.Softplus(p.DtProj.Apply(g, dt))                                        // [B, L, inner]
+	delta := g.Softplus(p.DtProj.Apply(g, dt))                                       // [B, L, inner]
 	input := g.Multiply(g.ExpandDims(g.Multiply(delta, x), -1), g.ExpandDims(b, -2)) // [B, L, inner, state]
 	decay := g.Exp(g.Multiply(g.ExpandDims(delta, -1), A))                           // [B, L, inner, state]
 	step := func(a *mlx.Array, t int) *mlx.Array {

@@ -20,14 +20,28 @@ import (
 	"github.com/archgen/archgen/internal/tinychat"
 )
 
-// TestServeHybrid: the server on a hybrid of attention and recurrent
-// layers (a qwen3_next: state caches beside key and value caches) answers
-// 16 concurrent chats each as the library answers it alone; a client that
-// drops its stream frees its row; and a conversation's second turn reuses
-// the first turn's cache.
+// TestServeHybrid: the server on models with recurrent layers (qwen3_next:
+// state caches beside key and value caches; falcon_h1: a list of both in
+// every layer; nemotron_h: fewer caches than layers; jamba: Mamba1's scan
+// and experts) answers 16 concurrent chats each as the library answers it
+// alone; a client that drops its stream frees its row; and a
+// conversation's second turn reuses the first turn's cache. (The random
+// models without attention answer every question alike, too alike to tell
+// rows apart; generate/batch's TestBatchMatchesSolo holds them.)
 func TestServeHybrid(t *testing.T) {
+	for _, c := range []struct{ arch, name string }{
+		{"qwen3_next", "base"},
+		{"falcon_h1", "norm_after_gate"},
+		{"nemotron_h", "pattern_moe"},
+		{"jamba", "moe_periods"},
+	} {
+		t.Run(c.arch, func(t *testing.T) { serveHybrid(t, c.arch, c.name) })
+	}
+}
+
+func serveHybrid(t *testing.T, arch, name string) {
 	dir := filepath.Join(t.TempDir(), "tiny-hybrid")
-	require.NoError(t, tinychat.WriteHybrid(dir, nil, nil))
+	require.NoError(t, tinychat.WriteParity(dir, arch, name, nil, nil))
 	m, err := archgen.Load(context.Background(), dir, archgen.LoadOptions{})
 	require.NoError(t, err)
 	defer m.Free()

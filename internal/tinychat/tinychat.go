@@ -75,6 +75,13 @@ func WriteHybrid(dir string, config, generation map[string]any) error {
 	return write(dir, HybridWeightsDir(), config, generation)
 }
 
+// WriteParity is WriteHybrid on the weights of another parity case of 256
+// tokens (arch/name under testdata/parity): a state-space or other
+// recurrent model to chat with.
+func WriteParity(dir, arch, name string, config, generation map[string]any) error {
+	return write(dir, parityModel(arch, name), config, generation)
+}
+
 func write(dir, src string, config, generation map[string]any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -87,6 +87,9 @@ func walk(v reflect.Value, path, file string, visit func(path, value string, pos
 		for i := 0; i < es.Len(); i++ {
 			e := es.Index(i)
 			walk(e.FieldByName("Val"), join(path, e.FieldByName("Key").String()), file, visit)
+			if path == "structure.mixers" {
+				mixerDefaults(e, join(path, e.FieldByName("Key").String()), visit)
+			}
 		}
 	case t == reflect.TypeOf(Raw{}):
 		p := v.FieldByName("Pos").Interface().(Pos)
@@ -105,6 +108,34 @@ func walk(v reflect.Value, path, file string, visit func(path, value string, pos
 			}
 			walk(v.Field(i), join(path, tag), file, visit)
 		}
+	}
+}
+
+// mixerDefaults visits the options a mixer section leaves to its kind's
+// defaults (a kind's options live in its file, not in the descriptor
+// tree).
+func mixerDefaults(e reflect.Value, path string, visit func(path, value string, pos Pos, o Origin)) {
+	k, ok := mixerKinds[e.FieldByName("Key").String()]
+	if !ok {
+		return
+	}
+	set := map[string]bool{}
+	entries := e.FieldByName("Val").FieldByName("Entries")
+	for i := 0; i < entries.Len(); i++ {
+		set[entries.Index(i).FieldByName("Key").String()] = true
+	}
+	if !set["block"] {
+		visit(join(path, "block"), "same", Pos{}, FromDefault)
+	}
+	for _, opt := range k.options {
+		if set[opt.key] {
+			continue
+		}
+		val := opt.def
+		if opt.like != "" {
+			val = "(" + opt.like + "'s value)"
+		}
+		visit(join(path, opt.key), val, Pos{}, FromDefault)
 	}
 }
 

@@ -314,3 +314,28 @@ func TestNoArchNames(t *testing.T) {
 		t.Fatalf("read only %d files", n)
 	}
 }
+
+// TestExplainMixerDefaults: explain lists the options a mixer section
+// leaves to its kind's defaults, marked as defaults.
+func TestExplainMixerDefaults(t *testing.T) {
+	s, err := Load("../descriptors", "descriptors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Explain(s, "granitemoehybrid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := explainLines(out)
+	for _, want := range []string{
+		"structure.mixers.ssd.heads mamba_n_heads # here, descriptors/granitemoehybrid.yaml:74",
+		"structure.mixers.ssd.dt_min time_step_limit[0] # default",
+		"structure.mixers.ssd.norm_groups 1 # default",
+		"structure.mixers.ssd.out_bias (bias's value) # default",
+		"structure.mixers.ssd.block same # default",
+	} {
+		if !lines[want] {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+}

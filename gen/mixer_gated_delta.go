@@ -210,13 +210,22 @@ func (d *GatedDelta) build(s stage) []jen.Code {
 //	}
 func (d *GatedDelta) emitForward(f *jen.File) {
 	self := func(fl *field) *jen.Statement { return fl.of(rDelta) }
-	applied := func(p Proj) jen.Code { return apply(self(p.Field), jen.Id("x")) }
+	// The projections of x as one op (nn.Products: each output as its
+	// layer's Apply gives it).
+	products := []jen.Code{g(), jen.Id("x")}
+	index := map[*field]int{}
+	for i, p := range d.projs {
+		products = append(products, self(p.Field))
+		index[p.Field] = i
+	}
+	applied := func(p Proj) jen.Code { return jen.Id("p").Index(jen.Lit(index[p.Field])) }
 	conv := func(i int, in jen.Code) jen.Code {
 		return call("SiLU", self(d.convs[i].field).Dot("Apply").Call(g(), jen.Id("s"), jen.Lit(i), in))
 	}
 	stateSlot := len(d.convs)
 	body := []jen.Code{
 		jen.List(jen.Id("B"), jen.Id("L")).Op(":=").List(jen.Id("x").Dot("Dim").Call(jen.Lit(0)), jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
+		jen.Id("p").Op(":=").Qual(nnPkg, "Products").Call(products...).Comment("the projections, in order"),
 	}
 	switch {
 	case d.Separate:

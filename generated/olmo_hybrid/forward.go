@@ -78,12 +78,13 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 // a recurrent layer runs one sequence a row and reads none).
 func (d *GatedDelta) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	B, L := x.Dim(0), x.Dim(1)
-	s := nn.StatesOf(g, c, 4) // slots 0-2: q's, k's and v's convolutions' last inputs; 3: the rule's state
+	p := nn.Products(g, x, d.QProj, d.KProj, d.VProj, d.GProj, d.BProj, d.AProj) // the projections, in order
+	s := nn.StatesOf(g, c, 4)                                                    // slots 0-2: q's, k's and v's convolutions' last inputs; 3: the rule's state
 	in := nn.DeltaInputs{
-		QKV: g.Concatenate(-1, g.SiLU(d.QConv1d.Apply(g, s, 0, d.QProj.Apply(g, x))), g.SiLU(d.KConv1d.Apply(g, s, 1, d.KProj.Apply(g, x))), g.SiLU(d.VConv1d.Apply(g, s, 2, d.VProj.Apply(g, x)))),
-		Z:   g.Reshape(d.GProj.Apply(g, x), B, L, d.heads.ValueHeads, d.heads.ValueDim),
-		B:   d.BProj.Apply(g, x),
-		A:   d.AProj.Apply(g, x),
+		QKV: g.Concatenate(-1, g.SiLU(d.QConv1d.Apply(g, s, 0, p[0])), g.SiLU(d.KConv1d.Apply(g, s, 1, p[1])), g.SiLU(d.VConv1d.Apply(g, s, 2, p[2]))),
+		Z:   g.Reshape(p[3], B, L, d.heads.ValueHeads, d.heads.ValueDim),
+		B:   p[4],
+		A:   p[5],
 	}
 	qkv := in.QKV                                                           // [B, L, q, k and v widths], each through its convolution
 	y := nn.GatedDelta(g, s, 3, qkv, in.B, in.A, d.Rate, d.DtBias, d.heads) // [B, L, value heads, value_dim]

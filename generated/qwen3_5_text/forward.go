@@ -63,8 +63,9 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 // a recurrent layer runs one sequence a row and reads none).
 func (d *GatedDelta) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	B, L := x.Dim(0), x.Dim(1)
-	s := nn.StatesOf(g, c, 2) // slot 0: the convolution's last inputs; 1: the rule's state
-	in := nn.FlatDeltaInputs(g, d.InProjQKV.Apply(g, x), d.InProjZ.Apply(g, x), d.InProjB.Apply(g, x), d.InProjA.Apply(g, x), d.heads)
+	p := nn.Products(g, x, d.InProjQKV, d.InProjZ, d.InProjB, d.InProjA) // the projections, in order
+	s := nn.StatesOf(g, c, 2)                                            // slot 0: the convolution's last inputs; 1: the rule's state
+	in := nn.FlatDeltaInputs(g, p[0], p[1], p[2], p[3], d.heads)
 	qkv := g.SiLU(d.Conv1D.Apply(g, s, 0, in.QKV))                          // [B, L, q, k and v widths]
 	y := nn.GatedDelta(g, s, 1, qkv, in.B, in.A, d.Rate, d.DtBias, d.heads) // [B, L, value heads, value_dim]
 	s.Advance(L)

@@ -38,6 +38,11 @@ func moeBlocks(m any) []*nn.MoE {
 			for i := 0; i < v.Len(); i++ {
 				walk(v.Index(i))
 			}
+		case reflect.Pointer:
+			// a layer's modules held by pointer (a single block's MLP)
+			if !v.IsNil() && v.Elem().Kind() == reflect.Struct && v.Type().Elem().PkgPath() == reflect.ValueOf(m).Elem().Type().PkgPath() {
+				walk(v.Elem())
+			}
 		}
 	}
 	walk(reflect.ValueOf(m).Elem())

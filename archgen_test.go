@@ -317,7 +317,7 @@ func TestSessionLoadOtherModel(t *testing.T) {
 	require.NoError(t, err)
 	defer rs.Free()
 	_, err = rs.Load(file)
-	assert.EqualError(t, err, file+": holds the caches of 2 layers, the model has 30: the file was made with another model ("+tinyDir+")")
+	assert.EqualError(t, err, file+": holds 2 caches, the model keeps 30: the file was made with another model ("+tinyDir+")")
 	assert.True(t, slices.Equal(rs.Tokens(), nil))
 }
 
@@ -344,4 +344,35 @@ func TestSessionChatOnForeignCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 10, res.CachedTokens)
 	assert.Equal(t, 1, res.Processed())
+}
+
+// TestSessionSaveLoadFewerCaches: a session of a model whose feed-forward
+// layers keep no cache (nemotron_h: fewer caches than layers) saves and
+// loads its caches, and the loaded session continues as the saved one
+// would have.
+func TestSessionSaveLoadFewerCaches(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny-nemotron")
+	require.NoError(t, tinychat.WriteParity(dir, "nemotron_h", "pattern_moe", nil, nil))
+	m := load(t, dir)
+	msgs := []archgen.Message{{Role: "user", Content: "tell me about the sea"}}
+	s, err := m.NewSession(archgen.Options{}.KV)
+	require.NoError(t, err)
+	defer s.Free()
+	_, err = s.Chat(context.Background(), msgs, archgen.Options{MaxTokens: 4}, nil)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "c.safetensors")
+	require.NoError(t, s.Save(file, nil))
+	loaded, err := m.NewSession(archgen.Options{}.KV)
+	require.NoError(t, err)
+	defer loaded.Free()
+	_, err = loaded.Load(file)
+	require.NoError(t, err)
+	assert.Equal(t, s.Tokens(), loaded.Tokens())
+	more := []int32{40, 41, 42}
+	a, err := s.Append(context.Background(), more, archgen.Options{MaxTokens: 6}, nil)
+	require.NoError(t, err)
+	b, err := loaded.Append(context.Background(), more, archgen.Options{MaxTokens: 6}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, a.Text, b.Text, "the loaded session continues as the saved one")
+	assert.Equal(t, s.Tokens(), loaded.Tokens())
 }

@@ -332,11 +332,13 @@ func (s *Session) Load(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if want := s.m.Net.Info().Layers; len(caches) != want {
+	// as many caches as the model keeps (a model's feed-forward-only layers
+	// keep none)
+	if want := len(s.m.Net.NewCaches()); len(caches) != want {
 		for _, c := range caches {
 			c.Free()
 		}
-		return nil, fmt.Errorf("%s: holds the caches of %d layers, the model has %d: the file was made with another model (%s)",
+		return nil, fmt.Errorf("%s: holds %d caches, the model keeps %d: the file was made with another model (%s)",
 			path, len(caches), want, meta["model"])
 	}
 	var tokens []int32

@@ -316,9 +316,12 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	names := b.d.Weights.Names
 	m.projs = [3]string{names.Gate.V, names.Up.V, names.Down.V}
 	m.stackedProjs = [3]string{names.Gate.V, n.StackedUp.V, n.StackedDown.V}
-	for _, x := range []F[string]{n.StackedUp, n.StackedDown} {
-		if x.IsSet() && !checkpointName.MatchString(x.V) {
-			return nil, errAt(x.Pos, "weights.experts", "%q is not a checkpoint name (dotted names of letters, digits and _)", x.V)
+	for _, x := range []struct {
+		f   F[string]
+		key string
+	}{{n.StackedUp, "stacked_up"}, {n.StackedDown, "stacked_down"}} {
+		if x.f.IsSet() && !checkpointName.MatchString(x.f.V) {
+			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
 		}
 	}
 	if m.ungated() && (n.FusedGateUp.IsSet() || n.InterleavedGateUp.IsSet() || m.SharedGate) {

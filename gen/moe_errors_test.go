@@ -49,6 +49,8 @@ func TestMoEDescriptorErrors(t *testing.T) {
 			"descriptors/a.yaml:27: weights.rename[0]: needs from and to"},
 		{"a rename of no checkpoint name", moeBase + "weights:\n  rename:\n    - {from: \"w 1\", to: w2}\n",
 			`descriptors/a.yaml:27: weights.rename[0].from: "w 1" is not a checkpoint name (dotted names of letters, digits and _)`},
+		{"a stacked name that is no checkpoint name", moeBase + "weights:\n  experts: {stacked_up: \"fc 1\"}\n",
+			`descriptors/a.yaml:26: weights.experts.stacked_up: "fc 1" is not a checkpoint name (dotted names of letters, digits and _)`},
 		{"fused gate_up alone", moeBase + "weights:\n  experts: {fused_gate_up: input_linear}\n",
 			"descriptors/a.yaml:26: weights.experts.fused_gate_up: fused_gate_up and fused_down go together"},
 	} {

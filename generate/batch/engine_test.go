@@ -144,7 +144,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"gemma2", "defaults", kv.Options{}},
 		{"qwen3", "base", kv.Options{}},
-		{"qwen3_next", "base", kv.Options{}}, // attention and recurrent layers: state rows beside key and value rows
+		{"qwen3_next", "base", kv.Options{}},           // attention and recurrent layers: state rows beside key and value rows
 		{"granitemoehybrid", "moe_nope", kv.Options{}}, // state-space layers, routed experts
 		{"nemotron_h", "pattern_moe", kv.Options{}},    // fewer caches than layers
 		{"mamba2", "tied_groups", kv.Options{}},        // no attention: no mask, state rows only

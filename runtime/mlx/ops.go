@@ -1232,6 +1232,22 @@ func (g *Graph) Conv1D(x, w *Array, stride, padding, dilation, groups int) *Arra
 	return g.done("conv1d", C.mlxg_conv1d(g.res0(), x.c, w.c, C.int(stride), C.int(padding), C.int(dilation), C.int(groups), g.s.c, g.errp()))
 }
 
+// SelectiveScan is Mamba's selective scan in float32 in one op (archgen's
+// kernel, parallel over batch rows and channels): x and dt [b, T, d] (dt
+// after its softplus), A [d, n] (-exp(A_log)), B and C [b, T, n], D [d],
+// from state ([b, d, n]; nil for a fresh sequence). Each step is S = S
+// exp(dt A) + dt x B and y = S · C + D x. It returns y and the last state.
+func (g *Graph) SelectiveScan(x, dt, a, b, c, d, state *Array) (y, last *Array) {
+	const op = "selective_scan"
+	if !g.ok(op, x, dt, a, b, c, d) || !g.okOpt(op, state) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_selective_scan(res, x.c, dt.c, a.c, b.c, c.c, d.c, opt(state), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}
+
 // SSM holds the parameters of a Mamba2 state-space layer's scan, each
 // [heads]: ALog (A = -exp(ALog)), D (the skip connection) and DtBias;
 // DtMin and DtMax clip the time steps.

@@ -738,3 +738,111 @@ std::optional<std::vector<mx::array>> archgen_native_ssm(
   mx::array y = mx::add(outs[0], mx::multiply(x, mx::reshape(D, {1, 1, h, 1}, s), s), s);
   return std::vector<mx::array>{y, outs[1]};
 }
+
+// ---- Mamba's selective scan ----
+
+// SelJob is one selective scan: x and dt [b, T, d], A [d, n], B and C
+// [b, T, n], D [d], the state s0 [b, d, n] in, y [b, T, d] and s1 out, all
+// float32.
+struct SelJob {
+  const float *x, *dt, *A, *B, *C, *D, *s0;
+  int nb, T, Dn, N;
+  float *y, *s1;
+};
+
+// NativeSelective runs each channel's state through every step, parallel
+// over (batch, channel): S = S exp(dt A) + dt x B; y = S · C + D x.
+class NativeSelective : public mx::Primitive {
+ public:
+  explicit NativeSelective(mx::Stream s) : Primitive(s) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = outputs_ready(stream(), in, outs);
+    SelJob j{in[0].data<float>(),
+             in[1].data<float>(),
+             in[2].data<float>(),
+             in[3].data<float>(),
+             in[4].data<float>(),
+             in[5].data<float>(),
+             in[6].data<float>(),
+             static_cast<int>(in[0].shape(0)),
+             static_cast<int>(in[0].shape(1)),
+             static_cast<int>(in[0].shape(2)),
+             static_cast<int>(in[2].shape(1)),
+             outs[0].data<float>(),
+             outs[1].data<float>()};
+    enc.dispatch([j, in, outs]() {
+      run_items(j.nb * j.Dn, [&](int i0, int i1) {
+        std::vector<float> s(j.N), decay(j.N);
+        for (int i = i0; i < i1; i++) {
+          const int b = i / j.Dn, d = i % j.Dn;
+          const float* a = j.A + static_cast<size_t>(d) * j.N;
+          const size_t si = (static_cast<size_t>(b) * j.Dn + d) * j.N;
+          std::copy(j.s0 + si, j.s0 + si + j.N, s.begin());
+          for (int t = 0; t < j.T; t++) {
+            const size_t row = static_cast<size_t>(b) * j.T + t;
+            const size_t xi = row * j.Dn + d;
+            const float dt = j.dt[xi], xv = j.x[xi], u = dt * xv;
+            const float* Bt = j.B + row * j.N;
+            const float* Ct = j.C + row * j.N;
+            for (int n = 0; n < j.N; n++) decay[n] = std::exp(dt * a[n]);
+            float acc = 0;
+            for (int n = 0; n < j.N; n++) {
+              s[n] = s[n] * decay[n] + u * Bt[n];
+              acc += s[n] * Ct[n];
+            }
+            j.y[xi] = acc + j.D[d] * xv;
+          }
+          std::copy(s.begin(), s.end(), j.s1 + si);
+        }
+      });
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's selective scan runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenSelectiveScan"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return dynamic_cast<const NativeSelective*>(&other) != nullptr;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {in[0].shape(), in[6].shape()};
+  }
+};
+
+std::vector<mx::array> archgen_selective_scan(const mx::array& x, const mx::array& dt,
+                                              const mx::array& A, const mx::array& B,
+                                              const mx::array& C, const mx::array& D,
+                                              const std::optional<mx::array>& state,
+                                              mx::Stream s) {
+  const bool shapes = x.ndim() == 3 && dt.shape() == x.shape() && A.ndim() == 2 &&
+                      A.shape(0) == x.shape(2) && B.ndim() == 3 && C.shape() == B.shape() &&
+                      B.shape(0) == x.shape(0) && B.shape(1) == x.shape(1) &&
+                      B.shape(2) == A.shape(1) && D.shape() == mx::Shape{x.shape(2)} &&
+                      (!state || state->shape() == mx::Shape{x.shape(0), x.shape(2), A.shape(1)});
+  if (!shapes) {
+    throw std::invalid_argument("want x and dt [b, T, d], A [d, n], B and C [b, T, n], D [d], state [b, d, n]; got x " +
+                                shape_of(x) + ", dt " + shape_of(dt) + ", A " + shape_of(A) + ", B " +
+                                shape_of(B) + ", C " + shape_of(C) + ", D " + shape_of(D) +
+                                (state ? ", state " + shape_of(*state) : ""));
+  }
+  for (const mx::array* a : {&x, &dt, &A, &B, &C, &D}) {
+    if (a->dtype() != mx::float32) {
+      throw std::invalid_argument("the selective scan takes float32 arrays");
+    }
+  }
+  if (s.device != mx::Device::cpu) {
+    throw std::invalid_argument("the selective scan runs on the CPU only");
+  }
+  const int b = x.shape(0), d = x.shape(2), n = A.shape(1);
+  mx::array s0 = state ? mx::contiguous(mx::astype(*state, mx::float32, s), false, s)
+                       : mx::zeros({b, d, n}, mx::float32, s);
+  auto c = [&](const mx::array& a) { return mx::contiguous(a, false, s); };
+  return mx::array::make_arrays({x.shape(), {b, d, n}}, {mx::float32, mx::float32},
+                                std::make_shared<NativeSelective>(s),
+                                {c(x), c(dt), c(A), c(B), c(C), c(D), s0});
+}

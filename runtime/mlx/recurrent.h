@@ -59,6 +59,16 @@ std::optional<std::vector<mlx::core::array>> archgen_native_ssm(
     const mlx::core::array& dt_bias, const std::optional<mlx::core::array>& state, float lo,
     float hi, mlx::core::Stream s);
 
+// archgen_selective_scan is Mamba's selective scan in float32 in one op: x
+// and dt [b, T, d] (dt after its softplus), A [d, n] (-exp(A_log)), B and C
+// [b, T, n], D [d], state [b, d, n] (none: zeros); each step S = S exp(dt A)
+// + dt x B, y = S · C + D x. Returns {y, state}; throws on other shapes or
+// dtypes.
+std::vector<mlx::core::array> archgen_selective_scan(
+    const mlx::core::array& x, const mlx::core::array& dt, const mlx::core::array& A,
+    const mlx::core::array& B, const mlx::core::array& C, const mlx::core::array& D,
+    const std::optional<mlx::core::array>& state, mlx::core::Stream s);
+
 // mlx::core::conv1d where it is a depthwise causal convolution, the short
 // convolution of the recurrent mixers: x [B, L, C] and w [C, K, 1] of one
 // float dtype, stride 1, no padding, dilation 1, groups C. Each output is

@@ -995,6 +995,15 @@ int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, 
   })
 }
 
+int mlxg_selective_scan(mlxg_array* res, mlxg_array x, mlxg_array dt, mlxg_array a, mlxg_array b,
+                        mlxg_array c, mlxg_array d, mlxg_array state, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto ys = archgen_selective_scan(A(x), A(dt), A(a), A(b), A(c), A(d), opt(state), S(s));
+    res[0] = wrap(std::move(ys[0]));
+    res[1] = wrap(std::move(ys[1]));
+  })
+}
+
 int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B, mlxg_array C,
                   mlxg_array D, mlxg_array dt, mlxg_array dt_bias, mlxg_array state, float lo,
                   float hi, bool native, mlxg_stream s, char** err) {

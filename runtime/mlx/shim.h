@@ -307,6 +307,10 @@ int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, m
 int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B, mlxg_array C,
                   mlxg_array D, mlxg_array dt, mlxg_array dt_bias, mlxg_array state, float lo,
                   float hi, bool native, mlxg_stream s, char** err);
+// Mamba's selective scan in float32 (recurrent.h): y into res[0], the last
+// state into res[1]. state may be empty.
+int mlxg_selective_scan(mlxg_array* res, mlxg_array x, mlxg_array dt, mlxg_array a, mlxg_array b,
+                        mlxg_array c, mlxg_array d, mlxg_array state, mlxg_stream s, char** err);
 // mlx's conv1d: x [B, L, C_in], w [C_out, K, C_in / groups].
 int mlxg_conv1d(mlxg_array* res, mlxg_array x, mlxg_array w, int stride, int padding,
                 int dilation, int groups, mlxg_stream s, char** err);

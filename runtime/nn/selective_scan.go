@@ -11,9 +11,9 @@ import (
 // without weight where BCDtNorm holds, Falcon-Mamba), dt_proj and a
 // softplus make the time steps, and each channel's state over StateSize
 // decays by exp(dt A) and takes dt x B; y = state · C + D x, gated by
-// silu(z). The state stays in the activations' dtype, rounded at every
-// step, as mlx-lm keeps it: the steps run one after another, as mlx-lm
-// runs them.
+// silu(z). In half precision the state stays in the activations' dtype,
+// rounded at every step, and the steps run one after another, as mlx-lm
+// runs them; in float32 archgen's kernel runs the recurrence in one op.
 
 // SelectiveScan is a Mamba layer's scan parameters.
 type SelectiveScan struct {
@@ -38,6 +38,9 @@ type SelectiveScan struct {
 // Apply runs the scan over x [B, L, inner] (convolved), the state in slot
 // of s, and returns y [B, L, inner] before the gate.
 func (p *SelectiveScan) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.Array {
+	if x.Dtype() == mlx.Float32 && x.Dim(1) > 0 {
+		return p.applyNative(g, s, slot, x)
+	}
 	if p.Sequence {
 		return p.applySequence(g, s, slot, x)
 	}
@@ -113,4 +116,19 @@ func (p *SelectiveScan) applySequence(g *mlx.Graph, s *kv.States, slot int, x *m
 	s.SetSlot(g, slot, state)
 	y := g.Squeeze(g.Matmul(g.Stack(1, states...), g.ExpandDims(c, -1)), -1) // [B, L, inner]
 	return g.Add(y, g.Multiply(p.D, x))
+}
+
+// applyNative is Apply in float32 on archgen's kernel: the projections,
+// norms and time steps for the whole sequence at once, then the recurrence
+// in one op (mlx.Graph.SelectiveScan), within float32 rounding of either
+// order mlx-lm composes. Half precision keeps the composed steps, whose
+// roundings are the oracle's.
+func (p *SelectiveScan) applyNative(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.Array {
+	parts := g.SplitAt(p.XProj.Apply(g, x), []int{p.DtRank, p.DtRank + p.StateSize}, -1)
+	dt, b, c := p.norms(g, parts[0], parts[1], parts[2])
+	delta := g.Softplus(p.DtProj.Apply(g, dt))
+	A := g.Negative(g.Exp(g.AsType(p.ALog, mlx.Float32)))
+	y, last := g.SelectiveScan(x, delta, A, b, c, g.AsType(p.D, mlx.Float32), s.Slot(slot))
+	s.SetSlot(g, slot, last)
+	return y
 }

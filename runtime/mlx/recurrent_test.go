@@ -2,9 +2,9 @@ package mlx
 
 import (
 	"fmt"
-	"strings"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 

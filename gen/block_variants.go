@@ -49,7 +49,7 @@ func (b *builder) resolveVariants() error {
 		if a.Block.Kind == parallelBlock || a.Block.Kind == singleBlock || a.Mixers.residual() || a.Block.ClipResidual {
 			return errAt(b.d.Structure.Block.Pos, "structure.block", "a mixer kind's own block (%s) beside a %s block is not supported", kind, a.Block.Kind)
 		}
-		v := &Block{Kind: kind, norm: a.Norm, attn: a.Mixers, mlp: a.MLP, scales: &a.Scalars, Count: a.Count(),
+		v := &Block{Kind: kind, norm: a.Norm, attn: a.Mixers, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
 			Path: a.Block.Path, Stack: a.Block.Stack, method: "forward" + goName(string(kind))}
 		for slot, name := range slotNames(kind) {
 			if name == "" {
@@ -69,9 +69,6 @@ func (b *builder) resolveVariants() error {
 	}
 	return nil
 }
-
-// Count is the layer count.
-func (a *Arch) Count() *Value { return a.Layers }
 
 // variantFields are the layer's norm fields of every block, once each,
 // and the wiring's.

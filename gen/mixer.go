@@ -136,12 +136,6 @@ func (b *builder) resolveMixers(sc *scope) error {
 	if a.Attn.Sliding != nil {
 		return errAt(b.d.Structure.Attention.Sliding.Pos, "structure.attention.sliding", "sliding-window layers beside other token mixers (structure.mixers) are not supported")
 	}
-	defer func() {
-		if a.Mixers != nil && a.Mixers.residual() {
-			a.Mixers.mix.typ = mixResidualFuncType
-			a.Mixers.mix.doc = "the layer's token mixers, chosen at load, their outputs added to the residual stream"
-		}
-	}()
 	for _, e := range s.Entries {
 		path := "structure.mixers." + e.Key
 		k, ok := mixerKinds[e.Key]
@@ -163,6 +157,10 @@ func (b *builder) resolveMixers(sc *scope) error {
 			blk = BlockKind(w)
 		}
 		m.Blocks = append(m.Blocks, blk)
+	}
+	if m.residual() {
+		m.mix.typ = mixResidualFuncType
+		m.mix.doc = "the layer's token mixers, chosen at load, their outputs added to the residual stream"
 	}
 	a.Mixers = m
 	return nil
@@ -330,20 +328,20 @@ func (m *Mixers) build(s stage) []jen.Code {
 		return out
 	}
 	a := m.arch
-	attn := []jen.Code{
+	// attention's module and its loads, then (in attention's own layers)
+	// its norms and the layer's mixing
+	attnBuild := []jen.Code{
 		m.attn.Field.of(rLayer).Op("=").Op("&").Id("Attention").Values(fieldsOf(a.initsOf(tAttention))...),
 		jen.Id(rAttn).Op(":=").Add(m.attn.Field.of(rLayer)),
 	}
-	attn = append(attn, m.attn.build(sLayer)...)
-	attn = append(attn, a.Block.branch(nil)...)
+	attnBuild = append(attnBuild, m.attn.build(sLayer)...)
+	firstAttn := m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i"))
 	var attnMix jen.Code = jen.Id(rAttn).Dot("forward")
 	if m.residual() {
 		attnMix = jen.Qual(nnPkg, "Residual").Call(attnMix)
 	}
-	attn = append(attn,
-		m.mix.of(rLayer).Op("=").Add(attnMix),
-		m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i")),
-	)
+	attn := append(slices.Clone(attnBuild), a.Block.branch(nil)...)
+	attn = append(attn, m.mix.of(rLayer).Op("=").Add(attnMix), firstAttn)
 	var chain *jen.Statement
 	if m.mlp != nil && m.feedForward != nil {
 		// A single block's feed-forward layer: the MLP is its sublayer,
@@ -369,10 +367,10 @@ func (m *Mixers) build(s stage) []jen.Code {
 		if x.besideAttention() && !m.attn.Absent {
 			// the layer attends too: both outputs summed, and its cache a
 			// list of the kind's state and attention's keys and values
-			body = append(body, attn[:len(attn)-2]...)
+			body = append(body, attnBuild...)
 			body = append(body,
 				m.mix.of(rLayer).Op("=").Qual(nnPkg, "Beside").Call(jen.Id(x.recv()).Dot("forward"), jen.Id(rAttn).Dot("forward")),
-				m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i")),
+				firstAttn,
 				fCaches.of(rModel).Index(jen.Id("i")).Dot("Parts").Op("=").Index().Qual(nnPkg, "CacheSpec").Values(
 					jen.Values(jen.Id("States").Op(":").Lit(x.states())), jen.Values()),
 			)

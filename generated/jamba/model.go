@@ -85,7 +85,7 @@ type SelectiveScan struct {
 	Conv1D      *nn.ShortConv // conv1d: depthwise, causal
 	XProj       *nn.Linear    // x_proj
 	DtProj      *nn.Linear    // dt_proj
-	ALog        *mlx.Array    // A_log [inner, state]: A = -exp(A_log)
+	A           *mlx.Array    // A_log [inner, state], as A = -exp(A_log) (made at load)
 	D           *mlx.Array    // D: the skip connection
 	OutProj     *nn.Linear    // out_proj
 	DtLayernorm *nn.RMSNorm   // dt_layernorm
@@ -157,7 +157,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			s.Conv1D = lw.ShortConv("mamba.conv1d", c.MambaInner, c.MambaDConv, c.MambaConvBias)
 			s.XProj = lw.Linear("mamba.x_proj", c.MambaDtRank+2*c.MambaDState, c.MambaInner, false)
 			s.DtProj = lw.Linear("mamba.dt_proj", c.MambaInner, c.MambaDtRank, true)
-			s.ALog = lw.Array("mamba.A_log", c.MambaInner, c.MambaDState)
+			s.A = lw.Decay("mamba.A_log", c.MambaInner, c.MambaDState)
 			s.D = lw.Vector("mamba.D", c.MambaInner)
 			s.OutProj = lw.Linear("mamba.out_proj", m.hidden, c.MambaInner, c.MambaProjBias)
 			s.DtLayernorm = lw.RMSNorm("mamba.dt_layernorm", c.MambaDtRank, c.RMSNormEps)
@@ -166,7 +166,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			s.scan = &nn.SelectiveScan{
 				XProj:     s.XProj,
 				DtProj:    s.DtProj,
-				ALog:      s.ALog,
+				A:         s.A,
 				D:         s.D,
 				DtRank:    c.MambaDtRank,
 				StateSize: c.MambaDState,

@@ -69,7 +69,7 @@ type SelectiveScan struct {
 	Conv1D  *nn.ShortConv // conv1d: depthwise, causal
 	XProj   *nn.Linear    // x_proj
 	DtProj  *nn.Linear    // dt_proj
-	ALog    *mlx.Array    // A_log [inner, state]: A = -exp(A_log)
+	A       *mlx.Array    // A_log [inner, state], as A = -exp(A_log) (made at load)
 	D       *mlx.Array    // D: the skip connection
 	OutProj *nn.Linear    // out_proj
 
@@ -121,13 +121,13 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		s.Conv1D = lw.ShortConv("mixer.conv1d", c.IntermediateSize, c.ConvKernel, c.UseConvBias)
 		s.XProj = lw.Linear("mixer.x_proj", c.TimeStepRank+2*c.StateSize, c.IntermediateSize, false)
 		s.DtProj = lw.Linear("mixer.dt_proj", c.IntermediateSize, c.TimeStepRank, true)
-		s.ALog = lw.Array("mixer.A_log", c.IntermediateSize, c.StateSize)
+		s.A = lw.Decay("mixer.A_log", c.IntermediateSize, c.StateSize)
 		s.D = lw.Vector("mixer.D", c.IntermediateSize)
 		s.OutProj = lw.Linear("mixer.out_proj", m.hidden, c.IntermediateSize, c.UseBias)
 		s.scan = &nn.SelectiveScan{
 			XProj:     s.XProj,
 			DtProj:    s.DtProj,
-			ALog:      s.ALog,
+			A:         s.A,
 			D:         s.D,
 			DtRank:    c.TimeStepRank,
 			StateSize: c.StateSize,

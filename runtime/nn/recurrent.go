@@ -115,14 +115,34 @@ func (w *Weights) DecayRate(name string, n int) *mlx.Array {
 	if raw == nil {
 		return nil
 	}
+	return w.negExp(name, w.l.g.AsType(raw, mlx.Float32))
+}
+
+// Decay reads a recurrence's log decay name of the given shape (Mamba's
+// A_log [inner, state]) and returns -exp(it) in the compute dtype, once at
+// load, as every step uses it (mlx-lm computes it from A_log as loaded).
+func (w *Weights) Decay(name string, shape ...int) *mlx.Array {
+	if w.l.record {
+		w.spec(name, shape, nil, false)
+		return nil
+	}
+	a := w.take(name, shape, false)
+	if a == nil {
+		return nil
+	}
+	return w.negExp(name, a)
+}
+
+// negExp is -exp(a), made and kept as the parameter that stands for name.
+func (w *Weights) negExp(name string, a *mlx.Array) *mlx.Array {
 	g := w.l.g
-	rate := g.Negative(g.Exp(g.AsType(raw, mlx.Float32)))
+	r := g.Negative(g.Exp(a))
 	if err := g.Err(); err != nil {
 		w.failf("%s: %v", w.local(name), err)
 		return nil
 	}
-	g.Keep(rate)
-	return w.keep(rate)
+	g.Keep(r)
+	return w.keep(r)
 }
 
 // DeltaHeads are a gated-delta mixer's shape: key heads of KeyDim, value

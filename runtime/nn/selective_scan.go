@@ -18,7 +18,7 @@ import (
 // SelectiveScan is a Mamba layer's scan parameters.
 type SelectiveScan struct {
 	XProj, DtProj *Linear
-	ALog          *mlx.Array // [inner, state]
+	A             *mlx.Array // [inner, state]: -exp(A_log), made at load (Weights.Decay)
 	D             *mlx.Array // [inner]
 	DtRank        int
 	StateSize     int
@@ -45,22 +45,16 @@ func (p *SelectiveScan) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array
 		return p.applySequence(g, s, slot, x)
 	}
 	B, L, inner := x.Dim(0), x.Dim(1), x.Dim(2)
-	A := g.Negative(g.Exp(p.ALog))
 	state := s.Slot(slot)
 	ys := make([]*mlx.Array, L)
 	for t := range L {
 		xt := g.Reshape(g.Slice(x, []int{0, t, 0}, []int{B, t + 1, inner}), B, inner)
 		parts := g.SplitAt(p.XProj.Apply(g, xt), []int{p.DtRank, p.DtRank + p.StateSize}, -1)
-		dt, b, c := parts[0], parts[1], parts[2]
-		if p.BCDtNorm {
-			dt = g.RMSNorm(dt, nil, p.NormEps)
-			b = g.RMSNorm(b, nil, p.NormEps)
-			c = g.RMSNorm(c, nil, p.NormEps)
-		}
+		dt, b, c := p.norms(g, parts[0], parts[1], parts[2])
 		delta := g.Softplus(p.DtProj.Apply(g, dt))                                      // [B, inner]
 		next := g.Multiply(g.ExpandDims(g.Multiply(delta, xt), -1), g.ExpandDims(b, 1)) // [B, inner, state]
 		if state != nil {
-			next = g.Add(next, g.Multiply(state, g.Exp(g.Multiply(g.ExpandDims(delta, -1), A))))
+			next = g.Add(next, g.Multiply(state, g.Exp(g.Multiply(g.ExpandDims(delta, -1), p.A))))
 		}
 		y := g.Reshape(g.Matmul(next, g.ExpandDims(c, -1)), B, inner)
 		ys[t] = g.Add(y, g.Multiply(p.D, xt))
@@ -94,12 +88,11 @@ func (p *SelectiveScan) applySequence(g *mlx.Graph, s *kv.States, slot int, x *m
 	if L == 0 {
 		return x
 	}
-	A := g.Negative(g.Exp(p.ALog))
 	parts := g.SplitAt(p.XProj.Apply(g, x), []int{p.DtRank, p.DtRank + p.StateSize}, -1)
 	dt, b, c := p.norms(g, parts[0], parts[1], parts[2])
 	delta := g.Softplus(p.DtProj.Apply(g, dt))                                       // [B, L, inner]
 	input := g.Multiply(g.ExpandDims(g.Multiply(delta, x), -1), g.ExpandDims(b, -2)) // [B, L, inner, state]
-	decay := g.Exp(g.Multiply(g.ExpandDims(delta, -1), A))                           // [B, L, inner, state]
+	decay := g.Exp(g.Multiply(g.ExpandDims(delta, -1), p.A))                         // [B, L, inner, state]
 	step := func(a *mlx.Array, t int) *mlx.Array {
 		return g.Reshape(g.Slice(a, []int{0, t, 0, 0}, []int{B, t + 1, inner, p.StateSize}), B, inner, p.StateSize)
 	}
@@ -127,8 +120,8 @@ func (p *SelectiveScan) applyNative(g *mlx.Graph, s *kv.States, slot int, x *mlx
 	parts := g.SplitAt(p.XProj.Apply(g, x), []int{p.DtRank, p.DtRank + p.StateSize}, -1)
 	dt, b, c := p.norms(g, parts[0], parts[1], parts[2])
 	delta := g.Softplus(p.DtProj.Apply(g, dt))
-	A := g.Negative(g.Exp(g.AsType(p.ALog, mlx.Float32)))
-	y, last := g.SelectiveScan(x, delta, A, b, c, g.AsType(p.D, mlx.Float32), s.Slot(slot))
+	// x is float32, so the compute dtype is, and A and D with it
+	y, last := g.SelectiveScan(x, delta, p.A, b, c, p.D, s.Slot(slot))
 	s.SetSlot(g, slot, last)
 	return y
 }

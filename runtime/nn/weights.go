@@ -903,16 +903,6 @@ func (w *Weights) Matrix(name string, out, in int) *Linear {
 	return &Linear{Weight: w.param(name+".weight", []int{out, in}, false)}
 }
 
-// Array is the parameter name of the given shape, in the compute dtype (a
-// Mamba layer's A_log [inner, state]).
-func (w *Weights) Array(name string, shape ...int) *mlx.Array {
-	if w.l.record {
-		w.spec(name, shape, nil, false)
-		return nil
-	}
-	return w.param(name, shape, false)
-}
-
 // PreciseVector is the parameter name [n] in the wider of its stored
 // dtype and the compute dtype: a float32 vector stays float32 (mlx-lm's
 // convert keeps some so, A_log among them, and computes with them so),

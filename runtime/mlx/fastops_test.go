@@ -210,8 +210,7 @@ func TestNativeSDPA(t *testing.T) {
 	needFast(t)
 	for _, isa := range ISAs(t) {
 		t.Run(isa.Name, func(t *testing.T) {
-			prev := SetNativeISA(isa.Level)
-			defer SetNativeISA(prev)
+			defer isa.Set()()
 			testNativeSDPA(t)
 		})
 	}
@@ -401,8 +400,7 @@ func TestNativeSwiGLU(t *testing.T) {
 	}
 	for _, isa := range ISAs(t) {
 		t.Run(isa.Name, func(t *testing.T) {
-			prev := SetNativeISA(isa.Level)
-			defer SetNativeISA(prev)
+			defer isa.Set()()
 			cases := []struct {
 				name  string
 				build func(g *Graph) (gate, up *Array)

@@ -142,6 +142,31 @@ func NativeISA() int { return int(C.mlxg_native_isa()) }
 // both paths.
 func SetNativeISA(level int) int { return int(C.mlxg_set_native_isa(C.int(level))) }
 
+// The settings of NativeTiles.
+const (
+	TilesOff  = 0
+	TilesAuto = 4
+)
+
+// NativeTiles reports how products of many rows of x (a prompt's, or a
+// large batch's) run on the CPU's tile unit, Intel AMX with bfloat16
+// products summed in float32, where the CPU and the operating system run
+// it and the product's output is float32: TilesOff where they do not (or
+// ARCHGEN_MLX_TILES=0 or ARCHGEN_MLX_ISA=avx2), 1 to 3 for x and W carried
+// as that many bfloat16 parts (1: both rounded to bfloat16; 2: x as a
+// bfloat16 pair, 16 bits of its mantissa; 3: both as pairs), TilesAuto (the
+// default) for three parts against a float32 W and one otherwise.
+func NativeTiles() int {
+	if NativeISA() != ISAAVX512 {
+		return TilesOff
+	}
+	return int(C.mlxg_native_tiles())
+}
+
+// SetNativeTiles sets NativeTiles' mode for the whole process (TilesOff
+// where the CPU has no tile unit) and returns the previous one.
+func SetNativeTiles(mode int) int { return int(C.mlxg_set_native_tiles(C.int(mode))) }
+
 // NativeFastOps reports whether RMSNorm, LayerNorm, RoPE and SDPA run this
 // package's own CPU kernels where they apply (float32, float16 and bfloat16
 // on the CPU) rather than libmlx's fallbacks composed of small ops: true on

@@ -27,7 +27,7 @@ func TestQuantizedMatmuls(t *testing.T) {
 		{576, 64, []int{576, 192, 192}}, // q, k, v: tasks cross the parts' edges
 		{576, 128, []int{1536, 1536}},   // gate, up
 	}
-	for _, isa := range ISAs(t) {
+	for _, isa := range ProductISAs(t) {
 		for _, bits := range []int{4, 8} {
 			for _, group := range []int{32, 64, 128} {
 				for _, dt := range [][2]Dtype{{Float32, Float32}, {Float32, BFloat16}, {BFloat16, BFloat16}, {Float16, Float16}} {
@@ -38,8 +38,7 @@ func TestQuantizedMatmuls(t *testing.T) {
 							}
 							name := fmt.Sprintf("%s/b%d_g%d_x%s_s%s_m%d_k%d_%v", isa.Name, bits, group, dt[0], dt[1], m, sh.k, sh.parts)
 							t.Run(name, func(t *testing.T) {
-								prev := SetNativeISA(isa.Level)
-								defer SetNativeISA(prev)
+								defer isa.Set()()
 								checkQuantizedMatmuls(t, bits, group, dt[0], dt[1], m, sh.k, sh.headDim, sh.parts)
 							})
 						}
@@ -139,8 +138,7 @@ func TestLinears(t *testing.T) {
 		for _, dt := range []Dtype{Float32, BFloat16, Float16} {
 			for _, m := range []int{1, 3, 40} {
 				t.Run(fmt.Sprintf("%s/%s_m%d", isa.Name, dt, m), func(t *testing.T) {
-					prev := SetNativeISA(isa.Level)
-					defer SetNativeISA(prev)
+					defer isa.Set()()
 					g := NewGraph(nil)
 					defer g.Close()
 					key := g.RandomKey(uint64(m))

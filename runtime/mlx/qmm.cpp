@@ -22,6 +22,7 @@
 #include "cpukern.h"
 #include "panel.h"
 #include "qmv16.h"
+#include "tiles.h"
 
 #include "mlx/backend/common/utils.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -339,6 +340,7 @@ struct Job {
   int btype = 0;
   int64_t row_bytes = 0;
   const archgen::XB16* xb = nullptr;  // x on the integer grid, for up to kBlockDirectRows rows
+  const archgen::XTiles* xt = nullptr;  // x packed for the tile unit, where it runs the product
 };
 
 // Rows of x up to which a block-quantized W is multiplied from its blocks
@@ -364,6 +366,25 @@ std::atomic<int>& isa_level() {
     return isa_supported();
   }()};
   return level;
+}
+
+// The tile unit's setting (ARCHGEN_MLX_TILES, mlxg_set_native_tiles): 0
+// off, 1 to 3 the bfloat16 parts of every product it runs (tiles.h), or
+// kTilesAuto, the default where the CPU runs it: the parts tile_terms
+// chooses by the kind of W.
+constexpr int kTilesAuto = 4;
+
+std::atomic<int>& tiles_switch() {
+  static std::atomic<int> v{[] {
+    if (!archgen::cpu_has_amx_bf16()) return 0;
+    const char* e = std::getenv("ARCHGEN_MLX_TILES");
+    if (e == nullptr || std::strcmp(e, "auto") == 0) return kTilesAuto;
+    if (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0 || std::strcmp(e, "3") == 0) {
+      return e[0] - '0';
+    }
+    return 0;
+  }()};
+  return v;
 }
 
 // x W^T in half precision exactly as libmlx's CPU kernel computes it where
@@ -616,6 +637,68 @@ __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const fl
   put(m, j.M - m);
 }
 
+// Points rows[0..NR) at rows [n0, n0 + nb) of W as float32 (decoded into
+// tile, a buffer of NR * K, where W is not float32), and the rest at zeros.
+__attribute__((target("avx2,fma,f16c"))) void decode_rows(const Job& j, int n0, int nb,
+                                                          const float* rows[NR], float* tile,
+                                                          const float* zeros) {
+  const size_t K = static_cast<size_t>(j.K);
+  for (int r = 0; r < NR; r++) {
+    if (r >= nb) {
+      rows[r] = zeros;
+    } else if (j.btype != 0) {
+      float* d = tile + r * K;
+      archgen::block_dequant_row(j.btype, j.w + (n0 + r) * j.row_bytes, d, j.K);
+      rows[r] = d;
+    } else if (j.bits == 0 && j.sk == Kind::f32) {
+      rows[r] = reinterpret_cast<const float*>(j.w) + (n0 + r) * K;
+    } else if (j.bits == 0) {
+      float* d = tile + r * K;
+      to_f32(d, j.w + (n0 + r) * K * 2, K, j.sk);
+      rows[r] = d;
+    } else {
+      float* d = tile + r * K;
+      if (j.bits == 4) {
+        dequant_row<4>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
+      } else {
+        dequant_row<8>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
+      }
+      rows[r] = d;
+    }
+  }
+}
+
+// Rows of W packed for the tile unit at a time: 256 rows of a 2048-wide W
+// in one part take 1 MiB, which stays in the core's L2 cache while every
+// block of 32 rows of x passes over it.
+constexpr int kTileRowsOfW = 256;
+
+// Rows [n_lo, n_hi) of W against every row of x on the tile unit (j.xt):
+// kTileRowsOfW rows of W at a time decoded, packed in j.xt's parts, and
+// multiplied by every row of x.
+void tile_rows(const Job& j, int n_lo, int n_hi) {
+  const archgen::XTiles& xt = *j.xt;
+  const size_t K = static_cast<size_t>(j.K);
+  const size_t wsz = archgen::tiles_w_size(j.K, xt.terms);
+  thread_local std::vector<float> tile, zeros, c;
+  thread_local std::vector<uint16_t> packed;
+  tile.resize(NR * K);
+  zeros.assign(K, 0.0f);
+  c.resize(static_cast<size_t>(xt.tiles()) * 16 * kTileRowsOfW);
+  packed.resize(kTileRowsOfW / NR * wsz);
+  const float* rows[NR];
+  for (int n0 = n_lo; n0 < n_hi; n0 += kTileRowsOfW) {
+    const int nb = std::min(kTileRowsOfW, n_hi - n0);
+    const int wt = (nb + NR - 1) / NR;
+    for (int t = 0; t < wt; t++) {
+      decode_rows(j, n0 + t * NR, std::min(NR, nb - t * NR), rows, tile.data(), zeros.data());
+      archgen::tiles_pack_w(rows, j.K, xt.terms, packed.data() + t * wsz);
+    }
+    archgen::tiles_sweep(xt, packed.data(), wt, c.data(), kTileRowsOfW);
+    put_rows(j, c.data(), kTileRowsOfW, 0, j.M, n0, nb);
+  }
+}
+
 // Rows [n_lo, n_hi) of W against every row of x.
 __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, int n_hi) {
   if (j.xb != nullptr) {
@@ -774,6 +857,10 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
   // W, read in place), packed once, and swept over every row of x; on
   // AVX-512 two panels at a time, side by side (a lone last one on the AVX2
   // kernel, whose results are the same).
+  if (j.xt != nullptr) {
+    tile_rows(j, n_lo, n_hi);
+    return;
+  }
   const size_t K = static_cast<size_t>(j.K);
   thread_local std::vector<float> tile, panel, zeros;
   tile.resize(NR * K);
@@ -782,29 +869,7 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
   const float* rows[NR];
   // pack_at packs the panel of rows [n0, n0 + nb) of W into dst.
   auto pack_at = [&](int n0, int nb, float* dst) {
-    for (int r = 0; r < NR; r++) {
-      if (r >= nb) {
-        rows[r] = zeros.data();
-      } else if (j.btype != 0) {
-        float* d = tile.data() + r * K;
-        archgen::block_dequant_row(j.btype, j.w + (n0 + r) * j.row_bytes, d, j.K);
-        rows[r] = d;
-      } else if (j.bits == 0 && j.sk == Kind::f32) {
-        rows[r] = reinterpret_cast<const float*>(j.w) + (n0 + r) * K;
-      } else if (j.bits == 0) {
-        float* d = tile.data() + r * K;
-        to_f32(d, j.w + (n0 + r) * K * 2, K, j.sk);
-        rows[r] = d;
-      } else {
-        float* d = tile.data() + r * K;
-        if (j.bits == 4) {
-          dequant_row<4>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
-        } else {
-          dequant_row<8>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
-        }
-        rows[r] = d;
-      }
-    }
+    decode_rows(j, n0, nb, rows, tile.data(), zeros.data());
     pack_panel(rows, j.K, dst);
   };
   const bool pairs = isa_level().load() == kIsaAvx512;
@@ -823,6 +888,26 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
   }
 }
 
+// The bfloat16 parts of j's product on the tile unit, or 0 where it runs on
+// other kernels: products whose rows of x would otherwise run on the
+// panels, computed in float32 with a float32 output (half-precision
+// outputs keep libmlx's rounding on the panels). By default every W but a
+// float32 one takes two parts: x keeps 16 bits of its mantissa, W is
+// rounded to bfloat16 (exactly itself where it is stored as bfloat16), and
+// a float32 W stays on the panels (float32 checkpoints keep float32
+// products).
+int tile_terms(const Job& j) {
+  const int sw = tiles_switch().load();
+  if (sw == 0 || isa_level().load() != kIsaAvx512 || j.half || j.ok != Kind::f32) return 0;
+  const bool panels = j.btype != 0  ? j.M > kBlockDirectRows
+                      : j.bits != 0 ? j.M > kDirectRows
+                      : j.sk == Kind::f32 ? j.M > 2
+                                          : j.M > kHalfDirectRows;
+  if (!panels) return 0;
+  if (sw != kTilesAuto) return sw;
+  return j.bits == 0 && j.sk == Kind::f32 ? 0 : 2;
+}
+
 // run_jobs computes n products of one x (the same M, K and kind of W,
 // group and bits; a layer's q, k and v, say) as if their W were one matrix
 // stacked by rows: x is prepared once, and the blocks of NR rows of all of
@@ -832,7 +917,13 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
 void run_jobs(Job* js, int n) {
   auto& pool = Pool::get();
   Job& j = js[0];
-  if (!j.half && j.bits != 0 && j.btype == 0 && isa_level().load() == kIsaAvx512 &&
+  if (const int terms = tile_terms(j); terms != 0) {
+    // Many rows of x on the tile unit: x packed once, here, for every
+    // task's rows of W.
+    thread_local archgen::XTiles xt;
+    archgen::tiles_pack_x(j.x, j.M, j.K, static_cast<size_t>(j.K), terms, xt);
+    for (int p = 0; p < n; p++) js[p].xt = &xt;
+  } else if (!j.half && j.bits != 0 && j.btype == 0 && isa_level().load() == kIsaAvx512 &&
       !(j.bits == 4 && j.M <= 2 && int8_switch().load() != 0)) {
     // On AVX-512 every product of a float32 x and a quantized W is that of
     // x rounded to 16 bits per group of W: on integers for the rows of
@@ -853,7 +944,7 @@ void run_jobs(Job* js, int n) {
       js[p].xq = j.xq;
     }
   }
-  if (j.btype != 0) {
+  if (j.btype != 0 && j.xt == nullptr) {
     // Block-quantized W: x on the integer grid of 32-value chunks, for the
     // integer kernels on few rows and, rounded, for the panels on more.
     if (j.M <= kBlockDirectRows) {
@@ -1333,6 +1424,13 @@ extern "C" int mlxg_native_isa(void) { return native_enabled() ? isa_level().loa
 
 extern "C" int mlxg_set_native_isa(int level) {
   return isa_level().exchange(std::min(std::max(level, kIsaAvx2), isa_supported()));
+}
+
+extern "C" int mlxg_native_tiles(void) { return native_enabled() ? tiles_switch().load() : 0; }
+
+extern "C" int mlxg_set_native_tiles(int mode) {
+  if (!archgen::cpu_has_amx_bf16() || mode < 0 || mode > kTilesAuto) mode = 0;
+  return tiles_switch().exchange(mode);
 }
 
 extern "C" int mlxg_native_qmv_int8(void) {

@@ -22,32 +22,94 @@ func TestNativeQuantizedMatmul(t *testing.T) {
 	if !NativeQuantizedMatmul() {
 		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
-	for _, isa := range ISAs(t) {
+	for _, isa := range ProductISAs(t) {
 		t.Run(isa.Name, func(t *testing.T) {
-			prev := SetNativeISA(isa.Level)
-			defer SetNativeISA(prev)
+			defer isa.Set()()
 			testNativeQuantizedMatmul(t)
 		})
 	}
 }
 
-// An instruction set of the native kernels, for tests that run each.
+// An instruction set of the native kernels, for tests that run each, and
+// whether products of many rows of x run on the tile unit (Tiles, a
+// NativeTiles mode: TilesOff but for the "amx" entry of ProductISAs).
 type ISA struct {
 	Name  string
 	Level int
+	Tiles int
+}
+
+// Set makes isa the process's instruction set and tile mode, and returns
+// what puts the previous ones back.
+func (isa ISA) Set() func() {
+	level, tiles := SetNativeISA(isa.Level), SetNativeTiles(isa.Tiles)
+	return func() { SetNativeTiles(tiles); SetNativeISA(level) }
 }
 
 // ISAs lists the instruction sets this machine runs (AVX2, and AVX-512
-// where NativeISA reports it); on one without AVX-512 it says so in the
-// test's log, so that a run's output shows which paths it covered.
+// where NativeISA reports it), the tile unit off; on one without AVX-512
+// it says so in the test's log, so that a run's output shows which paths
+// it covered.
 func ISAs(t testing.TB) []ISA {
-	out := []ISA{{"avx2", ISAAVX2}}
+	out := []ISA{{"avx2", ISAAVX2, TilesOff}}
 	if NativeISA() == ISAAVX512 {
-		out = append(out, ISA{"avx512", ISAAVX512})
+		out = append(out, ISA{"avx512", ISAAVX512, TilesOff})
 	} else {
 		t.Logf("this machine does not run AVX-512 with VNNI (or ARCHGEN_MLX_ISA=avx2): its path is not covered here")
 	}
 	return out
+}
+
+// ProductISAs is ISAs and, where this machine has a tile unit, AVX-512
+// with the tile unit at its default (TilesAuto): the instruction sets the
+// tests of products run.
+func ProductISAs(t testing.TB) []ISA {
+	out := ISAs(t)
+	if len(out) < 2 {
+		return out
+	}
+	prev := SetNativeTiles(TilesAuto)
+	has := NativeTiles() != TilesOff
+	SetNativeTiles(prev)
+	if has {
+		out = append(out, ISA{"amx", ISAAVX512, TilesAuto})
+	} else {
+		t.Logf("this machine has no tile unit (Intel AMX with bfloat16): the tile path is not covered here")
+	}
+	return out
+}
+
+// tileTerms is the number of bfloat16 parts a product of m rows of x runs
+// in on the tile unit at the current settings (0 where it runs elsewhere),
+// as the kernel chooses them: float32 outputs of rows that would run on the
+// panels, every W but a float32 one in two parts. block says W is
+// block-quantized, quantized affine-quantized; neither is a float W.
+func tileTerms(m int, wdt, out Dtype, quantized, block bool) int {
+	mode := NativeTiles()
+	if mode == TilesOff || out != Float32 {
+		return 0
+	}
+	switch {
+	case quantized || block:
+		if m <= 8 {
+			return 0
+		}
+	case wdt == Float32:
+		if m <= 2 {
+			return 0
+		}
+	default:
+		if m <= 8 {
+			return 0
+		}
+	}
+	if mode != TilesAuto {
+		return mode
+	}
+	if !quantized && !block && wdt == Float32 {
+		return 0
+	}
+	return 2
 }
 
 func testNativeQuantizedMatmul(t *testing.T) {
@@ -149,9 +211,11 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 	}
 	var slack []float64 // per element: what quantizing x to integers may add
 	int8 := bits == 4 && m <= 2 && NativeQMVInt8()
-	switch {
+	switch terms := tileTerms(m, sdt, odt, true, false); {
 	case int8:
 		slack = quantSlack(t, g, x, wq, m, n, k, 32, 127)
+	case terms != 0:
+		slack = tileSlack(t, g, x, wq, terms, false)
 	case NativeISA() == ISAAVX512 && (odt == Float32 || NativeQuantizedMatmulHalf() == HalfQMMFloat32):
 		// Every row count rounds x to 16 bits per group of W on AVX-512.
 		slack = quantSlack(t, g, x, wq, m, n, k, group, 32639)
@@ -180,6 +244,33 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 // moves by at most half its block's step, so an output moves by at most
 // the sum over blocks of half the step times the block's sum of |W|, with
 // 1e-6 of it for the float32 arithmetic of the step and the scaling.
+// tileSlack is tileBound for each element of x [m, k] times w [n, k]^T
+// (w's values in float32) on the tile unit in terms parts.
+func tileSlack(t *testing.T, g *Graph, x, w *Array, terms int, wExact bool) []float64 {
+	t.Helper()
+	xv, err := g.AsType(x, Float32).Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wv, err := g.AsType(w, Float32).Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := w.Dim(1)
+	m, n := len(xv)/k, w.Dim(0)
+	out := make([]float64, m*n)
+	for r := 0; r < m; r++ {
+		for c := 0; c < n; c++ {
+			mag := 0.0
+			for i := 0; i < k; i++ {
+				mag += math.Abs(float64(xv[r*k+i]) * float64(wv[c*k+i]))
+			}
+			out[r*n+c] = tileBound(terms, k, wExact, mag)
+		}
+	}
+	return out
+}
+
 func quantSlack(t *testing.T, g *Graph, x, wq *Array, m, n, k, block int, levels float64) []float64 {
 	t.Helper()
 	xv, err := g.AsType(x, Float32).Float32s()
@@ -329,8 +420,7 @@ func TestNativeLinear(t *testing.T) {
 	for _, isa := range ISAs(t) {
 		for _, dt := range []Dtype{Float32, BFloat16, Float16} {
 			t.Run(isa.Name+"/"+dt.String(), func(t *testing.T) {
-				prev := SetNativeISA(isa.Level)
-				defer SetNativeISA(prev)
+				defer isa.Set()()
 				checkLinear(t, dt)
 			})
 		}
@@ -363,12 +453,12 @@ func TestPanelsAgreeAcrossISAs(t *testing.T) {
 					}
 					var ys []*Array
 					for _, isa := range isas {
-						prev := SetNativeISA(isa.Level)
+						restore := isa.Set()
 						y := g.Linear(x, w)
 						if err := g.Eval(y); err != nil {
 							t.Fatal(err)
 						}
-						SetNativeISA(prev)
+						restore()
 						ys = append(ys, y)
 					}
 					sameArrays(t, "avx512 against avx2", ys[1], ys[0])
@@ -533,7 +623,7 @@ func TestLinearHalfWeights(t *testing.T) {
 	if !NativeQuantizedMatmul() {
 		t.Skip("the native kernel is off here (no AVX2, FMA and F16C, or ARCHGEN_MLX_NATIVE_QMM=0)")
 	}
-	for _, isa := range ISAs(t) {
+	for _, isa := range ProductISAs(t) {
 		for _, dt := range []Dtype{BFloat16, Float16} {
 			for _, c := range []struct {
 				shape   []int
@@ -544,8 +634,7 @@ func TestLinearHalfWeights(t *testing.T) {
 				{[]int{5, 40}, 9, 40, false}, {[]int{8, 200}, 37, 200, false}, {[]int{7, 64}, 11, 64, true},
 				{[]int{130, 256}, 70, 256, false}, {[]int{2, 7, 96}, 12, 96, false}, {[]int{2, 128}, 31, 128, true}} {
 				t.Run(fmt.Sprint(isa.Name, "/", dt, c.shape, c.n, c.strided), func(t *testing.T) {
-					prev := SetNativeISA(isa.Level)
-					defer SetNativeISA(prev)
+					defer isa.Set()()
 					g := NewGraph(nil)
 					defer g.Close()
 					k1, k2 := g.RandomSplit(g.RandomKey(uint64(c.n*1000 + c.k)))
@@ -595,8 +684,17 @@ func TestLinearHalfWeights(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
+						// On the tile unit, x and W in bfloat16 parts.
+						var slack []float64
+						if terms := tileTerms(x.Size()/c.k, w.Dtype(), Float32, false, false); terms != 0 {
+							slack = tileSlack(t, g, x, w, terms, w.Dtype() == BFloat16)
+						}
 						for i := range wv {
-							if d := math.Abs(float64(gv[i] - wv[i])); d > 1e-5*(1+math.Abs(float64(wv[i]))) {
+							bound := 1e-5 * (1 + math.Abs(float64(wv[i])))
+							if slack != nil {
+								bound += slack[i]
+							}
+							if d := math.Abs(float64(gv[i] - wv[i])); d > bound {
 								t.Fatalf("%s: element %d: %g, want %g", what, i, gv[i], wv[i])
 							}
 						}

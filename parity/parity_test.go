@@ -294,7 +294,7 @@ func accuracyTable(rs []accuracyResult) string {
 	}
 	fmt.Fprintf(&sb, "%d of %d pass\n", pass, len(rs))
 	sb.WriteString("prefill, forced: our distance from mlx-lm's float32 run, relative to the scale; mlx-lm: its own run's at the level's dtype\n" +
-		"at, bound: the step nearest its bound (max(slack x mlx-lm's, the float32 tolerance)); - where mlx-lm refuses the level\n" +
+		"at, bound: the step nearest its bound (max(slack x mlx-lm's, the float32 tolerance); RefusedLevelBound where mlx-lm refuses the level, shown -)\n" +
 		"tie, free: the float32 run's first near-tie step; the free-running tokens equal to its picks, from the first\n")
 	return sb.String()
 }

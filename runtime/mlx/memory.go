@@ -155,7 +155,8 @@ const (
 // ARCHGEN_MLX_TILES=0 or ARCHGEN_MLX_ISA=avx2), 1 to 3 for x and W carried
 // as that many bfloat16 parts (1: both rounded to bfloat16; 2: x as a
 // bfloat16 pair, 16 bits of its mantissa; 3: both as pairs), TilesAuto (the
-// default) for three parts against a float32 W and one otherwise.
+// default): x as a pair and W as itself (2 for a bfloat16 W, 3 for float16
+// and quantized ones), a float32 W on the float32 kernels.
 func NativeTiles() int {
 	if NativeISA() != ISAAVX512 {
 		return TilesOff

@@ -891,11 +891,14 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
 // The bfloat16 parts of j's product on the tile unit, or 0 where it runs on
 // other kernels: products whose rows of x would otherwise run on the
 // panels, computed in float32 with a float32 output (half-precision
-// outputs keep libmlx's rounding on the panels). By default every W but a
-// float32 one takes two parts: x keeps 16 bits of its mantissa, W is
-// rounded to bfloat16 (exactly itself where it is stored as bfloat16), and
-// a float32 W stays on the panels (float32 checkpoints keep float32
-// products).
+// outputs keep libmlx's rounding on the panels). By default x keeps 16
+// bits of its mantissa (two parts) and W its value: a bfloat16 W in one
+// part (two terms), float16 W, affine-quantized or block-quantized W's
+// decoded values in two (three terms: each product within about 2^-16 of
+// itself, as the 16-bit grid of decode's kernels). Rounding W to bfloat16
+// instead was measured to move mlx-lm's float16 levels and routers of
+// mixtures of experts past the parity bounds. A float32 W stays on the
+// panels (float32 checkpoints keep float32 products).
 int tile_terms(const Job& j) {
   const int sw = tiles_switch().load();
   if (sw == 0 || isa_level().load() != kIsaAvx512 || j.half || j.ok != Kind::f32) return 0;
@@ -905,7 +908,8 @@ int tile_terms(const Job& j) {
                                           : j.M > kHalfDirectRows;
   if (!panels) return 0;
   if (sw != kTilesAuto) return sw;
-  return j.bits == 0 && j.sk == Kind::f32 ? 0 : 2;
+  if (j.bits == 0 && j.sk == Kind::f32) return 0;
+  return j.bits == 0 && j.sk == Kind::bf16 ? 2 : 3;
 }
 
 // run_jobs computes n products of one x (the same M, K and kind of W,
@@ -918,11 +922,20 @@ void run_jobs(Job* js, int n) {
   auto& pool = Pool::get();
   Job& j = js[0];
   if (const int terms = tile_terms(j); terms != 0) {
-    // Many rows of x on the tile unit: x packed once, here, for every
-    // task's rows of W.
-    thread_local archgen::XTiles xt;
-    archgen::tiles_pack_x(j.x, j.M, j.K, static_cast<size_t>(j.K), terms, xt);
-    for (int p = 0; p < n; p++) js[p].xt = &xt;
+    // Many rows of x on the tile unit: x packed once, here (its tiles
+    // shared among the pool's tasks), for every task's rows of W.
+    // (The tasks reach this thread's x through the pointer: a thread_local
+    // named inside them would be their own thread's.)
+    thread_local archgen::XTiles xt_here;
+    archgen::XTiles* xt = &xt_here;
+    archgen::tiles_shape_x(j.M, j.K, terms, *xt);
+    const int xtiles = xt->tiles();
+    const int tasks = std::min(xtiles, pool.threads());
+    pool.run(tasks, [&](int t) {
+      const int lo = xtiles * t / tasks * 16, hi = std::min(j.M, xtiles * (t + 1) / tasks * 16);
+      archgen::tiles_pack_x(j.x, static_cast<size_t>(j.K), lo, hi, *xt);
+    });
+    for (int p = 0; p < n; p++) js[p].xt = xt;
   } else if (!j.half && j.bits != 0 && j.btype == 0 && isa_level().load() == kIsaAvx512 &&
       !(j.bits == 4 && j.M <= 2 && int8_switch().load() != 0)) {
     // On AVX-512 every product of a float32 x and a quantized W is that of

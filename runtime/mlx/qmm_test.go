@@ -82,7 +82,8 @@ func ProductISAs(t testing.TB) []ISA {
 // tileTerms is the number of bfloat16 parts a product of m rows of x runs
 // in on the tile unit at the current settings (0 where it runs elsewhere),
 // as the kernel chooses them: float32 outputs of rows that would run on the
-// panels, every W but a float32 one in two parts. block says W is
+// panels; two terms for a bfloat16 W, three for the others but float32.
+// block says W is
 // block-quantized, quantized affine-quantized; neither is a float W.
 func tileTerms(m int, wdt, out Dtype, quantized, block bool) int {
 	mode := NativeTiles()
@@ -106,10 +107,13 @@ func tileTerms(m int, wdt, out Dtype, quantized, block bool) int {
 	if mode != TilesAuto {
 		return mode
 	}
-	if !quantized && !block && wdt == Float32 {
+	switch {
+	case !quantized && !block && wdt == Float32:
 		return 0
+	case !quantized && !block && wdt == BFloat16:
+		return 2
 	}
-	return 2
+	return 3
 }
 
 func testNativeQuantizedMatmul(t *testing.T) {

@@ -104,22 +104,23 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void block(const uint16_t* 
   for (int s = 0; s < steps; s++) {
     const uint16_t* xs = x + s * xstep;
     const uint16_t* ws = w + s * wstep;
+    // x hi by W lo first (three terms), then x hi by W hi, then x lo by W
+    // hi: the parts loaded in that order are reused across the products
+    // (8 loads for 12 products).
     _tile_loadd(4, xs, 64);
     if (XT == 2) _tile_loadd(5, xs + xstride, 64);
+    if (T == 3) {
+      _tile_loadd(6, ws + tile, 64);
+      if (WT == 2) _tile_loadd(7, ws + wstride + tile, 64);
+      products<XT, WT>();
+    }
     _tile_loadd(6, ws, 64);
     if (WT == 2) _tile_loadd(7, ws + wstride, 64);
-    products<XT, WT>();  // x hi by W hi
+    products<XT, WT>();
     if (T >= 2) {
       _tile_loadd(4, xs + tile, 64);
       if (XT == 2) _tile_loadd(5, xs + xstride + tile, 64);
-      products<XT, WT>();  // x lo by W hi
-    }
-    if (T == 3) {
-      _tile_loadd(4, xs, 64);
-      if (XT == 2) _tile_loadd(5, xs + xstride, 64);
-      _tile_loadd(6, ws + tile, 64);
-      if (WT == 2) _tile_loadd(7, ws + wstride + tile, 64);
-      products<XT, WT>();  // x hi by W lo
+      products<XT, WT>();
     }
   }
   const size_t stride = ldc * sizeof(float);
@@ -196,26 +197,28 @@ __attribute__((target("avx512f,avx512bw"))) void tiles_pack_w(const float* const
   }
 }
 
-__attribute__((target("avx512f,avx512bw"))) void tiles_pack_x(const float* x, int M, int K,
-                                                              size_t ldx, int terms,
-                                                              XTiles& out) {
+void tiles_shape_x(int M, int K, int terms, XTiles& out) {
   out.M = M;
   out.K = K;
   out.terms = terms;
   out.steps = (K + 31) / 32;
-  const int parts = out.parts();
-  const size_t per_tile = static_cast<size_t>(out.steps) * parts * 512;
+  const size_t per_tile = static_cast<size_t>(out.steps) * out.parts() * 512;
   out.v.resize(static_cast<size_t>(out.tiles()) * per_tile);
-  // Rows past M in the last tile are zeros.
   if (M % 16 != 0) {
     std::memset(out.v.data() + (out.tiles() - 1) * per_tile, 0, per_tile * sizeof(uint16_t));
   }
-  for (int m = 0; m < M; m++) {
+}
+
+__attribute__((target("avx512f,avx512bw"))) void tiles_pack_x(const float* x, size_t ldx,
+                                                              int m_lo, int m_hi, XTiles& out) {
+  const int parts = out.parts();
+  const size_t per_tile = static_cast<size_t>(out.steps) * parts * 512;
+  for (int m = m_lo; m < m_hi; m++) {
     const float* row = x + static_cast<size_t>(m) * ldx;
     uint16_t* base = out.v.data() + (m / 16) * per_tile + (m % 16) * 32;
     for (int s = 0; s < out.steps; s++) {
       __m512 a0, a1;
-      load32(row, s * 32, K, a0, a1);
+      load32(row, s * 32, out.K, a0, a1);
       for (int p = 0; p < parts; p++) {
         _mm512_storeu_si512(base + (static_cast<size_t>(s) * parts + p) * 512, part(a0, a1, p == 1));
       }

@@ -32,9 +32,13 @@ struct XTiles {
   int parts() const { return terms == 1 ? 1 : 2; }
 };
 
-// Packs x [M, K] (float32 rows, a row every ldx values) for products of
-// terms parts.
-void tiles_pack_x(const float* x, int M, int K, size_t ldx, int terms, XTiles& out);
+// Sizes out for M rows of K values in products of terms parts (the rows
+// past M in the last tile are zeros).
+void tiles_shape_x(int M, int K, int terms, XTiles& out);
+
+// Packs rows [m_lo, m_hi) of x (float32 rows, a row every ldx values) into
+// out, sized by tiles_shape_x.
+void tiles_pack_x(const float* x, size_t ldx, int m_lo, int m_hi, XTiles& out);
 
 // Packs 16 rows of W (rows[r] holds K float32 values) for products of
 // terms parts into dst (tiles_w_size(K, terms) values): for each step of

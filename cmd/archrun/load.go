@@ -42,7 +42,7 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 	if withGGUF {
 		fs.StringVar(&s.gguf, "gguf", "", "a GGUF file (-model takes one too)")
 	}
-	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, bfloat16, float16, or checkpoint: its own dtypes, mlx-lm's arithmetic (default float32 on the CPU: faster there than half precision, and at least as accurate as mlx-lm)")
+	fs.StringVar(&s.dtype, "dtype", "", "compute dtype: float32, bfloat16, float16, or checkpoint: its own dtypes, mlx-lm's arithmetic (default float32 on the CPU: faster there than half precision, and at least as accurate as mlx-lm; where the CPU has a tile unit (AMX), prompts' products run on it with x to 16 bits of its mantissa and W's values exact, ARCHGEN_MLX_TILES=0 turns it off)")
 	fs.StringVar(&s.memory, "memory-limit", "", "stop with an error when the weights or MLX's active memory pass this size (8GB, 512MiB, bytes)")
 	fs.StringVar(&s.plan, "shard-plan", "", "a tensor-parallel plan (JSON) to use instead of the architecture's, in a group")
 	fs.DurationVar(&s.templateTime, "template-time", chat.DefaultBounds.Time, "the chat template's time for one render, in its renderer process")
@@ -107,8 +107,13 @@ func (s *source) computeLine(dt mlx.Dtype) string {
 	switch s.dtype {
 	case "":
 		if dt == mlx.Float32 {
-			return "Compute: float32, the default on the CPU (half-precision weights are read as stored and widened; " +
+			line := "Compute: float32, the default on the CPU (half-precision weights are read as stored and widened; " +
 				"faster here than half-precision arithmetic and at least as accurate as mlx-lm's; -dtype checkpoint for mlx-lm's arithmetic)"
+			if mlx.NativeTiles() != mlx.TilesOff {
+				line += "; prompts' products on this CPU's tile unit (AMX: bfloat16 parts summed in float32, x to 16 bits " +
+					"of its mantissa, W's values exact; ARCHGEN_MLX_TILES=0 for the float32 kernels)"
+			}
+			return line
 		}
 		return fmt.Sprintf("Compute: %s, the checkpoint's", dt)
 	case "checkpoint":

@@ -179,20 +179,53 @@ size_t tiles_w_size(int K, int terms) {
   return static_cast<size_t>((K + 31) / 32) * (terms == 3 ? 2 : 1) * 512;
 }
 
+// The transpose of 16 rows of 16 32-bit entries in registers: afterwards
+// r[c] holds what was column c (lane i: row i's entry c).
+__attribute__((target("avx512f"))) inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  // In each 128-bit lane L of u[4i + j]: rows 4i..4i+3 of column 4L + j.
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Column 4L + j gathers lane L of u[j], u[4 + j], u[8 + j], u[12 + j].
+  for (int j = 0; j < 4; j++) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+    const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+    r[j] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    r[4 + j] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
+    r[8 + j] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
+  }
+}
+
 __attribute__((target("avx512f,avx512bw"))) void tiles_pack_w(const float* const* rows, int K,
                                                               int terms, uint16_t* dst) {
   const int steps = (K + 31) / 32, parts = terms == 3 ? 2 : 1;
-  // Within a tile, row r's pair kp is the 32-bit entry kp * 16 + r.
-  const __m512i idx = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(16));
+  __m512i hi[16], lo[16];
   for (int s = 0; s < steps; s++) {
+    // Each row's 32 values as 16 pairs, then the pairs of each k side by
+    // side: the tile's row kp holds pair kp of the 16 rows.
     for (int r = 0; r < 16; r++) {
       __m512 a0, a1;
       load32(rows[r], s * 32, K, a0, a1);
-      for (int p = 0; p < parts; p++) {
-        uint16_t* t = dst + (static_cast<size_t>(s) * parts + p) * 512 + r * 2;
-        _mm512_i32scatter_epi32(t, idx, part(a0, a1, p == 1), 4);
-      }
+      hi[r] = part(a0, a1, false);
+      if (parts == 2) lo[r] = part(a0, a1, true);
+    }
+    uint16_t* t = dst + static_cast<size_t>(s) * parts * 512;
+    transpose16(hi);
+    for (int kp = 0; kp < 16; kp++) _mm512_storeu_si512(t + kp * 32, hi[kp]);
+    if (parts == 2) {
+      transpose16(lo);
+      for (int kp = 0; kp < 16; kp++) _mm512_storeu_si512(t + 512 + kp * 32, lo[kp]);
     }
   }
 }

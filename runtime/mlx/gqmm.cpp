@@ -30,6 +30,7 @@
 #include "blockq.h"
 #include "cpukern.h"
 #include "panel.h"
+#include "tiles.h"
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
@@ -410,7 +411,83 @@ struct Plan {
   // block types: each expert's rows on the integer grid (up to kGridRows
   // of them; more are rounded to the grid in xs, for the panels)
   std::vector<archgen::XB16> xb;
+  // experts with more than kTileExpertRows rows where their products run
+  // on the tile unit (terms != 0): each one's rows packed for it
+  int terms = 0;
+  std::vector<archgen::XTiles> xt;
 };
+
+// An expert with more rows than this multiplies them on the tile unit,
+// where it runs (as qmm.cpp's products of more rows than decode's).
+constexpr int kTileExpertRows = 8;
+
+// The bfloat16 parts of a plan's products on the tile unit, or 0: float32
+// arithmetic only; x as a pair, W's values exactly (mxfp4's values are
+// bfloat16's: two terms; affine and block-quantized values: three), as
+// qmm.cpp's tile_terms.
+int gather_tile_terms(const Plan& p) {
+  const int mode = archgen_tile_mode();
+  if (mode == 0 || p.hk != Kind::f32) return 0;
+  if (mode != archgen_tiles_auto) return mode;
+  return p.q.fp4 ? 2 : 3;
+}
+
+// Packs the rows of every expert that has more than kTileExpertRows of
+// them for the tile unit.
+void prepare_tiles(Plan& p) {
+  p.xt.resize(p.q.E);
+  const int K = p.q.K;
+  std::vector<int> big;
+  for (int e = 0; e < p.q.E; e++) {
+    if (p.start[e + 1] - p.start[e] > kTileExpertRows) big.push_back(e);
+  }
+  auto pack = [&p, K](int e) {
+    const int r0 = p.start[e], R = p.start[e + 1] - r0;
+    archgen::tiles_shape_x(R, K, p.terms, p.xt[e]);
+    archgen::tiles_pack_x(p.xs.data() + static_cast<size_t>(r0) * K, static_cast<size_t>(K), 0,
+                          R, p.xt[e]);
+  };
+  auto& pool = archgen::Pool::get();
+  pool.run(static_cast<int>(big.size()), [&](int i) { pack(big[i]); });
+}
+
+// The products of expert e's rows with its matrix rows [n_lo, n_hi) on the
+// tile unit: 256 matrix rows at a time decoded by decode(row, dst),
+// packed, and multiplied by the expert's packed rows.
+template <typename Decode>
+void tile_products(Plan& p, int e, int n_lo, int n_hi, Decode decode) {
+  const archgen::XTiles& xt = p.xt[e];
+  const int K = p.q.K, N = p.q.N, r0 = p.start[e], R = p.start[e + 1] - r0;
+  constexpr int kRows = 256;
+  const size_t wsz = archgen::tiles_w_size(K, xt.terms);
+  thread_local std::vector<float> tile, zeros, c;
+  thread_local std::vector<uint16_t> packed;
+  tile.resize(static_cast<size_t>(NR) * K);
+  zeros.assign(K, 0.0f);
+  c.resize(static_cast<size_t>(xt.tiles()) * 16 * kRows);
+  packed.resize(kRows / NR * wsz);
+  const float* rows[NR];
+  for (int n0 = n_lo; n0 < n_hi; n0 += kRows) {
+    const int nb = std::min(kRows, n_hi - n0), wt = (nb + NR - 1) / NR;
+    for (int t = 0; t < wt; t++) {
+      for (int r = 0; r < NR; r++) {
+        if (t * NR + r < nb) {
+          float* d = tile.data() + static_cast<size_t>(r) * K;
+          decode(n0 + t * NR + r, d);
+          rows[r] = d;
+        } else {
+          rows[r] = zeros.data();
+        }
+      }
+      archgen::tiles_pack_w(rows, K, xt.terms, packed.data() + t * wsz);
+    }
+    archgen::tiles_sweep(xt, packed.data(), wt, c.data(), kRows);
+    for (int i = 0; i < R; i++) {
+      std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + i) * N + n0, c.data() + static_cast<size_t>(i) * kRows,
+                  nb * sizeof(float));
+    }
+  }
+}
 
 // An expert of block-quantized rows with at most this many rows of x
 // multiplies them from the blocks on x's integer grid (as BlockQMM's
@@ -422,9 +499,14 @@ constexpr int kGridRows = 8;
 // into float32 by decode(row, dst), packed once, and swept over every row
 // of x (MR at a time, then the rest).
 template <typename Decode>
-__attribute__((target("avx2,fma,f16c,bmi2"))) void panel_products(Plan& p, int r0, int R, int n_lo,
+__attribute__((target("avx2,fma,f16c,bmi2"))) void panel_products(Plan& p, int e, int n_lo,
                                                                   int n_hi, Decode decode) {
   const int K = p.q.K, N = p.q.N;
+  const int r0 = p.start[e], R = p.start[e + 1] - r0;
+  if (p.terms != 0 && R > kTileExpertRows) {
+    tile_products(p, e, n_lo, n_hi, decode);
+    return;
+  }
   thread_local std::vector<float> tile, panel, zeros;
   tile.resize(static_cast<size_t>(NR) * K);
   panel.resize(static_cast<size_t>(NR) * K);
@@ -481,7 +563,7 @@ void run_expert_blocks(Plan& p, int e, int n_lo, int n_hi) {
                             p.tmp.data() + static_cast<size_t>(r0) * N, Kind::f32, N, n_lo, n_hi);
     return;
   }
-  panel_products(p, r0, R, n_lo, n_hi, [&](int n, float* d) {
+  panel_products(p, e, n_lo, n_hi, [&](int n, float* d) {
     archgen::block_dequant_row(q.code, w + static_cast<size_t>(n) * rb, d, K);
   });
 }
@@ -498,7 +580,7 @@ void prepare_blocks(Plan& p) {
     if (R == 0) continue;
     if (R <= kGridRows) {
       archgen::block_prepare_x(xe, R, K, planes, p.xb[e]);
-    } else {
+    } else if (p.terms == 0) {
       archgen::block_round_x(xe, R, K, xe);
     }
   }
@@ -611,7 +693,7 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, in
   }
   // A panel of NR matrix rows dequantized and packed once, then swept
   // over every row of the expert.
-  panel_products(p, r0, R, n_lo, n_hi, [&](int n, float* d) { p.kern.deq(q, base + n, d); });
+  panel_products(p, e, n_lo, n_hi, [&](int n, float* d) { p.kern.deq(q, base + n, d); });
 }
 
 // Every expert's rows, the experts' matrix rows split into tasks over the
@@ -765,6 +847,10 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
                       xf.data() + (static_cast<size_t>(li[b]) * M + m) * K, K * sizeof(float));
           p.orow[i] = static_cast<int64_t>(b) * M + m;
         }
+      }
+      p.terms = gather_tile_terms(p);
+      if (p.terms != 0) {
+        prepare_tiles(p);
       }
       if (q.code != 0) {
         prepare_blocks(p);

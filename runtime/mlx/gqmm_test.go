@@ -294,15 +294,19 @@ func TestNativeGatherQMMBadIndex(t *testing.T) {
 // native side then in libmlx's bfloat16 arithmetic, the default
 // half-precision mode); one token (a decode step: 8 experts of one row)
 // and 32 tokens sorted by expert as mlx-lm sorts them (256 rows over the
-// experts they hit).
+// experts they hit); and a 512-token prompt's (64 rows an expert, on the
+// tile unit where the CPU has one; native only).
 func BenchmarkGatherQMM(b *testing.B) {
 	const E, N, K, k = 64, 1024, 2048, 8
 	for _, dt := range []Dtype{Float32, BFloat16} {
-		for _, tokens := range []int{1, 32} {
+		for _, tokens := range []int{1, 32, 512} {
 			for _, native := range []bool{true, false} {
 				side := "libmlx"
 				if native {
 					side = "native"
+				}
+				if tokens > 32 && !native {
+					continue // libmlx's scalar kernel takes minutes a prompt
 				}
 				b.Run(fmt.Sprintf("dtype=%s/tokens=%d/%s", dt, tokens, side), func(b *testing.B) {
 					if native && !NativeGatherQMM() {

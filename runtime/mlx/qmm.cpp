@@ -372,7 +372,7 @@ std::atomic<int>& isa_level() {
 // off, 1 to 3 the bfloat16 parts of every product it runs (tiles.h), or
 // kTilesAuto, the default where the CPU runs it: the parts tile_terms
 // chooses by the kind of W.
-constexpr int kTilesAuto = 4;
+constexpr int kTilesAuto = archgen_tiles_auto;
 
 std::atomic<int>& tiles_switch() {
   static std::atomic<int> v{[] {
@@ -1430,6 +1430,10 @@ extern "C" int mlxg_set_native_qmm_half(int mode) { return half_mode().exchange(
 int archgen_qmm_half_mode() { return half_mode().load(); }
 
 int archgen_isa_level() { return native_enabled() ? isa_level().load() : 0; }
+
+int archgen_tile_mode() {
+  return native_enabled() && isa_level().load() == kIsaAvx512 ? tiles_switch().load() : 0;
+}
 
 bool archgen_block_planes() { return isa_level().load() == kIsaAvx512; }
 

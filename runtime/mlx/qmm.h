@@ -77,6 +77,12 @@ mlx::core::array archgen_block_gather_matmul(const mlx::core::array& x,
 // Whether the block kernels take x's byte planes (the AVX-512 VNNI path).
 bool archgen_block_planes();
 
+// The tile unit's setting for products of many rows (tiles.h), 0 where it
+// does not run (no AMX, the AVX2 level, or switched off): 1 to 3 parts a
+// product, or archgen_tiles_auto for the parts chosen by the kind of W.
+int archgen_tile_mode();
+constexpr int archgen_tiles_auto = 4;
+
 // How quantized products whose input and scales are both bfloat16 or both
 // float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's
 // kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0), 1 on the float32 kernels, the

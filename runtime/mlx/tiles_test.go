@@ -8,17 +8,24 @@ import (
 
 // BenchmarkTileProducts times a prompt's product at the Llama-3.2-1B MLP's
 // up-projection shape (8192 x 2048, 4-bit groups of 64 with bfloat16
-// scales, as mlx-community's files; and bfloat16 W) for 512 rows of x,
-// with the tile unit off and in each of its part counts.
+// scales, as mlx-community's files; and bfloat16 W) for 512 rows of x (and
+// 16: a batch of 16 decode steps), with the tile unit off and in each of
+// its part counts.
 func BenchmarkTileProducts(b *testing.B) {
-	const n, k, m = 8192, 2048, 512
+	const n, k = 8192, 2048
+	for _, m := range []int{512, 16} {
+		benchmarkTileProducts(b, n, k, m)
+	}
+}
+
+func benchmarkTileProducts(b *testing.B, n, k, m int) {
 	modes := []int{TilesOff}
 	if SetNativeTiles(TilesAuto) != TilesOff || NativeTiles() != TilesOff {
 		modes = append(modes, 1, 2, 3)
 	}
 	for _, w := range []string{"q4g64", "bf16"} {
 		for _, mode := range modes {
-			b.Run(fmt.Sprintf("%s/tiles=%d", w, mode), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/rows=%d/tiles=%d", w, m, mode), func(b *testing.B) {
 				prev := SetNativeTiles(mode)
 				defer SetNativeTiles(prev)
 				g := NewGraph(nil)

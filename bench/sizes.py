@@ -171,7 +171,7 @@ def archgen(model_dir, pf, runs, bin_dir):
     res = json.loads(stdout)
     med = lambda k, f: statistics.median(r[f] for r in res["runs"][k])  # noqa: E731
     return {"pp512": med("prefill", "prompt_tps"), "tg128": med("decode", "generate_tps"),
-            "peak_rss": rss, "dtype": res["dtype"]}
+            "peak_rss": rss, "dtype": res["dtype"], "kernels": res.get("kernels")}
 
 
 def llama_bench(gguf, runs):
@@ -196,7 +196,9 @@ def table(size, res):
     title, _ = SIZES[size]
     best4 = max((res[n]["llama.cpp"]["tg128"] for n in FOUR_BIT_GGUF if n in res), default=None)
     weights = "its own weights" if SIZES[size][1] is None else "random weights"
+    kernels = sorted({r["archgen"].get("kernels") or "?" for r in res.values()})
     lines = [f"### {size}: {title}, {weights}, 2 threads", "",
+             f"archgen's CPU kernels: {', '.join(kernels)}", "",
              "| format | archgen tg128 | llama.cpp tg128 | ratio | vs best 4-bit | archgen pp512 | llama.cpp pp512 | ratio | archgen peak RSS | llama.cpp peak RSS |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in res.items():

@@ -77,16 +77,19 @@ type Run struct {
 
 // Result is what gorun prints.
 type Result struct {
-	Side     string           `json:"side"`
-	Model    string           `json:"model"`
-	Dtype    string           `json:"dtype"`
-	Nbytes   int              `json:"weight_bytes"`
-	LoadS    []float64        `json:"load_s"`
-	Runs     map[string][]Run `json:"runs"`
-	Outputs  map[string][]int `json:"outputs"` // the tokens of the last run, per prompt
-	MLX      string           `json:"mlx"`
-	Warmups  int              `json:"warmups"`
-	Measured int              `json:"measured"`
+	Side    string           `json:"side"`
+	Model   string           `json:"model"`
+	Dtype   string           `json:"dtype"`
+	Nbytes  int              `json:"weight_bytes"`
+	LoadS   []float64        `json:"load_s"`
+	Runs    map[string][]Run `json:"runs"`
+	Outputs map[string][]int `json:"outputs"` // the tokens of the last run, per prompt
+	MLX     string           `json:"mlx"`
+	// Kernels names the CPU kernels' instruction set and tile unit mode
+	// (runtime/mlx's NativeISA and NativeTiles), which the figures hold for.
+	Kernels  string `json:"kernels"`
+	Warmups  int    `json:"warmups"`
+	Measured int    `json:"measured"`
 	// The group this process ran in (rank 0 of 1 alone).
 	Rank int `json:"rank"`
 	Size int `json:"size"`
@@ -135,7 +138,7 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 		return fmt.Errorf("%s: %v", promptsPath, err)
 	}
 	res := Result{Side: "archgen", Model: dir, Runs: map[string][]Run{}, Outputs: map[string][]int{},
-		MLX: mlx.Version(), Warmups: warmups, Measured: runs}
+		MLX: mlx.Version(), Warmups: warmups, Measured: runs, Kernels: kernels()}
 
 	var group *mlx.Group
 	_, hasRank := os.LookupEnv("MLX_RANK")
@@ -286,4 +289,18 @@ func load(path string, opts nn.Options) (registry.Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// kernels says which instructions runtime/mlx's CPU kernels run: the
+// AVX2 or AVX-512 level, and the tile unit's mode for prompts' products.
+func kernels() string {
+	isa := map[int]string{0: "libmlx", mlx.ISAAVX2: "avx2", mlx.ISAAVX512: "avx512"}[mlx.NativeISA()]
+	switch t := mlx.NativeTiles(); t {
+	case mlx.TilesOff:
+		return isa
+	case mlx.TilesAuto:
+		return isa + "+amx"
+	default:
+		return fmt.Sprintf("%s+amx(%d terms)", isa, t)
+	}
 }

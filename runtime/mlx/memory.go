@@ -157,12 +157,7 @@ const (
 // bfloat16 pair, 16 bits of its mantissa; 3: both as pairs), TilesAuto (the
 // default): x as a pair and W as itself (2 for a bfloat16 W, 3 for float16
 // and quantized ones), a float32 W on the float32 kernels.
-func NativeTiles() int {
-	if NativeISA() != ISAAVX512 {
-		return TilesOff
-	}
-	return int(C.mlxg_native_tiles())
-}
+func NativeTiles() int { return int(C.mlxg_native_tiles()) }
 
 // SetNativeTiles sets NativeTiles' mode for the whole process (TilesOff
 // where the CPU has no tile unit) and returns the previous one.

@@ -853,14 +853,14 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     }
     return;
   }
-  // Otherwise each panel of NR rows of W is dequantized (or, for float32
-  // W, read in place), packed once, and swept over every row of x; on
-  // AVX-512 two panels at a time, side by side (a lone last one on the AVX2
-  // kernel, whose results are the same).
   if (j.xt != nullptr) {
     tile_rows(j, n_lo, n_hi);
     return;
   }
+  // Otherwise each panel of NR rows of W is dequantized (or, for float32
+  // W, read in place), packed once, and swept over every row of x; on
+  // AVX-512 two panels at a time, side by side (a lone last one on the AVX2
+  // kernel, whose results are the same).
   const size_t K = static_cast<size_t>(j.K);
   thread_local std::vector<float> tile, panel, zeros;
   tile.resize(NR * K);
@@ -1443,7 +1443,7 @@ extern "C" int mlxg_set_native_isa(int level) {
   return isa_level().exchange(std::min(std::max(level, kIsaAvx2), isa_supported()));
 }
 
-extern "C" int mlxg_native_tiles(void) { return native_enabled() ? tiles_switch().load() : 0; }
+extern "C" int mlxg_native_tiles(void) { return archgen_tile_mode(); }
 
 extern "C" int mlxg_set_native_tiles(int mode) {
   if (!archgen::cpu_has_amx_bf16() || mode < 0 || mode > kTilesAuto) mode = 0;

@@ -399,9 +399,10 @@ int mlxg_set_native_qmv_int8(int on);
 int mlxg_native_isa(void);
 int mlxg_set_native_isa(int level);
 // mlxg_native_tiles reports the tile unit's setting for the products of many
-// rows of x (0 off, 1 to 3 bfloat16 parts a product, 4 the parts chosen by
-// W's kind); mlxg_set_native_tiles sets it (0 where the CPU has no AMX
-// with bfloat16) and returns the previous setting.
+// rows of x (0 off, or where the kernels run AVX2 only; 1 to 3 bfloat16
+// parts a product, 4 the parts chosen by W's kind); mlxg_set_native_tiles
+// sets it (0 where the CPU has no AMX with bfloat16) and returns the
+// previous setting.
 int mlxg_native_tiles(void);
 int mlxg_set_native_tiles(int mode);
 

@@ -43,7 +43,7 @@ type SelectiveScanMixer struct {
 	name                          string
 	self                          *field // the Layer's *SelectiveScan
 	inProj, outProj, xProj, dtPrj Proj
-	conv, aLog, d, scan           *field
+	conv, decay, d, scan          *field
 	norms                         []*field // dt_layernorm, b_layernorm, c_layernorm (Weights)
 }
 
@@ -73,7 +73,7 @@ func resolveSelectiveScan(o *mixerOptions, a *Arch) (mixer, error) {
 	m.outProj = Proj{Field: linear("out_proj"), Name: "out_proj", Out: hidden, In: inner, Bias: m.Bias}
 	array := func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }
 	m.conv = newField("Conv1D", nnType("ShortConv"), "conv1d: depthwise, causal")
-	m.aLog = newField("A", array, "A_log [inner, state], as A = -exp(A_log) (made at load)")
+	m.decay = newField("A", array, "A [inner, state] = -exp(A_log), made at load")
 	m.d = newField("D", array, "D: the skip connection")
 	m.scan = newField("scan", nnType("SelectiveScan"), "the scan's parameters, wired at load")
 	return m, nil
@@ -90,7 +90,7 @@ func (m *SelectiveScanMixer) fields(t goType) []jen.Code {
 	if t != m.typeName() {
 		return nil
 	}
-	out := []jen.Code{m.inProj.Field.decl(), m.conv.decl(), m.xProj.Field.decl(), m.dtPrj.Field.decl(), m.aLog.decl(), m.d.decl(), m.outProj.Field.decl()}
+	out := []jen.Code{m.inProj.Field.decl(), m.conv.decl(), m.xProj.Field.decl(), m.dtPrj.Field.decl(), m.decay.decl(), m.d.decl(), m.outProj.Field.decl()}
 	if m.Weights {
 		for _, n := range m.norms {
 			out = append(out, n.decl())
@@ -114,7 +114,7 @@ func (m *SelectiveScanMixer) build(s stage) []jen.Code {
 	}
 	self := func(f *field) *jen.Statement { return f.of(rScan) }
 	scan := []kvPair{
-		{"XProj", self(m.xProj.Field)}, {"DtProj", self(m.dtPrj.Field)}, {"A", self(m.aLog)}, {"D", self(m.d)},
+		{"XProj", self(m.xProj.Field)}, {"DtProj", self(m.dtPrj.Field)}, {"A", self(m.decay)}, {"D", self(m.d)},
 		{"DtRank", m.DtRank.Code()}, {"StateSize", m.StateSize.Code()},
 		{"BCDtNorm", m.Norm.Code()}, {"NormEps", jen.Float32().Call(m.Eps.Code())},
 	}
@@ -134,7 +134,7 @@ func (m *SelectiveScanMixer) build(s stage) []jen.Code {
 		self(m.conv).Op("=").Id("lw").Dot("ShortConv").Call(jen.Lit(m.name+".conv1d"), m.Inner.Code(), m.Kernel.Code(), m.ConvBias.Code()),
 		m.xProj.load(rScan, m.name),
 		m.dtPrj.load(rScan, m.name),
-		self(m.aLog).Op("=").Id("lw").Dot("Decay").Call(jen.Lit(m.name+".A_log"), m.Inner.Code(), m.StateSize.Code()),
+		self(m.decay).Op("=").Id("lw").Dot("Decay").Call(jen.Lit(m.name+".A_log"), m.Inner.Code(), m.StateSize.Code()),
 		self(m.d).Op("=").Id("lw").Dot("Vector").Call(jen.Lit(m.name+".D"), m.Inner.Code()),
 		m.outProj.load(rScan, m.name),
 	}

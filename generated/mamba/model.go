@@ -69,7 +69,7 @@ type SelectiveScan struct {
 	Conv1D  *nn.ShortConv // conv1d: depthwise, causal
 	XProj   *nn.Linear    // x_proj
 	DtProj  *nn.Linear    // dt_proj
-	A       *mlx.Array    // A_log [inner, state], as A = -exp(A_log) (made at load)
+	A       *mlx.Array    // A [inner, state] = -exp(A_log), made at load
 	D       *mlx.Array    // D: the skip connection
 	OutProj *nn.Linear    // out_proj
 

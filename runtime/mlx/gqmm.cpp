@@ -422,14 +422,10 @@ struct Plan {
 constexpr int kTileExpertRows = 8;
 
 // The bfloat16 parts of a plan's products on the tile unit, or 0: float32
-// arithmetic only; x as a pair, W's values exactly (mxfp4's values are
-// bfloat16's: two terms; affine and block-quantized values: three), as
-// qmm.cpp's tile_terms.
+// arithmetic only, the parts by archgen_tile_terms (mxfp4's values are
+// bfloat16's).
 int gather_tile_terms(const Plan& p) {
-  const int mode = archgen_tile_mode();
-  if (mode == 0 || p.hk != Kind::f32) return 0;
-  if (mode != archgen_tiles_auto) return mode;
-  return p.q.fp4 ? 2 : 3;
+  return p.hk != Kind::f32 ? 0 : archgen_tile_terms(false, p.q.fp4);
 }
 
 // Packs the rows of every expert that has more than kTileExpertRows of
@@ -451,44 +447,6 @@ void prepare_tiles(Plan& p) {
   pool.run(static_cast<int>(big.size()), [&](int i) { pack(big[i]); });
 }
 
-// The products of expert e's rows with its matrix rows [n_lo, n_hi) on the
-// tile unit: 256 matrix rows at a time decoded by decode(row, dst),
-// packed, and multiplied by the expert's packed rows.
-template <typename Decode>
-void tile_products(Plan& p, int e, int n_lo, int n_hi, Decode decode) {
-  const archgen::XTiles& xt = p.xt[e];
-  const int K = p.q.K, N = p.q.N, r0 = p.start[e], R = p.start[e + 1] - r0;
-  constexpr int kRows = 256;
-  const size_t wsz = archgen::tiles_w_size(K, xt.terms);
-  thread_local std::vector<float> tile, zeros, c;
-  thread_local std::vector<uint16_t> packed;
-  tile.resize(static_cast<size_t>(NR) * K);
-  zeros.assign(K, 0.0f);
-  c.resize(static_cast<size_t>(xt.tiles()) * 16 * kRows);
-  packed.resize(kRows / NR * wsz);
-  const float* rows[NR];
-  for (int n0 = n_lo; n0 < n_hi; n0 += kRows) {
-    const int nb = std::min(kRows, n_hi - n0), wt = (nb + NR - 1) / NR;
-    for (int t = 0; t < wt; t++) {
-      for (int r = 0; r < NR; r++) {
-        if (t * NR + r < nb) {
-          float* d = tile.data() + static_cast<size_t>(r) * K;
-          decode(n0 + t * NR + r, d);
-          rows[r] = d;
-        } else {
-          rows[r] = zeros.data();
-        }
-      }
-      archgen::tiles_pack_w(rows, K, xt.terms, packed.data() + t * wsz);
-    }
-    archgen::tiles_sweep(xt, packed.data(), wt, c.data(), kRows);
-    for (int i = 0; i < R; i++) {
-      std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + i) * N + n0, c.data() + static_cast<size_t>(i) * kRows,
-                  nb * sizeof(float));
-    }
-  }
-}
-
 // An expert of block-quantized rows with at most this many rows of x
 // multiplies them from the blocks on x's integer grid (as BlockQMM's
 // products do); with more, on panels of decoded rows.
@@ -504,7 +462,19 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void panel_products(Plan& p, int e
   const int K = p.q.K, N = p.q.N;
   const int r0 = p.start[e], R = p.start[e + 1] - r0;
   if (p.terms != 0 && R > kTileExpertRows) {
-    tile_products(p, e, n_lo, n_hi, decode);
+    // On the tile unit, with the expert's rows packed by prepare_tiles.
+    archgen::tiles_products(
+        p.xt[e], n_lo, n_hi,
+        [&decode](int n, float* dst) {
+          decode(n, dst);
+          return static_cast<const float*>(dst);
+        },
+        [&](const float* c, size_t ldc, int n0, int nb) {
+          for (int i = 0; i < R; i++) {
+            std::memcpy(p.tmp.data() + static_cast<size_t>(r0 + i) * N + n0, c + i * ldc,
+                        nb * sizeof(float));
+          }
+        });
     return;
   }
   thread_local std::vector<float> tile, panel, zeros;

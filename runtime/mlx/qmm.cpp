@@ -370,9 +370,9 @@ std::atomic<int>& isa_level() {
 
 // The tile unit's setting (ARCHGEN_MLX_TILES, mlxg_set_native_tiles): 0
 // off, 1 to 3 the bfloat16 parts of every product it runs (tiles.h), or
-// kTilesAuto, the default where the CPU runs it: the parts tile_terms
-// chooses by the kind of W.
-constexpr int kTilesAuto = archgen_tiles_auto;
+// kTilesAuto, the default where the CPU runs it: the parts
+// archgen_tile_terms chooses by the kind of W.
+constexpr int kTilesAuto = 4;
 
 std::atomic<int>& tiles_switch() {
   static std::atomic<int> v{[] {
@@ -637,66 +637,22 @@ __attribute__((target("avx2,fma,f16c"))) void sweep_panel(const Job& j, const fl
   put(m, j.M - m);
 }
 
-// Points rows[0..NR) at rows [n0, n0 + nb) of W as float32 (decoded into
-// tile, a buffer of NR * K, where W is not float32), and the rest at zeros.
-__attribute__((target("avx2,fma,f16c"))) void decode_rows(const Job& j, int n0, int nb,
-                                                          const float* rows[NR], float* tile,
-                                                          const float* zeros) {
+// Row n of W as float32: decoded into dst (K values) where W is not
+// float32, in place where it is.
+__attribute__((target("avx2,fma,f16c"))) const float* decode_row(const Job& j, int n, float* dst) {
   const size_t K = static_cast<size_t>(j.K);
-  for (int r = 0; r < NR; r++) {
-    if (r >= nb) {
-      rows[r] = zeros;
-    } else if (j.btype != 0) {
-      float* d = tile + r * K;
-      archgen::block_dequant_row(j.btype, j.w + (n0 + r) * j.row_bytes, d, j.K);
-      rows[r] = d;
-    } else if (j.bits == 0 && j.sk == Kind::f32) {
-      rows[r] = reinterpret_cast<const float*>(j.w) + (n0 + r) * K;
-    } else if (j.bits == 0) {
-      float* d = tile + r * K;
-      to_f32(d, j.w + (n0 + r) * K * 2, K, j.sk);
-      rows[r] = d;
-    } else {
-      float* d = tile + r * K;
-      if (j.bits == 4) {
-        dequant_row<4>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
-      } else {
-        dequant_row<8>(d, j.w, j.scales, j.biases, j.sk, n0 + r, j.K, j.group);
-      }
-      rows[r] = d;
-    }
+  if (j.btype != 0) {
+    archgen::block_dequant_row(j.btype, j.w + n * j.row_bytes, dst, j.K);
+  } else if (j.bits == 0 && j.sk == Kind::f32) {
+    return reinterpret_cast<const float*>(j.w) + n * K;
+  } else if (j.bits == 0) {
+    to_f32(dst, j.w + n * K * 2, K, j.sk);
+  } else if (j.bits == 4) {
+    dequant_row<4>(dst, j.w, j.scales, j.biases, j.sk, n, j.K, j.group);
+  } else {
+    dequant_row<8>(dst, j.w, j.scales, j.biases, j.sk, n, j.K, j.group);
   }
-}
-
-// Rows of W packed for the tile unit at a time: 256 rows of a 2048-wide W
-// in one part take 1 MiB, which stays in the core's L2 cache while every
-// block of 32 rows of x passes over it.
-constexpr int kTileRowsOfW = 256;
-
-// Rows [n_lo, n_hi) of W against every row of x on the tile unit (j.xt):
-// kTileRowsOfW rows of W at a time decoded, packed in j.xt's parts, and
-// multiplied by every row of x.
-void tile_rows(const Job& j, int n_lo, int n_hi) {
-  const archgen::XTiles& xt = *j.xt;
-  const size_t K = static_cast<size_t>(j.K);
-  const size_t wsz = archgen::tiles_w_size(j.K, xt.terms);
-  thread_local std::vector<float> tile, zeros, c;
-  thread_local std::vector<uint16_t> packed;
-  tile.resize(NR * K);
-  zeros.assign(K, 0.0f);
-  c.resize(static_cast<size_t>(xt.tiles()) * 16 * kTileRowsOfW);
-  packed.resize(kTileRowsOfW / NR * wsz);
-  const float* rows[NR];
-  for (int n0 = n_lo; n0 < n_hi; n0 += kTileRowsOfW) {
-    const int nb = std::min(kTileRowsOfW, n_hi - n0);
-    const int wt = (nb + NR - 1) / NR;
-    for (int t = 0; t < wt; t++) {
-      decode_rows(j, n0 + t * NR, std::min(NR, nb - t * NR), rows, tile.data(), zeros.data());
-      archgen::tiles_pack_w(rows, j.K, xt.terms, packed.data() + t * wsz);
-    }
-    archgen::tiles_sweep(xt, packed.data(), wt, c.data(), kTileRowsOfW);
-    put_rows(j, c.data(), kTileRowsOfW, 0, j.M, n0, nb);
-  }
+  return dst;
 }
 
 // Rows [n_lo, n_hi) of W against every row of x.
@@ -854,7 +810,11 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     return;
   }
   if (j.xt != nullptr) {
-    tile_rows(j, n_lo, n_hi);
+    archgen::tiles_products(
+        *j.xt, n_lo, n_hi, [&j](int n, float* dst) { return decode_row(j, n, dst); },
+        [&j](const float* c, size_t ldc, int n0, int nb) {
+          put_rows(j, c, static_cast<int>(ldc), 0, j.M, n0, nb);
+        });
     return;
   }
   // Otherwise each panel of NR rows of W is dequantized (or, for float32
@@ -869,7 +829,9 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
   const float* rows[NR];
   // pack_at packs the panel of rows [n0, n0 + nb) of W into dst.
   auto pack_at = [&](int n0, int nb, float* dst) {
-    decode_rows(j, n0, nb, rows, tile.data(), zeros.data());
+    for (int r = 0; r < NR; r++) {
+      rows[r] = r < nb ? decode_row(j, n0 + r, tile.data() + r * K) : zeros.data();
+    }
     pack_panel(rows, j.K, dst);
   };
   const bool pairs = isa_level().load() == kIsaAvx512;
@@ -891,25 +853,16 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
 // The bfloat16 parts of j's product on the tile unit, or 0 where it runs on
 // other kernels: products whose rows of x would otherwise run on the
 // panels, computed in float32 with a float32 output (half-precision
-// outputs keep libmlx's rounding on the panels). By default x keeps 16
-// bits of its mantissa (two parts) and W its value: a bfloat16 W in one
-// part (two terms), float16 W, affine-quantized or block-quantized W's
-// decoded values in two (three terms: each product within about 2^-16 of
-// itself, as the 16-bit grid of decode's kernels). Rounding W to bfloat16
-// instead was measured to move mlx-lm's float16 levels and routers of
-// mixtures of experts past the parity bounds. A float32 W stays on the
-// panels (float32 checkpoints keep float32 products).
+// outputs keep libmlx's rounding on the panels); the parts as
+// archgen_tile_terms chooses them.
 int tile_terms(const Job& j) {
-  const int sw = tiles_switch().load();
-  if (sw == 0 || isa_level().load() != kIsaAvx512 || j.half || j.ok != Kind::f32) return 0;
+  if (j.half || j.ok != Kind::f32) return 0;
   const bool panels = j.btype != 0  ? j.M > kBlockDirectRows
                       : j.bits != 0 ? j.M > kDirectRows
                       : j.sk == Kind::f32 ? j.M > 2
                                           : j.M > kHalfDirectRows;
   if (!panels) return 0;
-  if (sw != kTilesAuto) return sw;
-  if (j.bits == 0 && j.sk == Kind::f32) return 0;
-  return j.bits == 0 && j.sk == Kind::bf16 ? 2 : 3;
+  return archgen_tile_terms(j.bits == 0 && j.sk == Kind::f32, j.bits == 0 && j.sk == Kind::bf16);
 }
 
 // run_jobs computes n products of one x (the same M, K and kind of W,
@@ -1431,8 +1384,21 @@ int archgen_qmm_half_mode() { return half_mode().load(); }
 
 int archgen_isa_level() { return native_enabled() ? isa_level().load() : 0; }
 
-int archgen_tile_mode() {
+namespace {
+
+// The tile unit's setting where it runs (0 where it does not: no AMX, the
+// AVX2 level, the native kernels off).
+int tile_mode() {
   return native_enabled() && isa_level().load() == kIsaAvx512 ? tiles_switch().load() : 0;
+}
+
+}  // namespace
+
+int archgen_tile_terms(bool w_float32, bool w_bfloat16) {
+  const int mode = tile_mode();
+  if (mode != kTilesAuto) return mode;
+  if (w_float32) return 0;
+  return w_bfloat16 ? 2 : 3;
 }
 
 bool archgen_block_planes() { return isa_level().load() == kIsaAvx512; }
@@ -1443,7 +1409,7 @@ extern "C" int mlxg_set_native_isa(int level) {
   return isa_level().exchange(std::min(std::max(level, kIsaAvx2), isa_supported()));
 }
 
-extern "C" int mlxg_native_tiles(void) { return archgen_tile_mode(); }
+extern "C" int mlxg_native_tiles(void) { return tile_mode(); }
 
 extern "C" int mlxg_set_native_tiles(int mode) {
   if (!archgen::cpu_has_amx_bf16() || mode < 0 || mode > kTilesAuto) mode = 0;

@@ -77,11 +77,17 @@ mlx::core::array archgen_block_gather_matmul(const mlx::core::array& x,
 // Whether the block kernels take x's byte planes (the AVX-512 VNNI path).
 bool archgen_block_planes();
 
-// The tile unit's setting for products of many rows (tiles.h), 0 where it
-// does not run (no AMX, the AVX2 level, or switched off): 1 to 3 parts a
-// product, or archgen_tiles_auto for the parts chosen by the kind of W.
-int archgen_tile_mode();
-constexpr int archgen_tiles_auto = 4;
+// The bfloat16 parts a product of many rows of a float32 x runs in on the
+// tile unit (tiles.h), by the kind of its W's values, or 0 where the tile
+// unit does not run (no AMX, the AVX2 level, switched off) or does not
+// take that W: by default x as a pair (16 bits of its mantissa) and W's
+// values exactly, two terms for values that are bfloat16's (a bfloat16 W,
+// mxfp4's), three for float16, affine and block-quantized values, none for
+// a float32 W (it stays on the float32 kernels); ARCHGEN_MLX_TILES=1..3
+// fixes the count for every W. Rounding W to bfloat16 instead was measured
+// to move mlx-lm's float16 levels and mixtures of experts' routers past the
+// parity bounds.
+int archgen_tile_terms(bool w_float32, bool w_bfloat16);
 
 // How quantized products whose input and scales are both bfloat16 or both
 // float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's

@@ -9,6 +9,7 @@
 #ifndef ARCHGEN_MLX_TILES_H
 #define ARCHGEN_MLX_TILES_H
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -53,6 +54,42 @@ size_t tiles_w_size(int K, int terms);
 // of x (c has room for x.tiles() * 16 rows: rows past M are written too)
 // and the 16 * wt rows of W whose packs lie one after another at w.
 void tiles_sweep(const XTiles& x, const uint16_t* w, int wt, float* c, size_t ldc);
+
+// Rows of W packed at a time by tiles_products: 256 rows of a 2048-wide W
+// in one part take 1 MiB, which stays in the core's L2 cache while every
+// pair of x's tiles passes over it.
+constexpr int kTileRowsOfW = 256;
+
+// The products of every row of x (packed in xt) by rows [n_lo, n_hi) of W,
+// kTileRowsOfW rows of W at a time: row(n, buf) gives row n of W as
+// float32 (decoded into buf, room for K values, or where it lies in place),
+// the rows are packed in xt's parts and swept, and put(c, ldc, n0, nb)
+// takes the results, c[m * ldc + r] for row n0 + r of W (r < nb) and every
+// row m of x.
+template <typename Row, typename Put>
+void tiles_products(const XTiles& xt, int n_lo, int n_hi, Row row, Put put) {
+  const size_t K = static_cast<size_t>(xt.K);
+  const size_t wsz = tiles_w_size(xt.K, xt.terms);
+  thread_local std::vector<float> buf, zeros, c;
+  thread_local std::vector<uint16_t> packed;
+  buf.resize(16 * K);
+  zeros.assign(K, 0.0f);
+  c.resize(static_cast<size_t>(xt.tiles()) * 16 * kTileRowsOfW);
+  packed.resize(kTileRowsOfW / 16 * wsz);
+  const float* rows[16];
+  for (int n0 = n_lo; n0 < n_hi; n0 += kTileRowsOfW) {
+    const int nb = std::min(kTileRowsOfW, n_hi - n0), wt = (nb + 15) / 16;
+    for (int t = 0; t < wt; t++) {
+      for (int r = 0; r < 16; r++) {
+        const int i = t * 16 + r;
+        rows[r] = i < nb ? row(n0 + i, buf.data() + r * K) : zeros.data();
+      }
+      tiles_pack_w(rows, xt.K, xt.terms, packed.data() + t * wsz);
+    }
+    tiles_sweep(xt, packed.data(), wt, c.data(), kTileRowsOfW);
+    put(static_cast<const float*>(c.data()), static_cast<size_t>(kTileRowsOfW), n0, nb);
+  }
+}
 
 }  // namespace archgen
 

@@ -68,10 +68,7 @@ func ProductISAs(t testing.TB) []ISA {
 	if len(out) < 2 {
 		return out
 	}
-	prev := SetNativeTiles(TilesAuto)
-	has := NativeTiles() != TilesOff
-	SetNativeTiles(prev)
-	if has {
+	if tileUnitRuns() {
 		out = append(out, ISA{"amx", ISAAVX512, TilesAuto})
 	} else {
 		t.Logf("this machine has no tile unit (Intel AMX with bfloat16): the tile path is not covered here")

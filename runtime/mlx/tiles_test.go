@@ -67,14 +67,19 @@ func benchmarkTileProducts(b *testing.B, n, k, m int) {
 	}
 }
 
+// tileUnitRuns reports whether the tile unit runs here at the process's
+// instruction set (whatever mode the environment set).
+func tileUnitRuns() bool {
+	prev := SetNativeTiles(TilesAuto)
+	defer SetNativeTiles(prev)
+	return NativeTiles() != TilesOff
+}
+
 // tileUnits lists the tile unit's part counts to test, or skips t where
 // the CPU does not run it.
 func tileUnits(t *testing.T) []int {
 	t.Helper()
-	prev := SetNativeTiles(TilesAuto)
-	has := NativeTiles() != TilesOff
-	SetNativeTiles(prev)
-	if !has {
+	if !tileUnitRuns() {
 		t.Skip("this machine has no tile unit (Intel AMX with bfloat16) or runs AVX2 only: the tile path is not covered here")
 	}
 	return []int{1, 2, 3}

@@ -43,6 +43,7 @@ type Attention struct {
 	qNormName, kNormName    string
 	Sliding                 *Sliding // nil: every layer attends fully
 	QKNormWhen              *Value   // nil: the q and k norms are always there
+	QKNormEps               *Value   // the q and k norms' eps; nil: the norm's
 	Float32IfFloat16        bool     // float16 attends in float32, other dtypes as they are
 	QueryScale              *QueryScale
 	Sinks                   *field // nil: no attention sinks
@@ -73,6 +74,11 @@ func (at *Attention) link(a *Arch) {
 	at.headDim = newField("headDim", intType, "")
 	at.scale = newField("scale", float32Type, at.Scale.Text)
 	at.norm, at.rope, at.softcap = a.Norm, a.Rope, a.Scalars.Get(AttnSoftcap)
+	if at.QKNormEps != nil {
+		n := *a.Norm
+		n.Eps = at.QKNormEps
+		at.norm = &n
+	}
 	width := func(h *field) func() *jen.Statement {
 		return func() *jen.Statement { return h.of(rAttn).Op("*").Add(at.headDim.of(rAttn)) }
 	}

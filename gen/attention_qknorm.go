@@ -1,6 +1,11 @@
 package gen
 
-import "github.com/dave/jennifer/jen"
+import (
+	"slices"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
 
 // The q and k norms (structure.attention.qk_norm): one table row per kind
 // says where in the forward pass the norms apply, what module each is and
@@ -34,8 +39,8 @@ type qkNormKind struct {
 	// load spells build's lines for the two norms; nil for norms with no
 	// weight, which newNorms makes in place.
 	load func(at *Attention) []jen.Code
-	// layerNorm: the kind is defined over LayerNorms only.
-	layerNorm bool
+	// norms are the norm kinds it is defined over (nil: any).
+	norms []NormKind
 	// unsplit is why a shard plan cannot split the norms ("" when it can),
 	// with the two norms' checkpoint paths as %s verbs.
 	unsplit string
@@ -54,12 +59,17 @@ var qkNormKinds = []qkNormKind{
 	}},
 	{name: "per_head_unweighted", place: qkPerHead, module: nnType("PlainRMSNorm"), doc: "x / rms(x) over each head, no weight"},
 	// each_head normalises each head over head_dim without affine
-	// parameters, then scales it by its own weight [heads, head_dim].
-	{name: "each_head", place: qkPerHead, headLayout: true, module: nnType("HeadNorm"), layerNorm: true, load: func(at *Attention) []jen.Code {
+	// parameters (a LayerNorm's, or an RMSNorm's), then scales it by its
+	// own weight [heads, head_dim].
+	{name: "each_head", place: qkPerHead, headLayout: true, module: nnType("HeadNorm"), norms: []NormKind{"layer_norm", "rms"}, load: func(at *Attention) []jen.Code {
 		qn, kn := at.Name+"."+at.qNormName, at.Name+"."+at.kNormName
+		loader := "HeadNorm"
+		if at.norm.Kind == "rms" {
+			loader = "HeadRMSNorm"
+		}
 		return at.guardNorms([]jen.Code{
-			at.QNorm.of(rAttn).Op("=").Id("lw").Dot("HeadNorm").Call(jen.Lit(qn), at.heads.of(rAttn), at.headDim.of(rAttn), at.norm.Eps.Code()),
-			at.KNorm.of(rAttn).Op("=").Id("lw").Dot("HeadNorm").Call(jen.Lit(kn), at.kvHeads.of(rAttn), at.headDim.of(rAttn), at.norm.Eps.Code()),
+			at.QNorm.of(rAttn).Op("=").Id("lw").Dot(loader).Call(jen.Lit(qn), at.heads.of(rAttn), at.headDim.of(rAttn), at.norm.Eps.Code()),
+			at.KNorm.of(rAttn).Op("=").Id("lw").Dot(loader).Call(jen.Lit(kn), at.kvHeads.of(rAttn), at.headDim.of(rAttn), at.norm.Eps.Code()),
 		})
 	}, unsplit: "its %s and %s norms hold a weight per head, which the plan does not split"},
 }
@@ -154,8 +164,27 @@ func (b *builder) resolveQKNorm(sc *scope) error {
 		}
 		a.Attn.QKNormWhen = v
 	}
-	if a.Attn.qk.layerNorm && a.Norm.Kind != "layer_norm" {
-		return errAt(at.QKNorm.Pos, "structure.attention.qk_norm", "%s norms are LayerNorms; the norm kind is %s", at.QKNorm.V, a.Norm.Kind)
+	if ks := a.Attn.qk.norms; ks != nil && !slices.Contains(ks, a.Norm.Kind) {
+		return errAt(at.QKNorm.Pos, "structure.attention.qk_norm", "%s norms are defined over %s norms; the norm kind is %s", at.QKNorm.V, joinKinds(ks), a.Norm.Kind)
+	}
+	if at.QKNormEps.IsSet() {
+		if a.Attn.qk.place == qkNowhere {
+			return errAt(at.QKNormEps.Pos, "structure.attention.qk_norm_eps", "there are no q and k norms (qk_norm is none)")
+		}
+		v, err := b.value(at.QKNormEps, "structure.attention.qk_norm_eps", TFloat, sc)
+		if err != nil {
+			return err
+		}
+		a.Attn.QKNormEps = v
 	}
 	return nil
+}
+
+// joinKinds lists norm kinds for a message: "layer_norm or rms".
+func joinKinds(ks []NormKind) string {
+	var s []string
+	for _, k := range ks {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, " or ")
 }

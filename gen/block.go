@@ -129,7 +129,7 @@ func (b *Block) build(s stage) []jen.Code {
 	}
 	var out []jen.Code
 	for _, x := range b.Slots {
-		out = append(out, x.Field.of(rLayer).Op("=").Add(b.norm.load("lw", x.Name, fHidden.of(rModel))))
+		out = append(out, x.Field.of(rLayer).Op("=").Add(b.norm.loadAt("lw", x.Name, fHidden.of(rModel), int(x.Slot))))
 	}
 	return out
 }

@@ -29,8 +29,16 @@ func TestParallelBlockErrors(t *testing.T) {
 			`descriptors/a.yaml:16: structure.attention.qk_norm_when: there are no q and k norms (qk_norm is none)`},
 		{"qk_norm_when not a bool", with("  attention:\n    qk_norm: per_head\n    qk_norm_when: head_dim\n"),
 			`descriptors/a.yaml:17: structure.attention.qk_norm_when: "head_dim" is int, want bool`},
-		{"each_head on an rms norm", with("  attention:\n    qk_norm: each_head\n"),
-			`descriptors/a.yaml:16: structure.attention.qk_norm: each_head norms are LayerNorms; the norm kind is rms`},
+		{"each_head on a one-plus norm", with("  norm: {kind: rms_one_plus}\n  attention:\n    qk_norm: each_head\n"),
+			`descriptors/a.yaml:17: structure.attention.qk_norm: each_head norms are defined over layer_norm or rms norms; the norm kind is rms_one_plus`},
+		{"qk_norm_eps without q and k norms", with("  attention:\n    qk_norm_eps: \"1.0e-6\"\n"),
+			`descriptors/a.yaml:16: structure.attention.qk_norm_eps: there are no q and k norms (qk_norm is none)`},
+		{"qk_norm_eps not a number", with("  attention:\n    qk_norm: per_head\n    qk_norm_eps: head_dim > 2\n"),
+			`descriptors/a.yaml:17: structure.attention.qk_norm_eps: "head_dim > 2" is bool, want float`},
+		{"norm offset on a layer norm", with("  norm:\n    kind: layer_norm\n    offsets: {attn_in: \"1.0\"}\n"),
+			`descriptors/a.yaml:17: structure.norm.offsets.attn_in: a layer_norm norm takes no offset (only rms does)`},
+		{"norm offset not a number", with("  norm:\n    offsets: {final: \"true\"}\n"),
+			`descriptors/a.yaml:16: structure.norm.offsets.final: "true" is bool, want float`},
 		{"float32_if_float16 beside float32", with("  attention:\n    float32: true\n    float32_if_float16: true\n"),
 			`descriptors/a.yaml:17: structure.attention.float32_if_float16: float32 already casts every dtype; set one of the two`},
 		{"float32_if_float16 with softcap", with("  attention:\n    softcap: \"50.0\"\n    float32_if_float16: true\n"),
@@ -58,6 +66,8 @@ func TestParallelBlockErrors(t *testing.T) {
 		"  attention:\n    float32_if_float16: true\n",
 		"  attention:\n    query_scale: {beta: \"0.1\", positions: head_dim}\n",
 		"  norm: {kind: layer_norm}\n  attention:\n    qk_norm: each_head\n    qk_norm_when: \"head_dim > 4\"\n",
+		"  attention:\n    qk_norm: each_head\n    qk_norm_eps: \"1.0e-6\"\n",
+		"  norm:\n    offsets: {attn_in: \"1.0\", mlp_in: \"0.2\", final: \"5 ** -1.5\"}\n",
 	} {
 		y := with(ok)
 		if strings.Contains(ok, "  mlp:") {

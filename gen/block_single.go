@@ -73,12 +73,12 @@ func (b *builder) resolveSingle(sc *scope) error {
 	return nil
 }
 
-// singleFieldNames: a single block's layer holds one sublayer, so its
-// checkpoints may name every kind alike (Nemotron-H's mixer). Where two
-// of the layer's sublayers share a name, their Go fields take their types'
-// names instead (Attention, StateSpace, MLP).
-func (a *Arch) singleFieldNames() {
-	if !a.MLP.single {
+// sublayerFieldNames: a checkpoint may name every kind of a layer's
+// sublayer alike (Nemotron-H's and PLaMo 2's mixer, whichever kind it
+// is). Where two of the layer's sublayers share a name, their Go fields
+// take their types' names instead (Attention, StateSpace, MLP).
+func (a *Arch) sublayerFieldNames() {
+	if a.Mixers == nil {
 		return
 	}
 	type sub struct {

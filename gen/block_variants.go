@@ -108,7 +108,7 @@ func (b *Block) branch(x mixer) []jen.Code {
 	}
 	var out []jen.Code
 	for _, s := range blk.Slots {
-		out = append(out, s.Field.of(rLayer).Op("=").Add(b.norm.load("lw", s.Name, fHidden.of(rModel))))
+		out = append(out, s.Field.of(rLayer).Op("=").Add(b.norm.loadAt("lw", s.Name, fHidden.of(rModel), int(s.Slot))))
 	}
 	return append(out, wireField.of(rLayer).Op("=").Id(rLayer).Dot(blk.method))
 }

@@ -105,6 +105,18 @@ type NormDesc struct {
 	// FinalEps is the final norm's eps where it differs from the layers'
 	// (Mamba2's block norms keep 1e-5, its final norm the config's).
 	FinalEps F[Expr] `yaml:"final_eps"`
+	// Offsets are constants added to an rms norm's weight, by slot.
+	Offsets NormOffsetsDesc `yaml:"offsets"`
+}
+
+// NormOffsetsDesc adds a constant to the weights of the norms in each
+// block slot and of the final norm: x / rms(x) * (w + offset).
+type NormOffsetsDesc struct {
+	AttnIn  F[Expr] `yaml:"attn_in"`
+	AttnOut F[Expr] `yaml:"attn_out"`
+	MLPIn   F[Expr] `yaml:"mlp_in"`
+	MLPOut  F[Expr] `yaml:"mlp_out"`
+	Final   F[Expr] `yaml:"final"`
 }
 
 // AttnDesc is self-attention.
@@ -122,6 +134,7 @@ type AttnDesc struct {
 	Window   F[Expr]   `yaml:"window"`
 
 	QKNormWhen       F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
+	QKNormEps        F[Expr]        `yaml:"qk_norm_eps"`        // the q and k norms' eps, where it is not the norm's
 	Float32IfFloat16 F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
 	QueryScale       QueryScaleDesc `yaml:"query_scale"`
 	Sinks            F[bool]        `yaml:"sinks"` // a learned logit per head in each softmax

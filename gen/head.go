@@ -47,7 +47,7 @@ func (h *Head) build(s stage) []jen.Code {
 	}
 	tied := h.LMHead.of(rModel).Op("=").Add(h.embed.Field.of(rModel)).Dot("AsLinear").Call()
 	untied := h.LMHead.of(rModel).Op("=").Id("w").Dot("Linear").Call(jen.Lit(h.Name), h.vocab.Code(), fHidden.of(rModel), h.Bias.Code())
-	out := []jen.Code{h.Norm.of(rModel).Op("=").Add(h.norm.load("w", h.NormPath, fHidden.of(rModel)))}
+	out := []jen.Code{h.Norm.of(rModel).Op("=").Add(h.norm.loadAt("w", h.NormPath, fHidden.of(rModel), offsetFinal))}
 	switch {
 	case h.WhenMissing:
 		out = append(out, jen.If(jen.Id("w").Dot("Holds").Call(jen.Lit(h.Name+".weight"))).Block(untied).Else().Block(tied))

@@ -30,6 +30,12 @@ func TestMixerDescriptorErrors(t *testing.T) {
 	section := func(body string) string {
 		return strings.Replace(hybridBase, "    gated_delta:\n      layers: \"i % 2 == 0\"\n", body, 1)
 	}
+	// ssd is an ssd section over literal sizes, with extra options.
+	ssd := func(extra string) string {
+		return "    ssd:\n      layers: \"i % 2 == 0\"\n      heads: \"4\"\n      head_dim: \"16\"\n      groups: \"1\"\n" +
+			"      state_size: \"8\"\n      conv_kernel: \"4\"\n      conv_bias: \"false\"\n      bias: \"false\"\n" +
+			"      dt_min: \"0.001\"\n      dt_max: \"100.0\"\n      norm_eps: rms_norm_eps\n" + extra
+	}
 	attn := func(yaml, extra string) string {
 		return strings.Replace(yaml, "structure:\n", "structure:\n  attention:\n"+extra, 1)
 	}
@@ -44,6 +50,12 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			"descriptors/a.yaml:21: structure.mixers.gated_delta.layers: missing: which layers the gated_delta mixer mixes (a per-layer bool; attention takes the others)"},
 		{"layers not a bool", section("    gated_delta:\n      layers: \"i + 1\"\n"),
 			`descriptors/a.yaml:22: structure.mixers.gated_delta.layers: "i + 1" is int, want bool`},
+		{"separate ssd without dt_rank", section(ssd("      projections: separate\n")),
+			"descriptors/a.yaml:21: structure.mixers.ssd.dt_rank: missing: the separate layout's time-step input width (bcdt_proj's last part, dt_proj's input)"},
+		{"dt_rank on the fused ssd", section(ssd("      dt_rank: \"64\"\n")),
+			"descriptors/a.yaml:33: structure.mixers.ssd.dt_rank: only the separate layout (projections: separate) has a time-step input of its own"},
+		{"separate ssd over groups", section(strings.Replace(ssd("      projections: separate\n      dt_rank: \"64\"\n"), `groups: "1"`, `groups: "2"`, 1)),
+			"descriptors/a.yaml:25: structure.mixers.ssd.groups: the separate layout reads one group of B and C (its norms' weights are state_size wide): set it to 1"},
 		{"unknown projections", mixer("      projections: packed\n"),
 			`descriptors/a.yaml:23: structure.mixers.gated_delta.projections: unknown "packed" (want one of grouped, flat, separate)`},
 		{"a default with no key", strings.Replace(hybridBase, "    linear_conv_kernel_dim: {type: int, required: true, min: 1}\n", "", 1),

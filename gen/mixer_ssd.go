@@ -10,7 +10,9 @@ import (
 // head; each head's state (float32, head_dim × state_size) decays by
 // exp(dt A) and takes dt x Bᵀ every step, and reads y = S C + D x. The
 // output, gated by silu(z), is normed and projected back. Its cache keeps
-// two slots: the convolution's last inputs and the scan's state.
+// two slots: the convolution's last inputs and the scan's state. In the
+// separate layout the projection gives z and x alone, and B, C and the
+// time steps come from the convolved x by projections of their own.
 
 func init() {
 	registerMixer(&mixerKind{
@@ -32,6 +34,8 @@ func init() {
 			{key: "norm", typ: TBool, def: "true"},
 			{key: "norm_before_gate", typ: TBool, def: "false"},
 			{key: "with_attention", words: []string{"false", "true"}, def: "false"},
+			{key: "projections", words: []string{"fused", "separate"}, def: "fused"},
+			{key: "dt_rank", typ: TInt, def: "0"},
 		},
 		resolve: resolveSSD,
 	})
@@ -47,6 +51,11 @@ type SSD struct {
 	Norm, NormBefore *Value
 	// WithAttention: its layers attend too, beside it (Falcon-H1).
 	WithAttention bool
+	// Separate: in_proj gives z and x alone, and bcdt_proj and dt_proj
+	// make B, C and the time steps (DtRank wide before dt_proj) from the
+	// convolved x (PLaMo 2).
+	Separate bool
+	DtRank   *Value
 
 	name                      string
 	self                      *field // the Layer's *StateSpace
@@ -55,6 +64,7 @@ type SSD struct {
 	inProj, outProj           Proj
 	conv, dtBias, aLog, d     *field
 	norm                      *field
+	split                     *field // the separate layout's modules
 }
 
 const rSSD = "s"
@@ -67,7 +77,18 @@ func resolveSSD(o *mixerOptions, a *Arch) (mixer, error) {
 		Eps: o.value("norm_eps"), NormGroups: o.value("norm_groups"),
 		OutBias: o.value("out_bias"), Norm: o.value("norm"), NormBefore: o.value("norm_before_gate"),
 		WithAttention: o.word("with_attention") == "true",
+		Separate:      o.word("projections") == "separate",
+		DtRank:        o.value("dt_rank"),
 		name:          o.word("module"),
+	}
+	if _, set := o.at["dt_rank"]; set != d.Separate {
+		if d.Separate {
+			return nil, o.errAt("dt_rank", "missing: the separate layout's time-step input width (bcdt_proj's last part, dt_proj's input)")
+		}
+		return nil, o.errAt("dt_rank", "only the separate layout (projections: separate) has a time-step input of its own")
+	}
+	if one, ok := d.Groups.lit.(int); d.Separate && (!d.Groups.isLit || !ok || one != 1) {
+		return nil, o.errAt("groups", "the separate layout reads one group of B and C (its norms' weights are state_size wide): set it to 1")
 	}
 	d.self = newField(goName(d.name), func() *jen.Statement { return jen.Op("*").Id("StateSpace") }, d.name)
 	d.heads = newField("heads", func() *jen.Statement { return jen.Qual(nnPkg, "SSDHeads") }, "")
@@ -87,6 +108,7 @@ func resolveSSD(o *mixerOptions, a *Arch) (mixer, error) {
 	d.aLog = newField("ALog", array, "A_log: A = -exp(A_log)")
 	d.d = newField("D", array, "D: the skip connection")
 	d.norm = newField("Norm", nnType("RMSNorm"), "norm: of the output gated by silu(z) (nil: none)")
+	d.split = newField("Split", func() *jen.Statement { return jen.Op("*").Qual(nnPkg, "SSDSplit") }, "bcdt_proj, dt_proj and the B, C and dt norms")
 	return d, nil
 }
 
@@ -101,7 +123,11 @@ func (d *SSD) fields(t goType) []jen.Code {
 	if t != d.typeName() {
 		return nil
 	}
-	return []jen.Code{d.inProj.Field.decl(), d.conv.decl(), d.dtBias.decl(), d.aLog.decl(), d.d.decl(), d.norm.decl(), d.outProj.Field.decl()}
+	out := []jen.Code{d.inProj.Field.decl(), d.conv.decl()}
+	if d.Separate {
+		out = append(out, d.split.decl())
+	}
+	return append(out, d.dtBias.decl(), d.aLog.decl(), d.d.decl(), d.norm.decl(), d.outProj.Field.decl())
 }
 
 func (d *SSD) params(t goType) []jen.Code {
@@ -115,13 +141,17 @@ func (d *SSD) inits(t goType) []kvPair {
 	if t != d.typeName() {
 		return nil
 	}
+	shape := []kvPair{
+		{"Heads", d.Heads.Code()},
+		{"HeadDim", d.HeadDim.Code()},
+		{"Groups", d.Groups.Code()},
+		{"StateSize", d.StateSize.Code()},
+	}
+	if d.Separate {
+		shape = append(shape, kvPair{"Separate", jen.True()})
+	}
 	return []kvPair{
-		{d.heads.key(), jen.Qual(nnPkg, "SSDHeads").Values(fieldsOf([]kvPair{
-			{"Heads", d.Heads.Code()},
-			{"HeadDim", d.HeadDim.Code()},
-			{"Groups", d.Groups.Code()},
-			{"StateSize", d.StateSize.Code()},
-		})...)},
+		{d.heads.key(), jen.Qual(nnPkg, "SSDHeads").Values(fieldsOf(shape)...)},
 		{d.dtMin.key(), jen.Float32().Call(d.DtMin.Code())},
 		{d.dtMax.key(), jen.Float32().Call(d.DtMax.Code())},
 		{d.nGrp.key(), d.NormGroups.Code()},
@@ -142,15 +172,20 @@ func (d *SSD) build(s stage) []jen.Code {
 	if !d.Norm.IsTrue() {
 		norm = jen.If(d.Norm.Code()).Block(norm)
 	}
-	return []jen.Code{
+	out := []jen.Code{
 		d.inProj.load(rSSD, d.name),
 		d.conv.of(rSSD).Op("=").Id("lw").Dot("ShortConv").Call(jen.Lit(d.name+".conv1d"), d.heads.of(rSSD).Dot("ConvWidth").Call(), d.Kernel.Code(), d.ConvBias.Code()),
+	}
+	if d.Separate {
+		out = append(out, d.split.of(rSSD).Op("=").Id("lw").Dot("SSDSplit").Call(jen.Lit(d.name), d.heads.of(rSSD), d.DtRank.Code(), d.Eps.Code()))
+	}
+	return append(out,
 		vec(d.dtBias, "dt_bias"),
 		d.aLog.of(rSSD).Op("=").Id("lw").Dot("PreciseVector").Call(jen.Lit(d.name+".A_log"), heads()),
 		vec(d.d, "D"),
 		norm,
 		d.outProj.load(rSSD, d.name),
-	}
+	)
 }
 
 // emitForward writes StateSpace.forward:
@@ -169,7 +204,7 @@ func (d *SSD) emitForward(f *jen.File) {
 		jen.Id("scan").Op(":=").Op("&").Qual(mlxPkg, "SSM").Values(fieldsOf([]kvPair{
 			{"ALog", self(d.aLog)}, {"D", self(d.d)}, {"DtBias", self(d.dtBias)}, {"DtMin", self(d.dtMin)}, {"DtMax", self(d.dtMax)},
 		})...),
-		jen.List(jen.Id("y"), jen.Id("z")).Op(":=").Qual(nnPkg, "SSD").Call(g(), jen.Id("st"), apply(self(d.inProj.Field), jen.Id("x")), self(d.conv), jen.Id("scan"), self(d.heads)).Comment("[B, L, heads*head_dim] each"),
+		jen.List(jen.Id("y"), jen.Id("z")).Op(":=").Add(d.middle()).Comment("[B, L, heads*head_dim] each"),
 		jen.Id("st").Dot("Advance").Call(jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
 		jen.Return(apply(self(d.outProj.Field), jen.Qual(nnPkg, "SSDOutput").Call(g(), self(d.norm), jen.Id("y"), jen.Id("z"), self(d.nGrp), self(d.normBefore)))),
 	}
@@ -178,6 +213,16 @@ func (d *SSD) emitForward(f *jen.File) {
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
 	).Add(arrayType()).Block(body...)
 	f.Line()
+}
+
+// middle spells the call of the mixer's middle on in_proj's output.
+func (d *SSD) middle() *jen.Statement {
+	self := func(fl *field) *jen.Statement { return fl.of(rSSD) }
+	proj := apply(self(d.inProj.Field), jen.Id("x"))
+	if d.Separate {
+		return jen.Qual(nnPkg, "SSDSeparate").Call(g(), jen.Id("st"), proj, self(d.conv), self(d.split), jen.Id("scan"), self(d.heads))
+	}
+	return jen.Qual(nnPkg, "SSD").Call(g(), jen.Id("st"), proj, self(d.conv), jen.Id("scan"), self(d.heads))
 }
 
 // shard: the heads would split with their convolution channels, groups and

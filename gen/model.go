@@ -523,7 +523,7 @@ func (b *builder) structure() error {
 	if err := b.resolveVariants(); err != nil {
 		return err
 	}
-	a.singleFieldNames()
+	a.sublayerFieldNames()
 	return b.uniqueFields()
 }
 

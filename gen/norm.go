@@ -30,11 +30,18 @@ func (NormKind) values() []string {
 
 // Norm is the norm of an architecture, resolved.
 type Norm struct {
-	Kind        NormKind
-	Eps         *Value
-	Bias        *Value // a layer_norm's bias, decided at load; nil: always there
+	Kind NormKind
+	Eps  *Value
+	Bias *Value // a layer_norm's bias, decided at load; nil: always there
+	// Offsets are added to the weights of the norms in each block slot
+	// (by Slot) and of the final norm (offsetFinal); nil: none.
+	Offsets     [offsetFinal + 1]*Value
 	typ, loader string
 }
+
+// offsetFinal is the final norm's index in Norm.Offsets, after the four
+// block slots'.
+const offsetFinal = 4
 
 func newNorm(kind NormKind, eps *Value) *Norm {
 	n := &Norm{Kind: kind, Eps: eps}
@@ -61,6 +68,15 @@ func (n *Norm) load(w, name string, dims jen.Code) *jen.Statement {
 	return jen.Id(w).Dot(n.loader).Call(jen.Lit(name), dims, n.Eps.Code())
 }
 
+// loadAt is load for the norm in slot k of Offsets: with an offset there,
+// w.RMSNormPlus(name, dims, eps, offset).
+func (n *Norm) loadAt(w, name string, dims jen.Code, k int) *jen.Statement {
+	if off := n.Offsets[k]; off != nil {
+		return jen.Id(w).Dot("RMSNormPlus").Call(jen.Lit(name), dims, n.Eps.Code(), off.Code())
+	}
+	return n.load(w, name, dims)
+}
+
 // resolveNorm resolves structure.norm: its kind, eps, and a layer_norm's
 // bias decided by the config.
 func (b *builder) resolveNorm(sc *scope) error {
@@ -75,6 +91,19 @@ func (b *builder) resolveNorm(sc *scope) error {
 			return errAt(s.Bias.Pos, "structure.norm.bias", "a %s norm has no bias to leave out (only layer_norm has)", n.Kind)
 		}
 		if n.Bias = l.must(s.Bias, "structure.norm.bias", TBool); l.err != nil {
+			return l.err
+		}
+	}
+	o := &s.Offsets
+	for k, f := range []F[Expr]{o.AttnIn, o.AttnOut, o.MLPIn, o.MLPOut, o.Final} {
+		if !f.IsSet() {
+			continue
+		}
+		key := "structure.norm.offsets." + [...]string{"attn_in", "attn_out", "mlp_in", "mlp_out", "final"}[k]
+		if n.Kind != "rms" {
+			return errAt(f.Pos, key, "a %s norm takes no offset (only rms does)", n.Kind)
+		}
+		if n.Offsets[k] = l.must(f, key, TFloat); l.err != nil {
 			return l.err
 		}
 	}

@@ -152,6 +152,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"olmo_hybrid", "default_pattern", kv.Options{}},
 		{"mamba", "untied_biased", kv.Options{}},
 		{"jamba", "moe_periods", kv.Options{}},
+		{"plamo2", "step2_tied", kv.Options{}},
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -396,6 +397,7 @@ func TestPromptCacheNextTurn(t *testing.T) {
 		{"qwen3_next", "base", false}, // a recurrent state holds no positions
 		{"granitemoehybrid", "dense_rope", false},
 		{"falcon_h1", "tied_defaults", false}, // a list holding a state cannot be cut either
+		{"plamo2", "step3_mqa_untied", false},
 	} {
 		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
 			m := load(t, tc.arch, tc.cas)

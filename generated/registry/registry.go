@@ -51,6 +51,7 @@ import (
 	"github.com/archgen/archgen/generated/phi"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/phimoe"
+	"github.com/archgen/archgen/generated/plamo2"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
@@ -117,6 +118,7 @@ var catalog = nn.NewCatalog(
 		phi.Arch,
 		phi3.Arch,
 		phimoe.Arch,
+		plamo2.Arch,
 		qwen2.Arch,
 		qwen2_moe.Arch,
 		qwen3.Arch,

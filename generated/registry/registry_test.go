@@ -63,6 +63,7 @@ func TestLookup(t *testing.T) {
 			"phi3":             "phi3",
 			"phimoe":           "phimoe",
 			"pixtral":          "pixtral",
+			"plamo2":           "plamo2",
 			"qwen2":            "qwen2",
 			"qwen2_5_vl":       "qwen2_vl",
 			"qwen2_moe":        "qwen2_moe",

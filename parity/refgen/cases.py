@@ -3496,6 +3496,65 @@ def _hybrid_cases() -> List[Case]:
     ]
 
 
+def _plamo2_cases() -> List[Case]:
+    def plamo2(**over):
+        cfg = {
+            "architectures": ["Plamo2ForCausalLM"],
+            "model_type": "plamo2",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "hidden_size_per_head": 16,
+            "max_position_embeddings": 2048,
+            "attention_window_size": 8,
+            "mamba_d_state": 16,
+            "mamba_d_conv": 4,
+            "mamba_num_heads": 4,
+            "mamba_step": 2,
+            "mamba_chunk_size": 256,
+            "mamba_enabled": True,
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "plamo2",
+            "step2_tied",
+            "the scan on layers 0 and 2 (4 heads of 16, state 16, 4 taps; z and "
+            "x interleaved by head; B, C and dt from bcdt_proj, each normed), "
+            "GQA attention (4/2 heads) on 1 and 3 with per-head weighted q and "
+            "k norms and full rotation; four offset norms a layer; "
+            "attention_window_size 8 read and ignored (shorter than the "
+            "prompt); tied head",
+            plamo2(),
+        ),
+        Case(
+            "plamo2",
+            "step3_mqa_untied",
+            "mamba_step 3 (attention on layer 1 alone of 4), one kv head, 8 scan "
+            "heads of 8 with state 8 and 3 taps, rms_norm_eps 1e-5, untied head",
+            plamo2(
+                mamba_step=3,
+                num_key_value_heads=1,
+                hidden_size_per_head=8,
+                mamba_num_heads=8,
+                mamba_d_state=8,
+                mamba_d_conv=3,
+                rms_norm_eps=1e-5,
+                tie_word_embeddings=False,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -3539,6 +3598,7 @@ CASES: List[Case] = (
     + _exaone_moe_cases()
     + _phimoe_cases()
     + _hybrid_cases()
+    + _plamo2_cases()
 )
 
 

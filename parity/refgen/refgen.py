@@ -114,6 +114,10 @@ def random_weights(model, seed: int):
                 v = NORM_BIAS_STD * z
             else:
                 raise ValueError(f"unexpected norm parameter {path}")
+        elif leaf.endswith("_norm_weight") or leaf in ("q_weight", "k_weight"):
+            # a norm's weight held bare by the module that applies it (the
+            # scan's B, C and dt norms; per-head q and k scales [heads, dim])
+            v = 1.0 + NORM_WEIGHT_SPREAD * z
         elif leaf == "weight" and len(shape) == 2:
             if module.endswith("embed_tokens"):
                 v = z

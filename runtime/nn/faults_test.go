@@ -263,6 +263,8 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"falcon_h1", map[string]any{"mamba_d_ssm": 1024}, "mamba_d_ssm: must equal mamba_n_heads × mamba_d_head (the scan's heads side by side)"},
 		{"falcon_h1", map[string]any{"ssm_multipliers": []float64{1, 2}}, "ssm_multipliers: has 2 entries, want 5 (5)"},
 		{"mamba2", map[string]any{"time_step_limit": nil}, "time_step_limit: missing (required)"},
+		{"plamo2", map[string]any{"mamba_step": 1}, "mamba_step: must be at least 2, got 1"},
+		{"plamo2", map[string]any{"num_key_value_heads": 3}, "num_key_value_heads: must divide num_attention_heads"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": "M*X-"}, "hybrid_override_pattern: each layer must be M (Mamba2), * (attention), - (MLP) or E (mixture of experts); layers_block_type's words: full_attention, linear_attention, mlp, moe (or attention, mamba, conv)"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": nil, "layers_block_type": []string{"mamba", "attention", "dense"}}, "hybrid_override_pattern: each layer must be M (Mamba2), * (attention), - (MLP) or E (mixture of experts); layers_block_type's words: full_attention, linear_attention, mlp, moe (or attention, mamba, conv)"},
 		{"nemotron_h", map[string]any{"hybrid_override_pattern": nil}, "hybrid_override_pattern: missing: give hybrid_override_pattern or layers_block_type (or layer_types) to describe the layer stack"},
@@ -312,9 +314,9 @@ func TestConfigFaultsByArch(t *testing.T) {
 // config handed to the wrong architecture.
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
-		"plamo2":           `model_type "plamo2" is not supported (supported: `,
-		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
-		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
+		"bailing_moe_linear": `model_type "bailing_moe_linear" is not supported (supported: `,
+		"kimi_k2":            `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
+		"gemma4_assistant":   `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
 	} {
 		dir := configDir(t, []byte(`{"model_type": "`+mt+`", "hidden_size": 64}`))
 		err := loadErr(t, dir)

@@ -115,18 +115,22 @@ func (n *PlainRMSNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 }
 
 // HeadNorm normalises x [..., heads, head_dim] over head_dim (a LayerNorm
-// without weight or bias), then scales each head by its own row of Weight
-// [heads, head_dim]. A nil HeadNorm leaves x as it is: a layer whose
+// without weight or bias, or with RMS x / rms(x)), then scales each head by
+// its own row of Weight [heads, head_dim]. A nil HeadNorm leaves x as it is: a layer whose
 // config turns its q and k norms off has none.
 type HeadNorm struct {
 	Weight *mlx.Array // [heads, head_dim]
 	Eps    float32
+	RMS    bool // x / rms(x) rather than a LayerNorm
 }
 
 // Apply normalizes x [..., heads, head_dim].
 func (n *HeadNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	if n == nil {
 		return x
+	}
+	if n.RMS {
+		return g.Multiply(g.RMSNorm(x, nil, n.Eps), n.Weight)
 	}
 	return g.Multiply(n.Weight, g.LayerNorm(x, nil, nil, n.Eps))
 }
@@ -138,4 +142,12 @@ func (w *Weights) HeadNorm(name string, heads, dims int, eps float64) *HeadNorm 
 		return &HeadNorm{Eps: float32(eps)}
 	}
 	return &HeadNorm{Weight: w.param(name+".weight", []int{heads, dims}, false), Eps: float32(eps)}
+}
+
+// HeadRMSNorm is HeadNorm over x / rms(x): each head normed without a
+// weight, then scaled by its own row of name.weight [heads, dims].
+func (w *Weights) HeadRMSNorm(name string, heads, dims int, eps float64) *HeadNorm {
+	n := w.HeadNorm(name, heads, dims, eps)
+	n.RMS = true
+	return n
 }

@@ -25,7 +25,9 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // in single-sublayer layers, alone (no attention, no feed-forward), and
 // beside attention in every layer (a list of two caches a layer); and the
 // gated delta rule with three convolutions, in layers wired unlike the
-// attention layers; and Mamba's selective scan, a step at a time.
+// attention layers; and Mamba's selective scan, a step at a time; and the
+// state-space scan whose B, C and time steps come from projections of
+// their own, beside offset-normed attention.
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -36,6 +38,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/olmo_hybrid/default_pattern/model",
 	"../../testdata/parity/mamba/untied_biased/model",
 	"../../testdata/parity/jamba/moe_periods/model",
+	"../../testdata/parity/plamo2/step3_mqa_untied/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.
@@ -109,10 +112,17 @@ func TestHybridSplitPrefill(t *testing.T) {
 func splitPrefill(t *testing.T, m nn.Model) {
 	ids := hybridPrompt(24)
 	whole := logitsOf(t, m, m.NewCaches(), ids)
+	// Pieces of one or two tokens run their products on decode's kernels,
+	// which sum in another order than a prompt's: float32 rounding, which
+	// grows with the logits' size.
+	tol := 1e-4
+	for _, v := range whole {
+		tol = max(tol, 2e-5*math.Abs(float64(v)))
+	}
 	for _, splits := range [][]int{{1}, {2}, {3}, {1, 2, 3, 4}, {5, 17}, {23}} {
 		caches := m.NewCaches()
 		got := logitsOf(t, m, caches, ids, splits...)
-		if d := largestDiff(got, whole); d > 1e-4 {
+		if d := largestDiff(got, whole); d > tol {
 			t.Errorf("split at %v: logits differ from one pass by %g", splits, d)
 		}
 		for i, c := range caches {

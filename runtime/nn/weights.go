@@ -654,15 +654,21 @@ func (w *Weights) RMSNorm(name string, dims int, eps float64) *RMSNorm {
 // RMSNormOnePlus is gemma's norm name, x / rms(x) * (1 + weight): the
 // RMSNorm whose weight is 1 + the checkpoint's, in the compute dtype.
 func (w *Weights) RMSNormOnePlus(name string, dims int, eps float64) *RMSNorm {
+	return w.RMSNormPlus(name, dims, eps, 1)
+}
+
+// RMSNormPlus is the norm name whose weight is the checkpoint's plus add,
+// in the compute dtype: x / rms(x) * (w + add).
+func (w *Weights) RMSNormPlus(name string, dims int, eps, add float64) *RMSNorm {
 	if w.l.record {
 		w.spec(name+".weight", []int{dims}, nil, false)
 		return &RMSNorm{Eps: float32(eps)}
 	}
 	n := &RMSNorm{Eps: float32(eps)}
 	if raw := w.take(name+".weight", []int{dims}, false); raw != nil {
-		one := w.l.g.AddScalar(raw, 1)
-		w.l.g.Keep(one)
-		n.Weight = w.keep(one)
+		sum := w.l.g.AddScalar(raw, add)
+		w.l.g.Keep(sum)
+		n.Weight = w.keep(sum)
 	}
 	return n
 }

@@ -59,6 +59,7 @@ type Attention struct {
 	softcap                 *Scalar
 	qk                      *qkNormKind // attention_qknorm.go
 	attend                  *attendKind // attention_attend.go
+	kvConv                  *kvConv     // attention_kv_conv.go; nil: none
 }
 
 // link names the attention's fields and projections and ties it to the
@@ -127,6 +128,9 @@ func (at *Attention) fields(t goType) []jen.Code {
 		if at.Sinks != nil {
 			out = append(out, at.Sinks.decl())
 		}
+		if at.kvConv != nil {
+			out = append(out, at.kvConv.field.decl())
+		}
 		return out
 	}
 	return nil
@@ -152,7 +156,12 @@ func (at *Attention) inits(t goType) []kvPair {
 }
 
 func (at *Attention) build(s stage) []jen.Code {
-	if s != sLayer || at.Absent {
+	switch {
+	case at.Absent || at.kvConv == nil && s != sLayer:
+		return nil
+	case s == sAfter:
+		return []jen.Code{at.kvConv.caches()}
+	case s != sLayer:
 		return nil
 	}
 	var out []jen.Code
@@ -160,6 +169,9 @@ func (at *Attention) build(s stage) []jen.Code {
 		out = append(out, p.load(rAttn, at.Name))
 	}
 	out = append(out, at.buildNorms()...)
+	if at.kvConv != nil {
+		out = append(out, at.kvConv.load(at))
+	}
 	return append(out, at.loadSinks()...)
 }
 
@@ -251,6 +263,10 @@ func (at *Attention) emitForward(f *jen.File) {
 		)
 	}
 	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc() + at.attend.doc
+	if at.kvConv != nil {
+		body = append(body, at.kvConv.forward())
+		doc += ", its keys and values convolved over time"
+	}
 	body = append(body, at.rope.forward()...)
 	body = append(body, at.QueryScale.forward()...)
 	if at.qk.place == qkAfterRope {
@@ -395,10 +411,10 @@ func (b *builder) resolveAttention(sc *scope) error {
 	}
 	l := b.leaves(sc)
 	b.a.Attn = &Attention{
-		Heads:    l.must(at.Heads, "structure.attention.heads", TInt),
-		KVHeads:  l.must(at.KVHeads, "structure.attention.kv_heads", TInt),
-		HeadDim:  l.must(at.HeadDim, "structure.attention.head_dim", TInt),
-		Scale:    l.must(at.Scale, "structure.attention.scale", TFloat),
+		Heads:    l.mustLayer(at.Heads, "structure.attention.heads", TInt),
+		KVHeads:  l.mustLayer(at.KVHeads, "structure.attention.kv_heads", TInt),
+		HeadDim:  l.mustLayer(at.HeadDim, "structure.attention.head_dim", TInt),
+		Scale:    l.mustLayer(at.Scale, "structure.attention.scale", TFloat),
 		FusedQKV: at.FusedQKV.V,
 		BiasQ:    l.must(at.Bias.Q, "structure.attention.bias.q", TBool),
 		BiasK:    l.must(at.Bias.K, "structure.attention.bias.k", TBool),
@@ -433,6 +449,9 @@ func (b *builder) resolveAttention(sc *scope) error {
 		return errAt(at.Sliding.Pos, "structure.attention", "sliding and window go together")
 	}
 	a.Attn.Sliding = newSliding(sliding, window)
+	if err := b.resolveKVConv(sc); err != nil {
+		return err
+	}
 	return b.resolveQueryScale(sc)
 }
 

@@ -135,6 +135,7 @@ type AttnDesc struct {
 
 	QKNormWhen       F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
 	QKNormEps        F[Expr]        `yaml:"qk_norm_eps"`        // the q and k norms' eps, where it is not the norm's
+	KVConv           F[Expr]        `yaml:"kv_conv"`            // keys and values convolved over this many steps
 	Float32IfFloat16 F[bool]        `yaml:"float32_if_float16"` // float16 attends in float32
 	QueryScale       QueryScaleDesc `yaml:"query_scale"`
 	Sinks            F[bool]        `yaml:"sinks"` // a learned logit per head in each softmax
@@ -176,6 +177,7 @@ type RopeDesc struct {
 type RopeSlidingDesc struct {
 	Kind F[RopeKind] `yaml:"kind"`
 	Base F[Expr]     `yaml:"base"`
+	Dims F[Expr]     `yaml:"dims"`
 }
 
 // MLPDesc is the feed-forward block.
@@ -210,9 +212,20 @@ type WeightsDesc struct {
 	// Rename rewrites tensor names before anything asks for them
 	// (weights_rename.go).
 	Rename List[RenameRule] `yaml:"rename"`
+	// UnitRows are tensors whose rows loading scales to unit length
+	// (weights_unit_rows.go).
+	UnitRows List[UnitRowsRule] `yaml:"unit_rows"`
 	// Fold folds multipliers into the weights of checkpoints of one form
 	// (weights_fold.go).
 	Fold FoldDesc `yaml:"fold"`
+}
+
+// UnitRowsRule is one of weights.unit_rows: a tensor whose rows loading
+// scales to unit length.
+type UnitRowsRule struct {
+	Name F[string] `yaml:"name"`
+	Eps  F[Expr]   `yaml:"eps"`
+	Pos  Pos       `yaml:"-"`
 }
 
 // RenameRule replaces From with To in every tensor name holding it.

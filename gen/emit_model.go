@@ -54,6 +54,13 @@ func emitModel(a *Arch) ([]byte, error) {
 	if a.GGUF != nil {
 		archFields = append(archFields, kvPair{"GGUF", ggufFacts(a)})
 	}
+	if len(a.UnitRows) > 0 {
+		var names []string
+		for _, u := range a.UnitRows {
+			names = append(names, u.Name)
+		}
+		archFields = append(archFields, kvPair{"UnitRows", strList(names)})
+	}
 	f.Var().Id("Arch").Op("=").Qual(nnPkg, "Arch").Values(fieldsOf(archFields)...)
 	f.Line()
 	emitTypes(f, a)
@@ -255,6 +262,7 @@ func emitBuild(f *jen.File, a *Arch) {
 		body = append(body, a.NormShift.load())
 	}
 	body = append(body, a.Fold.lines()...)
+	body = append(body, a.unitRowsLines()...)
 	fields := []kvPair{{fConfig.key(), jen.Id("c")}, {fHidden.key(), a.Hidden.Code()}, {fVocab.key(), a.Vocab.Code()}}
 	fields = append(fields, a.initsOf(tModel)...)
 	fields = append(fields, kvPair{fCaches.key(), jen.Make(jen.Index().Qual(nnPkg, "CacheSpec"), a.Layers.Code())})

@@ -56,6 +56,8 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			"descriptors/a.yaml:33: structure.mixers.ssd.dt_rank: only the separate layout (projections: separate) has a time-step input of its own"},
 		{"separate ssd over groups", section(strings.Replace(ssd("      projections: separate\n      dt_rank: \"64\"\n"), `groups: "1"`, `groups: "2"`, 1)),
 			"descriptors/a.yaml:25: structure.mixers.ssd.groups: the separate layout reads one group of B and C (its norms' weights are state_size wide): set it to 1"},
+		{"kv_conv beside mixers", attn(hybridBase, "    kv_conv: \"2\"\n"),
+			"descriptors/a.yaml:21: structure.attention.kv_conv: a convolution of keys and values beside other token mixers (structure.mixers) is not supported"},
 		{"unknown projections", mixer("      projections: packed\n"),
 			`descriptors/a.yaml:23: structure.mixers.gated_delta.projections: unknown "packed" (want one of grouped, flat, separate)`},
 		{"a default with no key", strings.Replace(hybridBase, "    linear_conv_kernel_dim: {type: int, required: true, min: 1}\n", "", 1),

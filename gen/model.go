@@ -50,6 +50,8 @@ type Arch struct {
 	Drops     []Drop
 	// Renames are weights.rename, applied first (weights_rename.go).
 	Renames []Rename
+	// UnitRows are weights.unit_rows (weights_unit_rows.go).
+	UnitRows []UnitRows
 	// Fold is weights.fold; nil when none (weights_fold.go).
 	Fold *Fold
 	// NormShift is weights.norm_shift; nil when none.
@@ -179,7 +181,7 @@ func build(d *Descriptor) (*Arch, error) {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")
 	}
 	b := &builder{d: d, a: a, types: map[string]Type{"model_type": TString}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
-	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.renames, b.drops, b.resolveNormShift, b.resolveFold, b.gguf, b.testConfig}
+	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.renames, b.drops, b.resolveNormShift, b.resolveFold, b.unitRows, b.gguf, b.testConfig}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err
@@ -562,6 +564,19 @@ func (l *leaves) opt(f F[Expr], path string, t Type) *Value {
 	}
 	var v *Value
 	v, l.err = l.b.optValue(f, path, t, l.sc)
+	return v
+}
+
+// mustLayer is must for a value that may read i, the layer's index: a
+// module's hyperparameter made in the layer loop.
+func (l *leaves) mustLayer(f F[Expr], path string, t Type) *Value {
+	if l.err != nil {
+		return nil
+	}
+	pl := *l.sc
+	pl.perLayer = true
+	var v *Value
+	v, l.err = l.b.value(f, path, t, &pl)
 	return v
 }
 

@@ -52,19 +52,19 @@ type Rope struct {
 	field *field // Attention's rope
 }
 
-// SlidingRope is the rope of the sliding layers: its kind and base replace
-// the rope's (dims, traditional and, for a scaling kind, the scaling key
+// SlidingRope is the rope of the sliding layers: its kind, base and dims
+// replace the rope's (traditional and, for a scaling kind, the scaling key
 // stay).
 type SlidingRope struct {
-	Kind   RopeKind
-	Base   *Value
-	Layers *Value // which layers attend within a window (attention.sliding)
+	Kind       RopeKind
+	Base, Dims *Value
+	Layers     *Value // which layers attend within a window (attention.sliding)
 }
 
 // variant is the rope of the sliding layers as a Rope of its own.
 func (r *Rope) variant() *Rope {
 	v := *r
-	v.Kind, v.Base, v.Sliding = r.Sliding.Kind, r.Sliding.Base, nil
+	v.Kind, v.Base, v.Dims, v.Sliding = r.Sliding.Kind, r.Sliding.Base, r.Sliding.Dims, nil
 	return &v
 }
 
@@ -181,15 +181,20 @@ func (r *Rope) doc() string {
 }
 
 // slidingRope resolves structure.rope.sliding: the rope of the layers that
-// attend within a window, where its kind or base differs from the rest's.
+// attend within a window, where its kind, base or dims differ from the
+// rest's.
 func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 	d := &b.d.Structure.Rope.Sliding
-	if !d.Kind.IsSet() && !d.Base.IsSet() {
+	if !d.Kind.IsSet() && !d.Base.IsSet() && !d.Dims.IsSet() {
 		return nil
 	}
 	at := d.Kind.Pos
-	if !d.Kind.IsSet() {
+	switch {
+	case d.Kind.IsSet():
+	case d.Base.IsSet():
 		at = d.Base.Pos
+	default:
+		at = d.Dims.Pos
 	}
 	r := b.a.Rope
 	switch {
@@ -198,7 +203,7 @@ func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 	case !r.Rotates():
 		return errAt(at, "structure.rope.sliding", "a rope of kind none has no sliding variant")
 	}
-	v := &SlidingRope{Kind: r.Kind, Base: r.Base, Layers: sliding}
+	v := &SlidingRope{Kind: r.Kind, Base: r.Base, Dims: r.Dims, Layers: sliding}
 	if d.Kind.IsSet() {
 		v.Kind = d.Kind.V
 		probe := &Rope{Kind: v.Kind}
@@ -217,6 +222,13 @@ func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 			return err
 		}
 		v.Base = base
+	}
+	if d.Dims.IsSet() {
+		dims, err := b.value(d.Dims, "structure.rope.sliding.dims", TInt, sc)
+		if err != nil {
+			return err
+		}
+		v.Dims = dims
 	}
 	r.Sliding = v
 	return nil

@@ -8,6 +8,7 @@ package registry
 
 import (
 	"github.com/archgen/archgen/generated/apertus"
+	"github.com/archgen/archgen/generated/baichuan_m1"
 	"github.com/archgen/archgen/generated/cohere"
 	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/deepseek"
@@ -75,6 +76,7 @@ type Model = nn.Model
 var catalog = nn.NewCatalog(
 	[]nn.Arch{
 		apertus.Arch,
+		baichuan_m1.Arch,
 		cohere.Arch,
 		cohere2.Arch,
 		deepseek.Arch,

@@ -11,6 +11,7 @@ func TestLookup(t *testing.T) {
 	nntest.Lookup(t, Lookup,
 		map[string]string{
 			"apertus":          "apertus",
+			"baichuan_m1":      "baichuan_m1",
 			"cohere":           "cohere",
 			"cohere2":          "cohere2",
 			"deepseek":         "deepseek",

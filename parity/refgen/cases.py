@@ -3555,6 +3555,59 @@ def _plamo2_cases() -> List[Case]:
     ]
 
 
+def _baichuan_m1_cases() -> List[Case]:
+    def baichuan_m1(**over):
+        cfg = {
+            "architectures": ["BaichuanM1ForCausalLM"],
+            "model_type": "baichuan_m1",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_swa_attention_heads": 8,
+            "num_swa_key_value_heads": 4,
+            "rope_theta": 10000.0,
+            "sliding_window": SLIDING_WINDOW,
+            "sliding_window_layers": [1, 3],
+            "conv_window": 2,
+            "rms_norm_eps": 1e-6,
+            "max_position_embeddings": 4096,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "baichuan_m1",
+            "swa_heads",
+            "keys and values convolved over time (2 taps a kv head) before the "
+            "rope; layers 1 and 3 slide (window 6) with heads of their own (8 "
+            "of head_dim 8, 4 kv heads) beside 4 of 16 with 2 kv heads; "
+            "lm_head's rows scaled to unit length at load",
+            baichuan_m1(),
+        ),
+        Case(
+            "baichuan_m1",
+            "shared_heads_mqa",
+            "sliding layers 0 and 2 without heads of their own (the swa head "
+            "counts null), one kv head, rope_theta 500000, rms_norm_eps 1e-5",
+            baichuan_m1(
+                sliding_window_layers=[0, 2],
+                num_swa_attention_heads=None,
+                num_swa_key_value_heads=None,
+                num_key_value_heads=1,
+                rope_theta=500000.0,
+                rms_norm_eps=1e-5,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -3599,6 +3652,7 @@ CASES: List[Case] = (
     + _phimoe_cases()
     + _hybrid_cases()
     + _plamo2_cases()
+    + _baichuan_m1_cases()
 )
 
 

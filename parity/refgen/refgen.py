@@ -114,6 +114,11 @@ def random_weights(model, seed: int):
                 v = NORM_BIAS_STD * z
             else:
                 raise ValueError(f"unexpected norm parameter {path}")
+        elif leaf in ("conv_k", "conv_v") and len(shape) == 5:
+            # keys' and values' convolution over time, [1, 1, kv heads, 1,
+            # taps]: each head's taps as a linear over them (mlx-lm starts
+            # them at zero, which would zero every key)
+            v = z * np.float32(1.0 / np.sqrt(shape[-1]))
         elif leaf.endswith("_norm_weight") or leaf in ("q_weight", "k_weight"):
             # a norm's weight held bare by the module that applies it (the
             # scan's B, C and dt norms; per-head q and k scales [heads, dim])

@@ -356,9 +356,10 @@ const (
 	opLogSumExp
 	opArgmax
 	opArgmin
+	opNorm
 )
 
-var reduceNames = [...]string{"sum", "mean", "max", "min", "logsumexp", "argmax", "argmin"}
+var reduceNames = [...]string{"sum", "mean", "max", "min", "logsumexp", "argmax", "argmin", "norm"}
 
 func (g *Graph) reduce(op reduceOp, a *Array, keepdims bool, axes []int) *Array {
 	name := reduceNames[op]
@@ -395,6 +396,12 @@ func (g *Graph) Min(a *Array, keepdims bool, axes ...int) *Array {
 // LogSumExp is log(sum(exp(a))) over axes, computed stably.
 func (g *Graph) LogSumExp(a *Array, keepdims bool, axes ...int) *Array {
 	return g.reduce(opLogSumExp, a, keepdims, axes)
+}
+
+// Norm is the 2-norm over axes (every axis when none are given), as
+// mlx.linalg.norm computes it: in a at least floating type.
+func (g *Graph) Norm(a *Array, keepdims bool, axes ...int) *Array {
+	return g.reduce(opNorm, a, keepdims, axes)
 }
 
 // Argmax is the index of the maximum along axis.

@@ -514,6 +514,7 @@ int mlxg_reduce(mlxg_array* res, int op, mlxg_array a, const int32_t* axes, int 
       case MLXG_MAX: *res = wrap(mx::max(x, ax, keepdims, st)); break;
       case MLXG_MIN: *res = wrap(mx::min(x, ax, keepdims, st)); break;
       case MLXG_LOGSUMEXP: *res = wrap(mx::logsumexp(x, ax, keepdims, st)); break;
+      case MLXG_NORM: *res = wrap(mx::linalg::norm(x, ax, keepdims, st)); break;
       case MLXG_ARGMAX:
       case MLXG_ARGMIN: {
         if (ax.size() != 1) {

@@ -114,6 +114,7 @@ enum mlxg_reduce_op {
   MLXG_LOGSUMEXP,
   MLXG_ARGMAX,
   MLXG_ARGMIN,
+  MLXG_NORM,
 };
 
 void mlxg_string_free(char* s);

@@ -67,6 +67,9 @@ type Arch struct {
 	// GGUF is how llama.cpp's GGUF files of it read, from its descriptor's
 	// gguf section; nil when it has none.
 	GGUF *GGUF
+	// UnitRows are the tensors whose rows loading scales to unit length
+	// when they are stored unquantized (Weights.UnitRows).
+	UnitRows []string
 	// Wrapper, when set, makes the model_type a wrapper around a text
 	// model that another architecture runs; Load, Tensors and Config are
 	// then nil.

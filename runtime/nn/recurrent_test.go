@@ -27,7 +27,9 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // gated delta rule with three convolutions, in layers wired unlike the
 // attention layers; and Mamba's selective scan, a step at a time; and the
 // state-space scan whose B, C and time steps come from projections of
-// their own, beside offset-normed attention.
+// their own, beside offset-normed attention; and attention whose keys and
+// values are convolved over time (a state beside each layer's keys and
+// values, windows on some layers).
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -39,6 +41,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/mamba/untied_biased/model",
 	"../../testdata/parity/jamba/moe_periods/model",
 	"../../testdata/parity/plamo2/step3_mqa_untied/model",
+	"../../testdata/parity/baichuan_m1/swa_heads/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.
@@ -179,6 +182,7 @@ func TestHybridWrongCaches(t *testing.T) {
 		{"attention caches", hybridDir, func() kv.Cache { return kv.NewPlain() }, "nn: a recurrent layer needs a state cache of 2 slots, got *kv.Plain (make the caches with the model's NewCaches)"},
 		{"state caches", hybridDir, func() kv.Cache { return kv.NewStates(2) }, "kv: this layer's cache is a recurrent state (States), which makes no attention mask"},
 		{"attention caches beside a scan", "../../testdata/parity/falcon_h1/tied_defaults/model", func() kv.Cache { return kv.NewPlain() }, "nn: a layer of two token mixers needs a list of two caches, got *kv.Plain (make the caches with the model's NewCaches)"},
+		{"plain caches for convolved keys", "../../testdata/parity/baichuan_m1/swa_heads/model", func() kv.Cache { return kv.NewPlain() }, "nn: attention with a convolution of its keys and values needs a list of a state and an attention cache, got *kv.Plain (make the caches with the model's NewCaches)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := loadHybrid(t, c.dir)

@@ -414,3 +414,33 @@ func (w *Weights) ScaleRows(suffix string, by float64, counts []int, factors []f
 		w.replace(name, l.g.Multiply(a, vec))
 	}
 }
+
+// UnitRows scales each row of the tensor name to unit length, in float32,
+// w / (‖w‖ + eps), and casts it back to its dtype (Baichuan-M1's head, as
+// mlx-lm's sanitize does), when it is stored in a floating type and its
+// module holds no quantization scales: a quantized checkpoint was saved
+// with the rows scaled already. A missing tensor is left to whoever asks
+// for it.
+func (w *Weights) UnitRows(name string, eps float64) {
+	l := w.l
+	if l.record {
+		return
+	}
+	a, ok := l.tensors[name]
+	if !ok || !a.Dtype().IsFloat() {
+		return
+	}
+	if _, quantized := l.tensors[strings.TrimSuffix(name, ".weight")+".scales"]; quantized {
+		return
+	}
+	g := l.g
+	f := g.AsType(a, mlx.Float32)
+	u := g.AsType(g.Divide(f, g.AddScalar(g.Norm(f, true, -1), eps)), a.Dtype())
+	if err := g.Err(); err != nil {
+		w.failf("%s: scaling its rows to unit length: %v", name, err)
+		return
+	}
+	g.Keep(u)
+	l.scratch = append(l.scratch, a)
+	l.tensors[name] = u
+}

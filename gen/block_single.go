@@ -73,19 +73,25 @@ func (b *builder) resolveSingle(sc *scope) error {
 	return nil
 }
 
-// singleFieldNames: a single block's layer holds one sublayer, so its
-// checkpoints may name every kind alike (Nemotron-H's mixer). Where two
+// singleFieldNames: a layer holds one token mixer of its kinds, so its
+// checkpoints may name every kind alike (Nemotron-H's mixer, in a single
+// block that names its MLP so too). Where two
 // of the layer's sublayers share a name, their Go fields take their types'
 // names instead (Attention, StateSpace, MLP).
 func (a *Arch) singleFieldNames() {
-	if !a.MLP.single {
+	if a.Mixers == nil {
 		return
 	}
 	type sub struct {
 		f   *field
 		typ string
 	}
-	subs := []sub{{a.Attn.Field, string(tAttention)}, {a.MLP.Field, string(tMLP)}}
+	var subs []sub
+	for _, s := range []sub{{a.Attn.Field, string(tAttention)}, {a.MLP.Field, string(tMLP)}} {
+		if s.f != nil {
+			subs = append(subs, s)
+		}
+	}
 	for _, x := range a.Mixers.Kinds {
 		subs = append(subs, sub{x.field(), string(x.typeName())})
 	}

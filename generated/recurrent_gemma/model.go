@@ -27,7 +27,7 @@ var Arch = nn.Arch{
 	Name:    Name,
 	Tier:    "parity",
 	Aliases: Aliases,
-	Doc:     "Google's RecurrentGemma (2B, 9B), the Griffin architecture: pre-norm layers (temporal_pre_norm, channel_pre_norm, RMSNorms scaling by 1 + weight with eps 1e-5; the final norm reads rms_norm_eps) whose token mixer, temporal_block, follows block_types (or _block_types) cycled over the layers.",
+	Doc:     "Google's RecurrentGemma (2B, 9B), the Griffin architecture: pre-norm layers (temporal_pre_norm, channel_pre_norm, RMSNorms scaling by 1 + weight with eps 1e-5; the final norm reads rms_norm_eps) whose token mixer, temporal_block, follows block_types (or _block_types) cycled over the layers, as mlx-lm reads it: a \"recurrent\" entry's layers run the RG-LRU block, any other entry's attend, and the pattern needs an \"attention\" entry.",
 	Load:    loadModel,
 	Tensors: Tensors,
 	Config: func(data []byte) (any, error) {

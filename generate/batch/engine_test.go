@@ -152,6 +152,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"olmo_hybrid", "default_pattern", kv.Options{}},
 		{"mamba", "untied_biased", kv.Options{}},
 		{"jamba", "moe_periods", kv.Options{}},
+		{"recurrent_gemma", "attention_first_untied", kv.Options{}}, // state rows beside window caches
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -395,7 +396,8 @@ func TestPromptCacheNextTurn(t *testing.T) {
 		{"llama", "sliding", false},   // the window has dropped positions
 		{"qwen3_next", "base", false}, // a recurrent state holds no positions
 		{"granitemoehybrid", "dense_rope", false},
-		{"falcon_h1", "tied_defaults", false}, // a list holding a state cannot be cut either
+		{"falcon_h1", "tied_defaults", false},                // a list holding a state cannot be cut either
+		{"recurrent_gemma", "attention_first_untied", false}, // states beside window caches
 	} {
 		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
 			m := load(t, tc.arch, tc.cas)

@@ -25,7 +25,9 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // in single-sublayer layers, alone (no attention, no feed-forward), and
 // beside attention in every layer (a list of two caches a layer); and the
 // gated delta rule with three convolutions, in layers wired unlike the
-// attention layers; and Mamba's selective scan, a step at a time.
+// attention layers; and Mamba's selective scan, a step at a time; and
+// Griffin's gated linear recurrence beside attention within a window of 6
+// (shorter than the prompts).
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -36,6 +38,8 @@ var hybridDirs = []string{
 	"../../testdata/parity/olmo_hybrid/default_pattern/model",
 	"../../testdata/parity/mamba/untied_biased/model",
 	"../../testdata/parity/jamba/moe_periods/model",
+	"../../testdata/parity/recurrent_gemma/griffin_tied/model",
+	"../../testdata/parity/recurrent_gemma/attention_first_untied/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

@@ -12,7 +12,9 @@ import (
 // (Λ the learned recurrent_param, one a channel), and each channel's state
 // steps h = a h + sqrt(1 - a²) (i x); at the first position of a sequence
 // (no state yet) the input is taken unscaled. Everything is computed in
-// the activations' dtype, the state too, as mlx-lm computes it.
+// the activations' dtype, the state too, as mlx-lm computes it: in half
+// precision a step at a time, in float32 on archgen's kernel
+// (mlx.Graph.LinearRecurrence), which rounds each step as those ops do.
 
 // RGLRU is a recurrent layer's RG-LRU parameters: Lambda [width], the
 // gates' weights [heads, head_dim, head_dim] (x · w, per head) and biases
@@ -78,6 +80,13 @@ func (r *RGLRU) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.A
 		scale = g.Concatenate(1, g.Ones([]int{B, 1, W}, scale.Dtype()), g.Slice(scale, []int{0, 1, 0}, []int{B, L, W}))
 	}
 	u := g.Multiply(g.Multiply(x, in), g.AsType(scale, x.Dtype()))
+	if x.Dtype() == mlx.Float32 && (h != nil || L > 1) {
+		// archgen's kernel: every step in one op, each rounded as the
+		// composed steps below round it
+		y, last := g.LinearRecurrence(a, u, h)
+		s.SetSlot(g, slot, last)
+		return y
+	}
 	step := func(v *mlx.Array, t int) *mlx.Array {
 		return g.Reshape(g.Slice(v, []int{0, t, 0}, []int{B, t + 1, W}), B, W)
 	}

@@ -104,3 +104,39 @@ func TestMixerKindsDocumented(t *testing.T) {
 		t.Errorf("descriptors/README.md documents mixer kind %s, which is not registered", k)
 	}
 }
+
+// TestMixersBesideSlidingLayers: attention layers beside another mixer
+// kind, some of them within a window: the attention branch of build marks
+// the sliding ones and finds the first layer of each kind (either may be
+// none), and Forward makes both masks from those layers' caches; the
+// generated Go parses.
+func TestMixersBesideSlidingLayers(t *testing.T) {
+	yaml := strings.Replace(hybridBase, "structure:\n", "structure:\n  attention:\n    sliding: \"i % 4 == 1\"\n    window: 4\n", 1)
+	set, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(yaml)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Generate(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, forward := string(files["generated/a/model.go"]), string(files["generated/a/forward.go"])
+	for _, want := range []string{
+		"fullLayer:    -1,",
+		"slidingLayer: -1,",
+		"if i%4 == 1 {\n\t\t\t\tl.mask = 1\n\t\t\t\tm.caches[i].Window = m.window\n\t\t\t\tm.slidingLayer = nn.FirstLayer(m.slidingLayer, i)\n\t\t\t} else {\n\t\t\t\tm.fullLayer = nn.FirstLayer(m.fullLayer, i)\n\t\t\t}",
+	} {
+		if !strings.Contains(model, want) {
+			t.Errorf("model.go lacks %q:\n%s", want, model)
+		}
+	}
+	for _, bad := range []string{"attnLayer", "nn.MaskLayers"} {
+		if strings.Contains(model, bad) {
+			t.Errorf("model.go has %s beside sliding layers", bad)
+		}
+	}
+	want := "masks := [2]mlx.AttentionMask{\n\t\tnn.LayerWindowMask(g, caches, m.fullLayer, L, 0, false),\n\t\tnn.LayerWindowMask(g, caches, m.slidingLayer, L, m.window, false),\n\t}"
+	if !strings.Contains(forward, want) || !strings.Contains(forward, "masks[m.Layers[i].mask]") {
+		t.Errorf("forward.go lacks the two masks:\n%s", forward)
+	}
+}

@@ -17,7 +17,8 @@
 // embeddings_scale_by_sqrt_dim is false), the head is tied exactly when the
 // checkpoint holds no lm_head, and the logits are soft-capped by
 // logits_soft_cap (0: not capped). conv1d_width, num_key_value_heads,
-// rope_theta and attention_bias are read and unused, as mlx-lm leaves them.
+// rope_theta and attention_bias are read and unused, as mlx-lm leaves them
+// (num_key_value_heads is still checked as every architecture's is).
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -65,7 +66,8 @@ type Config struct {
 	Conv1dWidth int `json:"conv1d_width"`
 
 	// NumKeyValueHeads is num_key_value_heads (required). Read, not used:
-	// attention has one key and value head.
+	// attention has one key and value head (it must still divide
+	// num_attention_heads).
 	NumKeyValueHeads int `json:"num_key_value_heads"`
 
 	// RopeTheta is rope_theta (required). Read, not used: the rope's base is
@@ -116,11 +118,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.EmbeddingsScaleBySqrtDim = nn.Default[bool](r, "embeddings_scale_by_sqrt_dim", true)
 	c.BlockTypes = nn.Required[[]string](r, "block_types", "_block_types")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
-	nn.Min(r, "intermediate_size", c.IntermediateSize, 2)
+	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
 	nn.Min(r, "num_attention_heads", c.NumAttentionHeads, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "attention_window_size", c.AttentionWindowSize, 1)
+	nn.Min(r, "num_key_value_heads", c.NumKeyValueHeads, 1)
 	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)
 	if err := r.Err(); err != nil {
 		return nil, err
@@ -133,6 +136,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
+	r.Check(c.IntermediateSize >= 2, "intermediate_size", "must be at least 2 (the MLP is half of it wide)")
+	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
 	r.Check(c.HiddenSize%c.NumAttentionHeads == 0, "num_attention_heads", "must divide hidden_size (the attention heads and the RG-LRU's gate blocks split it)")
 	r.Check(nn.Count(c.BlockTypes, "attention") > 0, "block_types", "needs an \"attention\" entry (mlx-lm looks one up)")
 	if err := r.Err(); err != nil {

@@ -260,6 +260,7 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"jamba", map[string]any{"mamba_dt_rank": "narrow"}, `mamba_dt_rank: want an integer, got "narrow"`},
 		{"recurrent_gemma", map[string]any{"block_types": nil, "_block_types": []string{"recurrent", "recurrent"}}, `block_types: needs an "attention" entry (mlx-lm looks one up)`},
 		{"recurrent_gemma", map[string]any{"block_types": nil, "_block_types": nil}, "block_types: missing (required)"},
+		{"recurrent_gemma", map[string]any{"intermediate_size": 1}, "intermediate_size: must be at least 2 (the MLP is half of it wide)"},
 		{"recurrent_gemma", map[string]any{"num_attention_heads": 12}, "num_attention_heads: must divide hidden_size (the attention heads and the RG-LRU's gate blocks split it)"},
 		{"olmo_hybrid", map[string]any{"layer_types": []string{"linear_attention", "mamba", "linear_attention", "full_attention"}, "num_hidden_layers": 4}, `layer_types: entries must be "linear_attention" or "full_attention"`},
 		{"olmo_hybrid", map[string]any{"linear_num_key_heads": 3}, "linear_num_value_heads: must be a multiple of linear_num_key_heads"},

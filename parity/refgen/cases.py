@@ -3134,6 +3134,20 @@ def _hybrid_cases() -> List[Case]:
             ),
         ),
         Case(
+            "recurrent_gemma",
+            "window_in_decode",
+            "block_types recurrent, attention over 5 layers, 8 heads of 8 (rope "
+            "on 4 dims), a window of 28: longer than the prompt, so the window "
+            "first bites during the decode; soft cap 10",
+            recurrent_gemma(
+                num_hidden_layers=5,
+                num_attention_heads=8,
+                attention_window_size=28,
+                logits_soft_cap=10.0,
+                block_types=["recurrent", "attention"],
+            ),
+        ),
+        Case(
             "jamba",
             "moe_periods",
             "attention every second layer from 1 (no positions, GQA), the "

@@ -57,7 +57,7 @@ func resolveRGLRU(o *mixerOptions, a *Arch) (mixer, error) {
 func (m *RGLRUMixer) typeName() goType      { return "RGLRU" }
 func (m *RGLRUMixer) field() *field         { return m.self }
 func (m *RGLRUMixer) recv() string          { return rLRU }
-func (m *RGLRUMixer) typeDoc() string       { return "gated linear recurrence (RG-LRU)" }
+func (m *RGLRUMixer) typeDoc() string       { return "real-gated linear recurrent block" }
 func (m *RGLRUMixer) states() int           { return 2 }
 func (m *RGLRUMixer) besideAttention() bool { return false }
 

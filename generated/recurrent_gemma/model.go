@@ -87,7 +87,7 @@ type Attention struct {
 	rope    nn.Rope // the rope of this layer
 }
 
-// RGLRU is a layer's gated linear recurrence (RG-LRU) (temporal_block), with its hyperparameters.
+// RGLRU is a layer's real-gated linear recurrent block (temporal_block), with its hyperparameters.
 type RGLRU struct {
 	LinearY   *nn.Linear    // linear_y
 	LinearX   *nn.Linear    // linear_x

@@ -20,10 +20,10 @@ import (
 // gates' weights [heads, head_dim, head_dim] (x · w, per head) and biases
 // [heads, head_dim].
 type RGLRU struct {
-	Lambda                     *mlx.Array
-	InputWeight, InputBias     *mlx.Array
-	RecurrentWeight, RecurBias *mlx.Array
-	Heads, HeadDim             int
+	Lambda                         *mlx.Array
+	InputWeight, InputBias         *mlx.Array
+	RecurrentWeight, RecurrentBias *mlx.Array
+	Heads, HeadDim                 int
 }
 
 // RGLRU reads the unit name: name.recurrent_param [width],
@@ -49,7 +49,7 @@ func (w *Weights) RGLRU(name string, width, heads int) *RGLRU {
 	r.InputWeight = read("input_gate_weight", heads, hd, hd)
 	r.InputBias = read("input_gate_bias", heads, hd)
 	r.RecurrentWeight = read("recurrent_gate_weight", heads, hd, hd)
-	r.RecurBias = read("recurrent_gate_bias", heads, hd)
+	r.RecurrentBias = read("recurrent_gate_bias", heads, hd)
 	return r
 }
 
@@ -70,7 +70,7 @@ func (r *RGLRU) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.A
 		return x
 	}
 	in := r.gate(g, x, r.InputWeight, r.InputBias)
-	rec := r.gate(g, x, r.RecurrentWeight, r.RecurBias)
+	rec := r.gate(g, x, r.RecurrentWeight, r.RecurrentBias)
 	logA := g.Multiply(g.MultiplyScalar(rec, -8), g.Softplus(r.Lambda))
 	a := g.Exp(logA)
 	scale := g.Sqrt(g.ScalarBinary(mlx.OpSubtract, 1, g.Exp(g.MultiplyScalar(logA, 2))))

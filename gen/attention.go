@@ -301,6 +301,10 @@ type Sliding struct {
 	stack                                 *field
 	count                                 *Value
 	softcap                               bool
+	// beside: other token mixers take some layers (structure.mixers), so
+	// the attention layers' branch of build marks the sliding ones and
+	// finds the first layer of each kind, either of which may be none.
+	beside bool
 }
 
 func newSliding(layers, window *Value) *Sliding {
@@ -331,10 +335,42 @@ func (s *Sliding) inits(t goType) []kvPair {
 	if t != tModel {
 		return nil
 	}
-	return []kvPair{{s.window.key(), s.Window.Code()}}
+	out := []kvPair{{s.window.key(), s.Window.Code()}}
+	if s.beside {
+		out = append(out, kvPair{s.fullLayer.key(), jen.Lit(-1)}, kvPair{s.slidingLayer.key(), jen.Lit(-1)})
+	}
+	return out
+}
+
+// attentionLayer is what build does in an attention layer's branch when
+// other token mixers take the rest (beside):
+//
+//	if <sliding> {
+//		l.mask = 1
+//		m.caches[i].Window = m.window
+//		m.slidingLayer = nn.FirstLayer(m.slidingLayer, i)
+//	} else {
+//		m.fullLayer = nn.FirstLayer(m.fullLayer, i)
+//	}
+func (s *Sliding) attentionLayer() jen.Code {
+	first := func(f *field) jen.Code {
+		return f.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(f.of(rModel), jen.Id("i"))
+	}
+	slide := []jen.Code{
+		s.mask.of(rLayer).Op("=").Lit(1),
+		fCaches.of(rModel).Index(jen.Id("i")).Dot("Window").Op("=").Add(s.window.of(rModel)),
+		first(s.slidingLayer),
+	}
+	if s.Layers.IsTrue() {
+		return jen.Add(slide[0]).Line().Add(slide[1]).Line().Add(slide[2]) // every attention layer slides
+	}
+	return jen.If(s.Layers.Code()).Block(slide...).Else().Block(first(s.fullLayer))
 }
 
 func (s *Sliding) build(st stage) []jen.Code {
+	if s.beside {
+		return nil // in the attention layers' branch (attentionLayer)
+	}
 	switch st {
 	case sBefore:
 		return []jen.Code{jen.Id("sliding").Op(":=").Make(jen.Index().Bool(), s.count.Code())}
@@ -360,6 +396,18 @@ func (s *Sliding) build(st stage) []jen.Code {
 // reads.
 func (s *Sliding) masks(maskArray bool) ([]jen.Code, jen.Code) {
 	stack := s.stack.of(rModel)
+	if s.beside {
+		// either kind of attention layer may be missing: no mask for it
+		return []jen.Code{
+			jen.Comment("The masks of the full-attention layers and of the sliding ones, made"),
+			jen.Comment("once from the first cache of each kind (none where no layer is of it)."),
+			jen.Id("masks").Op(":=").Index(jen.Lit(2)).Qual(mlxPkg, "AttentionMask").Values(
+				jen.Line().Qual(nnPkg, "LayerWindowMask").Call(g(), jen.Id("caches"), s.fullLayer.of(rModel), jen.Id("L"), jen.Lit(0), jen.Lit(maskArray)),
+				jen.Line().Qual(nnPkg, "LayerWindowMask").Call(g(), jen.Id("caches"), s.slidingLayer.of(rModel), jen.Id("L"), s.window.of(rModel), jen.Lit(maskArray)),
+				jen.Line(),
+			),
+		}, jen.Id("masks").Index(stack.Index(jen.Id("i")).Dot(s.mask.name))
+	}
 	return []jen.Code{
 		jen.Comment("The masks of the full-attention layers and of the sliding ones, made"),
 		jen.Comment("once from the first cache of each kind."),

@@ -85,7 +85,12 @@ func (a *Arch) sublayerFieldNames() {
 		f   *field
 		typ string
 	}
-	subs := []sub{{a.Attn.Field, string(tAttention)}, {a.MLP.Field, string(tMLP)}}
+	var subs []sub
+	for _, s := range []sub{{a.Attn.Field, string(tAttention)}, {a.MLP.Field, string(tMLP)}} {
+		if s.f != nil {
+			subs = append(subs, s)
+		}
+	}
 	for _, x := range a.Mixers.Kinds {
 		subs = append(subs, sub{x.field(), string(x.typeName())})
 	}

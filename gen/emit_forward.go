@@ -38,7 +38,7 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 	body = append(body, a.Embed.forward()...)
 	maskArray := a.Attn.MaskArray()
 	var mask jen.Code
-	if a.Mixers != nil {
+	if a.Mixers != nil && a.Attn.Sliding == nil {
 		body = append(body, a.Mixers.mask(maskArray))
 		mask = jen.Id("mask")
 	} else if sl := a.Attn.Sliding; sl != nil {

@@ -133,9 +133,6 @@ func (b *builder) resolveMixers(sc *scope) error {
 		mix:       newField("mix", mixFuncType, "the layer's token mixer, chosen at load"),
 		attnLayer: newField("attnLayer", intType, "the first attention layer, whose cache makes the mask (-1: none)"),
 	}
-	if a.Attn.Sliding != nil {
-		return errAt(b.d.Structure.Attention.Sliding.Pos, "structure.attention.sliding", "sliding-window layers beside other token mixers (structure.mixers) are not supported")
-	}
 	for _, e := range s.Entries {
 		path := "structure.mixers." + e.Key
 		k, ok := mixerKinds[e.Key]
@@ -157,6 +154,12 @@ func (b *builder) resolveMixers(sc *scope) error {
 			blk = BlockKind(w)
 		}
 		m.Blocks = append(m.Blocks, blk)
+	}
+	if sl := a.Attn.Sliding; sl != nil {
+		if m.residual() {
+			return errAt(b.d.Structure.Attention.Sliding.Pos, "structure.attention.sliding", "sliding-window layers beside a mixer kind that attends too (with_attention) are not supported")
+		}
+		sl.beside = true
 	}
 	if m.residual() {
 		m.mix.typ = mixResidualFuncType
@@ -284,7 +287,7 @@ func (m *Mixers) fields(t goType) []jen.Code {
 
 func (m *Mixers) params(t goType) []jen.Code {
 	out := m.attn.params(t)
-	if t == tModel {
+	if t == tModel && m.attn.Sliding == nil {
 		out = append(out, m.attnLayer.decl())
 	}
 	for _, x := range m.Kinds {
@@ -295,7 +298,7 @@ func (m *Mixers) params(t goType) []jen.Code {
 
 func (m *Mixers) inits(t goType) []kvPair {
 	out := m.attn.inits(t)
-	if t == tModel {
+	if t == tModel && m.attn.Sliding == nil {
 		out = append(out, kvPair{m.attnLayer.key(), jen.Lit(-1)})
 	}
 	for _, x := range m.Kinds {
@@ -335,7 +338,11 @@ func (m *Mixers) build(s stage) []jen.Code {
 		jen.Id(rAttn).Op(":=").Add(m.attn.Field.of(rLayer)),
 	}
 	attnBuild = append(attnBuild, m.attn.build(sLayer)...)
-	firstAttn := m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i"))
+	var firstAttn jen.Code = m.attnLayer.of(rModel).Op("=").Qual(nnPkg, "FirstLayer").Call(m.attnLayer.of(rModel), jen.Id("i"))
+	if sl := m.attn.Sliding; sl != nil {
+		// the mask layers of each kind, and the sliding ones' windows
+		firstAttn = sl.attentionLayer()
+	}
 	var attnMix jen.Code = jen.Id(rAttn).Dot("forward")
 	if m.residual() {
 		attnMix = jen.Qual(nnPkg, "Residual").Call(attnMix)

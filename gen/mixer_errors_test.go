@@ -41,7 +41,7 @@ func TestMixerDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown kind", section("    mamba9:\n      layers: \"i % 2 == 0\"\n"),
-			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, selective_scan, short_conv, ssd)"},
+			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, rg_lru, selective_scan, short_conv, ssd)"},
 		{"a module that is no name", section("    ssd:\n      layers: \"i % 2 == 0\"\n      module: \"Mamba Mixer\"\n"),
 			`descriptors/a.yaml:23: structure.mixers.ssd.module: "Mamba Mixer" is not a module name (dotted lower-case words)`},
 		{"unknown option", mixer("      heads: 4\n"),
@@ -64,8 +64,10 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:20: structure.mixers.gated_delta.conv_kernel: unknown name "linear_conv_kernel_dim" (in the default "linear_conv_kernel_dim"; set it)`},
 		{"an option of the wrong type", mixer("      key_dim: rms_norm_eps\n"),
 			`descriptors/a.yaml:23: structure.mixers.gated_delta.key_dim: "rms_norm_eps" is float, want int`},
-		{"beside sliding layers", attn(hybridBase, "    sliding: \"i == 1\"\n    window: 4\n"),
-			"descriptors/a.yaml:21: structure.attention.sliding: sliding-window layers beside other token mixers (structure.mixers) are not supported"},
+		{"sliding layers beside a kind that attends too", attn(section("    ssd:\n      layers: \"i % 2 == 0\"\n      heads: \"4\"\n      head_dim: \"16\"\n      groups: \"1\"\n"+
+			"      state_size: \"8\"\n      conv_kernel: \"4\"\n      conv_bias: \"true\"\n      bias: \"false\"\n      dt_min: \"0.0\"\n      dt_max: \"inf\"\n      norm_eps: \"1.0e-5\"\n      with_attention: true\n"),
+			"    sliding: \"i == 1\"\n    window: 4\n"),
+			"descriptors/a.yaml:21: structure.attention.sliding: sliding-window layers beside a mixer kind that attends too (with_attention) are not supported"},
 		{"feed-forward layers outside a single block", strings.Replace(hybridBase, "structure:\n", "structure:\n  feed_forward: \"i == 1\"\n", 1),
 			"descriptors/a.yaml:20: structure.feed_forward: only a single block (block: single) has layers whose one sublayer is the feed-forward block"},
 		{"a single block without mixers", strings.Replace(base, "structure:\n", "structure:\n  block: single\n", 1),
@@ -114,5 +116,41 @@ func TestMixerKindsDocumented(t *testing.T) {
 	}
 	for k := range documented {
 		t.Errorf("descriptors/README.md documents mixer kind %s, which is not registered", k)
+	}
+}
+
+// TestMixersBesideSlidingLayers: attention layers beside another mixer
+// kind, some of them within a window: the attention branch of build marks
+// the sliding ones and finds the first layer of each kind (either may be
+// none), and Forward makes both masks from those layers' caches; the
+// generated Go parses.
+func TestMixersBesideSlidingLayers(t *testing.T) {
+	yaml := strings.Replace(hybridBase, "structure:\n", "structure:\n  attention:\n    sliding: \"i % 4 == 1\"\n    window: 4\n", 1)
+	set, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(yaml)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Generate(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, forward := string(files["generated/a/model.go"]), string(files["generated/a/forward.go"])
+	for _, want := range []string{
+		"fullLayer:    -1,",
+		"slidingLayer: -1,",
+		"if i%4 == 1 {\n\t\t\t\tl.mask = 1\n\t\t\t\tm.caches[i].Window = m.window\n\t\t\t\tm.slidingLayer = nn.FirstLayer(m.slidingLayer, i)\n\t\t\t} else {\n\t\t\t\tm.fullLayer = nn.FirstLayer(m.fullLayer, i)\n\t\t\t}",
+	} {
+		if !strings.Contains(model, want) {
+			t.Errorf("model.go lacks %q:\n%s", want, model)
+		}
+	}
+	for _, bad := range []string{"attnLayer", "nn.MaskLayers"} {
+		if strings.Contains(model, bad) {
+			t.Errorf("model.go has %s beside sliding layers", bad)
+		}
+	}
+	want := "masks := [2]mlx.AttentionMask{\n\t\tnn.LayerWindowMask(g, caches, m.fullLayer, L, 0, false),\n\t\tnn.LayerWindowMask(g, caches, m.slidingLayer, L, m.window, false),\n\t}"
+	if !strings.Contains(forward, want) || !strings.Contains(forward, "masks[m.Layers[i].mask]") {
+		t.Errorf("forward.go lacks the two masks:\n%s", forward)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // TestServeHybrid: the server on models with recurrent layers (qwen3_next:
 // state caches beside key and value caches; falcon_h1: a list of both in
 // every layer; nemotron_h: fewer caches than layers; jamba: Mamba1's scan
-// and experts) answers 16 concurrent chats each as the library answers it
+// and experts; recurrent_gemma: states beside window caches) answers 16 concurrent chats each as the library answers it
 // alone; a client that drops its stream frees its row; and a
 // conversation's second turn reuses the first turn's cache. (The random
 // models without attention answer every question alike, too alike to tell
@@ -34,6 +34,7 @@ func TestServeHybrid(t *testing.T) {
 		{"falcon_h1", "norm_after_gate"},
 		{"nemotron_h", "pattern_moe"},
 		{"jamba", "moe_periods"},
+		{"recurrent_gemma", "attention_first_untied"},
 	} {
 		t.Run(c.arch, func(t *testing.T) { serveHybrid(t, c.arch, c.name) })
 	}

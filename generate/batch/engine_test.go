@@ -153,7 +153,8 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"mamba", "untied_biased", kv.Options{}},
 		{"jamba", "moe_periods", kv.Options{}},
 		{"plamo2", "step2_tied", kv.Options{}},
-		{"baichuan_m1", "swa_heads", kv.Options{}}, // a state beside window and full caches
+		{"baichuan_m1", "swa_heads", kv.Options{}},                  // a state beside window and full caches
+		{"recurrent_gemma", "attention_first_untied", kv.Options{}}, // state rows beside window caches
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -400,6 +401,8 @@ func TestPromptCacheNextTurn(t *testing.T) {
 		{"falcon_h1", "tied_defaults", false}, // a list holding a state cannot be cut either
 		{"plamo2", "step3_mqa_untied", false},
 		{"baichuan_m1", "shared_heads_mqa", false},
+		{"falcon_h1", "tied_defaults", false},                // a list holding a state cannot be cut either
+		{"recurrent_gemma", "attention_first_untied", false}, // states beside window caches
 	} {
 		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
 			m := load(t, tc.arch, tc.cas)

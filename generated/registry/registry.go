@@ -59,6 +59,7 @@ import (
 	"github.com/archgen/archgen/generated/qwen3_5_text"
 	"github.com/archgen/archgen/generated/qwen3_moe"
 	"github.com/archgen/archgen/generated/qwen3_next"
+	"github.com/archgen/archgen/generated/recurrent_gemma"
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
 	"github.com/archgen/archgen/generated/stablelm"
@@ -127,6 +128,7 @@ var catalog = nn.NewCatalog(
 		qwen3_5_text.Arch,
 		qwen3_moe.Arch,
 		qwen3_next.Arch,
+		recurrent_gemma.Arch,
 		seed_oss.Arch,
 		smollm3.Arch,
 		stablelm.Arch,

@@ -76,6 +76,7 @@ func TestLookup(t *testing.T) {
 			"qwen3_moe":        "qwen3_moe",
 			"qwen3_next":       "qwen3_next",
 			"qwen3_vl":         "qwen3_vl",
+			"recurrent_gemma":  "recurrent_gemma",
 			"seed_oss":         "seed_oss",
 			"smollm3":          "smollm3",
 			"stablelm":         "stablelm",

@@ -3040,6 +3040,37 @@ def _hybrid_cases() -> List[Case]:
         cfg.update(over)
         return cfg
 
+    def recurrent_gemma(**over):
+        cfg = {
+            "architectures": ["RecurrentGemmaForCausalLM"],
+            "model_type": "recurrent_gemma",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 192,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "num_hidden_layers": 4,
+            "vocab_size": VOCAB,
+            "rms_norm_eps": 1e-6,
+            "attention_window_size": SLIDING_WINDOW,
+            "logits_soft_cap": 30.0,
+            "attention_bias": False,
+            "conv1d_width": 4,
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.5,
+            "embeddings_scale_by_sqrt_dim": True,
+            "block_types": ["recurrent", "recurrent", "attention"],
+            "hidden_activation": "gelu_pytorch_tanh",
+            "final_w_init_variance_scale": 0.5,
+            "w_init_variance_scale": 0.01,
+            "attention_dropout": 0.0,
+            "bos_token_id": 2,
+            "eos_token_id": 1,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
     def mamba2(**over):
         cfg = {
             "architectures": ["Mamba2ForCausalLM"],
@@ -3067,6 +3098,55 @@ def _hybrid_cases() -> List[Case]:
         return cfg
 
     return [
+        Case(
+            "recurrent_gemma",
+            "griffin_tied",
+            "block_types recurrent, recurrent, attention cycled over 4 layers "
+            "(the RG-LRU on 0, 1 and 3: 4 gate heads, 4 taps), local MQA within "
+            "a window of 6 on layer 2, rope on half of each head; logits "
+            "soft-capped at 30; the head tied by holding no lm_head; conv_1d "
+            "stored as Hugging Face does",
+            recurrent_gemma(),
+            without=["lm_head"],
+            layout=Layout((), (), transposed=("conv_1d.weight",)),
+        ),
+        Case(
+            "recurrent_gemma",
+            "attention_first_untied",
+            "_block_types attention, recurrent over 3 layers (two local "
+            "attention layers, window 5, 2 heads of 32), embeddings not "
+            "scaled, no soft cap (0), an untied head; conv1d_width 3, "
+            "num_key_value_heads 2, rope_theta and attention_bias read and "
+            "unused",
+            recurrent_gemma(
+                num_hidden_layers=3,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                attention_window_size=5,
+                logits_soft_cap=0.0,
+                embeddings_scale_by_sqrt_dim=False,
+                attention_bias=True,
+                conv1d_width=3,
+                rope_theta=1000000.0,
+                rms_norm_eps=1e-5,
+                block_types=None,
+                _block_types=["attention", "recurrent"],
+            ),
+        ),
+        Case(
+            "recurrent_gemma",
+            "window_in_decode",
+            "block_types recurrent, attention over 5 layers, 8 heads of 8 (rope "
+            "on 4 dims), a window of 28: longer than the prompt, so the window "
+            "first bites during the decode; soft cap 10",
+            recurrent_gemma(
+                num_hidden_layers=5,
+                num_attention_heads=8,
+                attention_window_size=28,
+                logits_soft_cap=10.0,
+                block_types=["recurrent", "attention"],
+            ),
+        ),
         Case(
             "jamba",
             "moe_periods",

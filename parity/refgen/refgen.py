@@ -146,6 +146,19 @@ def random_weights(model, seed: int):
             # a state-space layer's skip connection per head, around
             # mlx-lm's 1
             v = 1.0 + D_SPREAD * z
+        elif leaf.endswith("_gate_weight") and len(shape) == 3:
+            # block-diagonal gates [heads, in, out] (the RG-LRU's), x times
+            # each block: each as a linear over its input
+            v = z * np.float32(1.0 / np.sqrt(shape[1]))
+        elif leaf.endswith("_gate_bias") and len(shape) == 2:
+            # their biases [heads, out]
+            v = LINEAR_BIAS_STD * z
+        elif leaf == "recurrent_param" and len(shape) == 1:
+            # the RG-LRU's Λ: softplus(Λ) set so that, at a gate of 1/2, the
+            # decay exp(-4 softplus(Λ)) lies in [0.5, 0.99]: the state both
+            # carries and forgets over the prompt
+            a = rng.uniform(0.5, 0.99, shape)
+            v = np.log(np.expm1(-np.log(a) / 4.0)).astype(np.float32)
         elif leaf == "weight" and len(shape) == 3:
             # stacked experts [E, out, in]: each expert as a linear
             v = z * np.float32(1.0 / np.sqrt(shape[2]))

@@ -1255,6 +1255,22 @@ func (g *Graph) SelectiveScan(x, dt, a, b, c, d, state *Array) (y, last *Array) 
 	return ys[0], ys[1]
 }
 
+// LinearRecurrence is a diagonal linear recurrence in float32 in one op
+// (archgen's kernel, parallel over batch rows and blocks of channels): a
+// and u [b, T, d], from state ([b, d]; nil for zeros). Each step is h = a
+// h + u, the product rounded to float32 before the sum, as the composed
+// ops round it. It returns every step's h [b, T, d] and the last [b, d].
+func (g *Graph) LinearRecurrence(a, u, state *Array) (y, last *Array) {
+	const op = "linear_recurrence"
+	if !g.ok(op, a, u) || !g.okOpt(op, state) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_linear_recurrence(res, a.c, u.c, opt(state), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}
+
 // SSM holds the parameters of a Mamba2 state-space layer's scan, each
 // [heads]: ALog (A = -exp(ALog)), D (the skip connection) and DtBias;
 // DtMin and DtMax clip the time steps.

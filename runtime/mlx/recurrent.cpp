@@ -846,3 +846,93 @@ std::vector<mx::array> archgen_selective_scan(const mx::array& x, const mx::arra
                                 std::make_shared<NativeSelective>(s),
                                 {c(x), c(dt), c(A), c(B), c(C), c(D), s0});
 }
+
+// ---- the diagonal linear recurrence (the RG-LRU's) ----
+
+// LinRecJob is one diagonal recurrence: a and u [b, T, d], the state h0
+// [b, d] in, y [b, T, d] and h1 out, all float32.
+struct LinRecJob {
+  const float *a, *u, *h0;
+  int nb, T, Dn;
+  float *y, *h1;
+};
+
+// NativeLinearRecurrence steps each channel's state h = a h + u through
+// every position, parallel over (batch, block of channels); the product
+// and the sum are rounded apart, as the composed ops round them.
+class NativeLinearRecurrence : public mx::Primitive {
+ public:
+  explicit NativeLinearRecurrence(mx::Stream s) : Primitive(s) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = outputs_ready(stream(), in, outs);
+    LinRecJob j{in[0].data<float>(),
+                in[1].data<float>(),
+                in[2].data<float>(),
+                static_cast<int>(in[0].shape(0)),
+                static_cast<int>(in[0].shape(1)),
+                static_cast<int>(in[0].shape(2)),
+                outs[0].data<float>(),
+                outs[1].data<float>()};
+    enc.dispatch([j, in, outs]() {
+      constexpr int L = 64;  // channels a work item steps together
+      const int blocks = (j.Dn + L - 1) / L;
+      run_items(j.nb * blocks, [&](int i0, int i1) {
+        float h[L];
+        for (int i = i0; i < i1; i++) {
+          const int b = i / blocks, c0 = (i % blocks) * L, n = std::min(L, j.Dn - c0);
+          const size_t si = static_cast<size_t>(b) * j.Dn + c0;
+          std::copy(j.h0 + si, j.h0 + si + n, h);
+          for (int t = 0; t < j.T; t++) {
+            const size_t xi = (static_cast<size_t>(b) * j.T + t) * j.Dn + c0;
+            const float* a = j.a + xi;
+            const float* u = j.u + xi;
+            float* y = j.y + xi;
+            for (int c = 0; c < n; c++) {
+              const float p = a[c] * h[c];
+              h[c] = p + u[c];
+              y[c] = h[c];
+            }
+          }
+          std::copy(h, h + n, j.h1 + si);
+        }
+      });
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's linear recurrence runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenLinearRecurrence"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return dynamic_cast<const NativeLinearRecurrence*>(&other) != nullptr;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {in[0].shape(), in[2].shape()};
+  }
+};
+
+std::vector<mx::array> archgen_linear_recurrence(const mx::array& a, const mx::array& u,
+                                                 const std::optional<mx::array>& state,
+                                                 mx::Stream s) {
+  const bool shapes = a.ndim() == 3 && u.shape() == a.shape() &&
+                      (!state || state->shape() == mx::Shape{a.shape(0), a.shape(2)});
+  if (!shapes) {
+    throw std::invalid_argument("want a and u [b, T, d], state [b, d]; got a " + shape_of(a) +
+                                ", u " + shape_of(u) + (state ? ", state " + shape_of(*state) : ""));
+  }
+  if (a.dtype() != mx::float32 || u.dtype() != mx::float32 || (state && state->dtype() != mx::float32)) {
+    throw std::invalid_argument("the linear recurrence takes float32 arrays");
+  }
+  if (s.device != mx::Device::cpu) {
+    throw std::invalid_argument("the linear recurrence runs on the CPU only");
+  }
+  const int b = a.shape(0), d = a.shape(2);
+  mx::array h0 = state ? mx::contiguous(*state, false, s) : mx::zeros({b, d}, mx::float32, s);
+  auto c = [&](const mx::array& x) { return mx::contiguous(x, false, s); };
+  return mx::array::make_arrays({a.shape(), {b, d}}, {mx::float32, mx::float32},
+                                std::make_shared<NativeLinearRecurrence>(s), {c(a), c(u), h0});
+}

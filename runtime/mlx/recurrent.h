@@ -69,6 +69,14 @@ std::vector<mlx::core::array> archgen_selective_scan(
     const mlx::core::array& B, const mlx::core::array& C, const mlx::core::array& D,
     const std::optional<mlx::core::array>& state, mlx::core::Stream s);
 
+// archgen_linear_recurrence is a diagonal linear recurrence in float32 in
+// one op: a and u [b, T, d], state [b, d] (none: zeros); each step h = a h
+// + u (the product rounded before the sum), y its every h. Returns {y,
+// state}; throws on other shapes or dtypes.
+std::vector<mlx::core::array> archgen_linear_recurrence(
+    const mlx::core::array& a, const mlx::core::array& u,
+    const std::optional<mlx::core::array>& state, mlx::core::Stream s);
+
 // mlx::core::conv1d where it is a depthwise causal convolution, the short
 // convolution of the recurrent mixers: x [B, L, C] and w [C, K, 1] of one
 // float dtype, stride 1, no padding, dilation 1, groups C. Each output is

@@ -601,3 +601,65 @@ func TestSelectiveScan(t *testing.T) {
 		t.Errorf("bfloat16: %v", err)
 	}
 }
+
+// linearOps is the diagonal recurrence h = a h + u composed of libmlx's
+// ops a step at a time, from state (nil: zeros).
+func linearOps(g *Graph, a, u, state *Array) (*Array, *Array) {
+	b, T, d := a.Dim(0), a.Dim(1), a.Dim(2)
+	h := state
+	if h == nil {
+		h = g.Zeros([]int{b, d}, Float32)
+	}
+	step := func(v *Array, t int) *Array { return g.Reshape(g.Slice(v, []int{0, t, 0}, []int{b, t + 1, d}), b, d) }
+	ys := make([]*Array, T)
+	for t := range T {
+		h = g.Add(g.Multiply(step(a, t), h), step(u, t))
+		ys[t] = h
+	}
+	return g.Stack(1, ys...), h
+}
+
+// TestLinearRecurrence: archgen's kernel of the diagonal recurrence gives
+// the composed steps' values bit for bit (each product rounded before its
+// sum, as libmlx's multiply then add round them), with and without a
+// state, over channels that fill and do not fill its blocks of 64; other
+// shapes and dtypes are refused by name.
+func TestLinearRecurrence(t *testing.T) {
+	for i, c := range []struct{ b, T, d int }{{1, 1, 4}, {2, 7, 9}, {1, 33, 64}, {3, 5, 130}} {
+		for _, withState := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d/state=%v", i, withState), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				seed := uint64(300 + 10*i)
+				a := g.Sigmoid(randn(g, seed, Float32, c.b, c.T, c.d))
+				u := randn(g, seed+1, Float32, c.b, c.T, c.d)
+				var state *Array
+				if withState {
+					state = randn(g, seed+2, Float32, c.b, c.d)
+				}
+				y, s := g.LinearRecurrence(a, u, state)
+				wy, ws := linearOps(g, a, u, state)
+				if err := g.Eval(y, s, wy, ws); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, "y", y, wy)
+				sameBits(t, "state", s, ws)
+			})
+		}
+	}
+	g := NewGraph(nil)
+	defer g.Close()
+	a := randn(g, 1, Float32, 1, 2, 3)
+	y, _ := g.LinearRecurrence(a, a, randn(g, 2, Float32, 1, 4))
+	want := "mlx: linear_recurrence: want a and u [b, T, d], state [b, d]; got a [1, 2, 3], u [1, 2, 3], state [1, 4]"
+	if err := g.Eval(y); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to contain %q", err, want)
+	}
+	g2 := NewGraph(nil)
+	defer g2.Close()
+	bf := g2.AsType(randn(g2, 1, Float32, 1, 2, 3), BFloat16)
+	y, _ = g2.LinearRecurrence(bf, bf, nil)
+	if err := g2.Eval(y); err == nil || !strings.Contains(err.Error(), "the linear recurrence takes float32 arrays") {
+		t.Errorf("bfloat16: %v", err)
+	}
+}

@@ -1005,6 +1005,15 @@ int mlxg_selective_scan(mlxg_array* res, mlxg_array x, mlxg_array dt, mlxg_array
   })
 }
 
+int mlxg_linear_recurrence(mlxg_array* res, mlxg_array a, mlxg_array u, mlxg_array state,
+                           mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto ys = archgen_linear_recurrence(A(a), A(u), opt(state), S(s));
+    res[0] = wrap(std::move(ys[0]));
+    res[1] = wrap(std::move(ys[1]));
+  })
+}
+
 int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B, mlxg_array C,
                   mlxg_array D, mlxg_array dt, mlxg_array dt_bias, mlxg_array state, float lo,
                   float hi, bool native, mlxg_stream s, char** err) {

@@ -56,8 +56,12 @@ func (n *LayerNorm) AddApply(g *mlx.Graph, x, r *mlx.Array) (h, normed *mlx.Arra
 	return g.AddLayerNorm(x, r, n.Weight, n.Bias, n.Eps)
 }
 
-// Softcap is tanh(x / c) * c, which bounds x to (-c, c).
+// Softcap is tanh(x / c) * c, which bounds x to (-c, c); a cap of 0 is
+// none (x as it is), as a config's 0 turns the cap off.
 func Softcap(g *mlx.Graph, x *mlx.Array, c float64) *mlx.Array {
+	if c == 0 {
+		return x
+	}
 	return g.MultiplyScalar(g.Tanh(g.DivideScalar(x, c)), c)
 }
 

@@ -249,3 +249,13 @@ func OneMixer(i int, names string, claims []bool) error {
 	}
 	return fmt.Errorf("layer %d: more than one token mixer claims it (of %s, %d do): the config's layer pattern is inconsistent", i, names, n)
 }
+
+// LayerWindowMask is the attention mask of L new tokens within window
+// positions (0: every position), made by the cache of layer i, or no mask
+// when no layer is of that kind (i < 0).
+func LayerWindowMask(g *mlx.Graph, caches []kv.Cache, i, L, window int, array bool) mlx.AttentionMask {
+	if i < 0 || i >= len(caches) {
+		return mlx.NoMask
+	}
+	return caches[i].Mask(g, L, window, array)
+}

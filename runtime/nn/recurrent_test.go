@@ -25,11 +25,12 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // in single-sublayer layers, alone (no attention, no feed-forward), and
 // beside attention in every layer (a list of two caches a layer); and the
 // gated delta rule with three convolutions, in layers wired unlike the
-// attention layers; and Mamba's selective scan, a step at a time; and the
-// state-space scan whose B, C and time steps come from projections of
-// their own, beside offset-normed attention; and attention whose keys and
-// values are convolved over time (a state beside each layer's keys and
-// values, windows on some layers).
+// attention layers; and Mamba's selective scan, a step at a time; and
+// Griffin's gated linear recurrence beside attention within a window of 6
+// (shorter than the prompts); and the state-space scan whose B, C and time
+// steps come from projections of their own, beside offset-normed
+// attention; and attention whose keys and values are convolved over time
+// (a state beside each layer's keys and values, windows on some layers).
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -42,6 +43,8 @@ var hybridDirs = []string{
 	"../../testdata/parity/jamba/moe_periods/model",
 	"../../testdata/parity/plamo2/step3_mqa_untied/model",
 	"../../testdata/parity/baichuan_m1/swa_heads/model",
+	"../../testdata/parity/recurrent_gemma/griffin_tied/model",
+	"../../testdata/parity/recurrent_gemma/attention_first_untied/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

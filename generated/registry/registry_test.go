@@ -74,6 +74,7 @@ func TestLookup(t *testing.T) {
 			"qwen3_moe":        "qwen3_moe",
 			"qwen3_next":       "qwen3_next",
 			"qwen3_vl":         "qwen3_vl",
+			"rwkv7":            "rwkv7",
 			"seed_oss":         "seed_oss",
 			"smollm3":          "smollm3",
 			"stablelm":         "stablelm",

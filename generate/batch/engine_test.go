@@ -152,6 +152,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"olmo_hybrid", "default_pattern", kv.Options{}},
 		{"mamba", "untied_biased", kv.Options{}},
 		{"jamba", "moe_periods", kv.Options{}},
+		{"rwkv7", "heads16_untied", kv.Options{}}, // three state slots a layer, the first layer's values carried
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -396,6 +397,7 @@ func TestPromptCacheNextTurn(t *testing.T) {
 		{"qwen3_next", "base", false}, // a recurrent state holds no positions
 		{"granitemoehybrid", "dense_rope", false},
 		{"falcon_h1", "tied_defaults", false}, // a list holding a state cannot be cut either
+		{"rwkv7", "heads16_untied", false},    // the token shifts and the state hold no positions
 	} {
 		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
 			m := load(t, tc.arch, tc.cas)

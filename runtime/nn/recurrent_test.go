@@ -25,7 +25,9 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // in single-sublayer layers, alone (no attention, no feed-forward), and
 // beside attention in every layer (a list of two caches a layer); and the
 // gated delta rule with three convolutions, in layers wired unlike the
-// attention layers; and Mamba's selective scan, a step at a time.
+// attention layers; and Mamba's selective scan, a step at a time; and
+// RWKV-7's time mix, its channel mix keeping state in the same cache and
+// the first layer's values carried to the others.
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -36,6 +38,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/olmo_hybrid/default_pattern/model",
 	"../../testdata/parity/mamba/untied_biased/model",
 	"../../testdata/parity/jamba/moe_periods/model",
+	"../../testdata/parity/rwkv7/heads32_tied/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

@@ -21,7 +21,8 @@ import (
 // (a LayerNorm with a weight and bias per head), takes the bonus
 // (Σ r k r_k) v, is gated by g and projected back by o_proj. In half
 // precision the state stays in the activations' dtype and the steps run
-// one after another, as mlx-lm runs them on the CPU.
+// one after another, as mlx-lm runs them on the CPU; in float32 archgen's
+// kernel runs them in one op.
 
 // ShiftDelta is the token shift of x [B, L, C]: the previous token's x
 // minus x, the previous token of the first being the one kept in slot of s
@@ -196,10 +197,17 @@ func (p *WKV7) Apply(g *mlx.Graph, s *kv.States, x *mlx.Array) *mlx.Array {
 
 // steps runs the recurrence over r, w, k, v, a, b [B, L, H, D] from the
 // state in slot of s (zeros for a fresh sequence), keeps the last state
-// there, and returns y [B, L, H, D]: a step at a time in the activations'
-// dtype, as mlx-lm composes it.
+// there, and returns y [B, L, H, D]. In half precision it runs a step at a
+// time in the activations' dtype, as mlx-lm composes it, so that its
+// roundings are the oracle's; in float32 archgen's kernel runs every step
+// in one op (mlx.Graph.WKV7), within float32 rounding of them.
 func (p *WKV7) steps(g *mlx.Graph, s *kv.States, slot int, r, w, k, v, a, b *mlx.Array) *mlx.Array {
 	B, L, H, D := r.Dim(0), r.Dim(1), r.Dim(2), r.Dim(3)
+	if r.Dtype() == mlx.Float32 && L > 0 {
+		y, last := g.WKV7(r, w, k, v, a, b, s.Slot(slot))
+		s.SetSlot(g, slot, last)
+		return y
+	}
 	state := s.Slot(slot)
 	if state == nil {
 		state = g.Zeros([]int{B, H, D, D}, r.Dtype())

@@ -26,11 +26,11 @@ type Config struct {
 	// ModelType is model_type.
 	ModelType string `json:"model_type"`
 
-	// VocabSize is vocab_size (required).
-	VocabSize int `json:"vocab_size"`
-
 	// HiddenSize is hidden_size (required).
 	HiddenSize int `json:"hidden_size"`
+
+	// VocabSize is vocab_size (required).
+	VocabSize int `json:"vocab_size"`
 
 	// IntermediateSize is intermediate_size (required).
 	IntermediateSize int `json:"intermediate_size"`
@@ -72,8 +72,8 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
-	c.VocabSize = nn.Required[int](r, "vocab_size")
 	c.HiddenSize = nn.Required[int](r, "hidden_size")
+	c.VocabSize = nn.Required[int](r, "vocab_size")
 	c.IntermediateSize = nn.Required[int](r, "intermediate_size")
 	c.NormEps = nn.Required[float64](r, "norm_eps")
 	c.HeadDim = nn.Required[int](r, "head_dim")
@@ -83,8 +83,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.GateLowRankDim = nn.Required[int](r, "gate_low_rank_dim")
 	c.DecayLowRankDim = nn.Required[int](r, "decay_low_rank_dim")
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", false)
-	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
+	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)
 	nn.Min(r, "head_dim", c.HeadDim, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)

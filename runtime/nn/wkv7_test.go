@@ -1,7 +1,11 @@
 package nn_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,5 +111,71 @@ func TestWKV7FlatLayout(t *testing.T) {
 	want := "layer 1: attn.k_k: shape [60], want [2 32]"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want it to contain %q", err, want)
+	}
+}
+
+// TestWKV7PromptCacheFromMLXLM: caches mlx-lm saved after a prompt of an
+// RWKV-7 model (save_prompt_cache: one ArraysCache of three slots a layer,
+// the time mix's previous token, its state, the channel mix's previous
+// token) load here and continue the prompt as mlx-lm continues it, within
+// the float32 tolerance; the same file with the two token-shift slots
+// swapped does not, so the slots' order is checked, not only their shapes.
+func TestWKV7PromptCacheFromMLXLM(t *testing.T) {
+	py, err := filepath.Abs("../../.deps/py/bin/python")
+	if err == nil {
+		_, err = os.Stat(py)
+	}
+	if err != nil {
+		t.Fatalf("the Python venv with mlx-lm is missing (run make setup): %v", err)
+	}
+	ids := hybridPrompt(20)
+	const n = 14
+	js, err := json.Marshal(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command(py, "testdata/prompt_cache_refs.py", rwkv7Dir, string(js), fmt.Sprint(n), dir).CombinedOutput(); err != nil {
+		t.Fatalf("prompt_cache_refs.py: %v\n%s", err, out)
+	}
+	ref, _, err := mlx.LoadSafetensors(filepath.Join(dir, "logits.safetensors"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref["logits"].Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadHybrid(t, rwkv7Dir)
+	continueFrom := func(swap bool) float64 {
+		caches, _, err := kv.Load(filepath.Join(dir, "cache.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(caches) != len(m.NewCaches()) {
+			t.Fatalf("%d caches in mlx-lm's file, want %d", len(caches), len(m.NewCaches()))
+		}
+		if swap {
+			g := mlx.NewGraph(nil)
+			for _, c := range caches {
+				s := c.(*kv.States)
+				a, b := g.Contiguous(s.Slot(0)), g.Contiguous(s.Slot(2))
+				s.SetSlot(g, 0, b)
+				s.SetSlot(g, 2, a)
+			}
+			g.Close()
+		}
+		got := logitsOf(t, m, caches, ids[n:])
+		scale := 0.0
+		for _, v := range want {
+			scale = max(scale, math.Abs(float64(v)))
+		}
+		return largestDiff(got, want) / scale
+	}
+	if d := continueFrom(false); d > 1e-4 {
+		t.Errorf("continued from mlx-lm's caches, the logits differ from mlx-lm's by %g of their scale", d)
+	}
+	if d := continueFrom(true); d < 1e-2 {
+		t.Errorf("with the token shifts swapped, the logits differ from mlx-lm's by only %g of their scale", d)
 	}
 }

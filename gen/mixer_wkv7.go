@@ -142,7 +142,7 @@ func (m *WKV7Mixer) inits(t goType) []kvPair {
 // build loads its modules and wires the time mix, in the branch of the
 // layers it mixes:
 //
-//	t.XR = lw.Reshaped("attn.x_r", m.hidden) // ... each mix
+//	t.XR = lw.Reshaped("attn.x_r", 1, 1, m.hidden) // ... each mix
 //	t.KK = lw.Reshaped("attn.k_k", m.hidden/c.HeadDim, c.HeadDim) // ... k_a, r_k
 //	t.RProj = lw.Linear("attn.r_proj", m.hidden, m.hidden, false) // ... k, v, o
 //	t.GNorm = lw.HeadLayerNorm("attn.g_norm", heads, c.HeadDim, 0.00064)
@@ -159,7 +159,7 @@ func (m *WKV7Mixer) build(s stage) []jen.Code {
 	heads := func() *jen.Statement { return fHidden.of(rModel).Op("/").Parens(m.HeadDim.Code()) }
 	var out []jen.Code
 	for _, f := range m.mixes {
-		out = append(out, self(f).Op("=").Id("lw").Dot("Reshaped").Call(name(f.doc), hidden.Clone()))
+		out = append(out, self(f).Op("=").Id("lw").Dot("Reshaped").Call(name(f.doc), jen.Lit(1), jen.Lit(1), hidden.Clone()))
 	}
 	for i, f := range []*field{m.kk, m.ka, m.rk} {
 		out = append(out, self(f).Op("=").Id("lw").Dot("Reshaped").Call(name([]string{"k_k", "k_a", "r_k"}[i]), heads(), m.HeadDim.Code()))

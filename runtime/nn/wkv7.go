@@ -132,7 +132,7 @@ func (n *HeadLayerNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 type WKV7 struct {
 	Heads, HeadDim int
 	// XR, XW, XK, XV, XA, XG mix x with the previous token for r, the
-	// decay, k, v, a and the gate: [hidden] (or [1, 1, hidden]).
+	// decay, k, v, a and the gate: [1, 1, hidden], as mlx-lm keeps them.
 	XR, XW, XK, XV, XA, XG *mlx.Array
 	// KK scales k before it is normed to k̂; KA mixes the learning rate
 	// into k; RK weights the bonus: [heads, head_dim] each.

@@ -69,8 +69,9 @@ const rwkv7Dir = "../../testdata/parity/rwkv7/heads32_tied/model"
 
 // TestWKV7FlatLayout: RWKV-7's per-head vectors stored flat (k_k, k_a and
 // g_norm's weight and bias [hidden], as a published checkpoint has them
-// before mlx-lm's sanitize reshapes them) and the token-shift mixes as
-// [1, 1, hidden] load to the same model; a k_k of another size is an
+// before mlx-lm's sanitize reshapes them), the time mix's token-shift
+// mixes as [hidden] and the channel mix's as [1, 1, hidden] load to the
+// same model; a k_k of another size is an
 // error naming the tensor and both shapes.
 func TestWKV7FlatLayout(t *testing.T) {
 	tensors, meta, err := mlx.LoadSafetensors(filepath.Join(rwkv7Dir, "model.safetensors"), nil)
@@ -82,7 +83,8 @@ func TestWKV7FlatLayout(t *testing.T) {
 	flat, lifted := 0, 0
 	for name, a := range tensors {
 		switch {
-		case strings.HasSuffix(name, ".k_k") || strings.HasSuffix(name, ".k_a") || strings.Contains(name, ".g_norm."):
+		case strings.HasSuffix(name, ".k_k") || strings.HasSuffix(name, ".k_a") || strings.Contains(name, ".g_norm.") ||
+			strings.Contains(name, ".attn.x_"):
 			tensors[name] = g.Reshape(a, a.Size())
 			flat++
 		case strings.HasSuffix(name, ".ffn.x_k"):

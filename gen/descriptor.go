@@ -84,6 +84,9 @@ type Structure struct {
 	ResidualScale F[Expr]      `yaml:"residual_scale"`
 	ClipResidual  F[bool]      `yaml:"clip_residual"`
 	Attention     AttnDesc     `yaml:"attention"`
+	// EmbedNorm names a norm applied to the embeddings before the first
+	// layer (embed.go): a checkpoint name under the model's prefix.
+	EmbedNorm F[string] `yaml:"embed_norm"`
 	// Mixers are the token mixers other than attention, by kind (mixer.go):
 	// each section's layers say which layers it mixes.
 	Mixers OMap[OMap[F[Expr]]] `yaml:"mixers"`

@@ -2,7 +2,9 @@ package gen
 
 import "github.com/dave/jennifer/jen"
 
-// The embedding: token ids to the residual stream, optionally scaled.
+// The embedding: token ids to the residual stream, optionally scaled,
+// optionally normed (structure.embed_norm: RWKV-7's first layer norms its
+// input before anything reads it, so the norm belongs to the stream).
 
 // Embed is the token embedding, resolved.
 type Embed struct {
@@ -11,17 +13,31 @@ type Embed struct {
 	Path  string // its checkpoint name
 	vocab *Value
 	scale *Scalar
+	// normName is the embedding norm's checkpoint name under the model's
+	// prefix ("": none); norm its field, of the architecture's norm kind.
+	normName string
+	normFull string // under the model's prefix
+	norm     *field
+	kind     *Norm
 }
 
 func (e *Embed) link(a *Arch) {
 	e.Path = a.path(a.Names.Embed)
 	e.Field = newField(goName(a.Names.Embed), nnType("Embedding"), e.Path)
 	e.vocab, e.scale = a.Vocab, a.Scalars.Get(EmbedScale)
+	if e.normName != "" {
+		e.kind = a.Norm
+		e.normFull = a.path(e.normName)
+		e.norm = e.kind.field("EmbedNorm", e.normFull+": the embeddings' norm")
+	}
 }
 
 func (e *Embed) fields(t goType) []jen.Code {
 	if t != tModel {
 		return nil
+	}
+	if e.norm != nil {
+		return []jen.Code{e.Field.decl(), e.norm.decl()}
 	}
 	return []jen.Code{e.Field.decl()}
 }
@@ -30,7 +46,11 @@ func (e *Embed) build(s stage) []jen.Code {
 	if s != sBefore {
 		return nil
 	}
-	return []jen.Code{e.Field.of(rModel).Op("=").Id("w").Dot("Embedding").Call(jen.Lit(e.Path), e.vocab.Code(), fHidden.of(rModel))}
+	out := []jen.Code{e.Field.of(rModel).Op("=").Id("w").Dot("Embedding").Call(jen.Lit(e.Path), e.vocab.Code(), fHidden.of(rModel))}
+	if e.norm != nil {
+		out = append(out, e.norm.of(rModel).Op("=").Add(e.kind.load("w", e.normFull, fHidden.of(rModel))))
+	}
+	return out
 }
 
 // forward are Forward's first lines: h from tokens.
@@ -38,6 +58,9 @@ func (e *Embed) forward() []jen.Code {
 	out := []jen.Code{jen.Id("h").Op(":=").Add(apply(e.Field.of(rModel), jen.Id("tokens"))).Comment("[B, L, hidden]")}
 	if e.scale != nil {
 		out = append(out, jen.Id("h").Op("=").Add(call("MultiplyScalar", jen.Id("h"), e.scale.of(rModel))).Comment(inline(e.scale.Value.Text)))
+	}
+	if e.norm != nil {
+		out = append(out, jen.Id("h").Op("=").Add(apply(e.norm.of(rModel), jen.Id("h"))))
 	}
 	return out
 }

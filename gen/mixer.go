@@ -38,7 +38,10 @@ type mixerOption struct {
 	typ   Type
 	words []string
 	name  bool
-	def   string // the default's text; "" when the key is required
+	// perLayer: a bool expression that reads i, decided for each layer at
+	// load (as layers is).
+	perLayer bool
+	def      string // the default's text; "" when the key is required
 	// like names an earlier option whose value is this one's default.
 	like string
 }
@@ -126,6 +129,9 @@ type Mixers struct {
 func (b *builder) resolveMixers(sc *scope) error {
 	s := &b.d.Structure.Mixers
 	if len(s.Entries) == 0 {
+		if b.a.MLP.shifted() {
+			return b.shiftedMLPErr("no token mixer keeps a state cache")
+		}
 		return nil
 	}
 	a := b.a
@@ -161,12 +167,33 @@ func (b *builder) resolveMixers(sc *scope) error {
 		}
 		sl.beside = true
 	}
+	if a.MLP.shifted() {
+		ff, ok := m.Kinds[0].(feedForwardSlots)
+		if len(m.Kinds) != 1 || !m.Layers[0].IsTrue() || !ok {
+			return b.shiftedMLPErr("every layer must be mixed by one kind that keeps a slot for it (wkv7, layers: \"true\")")
+		}
+		a.MLP.slots, _ = ff.feedForwardSlots()
+	}
 	if m.residual() {
 		m.mix.typ = mixResidualFuncType
 		m.mix.doc = "the layer's token mixers, chosen at load, their outputs added to the residual stream"
 	}
 	a.Mixers = m
 	return nil
+}
+
+// feedForwardSlots is a mixer kind whose layer cache keeps a shifted
+// feed-forward block's previous token in its last slot: the slot count,
+// and whether the MLP kind took it.
+type feedForwardSlots interface {
+	feedForwardSlots() (int, bool)
+}
+
+// shiftedMLPErr refuses a token-shifted MLP whose layers keep no slot for
+// its previous token.
+func (b *builder) shiftedMLPErr(why string) error {
+	k := b.d.Structure.MLP.Kind
+	return errAt(k.Pos, "structure.mlp.kind", "a %s MLP keeps the previous token in its layer's state cache: %s", k.V, why)
 }
 
 // mixerOptions compiles a section against its kind's options: layers (a
@@ -230,6 +257,10 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 			o.words[opt.key] = w
 			continue
 		}
+		if opt.perLayer {
+			o.vals[opt.key] = l.perLayer(f, path+"."+opt.key)
+			continue
+		}
 		o.vals[opt.key] = l.must(f, path+"."+opt.key, opt.typ)
 	}
 	return o, l.err
@@ -238,6 +269,10 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 // moduleName is a checkpoint module's name: words of lower-case letters,
 // digits and underscores, joined by dots.
 var moduleName = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$`)
+
+// tensorPath is a checkpoint module's path, which may pass through a
+// layer's index (layers.0.pre_norm).
+var tensorPath = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
 // residual: some kind attends beside itself, so the layers' mixers add
 // their outputs to the residual stream themselves, in mlx-lm's order

@@ -41,7 +41,7 @@ func TestMixerDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown kind", section("    mamba9:\n      layers: \"i % 2 == 0\"\n"),
-			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, rg_lru, selective_scan, short_conv, ssd)"},
+			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, rg_lru, selective_scan, short_conv, ssd, wkv7)"},
 		{"a module that is no name", section("    ssd:\n      layers: \"i % 2 == 0\"\n      module: \"Mamba Mixer\"\n"),
 			`descriptors/a.yaml:23: structure.mixers.ssd.module: "Mamba Mixer" is not a module name (dotted lower-case words)`},
 		{"unknown option", mixer("      heads: 4\n"),
@@ -80,6 +80,14 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:23: structure.mixers.gated_delta.block: unknown "parallel" (want one of same, pre_norm, post_norm, sandwich, four_norm)`},
 		{"a kind's own block beside a parallel one", strings.Replace(mixer("      block: post_norm\n"), "structure:\n", "structure:\n  block: parallel\n", 1),
 			"descriptors/a.yaml:20: structure.block: a mixer kind's own block (post_norm) beside a parallel block is not supported"},
+		{"a token-shifted MLP without a state cache", strings.Replace(base, "kind: swiglu", "kind: shifted_relu2", 1),
+			`descriptors/a.yaml:16: structure.mlp.kind: a shifted_relu2 MLP keeps the previous token in its layer's state cache: no token mixer keeps a state cache`},
+		{"a token-shifted MLP beside attention layers", strings.Replace(hybridBase, "kind: swiglu", "kind: shifted_relu2", 1),
+			`descriptors/a.yaml:24: structure.mlp.kind: a shifted_relu2 MLP keeps the previous token in its layer's state cache: every layer must be mixed by one kind that keeps a slot for it (wkv7, layers: "true")`},
+		{"an embedding norm that is no name", strings.Replace(base, "structure:\n", "structure:\n  embed_norm: \"Pre Norm\"\n", 1),
+			`descriptors/a.yaml:15: structure.embed_norm: "Pre Norm" is not a checkpoint name (dotted lower-case words or indices)`},
+		{"a first layer that is no bool", section("    wkv7:\n      layers: \"true\"\n      head_dim: 16\n      decay_rank: 8\n      a_rank: 8\n      v_rank: 8\n      gate_rank: 8\n      first: \"i\"\n"),
+			`descriptors/a.yaml:28: structure.mixers.wkv7.first: "i" is int, want bool`},
 		{"an output gate on a fused qkv", attn(base, "    fused_qkv: true\n    output_gate: true\n"),
 			"descriptors/a.yaml:17: structure.attention.output_gate: an output gate comes from q's own projection, not a fused qkv"},
 	} {

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/dave/jennifer/jen"
@@ -59,6 +60,24 @@ type MLP struct {
 	// Absent: a single block with no feed-forward layer (Mamba2): the MLP
 	// emits nothing.
 	Absent bool
+	// shift, for a shifted kind, is its mix weight; slots the layer's
+	// state slots, the last of them its own (set with the mixers).
+	shift *field
+	slots int
+}
+
+// shifted reports whether the kind reads the previous token (mlpShifted).
+func (p *MLP) shifted() bool {
+	_, ok := mlpKinds[p.Kind].(mlpShifted)
+	return ok
+}
+
+// mlpShifted is an MLP kind that reads the previous token's input too (a
+// token shift): a layer's state cache keeps it in its last slot, the
+// forward takes the cache, and mix is the per-channel weight, a module of
+// the MLP, that moves x toward it.
+type mlpShifted interface {
+	mix() string
 }
 
 // mlpActivation is an MLP kind whose activation has parameters of its own:
@@ -79,6 +98,9 @@ func (p *MLP) link(a *Arch) {
 		name, typ, _ := act.activation()
 		p.act = newField(goName(name), nnType(typ), name)
 	}
+	if sh, ok := p.kind.(mlpShifted); ok {
+		p.shift = newField(goName(sh.mix()), func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") }, sh.mix()+": the previous token's weight per channel")
+	}
 }
 
 func (p *MLP) fields(t goType) []jen.Code {
@@ -98,6 +120,9 @@ func (p *MLP) fields(t goType) []jen.Code {
 		}
 		if p.act != nil {
 			out = append(out, p.act.decl())
+		}
+		if p.shift != nil {
+			out = append(out, p.shift.decl())
 		}
 		return out
 	}
@@ -124,11 +149,17 @@ func (p *MLP) layerBuild() []jen.Code {
 		name, _, loader := act.activation()
 		out = append(out, p.act.of(rMLP).Op("=").Id("lw").Dot(loader).Call(jen.Lit(p.Name+"."+name)))
 	}
+	if sh, ok := p.kind.(mlpShifted); ok {
+		out = append(out, p.shift.of(rMLP).Op("=").Id("lw").Dot("Reshaped").Call(jen.Lit(p.Name+"."+sh.mix()), fHidden.of(rModel)))
+	}
 	return out
 }
 
 // forward spells the layer's MLP on x.
 func (p *MLP) forward(x jen.Code) *jen.Statement {
+	if p.shift != nil {
+		return p.Field.of(rLayer).Dot("forward").Call(g(), x, jen.Id("c"))
+	}
 	return p.Field.of(rLayer).Dot("forward").Call(g(), x)
 }
 
@@ -141,8 +172,30 @@ func (p *MLP) emitForward(f *jen.File) {
 		p.emitSparseForward(f)
 		return
 	}
+	if p.shift != nil {
+		p.emitShiftedForward(f)
+		return
+	}
 	f.Comment(comment("forward is " + p.kind.doc() + "."))
 	f.Func().Params(jen.Id(rMLP).Op("*").Id("MLP")).Id("forward").Params(graphParam(), jen.Id("x").Add(arrayType())).Add(arrayType()).Block(p.kind.body(p.proj, p.products)...)
+}
+
+// emitShiftedForward writes MLP.forward of a shifted kind:
+//
+//	func (p *MLP) forward(g, x, c) *mlx.Array {
+//		st := nn.StatesOf(g, c, 3) // slot 2: the previous token's x
+//		x = nn.Lerp(g, x, nn.ShiftDelta(g, st, 2, x), p.XK)
+//		... // the kind's body on x
+//	}
+func (p *MLP) emitShiftedForward(f *jen.File) {
+	last := p.slots - 1
+	body := []jen.Code{
+		jen.Id("st").Op(":=").Qual(nnPkg, "StatesOf").Call(g(), jen.Id("c"), jen.Lit(p.slots)).Comment(fmt.Sprintf("slot %d: the previous token's x", last)),
+		jen.Id("x").Op("=").Qual(nnPkg, "Lerp").Call(g(), jen.Id("x"), jen.Qual(nnPkg, "ShiftDelta").Call(g(), jen.Id("st"), jen.Lit(last), jen.Id("x")), p.shift.of(rMLP)),
+	}
+	body = append(body, p.kind.body(p.proj, p.products)...)
+	f.Comment(comment("forward is " + p.kind.doc() + "."))
+	f.Func().Params(jen.Id(rMLP).Op("*").Id("MLP")).Id("forward").Params(graphParam(), jen.Id("x").Add(arrayType()), jen.Id("c").Qual(kvPkg, "Cache")).Add(arrayType()).Block(body...)
 }
 
 // proj spells the i-th projection on x.

@@ -510,6 +510,12 @@ func (b *builder) structure() error {
 	}
 	a := b.a
 	a.Embed = &Embed{}
+	if n := b.d.Structure.EmbedNorm; n.IsSet() && n.V != "" {
+		if !tensorPath.MatchString(n.V) {
+			return errAt(n.Pos, "structure.embed_norm", "%q is not a checkpoint name (dotted lower-case words or indices)", n.V)
+		}
+		a.Embed.normName = n.V
+	}
 	a.Embed.link(a)
 	a.Attn.link(a)
 	if a.Mixers != nil {

@@ -60,6 +60,7 @@ import (
 	"github.com/archgen/archgen/generated/qwen3_moe"
 	"github.com/archgen/archgen/generated/qwen3_next"
 	"github.com/archgen/archgen/generated/recurrent_gemma"
+	"github.com/archgen/archgen/generated/rwkv7"
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
 	"github.com/archgen/archgen/generated/stablelm"
@@ -129,6 +130,7 @@ var catalog = nn.NewCatalog(
 		qwen3_moe.Arch,
 		qwen3_next.Arch,
 		recurrent_gemma.Arch,
+		rwkv7.Arch,
 		seed_oss.Arch,
 		smollm3.Arch,
 		stablelm.Arch,

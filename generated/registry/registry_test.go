@@ -77,6 +77,7 @@ func TestLookup(t *testing.T) {
 			"qwen3_next":       "qwen3_next",
 			"qwen3_vl":         "qwen3_vl",
 			"recurrent_gemma":  "recurrent_gemma",
+			"rwkv7":            "rwkv7",
 			"seed_oss":         "seed_oss",
 			"smollm3":          "smollm3",
 			"stablelm":         "stablelm",

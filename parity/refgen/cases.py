@@ -3688,6 +3688,70 @@ def _baichuan_m1_cases() -> List[Case]:
     ]
 
 
+def _rwkv7_cases() -> List[Case]:
+    """RWKV-7: the WKV-7 time mix and the token-shifted channel mix on every
+    layer, layer 0's values carried to the later layers."""
+
+    def rwkv7(**over):
+        cfg = {
+            "architectures": ["RWKV7ForCausalLM"],
+            "model_type": "rwkv7",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 4 * HIDDEN,
+            "num_hidden_layers": 3,
+            "vocab_size": VOCAB,
+            "head_dim": 16,
+            "norm_eps": 1e-5,
+            "a_low_rank_dim": 16,
+            "v_low_rank_dim": 8,
+            "gate_low_rank_dim": 64,
+            "decay_low_rank_dim": 64,
+            "tie_word_embeddings": False,
+            "attn_mode": "chunk",
+            "hidden_act": "sqrelu",
+            "hidden_ratio": 4.0,
+            "norm_bias": True,
+            "norm_first": True,
+            "fuse_norm": False,
+            "use_cache": True,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "rwkv7",
+            "heads16_untied",
+            "three layers of 4 heads of 16 (state 16x16 a head), LoRA ranks a 16, "
+            "v 8, gate 64, decay 64 (the last two's up-projections 8-bit in groups "
+            "of 64 at every quantized level, as mlx-lm's quant_predicate says; the "
+            "others' left unquantized), untied head",
+            rwkv7(),
+        ),
+        Case(
+            "rwkv7",
+            "heads32_tied",
+            "four layers of 2 heads of 32, intermediate 128, LoRA ranks a 64, v 16, "
+            "gate 8, decay 16, norm_eps 1e-6, tied head (an 8-bit embedding at "
+            "the quantized levels)",
+            rwkv7(
+                num_hidden_layers=4,
+                head_dim=32,
+                intermediate_size=128,
+                a_low_rank_dim=64,
+                v_low_rank_dim=16,
+                gate_low_rank_dim=8,
+                decay_low_rank_dim=16,
+                norm_eps=1e-6,
+                tie_word_embeddings=True,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -3733,6 +3797,7 @@ CASES: List[Case] = (
     + _hybrid_cases()
     + _plamo2_cases()
     + _baichuan_m1_cases()
+    + _rwkv7_cases()
 )
 
 

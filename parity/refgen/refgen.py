@@ -68,6 +68,9 @@ D_SPREAD = 0.5
 # An activation's learned scalars (XieLU's alpha_p, alpha_n, beta) move this
 # far from mlx-lm's initial values; an eps stays at its own.
 ACT_SCALAR_SPREAD = 0.3
+# A per-head, per-channel scale of a recurrence (RWKV-7's k_k, k_a and r_k)
+# spreads this far around its centre.
+HEAD_SCALE_SPREAD = 0.3
 
 
 def versions():
@@ -89,7 +92,7 @@ def _norm_modules(model):
     return {
         path
         for path, module in model.named_modules()
-        if type(module).__name__.endswith(("Norm", "NormGated"))
+        if type(module).__name__.endswith(("Norm", "NormGated", "NormPerHead"))
         or isinstance(module, (nn.LayerNorm, nn.RMSNorm))
     }
 
@@ -174,6 +177,16 @@ def random_weights(model, seed: int):
         elif leaf == "bias" and len(shape) == 2:
             # the experts' biases [E, out]
             v = LINEAR_BIAS_STD * z
+        elif leaf.startswith("x_") and shape[-1] > 1 and all(d == 1 for d in shape[:-1]):
+            # a token shift's mix per channel (RWKV's x_r, x_k, ...): a
+            # weight between the token and the one before it, in [0, 1)
+            v = rng.uniform(0.0, 1.0, shape).astype(np.float32)
+        elif leaf in ("k_k", "k_a") and len(shape) == 2:
+            # a per-head key scale [heads, head_dim], around 1
+            v = 1.0 + HEAD_SCALE_SPREAD * z
+        elif leaf == "r_k" and len(shape) == 2:
+            # the per-head bonus of the current token [heads, head_dim]
+            v = HEAD_SCALE_SPREAD * z
         elif len(shape) == 0:
             v = np.array(p, dtype=np.float32)
             if leaf != "eps":

@@ -23,6 +23,9 @@ type Graph struct {
 	slab   []Array // arrays are allocated from here in chunks
 	ibuf   [64]int32
 	bad    *Array // what failed ops return: invalid, and reads give err
+	// carried are the values a forward pass hands from one layer to later
+	// ones (Carry), by key; Reset and Close drop them.
+	carried map[any]*Array
 }
 
 // graphState is what Close (or the cleanup of a graph nobody closed) frees.
@@ -83,6 +86,7 @@ func (g *Graph) Close() {
 	g.closed = true
 	g.st.free()
 	g.slab = nil
+	g.carried = nil
 }
 
 // Reset frees every array g owns and clears its error, so the graph can be
@@ -107,7 +111,21 @@ func (g *Graph) Reset() {
 	st.handles = st.handles[:0]
 	st.live = 0
 	g.err = nil
+	g.carried = nil
 }
+
+// Carry keeps a under key for the ops g builds after it: a value one layer
+// of a forward pass hands to later layers (RWKV-7's first values), read
+// back with Carried. The graph owns a as before; Reset and Close drop it.
+func (g *Graph) Carry(key any, a *Array) {
+	if g.carried == nil {
+		g.carried = map[any]*Array{}
+	}
+	g.carried[key] = a
+}
+
+// Carried is the array kept under key by Carry, or nil when none is.
+func (g *Graph) Carried(key any) *Array { return g.carried[key] }
 
 // Keep hands arrays over to the caller: Close no longer frees them, and the
 // caller releases each with Free. Arrays g does not own are left as they are.

@@ -1271,6 +1271,23 @@ func (g *Graph) LinearRecurrence(a, u, state *Array) (y, last *Array) {
 	return ys[0], ys[1]
 }
 
+// WKV7 is RWKV-7's WKV-7 recurrence in float32 in one op (archgen's
+// kernel, parallel over batch rows, heads and state rows): r, w, k, v, a
+// and b [b, T, H, D], from state ([b, H, D, D]; nil for a fresh sequence).
+// Per head each step is S = S diag(w) + v kᵀ + (S a) bᵀ, S a taken from
+// the state before the step, and y = S r. It returns y [b, T, H, D] and
+// the last state.
+func (g *Graph) WKV7(r, w, k, v, a, b, state *Array) (y, last *Array) {
+	const op = "wkv7"
+	if !g.ok(op, r, w, k, v, a, b) || !g.okOpt(op, state) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_wkv7(res, r.c, w.c, k.c, v.c, a.c, b.c, opt(state), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}
+
 // SSM holds the parameters of a Mamba2 state-space layer's scan, each
 // [heads]: ALog (A = -exp(ALog)), D (the skip connection) and DtBias;
 // DtMin and DtMax clip the time steps.

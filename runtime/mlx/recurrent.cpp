@@ -936,3 +936,112 @@ std::vector<mx::array> archgen_linear_recurrence(const mx::array& a, const mx::a
   return mx::array::make_arrays({a.shape(), {b, d}}, {mx::float32, mx::float32},
                                 std::make_shared<NativeLinearRecurrence>(s), {c(a), c(u), h0});
 }
+
+// ---- RWKV-7's WKV-7 recurrence ----
+
+// WkvJob is one WKV-7 recurrence: r, w, k, v, a, b [nb, T, H, D], the
+// state s0 [nb, H, D, D] in, y [nb, T, H, D] and s1 out, all float32.
+struct WkvJob {
+  const float *r, *w, *k, *v, *a, *b, *s0;
+  int nb, T, H, D;
+  float *y, *s1;
+};
+
+// NativeWkv7 runs each row of each head's state through every step,
+// parallel over (batch, head, row i): with sa = S_i · a (the row before
+// the step), S_i = S_i ⊙ w + v_i k + sa b; y_i = S_i · r.
+class NativeWkv7 : public mx::Primitive {
+ public:
+  explicit NativeWkv7(mx::Stream s) : Primitive(s) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = outputs_ready(stream(), in, outs);
+    WkvJob j{in[0].data<float>(),
+             in[1].data<float>(),
+             in[2].data<float>(),
+             in[3].data<float>(),
+             in[4].data<float>(),
+             in[5].data<float>(),
+             in[6].data<float>(),
+             static_cast<int>(in[0].shape(0)),
+             static_cast<int>(in[0].shape(1)),
+             static_cast<int>(in[0].shape(2)),
+             static_cast<int>(in[0].shape(3)),
+             outs[0].data<float>(),
+             outs[1].data<float>()};
+    enc.dispatch([j, in, outs]() {
+      run_items(j.nb * j.H * j.D, [&](int i0, int i1) {
+        std::vector<float> s(j.D);
+        for (int item = i0; item < i1; item++) {
+          const int row = item % j.D, bh = item / j.D;
+          const int b = bh / j.H, h = bh % j.H;
+          const size_t si = static_cast<size_t>(item) * j.D;
+          std::copy(j.s0 + si, j.s0 + si + j.D, s.begin());
+          for (int t = 0; t < j.T; t++) {
+            const size_t off = ((static_cast<size_t>(b) * j.T + t) * j.H + h) * j.D;
+            const float *rt = j.r + off, *wt = j.w + off, *kt = j.k + off, *at = j.a + off,
+                        *bt = j.b + off;
+            const float vi = j.v[off + row];
+            float sa = 0;
+            for (int c = 0; c < j.D; c++) sa += s[c] * at[c];
+            float acc = 0;
+            for (int c = 0; c < j.D; c++) {
+              s[c] = s[c] * wt[c] + vi * kt[c] + sa * bt[c];
+              acc += s[c] * rt[c];
+            }
+            j.y[off + row] = acc;
+          }
+          std::copy(s.begin(), s.end(), j.s1 + si);
+        }
+      });
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's WKV-7 recurrence runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenWKV7"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return dynamic_cast<const NativeWkv7*>(&other) != nullptr;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {in[0].shape(), in[6].shape()};
+  }
+};
+
+std::vector<mx::array> archgen_wkv7(const mx::array& r, const mx::array& w, const mx::array& k,
+                                    const mx::array& v, const mx::array& a, const mx::array& b,
+                                    const std::optional<mx::array>& state, mx::Stream s) {
+  bool shapes = r.ndim() == 4;
+  for (const mx::array* x : {&w, &k, &v, &a, &b}) {
+    shapes = shapes && x->shape() == r.shape();
+  }
+  shapes = shapes &&
+           (!state || state->shape() == mx::Shape{r.shape(0), r.shape(2), r.shape(3), r.shape(3)});
+  if (!shapes) {
+    throw std::invalid_argument("want r, w, k, v, a and b [b, T, H, D], state [b, H, D, D]; got r " +
+                                shape_of(r) + ", w " + shape_of(w) + ", k " + shape_of(k) + ", v " +
+                                shape_of(v) + ", a " + shape_of(a) + ", b " + shape_of(b) +
+                                (state ? ", state " + shape_of(*state) : ""));
+  }
+  for (const mx::array* x : {&r, &w, &k, &v, &a, &b}) {
+    if (x->dtype() != mx::float32) {
+      throw std::invalid_argument("the WKV-7 recurrence takes float32 arrays");
+    }
+  }
+  if (state && state->dtype() != mx::float32) {
+    throw std::invalid_argument("the WKV-7 recurrence takes float32 arrays");
+  }
+  if (s.device != mx::Device::cpu) {
+    throw std::invalid_argument("the WKV-7 recurrence runs on the CPU only");
+  }
+  const int nb = r.shape(0), h = r.shape(2), d = r.shape(3);
+  mx::array s0 = state ? mx::contiguous(*state, false, s) : mx::zeros({nb, h, d, d}, mx::float32, s);
+  auto c = [&](const mx::array& x) { return mx::contiguous(x, false, s); };
+  return mx::array::make_arrays({r.shape(), {nb, h, d, d}}, {mx::float32, mx::float32},
+                                std::make_shared<NativeWkv7>(s),
+                                {c(r), c(w), c(k), c(v), c(a), c(b), s0});
+}

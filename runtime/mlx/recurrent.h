@@ -77,6 +77,15 @@ std::vector<mlx::core::array> archgen_linear_recurrence(
     const mlx::core::array& a, const mlx::core::array& u,
     const std::optional<mlx::core::array>& state, mlx::core::Stream s);
 
+// archgen_wkv7 is RWKV-7's WKV-7 recurrence in float32 in one op: r, w, k,
+// v, a, b [b, T, H, D], state [b, H, D, D] (none: zeros); per head each
+// step S = S diag(w) + v kᵀ + (S a) bᵀ (S a from the state before the step),
+// y = S r. Returns {y, state}; throws on other shapes or dtypes.
+std::vector<mlx::core::array> archgen_wkv7(
+    const mlx::core::array& r, const mlx::core::array& w, const mlx::core::array& k,
+    const mlx::core::array& v, const mlx::core::array& a, const mlx::core::array& b,
+    const std::optional<mlx::core::array>& state, mlx::core::Stream s);
+
 // mlx::core::conv1d where it is a depthwise causal convolution, the short
 // convolution of the recurrent mixers: x [B, L, C] and w [C, K, 1] of one
 // float dtype, stride 1, no padding, dilation 1, groups C. Each output is

@@ -663,3 +663,76 @@ func TestLinearRecurrence(t *testing.T) {
 		t.Errorf("bfloat16: %v", err)
 	}
 }
+
+// wkv7Ops is the WKV-7 recurrence composed of libmlx's ops a step at a
+// time, as mlx-lm composes it: sab = (S a) bᵀ, S = S diag(w) + v kᵀ + sab,
+// y = S r.
+func wkv7Ops(g *Graph, r, w, k, v, a, b, state *Array) (*Array, *Array) {
+	B, T, H, D := r.Dim(0), r.Dim(1), r.Dim(2), r.Dim(3)
+	if state == nil {
+		state = g.Zeros([]int{B, H, D, D}, Float32)
+	}
+	at := func(x *Array, t int) *Array {
+		return g.Reshape(g.Slice(x, []int{0, t, 0, 0}, []int{B, t + 1, H, D}), B, H, D)
+	}
+	ys := make([]*Array, T)
+	for t := range T {
+		sab := g.Matmul(g.Matmul(state, g.ExpandDims(at(a, t), -1)), g.ExpandDims(at(b, t), -2))
+		vk := g.Matmul(g.ExpandDims(at(v, t), -1), g.ExpandDims(at(k, t), -2))
+		state = g.Add(g.Add(g.Multiply(state, g.ExpandDims(at(w, t), 2)), vk), sab)
+		ys[t] = g.Reshape(g.Matmul(state, g.ExpandDims(at(r, t), -1)), B, H, D)
+	}
+	return g.Stack(1, ys...), state
+}
+
+// TestWKV7: archgen's float32 kernel against the ops composed a step at
+// a time, within float32 rounding, with and without a state, on decays in
+// (0.5, 1) and unit-length keys as RWKV-7 makes them; and its refusals of
+// other shapes and dtypes as graph errors.
+func TestWKV7(t *testing.T) {
+	for i, c := range []struct{ b, T, h, d int }{{1, 1, 1, 4}, {2, 7, 3, 8}, {1, 40, 2, 16}} {
+		for _, withState := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d/state=%v", i, withState), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				seed := uint64(300 + 10*i)
+				shape := []int{c.b, c.T, c.h, c.d}
+				r := randn(g, seed, Float32, shape...)
+				w := g.Exp(g.MultiplyScalar(g.Sigmoid(randn(g, seed+1, Float32, shape...)), -0.606531))
+				k := randn(g, seed+2, Float32, shape...)
+				v := randn(g, seed+3, Float32, shape...)
+				kk := randn(g, seed+4, Float32, shape...)
+				kk = g.Divide(kk, g.Sqrt(g.Sum(g.Square(kk), true, -1)))
+				iclr := g.Sigmoid(randn(g, seed+5, Float32, shape...))
+				a, b := g.Negative(kk), g.Multiply(kk, iclr)
+				var state *Array
+				if withState {
+					state = randn(g, seed+6, Float32, c.b, c.h, c.d, c.d)
+				}
+				y, s := g.WKV7(r, w, k, v, a, b, state)
+				wy, ws := wkv7Ops(g, r, w, k, v, a, b, state)
+				if err := g.Eval(y, s, wy, ws); err != nil {
+					t.Fatal(err)
+				}
+				near(t, "y", y, wy, Float32)
+				near(t, "state", s, ws, Float32)
+			})
+		}
+	}
+	g := NewGraph(nil)
+	defer g.Close()
+	x := randn(g, 1, Float32, 1, 2, 3, 4)
+	y, _ := g.WKV7(x, x, x, x, x, randn(g, 2, Float32, 1, 2, 3, 5), nil)
+	err := g.Eval(y)
+	want := "mlx: wkv7: want r, w, k, v, a and b [b, T, H, D], state [b, H, D, D]; got r [1, 2, 3, 4], w [1, 2, 3, 4], k [1, 2, 3, 4], v [1, 2, 3, 4], a [1, 2, 3, 4], b [1, 2, 3, 5]"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to contain %q", err, want)
+	}
+	g2 := NewGraph(nil)
+	defer g2.Close()
+	bf := g2.AsType(randn(g2, 1, Float32, 1, 2, 3, 4), BFloat16)
+	y, _ = g2.WKV7(bf, bf, bf, bf, bf, bf, nil)
+	if err := g2.Eval(y); err == nil || !strings.Contains(err.Error(), "the WKV-7 recurrence takes float32 arrays") {
+		t.Errorf("bfloat16: %v", err)
+	}
+}

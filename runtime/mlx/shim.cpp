@@ -1014,6 +1014,15 @@ int mlxg_linear_recurrence(mlxg_array* res, mlxg_array a, mlxg_array u, mlxg_arr
   })
 }
 
+int mlxg_wkv7(mlxg_array* res, mlxg_array r, mlxg_array w, mlxg_array k, mlxg_array v,
+              mlxg_array a, mlxg_array b, mlxg_array state, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto ys = archgen_wkv7(A(r), A(w), A(k), A(v), A(a), A(b), opt(state), S(s));
+    res[0] = wrap(std::move(ys[0]));
+    res[1] = wrap(std::move(ys[1]));
+  })
+}
+
 int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B, mlxg_array C,
                   mlxg_array D, mlxg_array dt, mlxg_array dt_bias, mlxg_array state, float lo,
                   float hi, bool native, mlxg_stream s, char** err) {

@@ -316,6 +316,10 @@ int mlxg_selective_scan(mlxg_array* res, mlxg_array x, mlxg_array dt, mlxg_array
 // the last state into res[1]. state may be empty.
 int mlxg_linear_recurrence(mlxg_array* res, mlxg_array a, mlxg_array u, mlxg_array state,
                            mlxg_stream s, char** err);
+// RWKV-7's WKV-7 recurrence in float32 (recurrent.h): y into res[0], the
+// last state into res[1]. state may be empty.
+int mlxg_wkv7(mlxg_array* res, mlxg_array r, mlxg_array w, mlxg_array k, mlxg_array v,
+              mlxg_array a, mlxg_array b, mlxg_array state, mlxg_stream s, char** err);
 // mlx's conv1d: x [B, L, C_in], w [C_out, K, C_in / groups].
 int mlxg_conv1d(mlxg_array* res, mlxg_array x, mlxg_array w, int stride, int padding,
                 int dilation, int groups, mlxg_stream s, char** err);

@@ -30,7 +30,9 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // (shorter than the prompts); and the state-space scan whose B, C and time
 // steps come from projections of their own, beside offset-normed
 // attention; and attention whose keys and values are convolved over time
-// (a state beside each layer's keys and values, windows on some layers).
+// (a state beside each layer's keys and values, windows on some layers); and
+// RWKV-7's time mix, its channel mix keeping state in the same cache and
+// the first layer's values carried to the others.
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -45,6 +47,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/baichuan_m1/swa_heads/model",
 	"../../testdata/parity/recurrent_gemma/griffin_tied/model",
 	"../../testdata/parity/recurrent_gemma/attention_first_untied/model",
+	"../../testdata/parity/rwkv7/heads32_tied/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

@@ -1210,6 +1210,29 @@ func (g *Graph) GatedDelta(q, k, v, decay, beta, state, mask *Array) (y, last *A
 	return g.gatedDelta(q, k, v, decay, beta, state, mask, true)
 }
 
+// DeltaShape is the gated delta rule's heads: Hk key heads of Dk, Hv value
+// heads of Dv.
+type DeltaShape struct{ Hk, Dk, Hv, Dv int }
+
+// GatedDeltaGates is GatedDelta from its projections' outputs, in float32:
+// q, k and v side by side in qkv [B, T, 2 Hk Dk + Hv Dv] (after the
+// convolution), q and k scaled to unit length here (x / sqrt(mean(x²) +
+// 1e-6 / Dk), q then by 1/Dk, k by Dk^-1/2), the write strength sigmoid(b)
+// (twice that with neg) and the decay exp(rate softplus(a + dtBias)) made
+// from b and a [B, T, Hv] and rate and dtBias [Hv]. One op on archgen's
+// kernel where it runs (libmlx's ops otherwise), within float32 rounding
+// of the same steps composed.
+func (g *Graph) GatedDeltaGates(qkv, b, a, rate, dtBias, state, mask *Array, h DeltaShape, neg bool) (y, last *Array) {
+	const op = "gated_delta_gates"
+	if !g.ok(op, qkv, b, a, rate, dtBias, state) || !g.okOpt(op, mask) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_gated_delta_gates(res, qkv.c, b.c, a.c, rate.c, dtBias.c, state.c, opt(mask), C.int(h.Hk), C.int(h.Dk), C.int(h.Hv), C.int(h.Dv), C.bool(neg), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}
+
 // GatedDeltaOps is GatedDelta composed of libmlx's ops one step at a time,
 // as mlx-lm's gated_delta_ops composes it on the CPU.
 func (g *Graph) GatedDeltaOps(q, k, v, decay, beta, state, mask *Array) (y, last *Array) {

@@ -43,6 +43,21 @@ using archgen::Kind;
 using archgen::kind_of;
 using archgen::Pool;
 
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x16 __attribute__((vector_size(64)));
+
+// DeltaGates are the gated delta rule's inputs as its projections give
+// them (GatedDeltaGates): q, k and v side by side in one float32 row per
+// step (qkv [B, T, 2 Hk Dk + Hv Dv], strides qs), q and k not yet scaled
+// to unit length, and the write strength's and the decay's inputs b and a
+// [B, T, Hv] (strides bs, as) with the decay's rate and bias per head.
+struct DeltaGates {
+  const float *b, *a, *rate, *dt_bias;
+  int64_t qs[3], bs[3], as[3], rs, ds;
+  float eps, inv;  // the unit norm's eps (on the mean square), Dk^-1/2
+  bool neg;        // the write strength is 2 sigmoid(b)
+};
+
 struct DeltaJob {
   const void* q;
   const void* k;
@@ -56,7 +71,34 @@ struct DeltaJob {
   bool gvec;  // g per key channel [B, T, Hv, Dk], else per head [B, T, Hv]
   void* y;    // [B, T, Hv, Dv] of kind t
   float* s1;  // [B, Hv, Dv, Dk]
+  // gates: q is qkv (k and v unused), and beta and g are made here
+  // (DeltaGates); nullptr: the inputs as they are.
+  const DeltaGates* gates;
 };
+
+// unit_row scales the n float32 values src (stride st) to unit length as
+// the composed form does, x / sqrt(mean(x²) + eps), then times scale (the
+// sum of squares in eight running parts where the values are contiguous).
+__attribute__((always_inline)) inline void unit_row(float* dst, const float* src, int64_t st,
+                                                    int n, float eps, float scale) {
+  float ss = 0;
+  int c = 0;
+  if (st == 1) {
+    f32x8 acc = {};
+    for (; c + 8 <= n; c += 8) {
+      f32x8 x;
+      std::memcpy(&x, src + c, sizeof x);
+      acc = acc + x * x;
+    }
+    for (int i = 0; i < 8; i++) ss += acc[i];
+  }
+  for (; c < n; c++) {
+    const float x = src[c * st];
+    ss += x * x;
+  }
+  const float r = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (c = 0; c < n; c++) dst[c] = (src[c * st] * r) * scale;
+}
 
 // load_lanes puts rows [r0, r0 + n) of the float32 matrix m (rows of w
 // values) into lanes of sv[0..w): lane i of sv[c] is row r0 + i's value c.
@@ -113,13 +155,31 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
   const size_t ts = archgen::kind_size(j.t), bs = archgen::kind_size(j.bt);
   const size_t head = (static_cast<size_t>(b) * j.Hv + h) * Dv * Dk;
   load_lanes<V, L>(sv, j.s0 + head, r0, n, Dk);
+  const DeltaGates* G = j.gates;
   for (int t = 0; t < j.T; t++) {
     const size_t bt = static_cast<size_t>(b) * j.T + t;
-    const size_t qk_at = (bt * j.Hk + hk) * Dk;
-    archgen::to_f32(kf, static_cast<const char*>(j.k) + qk_at * ts, Dk, j.t);
-    archgen::to_f32(qf, static_cast<const char*>(j.q) + qk_at * ts, Dk, j.t);
     const size_t gh = bt * j.Hv + h;
-    const float beta = archgen::load1(j.beta, gh, j.bt);
+    float beta, gate = 0;
+    const float* row = nullptr;
+    if (G != nullptr) {
+      row = static_cast<const float*>(j.q) + b * G->qs[0] + t * G->qs[1];
+      unit_row(qf, row + static_cast<int64_t>(hk) * Dk * G->qs[2], G->qs[2], Dk, G->eps,
+               G->inv * G->inv);
+      unit_row(kf, row + static_cast<int64_t>(j.Hk + hk) * Dk * G->qs[2], G->qs[2], Dk, G->eps,
+               G->inv);
+      const float bb = G->b[b * G->bs[0] + t * G->bs[1] + h * G->bs[2]];
+      beta = 1.0f / (1.0f + std::exp(-bb));
+      if (G->neg) beta *= 2;
+      const float x = G->a[b * G->as[0] + t * G->as[1] + h * G->as[2]] + G->dt_bias[h * G->ds];
+      const float sp = x > 20.0f ? x : std::log1p(std::exp(x));
+      gate = std::exp(G->rate[h * G->rs] * sp);
+    } else {
+      const size_t qk_at = (bt * j.Hk + hk) * Dk;
+      archgen::to_f32(kf, static_cast<const char*>(j.k) + qk_at * ts, Dk, j.t);
+      archgen::to_f32(qf, static_cast<const char*>(j.q) + qk_at * ts, Dk, j.t);
+      beta = archgen::load1(j.beta, gh, j.bt);
+      if (!j.gvec) gate = j.g[gh];
+    }
     (void)bs;
     const bool keep = j.mask == nullptr || j.mask[bt];
     if (!keep) std::copy(sv, sv + Dk, old);
@@ -132,7 +192,7 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
         m = m + p;
       }
     } else {
-      const float gs = j.g[gh];
+      const float gs = gate;
       for (int c = 0; c < Dk; c++) {
         sv[c] = sv[c] * gs;
         V p = sv[c] * kf[c];
@@ -141,7 +201,12 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
     }
     const size_t v_at = (bt * j.Hv + h) * Dv + r0;
     V vv = {};
-    for (int i = 0; i < n; i++) vv[i] = archgen::load1(j.v, v_at + i, j.t);
+    if (G != nullptr) {
+      const float* vp = row + (static_cast<int64_t>(2 * j.Hk) * Dk + static_cast<int64_t>(h) * Dv + r0) * G->qs[2];
+      for (int i = 0; i < n; i++) vv[i] = vp[i * G->qs[2]];
+    } else {
+      for (int i = 0; i < n; i++) vv[i] = archgen::load1(j.v, v_at + i, j.t);
+    }
     V d = vv - m;
     d = d * beta;
     V o = {};
@@ -157,8 +222,6 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
   store_lanes(j.s1 + head, sv, r0, n, Dk);
 }
 
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef float f32x16 __attribute__((vector_size(64)));
 
 // Scratch is a worker's: a block's state, a saved copy for masked steps,
 // and two float32 rows of a step's inputs (the delta rule's key and query,
@@ -243,7 +306,8 @@ class NativeGatedDelta : public mx::Primitive {
                static_cast<int>(v.shape(3)),
                gvec_,
                outs[0].data<void>(),
-               outs[1].data<float>()};
+               outs[1].data<float>(),
+               nullptr};
     int isa = isa_;
     enc.dispatch([j, in, outs, isa]() { run_delta(j, isa); });
   }
@@ -266,6 +330,78 @@ class NativeGatedDelta : public mx::Primitive {
 
  private:
   bool gvec_, masked_;
+  int isa_;
+};
+
+// NativeGatedDeltaGates is the gated delta rule from its projections'
+// outputs (DeltaGates): qkv, b, a, rate, dt_bias, state[, mask], float32.
+class NativeGatedDeltaGates : public mx::Primitive {
+ public:
+  NativeGatedDeltaGates(mx::Stream s, int Hk, int Dk, int Hv, int Dv, bool neg, bool masked,
+                        int isa)
+      : Primitive(s), Hk_(Hk), Dk_(Dk), Hv_(Hv), Dv_(Dv), neg_(neg), masked_(masked), isa_(isa) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = outputs_ready(stream(), in, outs);
+    const mx::array &qkv = in[0], &b = in[1], &a = in[2], &rate = in[3], &dtb = in[4];
+    auto gates = std::make_shared<DeltaGates>();
+    gates->b = b.data<float>();
+    gates->a = a.data<float>();
+    gates->rate = rate.data<float>();
+    gates->dt_bias = dtb.data<float>();
+    for (int i = 0; i < 3; i++) {
+      gates->qs[i] = qkv.strides()[i];
+      gates->bs[i] = b.strides()[i];
+      gates->as[i] = a.strides()[i];
+    }
+    gates->rs = rate.strides()[0];
+    gates->ds = dtb.strides()[0];
+    const double inv = 1.0 / std::sqrt(static_cast<double>(Dk_));
+    gates->inv = static_cast<float>(inv);
+    gates->eps = static_cast<float>(1e-6 * inv * inv);
+    gates->neg = neg_;
+    DeltaJob j{qkv.data<void>(),
+               nullptr,
+               qkv.data<void>(),
+               nullptr,
+               nullptr,
+               in[5].data<float>(),
+               masked_ ? in[6].data<bool>() : nullptr,
+               Kind::f32,
+               Kind::f32,
+               static_cast<int>(qkv.shape(0)),
+               static_cast<int>(qkv.shape(1)),
+               Hk_,
+               Hv_,
+               Dk_,
+               Dv_,
+               false,
+               outs[0].data<void>(),
+               outs[1].data<float>(),
+               gates.get()};
+    int isa = isa_;
+    enc.dispatch([j, in, outs, isa, gates]() { run_delta(j, isa); });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's gated delta kernel runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenGatedDeltaGates"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeGatedDeltaGates*>(&other);
+    return o != nullptr && o->Hk_ == Hk_ && o->Dk_ == Dk_ && o->Hv_ == Hv_ && o->Dv_ == Dv_ &&
+           o->neg_ == neg_ && o->masked_ == masked_ && o->isa_ == isa_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {{in[0].shape(0), in[0].shape(1), Hv_, Dv_}, in[5].shape()};
+  }
+
+ private:
+  int Hk_, Dk_, Hv_, Dv_;
+  bool neg_, masked_;
   int isa_;
 };
 
@@ -623,6 +759,63 @@ std::vector<mx::array> archgen_gated_delta_ops(const mx::array& q, const mx::arr
     ys.push_back(mx::astype(y, q.dtype(), s));
   }
   return {mx::stack(ys, 1, s), st};
+}
+
+std::vector<mx::array> archgen_gated_delta_gates(const mx::array& qkv, const mx::array& b,
+                                                 const mx::array& a, const mx::array& rate,
+                                                 const mx::array& dt_bias, const mx::array& state,
+                                                 const std::optional<mx::array>& mask, int Hk,
+                                                 int Dk, int Hv, int Dv, bool neg, mx::Stream s) {
+  const bool dims = qkv.ndim() == 3 && Hk > 0 && Dk > 0 && Hv > 0 && Dv > 0 && Hv % Hk == 0;
+  const int B = dims ? qkv.shape(0) : 0, T = dims ? qkv.shape(1) : 0;
+  const mx::Shape bt = {B, T, Hv};
+  if (!dims || qkv.shape(2) != 2 * Hk * Dk + Hv * Dv || b.shape() != bt || a.shape() != bt ||
+      rate.shape() != mx::Shape{Hv} || dt_bias.shape() != mx::Shape{Hv} ||
+      state.shape() != mx::Shape{B, Hv, Dv, Dk} || (mask && mask->shape() != mx::Shape{B, T})) {
+    throw std::invalid_argument(
+        "want qkv [B, T, 2 Hk Dk + Hv Dv] (Hk " + std::to_string(Hk) + ", Dk " +
+        std::to_string(Dk) + ", Hv " + std::to_string(Hv) + ", Dv " + std::to_string(Dv) +
+        ", Hv a multiple of Hk), b and a [B, T, Hv], rate and dt_bias [Hv], state [B, Hv, Dv, "
+        "Dk], mask [B, T]; got qkv " +
+        shape_of(qkv) + ", b " + shape_of(b) + ", a " + shape_of(a) + ", rate " + shape_of(rate) +
+        ", dt_bias " + shape_of(dt_bias) + ", state " + shape_of(state) +
+        (mask ? ", mask " + shape_of(*mask) : ""));
+  }
+  for (const mx::array* x : {&qkv, &b, &a, &rate, &dt_bias, &state}) {
+    if (x->dtype() != mx::float32) {
+      throw std::invalid_argument("the gated delta rule from its projections takes float32 arrays");
+    }
+  }
+  if (mask && mask->dtype() != mx::bool_) {
+    throw std::invalid_argument("the gated delta rule's mask is bool");
+  }
+  const int isa = recurrent_on.load() != 0 ? archgen_isa_level() : 0;
+  if (isa != 0 && s.device == mx::Device::cpu && T > 0) {
+    std::vector<mx::array> in = {qkv, b, a, rate, dt_bias, mx::contiguous(state, false, s)};
+    if (mask) in.push_back(mx::contiguous(*mask, false, s));
+    return mx::array::make_arrays(
+        {{B, T, Hv, Dv}, state.shape()}, {mx::float32, mx::float32},
+        std::make_shared<NativeGatedDeltaGates>(s, Hk, Dk, Hv, Dv, neg, mask.has_value(), isa),
+        std::move(in));
+  }
+  // The same from libmlx's ops: q and k to unit length (q also times
+  // Dk^-1/2), beta = sigmoid(b), g = exp(rate softplus(a + dt_bias)).
+  const int kd = Hk * Dk;
+  auto part = [&](int lo, int hi) { return mx::slice(qkv, {0, 0, lo}, {B, T, hi}, s); };
+  const double inv = 1.0 / std::sqrt(static_cast<double>(Dk));
+  const float eps = static_cast<float>(1e-6 * inv * inv);
+  mx::array q = mx::multiply(mx::fast::rms_norm(mx::reshape(part(0, kd), {B, T, Hk, Dk}, s),
+                                                std::nullopt, eps, s),
+                             mx::array(static_cast<float>(inv * inv)), s);
+  mx::array k = mx::multiply(mx::fast::rms_norm(mx::reshape(part(kd, 2 * kd), {B, T, Hk, Dk}, s),
+                                                std::nullopt, eps, s),
+                             mx::array(static_cast<float>(inv)), s);
+  mx::array v = mx::reshape(part(2 * kd, 2 * kd + Hv * Dv), {B, T, Hv, Dv}, s);
+  mx::array beta = mx::sigmoid(b, s);
+  if (neg) beta = mx::multiply(beta, mx::array(2.0f), s);
+  mx::array sp = mx::logaddexp(mx::add(a, dt_bias, s), mx::array(0.0f), s);
+  mx::array g = mx::exp(mx::multiply(rate, sp, s), s);
+  return archgen_gated_delta_ops(q, k, v, g, beta, state, mask, s);
 }
 
 std::optional<mx::array> archgen_native_depthwise_conv1d(const mx::array& x, const mx::array& w,

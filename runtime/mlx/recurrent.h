@@ -36,6 +36,20 @@ std::vector<mlx::core::array> archgen_gated_delta_ops(
     const mlx::core::array& g, const mlx::core::array& beta, const mlx::core::array& state,
     const std::optional<mlx::core::array>& mask, mlx::core::Stream s);
 
+// archgen_gated_delta_gates is the gated delta rule from its projections'
+// outputs, float32: q, k and v side by side in qkv [B, T, 2 Hk Dk + Hv
+// Dv], q and k scaled to unit length here (q also by Dk^-1/2), the write
+// strength sigmoid(b) (twice that with neg) and the decay exp(rate
+// softplus(a + dt_bias)), b and a [B, T, Hv], rate and dt_bias [Hv]; then
+// the rule as archgen_gated_delta_ops. One op on archgen's kernel where it
+// runs, libmlx's ops otherwise. Returns {y [B, T, Hv, Dv], state}; throws
+// on other shapes or dtypes.
+std::vector<mlx::core::array> archgen_gated_delta_gates(
+    const mlx::core::array& qkv, const mlx::core::array& b, const mlx::core::array& a,
+    const mlx::core::array& rate, const mlx::core::array& dt_bias, const mlx::core::array& state,
+    const std::optional<mlx::core::array>& mask, int Hk, int Dk, int Hv, int Dv, bool neg,
+    mlx::core::Stream s);
+
 // Mamba2's state-space scan (SSD) over T steps, as mlx-lm's ssm_attn
 // computes it without a mask: x [b, T, h, p], B and C [b, T, g, n] (head
 // i reads group i / (h / g)), dt [b, T, h] raw, A_log, D and dt_bias [h],

@@ -131,6 +131,106 @@ func sameBits(t *testing.T, what string, a, b *Array) {
 	}
 }
 
+// TestGatedDeltaGates runs the gated delta rule from its projections'
+// outputs (GatedDeltaGates: q, k and v side by side, b and a strided views
+// of a wider product) on archgen's kernel, and against the same steps
+// composed of libmlx's ops (q and k to unit length, the gates, then
+// GatedDeltaOps): within float32 rounding, at every instruction level, for
+// one step (decode) and many, with grouped heads, a state carried in, and
+// a negative eigenvalue's doubled write strength.
+func TestGatedDeltaGates(t *testing.T) {
+	if NativeISA() == 0 {
+		t.Skip("this CPU runs no native kernels (no AVX2): GatedDeltaGates composes the ops, which this test compares with themselves")
+	}
+	cases := []struct {
+		B, T int
+		h    DeltaShape
+		neg  bool
+	}{
+		{1, 1, DeltaShape{Hk: 2, Dk: 16, Hv: 4, Dv: 16}, false},
+		{2, 9, DeltaShape{Hk: 2, Dk: 32, Hv: 4, Dv: 20}, true},
+		{1, 5, DeltaShape{Hk: 1, Dk: 24, Hv: 3, Dv: 17}, false},
+	}
+	for _, level := range isaLevels(t) {
+		for i, c := range cases {
+			t.Run(fmt.Sprintf("isa%d/%d", level, i), func(t *testing.T) {
+				SetNativeISA(level)
+				g := NewGraph(nil)
+				defer g.Close()
+				h := c.h
+				width := 2*h.Hk*h.Dk + h.Hv*h.Dv
+				key := g.RandomKey(uint64(31 + i))
+				next := func() *Array {
+					var sub *Array
+					key, sub = g.RandomSplit(key)
+					return sub
+				}
+				qkv := g.Normal([]int{c.B, c.T, width}, Float32, 0, 1, next())
+				// b and a as a model's one product gives them: views of a wider array.
+				ba := g.Normal([]int{c.B, c.T, 3 * h.Hv}, Float32, 0, 1, next())
+				parts := g.SplitAt(ba, []int{h.Hv, 2 * h.Hv}, -1)
+				b, a := parts[0], parts[2]
+				rate := g.Negative(g.Exp(g.Normal([]int{h.Hv}, Float32, 0, 1, next())))
+				dtBias := g.Normal([]int{h.Hv}, Float32, 0, 1, next())
+				state := g.Normal([]int{c.B, h.Hv, h.Dv, h.Dk}, Float32, 0, 0.5, next())
+				y, s := g.GatedDeltaGates(qkv, b, a, rate, dtBias, state, nil, h, c.neg)
+				if name := y.primitiveName(); name != "ArchgenGatedDeltaGates" {
+					t.Fatalf("the output came from %q, not archgen's kernel", name)
+				}
+				// The same steps composed.
+				kd := h.Hk * h.Dk
+				in := g.SplitAt(qkv, []int{kd, 2 * kd}, -1)
+				inv := 1 / math.Sqrt(float64(h.Dk))
+				eps := float32(1e-6 * inv * inv)
+				q := g.MultiplyScalar(g.RMSNorm(g.Reshape(in[0], c.B, c.T, h.Hk, h.Dk), nil, eps), inv*inv)
+				k := g.MultiplyScalar(g.RMSNorm(g.Reshape(in[1], c.B, c.T, h.Hk, h.Dk), nil, eps), inv)
+				v := g.Reshape(in[2], c.B, c.T, h.Hv, h.Dv)
+				beta := g.Sigmoid(b)
+				if c.neg {
+					beta = g.MultiplyScalar(beta, 2)
+				}
+				decay := g.Exp(g.Multiply(rate, g.Softplus(g.Add(a, dtBias))))
+				wy, ws := g.GatedDeltaOps(q, k, v, decay, beta, state, nil)
+				// And the op's own composed form, where the kernels are off.
+				was := setNativeRecurrent(false)
+				fy, fs := g.GatedDeltaGates(qkv, b, a, rate, dtBias, state, nil, h, c.neg)
+				setNativeRecurrent(was)
+				if err := g.Eval(y, s, wy, ws, fy, fs); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(y.Shape()) != fmt.Sprint([]int{c.B, c.T, h.Hv, h.Dv}) {
+					t.Fatalf("y is %v", y.Shape())
+				}
+				for _, p := range []struct {
+					what      string
+					got, want *Array
+				}{{"y", y, wy}, {"state", s, ws}, {"composed y", fy, wy}, {"composed state", fs, ws}} {
+					gv, _ := p.got.Float32s()
+					wv, _ := p.want.Float32s()
+					scale := 0.0
+					for _, x := range wv {
+						scale = max(scale, math.Abs(float64(x)))
+					}
+					for j := range wv {
+						if d := math.Abs(float64(gv[j]) - float64(wv[j])); d > 1e-5*max(1, scale) {
+							t.Fatalf("%s[%d] = %g, composed %g (scale %g)", p.what, j, gv[j], wv[j], scale)
+						}
+					}
+				}
+			})
+		}
+	}
+	// Shapes it does not take are a graph error naming the op.
+	g := NewGraph(nil)
+	defer g.Close()
+	z := func(shape ...int) *Array { return g.Zeros(shape, Float32) }
+	h := DeltaShape{Hk: 2, Dk: 4, Hv: 4, Dv: 4}
+	y, _ := g.GatedDeltaGates(z(1, 2, 31), z(1, 2, 4), z(1, 2, 4), z(4), z(4), z(1, 4, 4, 4), nil, h, false)
+	if err := g.Eval(y); err == nil || !strings.Contains(err.Error(), "gated_delta_gates: want qkv [B, T, 2 Hk Dk + Hv Dv]") {
+		t.Errorf("a qkv of the wrong width: %v", err)
+	}
+}
+
 // TestGatedDeltaErrors: shapes the recurrence does not take are a graph
 // error naming the op, never a crash.
 func TestGatedDeltaErrors(t *testing.T) {

@@ -996,6 +996,17 @@ int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, 
   })
 }
 
+int mlxg_gated_delta_gates(mlxg_array* res, mlxg_array qkv, mlxg_array b, mlxg_array a,
+                           mlxg_array rate, mlxg_array dt_bias, mlxg_array state, mlxg_array mask,
+                           int hk, int dk, int hv, int dv, bool neg, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto ys = archgen_gated_delta_gates(A(qkv), A(b), A(a), A(rate), A(dt_bias), A(state),
+                                        opt(mask), hk, dk, hv, dv, neg, S(s));
+    res[0] = wrap(std::move(ys[0]));
+    res[1] = wrap(std::move(ys[1]));
+  })
+}
+
 int mlxg_selective_scan(mlxg_array* res, mlxg_array x, mlxg_array dt, mlxg_array a, mlxg_array b,
                         mlxg_array c, mlxg_array d, mlxg_array state, mlxg_stream s, char** err) {
   MLXG_TRY({

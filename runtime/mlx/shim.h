@@ -310,6 +310,12 @@ int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B,
                   float hi, bool native, mlxg_stream s, char** err);
 // Mamba's selective scan in float32 (recurrent.h): y into res[0], the last
 // state into res[1]. state may be empty.
+// The gated delta rule from its projections' outputs, float32
+// (recurrent.h): y into res[0], the last state into res[1]. mask may be
+// empty.
+int mlxg_gated_delta_gates(mlxg_array* res, mlxg_array qkv, mlxg_array b, mlxg_array a,
+                           mlxg_array rate, mlxg_array dt_bias, mlxg_array state, mlxg_array mask,
+                           int hk, int dk, int hv, int dv, bool neg, mlxg_stream s, char** err);
 int mlxg_selective_scan(mlxg_array* res, mlxg_array x, mlxg_array dt, mlxg_array a, mlxg_array b,
                         mlxg_array c, mlxg_array d, mlxg_array state, mlxg_stream s, char** err);
 // A diagonal linear recurrence in float32 (recurrent.h): y into res[0],

@@ -202,6 +202,19 @@ func FlatDeltaInputs(g *mlx.Graph, qkv, z, b, a *mlx.Array, h DeltaHeads) DeltaI
 // returns y [B, L, value heads, ValueDim].
 func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, rate, dtBias *mlx.Array, h DeltaHeads) *mlx.Array {
 	B, L := qkv.Dim(0), qkv.Dim(1)
+	if allFloat32(qkv, b, a, dtBias) {
+		// In float32 (the CPU's default compute) one op takes the
+		// projections' outputs as they are: the norms, gates and rule
+		// within float32 rounding of the steps below, composed.
+		state := s.Slot(slot)
+		if state == nil {
+			state = g.Zeros([]int{B, h.ValueHeads, h.ValueDim, h.KeyDim}, mlx.Float32)
+		}
+		y, last := g.GatedDeltaGates(qkv, b, a, rate, dtBias, state, nil,
+			mlx.DeltaShape{Hk: h.KeyHeads, Dk: h.KeyDim, Hv: h.ValueHeads, Dv: h.ValueDim}, h.NegEigval)
+		s.SetSlot(g, slot, last)
+		return y
+	}
 	kd := h.KeyHeads * h.KeyDim
 	parts := g.SplitAt(qkv, []int{kd, 2 * kd}, -1)
 	q := g.Reshape(parts[0], B, L, h.KeyHeads, h.KeyDim)
@@ -225,6 +238,16 @@ func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, rate, dtBias *m
 	y, last := g.GatedDelta(q, k, v, decay, beta, state, nil)
 	s.SetSlot(g, slot, last)
 	return y
+}
+
+// allFloat32 reports whether every array is float32.
+func allFloat32(xs ...*mlx.Array) bool {
+	for _, x := range xs {
+		if x.Dtype() != mlx.Float32 {
+			return false
+		}
+	}
+	return true
 }
 
 // GatedNorm is the recurrent mixers' output norm: norm(y) times silu(z),

@@ -204,7 +204,7 @@ func (d *GatedDelta) build(s stage) []jen.Code {
 //	func (d *GatedDelta) forward(g, x, mask, c) *mlx.Array {
 //		s := nn.StatesOf(g, c, 2)
 //		in := nn.GroupedDeltaInputs(g, d.InProjQkvz.Apply(g, x), d.InProjBa.Apply(g, x), d.heads)
-//		qkv := g.SiLU(d.Conv1D.Apply(g, s, 0, in.QKV))
+//		qkv := d.Conv1D.ApplySiLU(g, s, 0, in.QKV)
 //		y := nn.GatedDelta(g, s, 1, qkv, in.B, in.A, d.Rate, d.DtBias, d.heads)
 //		return d.OutProj.Apply(g, nn.GatedNorm(g, d.Norm, y, in.Z) as [B, L, value width])
 //	}
@@ -220,7 +220,7 @@ func (d *GatedDelta) emitForward(f *jen.File) {
 	}
 	applied := func(p Proj) jen.Code { return jen.Id("p").Index(jen.Lit(index[p.Field])) }
 	conv := func(i int, in jen.Code) jen.Code {
-		return call("SiLU", self(d.convs[i].field).Dot("Apply").Call(g(), jen.Id("s"), jen.Lit(i), in))
+		return self(d.convs[i].field).Dot("ApplySiLU").Call(g(), jen.Id("s"), jen.Lit(i), in)
 	}
 	stateSlot := len(d.convs)
 	body := []jen.Code{

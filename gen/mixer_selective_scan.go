@@ -147,7 +147,7 @@ func (m *SelectiveScanMixer) build(s stage) []jen.Code {
 //	func (s *SelectiveScan) forward(g, x, mask, c) *mlx.Array {
 //		st := nn.StatesOf(g, c, 2)
 //		xz := g.Split(s.InProj.Apply(g, x), 2, -1)
-//		y := s.scan.Apply(g, st, 1, g.SiLU(s.Conv1D.Apply(g, st, 0, xz[0])))
+//		y := s.scan.Apply(g, st, 1, s.Conv1D.ApplySiLU(g, st, 0, xz[0]))
 //		st.Advance(L)
 //		return s.OutProj.Apply(g, g.SwiGLU(xz[1], y))
 //	}
@@ -157,7 +157,7 @@ func (m *SelectiveScanMixer) emitForward(f *jen.File) {
 	body := []jen.Code{
 		jen.Id("st").Op(":=").Qual(nnPkg, "StatesOf").Call(g(), jen.Id("c"), jen.Lit(m.states())).Comment("slot 0: the convolution's last inputs; 1: the scan's state"),
 		jen.Id("xz").Op(":=").Add(call("Split", apply(self(m.inProj.Field), jen.Id("x")), jen.Lit(2), jen.Lit(-1))).Comment("x, z: [B, L, inner] each"),
-		jen.Id("y").Op(":=").Add(self(m.scan).Dot("Apply").Call(g(), jen.Id("st"), jen.Lit(1), call("SiLU", self(m.conv).Dot("Apply").Call(g(), jen.Id("st"), jen.Lit(0), xz(0))))),
+		jen.Id("y").Op(":=").Add(self(m.scan).Dot("Apply").Call(g(), jen.Id("st"), jen.Lit(1), self(m.conv).Dot("ApplySiLU").Call(g(), jen.Id("st"), jen.Lit(0), xz(0)))),
 		jen.Id("st").Dot("Advance").Call(jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
 		jen.Return(apply(self(m.outProj.Field), call("SwiGLU", xz(1), jen.Id("y")))),
 	}

@@ -39,7 +39,7 @@ func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv
 func (s *SelectiveScan) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	st := nn.StatesOf(g, c, 2)                 // slot 0: the convolution's last inputs; 1: the scan's state
 	xz := g.Split(s.InProj.Apply(g, x), 2, -1) // x, z: [B, L, inner] each
-	y := s.scan.Apply(g, st, 1, g.SiLU(s.Conv1D.Apply(g, st, 0, xz[0])))
+	y := s.scan.Apply(g, st, 1, s.Conv1D.ApplySiLU(g, st, 0, xz[0]))
 	st.Advance(x.Dim(1))
 	return s.OutProj.Apply(g, g.SwiGLU(xz[1], y))
 }

@@ -81,7 +81,7 @@ func (d *GatedDelta) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask,
 	p := nn.Products(g, x, d.QProj, d.KProj, d.VProj, d.GProj, d.BProj, d.AProj) // the projections, in order
 	s := nn.StatesOf(g, c, 4)                                                    // slots 0-2: q's, k's and v's convolutions' last inputs; 3: the rule's state
 	in := nn.DeltaInputs{
-		QKV: g.Concatenate(-1, g.SiLU(d.QConv1d.Apply(g, s, 0, p[0])), g.SiLU(d.KConv1d.Apply(g, s, 1, p[1])), g.SiLU(d.VConv1d.Apply(g, s, 2, p[2]))),
+		QKV: g.Concatenate(-1, d.QConv1d.ApplySiLU(g, s, 0, p[0]), d.KConv1d.ApplySiLU(g, s, 1, p[1]), d.VConv1d.ApplySiLU(g, s, 2, p[2])),
 		Z:   g.Reshape(p[3], B, L, d.heads.ValueHeads, d.heads.ValueDim),
 		B:   p[4],
 		A:   p[5],

@@ -66,7 +66,7 @@ func (d *GatedDelta) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask,
 	p := nn.Products(g, x, d.InProjQkvz, d.InProjBa) // the projections, in order
 	s := nn.StatesOf(g, c, 2)                        // slot 0: the convolution's last inputs; 1: the rule's state
 	in := nn.GroupedDeltaInputs(g, p[0], p[1], d.heads)
-	qkv := g.SiLU(d.Conv1D.Apply(g, s, 0, in.QKV))                          // [B, L, q, k and v widths]
+	qkv := d.Conv1D.ApplySiLU(g, s, 0, in.QKV)                              // [B, L, q, k and v widths]
 	y := nn.GatedDelta(g, s, 1, qkv, in.B, in.A, d.Rate, d.DtBias, d.heads) // [B, L, value heads, value_dim]
 	s.Advance(L)
 	y = nn.GatedNorm(g, d.Norm, y, in.Z)

@@ -1210,6 +1210,23 @@ func (g *Graph) GatedDelta(q, k, v, decay, beta, state, mask *Array) (y, last *A
 	return g.gatedDelta(q, k, v, decay, beta, state, mask, true)
 }
 
+// ConvStep is a short (depthwise, causal) convolution's step in float32:
+// x [B, L, C] after state [B, K - 1, C] (the inputs before them) by w [C,
+// K, 1], plus bias [C] (nil: none), then silu where asked. It returns y
+// [B, L, C] and the next state, the last K - 1 of state and x side by
+// side: one op on archgen's kernel where it runs (libmlx's ops
+// otherwise), within float32 rounding of Conv1D over them.
+func (g *Graph) ConvStep(x, state, w, bias *Array, silu bool) (y, next *Array) {
+	const op = "conv_step"
+	if !g.ok(op, x, state, w) || !g.okOpt(op, bias) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_conv_step(res, x.c, state.c, w.c, opt(bias), C.bool(silu), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}
+
 // DeltaShape is the gated delta rule's heads: Hk key heads of Dk, Hv value
 // heads of Dv.
 type DeltaShape struct{ Hk, Dk, Hv, Dv int }

@@ -691,6 +691,127 @@ class NativeDepthwiseConv : public mx::UnaryPrimitive {
   int isa_;
 };
 
+// ConvStepJob is a short convolution's step over new inputs x [B, L, C]
+// after the state [B, K - 1, C] (the inputs before them), float32: y [B,
+// L, C] (plus the bias, then silu where asked) and the next state, the
+// last K - 1 of the state and x side by side.
+struct ConvStepJob {
+  const float *x, *state, *w, *bias;  // w [C, K] as stored ([C, K, 1]); bias may be null
+  float* wt;                          // [K, C] scratch: w's taps, each over the channels
+  int B, L, C, K;
+  bool silu;
+  float *y, *next;
+  // input i of row b: the state's before the new inputs.
+  const float* in(int b, int i) const {
+    const int keep = K - 1;
+    return i < keep ? state + (static_cast<size_t>(b) * keep + i) * C
+                    : x + (static_cast<size_t>(b) * L + (i - keep)) * C;
+  }
+};
+
+template <typename V, int N>
+__attribute__((always_inline)) inline void conv_step_rows(const ConvStepJob& j, int r0, int r1) {
+  const int C = j.C, K = j.K;
+  for (int r = r0; r < r1; r++) {
+    const int b = r / j.L, l = r % j.L;
+    float* y = j.y + static_cast<size_t>(r) * C;
+    int c = 0;
+    for (; c + N <= C; c += N) {
+      V acc = {};
+      for (int k = 0; k < K; k++) {
+        V xv, wv;
+        std::memcpy(&xv, j.in(b, l + k) + c, sizeof(V));
+        std::memcpy(&wv, j.wt + static_cast<size_t>(k) * C + c, sizeof(V));
+        V p = xv * wv;
+        acc = acc + p;
+      }
+      std::memcpy(y + c, &acc, sizeof(V));
+    }
+    for (; c < C; c++) {
+      float acc = 0;
+      for (int k = 0; k < K; k++) {
+        float p = j.in(b, l + k)[c] * j.wt[static_cast<size_t>(k) * C + c];
+        acc = acc + p;
+      }
+      y[c] = acc;
+    }
+    for (c = 0; c < C; c++) {
+      float v = y[c];
+      if (j.bias != nullptr) v = v + j.bias[c];
+      if (j.silu) v = v / (1.0f + std::exp(-v));
+      y[c] = v;
+    }
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void conv_step_rows8(const ConvStepJob& j, int r0, int r1) {
+  conv_step_rows<f32x8, 8>(j, r0, r1);
+}
+
+__attribute__((target("avx512f,avx2,fma,f16c"))) void conv_step_rows16(const ConvStepJob& j,
+                                                                        int r0, int r1) {
+  conv_step_rows<f32x16, 16>(j, r0, r1);
+}
+
+// NativeConvStep is the short convolution's step: x, state, w[, bias] in,
+// y and the next state out, float32.
+class NativeConvStep : public mx::Primitive {
+ public:
+  NativeConvStep(mx::Stream s, bool silu, bool bias, int isa)
+      : Primitive(s), silu_(silu), bias_(bias), isa_(isa) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = outputs_ready(stream(), in, outs);
+    const mx::array &x = in[0], &st = in[1], &w = in[2];
+    const int C = x.shape(2), K = w.shape(1);
+    auto wt = std::make_shared<std::vector<float>>(static_cast<size_t>(K) * C);
+    ConvStepJob j{x.data<float>(), st.data<float>(), w.data<float>(),
+                  bias_ ? in[3].data<float>() : nullptr, wt->data(),
+                  static_cast<int>(x.shape(0)), static_cast<int>(x.shape(1)), C, K, silu_,
+                  outs[0].data<float>(), outs[1].data<float>()};
+    int isa = isa_;
+    enc.dispatch([j, in, outs, isa, wt]() {
+      for (int c = 0; c < j.C; c++) {
+        for (int k = 0; k < j.K; k++) j.wt[static_cast<size_t>(k) * j.C + c] = j.w[static_cast<size_t>(c) * j.K + k];
+      }
+      run_items(j.B * j.L, [&](int r0, int r1) {
+        if (isa == 2) {
+          conv_step_rows16(j, r0, r1);
+        } else {
+          conv_step_rows8(j, r0, r1);
+        }
+      });
+      // The next state: the last K - 1 inputs of the state and x side by side.
+      const int keep = j.K - 1;
+      for (int b = 0; b < j.B; b++) {
+        for (int i = 0; i < keep; i++) {
+          std::memcpy(j.next + (static_cast<size_t>(b) * keep + i) * j.C, j.in(b, j.L + i),
+                      sizeof(float) * j.C);
+        }
+      }
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's short convolution runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenConvStep"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeConvStep*>(&other);
+    return o != nullptr && o->silu_ == silu_ && o->bias_ == bias_ && o->isa_ == isa_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {in[0].shape(), in[1].shape()};
+  }
+
+ private:
+  bool silu_, bias_;
+  int isa_;
+};
+
 }  // namespace
 
 std::optional<std::vector<mx::array>> archgen_native_gated_delta(
@@ -816,6 +937,44 @@ std::vector<mx::array> archgen_gated_delta_gates(const mx::array& qkv, const mx:
   mx::array sp = mx::logaddexp(mx::add(a, dt_bias, s), mx::array(0.0f), s);
   mx::array g = mx::exp(mx::multiply(rate, sp, s), s);
   return archgen_gated_delta_ops(q, k, v, g, beta, state, mask, s);
+}
+
+std::vector<mx::array> archgen_conv_step(const mx::array& x, const mx::array& state,
+                                         const mx::array& w, const std::optional<mx::array>& bias,
+                                         bool silu, mx::Stream s) {
+  const bool dims = x.ndim() == 3 && state.ndim() == 3 && w.ndim() == 3;
+  const int B = dims ? x.shape(0) : 0, L = dims ? x.shape(1) : 0, C = dims ? x.shape(2) : 0;
+  const int K = dims ? w.shape(1) : 0;
+  if (!dims || K < 2 || w.shape(0) != C || w.shape(2) != 1 ||
+      state.shape() != mx::Shape{B, K - 1, C} || (bias && bias->shape() != mx::Shape{C})) {
+    throw std::invalid_argument("want x [B, L, C], state [B, K - 1, C], w [C, K, 1] (K at least 2), "
+                                "bias [C]; got x " + shape_of(x) + ", state " + shape_of(state) +
+                                ", w " + shape_of(w) + (bias ? ", bias " + shape_of(*bias) : ""));
+  }
+  for (const mx::array* a : {&x, &state, &w}) {
+    if (a->dtype() != mx::float32) {
+      throw std::invalid_argument("the short convolution's step takes float32 arrays");
+    }
+  }
+  if (bias && bias->dtype() != mx::float32) {
+    throw std::invalid_argument("the short convolution's step takes float32 arrays");
+  }
+  const int isa = recurrent_on.load() != 0 ? archgen_isa_level() : 0;
+  if (isa != 0 && s.device == mx::Device::cpu && L > 0) {
+    std::vector<mx::array> in = {mx::contiguous(x, false, s), mx::contiguous(state, false, s),
+                                 mx::contiguous(w, false, s)};
+    if (bias) in.push_back(mx::contiguous(*bias, false, s));
+    return mx::array::make_arrays({x.shape(), state.shape()}, {mx::float32, mx::float32},
+                                  std::make_shared<NativeConvStep>(s, silu, bias.has_value(), isa),
+                                  std::move(in));
+  }
+  // libmlx's ops: the state and x side by side, conv1d, the bias, silu.
+  mx::array all = mx::concatenate({state, x}, 1, s);
+  mx::array y = mx::conv1d(all, w, 1, 0, 1, C, s);
+  if (bias) y = mx::add(y, *bias, s);
+  if (silu) y = mx::multiply(y, mx::sigmoid(y, s), s);
+  mx::array next = mx::contiguous(mx::slice(all, {0, L, 0}, {B, L + K - 1, C}, s), false, s);
+  return {y, next};
 }
 
 std::optional<mx::array> archgen_native_depthwise_conv1d(const mx::array& x, const mx::array& w,

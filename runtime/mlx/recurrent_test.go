@@ -231,6 +231,83 @@ func TestGatedDeltaGates(t *testing.T) {
 	}
 }
 
+// TestConvStep runs a short convolution's step (ConvStep: the state and
+// the new inputs read where they are, the bias and silu applied) on
+// archgen's kernel against libmlx's conv1d over the two side by side, at
+// every instruction level and with the kernels off: outputs within float32
+// rounding, the next state exactly the last inputs.
+func TestConvStep(t *testing.T) {
+	if NativeISA() == 0 {
+		t.Skip("this CPU runs no native kernels (no AVX2): ConvStep composes the ops, which this test compares with themselves")
+	}
+	cases := []struct {
+		B, L, C, K int
+		bias, silu bool
+	}{
+		{1, 1, 40, 4, false, true},
+		{2, 7, 19, 3, true, false},
+		{1, 1, 16, 2, true, true},
+		{2, 2, 33, 4, false, false}, // fewer new inputs than the state holds
+	}
+	for _, level := range isaLevels(t) {
+		for i, c := range cases {
+			for _, native := range []bool{true, false} {
+				t.Run(fmt.Sprintf("isa%d/%d/native=%v", level, i, native), func(t *testing.T) {
+					SetNativeISA(level)
+					g := NewGraph(nil)
+					defer g.Close()
+					key := g.RandomKey(uint64(5 + i))
+					next := func() *Array {
+						var sub *Array
+						key, sub = g.RandomSplit(key)
+						return sub
+					}
+					x := g.Normal([]int{c.B, c.L, c.C}, Float32, 0, 1, next())
+					state := g.Normal([]int{c.B, c.K - 1, c.C}, Float32, 0, 1, next())
+					w := g.Normal([]int{c.C, c.K, 1}, Float32, 0, 1, next())
+					var bias *Array
+					if c.bias {
+						bias = g.Normal([]int{c.C}, Float32, 0, 1, next())
+					}
+					was := setNativeRecurrent(native)
+					y, st := g.ConvStep(x, state, w, bias, c.silu)
+					setNativeRecurrent(was)
+					if name := y.primitiveName(); native != (name == "ArchgenConvStep") {
+						t.Fatalf("native %v: the output came from %q", native, name)
+					}
+					all := g.Concatenate(1, state, x)
+					want := g.Conv1D(all, w, 1, 0, 1, c.C)
+					if c.bias {
+						want = g.Add(want, bias)
+					}
+					if c.silu {
+						want = g.SiLU(want)
+					}
+					wantState := g.Slice(all, []int{0, c.L, 0}, []int{c.B, c.L + c.K - 1, c.C})
+					if err := g.Eval(y, st, want, wantState); err != nil {
+						t.Fatal(err)
+					}
+					gv, _ := y.Float32s()
+					wv, _ := want.Float32s()
+					for j := range wv {
+						if d := math.Abs(float64(gv[j]) - float64(wv[j])); d > 1e-5*max(1, math.Abs(float64(wv[j]))) {
+							t.Fatalf("y[%d] = %g, conv1d %g", j, gv[j], wv[j])
+						}
+					}
+					sameBits(t, "state", st, wantState)
+				})
+			}
+		}
+	}
+	g := NewGraph(nil)
+	defer g.Close()
+	z := func(shape ...int) *Array { return g.Zeros(shape, Float32) }
+	y, _ := g.ConvStep(z(1, 2, 8), z(1, 2, 8), z(8, 4, 1), nil, true)
+	if err := g.Eval(y); err == nil || !strings.Contains(err.Error(), "conv_step: want x [B, L, C], state [B, K - 1, C]") {
+		t.Errorf("a state of the wrong length: %v", err)
+	}
+}
+
 // TestGatedDeltaErrors: shapes the recurrence does not take are a graph
 // error naming the op, never a crash.
 func TestGatedDeltaErrors(t *testing.T) {

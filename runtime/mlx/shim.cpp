@@ -996,6 +996,15 @@ int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, 
   })
 }
 
+int mlxg_conv_step(mlxg_array* res, mlxg_array x, mlxg_array state, mlxg_array w,
+                   mlxg_array bias, bool silu, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto ys = archgen_conv_step(A(x), A(state), A(w), opt(bias), silu, S(s));
+    res[0] = wrap(std::move(ys[0]));
+    res[1] = wrap(std::move(ys[1]));
+  })
+}
+
 int mlxg_gated_delta_gates(mlxg_array* res, mlxg_array qkv, mlxg_array b, mlxg_array a,
                            mlxg_array rate, mlxg_array dt_bias, mlxg_array state, mlxg_array mask,
                            int hk, int dk, int hv, int dv, bool neg, mlxg_stream s, char** err) {

@@ -313,6 +313,10 @@ int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B,
 // The gated delta rule from its projections' outputs, float32
 // (recurrent.h): y into res[0], the last state into res[1]. mask may be
 // empty.
+// A short convolution's step in float32 (recurrent.h): y into res[0],
+// the next state into res[1]. bias may be empty.
+int mlxg_conv_step(mlxg_array* res, mlxg_array x, mlxg_array state, mlxg_array w,
+                   mlxg_array bias, bool silu, mlxg_stream s, char** err);
 int mlxg_gated_delta_gates(mlxg_array* res, mlxg_array qkv, mlxg_array b, mlxg_array a,
                            mlxg_array rate, mlxg_array dt_bias, mlxg_array state, mlxg_array mask,
                            int hk, int dk, int hv, int dv, bool neg, mlxg_stream s, char** err);

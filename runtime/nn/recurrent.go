@@ -87,17 +87,38 @@ func (w *Weights) ShortConv(name string, channels, kernel int, bias bool) *Short
 // for a fresh sequence), keeps the last kernel - 1 inputs there, and
 // returns [B, L, channels].
 func (c *ShortConv) Apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.Array {
+	return c.apply(g, s, slot, x, false)
+}
+
+// ApplySiLU is silu(Apply(...)): the convolution and its activation, one
+// op in float32.
+func (c *ShortConv) ApplySiLU(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array) *mlx.Array {
+	return c.apply(g, s, slot, x, true)
+}
+
+func (c *ShortConv) apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array, silu bool) *mlx.Array {
 	B, L, C := x.Dim(0), x.Dim(1), x.Dim(2)
 	keep := c.Kernel - 1
 	state := s.Slot(slot)
 	if state == nil {
 		state = g.Zeros([]int{B, keep, C}, x.Dtype())
 	}
+	if keep > 0 && allFloat32(x, c.Weight) && (c.Bias == nil || c.Bias.Dtype() == mlx.Float32) {
+		// In float32 (the CPU's default compute) one op reads the state
+		// and x where they are and writes the output and the next state,
+		// within float32 rounding of the ops below.
+		y, next := g.ConvStep(x, state, c.Weight, c.Bias, silu)
+		s.SetSlot(g, slot, next)
+		return y
+	}
 	in := g.Concatenate(1, state, x) // [B, keep + L, C]
 	s.SetSlot(g, slot, g.Contiguous(g.Slice(in, []int{0, L, 0}, []int{B, keep + L, C})))
 	y := g.Conv1D(in, c.Weight, 1, 0, 1, C)
 	if c.Bias != nil {
 		y = g.Add(y, c.Bias)
+	}
+	if silu {
+		y = g.SiLU(y)
 	}
 	return y
 }

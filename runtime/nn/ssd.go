@@ -76,7 +76,7 @@ func SSD(g *mlx.Graph, s *kv.States, proj *mlx.Array, conv *ShortConv, scan *mlx
 	B, L := proj.Dim(0), proj.Dim(1)
 	w := h.Width()
 	parts := g.SplitAt(proj, []int{w, w + h.ConvWidth()}, -1)
-	xbc := g.SiLU(conv.Apply(g, s, 0, parts[1]))
+	xbc := conv.ApplySiLU(g, s, 0, parts[1])
 	gn := h.Groups * h.StateSize
 	in := g.SplitAt(xbc, []int{w, w + gn}, -1)
 	x := g.Reshape(in[0], B, L, h.Heads, h.HeadDim)
@@ -110,7 +110,7 @@ func SSDSeparate(g *mlx.Graph, s *kv.States, proj *mlx.Array, conv *ShortConv, s
 	B, L := proj.Dim(0), proj.Dim(1)
 	w := h.Width()
 	zx := g.SplitAt(g.Reshape(proj, B, L, h.Heads, 2*h.HeadDim), []int{h.HeadDim}, -1)
-	xc := g.SiLU(conv.Apply(g, s, 0, g.Reshape(zx[1], B, L, w)))
+	xc := conv.ApplySiLU(g, s, 0, g.Reshape(zx[1], B, L, w))
 	gn := h.Groups * h.StateSize
 	bcdt := g.SplitAt(sp.BCDt.Apply(g, xc), []int{gn, 2 * gn}, -1)
 	b := g.Reshape(g.RMSNorm(bcdt[0], sp.BNorm, sp.Eps), B, L, h.Groups, h.StateSize)

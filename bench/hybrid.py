@@ -82,13 +82,13 @@ def make(models, name, cfg):
     """The float32 and 4-bit checkpoints of cfg under models/name."""
     d = models / name
     d.mkdir(parents=True, exist_ok=True)
-    src = d / "float32"
+    src, q4 = d / "float32", d / "q4_g64"
+    if (q4 / "config.json").exists():
+        return q4  # the float32 checkpoint is only the way to it (and may be deleted)
     if not (src / "config.json").exists():
         (d / "config.json").write_text(json.dumps(cfg, indent=2))
         run([PY, "bench/prepare.py", "random", d / "config.json", src])
-    q4 = d / "q4_g64"
-    if not (q4 / "config.json").exists():
-        run([PY, "bench/prepare.py", "derive", src, q4, "q4_g64"])
+    run([PY, "bench/prepare.py", "derive", src, q4, "q4_g64"])
     return q4
 
 

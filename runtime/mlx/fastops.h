@@ -32,6 +32,13 @@ std::optional<mlx::core::array> archgen_native_norm(const mlx::core::array& x,
                                                     const std::optional<mlx::core::array>& bias,
                                                     float eps, bool layer, mlx::core::Stream s);
 
+// rms_norm of float32 x (times weight where given), each value then times
+// silu(gate) (gate: float32, x's shape), as one op; nullopt where the
+// kernel does not apply.
+std::optional<mlx::core::array> archgen_native_gated_rms_norm(
+    const mlx::core::array& x, const std::optional<mlx::core::array>& weight,
+    const mlx::core::array& gate, float eps, mlx::core::Stream s);
+
 // x + residual (of x's shape and dtype, as mlx's add gives it) and that sum
 // normed as archgen_native_norm normalizes, as one op with the two outputs.
 std::optional<std::vector<mlx::core::array>> archgen_native_add_norm(

@@ -683,3 +683,51 @@ func TestWritePositions(t *testing.T) {
 		})
 	}
 }
+
+// TestGatedRMSNorm: the gated norm (GatedRMSNorm: rms_norm times silu of a
+// gate) on archgen's norm kernel against libmlx's ops composed, with and
+// without a weight, a gate read through strides (a view of a wider
+// array), and one row or many.
+func TestGatedRMSNorm(t *testing.T) {
+	needFast(t)
+	for _, c := range []struct {
+		shape    []int
+		weighted bool
+	}{{[]int{1, 1, 4, 32}, true}, {[]int{2, 5, 3, 40}, false}, {[]int{3, 128}, true}} {
+		t.Run(fmt.Sprint(c.shape, c.weighted), func(t *testing.T) {
+			n := c.shape[len(c.shape)-1]
+			build := func(g *Graph) *Array {
+				x := randn(g, 1, Float32, c.shape...)
+				wide := randn(g, 2, Float32, append(append([]int{}, c.shape[:len(c.shape)-1]...), 2*n)...)
+				gate := g.SplitAt(wide, []int{n}, -1)[1] // strided rows
+				var w *Array
+				if c.weighted {
+					w = randn(g, 3, Float32, n)
+				}
+				y := g.GatedRMSNorm(x, w, gate, 1e-6)
+				if name := y.primitiveName(); NativeFastOps() && name != "ArchgenGatedRMSNorm" {
+					t.Fatalf("the output came from %q, not archgen's kernel", name)
+				}
+				return y
+			}
+			native, fallback, _ := withFast(t, build)
+			compareFast(t, native, fallback, 4*fastTol(Float32))
+			// And against the composed steps, by hand.
+			g := NewGraph(nil)
+			defer g.Close()
+			x := randn(g, 1, Float32, c.shape...)
+			wide := randn(g, 2, Float32, append(append([]int{}, c.shape[:len(c.shape)-1]...), 2*n)...)
+			gate := g.SplitAt(wide, []int{n}, -1)[1]
+			var w *Array
+			if c.weighted {
+				w = randn(g, 3, Float32, n)
+			}
+			want := g.Multiply(g.SiLU(gate), g.RMSNorm(x, w, 1e-6))
+			if err := g.Eval(want); err != nil {
+				t.Fatal(err)
+			}
+			wv, _ := want.Float32s()
+			compareFast(t, native, wv, 4*fastTol(Float32))
+		})
+	}
+}

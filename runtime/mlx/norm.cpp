@@ -33,6 +33,10 @@ struct NormJob {
   int n;
   float eps;
   bool layer;  // layer_norm rather than rms_norm
+  // gate: nullptr, or a float32 array of x's shape whose silu multiplies
+  // each normed row (the recurrent mixers' gated norm)
+  const float* gate = nullptr;
+  std::optional<Rows> grows;
 };
 
 // One row as libmlx's chain computes it: the statistics summed in float32
@@ -41,7 +45,10 @@ struct NormJob {
 // the row is first x + r as libmlx's add gives it (the float32 sum rounded
 // to x's dtype), which is written out too.
 void norm_rows(const NormJob& j, int64_t r0, int64_t r1) {
-  std::vector<float> xf(j.n), rf, wf, bf;
+  std::vector<float> xf(j.n), rf, wf, bf, gf;
+  if (j.gate != nullptr) {
+    gf.resize(j.n);
+  }
   if (j.r != nullptr) {
     rf.resize(j.n);
   }
@@ -81,6 +88,14 @@ void norm_rows(const NormJob& j, int64_t r0, int64_t r1) {
       if (j.b != nullptr) v = round_to(v + bf[i], j.ok);
       y[i] = v;
     }
+    if (j.gate != nullptr) {
+      gather_f32(gf.data(), reinterpret_cast<const char*>(j.gate) + j.grows->offset(r) * sizeof(float),
+                 j.grows->last_stride, j.n, Kind::f32);
+      for (int i = 0; i < j.n; i++) {
+        const float g = gf[i];
+        y[i] = round_to(y[i] * (g / (1.0f + std::exp(-g))), j.ok);
+      }
+    }
     from_f32(static_cast<char*>(j.out) + r * j.n * archgen::kind_size(j.ok), y, j.n, j.ok);
   }
 }
@@ -102,8 +117,15 @@ void run_norm(const NormJob& j) {
 // and the bias follow, where there are.
 class NativeNorm : public mx::Primitive {
  public:
-  NativeNorm(mx::Stream s, float eps, bool layer, bool has_w, bool has_b, bool residual)
-      : Primitive(s), eps_(eps), layer_(layer), has_w_(has_w), has_b_(has_b), residual_(residual) {}
+  NativeNorm(mx::Stream s, float eps, bool layer, bool has_w, bool has_b, bool residual,
+             bool gated = false)
+      : Primitive(s),
+        eps_(eps),
+        layer_(layer),
+        has_w_(has_w),
+        has_b_(has_b),
+        residual_(residual),
+        gated_(gated) {}
 
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
     auto& enc = mx::cpu::get_command_encoder(stream());
@@ -123,6 +145,10 @@ class NativeNorm : public mx::Primitive {
               residual_ ? in[1].data<void>() : nullptr, residual_ ? Rows(in[1]) : Rows(x),
               residual_ ? outs[0].data<void>() : nullptr, w, b, kind_of(out.dtype()),
               out.data<void>(), x.shape(-1), eps_, layer_};
+    if (gated_) {
+      j.gate = in[k].data<float>();
+      j.grows = Rows(in[k]);
+    }
     enc.dispatch([j, in, outs]() { run_norm(j); });
   }
 
@@ -131,6 +157,7 @@ class NativeNorm : public mx::Primitive {
   }
 
   const char* name() const override {
+    if (gated_) return "ArchgenGatedRMSNorm";
     if (residual_) return layer_ ? "ArchgenAddLayerNorm" : "ArchgenAddRMSNorm";
     return layer_ ? "ArchgenLayerNorm" : "ArchgenRMSNorm";
   }
@@ -138,7 +165,7 @@ class NativeNorm : public mx::Primitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeNorm*>(&other);
     return o != nullptr && o->eps_ == eps_ && o->layer_ == layer_ && o->has_w_ == has_w_ &&
-           o->has_b_ == has_b_ && o->residual_ == residual_;
+           o->has_b_ == has_b_ && o->residual_ == residual_ && o->gated_ == gated_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -148,7 +175,7 @@ class NativeNorm : public mx::Primitive {
 
  private:
   float eps_;
-  bool layer_, has_w_, has_b_, residual_;
+  bool layer_, has_w_, has_b_, residual_, gated_;
 };
 
 // The inputs of a native norm of x (after residual, when there is one) and
@@ -208,5 +235,24 @@ std::optional<std::vector<mx::array>> archgen_native_add_norm(
   return mx::array::make_arrays(
       {x.shape(), x.shape()}, {x.dtype(), in->second},
       std::make_shared<NativeNorm>(s, eps, layer, weight.has_value(), bias.has_value(), true),
+      std::move(in->first));
+}
+
+std::optional<mx::array> archgen_native_gated_rms_norm(const mx::array& x,
+                                                       const std::optional<mx::array>& weight,
+                                                       const mx::array& gate, float eps,
+                                                       mx::Stream s) {
+  if (x.dtype() != mx::float32 || gate.dtype() != mx::float32 || gate.shape() != x.shape() ||
+      (weight && weight->dtype() != mx::float32)) {
+    return std::nullopt;
+  }
+  auto in = norm_inputs(x, std::nullopt, weight, std::nullopt, s);
+  if (!in) {
+    return std::nullopt;
+  }
+  in->first.push_back(gate);
+  return mx::array(
+      x.shape(), in->second,
+      std::make_shared<NativeNorm>(s, eps, false, weight.has_value(), false, false, true),
       std::move(in->first));
 }

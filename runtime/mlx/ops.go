@@ -1015,6 +1015,16 @@ func (g *Graph) RMSNorm(x, weight *Array, eps float32) *Array {
 	return g.done("rms_norm", C.mlxg_rms_norm(g.res0(), x.c, opt(weight), C.float(eps), g.s.c, g.errp()))
 }
 
+// GatedRMSNorm is RMSNorm(x, weight, eps) times silu(gate) (gate of x's
+// shape), for float32 x and gate one op on archgen's norm kernel (libmlx's
+// ops otherwise): the recurrent mixers' gated output norm.
+func (g *Graph) GatedRMSNorm(x, weight, gate *Array, eps float32) *Array {
+	if !g.ok("gated_rms_norm", x, gate) || !g.okOpt("gated_rms_norm", weight) {
+		return g.bad
+	}
+	return g.done("gated_rms_norm", C.mlxg_gated_rms_norm(g.res0(), x.c, opt(weight), gate.c, C.float(eps), g.s.c, g.errp()))
+}
+
 // LayerNorm normalizes the last axis, then scales by weight and adds bias
 // (either may be nil).
 func (g *Graph) LayerNorm(x, weight, bias *Array, eps float32) *Array {

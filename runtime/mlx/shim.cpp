@@ -901,6 +901,20 @@ int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, m
   })
 }
 
+int mlxg_gated_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array gate,
+                        float eps, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    if (auto y = archgen_native_gated_rms_norm(A(x), opt(weight), A(gate), eps, st)) {
+      *res = wrap(std::move(*y));
+    } else {
+      auto& g = A(gate);
+      mx::array normed = mx::fast::rms_norm(A(x), opt(weight), eps, st);
+      *res = wrap(mx::multiply(normed, mx::multiply(g, mx::sigmoid(g, st), st), st));
+    }
+  })
+}
+
 int mlxg_conv1d(mlxg_array* res, mlxg_array x, mlxg_array w, int stride, int padding,
                 int dilation, int groups, mlxg_stream s, char** err) {
   MLXG_TRY({

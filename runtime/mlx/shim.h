@@ -301,6 +301,9 @@ int mlxg_gated_delta(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, 
                      mlxg_stream s, char** err);
 int mlxg_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, float eps, mlxg_stream s,
                   char** err);
+// rms_norm of x (times weight; it may be empty), then times silu(gate).
+int mlxg_gated_rms_norm(mlxg_array* res, mlxg_array x, mlxg_array weight, mlxg_array gate,
+                        float eps, mlxg_stream s, char** err);
 // Mamba2's state-space scan (recurrent.h): y into res[0], the last state
 // into res[1]; archgen's kernel where it applies and native is true,
 // libmlx's ops as mlx-lm's ssm_attn composes them otherwise. state may be

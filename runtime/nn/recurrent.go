@@ -274,6 +274,9 @@ func allFloat32(xs ...*mlx.Array) bool {
 // GatedNorm is the recurrent mixers' output norm: norm(y) times silu(z),
 // the product taken in float32 and cast back to y's dtype.
 func GatedNorm(g *mlx.Graph, norm *RMSNorm, y, z *mlx.Array) *mlx.Array {
+	if allFloat32(y, z) && (norm.Weight == nil || norm.Weight.Dtype() == mlx.Float32) {
+		return g.GatedRMSNorm(y, norm.Weight, z, norm.Eps) // one op, within float32 rounding of the steps below
+	}
 	x := norm.Apply(g, y)
 	return g.AsType(g.Multiply(g.SiLU(g.AsType(z, mlx.Float32)), g.AsType(x, mlx.Float32)), y.Dtype())
 }

@@ -42,13 +42,12 @@ func (h SSDHeads) ProjWidth() int {
 }
 
 // SSDSplit are the separate layout's modules after the convolution: BCDt
-// gives B and C (Groups × StateSize each) and the time-step input (DtRank
-// wide) from the convolved x, each RMSNormed by its own weight (eps Eps);
-// Dt widens the time-step input to one per head.
+// gives B and C (StateSize each, one group) and the time-step input (the
+// rest of its width) from the convolved x, each RMSNormed by its own
+// weight (eps Eps); Dt widens the time-step input to one per head.
 type SSDSplit struct {
 	BCDt, Dt             *Linear
 	BNorm, CNorm, DtNorm *mlx.Array
-	DtRank               int
 	Eps                  float32
 }
 
@@ -63,7 +62,6 @@ func (w *Weights) SSDSplit(name string, h SSDHeads, dtRank int, eps float64) *SS
 		BNorm:  w.Vector(name+".B_norm_weight", h.StateSize),
 		CNorm:  w.Vector(name+".C_norm_weight", h.StateSize),
 		DtNorm: w.Vector(name+".dt_norm_weight", dtRank),
-		DtRank: dtRank,
 		Eps:    float32(eps),
 	}
 }

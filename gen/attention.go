@@ -484,8 +484,8 @@ func (b *builder) resolveAttention(sc *scope) error {
 		return l.err
 	}
 	a := b.a
-	if a.Attn.FusedQKV && !(a.Attn.BiasQ.IsFalse() && a.Attn.BiasK.IsFalse() && a.Attn.BiasV.IsFalse()) {
-		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has no q, k, v biases here")
+	if a.Attn.FusedQKV && !(a.Attn.BiasQ.Text == a.Attn.BiasK.Text && a.Attn.BiasQ.Text == a.Attn.BiasV.Text) {
+		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has one bias for q, k and v: their bias expressions must be the same")
 	}
 	if a.Attn.OutputGate && a.Attn.FusedQKV {
 		return errAt(at.OutputGate.Pos, "structure.attention.output_gate", "an output gate comes from q's own projection, not a fused qkv")

@@ -228,7 +228,12 @@ type WeightsDesc struct {
 type UnitRowsRule struct {
 	Name F[string] `yaml:"name"`
 	Eps  F[Expr]   `yaml:"eps"`
-	Pos  Pos       `yaml:"-"`
+	// Over: "rows" (each row over its columns, the default) or "columns"
+	// (each column over the rows).
+	Over F[string] `yaml:"over"`
+	// When: a bool expression; the tensor is scaled only where it holds.
+	When F[Expr] `yaml:"when"`
+	Pos  Pos     `yaml:"-"`
 }
 
 // RenameRule replaces From with To in every tensor name holding it.

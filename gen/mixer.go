@@ -38,8 +38,8 @@ type mixerOption struct {
 	typ   Type
 	words []string
 	name  bool
-	// perLayer: a bool expression that reads i, decided for each layer at
-	// load (as layers is).
+	// perLayer: an expression of typ (a bool where typ is unset) that
+	// may read i, decided for each layer at load (as layers is).
 	perLayer bool
 	def      string // the default's text; "" when the key is required
 	// like names an earlier option whose value is this one's default.
@@ -258,7 +258,11 @@ func (b *builder) mixerOptions(k *mixerKind, sec OMap[F[Expr]], path string, pos
 			continue
 		}
 		if opt.perLayer {
-			o.vals[opt.key] = l.perLayer(f, path+"."+opt.key)
+			t := opt.typ
+			if t == "" {
+				t = TBool
+			}
+			o.vals[opt.key] = l.mustLayer(f, path+"."+opt.key, t)
 			continue
 		}
 		o.vals[opt.key] = l.must(f, path+"."+opt.key, opt.typ)

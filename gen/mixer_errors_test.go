@@ -41,7 +41,7 @@ func TestMixerDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown kind", section("    mamba9:\n      layers: \"i % 2 == 0\"\n"),
-			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, rg_lru, selective_scan, short_conv, ssd, wkv7)"},
+			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, lightning, rg_lru, selective_scan, short_conv, ssd, wkv7)"},
 		{"a module that is no name", section("    ssd:\n      layers: \"i % 2 == 0\"\n      module: \"Mamba Mixer\"\n"),
 			`descriptors/a.yaml:23: structure.mixers.ssd.module: "Mamba Mixer" is not a module name (dotted lower-case words)`},
 		{"unknown option", mixer("      heads: 4\n"),
@@ -88,6 +88,12 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:15: structure.embed_norm: "Pre Norm" is not a checkpoint name (dotted lower-case words or indices)`},
 		{"a first layer that is no bool", section("    wkv7:\n      layers: \"true\"\n      head_dim: 16\n      decay_rank: 8\n      a_rank: 8\n      v_rank: 8\n      gate_rank: 8\n      first: \"i\"\n"),
 			`descriptors/a.yaml:28: structure.mixers.wkv7.first: "i" is int, want bool`},
+		{"a lightning decay factor that is no number", section("    lightning:\n      layers: \"i % 2 == 0\"\n      decay_factor: \"i == 0\"\n"),
+			`descriptors/a.yaml:23: structure.mixers.lightning.decay_factor: "i == 0" is bool, want float`},
+		{"a lightning mixer without a rotating rope", strings.Replace(section("    lightning:\n      layers: \"i % 2 == 0\"\n"), "structure:\n", "structure:\n  rope:\n    kind: none\n", 1),
+			`descriptors/a.yaml:23: structure.mixers.lightning: a lightning mixer rotates q and k with the architecture's rope: structure.rope must rotate`},
+		{"a fused qkv with biases of its own", attn(base, "    fused_qkv: true\n    bias: {q: \"true\", k: \"false\", v: \"false\", o: \"false\"}\n"),
+			`descriptors/a.yaml:16: structure.attention.fused_qkv: a fused qkv projection has one bias for q, k and v: their bias expressions must be the same`},
 		{"an output gate on a fused qkv", attn(base, "    fused_qkv: true\n    output_gate: true\n"),
 			"descriptors/a.yaml:17: structure.attention.output_gate: an output gate comes from q's own projection, not a fused qkv"},
 	} {

@@ -117,6 +117,7 @@ var routerKinds = []struct {
 	{"sigmoid_bias_norm", "RouteSigmoidBias", "sigmoid scores of the input in float32; the k best after a correction bias, weighted by their scores over their sum in the input's dtype", nil},
 	{"sparsemixer", "RouteSparseMixer", "k rounds of the largest logit not yet picked, each weighted by a softmax over the logits within the jitter band of it", nil},
 	{"sigmoid_topk", "RouteSigmoidTopK", "sigmoid scores; the k best (after a correction bias where there is one), weighted by their scores (renormalised when renorm holds) times a scaling factor", nil},
+	{"score_group", "RouteScoreGroup", "a softmax or a sigmoid over the experts in float32; the k best (after a correction bias where there is one) within the best groups of experts, weighted by their scores (renormalised when renorm holds) times a scaling factor, in the input's dtype", nil},
 }
 
 func (RouterKind) values() []string {
@@ -161,14 +162,14 @@ func moeDefaults(d *Descriptor) {
 	setDefault(&n.DenseFromShared, false, f)
 	setDefault(&m.Float32, false, f)
 	setDefault(&m.Matrix, false, f)
-	if m.Router.V == "score_topk_norm" {
+	if m.Router.V == "score_topk_norm" || m.Router.V == "score_group" {
 		exprDefault(&m.Sigmoid, "false", f)
 	}
-	if m.Router.V == "sigmoid_group" {
+	if m.Router.V.grouped() {
 		exprDefault(&m.Groups, "1", f)
 		exprDefault(&m.TopKGroups, "1", f)
 	}
-	if m.Router.V == "sigmoid_group" || m.Router.V == "sigmoid_topk" {
+	if m.Router.V.grouped() || m.Router.V == "sigmoid_topk" {
 		exprDefault(&m.Scale, "1.0", f)
 	}
 	if m.Router.V.corrected() {
@@ -251,7 +252,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		key string
 	}{{s.Groups, "groups"}, {s.TopKGroups, "topk_groups"}, {s.Scale, "scale"}}
 	switch m.Router {
-	case "sigmoid_group":
+	case "sigmoid_group", "score_group":
 		m.Groups = must(s.Groups, "structure.moe.groups", TInt)
 		m.TopKGroups = must(s.TopKGroups, "structure.moe.topk_groups", TInt)
 		m.Scale = must(s.Scale, "structure.moe.scale", TFloat)
@@ -262,19 +263,19 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	default:
 		for _, x := range groups {
 			if x.f.IsSet() {
-				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups and topk_groups belong to a sigmoid_group router, scale to it and sigmoid_topk")
+				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups and topk_groups belong to a sigmoid_group or score_group router, scale to them and sigmoid_topk")
 			}
 		}
 	}
 	if m.Router.corrected() {
 		m.Correction = must(s.Correction, "structure.moe.correction", TBool)
 	} else if s.Correction.IsSet() {
-		return nil, errAt(s.Correction.Pos, "structure.moe.correction", "only a sigmoid_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
+		return nil, errAt(s.Correction.Pos, "structure.moe.correction", "only a sigmoid_group, score_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
 	}
-	if m.Router == "score_topk_norm" {
+	if m.Router == "score_topk_norm" || m.Router == "score_group" {
 		m.Sigmoid = must(s.Sigmoid, "structure.moe.sigmoid", TBool)
 	} else if s.Sigmoid.IsSet() {
-		return nil, errAt(s.Sigmoid.Pos, "structure.moe.sigmoid", "only a score_topk_norm router scores by a sigmoid")
+		return nil, errAt(s.Sigmoid.Pos, "structure.moe.sigmoid", "only a score_topk_norm or score_group router chooses between a softmax and a sigmoid")
 	}
 	if m.Router == "sparsemixer" {
 		if !s.Jitter.IsSet() {
@@ -335,7 +336,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, err
 	}
 	if n.CorrectionFrom.IsSet() && !m.Router.corrected() {
-		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
+		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, score_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
 	}
 	m.correctionFrom = n.CorrectionFrom.V
 	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {
@@ -487,7 +488,7 @@ func (m *MoE) build(scope string) []jen.Code {
 			late = append(late, jen.If(m.Correction.Code()).Block(m.moe.of(rMLP).Dot("Router").Dot("Bias").Op("=").Add(bias)))
 		}
 	}
-	if m.Router == "sigmoid_group" {
+	if m.Router.grouped() {
 		router[jen.Id("Groups")] = m.Groups.Code()
 		router[jen.Id("TopKGroups")] = m.TopKGroups.Code()
 	}

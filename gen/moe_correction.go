@@ -7,8 +7,11 @@ package gen
 
 // corrected: the router reads a correction bias.
 func (k RouterKind) corrected() bool {
-	return k == "sigmoid_group" || k == "sigmoid_bias_norm" || k == "sigmoid_topk"
+	return k.grouped() || k == "sigmoid_bias_norm" || k == "sigmoid_topk"
 }
+
+// grouped: the router picks its experts within the best groups of them.
+func (k RouterKind) grouped() bool { return k == "sigmoid_group" || k == "score_group" }
 
 // correctionPath is the correction bias's name under the MLP's module,
 // for a router of kind k; naming one for a router that reads none is an
@@ -20,7 +23,7 @@ func correctionPath(n ExpertNames, k RouterKind) (string, error) {
 			key string
 		}{{n.Correction, "correction"}, {n.CorrectionIn, "correction_in"}} {
 			if x.f.IsSet() && x.f.Origin != FromDefault {
-				return "", errAt(x.f.Pos, "weights.experts."+x.key, "only a sigmoid_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
+				return "", errAt(x.f.Pos, "weights.experts."+x.key, "only a sigmoid_group, score_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
 			}
 		}
 	}

@@ -7,15 +7,18 @@ import (
 	"github.com/dave/jennifer/jen"
 )
 
-// weights.unit_rows: tensors whose rows loading scales to unit length,
-// w / (‖w‖ + eps) in float32, cast back to their dtype, as mlx-lm's
-// sanitize does for Baichuan-M1's head; a quantized tensor (its module
-// holding .scales) was saved scaled and loads as it is.
+// weights.unit_rows: tensors whose rows (or columns) loading scales to
+// unit length, w / (‖w‖ + eps) in float32, cast back to their dtype, as
+// mlx-lm's sanitize does for Baichuan-M1's head (rows) and Bailing's
+// (columns, when norm_head holds); a quantized tensor (its module holding
+// .scales) was saved scaled and loads as it is.
 
-// UnitRows is one tensor scaled to unit rows, resolved.
+// UnitRows is one tensor scaled to unit rows or columns, resolved.
 type UnitRows struct {
-	Name string
-	Eps  *Value
+	Name    string
+	Eps     *Value
+	Columns bool
+	When    *Value // nil: always
 }
 
 // unitRows resolves weights.unit_rows: a checkpoint name ending in
@@ -34,17 +37,38 @@ func (b *builder) unitRows() error {
 		if err != nil {
 			return err
 		}
-		b.a.UnitRows = append(b.a.UnitRows, UnitRows{Name: r.Name.V, Eps: eps})
+		u := UnitRows{Name: r.Name.V, Eps: eps}
+		switch r.Over.V {
+		case "", "rows":
+		case "columns":
+			u.Columns = true
+		default:
+			return errAt(r.Over.Pos, path+".over", "unknown %q (want rows or columns)", r.Over.V)
+		}
+		if r.When.IsSet() {
+			if u.When, err = b.value(r.When, path+".when", TBool, sc); err != nil {
+				return err
+			}
+		}
+		b.a.UnitRows = append(b.a.UnitRows, u)
 	}
 	return nil
 }
 
 // unitRowsLines are build's lines, after the renames, drops and folds:
-// w.UnitRows(name, eps).
+// w.UnitRows(name, eps, axis), under `if when` where the rule has one.
 func (a *Arch) unitRowsLines() []jen.Code {
 	var out []jen.Code
 	for _, u := range a.UnitRows {
-		out = append(out, jen.Id("w").Dot("UnitRows").Call(jen.Lit(u.Name), u.Eps.Code()))
+		axis := -1
+		if u.Columns {
+			axis = 0
+		}
+		line := jen.Id("w").Dot("UnitRows").Call(jen.Lit(u.Name), u.Eps.Code(), jen.Lit(axis))
+		if u.When != nil && !u.When.IsTrue() {
+			line = jen.If(u.When.Code()).Block(line)
+		}
+		out = append(out, line)
 	}
 	return out
 }

@@ -204,6 +204,11 @@ func runCase(t *testing.T, refsDir, models string, c CaseInfo, refs *Refs, level
 		r.note = refusedLevel(t, models, c, refs, level, why)
 		return
 	}
+	if why := refs.Levels[level].LeftOut; why != "" {
+		r.refused = true
+		r.note = leftOutLevel(t, models, c, refs, level, why)
+		return
+	}
 	want, err := LoadDumps(refsDir, c, level)
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +241,10 @@ func runAccuracy(t *testing.T, models string, c CaseInfo, refs *Refs, level stri
 		accuracyResults = append(accuracyResults, r)
 		resultsMu.Unlock()
 	}()
+	if why := refs.Levels[level].LeftOut; why != "" {
+		r.note = "not compared: the case leaves the level out (" + why + ")"
+		t.Skip(r.note)
+	}
 	run, err := LoadFloat32Run(models, c, level)
 	if err != nil {
 		r.note = err.Error()

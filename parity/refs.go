@@ -116,6 +116,9 @@ type LevelRef struct {
 	// MLXLMRefuses is mlx-lm's error when it cannot run the level at all
 	// (libmlx's CPU gather_mm takes float32 only); there are no dumps.
 	MLXLMRefuses string `json:"mlx_lm_refuses"`
+	// LeftOut says why the case leaves the level out: mlx-lm runs it, but
+	// wrongly (a quirk the descriptor's doc names); there are no dumps.
+	LeftOut string `json:"left_out"`
 }
 
 // Dumps is one level's <level>.safetensors: what mlx-lm computed, as

@@ -23,3 +23,17 @@ func refusedLevel(t *testing.T, models string, c CaseInfo, refs *Refs, level, wh
 	}
 	return "not compared: mlx-lm refuses it (" + why + "); archgen runs it to finite logits"
 }
+
+// leftOutLevel is the check of a level the case leaves out because
+// mlx-lm runs it wrongly (why): archgen loads the level's checkpoint, as
+// mlx-lm saved it, and runs it to finite logits.
+func leftOutLevel(t *testing.T, models string, c CaseInfo, refs *Refs, level, why string) string {
+	t.Helper()
+	logits := prefillDirAt(t, LevelDir(models, c, level), refs.Prompt, nn.Options{Dtype: nn.CheckpointDtype})
+	for i, v := range logits {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("logit %d is %v", i, v)
+		}
+	}
+	return "not compared: mlx-lm runs it wrongly (" + why + "); archgen runs it to finite logits"
+}

@@ -23,8 +23,9 @@ import (
 // TestServeHybrid: the server on models with recurrent layers (qwen3_next:
 // state caches beside key and value caches; falcon_h1: a list of both in
 // every layer; nemotron_h: fewer caches than layers; jamba: Mamba1's scan
-// and experts; recurrent_gemma: states beside window caches) answers 16 concurrent chats each as the library answers it
-// alone; a client that drops its stream frees its row; and a
+// and experts; recurrent_gemma: states beside window caches;
+// bailing_moe_linear: lightning states rotated from their own offsets)
+// answers 16 concurrent chats each as the library answers it alone; a client that drops its stream frees its row; and a
 // conversation's second turn reuses the first turn's cache. (The random
 // models without attention answer every question alike, too alike to tell
 // rows apart; generate/batch's TestBatchMatchesSolo holds them.)
@@ -35,6 +36,7 @@ func TestServeHybrid(t *testing.T) {
 		{"nemotron_h", "pattern_moe"},
 		{"jamba", "moe_periods"},
 		{"recurrent_gemma", "attention_first_untied"},
+		{"bailing_moe_linear", "softmax_groups"},
 	} {
 		t.Run(c.arch, func(t *testing.T) { serveHybrid(t, c.arch, c.name) })
 	}

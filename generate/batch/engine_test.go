@@ -156,6 +156,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"baichuan_m1", "swa_heads", kv.Options{}},                  // a state beside window and full caches
 		{"recurrent_gemma", "attention_first_untied", kv.Options{}}, // state rows beside window caches
 		{"rwkv7", "heads16_untied", kv.Options{}},                   // three state slots a layer, the first layer's values carried
+		{"bailing_moe_linear", "softmax_groups", kv.Options{}},      // lightning states rotated from each row's offset, beside attention
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}
@@ -405,6 +406,7 @@ func TestPromptCacheNextTurn(t *testing.T) {
 		{"falcon_h1", "tied_defaults", false},                // a list holding a state cannot be cut either
 		{"recurrent_gemma", "attention_first_untied", false}, // states beside window caches
 		{"rwkv7", "heads16_untied", false},                   // the token shifts and the state hold no positions
+		{"bailing_moe_linear", "sigmoid_mqa_tied", false},    // a lightning state cannot be cut back
 	} {
 		t.Run(tc.arch+"_"+tc.cas, func(t *testing.T) {
 			m := load(t, tc.arch, tc.cas)

@@ -117,7 +117,7 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 // first what mlx-lm's sanitize drops, and makes the per-layer tables the
 // forward pass reads.
 func build(w *nn.Weights, c *Config) (*Model, error) {
-	w.UnitRows("lm_head.weight", 1e-07)
+	w.UnitRows("lm_head.weight", 1e-07, -1)
 	m := &Model{
 		Config: c,
 		hidden: c.HiddenSize,

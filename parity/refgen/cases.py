@@ -62,6 +62,10 @@ class Case:
     # Levels of this case beyond LEVELS, by name in EXTRA_LEVELS (a
     # quantization mode only its arch uses), [] for none.
     extra_levels: List[str] = field(default_factory=list)
+    # The levels of LEVELS this case leaves out, by name, where the oracle's
+    # own run of them is wrong, [] for none; left_out says why.
+    without_levels: List[str] = field(default_factory=list)
+    left_out: str = ""
 
     @property
     def key(self) -> str:
@@ -3752,6 +3756,112 @@ def _rwkv7_cases() -> List[Case]:
     ]
 
 
+def _bailing_moe_linear_cases() -> List[Case]:
+    """Ring-linear: lightning attention on most layers, attention on the last
+    of each group and past the last whole group, MoE from
+    first_k_dense_replace on."""
+
+    def bailing(**over):
+        cfg = {
+            "architectures": ["BailingMoeLinearV2ForCausalLM"],
+            "model_type": "bailing_moe_linear",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 5,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 2048,
+            "rope_theta": 10000.0,
+            "rms_norm_eps": 1e-6,
+            "partial_rotary_factor": 0.5,
+            "use_qk_norm": True,
+            "layer_group_size": 2,
+            "group_norm_size": 2,
+            "first_k_dense_replace": 1,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "num_shared_experts": 1,
+            "moe_intermediate_size": 32,
+            "moe_shared_expert_intermediate_size": 48,
+            "norm_topk_prob": True,
+            "score_function": "softmax",
+            "n_group": 4,
+            "topk_group": 2,
+            "routed_scaling_factor": 2.5,
+            "moe_router_enable_expert_bias": True,
+            "norm_head": False,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "bailing_moe_linear",
+            "softmax_groups",
+            "lightning layers 0 and 2 (4 heads of 16, q and k normed, half the "
+            "dims rotated, output normed in 2 groups), attention on 1, 3 and 4 "
+            "(the tail past the last whole group of 2; 2 kv heads); layer 0 "
+            "dense, the rest 8 experts routed by a softmax with an expert bias, "
+            "top-2 within the best 2 of 4 groups, renormalised, times 2.5, "
+            "beside one shared expert of 48",
+            bailing(),
+        ),
+        Case(
+            "bailing_moe_linear",
+            "sigmoid_mqa_tied",
+            "groups of 4 (lightning on 0-2, attention on 3), one kv head, no q "
+            "and k norms, full rotation with linear rope scaling by 2, sigmoid "
+            "scores without a bias or groups, top-2 not renormalised, two "
+            "shared experts of moe_intermediate_size, one output norm group, "
+            "tied head",
+            bailing(
+                num_hidden_layers=4,
+                layer_group_size=4,
+                num_key_value_heads=1,
+                use_qk_norm=False,
+                partial_rotary_factor=1.0,
+                rope_scaling={"type": "linear", "factor": 2.0},
+                group_norm_size=1,
+                first_k_dense_replace=0,
+                score_function="sigmoid",
+                moe_router_enable_expert_bias=False,
+                n_group=1,
+                norm_topk_prob=False,
+                routed_scaling_factor=1.0,
+                num_shared_experts=2,
+                moe_shared_expert_intermediate_size=None,
+                tie_word_embeddings=True,
+            ),
+        ),
+        Case(
+            "bailing_moe_linear",
+            "dense_norm_head",
+            "every layer dense (first_k_dense_replace past the last), 8 heads "
+            "of 8 (the slopes of 8), groups of 3 (lightning on 0, 1, 3, 4; "
+            "attention on 2 and 5), 4 output norm groups, lm_head's columns "
+            "scaled to unit length at load (norm_head); the quantized levels "
+            "are left out: mlx-lm's sanitize scales the packed integers of a "
+            "quantized lm_head",
+            bailing(
+                num_hidden_layers=6,
+                num_attention_heads=8,
+                num_key_value_heads=4,
+                layer_group_size=3,
+                group_norm_size=4,
+                first_k_dense_replace=6,
+                norm_head=True,
+            ),
+            without_levels=["q8_g64", "q8_g32", "q4_g64", "q4_g32"],
+            left_out="mlx-lm's sanitize scales the packed integers of a quantized "
+            "lm_head when norm_head holds",
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -3798,6 +3908,7 @@ CASES: List[Case] = (
     + _plamo2_cases()
     + _baichuan_m1_cases()
     + _rwkv7_cases()
+    + _bailing_moe_linear_cases()
 )
 
 

@@ -422,8 +422,9 @@ def run_level(level_dir: Path, prompt, kv_cache=None):
 
 
 def case_levels(case: Case):
-    """The levels a case runs at: LEVELS, then its own extra levels."""
-    return LEVELS + [EXTRA_LEVELS[name] for name in case.extra_levels]
+    """The levels a case runs at: LEVELS but those it leaves out, then its own
+    extra levels."""
+    return [l for l in LEVELS if l.name not in case.without_levels] + [EXTRA_LEVELS[name] for name in case.extra_levels]
 
 
 def quantization_summary(level_dir: Path):
@@ -494,6 +495,15 @@ def generate(out: Path, levels_out: Path, only=None):
         if case.kv_cache is not None:
             refs["kv_cache"] = case.kv_cache
         refs["levels"] = {}
+        for level in LEVELS:
+            if level.name in case.without_levels:
+                # the oracle's run of it is wrong: no reference
+                refs["levels"][level.name] = {
+                    "dtype": level.dtype,
+                    "bits": level.bits,
+                    "group_size": level.group_size,
+                    "left_out": case.left_out,
+                }
         for level in case_levels(case):
             level_dir = levels_out / case.arch / case.name / level.name
             if level_dir.exists():

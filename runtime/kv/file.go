@@ -300,6 +300,19 @@ func (r *stateReader) read(meta map[string]string) ([]Cache, map[string]string, 
 		return nil, nil, fmt.Errorf("%s: not a prompt cache file: no cache classes in its metadata (keys 1.<layer>)", r.path)
 	}
 	caches := make([]Cache, 0, len(classes))
+	// The layers' state caches whose token count the metadata does not
+	// give (mlx-lm's files, whose ArraysCache keeps none): every layer saw
+	// the same tokens, so they take the count of the file's other caches.
+	var uncounted []*States
+	defer func() {
+		most := 0
+		for _, c := range caches {
+			most = max(most, c.Offset())
+		}
+		for _, st := range uncounted {
+			st.offset = most
+		}
+	}()
 	for i := range len(classes) {
 		class, ok := classes[i]
 		if !ok {
@@ -307,9 +320,13 @@ func (r *stateReader) read(meta map[string]string) ([]Cache, map[string]string, 
 		}
 		key := strconv.Itoa(i)
 		r.where = fmt.Sprintf("layer %d (%s)", i, class)
+		_, counted := r.offsets[key]
 		c, err := r.part(key+".", key, class)
 		if err != nil {
 			return caches, nil, err
+		}
+		if st, ok := c.(*States); ok && !counted {
+			uncounted = append(uncounted, st)
 		}
 		caches = append(caches, c)
 	}

@@ -1338,6 +1338,40 @@ func (g *Graph) WKV7(r, w, k, v, a, b, state *Array) (y, last *Array) {
 	return ys[0], ys[1]
 }
 
+// Lightning is lightning attention's constant-decay linear recurrence
+// (the linear attention of mlx-lm's bailing_moe_linear) in float32 in one
+// op (archgen's kernel, parallel over batch rows, heads and blocks of
+// value columns): q and k [B, T, H, Dk], v [B, T, H, Dv] (any strides),
+// decay [H] (each head's per-step multiplier a, already exponentiated),
+// from state ([B, H, Dk, Dv]; nil for zeros). Per head each step is S = a
+// S + kᵀ v and y = (scale q) S, each product rounded before its sum as
+// the composed ops round them. It returns y [B, T, H, Dv] and the last
+// state: the state equal to LightningOps' in float32, y within float32
+// rounding of it. Other dtypes are an error (LightningOps takes them).
+func (g *Graph) Lightning(q, k, v, decay, state *Array, scale float64) (y, last *Array) {
+	return g.lightning(q, k, v, decay, state, scale, true)
+}
+
+// LightningOps is Lightning composed of libmlx's ops one step at a time,
+// as mlx-lm's bailing_moe_linear composes it (recurrent_gla), in q's float
+// dtype: the decay cast to it, q times scale, each step kᵀ v and q S as
+// matrix products of one row. The last state stays in q's dtype (a wider
+// state given promotes it, as libmlx promotes).
+func (g *Graph) LightningOps(q, k, v, decay, state *Array, scale float64) (y, last *Array) {
+	return g.lightning(q, k, v, decay, state, scale, false)
+}
+
+func (g *Graph) lightning(q, k, v, decay, state *Array, scale float64, native bool) (*Array, *Array) {
+	const op = "lightning"
+	if !g.ok(op, q, k, v, decay) || !g.okOpt(op, state) {
+		return g.bad, g.bad
+	}
+	ys := g.results(op, 2, func(res *C.mlxg_array) C.int {
+		return C.mlxg_lightning(res, q.c, k.c, v.c, decay.c, opt(state), C.double(scale), C.bool(native), g.s.c, g.errp())
+	})
+	return ys[0], ys[1]
+}
+
 // SSM holds the parameters of a Mamba2 state-space layer's scan, each
 // [heads]: ALog (A = -exp(ALog)), D (the skip connection) and DtBias;
 // DtMin and DtMax clip the time steps.

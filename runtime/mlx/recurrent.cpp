@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -1396,4 +1397,318 @@ std::vector<mx::array> archgen_wkv7(const mx::array& r, const mx::array& w, cons
   return mx::array::make_arrays({r.shape(), {nb, h, d, d}}, {mx::float32, mx::float32},
                                 std::make_shared<NativeWkv7>(s),
                                 {c(r), c(w), c(k), c(v), c(a), c(b), s0});
+}
+
+// ---- lightning attention's constant-decay recurrence ----
+
+namespace {
+
+typedef float f32x4 __attribute__((vector_size(16)));
+
+// LightningJob is one constant-decay recurrence: q and k [B, T, H, Dk], v
+// [B, T, H, Dv], the decay per head [H] and the state s0 [B, H, Dk, Dv]
+// in (nullptr: zeros), y [B, T, H, Dv] and s1 out, all float32; scale
+// multiplies q.
+struct LightningJob {
+  const float *q, *k, *v, *decay, *s0;
+  float scale;
+  int B, T, H, Dk, Dv;
+  float *y, *s1;
+};
+
+// LightningScratch is a worker's: a block's state (Dk rows of w columns,
+// from a 64-byte boundary) and a step's scaled query (Dk values).
+struct LightningScratch {
+  float *mem, *st, *qs;
+  LightningScratch(int Dk, int w) {
+    const size_t sn = static_cast<size_t>(Dk) * w, qn = (static_cast<size_t>(Dk) + 15) / 16 * 16;
+    const size_t bytes = std::max<size_t>(64, (sizeof(float) * (sn + qn) + 63) / 64 * 64);
+    mem = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (mem == nullptr) throw std::bad_alloc();
+    st = mem;
+    qs = mem + sn;
+  }
+  ~LightningScratch() { std::free(mem); }
+  LightningScratch(const LightningScratch&) = delete;
+  LightningScratch& operator=(const LightningScratch&) = delete;
+};
+
+// lightning_block runs columns [c0, c0 + n) of head (b, h)'s state through
+// every step, NV vectors of L columns a row; the columns of the block past
+// n hold zeros and are not written. Each step and state row i: S_i = a S_i
+// + k_i v (each product rounded before the sum, as the composed ops round
+// them), then y += (scale q_i) S_i, the rows added in order.
+template <typename V, int L, int NV>
+__attribute__((always_inline)) inline void lightning_block(const LightningJob& j, int b, int h,
+                                                           int c0, int n, float* st, float* qs) {
+  constexpr int W = L * NV;
+  const int Dk = j.Dk, Dv = j.Dv;
+  const float a = j.decay[h];
+  const size_t head = (static_cast<size_t>(b) * j.H + h) * Dk * Dv + c0;
+  for (int i = 0; i < Dk; i++) {
+    float* row = st + static_cast<size_t>(i) * W;
+    std::fill(row, row + W, 0.0f);
+    if (j.s0 != nullptr) {
+      std::memcpy(row, j.s0 + head + static_cast<size_t>(i) * Dv, sizeof(float) * n);
+    }
+  }
+  // A partial block's v and y pass through these, v zero past n.
+  alignas(64) float vb[W] = {};
+  alignas(64) float yb[W];
+  for (int t = 0; t < j.T; t++) {
+    const size_t at = (static_cast<size_t>(b) * j.T + t) * j.H + h;
+    const float* kt = j.k + at * Dk;
+    const float* qt = j.q + at * Dk;
+    for (int i = 0; i < Dk; i++) qs[i] = j.scale * qt[i];
+    const float* vt = j.v + at * Dv + c0;
+    if (n < W) {
+      std::memcpy(vb, vt, sizeof(float) * n);
+      vt = vb;
+    }
+    V vv[NV], yv[NV];
+    for (int c = 0; c < NV; c++) {
+      std::memcpy(&vv[c], vt + c * L, sizeof(V));
+      yv[c] = V{};
+    }
+    for (int i = 0; i < Dk; i++) {
+      const float ki = kt[i], qi = qs[i];
+      float* row = st + static_cast<size_t>(i) * W;
+#pragma GCC unroll 4
+      for (int c = 0; c < NV; c++) {
+        V s;
+        std::memcpy(&s, row + c * L, sizeof(V));
+        V p = s * a;
+        V u = vv[c] * ki;
+        s = p + u;
+        std::memcpy(row + c * L, &s, sizeof(V));
+        V r = s * qi;
+        yv[c] = yv[c] + r;
+      }
+    }
+    float* yt = j.y + at * Dv + c0;
+    if (n < W) {
+      std::memcpy(yb, yv, sizeof yb);
+      std::memcpy(yt, yb, sizeof(float) * n);
+    } else {
+      std::memcpy(yt, yv, sizeof yv);
+    }
+  }
+  for (int i = 0; i < Dk; i++) {
+    std::memcpy(j.s1 + head + static_cast<size_t>(i) * Dv, st + static_cast<size_t>(i) * W,
+                sizeof(float) * n);
+  }
+}
+
+// lightning_items runs work items [i0, i1): item i is head i / blocks's
+// block i % blocks of NV vectors of L columns.
+template <typename V, int L, int NV>
+__attribute__((always_inline)) inline void lightning_items(const LightningJob& j, int i0, int i1) {
+  constexpr int W = L * NV;
+  const int blocks = (j.Dv + W - 1) / W;
+  LightningScratch s(j.Dk, W);
+  for (int i = i0; i < i1; i++) {
+    const int bh = i / blocks, c0 = (i % blocks) * W;
+    lightning_block<V, L, NV>(j, bh / j.H, bh % j.H, c0, std::min(W, j.Dv - c0), s.st, s.qs);
+  }
+}
+
+// lightning_vectors is how many vectors of L columns a work item steps
+// together: four, or fewer where Dv is narrower.
+int lightning_vectors(int Dv, int L) { return std::max(1, std::min(4, (Dv + L - 1) / L)); }
+
+template <typename V, int L>
+__attribute__((always_inline)) inline void lightning_width(const LightningJob& j, int i0, int i1) {
+  switch (lightning_vectors(j.Dv, L)) {
+    case 1:
+      lightning_items<V, L, 1>(j, i0, i1);
+      break;
+    case 2:
+      lightning_items<V, L, 2>(j, i0, i1);
+      break;
+    case 3:
+      lightning_items<V, L, 3>(j, i0, i1);
+      break;
+    default:
+      lightning_items<V, L, 4>(j, i0, i1);
+  }
+}
+
+// lightning_items4 runs work items on the CPU's baseline vectors (four
+// floats), lightning_items8 and lightning_items16 on AVX2's and AVX-512's.
+// All three do the same float32 operations in each column, so their
+// results are the same bits.
+void lightning_items4(const LightningJob& j, int i0, int i1) {
+  lightning_width<f32x4, 4>(j, i0, i1);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void lightning_items8(const LightningJob& j, int i0,
+                                                                 int i1) {
+  lightning_width<f32x8, 8>(j, i0, i1);
+}
+
+__attribute__((target("avx512f,avx2,fma,f16c"))) void lightning_items16(const LightningJob& j,
+                                                                         int i0, int i1) {
+  lightning_width<f32x16, 16>(j, i0, i1);
+}
+
+void run_lightning(const LightningJob& j, int isa) {
+  const int L = isa == 2 ? 16 : isa == 1 ? 8 : 4;
+  const int W = L * lightning_vectors(j.Dv, L);
+  run_items(j.B * j.H * ((j.Dv + W - 1) / W), [&](int i0, int i1) {
+    if (isa == 2) {
+      lightning_items16(j, i0, i1);
+    } else if (isa == 1) {
+      lightning_items8(j, i0, i1);
+    } else {
+      lightning_items4(j, i0, i1);
+    }
+  });
+}
+
+// NativeLightning is the recurrence over every step: q, k, v, decay[,
+// state] in, y and the last state out, float32.
+class NativeLightning : public mx::Primitive {
+ public:
+  NativeLightning(mx::Stream s, float scale, bool has_state, int isa)
+      : Primitive(s), scale_(scale), has_state_(has_state), isa_(isa) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    auto& enc = outputs_ready(stream(), in, outs);
+    const mx::array &q = in[0], &v = in[2];
+    LightningJob j{q.data<float>(),
+                   in[1].data<float>(),
+                   v.data<float>(),
+                   in[3].data<float>(),
+                   has_state_ ? in[4].data<float>() : nullptr,
+                   scale_,
+                   static_cast<int>(q.shape(0)),
+                   static_cast<int>(q.shape(1)),
+                   static_cast<int>(q.shape(2)),
+                   static_cast<int>(q.shape(3)),
+                   static_cast<int>(v.shape(3)),
+                   outs[0].data<float>(),
+                   outs[1].data<float>()};
+    int isa = isa_;
+    enc.dispatch([j, in, outs, isa]() { run_lightning(j, isa); });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("archgen's lightning recurrence runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenLightning"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const NativeLightning*>(&other);
+    return o != nullptr && o->scale_ == scale_ && o->has_state_ == has_state_ && o->isa_ == isa_;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    const mx::array &q = in[0], &v = in[2];
+    return {{q.shape(0), q.shape(1), v.shape(2), v.shape(3)},
+            {q.shape(0), q.shape(2), q.shape(3), v.shape(3)}};
+  }
+
+ private:
+  float scale_;
+  bool has_state_;
+  int isa_;
+};
+
+// lightning_check refuses the shapes the recurrence does not take (what
+// both forms check), naming every shape.
+void lightning_check(const mx::array& q, const mx::array& k, const mx::array& v,
+                     const mx::array& decay, const std::optional<mx::array>& state) {
+  bool fits = q.ndim() == 4 && k.shape() == q.shape() && v.ndim() == 4;
+  if (fits) {
+    const int B = q.shape(0), T = q.shape(1), H = q.shape(2), Dk = q.shape(3), Dv = v.shape(3);
+    fits = v.shape(0) == B && v.shape(1) == T && v.shape(2) == H && decay.shape() == mx::Shape{H} &&
+           (!state || state->shape() == mx::Shape{B, H, Dk, Dv});
+  }
+  if (!fits) {
+    throw std::invalid_argument(
+        "want q and k [B, T, H, Dk], v [B, T, H, Dv], decay [H], state [B, H, Dk, Dv]; got q " +
+        shape_of(q) + ", k " + shape_of(k) + ", v " + shape_of(v) + ", decay " +
+        shape_of(decay) + (state ? ", state " + shape_of(*state) : ""));
+  }
+}
+
+// lightning_dtypes names the inputs' dtypes, for the refusals.
+std::string lightning_dtypes(const mx::array& q, const mx::array& k, const mx::array& v,
+                             const mx::array& decay, const std::optional<mx::array>& state) {
+  std::ostringstream out;
+  out << "q " << q.dtype() << ", k " << k.dtype() << ", v " << v.dtype() << ", decay "
+      << decay.dtype();
+  if (state) out << ", state " << state->dtype();
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<mx::array> archgen_lightning(const mx::array& q, const mx::array& k,
+                                         const mx::array& v, const mx::array& decay,
+                                         const std::optional<mx::array>& state, double scale,
+                                         mx::Stream s) {
+  lightning_check(q, k, v, decay, state);
+  for (const mx::array* a : {&q, &k, &v, &decay}) {
+    if (a->dtype() != mx::float32) {
+      throw std::invalid_argument("the lightning recurrence's kernel takes float32 arrays; got " +
+                                  lightning_dtypes(q, k, v, decay, state));
+    }
+  }
+  if (state && state->dtype() != mx::float32) {
+    throw std::invalid_argument("the lightning recurrence's kernel takes float32 arrays; got " +
+                                lightning_dtypes(q, k, v, decay, state));
+  }
+  if (s.device != mx::Device::cpu) {
+    throw std::invalid_argument("the lightning recurrence's kernel runs on the CPU only");
+  }
+  const int isa = recurrent_on.load() != 0 ? archgen_isa_level() : 0;
+  const int B = q.shape(0), H = q.shape(2), Dk = q.shape(3), Dv = v.shape(3);
+  auto c = [&](const mx::array& x) { return mx::contiguous(x, false, s); };
+  std::vector<mx::array> in = {c(q), c(k), c(v), c(decay)};
+  if (state) in.push_back(c(*state));
+  return mx::array::make_arrays(
+      {{B, q.shape(1), H, Dv}, {B, H, Dk, Dv}}, {mx::float32, mx::float32},
+      std::make_shared<NativeLightning>(s, static_cast<float>(scale), state.has_value(), isa),
+      std::move(in));
+}
+
+std::vector<mx::array> archgen_lightning_ops(const mx::array& q, const mx::array& k,
+                                             const mx::array& v, const mx::array& decay,
+                                             const std::optional<mx::array>& state, double scale,
+                                             mx::Stream s) {
+  lightning_check(q, k, v, decay, state);
+  if (!mx::issubdtype(q.dtype(), mx::floating) || k.dtype() != q.dtype() ||
+      v.dtype() != q.dtype() || !mx::issubdtype(decay.dtype(), mx::floating) ||
+      (state && !mx::issubdtype(state->dtype(), mx::floating))) {
+    throw std::invalid_argument(
+        "the lightning recurrence's ops take q, k and v of one float dtype, a float decay and "
+        "state; got " +
+        lightning_dtypes(q, k, v, decay, state));
+  }
+  const int B = q.shape(0), T = q.shape(1), H = q.shape(2), Dk = q.shape(3), Dv = v.shape(3);
+  if (T == 0) {
+    return {mx::zeros({B, 0, H, Dv}, q.dtype(), s),
+            state ? *state : mx::zeros({B, H, Dk, Dv}, q.dtype(), s)};
+  }
+  // [B, H, T, D], the decay [H, 1, 1] in q's dtype, q times scale (a
+  // scalar of q's dtype); then a step at a time, k_tᵀ v_t and q_t S as
+  // matrix products of one row.
+  const std::vector<int> heads_first = {0, 2, 1, 3};
+  mx::array qh = mx::transpose(q, heads_first, s), kh = mx::transpose(k, heads_first, s),
+            vh = mx::transpose(v, heads_first, s);
+  mx::array a = mx::astype(mx::reshape(decay, {H, 1, 1}, s), q.dtype(), s);
+  qh = mx::multiply(qh, mx::array(static_cast<float>(scale), q.dtype()), s);
+  auto at = [&](const mx::array& x, int t) {
+    return mx::slice(x, {0, 0, t, 0}, {B, H, t + 1, x.shape(3)}, s);
+  };
+  std::optional<mx::array> st = state;
+  std::vector<mx::array> ys;
+  for (int t = 0; t < T; t++) {
+    mx::array kv = mx::matmul(mx::transpose(at(kh, t), {0, 1, 3, 2}, s), at(vh, t), s);
+    st = st ? mx::add(mx::multiply(*st, a, s), kv, s) : kv;
+    ys.push_back(mx::matmul(at(qh, t), *st, s));
+  }
+  return {mx::transpose(mx::concatenate(ys, 2, s), heads_first, s), *st};
 }

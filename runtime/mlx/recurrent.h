@@ -112,6 +112,36 @@ std::vector<mlx::core::array> archgen_wkv7(
     const mlx::core::array& v, const mlx::core::array& a, const mlx::core::array& b,
     const std::optional<mlx::core::array>& state, mlx::core::Stream s);
 
+// Lightning attention's constant-decay linear recurrence: q and k [B, T,
+// H, Dk], v [B, T, H, Dv], decay [H] (the per-step multiplier a_h itself),
+// state [B, H, Dk, Dv] (none: zeros). Per head each step is S = a_h S +
+// k_tᵀ v_t, y_t = (scale q_t) S. Returns {y [B, T, H, Dv], the last state
+// [B, H, Dk, Dv]}; throws on other shapes.
+//
+// archgen_lightning is archgen's kernel, float32 only (throws on other
+// dtypes): one op over every step, parallel over (batch row, head, block
+// of value columns), each product rounded before its sum as the composed
+// ops round them and each y summed over the state's rows in order. Its
+// vectors are AVX-512's, AVX2's or the CPU's baseline ones by the native
+// level in force (the baseline where the recurrent kernels are turned
+// off), all giving the same bits. archgen_lightning_ops composes libmlx's
+// ops one step at a time exactly as mlx-lm's recurrent_gla
+// (bailing_moe_linear) does, in q's float dtype: the form that matches
+// mlx-lm bit for bit. In float32 the kernel's state equals the ops' bit
+// for bit and its y lies within float32 rounding of theirs.
+std::vector<mlx::core::array> archgen_lightning(const mlx::core::array& q,
+                                                const mlx::core::array& k,
+                                                const mlx::core::array& v,
+                                                const mlx::core::array& decay,
+                                                const std::optional<mlx::core::array>& state,
+                                                double scale, mlx::core::Stream s);
+std::vector<mlx::core::array> archgen_lightning_ops(const mlx::core::array& q,
+                                                    const mlx::core::array& k,
+                                                    const mlx::core::array& v,
+                                                    const mlx::core::array& decay,
+                                                    const std::optional<mlx::core::array>& state,
+                                                    double scale, mlx::core::Stream s);
+
 // mlx::core::conv1d where it is a depthwise causal convolution, the short
 // convolution of the recurrent mixers: x [B, L, C] and w [C, K, 1] of one
 // float dtype, stride 1, no padding, dilation 1, groups C. Each output is

@@ -362,8 +362,8 @@ func TestGatedDeltaMatchesMLXLM(t *testing.T) {
 
 // sameAsMLXLM writes in to a file, runs script on it (with args after its
 // input and output files), and compares y and s with the y and state it
-// wrote, bit for bit.
-func sameAsMLXLM(t *testing.T, g *Graph, in map[string]*Array, y, s *Array, script string, args ...string) {
+// wrote, bit for bit. It returns what the script wrote.
+func sameAsMLXLM(t *testing.T, g *Graph, in map[string]*Array, y, s *Array, script string, args ...string) map[string]*Array {
 	t.Helper()
 	all := []*Array{y, s}
 	for _, a := range in {
@@ -387,6 +387,7 @@ func sameAsMLXLM(t *testing.T, g *Graph, in map[string]*Array, y, s *Array, scri
 	}
 	sameBits(t, "y", g.AsType(y, Float32), g.AsType(ref["y"], Float32))
 	sameBits(t, "state", s, ref["state"])
+	return ref
 }
 
 // BenchmarkGatedDelta: one layer of Qwen3-Next's linear attention (16 key
@@ -912,4 +913,375 @@ func TestWKV7(t *testing.T) {
 	if err := g2.Eval(y); err == nil || !strings.Contains(err.Error(), "the WKV-7 recurrence takes float32 arrays") {
 		t.Errorf("bfloat16: %v", err)
 	}
+}
+
+// lightningCase is one shape of lightning attention's recurrence.
+type lightningCase struct {
+	B, T, H, Dk, Dv int
+	state, strided  bool
+}
+
+// lightningSlopes are a model's decay rates for H heads, from 2^-0.5 down
+// to 2^-8 (a head's decay is exp(-slope)).
+func lightningSlopes(h int) []float32 {
+	s := make([]float32, h)
+	for i := range s {
+		s[i] = float32(math.Pow(2, -0.5-7.5*float64(i)/float64(max(1, h-1))))
+	}
+	return s
+}
+
+// lightningInputs makes the recurrence's inputs in dtype dt: q, k and v
+// normal (strided: slices of one wider array, as a fused projection gives
+// them), logDecay the negated slopes in float32 and decay exp(logDecay),
+// and a state where the case has one (nil otherwise).
+func lightningInputs(g *Graph, c lightningCase, dt Dtype, seed uint64) (q, k, v, logDecay, decay, state *Array) {
+	key := g.RandomKey(seed)
+	next := func() *Array {
+		var sub *Array
+		key, sub = g.RandomSplit(key)
+		return sub
+	}
+	if c.strided {
+		wide := g.AsType(g.Normal([]int{c.B, c.T, c.H, 2*c.Dk + c.Dv + 3}, Float32, 0, 1, next()), dt)
+		parts := g.SplitAt(wide, []int{c.Dk, 2 * c.Dk, 2*c.Dk + c.Dv}, -1)
+		q, k, v = parts[0], parts[1], parts[2]
+	} else {
+		q = g.AsType(g.Normal([]int{c.B, c.T, c.H, c.Dk}, Float32, 0, 1, next()), dt)
+		k = g.AsType(g.Normal([]int{c.B, c.T, c.H, c.Dk}, Float32, 0, 1, next()), dt)
+		v = g.AsType(g.Normal([]int{c.B, c.T, c.H, c.Dv}, Float32, 0, 1, next()), dt)
+	}
+	logDecay = g.Negative(FromSlice(g, lightningSlopes(c.H), c.H))
+	decay = g.Exp(logDecay)
+	if c.state {
+		state = g.AsType(g.Normal([]int{c.B, c.H, c.Dk, c.Dv}, Float32, 0, 1, next()), dt)
+	}
+	return
+}
+
+// lightningCases: one step and many, one head and several, key and value
+// widths unequal, filling the kernel's blocks of columns and not.
+var lightningCases = []lightningCase{
+	{B: 1, T: 1, H: 1, Dk: 16, Dv: 8},
+	{B: 2, T: 5, H: 2, Dk: 8, Dv: 24},
+	{B: 1, T: 33, H: 3, Dk: 64, Dv: 64},
+	{B: 2, T: 33, H: 2, Dk: 20, Dv: 20},
+	{B: 1, T: 5, H: 3, Dk: 24, Dv: 72},
+}
+
+// lightningPaths runs f at every width of the kernel's vectors this CPU
+// runs: the baseline (the recurrent kernels turned off), then each native
+// level.
+func lightningPaths(t *testing.T, f func(t *testing.T)) {
+	levels := isaLevels(t)
+	t.Run("baseline", func(t *testing.T) {
+		was := setNativeRecurrent(false)
+		defer setNativeRecurrent(was)
+		f(t)
+	})
+	for _, level := range levels {
+		t.Run(fmt.Sprintf("isa%d", level), func(t *testing.T) {
+			SetNativeISA(level)
+			f(t)
+		})
+	}
+}
+
+// TestLightning runs archgen's lightning kernel against the recurrence
+// composed of libmlx's ops (LightningOps, mlx-lm's recurrent_gla) in
+// float32: q, k and v contiguous and strided, with and without a state, at
+// every width of the kernel's vectors. The state agrees bit for bit (each
+// step's products rounded before their sum, as the ops round them), y
+// within float32 rounding of a sum in another order (a relative 1e-4 of
+// the largest value); every width gives the same bits.
+func TestLightning(t *testing.T) {
+	for i, c := range lightningCases {
+		for _, withState := range []bool{false, true} {
+			for _, strided := range []bool{false, true} {
+				c.state, c.strided = withState, strided
+				t.Run(fmt.Sprintf("%d/state=%v/strided=%v", i, withState, strided), func(t *testing.T) {
+					g := NewGraph(nil)
+					defer g.Close()
+					scale := 1 / math.Sqrt(float64(c.Dk))
+					q, k, v, _, decay, state := lightningInputs(g, c, Float32, uint64(500+i))
+					wy, ws := g.LightningOps(q, k, v, decay, state, scale)
+					if err := g.Eval(wy, ws); err != nil {
+						t.Fatal(err)
+					}
+					var first *Array
+					lightningPaths(t, func(t *testing.T) {
+						y, s := g.Lightning(q, k, v, decay, state, scale)
+						if name := y.primitiveName(); name != "ArchgenLightning" {
+							t.Fatalf("the output came from %q, not archgen's kernel", name)
+						}
+						if err := g.Eval(y, s); err != nil {
+							t.Fatal(err)
+						}
+						if fmt.Sprint(y.Shape(), s.Shape()) != fmt.Sprint([]int{c.B, c.T, c.H, c.Dv}, []int{c.B, c.H, c.Dk, c.Dv}) {
+							t.Fatalf("y is %v, the state %v", y.Shape(), s.Shape())
+						}
+						near(t, "y", y, wy, Float32)
+						sameBits(t, "state", s, ws)
+						if first == nil {
+							first = y
+						} else {
+							sameBits(t, "y beside the first width's", y, first)
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// TestLightningSplit: the kernel over T steps equals the kernel over the
+// first steps, then the rest from the state they left, bit for bit (the
+// same operations in the same order), with and without a state to start.
+func TestLightningSplit(t *testing.T) {
+	for i, c := range []lightningCase{{B: 2, T: 33, H: 3, Dk: 16, Dv: 24}, {B: 1, T: 9, H: 2, Dk: 20, Dv: 8, state: true, strided: true}} {
+		for _, at := range []int{1, c.T / 2, c.T - 1} {
+			t.Run(fmt.Sprintf("%d/at%d", i, at), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				scale := 1 / math.Sqrt(float64(c.Dk))
+				q, k, v, _, decay, state := lightningInputs(g, c, Float32, 77)
+				y, s := g.Lightning(q, k, v, decay, state, scale)
+				part := func(x *Array, lo, hi int) *Array {
+					return g.Slice(x, []int{0, lo, 0, 0}, []int{c.B, hi, c.H, x.Dim(3)})
+				}
+				y1, s1 := g.Lightning(part(q, 0, at), part(k, 0, at), part(v, 0, at), decay, state, scale)
+				y2, s2 := g.Lightning(part(q, at, c.T), part(k, at, c.T), part(v, at, c.T), decay, s1, scale)
+				if err := g.Eval(y, s, y1, y2, s2); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, "y", g.Concatenate(1, y1, y2), y)
+				sameBits(t, "state", s2, s)
+			})
+		}
+	}
+}
+
+// TestLightningNoSteps: over no steps both forms give an empty y and the
+// state they were given (zeros for none).
+func TestLightningNoSteps(t *testing.T) {
+	for _, withState := range []bool{false, true} {
+		t.Run(fmt.Sprintf("state=%v", withState), func(t *testing.T) {
+			g := NewGraph(nil)
+			defer g.Close()
+			c := lightningCase{B: 2, T: 0, H: 3, Dk: 8, Dv: 12, state: withState}
+			q, k, v, _, decay, state := lightningInputs(g, c, Float32, 9)
+			want := state
+			if want == nil {
+				want = g.Zeros([]int{c.B, c.H, c.Dk, c.Dv}, Float32)
+			}
+			for _, native := range []bool{true, false} {
+				y, s := g.Lightning(q, k, v, decay, state, 0.5)
+				if !native {
+					y, s = g.LightningOps(q, k, v, decay, state, 0.5)
+				}
+				if err := g.Eval(y, s, want); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(y.Shape()) != fmt.Sprint([]int{c.B, 0, c.H, c.Dv}) {
+					t.Fatalf("native %v: y is %v", native, y.Shape())
+				}
+				sameBits(t, "state", s, want)
+			}
+		})
+	}
+}
+
+// TestLightningHalf: LightningOps in bfloat16 and float16 (a model's half
+// precision path, its state rounded to the half type twice every step)
+// against the float32 kernel on the same inputs cast to float32 (the
+// decay as the ops round it), within lightningHalfTol.
+func TestLightningHalf(t *testing.T) {
+	for _, dt := range []Dtype{BFloat16, Float16} {
+		for i, c := range lightningCases {
+			for _, withState := range []bool{false, true} {
+				c.state = withState
+				t.Run(fmt.Sprintf("%s/%d/state=%v", dt, i, withState), func(t *testing.T) {
+					g := NewGraph(nil)
+					defer g.Close()
+					scale := 1 / math.Sqrt(float64(c.Dk))
+					q, k, v, _, decay, state := lightningInputs(g, c, dt, uint64(600+i))
+					hy, hs := g.LightningOps(q, k, v, decay, state, scale)
+					f32 := func(x *Array) *Array { return g.AsType(x, Float32) }
+					var s32 *Array
+					if state != nil {
+						s32 = f32(state)
+					}
+					// The decay as the ops use it, rounded to the half type.
+					y, s := g.Lightning(f32(q), f32(k), f32(v), f32(g.AsType(decay, dt)), s32, scale)
+					if err := g.Eval(hy, hs, y, s); err != nil {
+						t.Fatal(err)
+					}
+					if hy.Dtype() != dt || hs.Dtype() != dt {
+						t.Fatalf("y %s, state %s: want both %s", hy.Dtype(), hs.Dtype(), dt)
+					}
+					halfNear(t, "y", f32(hy), y, lightningHalfTol(dt, c.T))
+					halfNear(t, "state", f32(hs), s, lightningHalfTol(dt, c.T))
+				})
+			}
+		}
+	}
+}
+
+// lightningHalfTol is how far the recurrence in half precision over T
+// steps may stray from float32's, relative to the largest value: each
+// step rounds the state twice (the decayed state, then the sum), each at
+// most half a unit of the half type's last place (2^-7 of the value in
+// bfloat16, 2^-10 in float16) at the largest magnitude, and the errors of
+// the steps add as a random walk: two units times sqrt(T + 1).
+func lightningHalfTol(dt Dtype, T int) float64 {
+	unit := 1.0 / 128
+	if dt == Float16 {
+		unit = 1.0 / 1024
+	}
+	return 2 * unit * math.Sqrt(float64(T+1))
+}
+
+// halfNear fails unless every value of a lies within rel times b's largest
+// magnitude of b's.
+func halfNear(t *testing.T, what string, a, b *Array, rel float64) {
+	t.Helper()
+	av, err := a.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bv, err := b.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := 0.0
+	for _, v := range bv {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	worst := 0.0
+	for i := range av {
+		d := math.Abs(float64(av[i]) - float64(bv[i]))
+		worst = max(worst, d)
+		if d > rel*scale || math.IsNaN(float64(av[i])) {
+			t.Fatalf("%s[%d] = %g, the kernel gives %g (tolerance %g)", what, i, av[i], bv[i], rel*scale)
+		}
+	}
+	t.Logf("%s: largest difference %.3g of %.3g (tolerance %.3g)", what, worst, scale, rel*scale)
+}
+
+// TestLightningErrors: dtypes and shapes the recurrence does not take are
+// a graph error naming the op and every shape or dtype, never a crash.
+func TestLightningErrors(t *testing.T) {
+	z := func(g *Graph, dt Dtype, shape ...int) *Array { return g.Zeros(shape, dt) }
+	cases := []struct {
+		name  string
+		build func(g *Graph) (*Array, *Array)
+		want  string
+	}{
+		{"bfloat16 inputs to the kernel", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, BFloat16, 1, 2, 3, 4), z(g, BFloat16, 1, 2, 3, 4), z(g, BFloat16, 1, 2, 3, 6), z(g, Float32, 3), nil, 0.5)
+		}, "mlx: lightning: the lightning recurrence's kernel takes float32 arrays; got q bfloat16, k bfloat16, v bfloat16, decay float32"},
+		{"a float16 state to the kernel", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 6), z(g, Float32, 3), z(g, Float16, 1, 3, 4, 6), 0.5)
+		}, "mlx: lightning: the lightning recurrence's kernel takes float32 arrays; got q float32, k float32, v float32, decay float32, state float16"},
+		{"a bfloat16 decay to the kernel", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 6), z(g, BFloat16, 3), nil, 0.5)
+		}, "mlx: lightning: the lightning recurrence's kernel takes float32 arrays; got q float32, k float32, v float32, decay bfloat16"},
+		{"k of another width", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 5), z(g, Float32, 1, 2, 3, 6), z(g, Float32, 3), nil, 0.5)
+		}, "mlx: lightning: want q and k [B, T, H, Dk], v [B, T, H, Dv], decay [H], state [B, H, Dk, Dv]; got q [1, 2, 3, 4], k [1, 2, 3, 5], v [1, 2, 3, 6], decay [3]"},
+		{"v of other steps", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 3, 3, 6), z(g, Float32, 3), nil, 0.5)
+		}, "mlx: lightning: want q and k [B, T, H, Dk], v [B, T, H, Dv], decay [H], state [B, H, Dk, Dv]; got q [1, 2, 3, 4], k [1, 2, 3, 4], v [1, 3, 3, 6], decay [3]"},
+		{"q of three axes", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, Float32, 2, 3, 4), z(g, Float32, 2, 3, 4), z(g, Float32, 1, 2, 3, 6), z(g, Float32, 3), nil, 0.5)
+		}, "mlx: lightning: want q and k [B, T, H, Dk], v [B, T, H, Dv], decay [H], state [B, H, Dk, Dv]; got q [2, 3, 4], k [2, 3, 4], v [1, 2, 3, 6], decay [3]"},
+		{"a decay of the wrong length", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 6), z(g, Float32, 2), nil, 0.5)
+		}, "mlx: lightning: want q and k [B, T, H, Dk], v [B, T, H, Dv], decay [H], state [B, H, Dk, Dv]; got q [1, 2, 3, 4], k [1, 2, 3, 4], v [1, 2, 3, 6], decay [2]"},
+		{"a state of value rows by key columns", func(g *Graph) (*Array, *Array) {
+			return g.Lightning(z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 6), z(g, Float32, 3), z(g, Float32, 1, 3, 6, 4), 0.5)
+		}, "mlx: lightning: want q and k [B, T, H, Dk], v [B, T, H, Dv], decay [H], state [B, H, Dk, Dv]; got q [1, 2, 3, 4], k [1, 2, 3, 4], v [1, 2, 3, 6], decay [3], state [1, 3, 6, 4]"},
+		{"the ops: a state of the wrong shape", func(g *Graph) (*Array, *Array) {
+			return g.LightningOps(z(g, BFloat16, 1, 2, 3, 4), z(g, BFloat16, 1, 2, 3, 4), z(g, BFloat16, 1, 2, 3, 6), z(g, Float32, 3), z(g, BFloat16, 2, 3, 4, 6), 0.5)
+		}, "mlx: lightning: want q and k [B, T, H, Dk], v [B, T, H, Dv], decay [H], state [B, H, Dk, Dv]; got q [1, 2, 3, 4], k [1, 2, 3, 4], v [1, 2, 3, 6], decay [3], state [2, 3, 4, 6]"},
+		{"the ops: v of another dtype", func(g *Graph) (*Array, *Array) {
+			return g.LightningOps(z(g, BFloat16, 1, 2, 3, 4), z(g, BFloat16, 1, 2, 3, 4), z(g, Float32, 1, 2, 3, 6), z(g, Float32, 3), nil, 0.5)
+		}, "mlx: lightning: the lightning recurrence's ops take q, k and v of one float dtype, a float decay and state; got q bfloat16, k bfloat16, v float32, decay float32"},
+		{"the ops: integer inputs", func(g *Graph) (*Array, *Array) {
+			return g.LightningOps(z(g, Int32, 1, 2, 3, 4), z(g, Int32, 1, 2, 3, 4), z(g, Int32, 1, 2, 3, 6), z(g, Float32, 3), nil, 0.5)
+		}, "mlx: lightning: the lightning recurrence's ops take q, k and v of one float dtype, a float decay and state; got q int32, k int32, v int32, decay float32"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewGraph(nil)
+			defer g.Close()
+			y, s := c.build(g)
+			if y.Valid() || s.Valid() {
+				t.Fatal("a refused recurrence returned valid arrays")
+			}
+			if err := g.Eval(y); err == nil || err.Error() != c.want {
+				t.Errorf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestLightningMatchesMLXLM runs mlx-lm's own recurrent_gla on inputs
+// written here and compares LightningOps' output and state with it bit for
+// bit, in float32 and bfloat16; and the float32 kernel on the same inputs
+// cast to float32 with it: in float32 the state bit for bit and y within
+// float32 rounding, in bfloat16 within lightningHalfTol.
+func TestLightningMatchesMLXLM(t *testing.T) {
+	const script = "testdata/lightning_ref.py" // mlx-lm's recurrent_gla on the inputs
+	cases := []lightningCase{
+		{B: 2, T: 9, H: 3, Dk: 16, Dv: 24},
+		{B: 1, T: 7, H: 4, Dk: 32, Dv: 32, state: true},
+	}
+	for _, dt := range []Dtype{Float32, BFloat16} {
+		for i, c := range cases {
+			t.Run(fmt.Sprintf("%s/%d", dt, i), func(t *testing.T) {
+				g := NewGraph(nil)
+				defer g.Close()
+				scale := 1 / math.Sqrt(float64(c.Dk))
+				q, k, v, logDecay, decay, state := lightningInputs(g, c, dt, uint64(700+i))
+				in := map[string]*Array{"q": q, "k": k, "v": v, "g": logDecay}
+				f32 := func(x *Array) *Array { return g.AsType(x, Float32) }
+				var s32 *Array
+				if state != nil {
+					in["state"] = state
+					s32 = f32(state)
+				}
+				y, s := g.LightningOps(q, k, v, decay, state, scale)
+				ref := sameAsMLXLM(t, g, in, y, s, script, fmt.Sprint(scale))
+				ky, ks := g.Lightning(f32(q), f32(k), f32(v), f32(g.AsType(decay, dt)), s32, scale)
+				if err := g.Eval(ky, ks); err != nil {
+					t.Fatal(err)
+				}
+				if dt == Float32 {
+					near(t, "kernel y", ky, ref["y"], Float32)
+					sameBits(t, "kernel state", ks, ref["state"])
+				} else {
+					halfNear(t, "y", f32(ref["y"]), ky, lightningHalfTol(dt, c.T))
+					halfNear(t, "state", f32(ref["state"]), ks, lightningHalfTol(dt, c.T))
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkLightning: one layer of lightning attention (16 heads, 128 by
+// 128 state per head) in float32, a decode step and a 512-token prefill,
+// on archgen's kernel and as libmlx's ops one step at a time (what mlx-lm
+// runs).
+func BenchmarkLightning(b *testing.B) {
+	const scale = 0.08838834764831845 // 128^-1/2
+	benchRecurrence(b, func(g *Graph, T int) []*Array {
+		q, k, v, _, decay, state := lightningInputs(g, lightningCase{B: 1, T: T, H: 16, Dk: 128, Dv: 128, state: true}, Float32, 3)
+		return []*Array{q, k, v, decay, state}
+	}, func(g *Graph, in []*Array, native bool) (*Array, *Array) {
+		if native {
+			return g.Lightning(in[0], in[1], in[2], in[3], in[4], scale)
+		}
+		return g.LightningOps(in[0], in[1], in[2], in[3], in[4], scale)
+	})
 }

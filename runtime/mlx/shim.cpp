@@ -1057,6 +1057,16 @@ int mlxg_wkv7(mlxg_array* res, mlxg_array r, mlxg_array w, mlxg_array k, mlxg_ar
   })
 }
 
+int mlxg_lightning(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, mlxg_array decay,
+                   mlxg_array state, double scale, bool native, mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto ys = native ? archgen_lightning(A(q), A(k), A(v), A(decay), opt(state), scale, S(s))
+                     : archgen_lightning_ops(A(q), A(k), A(v), A(decay), opt(state), scale, S(s));
+    res[0] = wrap(std::move(ys[0]));
+    res[1] = wrap(std::move(ys[1]));
+  })
+}
+
 int mlxg_ssm_scan(mlxg_array* res, mlxg_array x, mlxg_array A_log, mlxg_array B, mlxg_array C,
                   mlxg_array D, mlxg_array dt, mlxg_array dt_bias, mlxg_array state, float lo,
                   float hi, bool native, mlxg_stream s, char** err) {

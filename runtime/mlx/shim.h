@@ -333,6 +333,12 @@ int mlxg_linear_recurrence(mlxg_array* res, mlxg_array a, mlxg_array u, mlxg_arr
 // last state into res[1]. state may be empty.
 int mlxg_wkv7(mlxg_array* res, mlxg_array r, mlxg_array w, mlxg_array k, mlxg_array v,
               mlxg_array a, mlxg_array b, mlxg_array state, mlxg_stream s, char** err);
+// Lightning attention's constant-decay recurrence (recurrent.h): y into
+// res[0], the last state into res[1]; archgen's float32 kernel where native
+// is true, libmlx's ops one step at a time as mlx-lm's recurrent_gla
+// composes them otherwise. state may be empty.
+int mlxg_lightning(mlxg_array* res, mlxg_array q, mlxg_array k, mlxg_array v, mlxg_array decay,
+                   mlxg_array state, double scale, bool native, mlxg_stream s, char** err);
 // mlx's conv1d: x [B, L, C_in], w [C_out, K, C_in / groups].
 int mlxg_conv1d(mlxg_array* res, mlxg_array x, mlxg_array w, int stride, int padding,
                 int dilation, int groups, mlxg_stream s, char** err);

@@ -32,7 +32,8 @@ const hybridDir = "../../testdata/parity/qwen3_next/base/model"
 // attention; and attention whose keys and values are convolved over time
 // (a state beside each layer's keys and values, windows on some layers); and
 // RWKV-7's time mix, its channel mix keeping state in the same cache and
-// the first layer's values carried to the others.
+// the first layer's values carried to the others; and lightning attention
+// (its rope from the state cache's offset) beside attention and experts.
 var hybridDirs = []string{
 	hybridDir,
 	"../../testdata/parity/granitemoehybrid/moe_nope/model",
@@ -48,6 +49,7 @@ var hybridDirs = []string{
 	"../../testdata/parity/recurrent_gemma/griffin_tied/model",
 	"../../testdata/parity/recurrent_gemma/attention_first_untied/model",
 	"../../testdata/parity/rwkv7/heads32_tied/model",
+	"../../testdata/parity/bailing_moe_linear/softmax_groups/model",
 }
 
 // eachHybrid runs f on each of hybridDirs' models, as a subtest.

@@ -44,6 +44,11 @@ const (
 	// is one), weighted by their scores, renormalised over their sum plus
 	// 1e-6 when Renorm, times Scale, cast to the input's dtype.
 	RouteSigmoidTopK
+	// RouteScoreGroup: RouteSigmoidGroup's choice from softmax scores
+	// (sigmoid ones when Sigmoid) in float32, the correction bias added
+	// only where there is one; the weights, times Scale, cast to the
+	// input's dtype, so that the weighted sum is taken in it.
+	RouteScoreGroup
 )
 
 // Router picks each token's experts: Gate [E, D] gives the logits.
@@ -60,7 +65,7 @@ type Router struct {
 	TopLast bool
 	// Float32: RouteTopKSoftmax's softmax in float32.
 	Float32 bool
-	// Sigmoid: RouteScoreTopKNorm scores by a sigmoid.
+	// Sigmoid: RouteScoreTopKNorm and RouteScoreGroup score by a sigmoid.
 	Sigmoid bool
 	// RouteSigmoidGroup's (and RouteSigmoidBias's) correction bias [E];
 	// RouteSigmoidGroup's groups and scale.
@@ -103,7 +108,15 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 			weights = g.Softmax(top, true, -1)
 		}
 	case RouteSigmoidGroup:
-		return r.sigmoidGroup(g, logits)
+		return r.groupChoice(g, g.Sigmoid(g.AsType(logits, mlx.Float32)))
+	case RouteScoreGroup:
+		f := g.AsType(logits, mlx.Float32)
+		p := g.Softmax(f, false, -1)
+		if r.Sigmoid {
+			p = g.Sigmoid(f)
+		}
+		idx, weights = r.groupChoice(g, p)
+		return idx, g.AsType(weights, x.Dtype())
 	case RouteSparseMixer:
 		return r.sparseMixer(g, logits)
 	case RouteSigmoidTopK:
@@ -130,10 +143,16 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 	return idx, weights
 }
 
-// sigmoidGroup is RouteSigmoidGroup's choice from logits.
-func (r *Router) sigmoidGroup(g *mlx.Graph, logits *mlx.Array) (idx, weights *mlx.Array) {
-	p := g.Sigmoid(g.AsType(logits, mlx.Float32))
-	s := g.Add(p, r.Bias)
+// groupChoice is the grouped routers' choice from float32 scores p: the
+// k best of p plus the correction bias (where there is one), within the
+// TopKGroups groups whose two best such scores sum highest (the others'
+// scores set to zero), weighted by p, renormalised when Renorm (and k >
+// 1), times Scale.
+func (r *Router) groupChoice(g *mlx.Graph, p *mlx.Array) (idx, weights *mlx.Array) {
+	s := p
+	if r.Bias != nil {
+		s = g.Add(p, r.Bias)
+	}
 	if r.Groups > 1 && r.Groups > r.TopKGroups && s.Valid() {
 		shape := s.Shape()
 		e := shape[len(shape)-1]

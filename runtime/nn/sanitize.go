@@ -415,13 +415,13 @@ func (w *Weights) ScaleRows(suffix string, by float64, counts []int, factors []f
 	}
 }
 
-// UnitRows scales each row of the tensor name to unit length, in float32,
-// w / (‖w‖ + eps), and casts it back to its dtype (Baichuan-M1's head, as
-// mlx-lm's sanitize does), when it is stored in a floating type and its
-// module holds no quantization scales: a quantized checkpoint was saved
-// with the rows scaled already. A missing tensor is left to whoever asks
-// for it.
-func (w *Weights) UnitRows(name string, eps float64) {
+// UnitRows scales the tensor name to unit length along axis (-1: each
+// row; 0: each column), in float32, w / (‖w‖ + eps), and casts it back to
+// its dtype (Baichuan-M1's head by rows, Bailing's by columns, as mlx-lm's
+// sanitize does), when it is stored in a floating type and its module
+// holds no quantization scales: a quantized checkpoint was saved with the
+// rows scaled already. A missing tensor is left to whoever asks for it.
+func (w *Weights) UnitRows(name string, eps float64, axis int) {
 	l := w.l
 	if l.record {
 		return
@@ -435,7 +435,7 @@ func (w *Weights) UnitRows(name string, eps float64) {
 	}
 	g := l.g
 	f := g.AsType(a, mlx.Float32)
-	u := g.AsType(g.Divide(f, g.AddScalar(g.Norm(f, true, -1), eps)), a.Dtype())
+	u := g.AsType(g.Divide(f, g.AddScalar(g.Norm(f, true, axis), eps)), a.Dtype())
 	if err := g.Err(); err != nil {
 		w.failf("%s: scaling its rows to unit length: %v", name, err)
 		return

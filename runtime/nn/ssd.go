@@ -135,12 +135,5 @@ func SSDOutput(g *mlx.Graph, norm *RMSNorm, y, z *mlx.Array, groups int, before 
 // (groups 1), or over each of groups equal parts of it without the
 // weight, the weight applied after.
 func gateThenNorm(g *mlx.Graph, norm *RMSNorm, y, z *mlx.Array, groups int) *mlx.Array {
-	x := g.SwiGLU(z, y)
-	if groups <= 1 {
-		return norm.Apply(g, x)
-	}
-	shape := x.Shape()
-	per := g.Reshape(x, append(shape[:len(shape)-1:len(shape)-1], groups, shape[len(shape)-1]/groups)...)
-	x = g.Reshape(g.RMSNorm(per, nil, norm.Eps), shape...)
-	return g.Multiply(norm.Weight, x)
+	return GroupRMSNorm(g, norm, g.SwiGLU(z, y), groups)
 }

@@ -2,7 +2,7 @@
 geometries, archgen beside mlx-lm on the same 4-bit checkpoints, and beside
 an attention model: `make bench-hybrid`.
 
-    .deps/py/bin/python bench/hybrid.py [--out out/bench/hybrid] [--models qwen3.5-0.8b,lfm2-1.2b] [--runs 3]
+    .deps/py/bin/python bench/hybrid.py [--out out/bench/hybrid] [--models qwen3.5-0.8b,lfm2-1.2b] [--runs 3] [--rounds 3]
 
 For each model (a published geometry, written by hand: the model hub is not
 reachable here; random weights by mlx-lm's own init, seeded):
@@ -23,7 +23,10 @@ reachable here; random weights by mlx-lm's own init, seeded):
      what the hybrid's do) is measured by archgen the same way: decoding is
      a pass over the weights per token, so equal bytes should decode at
      equal speed, and the hybrid's rate over the attention model's is the
-     cost of its recurrent layers.
+     cost of its recurrent layers. The two run in turns, ROUNDS rounds of
+     a hybrid process then a twin process, so that both meet the same
+     state of the machine: the table gives the median of each side's
+     rates and the median of the rounds' ratios, with their range.
 The table, printed and written to OUT/tables.md, every figure in
 OUT/results.json. Ratios hold for this machine, these geometries, 4-bit g64
 and 2 threads; compare them within one run of this script.
@@ -117,6 +120,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "out/bench/hybrid")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--runs", default="3")
+    ap.add_argument("--rounds", type=int, default=3, help="turns of the hybrid and its attention twin")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     bin_dir = args.out / "bin"
@@ -137,16 +141,26 @@ def main():
             if it["name"] == "decode":
                 it["gen"] = 4
         slow.write_text(json.dumps(items))
-        a = measure([bin_dir / "gorun", "-model", q4, "-prompts", pf, "-runs", args.runs, "-loads", "1"])
-        m = measure([PY, "bench/mlxlm_run.py", "--model", q4, "--prompts", slow, "--runs", "1", "--warmup", "0", "--loads", "1"])
         tq4, width = twin(args.out / "models", name, cfg, weight_bytes(q4))
-        t = measure([bin_dir / "gorun", "-model", tq4, "-prompts", pf, "-runs", args.runs, "-loads", "1"])
+        rounds = []
+        for _ in range(args.rounds):
+            ra = measure([bin_dir / "gorun", "-model", q4, "-prompts", pf, "-runs", args.runs, "-loads", "1"])
+            rt = measure([bin_dir / "gorun", "-model", tq4, "-prompts", pf, "-runs", args.runs, "-loads", "1"])
+            rounds.append((ra, rt))
+            log(f"{name} round {len(rounds)}: hybrid tg128 {fmt(ra['tg128'])}, twin {fmt(rt['tg128'])}")
+        a = {k: statistics.median(r[0][k] for r in rounds) for k in ("pp512", "tg128", "peak_rss")}
+        t = {k: statistics.median(r[1][k] for r in rounds) for k in ("pp512", "tg128", "peak_rss")}
+        ratios = [r[0]["tg128"] / r[1]["tg128"] for r in rounds]
+        m = measure([PY, "bench/mlxlm_run.py", "--model", q4, "--prompts", slow, "--runs", "1", "--warmup", "0", "--loads", "1"])
         results[name] = {"title": title, "weight_bytes": weight_bytes(q4), "archgen": a, "mlx-lm": m,
-                         "twin": {"intermediate_size": width, "weight_bytes": weight_bytes(tq4), **t}}
-        lines.append("| {} | {} MiB | {} | {} | {}x | {} | {} | {}x | MLP {} ({} MiB) | {} | {}x |".format(
+                         "twin": {"intermediate_size": width, "weight_bytes": weight_bytes(tq4), **t},
+                         "rounds": [{"archgen": r[0], "twin": r[1]} for r in rounds],
+                         "hybrid_over_twin": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}}
+        lines.append("| {} | {} MiB | {} | {} | {}x | {} | {} | {}x | MLP {} ({} MiB) | {} | {}x ({}-{}, {} rounds) |".format(
             title, weight_bytes(q4) >> 20, fmt(a["tg128"]), fmt(m["tg128"]), fmt(a["tg128"] / m["tg128"], 2),
             fmt(a["pp512"]), fmt(m["pp512"]), fmt(a["pp512"] / m["pp512"], 2),
-            width, weight_bytes(tq4) >> 20, fmt(t["tg128"]), fmt(a["tg128"] / t["tg128"], 2)))
+            width, weight_bytes(tq4) >> 20, fmt(t["tg128"]), fmt(statistics.median(ratios), 2),
+            fmt(min(ratios), 2), fmt(max(ratios), 2), len(rounds)))
         log(lines[-1])
     text = "\n".join(lines) + "\n"
     print(text)

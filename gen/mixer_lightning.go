@@ -38,13 +38,13 @@ type LightningMixer struct {
 	// Factor scales the heads' slopes in each layer (it reads i).
 	Factor *Value
 
-	name                 string
-	self                 *field // the Layer's *Lightning
-	heads                *field
-	rope                 *field
-	qkv, gProj, dense    Proj
-	qNorm, kNorm, gNorm  *field
-	decay                *field
+	name                string
+	self                *field // the Layer's *Lightning
+	heads               *field
+	rope                *field
+	qkv, gProj, dense   Proj
+	qNorm, kNorm, gNorm *field
+	decay               *field
 }
 
 const rLightning = "n"

@@ -43,6 +43,9 @@ type MoEDesc struct {
 	Correction F[Expr] `yaml:"correction"`
 	// Sigmoid: score_topk_norm scores by a sigmoid, not a softmax.
 	Sigmoid F[Expr] `yaml:"sigmoid"`
+	// RenormEps: score_group's renormalisation divides by the sum plus
+	// this (a float expression; default 0, none).
+	RenormEps F[Expr] `yaml:"renorm_eps"`
 	// The router's bias, and the experts' activation (moe_experts.go).
 	RouterBias F[Expr]          `yaml:"router_bias"`
 	Act        F[ExpertActKind] `yaml:"act"`
@@ -192,6 +195,7 @@ type MoE struct {
 	Groups, TopKGroups     *Value // sigmoid_group
 	Scale                  *Value
 	Sigmoid                *Value // score_topk_norm
+	RenormEps              *Value // score_group; nil: none
 	Jitter                 *Value // sparsemixer
 	RouterBias             *Value
 	Act                    ExpertActKind
@@ -276,6 +280,12 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		m.Sigmoid = must(s.Sigmoid, "structure.moe.sigmoid", TBool)
 	} else if s.Sigmoid.IsSet() {
 		return nil, errAt(s.Sigmoid.Pos, "structure.moe.sigmoid", "only a score_topk_norm or score_group router chooses between a softmax and a sigmoid")
+	}
+	if s.RenormEps.IsSet() {
+		if m.Router != "score_group" {
+			return nil, errAt(s.RenormEps.Pos, "structure.moe.renorm_eps", "only a score_group router adds an eps to its renormalisation")
+		}
+		m.RenormEps = must(s.RenormEps, "structure.moe.renorm_eps", TFloat)
 	}
 	if m.Router == "sparsemixer" {
 		if !s.Jitter.IsSet() {
@@ -474,6 +484,9 @@ func (m *MoE) build(scope string) []jen.Code {
 	}
 	if m.Jitter != nil {
 		router[jen.Id("Jitter")] = m.Jitter.Code()
+	}
+	if m.RenormEps != nil {
+		router[jen.Id("Eps")] = m.RenormEps.Code()
 	}
 	if m.Router.corrected() {
 		if m.correctionFrom != "" {

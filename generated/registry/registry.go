@@ -9,6 +9,7 @@ package registry
 import (
 	"github.com/archgen/archgen/generated/apertus"
 	"github.com/archgen/archgen/generated/baichuan_m1"
+	"github.com/archgen/archgen/generated/bailing_moe"
 	"github.com/archgen/archgen/generated/bailing_moe_linear"
 	"github.com/archgen/archgen/generated/cohere"
 	"github.com/archgen/archgen/generated/cohere2"
@@ -80,6 +81,7 @@ var catalog = nn.NewCatalog(
 	[]nn.Arch{
 		apertus.Arch,
 		baichuan_m1.Arch,
+		bailing_moe.Arch,
 		bailing_moe_linear.Arch,
 		cohere.Arch,
 		cohere2.Arch,

@@ -12,6 +12,7 @@ func TestLookup(t *testing.T) {
 		map[string]string{
 			"apertus":            "apertus",
 			"baichuan_m1":        "baichuan_m1",
+			"bailing_moe":        "bailing_moe",
 			"bailing_moe_linear": "bailing_moe_linear",
 			"cohere":             "cohere",
 			"cohere2":            "cohere2",

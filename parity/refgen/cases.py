@@ -3782,8 +3782,8 @@ def _bailing_moe_linear_cases() -> List[Case]:
             "num_experts": 8,
             "num_experts_per_tok": 2,
             "num_shared_experts": 1,
-            "moe_intermediate_size": 32,
-            "moe_shared_expert_intermediate_size": 48,
+            "moe_intermediate_size": 64,
+            "moe_shared_expert_intermediate_size": 128,
             "norm_topk_prob": True,
             "score_function": "softmax",
             "n_group": 4,
@@ -3807,7 +3807,8 @@ def _bailing_moe_linear_cases() -> List[Case]:
             "(the tail past the last whole group of 2; 2 kv heads); layer 0 "
             "dense, the rest 8 experts routed by a softmax with an expert bias, "
             "top-2 within the best 2 of 4 groups, renormalised, times 2.5, "
-            "beside one shared expert of 48",
+            "beside one shared expert of 128 (experts of 64, so that groups of 64 "
+            "quantize them)",
             bailing(),
         ),
         Case(
@@ -3862,6 +3863,80 @@ def _bailing_moe_linear_cases() -> List[Case]:
     ]
 
 
+def _bailing_moe_cases() -> List[Case]:
+    """Ling/Ring: fused-qkv attention on every layer, MoE from
+    first_k_dense_replace on, routed by the compiled group router."""
+
+    def bailing(**over):
+        cfg = {
+            "architectures": ["BailingMoeForCausalLM"],
+            "model_type": "bailing_moe",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 2048,
+            "rope_theta": 10000.0,
+            "rms_norm_eps": 1e-6,
+            "partial_rotary_factor": 0.5,
+            "use_qk_norm": True,
+            "first_k_dense_replace": 1,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "num_shared_experts": 1,
+            "moe_intermediate_size": 64,
+            "moe_shared_expert_intermediate_size": 128,
+            "norm_topk_prob": True,
+            "score_function": "sigmoid",
+            "n_group": 4,
+            "topk_group": 2,
+            "routed_scaling_factor": 2.5,
+            "moe_router_enable_expert_bias": True,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "bailing_moe",
+            "sigmoid_groups",
+            "4 heads of 16 (2 kv heads) from one query_key_value, q and k "
+            "normed, half the dims rotated; layer 0 dense, then 8 experts "
+            "routed by sigmoid scores with an expert bias, top-2 within the "
+            "best 2 of 4 groups, renormalised over their sum plus 1e-20, "
+            "times 2.5, beside one shared expert of 128 (experts of 64, so that groups of 64 quantize them); untied head",
+            bailing(),
+        ),
+        Case(
+            "bailing_moe",
+            "softmax_rotary_dim_tied",
+            "one kv head, no q and k norms, rotary_dim 12 of 16, a head_dim "
+            "key of 32 that is not read, softmax scores without a bias or "
+            "groups, top-2 not renormalised, no shared experts, every layer "
+            "sparse, tied head",
+            bailing(
+                num_key_value_heads=1,
+                use_qk_norm=False,
+                rotary_dim=12,
+                head_dim=32,
+                score_function="softmax",
+                moe_router_enable_expert_bias=False,
+                n_group=1,
+                norm_topk_prob=False,
+                routed_scaling_factor=1.0,
+                num_shared_experts=0,
+                first_k_dense_replace=0,
+                tie_word_embeddings=True,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -3909,6 +3984,7 @@ CASES: List[Case] = (
     + _baichuan_m1_cases()
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
+    + _bailing_moe_cases()
 )
 
 

@@ -273,6 +273,9 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"baichuan_m1", map[string]any{"num_swa_attention_heads": 24}, "hidden_size: must be a multiple of num_attention_heads and of num_swa_attention_heads (head_dim is hidden_size / heads)"},
 		{"baichuan_m1", map[string]any{"num_swa_key_value_heads": 3}, "num_swa_key_value_heads: must divide the sliding layers' query heads"},
 		{"plamo2", map[string]any{"num_key_value_heads": 3}, "num_key_value_heads: must divide num_attention_heads"},
+		{"bailing_moe", map[string]any{"score_function": "noaux"}, "score_function: must be softmax or sigmoid"},
+		{"bailing_moe", map[string]any{"num_experts_per_tok": 65}, "num_experts_per_tok: must not exceed num_experts"},
+		{"bailing_moe", map[string]any{"norm_head": true, "tie_word_embeddings": true}, "norm_head: scales lm_head's columns, and a tied head has no lm_head (mlx-lm's sanitize fails on one)"},
 		{"bailing_moe_linear", map[string]any{"head_dim": 64}, "head_dim: must be hidden_size / num_attention_heads: the lightning layers' heads are that wide and share the attention layers' rope"},
 		{"bailing_moe_linear", map[string]any{"score_function": "noaux"}, "score_function: must be softmax or sigmoid"},
 		{"bailing_moe_linear", map[string]any{"use_bias": true}, "use_bias: biases on the output projections and every MLP are not supported (the shared experts take none)"},
@@ -327,9 +330,9 @@ func TestConfigFaultsByArch(t *testing.T) {
 // config handed to the wrong architecture.
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
-		"bailing_hybrid":     `model_type "bailing_hybrid" is not supported (supported: `,
-		"kimi_k2":            `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
-		"gemma4_assistant":   `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
+		"bailing_hybrid":   `model_type "bailing_hybrid" is not supported (supported: `,
+		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
+		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
 	} {
 		dir := configDir(t, []byte(`{"model_type": "`+mt+`", "hidden_size": 64}`))
 		err := loadErr(t, dir)

@@ -74,6 +74,9 @@ type Router struct {
 	Scale              float64
 	// Jitter: RouteSparseMixer's band, relative to each round's pick.
 	Jitter float64
+	// Eps: RouteScoreGroup's renormalisation divides by the weights' sum
+	// plus Eps (0: the sum alone).
+	Eps float64
 }
 
 // topK is the indices of the k largest entries of s along its last axis.
@@ -169,7 +172,11 @@ func (r *Router) groupChoice(g *mlx.Graph, p *mlx.Array) (idx, weights *mlx.Arra
 	idx = r.topK(g, s)
 	weights = g.TakeAlongAxis(p, idx, -1)
 	if r.K > 1 && r.Renorm {
-		weights = g.Divide(weights, g.Sum(weights, true, -1))
+		sum := g.Sum(weights, true, -1)
+		if r.Eps != 0 {
+			sum = g.AddScalar(sum, r.Eps)
+		}
+		weights = g.Divide(weights, sum)
 	}
 	return idx, g.MultiplyScalar(weights, r.Scale)
 }

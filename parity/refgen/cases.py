@@ -3917,7 +3917,7 @@ def _bailing_moe_cases() -> List[Case]:
             "softmax_rotary_dim_tied",
             "one kv head, no q and k norms, rotary_dim 12 of 16, a head_dim "
             "key of 32 that is not read, softmax scores without a bias or "
-            "groups, top-2 not renormalised, no shared experts, every layer "
+            "groups, top-3 not renormalised, no shared experts, both layers "
             "sparse, tied head",
             bailing(
                 num_key_value_heads=1,
@@ -3927,6 +3927,8 @@ def _bailing_moe_cases() -> List[Case]:
                 score_function="softmax",
                 moe_router_enable_expert_bias=False,
                 n_group=1,
+                num_hidden_layers=2,
+                num_experts_per_tok=3,
                 norm_topk_prob=False,
                 routed_scaling_factor=1.0,
                 num_shared_experts=0,

@@ -1221,10 +1221,13 @@ func (g *Graph) GatedDelta(q, k, v, decay, beta, state, mask *Array) (y, last *A
 }
 
 // ConvStep is a short (depthwise, causal) convolution's step in float32:
-// x [B, L, C] after state [B, K - 1, C] (the inputs before them) by w [C,
-// K, 1], plus bias [C] (nil: none), then silu where asked. It returns y
-// [B, L, C] and the next state, the last K - 1 of state and x side by
-// side: one op on archgen's kernel where it runs (libmlx's ops
+// x [B, L, C] after state [B, K - 1, C] (the inputs before them) by w,
+// plus bias [C] (nil: none), then silu where asked. w is the taps [K, C],
+// each tap's weights over the channels, which the kernel reads as they
+// are (the layout a model keeps from loading, nn.ShortConv's Taps), or
+// MLX's depthwise kernel [C, K, 1], which it moves to taps on each call.
+// It returns y [B, L, C] and the next state, the last K - 1 of state and x
+// side by side: one op on archgen's kernel where it runs (libmlx's ops
 // otherwise), within float32 rounding of Conv1D over them.
 func (g *Graph) ConvStep(x, state, w, bias *Array, silu bool) (y, next *Array) {
 	const op = "conv_step"

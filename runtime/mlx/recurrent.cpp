@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <sstream>
 #include <string>
@@ -52,12 +53,23 @@ typedef float f32x16 __attribute__((vector_size(64)));
 // step (qkv [B, T, 2 Hk Dk + Hv Dv], strides qs), q and k not yet scaled
 // to unit length, and the write strength's and the decay's inputs b and a
 // [B, T, Hv] (strides bs, as) with the decay's rate and bias per head.
+//
+// qn, kn, beta and gate hold what the steps [t0, t1) of the pass in hand
+// (DeltaJob) make of them, computed once by delta_prep for every block of
+// value rows to read: q and k at unit length [B, t1 - t0, Hk, Dk], the
+// write strength and the decay [B, t1 - t0, Hv], float32, step t of batch
+// row b at place b (t1 - t0) + t - t0.
 struct DeltaGates {
   const float *b, *a, *rate, *dt_bias;
   int64_t qs[3], bs[3], as[3], rs, ds;
   float eps, inv;  // the unit norm's eps (on the mean square), Dk^-1/2
   bool neg;        // the write strength is 2 sigmoid(b)
+  float *qn, *kn, *beta, *gate;
 };
+
+// delta_prep_floats bounds the floats of DeltaGates' per-step values held
+// at once (4 MiB): a longer run goes through the steps in passes.
+constexpr int64_t delta_prep_floats = int64_t{1} << 20;
 
 struct DeltaJob {
   const void* q;
@@ -75,6 +87,9 @@ struct DeltaJob {
   // gates: q is qkv (k and v unused), and beta and g are made here
   // (DeltaGates); nullptr: the inputs as they are.
   const DeltaGates* gates;
+  // The steps this pass runs: the state is read from s0 where t0 is 0 and
+  // from s1 (the pass before's) otherwise, and written to s1.
+  int t0, t1;
 };
 
 // unit_row scales the n float32 values src (stride st) to unit length as
@@ -145,43 +160,40 @@ mx::cpu::CommandEncoder& outputs_ready(mx::Stream s, const std::vector<mx::array
   return enc;
 }
 
-// The rows [r0, r0 + L) of head (b, h), all T steps, lane i holding row
-// r0 + i; the lanes past n are computed on copies and not written. V is a
-// vector of L floats; the body is the same for every width.
+// The rows [r0, r0 + L) of head (b, h) through the steps [j.t0, j.t1),
+// lane i holding row r0 + i; the lanes past n are computed on copies and
+// not written. V is a vector of L floats; the body is the same for every
+// width.
 template <typename V, int L>
 __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b, int h, int r0,
-                                                       int n, V* sv, float* kf, float* qf,
-                                                       V* old) {
+                                                       int n, V* sv, float* kbuf,
+                                                       float* qbuf, V* old) {
   const int Dk = j.Dk, Dv = j.Dv, hk = h / (j.Hv / j.Hk);
-  const size_t ts = archgen::kind_size(j.t), bs = archgen::kind_size(j.bt);
+  const size_t ts = archgen::kind_size(j.t);
   const size_t head = (static_cast<size_t>(b) * j.Hv + h) * Dv * Dk;
-  load_lanes<V, L>(sv, j.s0 + head, r0, n, Dk);
+  load_lanes<V, L>(sv, (j.t0 == 0 ? j.s0 : j.s1) + head, r0, n, Dk);
   const DeltaGates* G = j.gates;
-  for (int t = 0; t < j.T; t++) {
+  for (int t = j.t0; t < j.t1; t++) {
     const size_t bt = static_cast<size_t>(b) * j.T + t;
     const size_t gh = bt * j.Hv + h;
     float beta, gate = 0;
     const float* row = nullptr;
+    const float *kf = kbuf, *qf = qbuf;  // the step's key and query, float32
     if (G != nullptr) {
+      // q, k and the gates as delta_prep left them.
       row = static_cast<const float*>(j.q) + b * G->qs[0] + t * G->qs[1];
-      unit_row(qf, row + static_cast<int64_t>(hk) * Dk * G->qs[2], G->qs[2], Dk, G->eps,
-               G->inv * G->inv);
-      unit_row(kf, row + static_cast<int64_t>(j.Hk + hk) * Dk * G->qs[2], G->qs[2], Dk, G->eps,
-               G->inv);
-      const float bb = G->b[b * G->bs[0] + t * G->bs[1] + h * G->bs[2]];
-      beta = 1.0f / (1.0f + std::exp(-bb));
-      if (G->neg) beta *= 2;
-      const float x = G->a[b * G->as[0] + t * G->as[1] + h * G->as[2]] + G->dt_bias[h * G->ds];
-      const float sp = x > 20.0f ? x : std::log1p(std::exp(x));
-      gate = std::exp(G->rate[h * G->rs] * sp);
+      const size_t at = static_cast<size_t>(b) * (j.t1 - j.t0) + (t - j.t0);
+      qf = G->qn + (at * j.Hk + hk) * Dk;
+      kf = G->kn + (at * j.Hk + hk) * Dk;
+      beta = G->beta[at * j.Hv + h];
+      gate = G->gate[at * j.Hv + h];
     } else {
       const size_t qk_at = (bt * j.Hk + hk) * Dk;
-      archgen::to_f32(kf, static_cast<const char*>(j.k) + qk_at * ts, Dk, j.t);
-      archgen::to_f32(qf, static_cast<const char*>(j.q) + qk_at * ts, Dk, j.t);
+      archgen::to_f32(kbuf, static_cast<const char*>(j.k) + qk_at * ts, Dk, j.t);
+      archgen::to_f32(qbuf, static_cast<const char*>(j.q) + qk_at * ts, Dk, j.t);
       beta = archgen::load1(j.beta, gh, j.bt);
       if (!j.gvec) gate = j.g[gh];
     }
-    (void)bs;
     const bool keep = j.mask == nullptr || j.mask[bt];
     if (!keep) std::copy(sv, sv + Dk, old);
     V m = {};
@@ -223,6 +235,35 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
   store_lanes(j.s1 + head, sv, r0, n, Dk);
 }
 
+// delta_prep is GatedDeltaGates' first phase for the steps [j.t0, j.t1):
+// items [i0, i1), item i the step j.t0 + i % (j.t1 - j.t0) of batch row i
+// / (j.t1 - j.t0), each of the step's q and k heads to unit length and each
+// value head's write strength and decay, into DeltaGates' qn, kn, beta and
+// gate at place i, so that every block of value rows reads them made once.
+__attribute__((target("avx2,fma,f16c"))) void delta_prep(const DeltaJob& j, int i0, int i1) {
+  const DeltaGates* G = j.gates;
+  const int n = j.t1 - j.t0, Dk = j.Dk;
+  for (int i = i0; i < i1; i++) {
+    const int b = i / n, t = j.t0 + i % n;
+    const float* row = static_cast<const float*>(j.q) + b * G->qs[0] + t * G->qs[1];
+    for (int hk = 0; hk < j.Hk; hk++) {
+      const size_t at = (static_cast<size_t>(i) * j.Hk + hk) * Dk;
+      unit_row(G->qn + at, row + static_cast<int64_t>(hk) * Dk * G->qs[2], G->qs[2], Dk, G->eps,
+               G->inv * G->inv);
+      unit_row(G->kn + at, row + static_cast<int64_t>(j.Hk + hk) * Dk * G->qs[2], G->qs[2], Dk,
+               G->eps, G->inv);
+    }
+    for (int h = 0; h < j.Hv; h++) {
+      const float bb = G->b[b * G->bs[0] + t * G->bs[1] + h * G->bs[2]];
+      float beta = 1.0f / (1.0f + std::exp(-bb));
+      if (G->neg) beta *= 2;
+      const float x = G->a[b * G->as[0] + t * G->as[1] + h * G->as[2]] + G->dt_bias[h * G->ds];
+      const float sp = x > 20.0f ? x : std::log1p(std::exp(x));
+      G->beta[static_cast<size_t>(i) * j.Hv + h] = beta;
+      G->gate[static_cast<size_t>(i) * j.Hv + h] = std::exp(G->rate[h * G->rs] * sp);
+    }
+  }
+}
 
 // Scratch is a worker's: a block's state, a saved copy for masked steps,
 // and two float32 rows of a step's inputs (the delta rule's key and query,
@@ -282,6 +323,29 @@ void run_delta(const DeltaJob& j, int isa) {
   });
 }
 
+// run_delta_gates runs GatedDeltaGates' job j (its gates' qn, kn, beta and
+// gate unset) in passes over the steps, each as many as delta_prep_floats
+// holds: the pass's q, k and gates first, then the rule over its steps.
+void run_delta_gates(const DeltaJob& j, int isa) {
+  const int64_t per = static_cast<int64_t>(j.B) * (2 * j.Hk * j.Dk + 2 * j.Hv);  // floats a step
+  const int steps = static_cast<int>(std::clamp<int64_t>(delta_prep_floats / per, 1, j.T));
+  const size_t n = static_cast<size_t>(steps) * j.B;
+  std::unique_ptr<float[]> mem(new float[n * (2 * j.Hk * j.Dk + 2 * j.Hv)]);
+  DeltaGates G = *j.gates;
+  G.qn = mem.get();
+  G.kn = G.qn + n * j.Hk * j.Dk;
+  G.beta = G.kn + n * j.Hk * j.Dk;
+  G.gate = G.beta + n * j.Hv;
+  DeltaJob p = j;
+  p.gates = &G;
+  for (int t0 = 0; t0 < j.T; t0 += steps) {
+    p.t0 = t0;
+    p.t1 = std::min(j.T, t0 + steps);
+    run_items(j.B * (p.t1 - p.t0), [&](int i0, int i1) { delta_prep(p, i0, i1); });
+    run_delta(p, isa);
+  }
+}
+
 class NativeGatedDelta : public mx::Primitive {
  public:
   NativeGatedDelta(mx::Stream s, bool gvec, bool masked, int isa)
@@ -308,7 +372,9 @@ class NativeGatedDelta : public mx::Primitive {
                gvec_,
                outs[0].data<void>(),
                outs[1].data<float>(),
-               nullptr};
+               nullptr,
+               0,
+               static_cast<int>(q.shape(1))};
     int isa = isa_;
     enc.dispatch([j, in, outs, isa]() { run_delta(j, isa); });
   }
@@ -379,9 +445,11 @@ class NativeGatedDeltaGates : public mx::Primitive {
                false,
                outs[0].data<void>(),
                outs[1].data<float>(),
-               gates.get()};
+               gates.get(),
+               0,
+               static_cast<int>(qkv.shape(1))};
     int isa = isa_;
-    enc.dispatch([j, in, outs, isa, gates]() { run_delta(j, isa); });
+    enc.dispatch([j, in, outs, isa, gates]() { run_delta_gates(j, isa); });
   }
 
   void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
@@ -604,6 +672,17 @@ struct ConvJob {
   void* y;  // [B, L, C]
 };
 
+// conv_taps writes the depthwise kernel w [C, K] (MLX's [C, K, 1]) of kind
+// t as float32 taps wt [K, C], each tap's row contiguous over the channels.
+__attribute__((target("avx2,fma,f16c"))) void conv_taps(float* wt, const void* w, Kind t, int C,
+                                                         int K) {
+  for (int c = 0; c < C; c++) {
+    for (int k = 0; k < K; k++) {
+      wt[static_cast<size_t>(k) * C + c] = archgen::load1(w, static_cast<size_t>(c) * K + k, t);
+    }
+  }
+}
+
 // conv_rows computes outputs [r0, r1) of the B * L, all channels, lanes
 // over channels.
 template <typename V, int N>
@@ -648,6 +727,8 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) void conv_rows16(const ConvJob&
   conv_rows<f32x16, 16>(j, r0, r1, xf.data());
 }
 
+// NativeDepthwiseConv is conv1d's depthwise causal form: x [B, L + K - 1,
+// C] and the kernel w [C, K, 1] of x's dtype in, y [B, L, C] out.
 class NativeDepthwiseConv : public mx::UnaryPrimitive {
  public:
   NativeDepthwiseConv(mx::Stream s, int isa) : UnaryPrimitive(s), isa_(isa) {}
@@ -658,11 +739,14 @@ class NativeDepthwiseConv : public mx::UnaryPrimitive {
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
     const mx::array &x = in[0], &w = in[1];
-    ConvJob j{x.data<void>(), w.data<float>(), kind_of(x.dtype()), static_cast<int>(x.shape(0)),
-              static_cast<int>(out.shape(1)), static_cast<int>(x.shape(2)),
-              static_cast<int>(w.shape(0)), out.data<void>()};
+    const int C = x.shape(2), K = w.shape(1);
+    auto wt = std::make_shared<std::vector<float>>(static_cast<size_t>(K) * C);
+    ConvJob j{x.data<void>(), wt->data(), kind_of(x.dtype()), static_cast<int>(x.shape(0)),
+              static_cast<int>(out.shape(1)), C, K, out.data<void>()};
     int isa = isa_;
-    enc.dispatch([j, in, out, isa]() {
+    const void* stored = w.data<void>();
+    enc.dispatch([j, in, out, isa, wt, stored]() {
+      conv_taps(wt->data(), stored, j.t, j.C, j.K);
       run_items(j.B * j.L, [&](int r0, int r1) {
         if (isa == 2) {
           conv_rows16(j, r0, r1);
@@ -685,7 +769,7 @@ class NativeDepthwiseConv : public mx::UnaryPrimitive {
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
-    return {{in[0].shape(0), in[0].shape(1) - in[1].shape(0) + 1, in[0].shape(2)}};
+    return {{in[0].shape(0), in[0].shape(1) - in[1].shape(1) + 1, in[0].shape(2)}};
   }
 
  private:
@@ -697,8 +781,8 @@ class NativeDepthwiseConv : public mx::UnaryPrimitive {
 // L, C] (plus the bias, then silu where asked) and the next state, the
 // last K - 1 of the state and x side by side.
 struct ConvStepJob {
-  const float *x, *state, *w, *bias;  // w [C, K] as stored ([C, K, 1]); bias may be null
-  float* wt;                          // [K, C] scratch: w's taps, each over the channels
+  const float *x, *state, *bias;  // bias may be null
+  const float* wt;                // [K, C]: the taps, each over the channels
   int B, L, C, K;
   bool silu;
   float *y, *next;
@@ -755,25 +839,33 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) void conv_step_rows16(const Con
 }
 
 // NativeConvStep is the short convolution's step: x, state, w[, bias] in,
-// y and the next state out, float32.
+// y and the next state out, float32. w is the taps [K, C] where taps is
+// set, and otherwise [C, K, 1] as MLX stores a depthwise kernel, moved to
+// [K, C] in scratch on each call.
 class NativeConvStep : public mx::Primitive {
  public:
-  NativeConvStep(mx::Stream s, bool silu, bool bias, int isa)
-      : Primitive(s), silu_(silu), bias_(bias), isa_(isa) {}
+  NativeConvStep(mx::Stream s, bool silu, bool bias, bool taps, int isa)
+      : Primitive(s), silu_(silu), bias_(bias), taps_(taps), isa_(isa) {}
 
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
     auto& enc = outputs_ready(stream(), in, outs);
     const mx::array &x = in[0], &st = in[1], &w = in[2];
-    const int C = x.shape(2), K = w.shape(1);
-    auto wt = std::make_shared<std::vector<float>>(static_cast<size_t>(K) * C);
-    ConvStepJob j{x.data<float>(), st.data<float>(), w.data<float>(),
-                  bias_ ? in[3].data<float>() : nullptr, wt->data(),
+    const int C = x.shape(2), K = st.shape(1) + 1;
+    std::shared_ptr<std::vector<float>> wt;
+    if (!taps_) wt = std::make_shared<std::vector<float>>(static_cast<size_t>(K) * C);
+    ConvStepJob j{x.data<float>(), st.data<float>(), bias_ ? in[3].data<float>() : nullptr,
+                  taps_ ? w.data<float>() : wt->data(),
                   static_cast<int>(x.shape(0)), static_cast<int>(x.shape(1)), C, K, silu_,
                   outs[0].data<float>(), outs[1].data<float>()};
     int isa = isa_;
-    enc.dispatch([j, in, outs, isa, wt]() {
-      for (int c = 0; c < j.C; c++) {
-        for (int k = 0; k < j.K; k++) j.wt[static_cast<size_t>(k) * j.C + c] = j.w[static_cast<size_t>(c) * j.K + k];
+    const float* stored = taps_ ? nullptr : w.data<float>();
+    enc.dispatch([j, in, outs, isa, wt, stored]() {
+      if (stored != nullptr) {
+        for (int c = 0; c < j.C; c++) {
+          for (int k = 0; k < j.K; k++) {
+            (*wt)[static_cast<size_t>(k) * j.C + c] = stored[static_cast<size_t>(c) * j.K + k];
+          }
+        }
       }
       run_items(j.B * j.L, [&](int r0, int r1) {
         if (isa == 2) {
@@ -801,7 +893,8 @@ class NativeConvStep : public mx::Primitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeConvStep*>(&other);
-    return o != nullptr && o->silu_ == silu_ && o->bias_ == bias_ && o->isa_ == isa_;
+    return o != nullptr && o->silu_ == silu_ && o->bias_ == bias_ && o->taps_ == taps_ &&
+           o->isa_ == isa_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -809,7 +902,7 @@ class NativeConvStep : public mx::Primitive {
   }
 
  private:
-  bool silu_, bias_;
+  bool silu_, bias_, taps_;
   int isa_;
 };
 
@@ -943,14 +1036,17 @@ std::vector<mx::array> archgen_gated_delta_gates(const mx::array& qkv, const mx:
 std::vector<mx::array> archgen_conv_step(const mx::array& x, const mx::array& state,
                                          const mx::array& w, const std::optional<mx::array>& bias,
                                          bool silu, mx::Stream s) {
-  const bool dims = x.ndim() == 3 && state.ndim() == 3 && w.ndim() == 3;
+  // w is the taps [K, C] (2 dimensions) or MLX's depthwise kernel [C, K, 1].
+  const bool taps = w.ndim() == 2;
+  const bool dims = x.ndim() == 3 && state.ndim() == 3 && (taps || w.ndim() == 3);
   const int B = dims ? x.shape(0) : 0, L = dims ? x.shape(1) : 0, C = dims ? x.shape(2) : 0;
-  const int K = dims ? w.shape(1) : 0;
-  if (!dims || K < 2 || w.shape(0) != C || w.shape(2) != 1 ||
+  const int K = !dims ? 0 : taps ? w.shape(0) : w.shape(1);
+  if (!dims || K < 2 || w.shape(taps ? 1 : 0) != C || (!taps && w.shape(2) != 1) ||
       state.shape() != mx::Shape{B, K - 1, C} || (bias && bias->shape() != mx::Shape{C})) {
-    throw std::invalid_argument("want x [B, L, C], state [B, K - 1, C], w [C, K, 1] (K at least 2), "
-                                "bias [C]; got x " + shape_of(x) + ", state " + shape_of(state) +
-                                ", w " + shape_of(w) + (bias ? ", bias " + shape_of(*bias) : ""));
+    throw std::invalid_argument("want x [B, L, C], state [B, K - 1, C], w [K, C] or [C, K, 1] (K at "
+                                "least 2), bias [C]; got x " + shape_of(x) + ", state " +
+                                shape_of(state) + ", w " + shape_of(w) +
+                                (bias ? ", bias " + shape_of(*bias) : ""));
   }
   for (const mx::array* a : {&x, &state, &w}) {
     if (a->dtype() != mx::float32) {
@@ -965,13 +1061,15 @@ std::vector<mx::array> archgen_conv_step(const mx::array& x, const mx::array& st
     std::vector<mx::array> in = {mx::contiguous(x, false, s), mx::contiguous(state, false, s),
                                  mx::contiguous(w, false, s)};
     if (bias) in.push_back(mx::contiguous(*bias, false, s));
-    return mx::array::make_arrays({x.shape(), state.shape()}, {mx::float32, mx::float32},
-                                  std::make_shared<NativeConvStep>(s, silu, bias.has_value(), isa),
-                                  std::move(in));
+    return mx::array::make_arrays(
+        {x.shape(), state.shape()}, {mx::float32, mx::float32},
+        std::make_shared<NativeConvStep>(s, silu, bias.has_value(), taps, isa), std::move(in));
   }
-  // libmlx's ops: the state and x side by side, conv1d, the bias, silu.
+  // libmlx's ops: the state and x side by side, conv1d (taps moved back
+  // to MLX's depthwise layout), the bias, silu.
   mx::array all = mx::concatenate({state, x}, 1, s);
-  mx::array y = mx::conv1d(all, w, 1, 0, 1, C, s);
+  mx::array kernel = taps ? mx::reshape(mx::transpose(w, {1, 0}, s), {C, K, 1}, s) : w;
+  mx::array y = mx::conv1d(all, kernel, 1, 0, 1, C, s);
   if (bias) y = mx::add(y, *bias, s);
   if (silu) y = mx::multiply(y, mx::sigmoid(y, s), s);
   mx::array next = mx::contiguous(mx::slice(all, {0, L, 0}, {B, L + K - 1, C}, s), false, s);
@@ -992,13 +1090,11 @@ std::optional<mx::array> archgen_native_depthwise_conv1d(const mx::array& x, con
       x.shape(0) < 1 || C < 1) {
     return std::nullopt;
   }
-  // The weight as [K, C] float32 values, so that each tap's row is
-  // contiguous over the channels.
-  mx::array wt = mx::contiguous(
-      mx::transpose(mx::astype(mx::reshape(w, {C, K}, s), mx::float32, s), {1, 0}, s), false, s);
+  // The kernel widens the weight to float32 taps [K, C] as it runs, so
+  // that each tap's row is contiguous over the channels.
   return mx::array({x.shape(0), x.shape(1) - K + 1, C}, x.dtype(),
                    std::make_shared<NativeDepthwiseConv>(s, isa),
-                   {mx::contiguous(x, false, s), wt});
+                   {mx::contiguous(x, false, s), mx::contiguous(w, false, s)});
 }
 
 extern "C" int mlxg_set_native_recurrent(int on) { return recurrent_on.exchange(on != 0 ? 1 : 0); }

@@ -44,23 +44,25 @@ std::vector<mlx::core::array> archgen_gated_delta_ops(
 // the rule as archgen_gated_delta_ops. One op on archgen's kernel where it
 // runs, libmlx's ops otherwise. Returns {y [B, T, Hv, Dv], state}; throws
 // on other shapes or dtypes.
-// archgen_conv_step is a short (depthwise, causal) convolution's step in
-// float32: x [B, L, C] after the state [B, K - 1, C] by w [C, K, 1], plus
-// bias [C] where given, then silu where asked. Returns {y [B, L, C], the
-// next state (the last K - 1 of the state and x side by side)}: one op on
-// archgen's kernel where it runs, libmlx's ops otherwise. Throws on other
-// shapes or dtypes.
-std::vector<mlx::core::array> archgen_conv_step(const mlx::core::array& x,
-                                                const mlx::core::array& state,
-                                                const mlx::core::array& w,
-                                                const std::optional<mlx::core::array>& bias,
-                                                bool silu, mlx::core::Stream s);
-
 std::vector<mlx::core::array> archgen_gated_delta_gates(
     const mlx::core::array& qkv, const mlx::core::array& b, const mlx::core::array& a,
     const mlx::core::array& rate, const mlx::core::array& dt_bias, const mlx::core::array& state,
     const std::optional<mlx::core::array>& mask, int Hk, int Dk, int Hv, int Dv, bool neg,
     mlx::core::Stream s);
+
+// archgen_conv_step is a short (depthwise, causal) convolution's step in
+// float32: x [B, L, C] after the state [B, K - 1, C] by w, the taps [K, C]
+// (each tap's weights over the channels, which the kernel reads as they
+// are) or MLX's depthwise kernel [C, K, 1] (moved to taps on each call),
+// plus bias [C] where given, then silu where asked. Returns {y [B, L, C],
+// the next state (the last K - 1 of the state and x side by side)}: one op
+// on archgen's kernel where it runs, libmlx's ops otherwise. Throws on
+// other shapes or dtypes.
+std::vector<mlx::core::array> archgen_conv_step(const mlx::core::array& x,
+                                                const mlx::core::array& state,
+                                                const mlx::core::array& w,
+                                                const std::optional<mlx::core::array>& bias,
+                                                bool silu, mlx::core::Stream s);
 
 // Mamba2's state-space scan (SSD) over T steps, as mlx-lm's ssm_attn
 // computes it without a mask: x [b, T, h, p], B and C [b, T, g, n] (head

@@ -231,11 +231,70 @@ func TestGatedDeltaGates(t *testing.T) {
 	}
 }
 
+// TestGatedDeltaGatesPasses: a run long enough that the kernel goes
+// through its steps in several passes (each pass's normed q and k and
+// gates made first) gives, bit for bit, what the same steps give run in
+// calls of one pass each, the state carried from call to call, at every
+// instruction level; with a mask and two batch rows.
+func TestGatedDeltaGatesPasses(t *testing.T) {
+	if NativeISA() == 0 {
+		t.Skip("this CPU runs no native kernels (no AVX2): GatedDeltaGates composes the ops")
+	}
+	h := DeltaShape{Hk: 16, Dk: 128, Hv: 32, Dv: 128}
+	const B, T = 2, 300 // 2 * 300 steps of 16 * 2 * 128 + 2 * 32 floats: more than one pass holds
+	cuts := []int{0, 70, 170, 250, T}
+	for _, level := range isaLevels(t) {
+		t.Run(fmt.Sprintf("isa%d", level), func(t *testing.T) {
+			SetNativeISA(level)
+			g := NewGraph(nil)
+			defer g.Close()
+			key := g.RandomKey(41)
+			next := func() *Array {
+				var sub *Array
+				key, sub = g.RandomSplit(key)
+				return sub
+			}
+			qkv := g.Normal([]int{B, T, 2*h.Hk*h.Dk + h.Hv*h.Dv}, Float32, 0, 1, next())
+			b := g.Normal([]int{B, T, h.Hv}, Float32, 0, 1, next())
+			a := g.Normal([]int{B, T, h.Hv}, Float32, 0, 1, next())
+			rate := g.Negative(g.Exp(g.Normal([]int{h.Hv}, Float32, 0, 1, next())))
+			dtBias := g.Normal([]int{h.Hv}, Float32, 0, 1, next())
+			state := g.Normal([]int{B, h.Hv, h.Dv, h.Dk}, Float32, 0, 0.5, next())
+			bits := make([]bool, B*T)
+			for i := range bits {
+				bits[i] = i%7 != 3
+			}
+			mask := FromSlice(g, bits, B, T)
+			y, s := g.GatedDeltaGates(qkv, b, a, rate, dtBias, state, mask, h, false)
+			steps := func(x *Array, t0, t1 int) *Array {
+				start, stop := make([]int, x.Ndim()), x.Shape()
+				start[1], stop[1] = t0, t1
+				return g.Slice(x, start, stop)
+			}
+			var ys []*Array
+			st := state
+			for i := 1; i < len(cuts); i++ {
+				t0, t1 := cuts[i-1], cuts[i]
+				var yi *Array
+				yi, st = g.GatedDeltaGates(steps(qkv, t0, t1), steps(b, t0, t1), steps(a, t0, t1), rate, dtBias, st, steps(mask, t0, t1), h, false)
+				ys = append(ys, yi)
+			}
+			if err := g.Eval(y, s, st); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "y", y, g.Concatenate(1, ys...))
+			sameBits(t, "state", s, st)
+		})
+	}
+}
+
 // TestConvStep runs a short convolution's step (ConvStep: the state and
 // the new inputs read where they are, the bias and silu applied) on
 // archgen's kernel against libmlx's conv1d over the two side by side, at
-// every instruction level and with the kernels off: outputs within float32
-// rounding, the next state exactly the last inputs.
+// every instruction level and with the kernels off, the weights as MLX's
+// depthwise kernel [C, K, 1] and as taps [K, C]: outputs within float32
+// rounding, the two layouts' the same bits, the next state exactly the
+// last inputs.
 func TestConvStep(t *testing.T) {
 	if NativeISA() == 0 {
 		t.Skip("this CPU runs no native kernels (no AVX2): ConvStep composes the ops, which this test compares with themselves")
@@ -265,15 +324,19 @@ func TestConvStep(t *testing.T) {
 					x := g.Normal([]int{c.B, c.L, c.C}, Float32, 0, 1, next())
 					state := g.Normal([]int{c.B, c.K - 1, c.C}, Float32, 0, 1, next())
 					w := g.Normal([]int{c.C, c.K, 1}, Float32, 0, 1, next())
+					taps := g.Contiguous(g.Transpose(g.Reshape(w, c.C, c.K), 1, 0))
 					var bias *Array
 					if c.bias {
 						bias = g.Normal([]int{c.C}, Float32, 0, 1, next())
 					}
 					was := setNativeRecurrent(native)
 					y, st := g.ConvStep(x, state, w, bias, c.silu)
+					ty, tst := g.ConvStep(x, state, taps, bias, c.silu)
 					setNativeRecurrent(was)
-					if name := y.primitiveName(); native != (name == "ArchgenConvStep") {
-						t.Fatalf("native %v: the output came from %q", native, name)
+					for _, a := range []*Array{y, ty} {
+						if name := a.primitiveName(); native != (name == "ArchgenConvStep") {
+							t.Fatalf("native %v: the output came from %q", native, name)
+						}
 					}
 					all := g.Concatenate(1, state, x)
 					want := g.Conv1D(all, w, 1, 0, 1, c.C)
@@ -284,7 +347,7 @@ func TestConvStep(t *testing.T) {
 						want = g.SiLU(want)
 					}
 					wantState := g.Slice(all, []int{0, c.L, 0}, []int{c.B, c.L + c.K - 1, c.C})
-					if err := g.Eval(y, st, want, wantState); err != nil {
+					if err := g.Eval(y, st, ty, tst, want, wantState); err != nil {
 						t.Fatal(err)
 					}
 					gv, _ := y.Float32s()
@@ -294,7 +357,9 @@ func TestConvStep(t *testing.T) {
 							t.Fatalf("y[%d] = %g, conv1d %g", j, gv[j], wv[j])
 						}
 					}
+					sameBits(t, "y from taps", ty, y)
 					sameBits(t, "state", st, wantState)
+					sameBits(t, "state from taps", tst, wantState)
 				})
 			}
 		}
@@ -303,8 +368,14 @@ func TestConvStep(t *testing.T) {
 	defer g.Close()
 	z := func(shape ...int) *Array { return g.Zeros(shape, Float32) }
 	y, _ := g.ConvStep(z(1, 2, 8), z(1, 2, 8), z(8, 4, 1), nil, true)
-	if err := g.Eval(y); err == nil || !strings.Contains(err.Error(), "conv_step: want x [B, L, C], state [B, K - 1, C]") {
+	if err := g.Eval(y); err == nil || !strings.Contains(err.Error(), "conv_step: want x [B, L, C], state [B, K - 1, C], w [K, C] or [C, K, 1]") {
 		t.Errorf("a state of the wrong length: %v", err)
+	}
+	g2 := NewGraph(nil)
+	defer g2.Close()
+	y, _ = g2.ConvStep(g2.Zeros([]int{1, 2, 8}, Float32), g2.Zeros([]int{1, 3, 8}, Float32), g2.Zeros([]int{4, 9}, Float32), nil, true)
+	if err := g2.Eval(y); err == nil || !strings.Contains(err.Error(), "w [4, 9]") {
+		t.Errorf("taps of the wrong width: %v", err)
 	}
 }
 
@@ -403,6 +474,35 @@ func BenchmarkGatedDelta(b *testing.B) {
 			return g.GatedDelta(in[0], in[1], in[2], in[3], in[4], in[5], nil)
 		}
 		return g.GatedDeltaOps(in[0], in[1], in[2], in[3], in[4], in[5], nil)
+	})
+}
+
+// BenchmarkGatedDeltaGates: one layer of Qwen3.5-0.8B's linear attention
+// from its projections' outputs (16 key heads and 16 value heads of 128)
+// in float32, a decode step and a 512-token prefill, on archgen's kernel
+// and as libmlx's ops (the norms, the gates, then the rule one step at a
+// time).
+func BenchmarkGatedDeltaGates(b *testing.B) {
+	h := DeltaShape{Hk: 16, Dk: 128, Hv: 16, Dv: 128}
+	benchRecurrence(b, func(g *Graph, T int) []*Array {
+		key := g.RandomKey(7)
+		next := func() *Array {
+			var sub *Array
+			key, sub = g.RandomSplit(key)
+			return sub
+		}
+		return []*Array{
+			g.Normal([]int{1, T, 2*h.Hk*h.Dk + h.Hv*h.Dv}, Float32, 0, 1, next()),
+			g.Normal([]int{1, T, h.Hv}, Float32, 0, 1, next()),
+			g.Normal([]int{1, T, h.Hv}, Float32, 0, 1, next()),
+			g.Negative(g.Exp(g.Normal([]int{h.Hv}, Float32, 0, 1, next()))),
+			g.Normal([]int{h.Hv}, Float32, 0, 1, next()),
+			g.Normal([]int{1, h.Hv, h.Dv, h.Dk}, Float32, 0, 0.5, next()),
+		}
+	}, func(g *Graph, in []*Array, native bool) (*Array, *Array) {
+		was := setNativeRecurrent(native)
+		defer setNativeRecurrent(was)
+		return g.GatedDeltaGates(in[0], in[1], in[2], in[3], in[4], in[5], nil, h, false)
 	})
 }
 
@@ -533,6 +633,45 @@ func BenchmarkConv1DDepthwise(b *testing.B) {
 				for b.Loop() {
 					gs := NewGraph(nil)
 					if err := gs.Eval(gs.Conv1D(x, w, 1, 0, 1, C)); err != nil {
+						b.Fatal(err)
+					}
+					gs.Close()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkConvStep: the short convolution's step of one Qwen3.5-0.8B
+// linear-attention layer (q, k and v side by side, 6144 channels, 4 taps)
+// in float32 with silu, a decode step and a 512-token prefill, on
+// archgen's kernel, the weights as taps [K, C] (what a model keeps) and as
+// MLX's depthwise kernel [C, K, 1].
+func BenchmarkConvStep(b *testing.B) {
+	g := NewGraph(nil)
+	defer g.Close()
+	const C, K = 6144, 4
+	k1, k2, k3 := g.RandomKey(1), g.RandomKey(2), g.RandomKey(3)
+	w := g.Normal([]int{C, K, 1}, Float32, 0, 1, k3)
+	taps := g.Contiguous(g.Transpose(g.Reshape(w, C, K), 1, 0))
+	state := g.Normal([]int{1, K - 1, C}, Float32, 0, 1, k2)
+	if err := g.Eval(w, taps, state); err != nil {
+		b.Fatal(err)
+	}
+	for _, L := range []int{1, 512} {
+		x := g.Normal([]int{1, L, C}, Float32, 0, 1, k1)
+		if err := g.Eval(x); err != nil {
+			b.Fatal(err)
+		}
+		for _, layout := range []struct {
+			name string
+			w    *Array
+		}{{"taps", taps}, {"stored", w}} {
+			b.Run(fmt.Sprintf("L%d/%s", L, layout.name), func(b *testing.B) {
+				for b.Loop() {
+					gs := NewGraph(nil)
+					y, next := gs.ConvStep(x, state, layout.w, nil, true)
+					if err := gs.Eval(y, next); err != nil {
 						b.Fatal(err)
 					}
 					gs.Close()

@@ -83,9 +83,32 @@ func (c *KVConv) over(g *mlx.Graph, s *kv.States, slot int, u *mlx.Array, w []*m
 	if past == nil {
 		past = g.Zeros([]int{B, H, keep, D}, u.Dtype())
 	}
-	all := g.Concatenate(2, past, u) // [B, H, keep + L, D]
-	steps := func(from, n int) *mlx.Array {
-		return g.Slice(all, []int{0, 0, from, 0}, []int{B, H, from + n, D})
+	// steps(from, n) are the n inputs from the from-th of the state and u
+	// side by side, and next the last keep of them. A single new input
+	// reads the state where it is (the same products and sums as the
+	// inputs side by side give); more go side by side in one copy.
+	var steps func(from, n int) *mlx.Array
+	var next *mlx.Array
+	if L == 1 && keep > 0 {
+		steps = func(from, n int) *mlx.Array {
+			switch {
+			case from == keep:
+				return u
+			case keep == 1:
+				return past
+			}
+			return g.Slice(past, []int{0, 0, from, 0}, []int{B, H, from + n, D})
+		}
+		next = u
+		if keep > 1 {
+			next = g.Concatenate(2, steps(1, keep-1), u)
+		}
+	} else {
+		all := g.Concatenate(2, past, u) // [B, H, keep + L, D]
+		steps = func(from, n int) *mlx.Array {
+			return g.Slice(all, []int{0, 0, from, 0}, []int{B, H, from + n, D})
+		}
+		next = steps(L, keep)
 	}
 	var y *mlx.Array
 	for j := range c.Taps {
@@ -96,6 +119,6 @@ func (c *KVConv) over(g *mlx.Graph, s *kv.States, slot int, u *mlx.Array, w []*m
 			y = g.Add(y, term)
 		}
 	}
-	s.SetSlot(g, slot, steps(L, keep))
+	s.SetSlot(g, slot, next)
 	return y
 }

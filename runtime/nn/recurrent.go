@@ -48,7 +48,12 @@ func FirstLayer(first, i int) int {
 // ones.
 type ShortConv struct {
 	Weight, Bias *mlx.Array
-	Kernel       int
+	// Taps is Weight as the float32 kernel reads it, [kernel, channels]:
+	// each tap's weights over the channels. Loading makes it where Weight
+	// is float32 and the kernel spans more than one step; elsewhere
+	// (half-precision weights, which the composed ops read) it is nil.
+	Taps   *mlx.Array
+	Kernel int
 }
 
 // ShortConv reads a short convolution's weight name.weight (and
@@ -80,6 +85,16 @@ func (w *Weights) ShortConv(name string, channels, kernel int, bias bool) *Short
 	if bias {
 		c.Bias = w.param(name+".bias", []int{channels}, false)
 	}
+	if c.Weight != nil && c.Weight.Dtype() == mlx.Float32 && kernel > 1 {
+		g := w.l.g
+		t := g.Contiguous(g.Transpose(g.Reshape(c.Weight, channels, kernel), 1, 0))
+		if err := g.Err(); err != nil {
+			w.failf("%s: its taps: %v", w.local(name+".weight"), err)
+		} else {
+			g.Keep(t)
+			c.Taps = w.keep(t)
+		}
+	}
 	return c
 }
 
@@ -103,11 +118,11 @@ func (c *ShortConv) apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array, si
 	if state == nil {
 		state = g.Zeros([]int{B, keep, C}, x.Dtype())
 	}
-	if keep > 0 && allFloat32(x, c.Weight) && (c.Bias == nil || c.Bias.Dtype() == mlx.Float32) {
-		// In float32 (the CPU's default compute) one op reads the state
-		// and x where they are and writes the output and the next state,
-		// within float32 rounding of the ops below.
-		y, next := g.ConvStep(x, state, c.Weight, c.Bias, silu)
+	if keep > 0 && c.Taps != nil && allFloat32(x, c.Taps) && (c.Bias == nil || c.Bias.Dtype() == mlx.Float32) {
+		// In float32 (the CPU's default compute) one op reads the state,
+		// x and the taps where they are and writes the output and the
+		// next state, within float32 rounding of the ops below.
+		y, next := g.ConvStep(x, state, c.Taps, c.Bias, silu)
 		s.SetSlot(g, slot, next)
 		return y
 	}

@@ -4,15 +4,18 @@
 // decay, and the row's value. So the kernel hands blocks of rows (8 on
 // AVX2, 16 on AVX-512, one row per vector lane) to the cores, keeps each
 // block's state transposed in registers' reach ([Dk][lanes] floats) for
-// every step, and does in each lane exactly the float32 operations
-// libmlx's step graph does, in its order: products rounded, then summed in
-// index order. Its results equal the composed ops bit for bit.
+// every step (moved there from the state's rows and back by vector
+// transposes of 8 by 8 or 16 by 16 tiles), and does in each lane exactly
+// the float32 operations libmlx's step graph does, in its order: products
+// rounded, then summed in index order. Its results equal the composed ops
+// bit for bit.
 #include "recurrent.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -20,6 +23,7 @@
 #include <new>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpukern.h"
@@ -90,6 +94,10 @@ struct DeltaJob {
   // The steps this pass runs: the state is read from s0 where t0 is 0 and
   // from s1 (the pass before's) otherwise, and written to s1.
   int t0, t1;
+  // plain: each block's state goes into its lanes and back one float at a
+  // time (load_lanes, store_lanes), the baseline of the vector transposes
+  // (lanes_in8 and the rest) that run otherwise; both give the same bits.
+  bool plain;
 };
 
 // unit_row scales the n float32 values src (stride st) to unit length as
@@ -136,6 +144,180 @@ __attribute__((always_inline)) inline void store_lanes(float* m, const V* sv, in
   }
 }
 
+// transpose8 transposes the 8 by 8 tile r (r[i] its row i) in place with
+// unpacks, shuffles and 128-bit permutes.
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void transpose8(__m256* r) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// mask8 has the sign bit set in the first n of its 8 lanes (n at most 8).
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i mask8(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// lanes_in8 and lanes_out8 do what load_lanes and store_lanes do, for 8
+// lanes with AVX2, m the block's first row (its n rows of w values in
+// turn; the lanes past n read row n - 1): 8 values of 8 rows at a time
+// (masked past w) read as a tile, transposed, and written as 8 lanes'
+// vectors, and the reverse. They only move floats, to the same places as
+// the plain loops.
+__attribute__((target("avx2,fma,f16c"))) void lanes_in8(f32x8* sv, const float* m, int n, int w) {
+  const float* rows[8];
+  for (int i = 0; i < 8; i++) rows[i] = m + static_cast<size_t>(std::min(i, n - 1)) * w;
+  float* out = reinterpret_cast<float*>(sv);
+  __m256 r[8];
+  int c = 0;
+  for (; c + 8 <= w; c += 8) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(rows[i] + c);
+    transpose8(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) _mm256_store_ps(out + static_cast<size_t>(c + i) * 8, r[i]);
+  }
+  if (c < w) {
+    const __m256i k = mask8(w - c);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) r[i] = _mm256_maskload_ps(rows[i] + c, k);
+    transpose8(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      if (c + i < w) _mm256_store_ps(out + static_cast<size_t>(c + i) * 8, r[i]);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void lanes_out8(float* m, const f32x8* sv, int n, int w) {
+  const float* in = reinterpret_cast<const float*>(sv);
+  __m256 r[8];
+  int c = 0;
+  for (; c + 8 <= w; c += 8) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) r[i] = _mm256_load_ps(in + static_cast<size_t>(c + i) * 8);
+    transpose8(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      if (i < n) _mm256_storeu_ps(m + static_cast<size_t>(i) * w + c, r[i]);
+    }
+  }
+  if (c < w) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      r[i] = c + i < w ? _mm256_load_ps(in + static_cast<size_t>(c + i) * 8) : _mm256_setzero_ps();
+    }
+    transpose8(r);
+    const __m256i k = mask8(w - c);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      if (i < n) _mm256_maskstore_ps(m + static_cast<size_t>(i) * w + c, k, r[i]);
+    }
+  }
+}
+
+// transpose16 transposes the 16 by 16 tile r in place: unpacks of pairs of
+// rows, of pairs of those pairs, then two rounds of 128-bit shuffles.
+__attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) inline void transpose16(__m512* r) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4 g + e] holds element e of each 128-bit lane of rows 4 g to 4 g + 3.
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // Value 4 q + e of the 16 rows: lane q of u[e], u[4 + e], u[8 + e] and
+  // u[12 + e] in turn.
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; e++) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
+    r[e] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[8 + e] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
+    r[4 + e] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + e] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+  }
+}
+
+// lanes_in16 and lanes_out16 are lanes_in8 and lanes_out8 for 16 lanes
+// with AVX-512, on 16 by 16 tiles.
+__attribute__((target("avx512f,avx2,fma,f16c"))) void lanes_in16(f32x16* sv, const float* m, int n,
+                                                                 int w) {
+  const float* rows[16];
+  for (int i = 0; i < 16; i++) rows[i] = m + static_cast<size_t>(std::min(i, n - 1)) * w;
+  float* out = reinterpret_cast<float*>(sv);
+  __m512 r[16];
+  int c = 0;
+  for (; c + 16 <= w; c += 16) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(rows[i] + c);
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) _mm512_store_ps(out + static_cast<size_t>(c + i) * 16, r[i]);
+  }
+  if (c < w) {
+    const __mmask16 k = static_cast<__mmask16>((1u << (w - c)) - 1);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = _mm512_maskz_loadu_ps(k, rows[i] + c);
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+      if (c + i < w) _mm512_store_ps(out + static_cast<size_t>(c + i) * 16, r[i]);
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx2,fma,f16c"))) void lanes_out16(float* m, const f32x16* sv, int n,
+                                                                  int w) {
+  const float* in = reinterpret_cast<const float*>(sv);
+  __m512 r[16];
+  int c = 0;
+  for (; c + 16 <= w; c += 16) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = _mm512_load_ps(in + static_cast<size_t>(c + i) * 16);
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+      if (i < n) _mm512_storeu_ps(m + static_cast<size_t>(i) * w + c, r[i]);
+    }
+  }
+  if (c < w) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+      r[i] = c + i < w ? _mm512_load_ps(in + static_cast<size_t>(c + i) * 16) : _mm512_setzero_ps();
+    }
+    transpose16(r);
+    const __mmask16 k = static_cast<__mmask16>((1u << (w - c)) - 1);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+      if (i < n) _mm512_mask_storeu_ps(m + static_cast<size_t>(i) * w + c, k, r[i]);
+    }
+  }
+}
+
 // run_items hands work items [0, items) to the pool's threads in a few
 // parts each; f runs a range of them.
 void run_items(int items, const std::function<void(int, int)>& f) {
@@ -161,17 +343,15 @@ mx::cpu::CommandEncoder& outputs_ready(mx::Stream s, const std::vector<mx::array
 }
 
 // The rows [r0, r0 + L) of head (b, h) through the steps [j.t0, j.t1),
-// lane i holding row r0 + i; the lanes past n are computed on copies and
-// not written. V is a vector of L floats; the body is the same for every
-// width.
+// lane i holding row r0 + i (sv, as the caller loaded it and stores it
+// back); the lanes past n are computed on copies and not written. V is a
+// vector of L floats; the body is the same for every width.
 template <typename V, int L>
 __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b, int h, int r0,
                                                        int n, V* sv, float* kbuf,
                                                        float* qbuf, V* old) {
   const int Dk = j.Dk, Dv = j.Dv, hk = h / (j.Hv / j.Hk);
   const size_t ts = archgen::kind_size(j.t);
-  const size_t head = (static_cast<size_t>(b) * j.Hv + h) * Dv * Dk;
-  load_lanes<V, L>(sv, (j.t0 == 0 ? j.s0 : j.s1) + head, r0, n, Dk);
   const DeltaGates* G = j.gates;
   for (int t = j.t0; t < j.t1; t++) {
     const size_t bt = static_cast<size_t>(b) * j.T + t;
@@ -232,7 +412,6 @@ __attribute__((always_inline)) inline void delta_block(const DeltaJob& j, int b,
     for (int i = 0; i < n; i++) archgen::store1(j.y, v_at + i, o[i], j.t);
     if (!keep) std::copy(old, old + Dk, sv);
   }
-  store_lanes(j.s1 + head, sv, r0, n, Dk);
 }
 
 // delta_prep is GatedDeltaGates' first phase for the steps [j.t0, j.t1):
@@ -289,27 +468,68 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
-// delta_items8 and delta_items16 run work items [i0, i1): item i is head
-// i / blocks's block i % blocks of 8 or 16 rows.
-__attribute__((target("avx2,fma,f16c"))) void delta_items8(const DeltaJob& j, int i0, int i1) {
-  const int blocks = (j.Dv + 7) / 8;
-  Scratch<f32x8> s(j.Dk);
+// block_floats is where work item i's rows start in the state (items of L
+// rows, blocks of them per head) and how many floats they hold.
+template <int L>
+__attribute__((always_inline)) inline std::pair<size_t, size_t> block_floats(const DeltaJob& j,
+                                                                             int i) {
+  const int blocks = (j.Dv + L - 1) / L;
+  const int bh = i / blocks, r0 = (i % blocks) * L, n = std::min(L, j.Dv - r0);
+  return {(static_cast<size_t>(bh) * j.Dv + r0) * j.Dk, static_cast<size_t>(n) * j.Dk};
+}
+
+// prefetch_floats asks the caches for the lines of the n floats at p ahead
+// of their use: a hint, which moves no value.
+__attribute__((always_inline)) inline void prefetch_floats(const float* p, size_t n) {
+  const char* b = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63});
+  const char* e = reinterpret_cast<const char*>(p + n);
+  for (; b < e; b += 64) __builtin_prefetch(b, 0, 3);
+}
+
+// delta_items runs work items [i0, i1) on vectors V of L floats
+// (delta_items8 on AVX2, delta_items16 on AVX-512): item i is head i /
+// blocks's block i % blocks of L rows, its state moved into the lanes
+// before the steps and back after them by the vector transposes in and
+// out, or by the plain loops where j.plain asks for them. With the
+// transposes, each item first asks for the lines it writes and those the
+// next item reads, so that they arrive while it runs: a short run (a
+// decode step) is otherwise bound by the state's trips to and from memory.
+template <typename V, int L, typename In, typename Out>
+__attribute__((always_inline)) inline void delta_items(const DeltaJob& j, int i0, int i1, In in,
+                                                       Out out) {
+  const int blocks = (j.Dv + L - 1) / L;
+  const float* from = j.t0 == 0 ? j.s0 : j.s1;
+  Scratch<V> s(j.Dk);
   for (int i = i0; i < i1; i++) {
-    const int bh = i / blocks, r0 = (i % blocks) * 8;
-    delta_block<f32x8, 8>(j, bh / j.Hv, bh % j.Hv, r0, std::min(8, j.Dv - r0), s.st, s.kf, s.qf,
-                          s.old);
+    const int bh = i / blocks, r0 = (i % blocks) * L, n = std::min(L, j.Dv - r0);
+    const size_t head = static_cast<size_t>(bh) * j.Dv * j.Dk;
+    const size_t at = head + static_cast<size_t>(r0) * j.Dk;
+    if (j.plain) {
+      load_lanes<V, L>(s.st, from + head, r0, n, j.Dk);
+    } else {
+      prefetch_floats(j.s1 + at, static_cast<size_t>(n) * j.Dk);
+      if (i + 1 < i1) {
+        const auto [next, count] = block_floats<L>(j, i + 1);
+        prefetch_floats(from + next, count);
+      }
+      in(s.st, from + at, n, j.Dk);
+    }
+    delta_block<V, L>(j, bh / j.Hv, bh % j.Hv, r0, n, s.st, s.kf, s.qf, s.old);
+    if (j.plain) {
+      store_lanes(j.s1 + head, s.st, r0, n, j.Dk);
+    } else {
+      out(j.s1 + at, s.st, n, j.Dk);
+    }
   }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void delta_items8(const DeltaJob& j, int i0, int i1) {
+  delta_items<f32x8, 8>(j, i0, i1, lanes_in8, lanes_out8);
 }
 
 __attribute__((target("avx512f,avx2,fma,f16c"))) void delta_items16(const DeltaJob& j, int i0,
                                                                      int i1) {
-  const int blocks = (j.Dv + 15) / 16;
-  Scratch<f32x16> s(j.Dk);
-  for (int i = i0; i < i1; i++) {
-    const int bh = i / blocks, r0 = (i % blocks) * 16;
-    delta_block<f32x16, 16>(j, bh / j.Hv, bh % j.Hv, r0, std::min(16, j.Dv - r0), s.st, s.kf, s.qf,
-                            s.old);
-  }
+  delta_items<f32x16, 16>(j, i0, i1, lanes_in16, lanes_out16);
 }
 
 void run_delta(const DeltaJob& j, int isa) {
@@ -346,10 +566,19 @@ void run_delta_gates(const DeltaJob& j, int isa) {
   }
 }
 
+// delta_plain_copy reports whether the environment holds
+// ARCHGEN_MLX_DELTA_PLAIN_COPY=1 as a gated delta op is made: its kernel
+// then moves the state in and out of its lanes with the plain loops
+// (DeltaJob's plain), the baseline the tests compare the transposes with.
+bool delta_plain_copy() {
+  const char* e = std::getenv("ARCHGEN_MLX_DELTA_PLAIN_COPY");
+  return e != nullptr && std::strcmp(e, "1") == 0;
+}
+
 class NativeGatedDelta : public mx::Primitive {
  public:
-  NativeGatedDelta(mx::Stream s, bool gvec, bool masked, int isa)
-      : Primitive(s), gvec_(gvec), masked_(masked), isa_(isa) {}
+  NativeGatedDelta(mx::Stream s, bool gvec, bool masked, int isa, bool plain)
+      : Primitive(s), gvec_(gvec), masked_(masked), isa_(isa), plain_(plain) {}
 
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
     auto& enc = outputs_ready(stream(), in, outs);
@@ -374,7 +603,8 @@ class NativeGatedDelta : public mx::Primitive {
                outs[1].data<float>(),
                nullptr,
                0,
-               static_cast<int>(q.shape(1))};
+               static_cast<int>(q.shape(1)),
+               plain_};
     int isa = isa_;
     enc.dispatch([j, in, outs, isa]() { run_delta(j, isa); });
   }
@@ -387,7 +617,8 @@ class NativeGatedDelta : public mx::Primitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeGatedDelta*>(&other);
-    return o != nullptr && o->gvec_ == gvec_ && o->masked_ == masked_ && o->isa_ == isa_;
+    return o != nullptr && o->gvec_ == gvec_ && o->masked_ == masked_ && o->isa_ == isa_ &&
+           o->plain_ == plain_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -398,6 +629,7 @@ class NativeGatedDelta : public mx::Primitive {
  private:
   bool gvec_, masked_;
   int isa_;
+  bool plain_;
 };
 
 // NativeGatedDeltaGates is the gated delta rule from its projections'
@@ -405,8 +637,16 @@ class NativeGatedDelta : public mx::Primitive {
 class NativeGatedDeltaGates : public mx::Primitive {
  public:
   NativeGatedDeltaGates(mx::Stream s, int Hk, int Dk, int Hv, int Dv, bool neg, bool masked,
-                        int isa)
-      : Primitive(s), Hk_(Hk), Dk_(Dk), Hv_(Hv), Dv_(Dv), neg_(neg), masked_(masked), isa_(isa) {}
+                        int isa, bool plain)
+      : Primitive(s),
+        Hk_(Hk),
+        Dk_(Dk),
+        Hv_(Hv),
+        Dv_(Dv),
+        neg_(neg),
+        masked_(masked),
+        isa_(isa),
+        plain_(plain) {}
 
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
     auto& enc = outputs_ready(stream(), in, outs);
@@ -447,7 +687,8 @@ class NativeGatedDeltaGates : public mx::Primitive {
                outs[1].data<float>(),
                gates.get(),
                0,
-               static_cast<int>(qkv.shape(1))};
+               static_cast<int>(qkv.shape(1)),
+               plain_};
     int isa = isa_;
     enc.dispatch([j, in, outs, isa, gates]() { run_delta_gates(j, isa); });
   }
@@ -461,7 +702,7 @@ class NativeGatedDeltaGates : public mx::Primitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeGatedDeltaGates*>(&other);
     return o != nullptr && o->Hk_ == Hk_ && o->Dk_ == Dk_ && o->Hv_ == Hv_ && o->Dv_ == Dv_ &&
-           o->neg_ == neg_ && o->masked_ == masked_ && o->isa_ == isa_;
+           o->neg_ == neg_ && o->masked_ == masked_ && o->isa_ == isa_ && o->plain_ == plain_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
@@ -472,6 +713,7 @@ class NativeGatedDeltaGates : public mx::Primitive {
   int Hk_, Dk_, Hv_, Dv_;
   bool neg_, masked_;
   int isa_;
+  bool plain_;
 };
 
 // shapes_fit: the shapes the recurrence takes (what both forms check).
@@ -928,7 +1170,9 @@ std::optional<std::vector<mx::array>> archgen_native_gated_delta(
   const mx::Shape y = {q.shape(0), q.shape(1), v.shape(2), v.shape(3)};
   return mx::array::make_arrays(
       {y, state.shape()}, {q.dtype(), mx::float32},
-      std::make_shared<NativeGatedDelta>(s, g.ndim() == 4, mask.has_value(), isa), std::move(in));
+      std::make_shared<NativeGatedDelta>(s, g.ndim() == 4, mask.has_value(), isa,
+                                         delta_plain_copy()),
+      std::move(in));
 }
 
 std::vector<mx::array> archgen_gated_delta_ops(const mx::array& q, const mx::array& k,
@@ -1010,7 +1254,8 @@ std::vector<mx::array> archgen_gated_delta_gates(const mx::array& qkv, const mx:
     if (mask) in.push_back(mx::contiguous(*mask, false, s));
     return mx::array::make_arrays(
         {{B, T, Hv, Dv}, state.shape()}, {mx::float32, mx::float32},
-        std::make_shared<NativeGatedDeltaGates>(s, Hk, Dk, Hv, Dv, neg, mask.has_value(), isa),
+        std::make_shared<NativeGatedDeltaGates>(s, Hk, Dk, Hv, Dv, neg, mask.has_value(), isa,
+                                                delta_plain_copy()),
         std::move(in));
   }
   // The same from libmlx's ops: q and k to unit length (q also times

@@ -23,6 +23,12 @@
 // Returns {y [B, T, Hv, Dv], state}, or nullopt where the kernel does not
 // apply (another stream or dtype, a CPU without AVX2, the native kernels
 // turned off); gated_delta_ops then composes libmlx's ops.
+//
+// The kernel moves each block of the state's rows into its vector lanes
+// and back with vector transposes; where the environment holds
+// ARCHGEN_MLX_DELTA_PLAIN_COPY=1 as the op is made (here or in
+// archgen_gated_delta_gates), with plain loops one float at a time, the
+// baseline the tests compare them with. Both give the same bits.
 std::optional<std::vector<mlx::core::array>> archgen_native_gated_delta(
     const mlx::core::array& q, const mlx::core::array& k, const mlx::core::array& v,
     const mlx::core::array& g, const mlx::core::array& beta, const mlx::core::array& state,

@@ -3,6 +3,7 @@ package mlx
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -285,6 +286,160 @@ func TestGatedDeltaGatesPasses(t *testing.T) {
 			sameBits(t, "y", y, g.Concatenate(1, ys...))
 			sameBits(t, "state", s, st)
 		})
+	}
+}
+
+// plainCopyEnv, set to 1 as a gated delta op is made, has its kernel move
+// the state into its lanes and back with plain loops, one float at a time,
+// rather than with vector transposes: the baseline of
+// TestGatedDeltaDecodeCopies.
+const plainCopyEnv = "ARCHGEN_MLX_DELTA_PLAIN_COPY"
+
+// TestGatedDeltaDecodeCopies runs decode-shaped calls (one step each, four
+// in a row, each carrying the state the one before left) of GatedDeltaGates
+// and GatedDelta at state shapes whose sides are and are not multiples of
+// 16 and 8, at every instruction level: the kernel moving each block's
+// state in and out of its lanes with vector transposes gives, bit for bit,
+// the outputs and states of the same calls with the plain copies, and of
+// the first level; GatedDelta's also equal GatedDeltaOps'.
+func TestGatedDeltaDecodeCopies(t *testing.T) {
+	if NativeISA() == 0 {
+		t.Skip("this CPU runs no native kernels (no AVX2): GatedDelta composes the ops")
+	}
+	t.Setenv(plainCopyEnv, "")
+	levels := isaLevels(t)
+	shapes := []struct{ Dk, Dv int }{{128, 128}, {64, 32}, {20, 36}, {16, 8}, {24, 20}, {5, 3}}
+	const B, steps = 2, 4
+	// each runs the steps on g, with the plain copies where plain is set,
+	// and returns every step's output and state as float32 values.
+	type calls func(g *Graph, plain bool) [][]float32
+	values := func(t *testing.T, g *Graph, outs ...*Array) [][]float32 {
+		t.Helper()
+		if err := g.Eval(outs...); err != nil {
+			t.Fatal(err)
+		}
+		var vs [][]float32
+		for _, o := range outs {
+			v, err := g.AsType(o, Float32).Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs = append(vs, v)
+		}
+		return vs
+	}
+	run := func(t *testing.T, g *Graph, plain bool, step func(i int, st *Array) (y, next *Array), state *Array, kernel string) [][]float32 {
+		t.Helper()
+		if plain {
+			os.Setenv(plainCopyEnv, "1")
+			defer os.Setenv(plainCopyEnv, "")
+		}
+		var all [][]float32
+		st := state
+		for i := 0; i < steps; i++ {
+			var y *Array
+			y, st = step(i, st)
+			if kernel != "" {
+				if name := y.primitiveName(); name != kernel {
+					t.Fatalf("step %d's output came from %q, not %s", i, name, kernel)
+				}
+			}
+			all = append(all, values(t, g, y, st)...)
+		}
+		return all
+	}
+	same := func(t *testing.T, what string, got, want [][]float32) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d arrays, want %d", what, len(got), len(want))
+		}
+		for i := range want {
+			part := fmt.Sprintf("step %d's y", i/2)
+			if i%2 == 1 {
+				part = fmt.Sprintf("step %d's state", i/2)
+			}
+			if len(got[i]) != len(want[i]) {
+				t.Fatalf("%s: %s has %d values, want %d", what, part, len(got[i]), len(want[i]))
+			}
+			for j := range want[i] {
+				if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+					t.Fatalf("%s: %s[%d] = %g, want %g", what, part, j, got[i][j], want[i][j])
+				}
+			}
+		}
+	}
+	for si, sh := range shapes {
+		h := DeltaShape{Hk: 2, Dk: sh.Dk, Hv: 4, Dv: sh.Dv}
+		g := NewGraph(nil)
+		defer g.Close()
+		key := g.RandomKey(uint64(61 + si))
+		next := func() *Array {
+			var sub *Array
+			key, sub = g.RandomSplit(key)
+			return sub
+		}
+		at := func(x *Array, i int) *Array {
+			start, stop := make([]int, x.Ndim()), x.Shape()
+			start[1], stop[1] = i, i+1
+			return g.Slice(x, start, stop)
+		}
+		// GatedDeltaGates from its projections' outputs, b and a views of
+		// one wider product.
+		qkv := g.Normal([]int{B, steps, 2*h.Hk*h.Dk + h.Hv*h.Dv}, Float32, 0, 1, next())
+		ba := g.Normal([]int{B, steps, 2 * h.Hv}, Float32, 0, 1, next())
+		parts := g.SplitAt(ba, []int{h.Hv}, -1)
+		rate := g.Negative(g.Exp(g.Normal([]int{h.Hv}, Float32, 0, 1, next())))
+		dtBias := g.Normal([]int{h.Hv}, Float32, 0, 1, next())
+		state := g.Normal([]int{B, h.Hv, h.Dv, h.Dk}, Float32, 0, 0.5, next())
+		var gates calls = func(g *Graph, plain bool) [][]float32 {
+			return run(t, g, plain, func(i int, st *Array) (*Array, *Array) {
+				return g.GatedDeltaGates(at(qkv, i), at(parts[0], i), at(parts[1], i), rate, dtBias, st, nil, h, false)
+			}, state, "ArchgenGatedDeltaGates")
+		}
+		// GatedDelta from its inputs in each dtype, with a mask.
+		type rule struct {
+			name string
+			each calls
+			ops  calls
+		}
+		rules := []rule{{name: "gates", each: gates}}
+		for _, dt := range []Dtype{Float32, BFloat16} {
+			c := deltaCase{B: B, T: steps, Hk: h.Hk, Hv: h.Hv, Dk: h.Dk, Dv: h.Dv, vecGate: dt == BFloat16, masked: true}
+			q, k, v, decay, beta, st0, mask := deltaInputs(g, c, dt, uint64(71+si))
+			step := func(native bool) calls {
+				return func(g *Graph, plain bool) [][]float32 {
+					kernel := ""
+					if native {
+						kernel = "ArchgenGatedDelta"
+					}
+					return run(t, g, plain, func(i int, st *Array) (*Array, *Array) {
+						if native {
+							return g.GatedDelta(at(q, i), at(k, i), at(v, i), at(decay, i), at(beta, i), st, at(mask, i))
+						}
+						return g.GatedDeltaOps(at(q, i), at(k, i), at(v, i), at(decay, i), at(beta, i), st, at(mask, i))
+					}, st0, kernel)
+				}
+			}
+			rules = append(rules, rule{name: fmt.Sprintf("rule/%s", dt), each: step(true), ops: step(false)})
+		}
+		first := map[string][][]float32{}
+		for _, level := range levels {
+			for _, r := range rules {
+				t.Run(fmt.Sprintf("Dk%d_Dv%d/isa%d/%s", h.Dk, h.Dv, level, r.name), func(t *testing.T) {
+					SetNativeISA(level)
+					got := r.each(g, false)
+					same(t, "against the plain copies", got, r.each(g, true))
+					if r.ops != nil {
+						same(t, "against GatedDeltaOps", got, r.ops(g, false))
+					}
+					if want, ok := first[r.name]; ok {
+						same(t, fmt.Sprintf("against isa%d", levels[0]), got, want)
+					} else {
+						first[r.name] = got
+					}
+				})
+			}
+		}
 	}
 }
 

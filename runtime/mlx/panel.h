@@ -1,7 +1,8 @@
 // The register-blocked float32 matrix product the CPU kernels of this
 // package share (qmm.cpp, gqmm.cpp): rows of a weight matrix packed into
 // panels of NR columns, swept by a micro-kernel over MR rows of the input
-// at a time, and a horizontal sum.
+// at a time, and a horizontal sum; its 8 x 8 transpose in registers serves
+// recurrent.cpp's state lanes too.
 #ifndef ARCHGEN_MLX_PANEL_H
 #define ARCHGEN_MLX_PANEL_H
 

@@ -10,6 +10,7 @@
 // rounded, then summed in index order. Its results equal the composed ops
 // bit for bit.
 #include "recurrent.h"
+#include "panel.h"
 
 #include <immintrin.h>
 
@@ -144,27 +145,6 @@ __attribute__((always_inline)) inline void store_lanes(float* m, const V* sv, in
   }
 }
 
-// transpose8 transposes the 8 by 8 tile r (r[i] its row i) in place with
-// unpacks, shuffles and 128-bit permutes.
-__attribute__((target("avx2,fma,f16c"), always_inline)) inline void transpose8(__m256* r) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
-  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
 // mask8 has the sign bit set in the first n of its 8 lanes (n at most 8).
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i mask8(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -185,7 +165,7 @@ __attribute__((target("avx2,fma,f16c"))) void lanes_in8(f32x8* sv, const float* 
   for (; c + 8 <= w; c += 8) {
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(rows[i] + c);
-    transpose8(r);
+    archgen::transpose8_regs(r);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) _mm256_store_ps(out + static_cast<size_t>(c + i) * 8, r[i]);
   }
@@ -193,7 +173,7 @@ __attribute__((target("avx2,fma,f16c"))) void lanes_in8(f32x8* sv, const float* 
     const __m256i k = mask8(w - c);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) r[i] = _mm256_maskload_ps(rows[i] + c, k);
-    transpose8(r);
+    archgen::transpose8_regs(r);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
       if (c + i < w) _mm256_store_ps(out + static_cast<size_t>(c + i) * 8, r[i]);
@@ -208,7 +188,7 @@ __attribute__((target("avx2,fma,f16c"))) void lanes_out8(float* m, const f32x8* 
   for (; c + 8 <= w; c += 8) {
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) r[i] = _mm256_load_ps(in + static_cast<size_t>(c + i) * 8);
-    transpose8(r);
+    archgen::transpose8_regs(r);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
       if (i < n) _mm256_storeu_ps(m + static_cast<size_t>(i) * w + c, r[i]);
@@ -219,7 +199,7 @@ __attribute__((target("avx2,fma,f16c"))) void lanes_out8(float* m, const f32x8* 
     for (int i = 0; i < 8; i++) {
       r[i] = c + i < w ? _mm256_load_ps(in + static_cast<size_t>(c + i) * 8) : _mm256_setzero_ps();
     }
-    transpose8(r);
+    archgen::transpose8_regs(r);
     const __m256i k = mask8(w - c);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {

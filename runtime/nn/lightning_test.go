@@ -31,6 +31,30 @@ func venvPython(t *testing.T) string {
 	return py
 }
 
+// mlxlmPromptCache has mlx-lm run the first n of ids through the model in
+// dir and save its caches (save_prompt_cache), then run the rest over them:
+// the file and those logits.
+func mlxlmPromptCache(t *testing.T, dir string, ids []int32, n int) (string, []float32) {
+	t.Helper()
+	js, err := json.Marshal(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if b, err := exec.Command(venvPython(t), "testdata/prompt_cache_refs.py", dir, string(js), fmt.Sprint(n), out).CombinedOutput(); err != nil {
+		t.Fatalf("prompt_cache_refs.py: %v\n%s", err, b)
+	}
+	ref, _, err := mlx.LoadSafetensors(filepath.Join(out, "logits.safetensors"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref["logits"].Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(out, "cache.safetensors"), want
+}
+
 // TestLightningLogDecay: each head's log decay, for head counts that are
 // powers of two and others (whose slopes take every other one of the
 // next power's), at every layer of stacks of several depths, equals the
@@ -94,27 +118,11 @@ json.dump(out, sys.stdout)
 // (their rope reads it), and continue the prompt as mlx-lm continues it,
 // within the float32 tolerance.
 func TestLightningPromptCacheFromMLXLM(t *testing.T) {
-	py := venvPython(t)
 	ids := hybridPrompt(20)
 	const n = 13
-	js, err := json.Marshal(ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command(py, "testdata/prompt_cache_refs.py", lightningDir, string(js), fmt.Sprint(n), dir).CombinedOutput(); err != nil {
-		t.Fatalf("prompt_cache_refs.py: %v\n%s", err, out)
-	}
-	ref, _, err := mlx.LoadSafetensors(filepath.Join(dir, "logits.safetensors"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := ref["logits"].Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, want := mlxlmPromptCache(t, lightningDir, ids, n)
 	m := loadHybrid(t, lightningDir)
-	caches, _, err := kv.Load(filepath.Join(dir, "cache.safetensors"))
+	caches, _, err := kv.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}

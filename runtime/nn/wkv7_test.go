@@ -1,11 +1,8 @@
 package nn_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,34 +120,12 @@ func TestWKV7FlatLayout(t *testing.T) {
 // the float32 tolerance; the same file with the two token-shift slots
 // swapped does not, so the slots' order is checked, not only their shapes.
 func TestWKV7PromptCacheFromMLXLM(t *testing.T) {
-	py, err := filepath.Abs("../../.deps/py/bin/python")
-	if err == nil {
-		_, err = os.Stat(py)
-	}
-	if err != nil {
-		t.Fatalf("the Python venv with mlx-lm is missing (run make setup): %v", err)
-	}
 	ids := hybridPrompt(20)
 	const n = 14
-	js, err := json.Marshal(ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command(py, "testdata/prompt_cache_refs.py", rwkv7Dir, string(js), fmt.Sprint(n), dir).CombinedOutput(); err != nil {
-		t.Fatalf("prompt_cache_refs.py: %v\n%s", err, out)
-	}
-	ref, _, err := mlx.LoadSafetensors(filepath.Join(dir, "logits.safetensors"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := ref["logits"].Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, want := mlxlmPromptCache(t, rwkv7Dir, ids, n)
 	m := loadHybrid(t, rwkv7Dir)
 	continueFrom := func(swap bool) float64 {
-		caches, _, err := kv.Load(filepath.Join(dir, "cache.safetensors"))
+		caches, _, err := kv.Load(file)
 		if err != nil {
 			t.Fatal(err)
 		}

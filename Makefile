@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid
+.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid
 
 all: test
 
@@ -118,22 +118,31 @@ bench-llama:
 	@bash bench/setup-llama.sh
 	@bash bench/setup-llama-server.sh
 
-# The benchmarks: archgen at the sizes people run beside llama-bench
-# (bench-sizes), then archgen's generated forward passes beside mlx-lm's on
-# the same checkpoints and libmlx, and llama.cpp on the GGUF; prints the tables
-# and writes out/bench/tables.md and results.json (see docs/BENCHMARKS.md).
-# The whole protocol takes about 2 h 15 min on 2 cores (bench-sizes about 30 min of
-# it, after llama.cpp's tools are built); BENCH_QUICK=1 about 45 minutes.
-# Then the Go benchmarks (bench-go).
-bench: setup-py models bench-llama
-	@$(MAKE) -s bench-sizes
-	@$(MAKE) -s bench-hybrid
-	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/bench.py
+# The benchmarks as users run them, ending with docs/BENCHMARKS.md's results
+# written from this run (bench/report.py: the goals held or missed, a table
+# per size and format, plots in docs/bench): archgen at its defaults beside
+# llama.cpp's own llama-bench at every size and format (bench-sizes, with
+# the 1B model's long-context rows and archgen's other settings), beside
+# llama-server at 1-64 streams (bench-serve), the hybrids beside mlx-lm and
+# their attention twins (bench-hybrid), and archgen beside mlx-lm on the
+# SmolLM2 checkpoints (bench/bench.py, quick plan). About 4 h 30 min on 2
+# cores, most of it the 3B-8B checkpoints (made once: about 60 GB of disk).
+# BENCH_QUICK=1: the 1B rows alone, about 25 minutes.
+bench: setup-py models setup-llama-tools
+ifeq ($(filter-out 0,$(BENCH_QUICK)),)
+	@$(MAKE) -s bench-sizes BENCH_SIZES=$(BENCH_SIZES_FULL) BENCH_LONG=1b BENCH_FLAGS=1b
 	@$(MAKE) -s bench-serve
-	@$(MAKE) -s bench-go
-	-@$(MAKE) -s bench-soak
-	-@$(MAKE) -s bench-admission
-	@$(MAKE) -s bench-dist
+	@$(MAKE) -s bench-hybrid
+	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=1 $(PY) bench/bench.py --no-llama
+else
+	@$(MAKE) -s bench-sizes BENCH_SIZES=1b
+endif
+	BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/report.py
+
+# The other measurements, each alone: Go's benchmarks (bench-go), the soak
+# and admission runs of the server (bench-soak, bench-admission), tensor
+# parallelism (bench-dist).
+bench-more: bench-go bench-soak bench-admission bench-dist
 
 # Tensor parallelism on this machine: SmolLM2-135M and the Qwen2.5-0.5B
 # shape in 1 process x 2 threads, 1 x 1 and 2 processes x 1 thread (3 where
@@ -142,11 +151,15 @@ bench: setup-py models bench-llama
 bench-dist: setup-py models
 	BENCH_RUNS=$(BENCH_RUNS) $(PY) bench/dist.py
 
-# The servers side by side (bench/serve_bench.py): archrun serve,
-# mlx_lm.server and llama.cpp's server (llama-cpp-python's server extra) on
-# SmolLM2-135M 4-bit at 1, 4 and 16 concurrent streams; into out/bench/serve.
-bench-serve: setup-py models bench-llama
-	$(PY) bench/serve_bench.py
+# The servers side by side (bench/serve_bench.py): archrun serve beside
+# llama.cpp's own llama-server on the 1B model's 4-bit files at 1, 4, 16 and
+# 64 concurrent streams (into out/bench/serve-1b; bench-sizes makes the
+# files), then archrun serve, mlx_lm.server and llama-server on
+# SmolLM2-135M 4-bit at 1, 4 and 16 (into out/bench/serve).
+bench-serve: setup-py models setup-llama-tools
+	@test -f out/bench/sizes/models/1b/model-Q4_K_M.gguf || $(PY) bench/sizes.py --sizes 1b --prepare
+	$(PY) bench/serve_bench.py --model 1b $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
+	$(PY) bench/serve_bench.py --model smollm2 $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 
 # The soak (bench/soak.sh): SOAK_CLIENTS (32) clients for SOAK_DURATION
 # (10m) against archrun serve and then llama-server on SmolLM2's GGUF,
@@ -166,14 +179,18 @@ bench-admission: setup-mlx models
 setup-llama-tools:
 	@bash bench/setup-llama-tools.sh
 
-# archgen at the sizes people run (by default the Llama-3.2-1B geometry,
-# the Qwen2.5-1.5B geometry in mlx 4-bit and Q4_K_M, and the real
-# SmolLM2-135M requantized to Q4_K_M, Q6_K and Q8_0; BENCH_SIZES=...,3b for
-# more) in mlx-community's formats and llama.cpp's GGUF quantizations,
-# beside llama-bench; into out/bench/sizes.
+# archgen at the sizes people run in mlx-community's formats and llama.cpp's
+# GGUF quantizations, beside llama-bench (bench/sizes.py); into
+# out/bench/sizes. By default the Llama-3.2-1B geometry, the Qwen2.5-1.5B
+# geometry in mlx 4-bit and Q4_K_M, and the real SmolLM2-135M requantized;
+# make bench runs BENCH_SIZES_FULL. BENCH_LONG and BENCH_FLAGS name the
+# sizes that also get the long-context rows (8k and 32k) and the rows of
+# archgen's other settings.
 BENCH_SIZES ?= 1b,qwen2.5-1.5b,smollm2-135m
+BENCH_SIZES_FULL ?= 1b,3b,8b,qwen3-1.7b,qwen3-4b,qwen2.5-1.5b,smollm2-135m
 bench-sizes: setup-py models setup-llama-tools
-	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3)
+	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3) \
+	  $(if $(BENCH_LONG),--long $(BENCH_LONG)) $(if $(BENCH_FLAGS),--flags $(BENCH_FLAGS))
 
 # The hybrid models (Qwen3.5-0.8B's and LFM2-1.2B's geometries, 4-bit,
 # random weights) beside mlx-lm, and beside an attention model of the same

@@ -1,9 +1,12 @@
-"""Writes a llama-family model dir (mlx-lm's layout, float weights) as an F16
-GGUF file the way llama.cpp's converter lays one out, for llama-quantize to
-quantize further: llama.cpp's tensor names and metadata keys (gguf-py, the
-`gguf` package pinned with mlx-lm's venv), q and k rows in the converter's
-order for its rope, norms kept float32, and the tokenizer of another GGUF
-file of the same vocabulary (its tokenizer.* keys copied as they are).
+"""Writes a llama or qwen3 model dir (mlx-lm's layout, float weights) as an
+F16 GGUF file the way llama.cpp's converter lays one out, for llama-quantize
+to quantize further: llama.cpp's tensor names and metadata keys (gguf-py, the
+`gguf` package pinned with mlx-lm's venv), llama's q and k rows in the
+converter's order for its rope (qwen3's rope needs none), norms kept float32,
+and the tokenizer of another GGUF file of the same vocabulary (its
+tokenizer.* keys copied as they are). Tensors go through a temporary file as
+they are converted, so an 8B model needs memory for one tensor at a time,
+not for the whole file.
 
     .deps/py/bin/python bench/llama_gguf.py MODEL_DIR TOKENIZER.gguf OUT.gguf
 
@@ -40,10 +43,11 @@ def copy_tokenizer(src, w):
 def main(model_dir, tok_gguf, out):
     model_dir = Path(model_dir)
     config = json.loads((model_dir / "config.json").read_text())
-    if config["model_type"] != "llama":
-        sys.exit(f"llama_gguf: {model_dir}: model_type {config['model_type']!r}, want llama")
+    arch = config["model_type"]
+    if arch not in ("llama", "qwen3"):
+        sys.exit(f"llama_gguf: {model_dir}: model_type {arch!r}, want llama or qwen3")
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
-    w = GGUFWriter(out, "llama")
+    w = GGUFWriter(out, arch, use_temp_file=True)
     w.add_name(model_dir.name)
     add_hparams(w, config, config["vocab_size"])
     w.add_file_type(LlamaFileType.MOSTLY_F16)
@@ -55,9 +59,9 @@ def main(model_dir, tok_gguf, out):
         weights.update(mx.load(str(f)))
     for hf in sorted(weights):
         x = np.array(weights.pop(hf).astype(mx.float32))
-        if ".q_proj." in hf or ".k_proj." in hf:
+        if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
             x = llama_cpp_permute(x, heads if ".q_proj." in hf else kv)
-        w.add_tensor(gguf_name(hf), x.astype(np.float16) if x.ndim == 2 else x)
+        w.add_tensor(gguf_name(hf, arch), x.astype(np.float16) if x.ndim == 2 else x)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

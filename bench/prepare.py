@@ -1,14 +1,15 @@
 """Makes the benchmark checkpoints with mlx-lm, as mlx_lm.convert would.
 
     python bench/prepare.py derive SRC DST LEVEL   # LEVEL: float32, bfloat16, q4_g64, q4_g64_float32, mxfp4_float32, ...
-    python bench/prepare.py random CONFIG DST      # float32, random weights, mlx-lm's own init
+    python bench/prepare.py random CONFIG DST [DTYPE]  # random weights, mlx-lm's own init (float32 by default)
 
 derive loads SRC with mlx-lm, dequantizes it if it is quantized
 (mlx_lm.convert --dequantize), casts the floating parameters the model lets
 cast to the level's dtype, quantizes (affine) for the q levels, and saves it
 with save_model/save_config; tokenizer files SRC has are copied. random
 makes the model class of CONFIG's model_type with mlx's default
-initialization, seeded, and saves it in float32.
+initialization, seeded, and saves it in float32 (or DTYPE: bfloat16 holds an
+8B model in 16 GB, where float32 would not fit this machine's memory).
 """
 
 import json
@@ -59,13 +60,14 @@ def derive(src, dst, level):
     write(model, config, Path(dst), Path(src))
 
 
-def random(config_path, dst):
+def random(config_path, dst, dtype="float32"):
     config = json.loads(Path(config_path).read_text())
     mx.random.seed(0)
     model_class, args_class = _get_classes(config)
     model = model_class(args_class.from_dict(config))
-    model.update(tree_map_with_path(lambda _, v: v.astype(mx.float32), model.parameters()))
-    config["torch_dtype"] = "float32"
+    dt = getattr(mx, dtype)
+    model.update(tree_map_with_path(lambda _, v: v.astype(dt), model.parameters()))
+    config["torch_dtype"] = dtype
     write(model, config, Path(dst), None)
 
 

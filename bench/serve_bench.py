@@ -1,25 +1,38 @@
-"""Three OpenAI-compatible servers side by side on SmolLM2-135M 4-bit: what
-`make bench` (and `make bench-serve` alone) runs.
+"""OpenAI-compatible servers side by side: what `make bench` (and `make
+bench-serve` alone) runs.
 
-    .deps/py/bin/python bench/serve_bench.py [--out out/bench/serve] [--streams 1,4,16]
+    .deps/py/bin/python bench/serve_bench.py [--model smollm2|1b] [--out DIR] [--streams 1,4,16,64]
         [--max-tokens 128] [--rounds 3] [--only archgen,mlx-lm,llama.cpp]
 
-The servers, one at a time, each in a process of its own on a loopback port:
-  - archgen: `archrun serve -model DIR -max-batch 16` (continuous batching);
-  - mlx-lm: `python -m mlx_lm server --model DIR` (its batched generation,
-    decode concurrency 32 by default) on the same model dir;
-  - llama.cpp: `python -m llama_cpp.server --model GGUF` (llama-cpp-python's
-    server extra, one thread per core) on the GGUF the model dir was made from.
+The models (--model):
+  - smollm2: the real SmolLM2-135M-Instruct, 4-bit (its Q4_1 GGUF; archgen
+    and mlx-lm on the model dir bench/ggufdir makes of it, llama.cpp on the
+    file itself), streams 1, 4 and 16;
+  - 1b: the Llama-3.2-1B geometry of bench/sizes.py (random weights,
+    SmolLM2's tokenizer): archgen on the mlx-community 4-bit g64 dir,
+    llama.cpp on the Q4_K_M file (its faster 4-bit decode at this size),
+    streams 1, 4, 16 and 64. mlx-lm is left out at this size: it decodes
+    at under 1 tok/s here, and a round would take hours.
 
-For each number of concurrent streams C, C clients each send one
+The servers, one at a time, each in a process of its own on a loopback port,
+each with as many slots as the most streams measured:
+  - archgen: `archrun serve -model DIR -max-batch SLOTS` (continuous batching);
+  - mlx-lm: `python -m mlx_lm server --model DIR` (its batched generation);
+  - llama.cpp: its own `llama-server -np SLOTS` (continuous batching, its
+    default), built by `make setup-llama-tools`, SLOTS x 512 tokens of
+    context, 2 threads.
+
+For each number of concurrent streams C, C clients each send one streamed
 /v1/completions request at once, each with its own prompt (the same
 prompts, in the same order, for every server), greedy (temperature 0),
 max_tokens the same; a round ends when the last answer is in. After a
 warm-up round, --rounds rounds are measured:
   - aggregate tok/s: the completion tokens of the round (usage) over its
     wall time, the median over rounds;
+  - time to first token (TTFT): from sending a request to its first
+    streamed token, p50 and p99 over every measured request;
   - latency: each request's time from sending to its whole answer, the
-    median and the largest over every measured request.
+    median and the largest.
 The load average (/proc/loadavg) is recorded when each server starts and
 ends. Writes results.json and tables.md under --out and prints the table.
 """
@@ -36,13 +49,15 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / ".deps/py/bin/python"
-LLAMA_PY = ROOT / ".deps/llama/bin/python"
+LLAMA_SERVER = ROOT / ".deps/llama-tools/bin/llama-server"
 GGUF = ROOT / ".deps/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+SIZES_MODELS = ROOT / "out/bench/sizes/models"
 
 # Sixteen story openings: plain completions, which a 135M model continues
 # for the whole max_tokens far more often than it ends them.
@@ -64,6 +79,13 @@ PROMPTS = [
     "The inventor showed the crowd her new machine, which",
     "Long ago, in a kingdom between two mountains,",
 ]
+# Past 16 streams, each opening again under another heading, so that every
+# request has a prompt of its own.
+HEADINGS = ["", "Chapter one. ", "A short story. ", "From the archive: "]
+
+
+def prompts_for(c):
+    return [HEADINGS[i // len(PROMPTS) % len(HEADINGS)] + PROMPTS[i % len(PROMPTS)] for i in range(c)]
 
 
 def log(msg):
@@ -78,12 +100,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def post(url, body, timeout=1800):
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.load(r)
 
 
 class Server:
@@ -123,27 +139,62 @@ class Server:
         self.log.close()
 
 
+def stream_completion(server, body):
+    """One streamed /v1/completions request: (seconds to its first token,
+    seconds to its end, completion tokens, text)."""
+    u = urllib.parse.urlsplit(server.base)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=1800)
+    try:
+        t0 = time.perf_counter()
+        conn.request("POST", u.path + "/completions", json.dumps(body), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"status {resp.status}: {resp.read()[:300]!r}")
+        first, chunks, usage, text = None, 0, None, []
+        for line in resp:
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                break
+            ev = json.loads(data)
+            if ev.get("usage"):
+                usage = ev["usage"]
+            for ch in ev.get("choices") or []:
+                if first is None:
+                    first = time.perf_counter() - t0
+                chunks += 1
+                text.append(ch.get("text") or "")
+        end = time.perf_counter() - t0
+    finally:
+        conn.close()
+    n = usage["completion_tokens"] if usage else chunks
+    return first if first is not None else end, end, n, "".join(text)
+
+
 def one_round(server, prompts, max_tokens):
     """Sends every prompt at once; returns the wall time and each request's
-    (latency, completion tokens, text)."""
+    (ttft, latency, completion tokens, text)."""
     results = [None] * len(prompts)
     start = threading.Barrier(len(prompts) + 1)
 
     def client(i):
         body = {"model": server.model, "prompt": prompts[i], "max_tokens": max_tokens, "temperature": 0.0,
-                "stream": False}
+                "stream": True, "stream_options": {"include_usage": True}}
         start.wait()
         t0 = time.perf_counter()
         for attempt in range(10):
             try:
-                r = post(server.base + "/completions", body)
-                results[i] = (time.perf_counter() - t0, r["usage"]["completion_tokens"], r["choices"][0]["text"])
+                waited = time.perf_counter() - t0
+                ttft, end, n, text = stream_completion(server, body)
+                results[i] = (waited + ttft, waited + end, n, text)
                 return
             except (ConnectionResetError, ConnectionRefusedError, http.client.RemoteDisconnected) as e:
                 # A server whose listen backlog is short (mlx_lm.server's
                 # is socketserver's 5) resets connections past it: the
                 # client tries again, as openai's does, and the wait counts
-                # in the request's latency.
+                # in the request's latency and time to first token.
                 results[i] = e
                 time.sleep(0.2 * (attempt + 1))
             except Exception as e:  # reported, and the round fails
@@ -164,56 +215,75 @@ def one_round(server, prompts, max_tokens):
     return wall, results
 
 
-def measure(server, streams, max_tokens, rounds):
-    rows = {}
-    for c in streams:
-        prompts = PROMPTS[:c]
-        one_round(server, prompts, max_tokens)  # warm-up
-        tps, lats, toks, texts = [], [], [], None
-        for _ in range(rounds):
-            wall, res = one_round(server, prompts, max_tokens)
-            n = sum(r[1] for r in res)
-            tps.append(n / wall)
-            lats += [r[0] for r in res]
-            toks.append(n)
-            texts = [r[2] for r in res]
-        rows[str(c)] = {"streams": c, "tok_s": statistics.median(tps), "tok_s_rounds": tps,
-                        "latency_median_s": statistics.median(lats), "latency_max_s": max(lats),
-                        "tokens_per_round": toks, "texts": texts}
-        log(f"{server.name} x{c}: {rows[str(c)]['tok_s']:.1f} tok/s, latency median "
-            f"{rows[str(c)]['latency_median_s']:.2f} s, max {rows[str(c)]['latency_max_s']:.2f} s, tokens {toks}")
-    return rows
+def percentile(xs, q):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def servers(args, model_dir, bin_dir):
-    threads = os.cpu_count()
+def measure(server, c, max_tokens, rounds):
+    prompts = prompts_for(c)
+    one_round(server, prompts, max_tokens)  # warm-up
+    tps, ttfts, lats, toks, texts = [], [], [], [], None
+    for _ in range(rounds):
+        wall, res = one_round(server, prompts, max_tokens)
+        n = sum(r[2] for r in res)
+        tps.append(n / wall)
+        ttfts += [r[0] for r in res]
+        lats += [r[1] for r in res]
+        toks.append(n)
+        texts = [r[3] for r in res]
+    row = {"streams": c, "tok_s": statistics.median(tps), "tok_s_rounds": tps,
+           "ttft_p50_s": percentile(ttfts, 0.5), "ttft_p99_s": percentile(ttfts, 0.99),
+           "latency_median_s": statistics.median(lats), "latency_max_s": max(lats),
+           "tokens_per_round": toks, "texts": texts}
+    log(f"{server.name} x{c}: {row['tok_s']:.1f} tok/s, TTFT p50 {row['ttft_p50_s']:.2f} s, "
+        f"p99 {row['ttft_p99_s']:.2f} s, latency median {row['latency_median_s']:.2f} s, tokens {toks}")
+    return row
+
+
+# --model: (title, archgen's and mlx-lm's model dir, llama.cpp's GGUF,
+# the servers, default streams)
+MODELS = {
+    "smollm2": ("SmolLM2-135M-Instruct 4-bit (Q4_1)", ROOT / "out/bench/models/smollm2-135m-q4", GGUF,
+                "archgen,mlx-lm,llama.cpp", "1,4,16"),
+    "1b": ("Llama-3.2-1B geometry, random weights: archgen on mlx 4-bit g64, llama.cpp on Q4_K_M",
+           SIZES_MODELS / "1b/q4_g64", SIZES_MODELS / "1b/model-Q4_K_M.gguf", "archgen,llama.cpp", "1,4,16,64"),
+}
+
+
+def servers(model_dir, gguf, bin_dir, slots):
     return {
-        "archgen": ([bin_dir / "archrun", "serve", "-model", model_dir, "-port", "{port}", "-max-batch", "16",
-                     "-served-model-name", "smollm2"], "smollm2"),
+        "archgen": ([bin_dir / "archrun", "serve", "-model", model_dir, "-port", "{port}", "-max-batch", slots,
+                     "-served-model-name", "bench"], "bench"),
         "mlx-lm": ([PY, "-m", "mlx_lm", "server", "--model", model_dir, "--port", "{port}",
                     "--log-level", "WARNING"], str(model_dir)),
-        "llama.cpp": ([LLAMA_PY, "-m", "llama_cpp.server", "--model", GGUF, "--port", "{port}",
-                       "--host", "127.0.0.1", "--n_ctx", "4096", "--n_threads", threads,
-                       "--n_threads_batch", threads, "--model_alias", "smollm2", "--verbose", "False"], "smollm2"),
+        "llama.cpp": ([LLAMA_SERVER, "-m", gguf, "--port", "{port}", "--host", "127.0.0.1", "-t", "2",
+                       "-np", slots, "-c", slots * 512, "--alias", "bench", "--no-webui"], "bench"),
     }
 
 
 def table(results, streams):
     names = [n for n in ("archgen", "mlx-lm", "llama.cpp") if n in results]
-    lines = ["| streams | " + " | ".join(f"{n} tok/s" for n in names) + " | archgen / mlx-lm | archgen / llama.cpp | "
-             + " | ".join(f"{n} latency median (max)" for n in names) + " |",
-             "|---" * (1 + 2 * len(names) + 2) + "|"]
+    others = [n for n in names if n != "archgen"]
+    head = (["streams"] + [f"{n} tok/s" for n in names] + [f"archgen / {n}" for n in others]
+            + [f"{n} TTFT p50 (p99)" for n in names] + [f"{n} latency median (max)" for n in names])
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for c in streams:
-        row = [results[n]["rows"].get(str(c)) for n in names]
-        tps = {n: r["tok_s"] for n, r in zip(names, row) if r}
+        row = {n: results[n]["rows"].get(str(c)) for n in names}
 
         def ratio(other):
-            return f"{tps['archgen'] / tps[other]:.2f}×" if "archgen" in tps and other in tps else "—"
+            a, b = row.get("archgen"), row.get(other)
+            return f"{a['tok_s'] / b['tok_s']:.2f}x" if a and b else "-"
 
-        lines.append(f"| {c} | " + " | ".join(f"{r['tok_s']:.1f}" if r else "—" for r in row)
-                     + f" | {ratio('mlx-lm')} | {ratio('llama.cpp')} | "
-                     + " | ".join(f"{r['latency_median_s']:.2f} s ({r['latency_max_s']:.2f} s)" if r else "—" for r in row)
-                     + " |")
+        cells = ([str(c)] + [f"{row[n]['tok_s']:.1f}" if row[n] else "-" for n in names]
+                 + [ratio(n) for n in others]
+                 + [f"{row[n]['ttft_p50_s']:.2f} s ({row[n]['ttft_p99_s']:.2f} s)" if row[n] else "-" for n in names]
+                 + [f"{row[n]['latency_median_s']:.2f} s ({row[n]['latency_max_s']:.2f} s)" if row[n] else "-"
+                    for n in names])
+        lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for n in names:
         r = results[n]
@@ -222,70 +292,75 @@ def table(results, streams):
     return "\n".join(lines)
 
 
-def versions():
+def versions(slots):
     v = {}
     out = subprocess.run([PY, "-c", "import mlx_lm, mlx.core as mx; print(mlx_lm.__version__, mx.__version__)"],
                          capture_output=True, text=True).stdout.split()
     if out:
-        v["mlx-lm"] = f"mlx-lm {out[0]}, mlx {out[1]}"
-    if LLAMA_PY.exists():
-        out = subprocess.run([LLAMA_PY, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
-                             capture_output=True, text=True).stdout.strip()
-        v["llama.cpp"] = f"llama-cpp-python {out}, {os.cpu_count()} threads, on the GGUF"
-    v["archgen"] = "archrun serve, -max-batch 16, on the model dir"
+        v["mlx-lm"] = f"mlx-lm {out[0]}, mlx {out[1]}, on the model dir"
+    if LLAMA_SERVER.exists():
+        out = subprocess.run([LLAMA_SERVER, "--version"], capture_output=True, text=True)
+        ver = next((l for l in (out.stdout + out.stderr).splitlines() if l.startswith("version")), "version ?")
+        v["llama.cpp"] = f"llama-server ({ver}), -np {slots}, 2 threads, on the GGUF"
+    v["archgen"] = f"archrun serve, -max-batch {slots}, on the model dir"
     return v
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="out/bench/serve")
-    ap.add_argument("--models", default="out/bench/models", help="where bench.py keeps its checkpoints")
-    ap.add_argument("--streams", default="1,4,16")
+    ap.add_argument("--model", default="smollm2", choices=sorted(MODELS))
+    ap.add_argument("--out", help="default: out/bench/serve (smollm2), out/bench/serve-MODEL otherwise")
+    ap.add_argument("--streams", help="default: the model's (1,4,16 or 1,4,16,64)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="archgen,mlx-lm,llama.cpp")
+    ap.add_argument("--only", help="default: the model's servers")
     ap.add_argument("--merge", action="store_true",
                     help="keep the previous results.json's servers not run now (same settings)")
     args = ap.parse_args()
-    streams = [int(s) for s in args.streams.split(",")]
-    out = ROOT / args.out
+    title, model_dir, gguf, only, streams = MODELS[args.model]
+    streams = [int(s) for s in (args.streams or streams).split(",")]
+    slots = max(streams)
+    out = ROOT / (args.out or ("out/bench/serve" if args.model == "smollm2" else f"out/bench/serve-{args.model}"))
     out.mkdir(parents=True, exist_ok=True)
-    model_dir = ROOT / args.models / "smollm2-135m-q4"
-    if not (model_dir / "config.json").exists():
+    if args.model == "smollm2" and not (model_dir / "config.json").exists():
         subprocess.run(["go", "run", "./bench/ggufdir", "-in", GGUF, "-out", model_dir], cwd=ROOT, check=True)
+    for f in (model_dir / "config.json", gguf):
+        if not f.exists():
+            sys.exit(f"serve-bench: {f} is missing: `make bench-sizes` makes the 1b checkpoints")
     bin_dir = ROOT / "out/bench/bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run(["go", "build", "-o", bin_dir / "archrun", "./cmd/archrun"], cwd=ROOT, check=True)
 
-    ver = versions()
+    ver = versions(slots)
     path = out / "results.json"
     results = {}
     if args.merge and path.exists():
         old = json.loads(path.read_text())
-        if (old["max_tokens"], old["rounds"]) == (args.max_tokens, args.rounds):
+        if (old["max_tokens"], old["rounds"], old.get("model")) == (args.max_tokens, args.rounds, args.model):
             results = old["servers"]
-    cmds = servers(args, model_dir, bin_dir)
+    cmds = servers(model_dir, gguf, bin_dir, slots)
     started = time.time()
-    for name in args.only.split(","):
-        if name == "llama.cpp" and not LLAMA_PY.exists():
-            log("no .deps/llama: run `make bench-llama` for llama.cpp's column")
+    for name in (args.only or only).split(","):
+        if name == "llama.cpp" and not LLAMA_SERVER.exists():
+            log("no .deps/llama-tools: run `make setup-llama-tools` for llama.cpp's column")
             continue
         cmd, model = cmds[name]
         srv = Server(name, cmd, model, out / f"{name}.log")
         try:
             srv.wait_ready()
             load_start = loadavg()
-            rows = measure(srv, streams, args.max_tokens, args.rounds)
+            rows = {str(c): measure(srv, c, args.max_tokens, args.rounds) for c in streams}
             results[name] = {"rows": rows, "version": ver.get(name, "?"), "load_start": load_start,
                              "load_end": loadavg(), "command": [str(c) for c in cmd]}
         finally:
             srv.stop()
-        path.write_text(json.dumps({"machine": machine(), "max_tokens": args.max_tokens, "rounds": args.rounds,
+        path.write_text(json.dumps({"machine": machine(), "model": args.model, "title": title,
+                                    "max_tokens": args.max_tokens, "rounds": args.rounds, "streams": streams,
                                     "servers": results}, indent=1))
-    text = (f"Aggregate generated tokens/s and per-request latency, SmolLM2-135M-Instruct 4-bit (Q4_1), "
-            f"{args.max_tokens} tokens per request at most, greedy, median of {args.rounds} rounds after a warm-up; "
-            f"{machine()['cpu']}, {os.cpu_count()} cores; {round((time.time() - started) / 60, 1)} minutes.\n\n"
-            + table(results, streams))
+    text = (f"Aggregate generated tokens/s, time to first token and per-request latency, {title}, "
+            f"{args.max_tokens} tokens per request at most, greedy, streamed; median of {args.rounds} rounds "
+            f"after a warm-up; {machine()['cpu']}, {os.cpu_count()} cores; "
+            f"{round((time.time() - started) / 60, 1)} minutes.\n\n" + table(results, streams))
     (out / "tables.md").write_text(text + "\n")
     print(text)
 

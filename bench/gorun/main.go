@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -106,7 +107,7 @@ func main() {
 	runs := flag.Int("runs", 5, "measured runs per prompt")
 	warmups := flag.Int("warmup", 1, "warm-up runs per prompt")
 	loads := flag.Int("loads", 5, "measured loads (after one warm-up load)")
-	only := flag.String("only", "", "run only the prompt of this name")
+	only := flag.String("only", "", "run only the prompts of these names (comma-separated)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs here")
 	dtype := flag.String("dtype", "", "compute dtype: float32, bfloat16, float16 or checkpoint (default: archgen's, float32 on the CPU)")
 	flag.Parse()
@@ -183,7 +184,7 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 	}
 	profiling := false
 	for _, p := range prompts {
-		if only != "" && p.Name != only {
+		if only != "" && !slices.Contains(strings.Split(only, ","), p.Name) {
 			continue
 		}
 		for i := 0; i < warmups+runs; i++ {

@@ -205,7 +205,9 @@ func TestNativeRoPE(t *testing.T) {
 // dtype and the shapes and masks the forward passes build. It runs once
 // per instruction set this machine has: on AVX-512 machines,
 // float32 attention without a mask array runs each KV head's group of query
-// heads together (attend_group512), and the AVX2 kernel is forced too.
+// heads together (attend_group512), and the AVX2 kernel is forced too;
+// float32 prompts of 16 rows or more, causal or without a mask, run on
+// the blocked kernels of either width (run_prefill).
 func TestNativeSDPA(t *testing.T) {
 	needFast(t)
 	for _, isa := range ISAs(t) {
@@ -245,6 +247,20 @@ func testNativeSDPA(t *testing.T) {
 			{"sinks_decode", 1, 8, 2, 1, 50, 64, "", true, false},
 			{"sinks_window", 1, 8, 2, 9, 9, 64, "window", true, false},
 			{"odd_head_dim", 1, 3, 1, 3, 7, 40, "causal", false, false},
+			// Prompts of float32 on the blocked path (run_prefill), and
+			// beside it where it does not apply.
+			{"prefill_llama1b_causal", 1, 32, 8, 300, 300, 64, "causal", false, false},
+			{"chunk_offset_causal", 1, 8, 2, 100, 357, 64, "causal", false, true},
+			{"prefill_d128_group2", 1, 4, 2, 50, 50, 128, "causal", false, false},
+			{"prefill_no_mask", 1, 8, 2, 40, 90, 64, "", false, false},
+			{"prefill_mha_odd_rows", 1, 3, 3, 37, 61, 32, "causal", false, false},
+			{"prefill_batch2_group3", 2, 6, 2, 33, 47, 64, "causal", false, true},
+			{"prefill_d48", 1, 4, 1, 20, 45, 48, "causal", false, false},
+			{"prefill_small_one_thread", 1, 2, 1, 16, 20, 32, "causal", false, false},
+			{"more_queries_long_causal", 1, 4, 2, 32, 16, 64, "causal", false, false},
+			// A block of 16 query rows of which the first see no key
+			// (read all of them) and the last see some.
+			{"more_queries_mixed_block", 1, 4, 2, 40, 20, 64, "causal", false, false},
 		} {
 			t.Run(fmt.Sprintf("%s_%s", c.name, dt), func(t *testing.T) {
 				native, fallback, _ := withFast(t, func(g *Graph) *Array {
@@ -283,6 +299,18 @@ func testNativeSDPA(t *testing.T) {
 				compareFast(t, native, fallback, fastTol(dt))
 			})
 		}
+		// Keys and values read across their last axis (the transpose of
+		// [B, H, D, S] buffers): the blocked path gathers them.
+		t.Run(fmt.Sprintf("prefill_transposed_kv_%s", dt), func(t *testing.T) {
+			const B, Hq, Hk, L, S, D = 1, 8, 2, 24, 70, 64
+			native, fallback, _ := withFast(t, func(g *Graph) *Array {
+				q := randn(g, 11, dt, B, Hq, L, D)
+				k := g.Swapaxes(randn(g, 12, dt, B, Hk, D, S), 2, 3)
+				v := g.Swapaxes(randn(g, 13, dt, B, Hk, D, S), 2, 3)
+				return g.SDPA(q, k, v, 0.125, CausalMask)
+			})
+			compareFast(t, native, fallback, fastTol(dt))
+		})
 	}
 }
 
@@ -728,6 +756,45 @@ func TestGatedRMSNorm(t *testing.T) {
 			}
 			wv, _ := want.Float32s()
 			compareFast(t, native, wv, 4*fastTol(Float32))
+		})
+	}
+}
+
+// BenchmarkPrefillAttention times one float32 causal attention of a 1B
+// Llama's heads (32 query heads over 8 KV heads of 64) with the native
+// kernels: a 2048-token prompt at once, and the last 512 rows of an
+// 8192-token prompt against all its keys. It reports GFLOP/s counting
+// 2*D multiply-adds (QK and PV) per visible (row, key) pair, 2 flops each.
+func BenchmarkPrefillAttention(b *testing.B) {
+	const Hq, Hkv, D = 32, 8, 64
+	for _, sh := range [][2]int{{2048, 2048}, {512, 8192}} {
+		L, S := sh[0], sh[1]
+		b.Run(fmt.Sprintf("L=%d/S=%d", L, S), func(b *testing.B) {
+			prev := setNativeFastOps(true)
+			defer setNativeFastOps(prev)
+			g := NewGraph(nil)
+			defer g.Close()
+			q := randn(g, 1, Float32, 1, Hq, L, D)
+			k := randn(g, 2, Float32, 1, Hkv, S, D)
+			v := randn(g, 3, Float32, 1, Hkv, S, D)
+			if err := g.Eval(q, k, v); err != nil {
+				b.Fatal(err)
+			}
+			g.Keep(q, k, v)
+			defer func() { q.Free(); k.Free(); v.Free() }()
+			g.Reset()
+			// Row l of L sees keys 0 .. l+S-L.
+			pairs := float64(L)*float64(S-L) + float64(L)*float64(L+1)/2
+			flops := pairs * Hq * 4 * D
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				y := g.SDPA(q, k, v, 0.125, CausalMask)
+				if err := g.Eval(y); err != nil {
+					b.Fatal(err)
+				}
+				g.Reset()
+			}
+			b.ReportMetric(flops/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
 		})
 	}
 }

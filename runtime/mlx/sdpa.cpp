@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
 #include <vector>
 
 #include "fastkern.h"
@@ -243,7 +246,9 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
   // once otherwise (they are read once per query row).
   int jend_all = j.S;
   if (j.causal) jend_all = std::max(0, std::min(j.S, (l1 - 1) + j.S - j.L + 1));
-  if (jend_all == 0) jend_all = j.S;  // every row fully masked: see below
+  // A row that sees no key (more queries than keys) reads all of them:
+  // see below.
+  if (j.causal && l0 + j.S - j.L + 1 <= 0) jend_all = j.S;
   const float *kp, *vp;
   size_t kld, vld;
   if (j.t == Kind::f32 && j.k.s[3] == 1 && j.v.s[3] == 1) {
@@ -319,6 +324,469 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
   }
 }
 
+// ---- blocked float32 attention for prompts ----
+//
+// Many query rows (a prompt, or a chunk of one) against the keys, float32,
+// causal or without a mask: a first pass packs each KV head's keys once,
+// transposed, into panels of W keys (W the vector width) in groups of NR
+// ([D][NR * W] floats a group), and then each task takes a block of query
+// positions of one KV head's group of query heads, with the rep heads at
+// each position as rows of the block (row i: position l0 + i / rep, head
+// hkv * rep + i % rep), so every key panel and value row read serves all
+// of them. A block's scores stay in memory (within kPrefillScores floats)
+// between its three steps:
+//
+//   scores: tiles of MR rows by NR panels in registers, one panel vector
+//     times one broadcast query value per multiply-add (16 scores each on
+//     AVX-512), the running maximum of each row over its visible keys
+//     kept beside them;
+//   softmax: per row, exp(s - max) (exp_lanes, exp8's polynomial), its
+//     float32 sum, and the products by 1 / sum, zeros past the row's keys;
+//   weighted sum: tiles of MR rows by NV vectors of the value rows, one
+//     value vector times one broadcast weight per multiply-add, the keys
+//     in order (as attend_group512 adds them).
+//
+// The same templates make the AVX-512 (W = 16) and the AVX2 (W = 8)
+// kernels: GCC's vector types, with the instructions chosen where they
+// are inlined into the functions of each target.
+
+// The helpers below return vectors by value: always inlined, they never
+// pass one across a call, so the ABI GCC warns about is moot (and GCC
+// reports it at the end of the file: ignored from here on).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+
+#define ARCHGEN_INLINE __attribute__((always_inline)) inline
+
+// The vector types and the register tiles of a width: MR rows by NR
+// panels of scores, MR rows by NV vectors of outputs (24 accumulators of
+// the 32 registers of AVX-512, 12 of AVX2's 16).
+template <int W>
+struct Lanes;
+template <>
+struct Lanes<8> {
+  using F = f32x8;
+  using I = i32x8;
+  static constexpr int MR = 4, NR = 3, NV = 3;
+};
+template <>
+struct Lanes<16> {
+  using F = f32x16;
+  using I = i32x16;
+  static constexpr int MR = 6, NR = 4, NV = 4;
+};
+
+template <class F>
+ARCHGEN_INLINE F vload(const float* p) {
+  F v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class F>
+ARCHGEN_INLINE void vstore(float* p, const F& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+template <class F>
+ARCHGEN_INLINE F vsplat(float x) {
+  return F{} + x;
+}
+
+// The lanes below n of v, the others fill.
+template <class F, class I, int W>
+ARCHGEN_INLINE F lanes_below(const F& v, int n, float fill) {
+  I idx;
+#pragma GCC unroll 16
+  for (int i = 0; i < W; i++) idx[i] = i;
+  return idx < n ? v : vsplat<F>(fill);
+}
+
+// exp8 for W lanes of softmax's s - max (at most 0, so without exp8's
+// clamp at the top): the same range reduction (n rounded to the nearest,
+// ties to even, by adding and taking away 1.5 * 2^23) and polynomial, and
+// 0 below the smallest normal result (whatever the lanes made there).
+template <class F, class I>
+ARCHGEN_INLINE F exp_lanes(const F& x) {
+  const auto under = x < -87.3365447504f;
+  const F t = x * 1.44269504088896341f + 12582912.0f;
+  const F n = t - 12582912.0f;
+  F r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  F p = vsplat<F>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + (r + 1.0f);
+  // t's low bits hold n (at least -126 here): 2^n from them directly.
+  const I e = (__builtin_bit_cast(I, t) + 127) << 23;
+  const F y = p * __builtin_bit_cast(F, e);
+  return under ? F{} : y;
+}
+
+// The scores of MR rows (q: their scaled queries, D apart) against the
+// first NP panels of a group of NR (kp: [D][NR * W] floats), keys key0
+// on: into sc (rows ld apart), and the maximum over each row's visible
+// keys (n: each row's count) into its vector of mx.
+template <class F, class I, int W, int MR, int NR, int NP>
+ARCHGEN_INLINE void score_tile(const float* q, int D, const float* kp, float* sc, size_t ld,
+                               float* mx, const int* n, int key0) {
+  F acc[MR][NP];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++) acc[i][p] = F{};
+  }
+  for (int d = 0; d < D; d++) {
+    F kv[NP];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++) kv[p] = vload<F>(kp + static_cast<size_t>(d) * NR * W + p * W);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      const float qv = q[i * D + d];
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; p++) acc[i][p] += kv[p] * qv;
+    }
+  }
+  const float ninf = -std::numeric_limits<float>::infinity();
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+    F m = vload<F>(mx + i * W);
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++) {
+      vstore(sc + i * ld + p * W, acc[i][p]);
+      const int valid = n[i] - key0 - p * W;
+      if (valid >= W) {
+        m = m > acc[i][p] ? m : acc[i][p];
+      } else if (valid > 0) {
+        const F a = lanes_below<F, I, W>(acc[i][p], valid, ninf);
+        m = m > a ? m : a;
+      }
+    }
+    vstore(mx + i * W, m);
+  }
+}
+
+// The weighted sums of MR rows (P: their softmax weights, ld apart) over
+// the value rows [k0, k1) (v: row 0's first NV vectors, vld apart), added
+// to the NV vectors of each row of o (oh apart; from zero where first).
+template <class F, int W, int MR, int NV>
+ARCHGEN_INLINE void value_tile(const float* P, size_t ld, const float* v, size_t vld, int k0,
+                               int k1, float* o, int oh, bool first) {
+  F acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+#pragma GCC unroll 4
+    for (int c = 0; c < NV; c++) acc[i][c] = first ? F{} : vload<F>(o + i * oh + c * W);
+  }
+  for (int k = k0; k < k1; k++) {
+    F vv[NV];
+#pragma GCC unroll 4
+    for (int c = 0; c < NV; c++) vv[c] = vload<F>(v + k * vld + c * W);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      const float pk = P[i * ld + k];
+#pragma GCC unroll 4
+      for (int c = 0; c < NV; c++) acc[i][c] += vv[c] * pk;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+#pragma GCC unroll 4
+    for (int c = 0; c < NV; c++) vstore(o + i * oh + c * W, acc[i][c]);
+  }
+}
+
+// score_tile and value_tile for a count of panels or vectors np known at
+// run time (1 to N).
+template <class F, class I, int W, int MR, int NR, int N>
+ARCHGEN_INLINE void score_tile_n(int np, const float* q, int D, const float* kp, float* sc,
+                                 size_t ld, float* mx, const int* n, int key0) {
+  if constexpr (N > 1) {
+    if (np < N) {
+      score_tile_n<F, I, W, MR, NR, N - 1>(np, q, D, kp, sc, ld, mx, n, key0);
+      return;
+    }
+  }
+  score_tile<F, I, W, MR, NR, N>(q, D, kp, sc, ld, mx, n, key0);
+}
+
+template <class F, int W, int MR, int N>
+ARCHGEN_INLINE void value_tile_n(int nv, const float* P, size_t ld, const float* v, size_t vld,
+                                 int k0, int k1, float* o, int oh, bool first) {
+  if constexpr (N > 1) {
+    if (nv < N) {
+      value_tile_n<F, W, MR, N - 1>(nv, P, ld, v, vld, k0, k1, o, oh, first);
+      return;
+    }
+  }
+  value_tile<F, W, MR, N>(P, ld, v, vld, k0, k1, o, oh, first);
+}
+
+// What the blocked path's passes share.
+struct PrefillJob {
+  const AttnJob* j;
+  int W;       // the vector width: 16 (AVX-512) or 8 (AVX2)
+  int G;       // keys per group of panels: NR * W
+  int rep;     // query heads per KV head
+  int Sp;      // the keys rounded up to G
+  int lb;      // query positions per block
+  int blocks;  // blocks per KV head: ceil(L / lb)
+  float* kpack;  // [B * Hkv][Sp / G][D][G]: the keys' panels, zeros past S
+  float* vpack;  // [B * Hkv][S][Dv], or nullptr where the values are read in place
+};
+
+// One task's scratch, per thread.
+struct PrefillScratch {
+  std::vector<float> q, sc, o, mx;
+  std::vector<int> n, tn;
+};
+
+PrefillScratch& prefill_scratch() {
+  thread_local PrefillScratch s;
+  return s;
+}
+
+// Packs the key groups [g0, g1) of KV head bh (b * Hkv + hkv), and
+// where the values are not read in place, their rows.
+__attribute__((target("avx2,fma,f16c"))) void prefill_pack(const PrefillJob& p, int bh, int g0,
+                                                           int g1) {
+  const AttnJob& j = *p.j;
+  const int b = bh / j.Hkv, hkv = bh % j.Hkv, G = p.G;
+  const float* kb = reinterpret_cast<const float*>(j.k.p) + b * j.k.s[0] + hkv * j.k.s[1];
+  float* dst = p.kpack + static_cast<size_t>(bh) * p.Sp * j.D;
+  for (int s = g0 * G; s < g1 * G; s++) {
+    float* col = dst + static_cast<size_t>(s / G) * j.D * G + s % G;
+    if (s >= j.S) {
+      for (int d = 0; d < j.D; d++) col[d * G] = 0.0f;
+      continue;
+    }
+    const float* kr = kb + s * j.k.s[2];
+    if (j.k.s[3] == 1) {
+      for (int d = 0; d < j.D; d++) col[d * G] = kr[d];
+    } else {
+      for (int d = 0; d < j.D; d++) col[d * G] = kr[d * j.k.s[3]];
+    }
+  }
+  if (p.vpack != nullptr) {
+    for (int s = g0 * G; s < std::min(g1 * G, j.S); s++) {
+      gather_f32(p.vpack + (static_cast<size_t>(bh) * j.S + s) * j.Dv,
+                 j.v.p + (b * j.v.s[0] + hkv * j.v.s[1] + s * j.v.s[2]) * 4, j.v.s[3], j.Dv,
+                 Kind::f32);
+    }
+  }
+}
+
+// The task's block of query positions: blk of KV head bh.
+template <int W>
+ARCHGEN_INLINE void prefill_block(const PrefillJob& p, int bh, int blk) {
+  using F = typename Lanes<W>::F;
+  using I = typename Lanes<W>::I;
+  constexpr int MR = Lanes<W>::MR, NR = Lanes<W>::NR, NV = Lanes<W>::NV;
+  // Value rows are read in blocks of KB keys by every tile of rows.
+  constexpr int KB = 64;
+  const AttnJob& j = *p.j;
+  const int b = bh / j.Hkv, hkv = bh % j.Hkv, rep = p.rep, D = j.D, Dv = j.Dv;
+  const int l0 = blk * p.lb, l1 = std::min(j.L, l0 + p.lb);
+  const int M = (l1 - l0) * rep, tiles = (M + MR - 1) / MR, Mp = tiles * MR;
+  const size_t ld = static_cast<size_t>(p.Sp) + W;
+  PrefillScratch& s = prefill_scratch();
+  s.q.resize(static_cast<size_t>(Mp) * D);
+  s.sc.resize(Mp * ld);
+  s.o.resize(static_cast<size_t>(Mp) * Dv);
+  s.mx.resize(static_cast<size_t>(Mp) * W);
+  s.n.resize(Mp);
+  s.tn.resize(tiles);
+  float *qb = s.q.data(), *sc = s.sc.data(), *ob = s.o.data(), *mx = s.mx.data();
+  int *n = s.n.data(), *tn = s.tn.data();
+  // The rows' scaled queries and counts of visible keys (at least 1: the
+  // caller sends causal jobs with more queries than keys elsewhere).
+  const F scale = vsplat<F>(j.scale);
+  for (int i = 0; i < Mp; i++) {
+    float* q = qb + static_cast<size_t>(i) * D;
+    if (i >= M) {
+      std::fill(q, q + D, 0.0f);
+      n[i] = 0;
+      continue;
+    }
+    const int l = l0 + i / rep, h = hkv * rep + i % rep;
+    gather_f32(q, j.q.p + (b * j.q.s[0] + h * j.q.s[1] + l * j.q.s[2]) * 4, j.q.s[3], D,
+               Kind::f32);
+    for (int d = 0; d < D; d += W) vstore(q + d, vload<F>(q + d) * scale);
+    n[i] = j.causal ? std::min(l + j.S - j.L + 1, j.S) : j.S;
+  }
+  std::fill(mx, mx + static_cast<size_t>(Mp) * W, -std::numeric_limits<float>::infinity());
+  int reach = 0;
+  for (int t = 0; t < tiles; t++) {
+    tn[t] = *std::max_element(n + t * MR, n + (t + 1) * MR);
+    reach = std::max(reach, tn[t]);
+  }
+  // Scores: a group of NR panels at a time (in L1 for every tile), the
+  // tiles that see it in turn.
+  const float* kp = p.kpack + static_cast<size_t>(bh) * p.Sp * D;
+  for (int k0 = 0; k0 < reach; k0 += NR * W) {
+    const float* grp = kp + static_cast<size_t>(k0) * D;
+    for (int t = 0; t < tiles; t++) {
+      const int np = std::min(NR, (tn[t] - k0 + W - 1) / W);
+      if (np <= 0) continue;
+      const int r = t * MR;
+      score_tile_n<F, I, W, MR, NR, NR>(np, qb + static_cast<size_t>(r) * D, D, grp,
+                                        sc + r * ld + k0, ld, mx + r * W, n + r, k0);
+    }
+  }
+  // Softmax per row, with zeros past its keys up to its tile's reach.
+  for (int i = 0; i < Mp; i++) {
+    float* row = sc + i * ld;
+    const int cnt = n[i], end = (tn[i / MR] + W - 1) / W * W;
+    int k = 0;
+    if (cnt > 0) {
+      const F mv = vload<F>(mx + i * W);
+      float m = mv[0];
+#pragma GCC unroll 16
+      for (int c = 1; c < W; c++) m = std::max(m, mv[c]);
+      const F ms = vsplat<F>(m);
+      F sum = F{};
+      for (; k + W <= cnt; k += W) {
+        const F e = exp_lanes<F, I>(vload<F>(row + k) - ms);
+        vstore(row + k, e);
+        sum += e;
+      }
+      if (k < cnt) {
+        const F e = lanes_below<F, I, W>(exp_lanes<F, I>(vload<F>(row + k) - ms), cnt - k, 0.0f);
+        vstore(row + k, e);
+        sum += e;
+        k += W;
+      }
+      float total = 0.0f;
+#pragma GCC unroll 16
+      for (int c = 0; c < W; c++) total += sum[c];
+      const F norm = vsplat<F>(1.0f / total);
+      for (int c = 0; c < k; c += W) vstore(row + c, vload<F>(row + c) * norm);
+    }
+    for (; k < end; k += W) vstore(row + k, F{});
+  }
+  // Weighted sums: value rows KB at a time, NV vectors of them at a time,
+  // for every tile that sees them.
+  const float* vp;
+  size_t vld;
+  if (p.vpack != nullptr) {
+    vp = p.vpack + static_cast<size_t>(bh) * j.S * Dv;
+    vld = Dv;
+  } else {
+    vp = reinterpret_cast<const float*>(j.v.p) + b * j.v.s[0] + hkv * j.v.s[1];
+    vld = j.v.s[2];
+  }
+  for (int k0 = 0; k0 < reach; k0 += KB) {
+    for (int c0 = 0; c0 < Dv; c0 += NV * W) {
+      const int nv = std::min(NV, (Dv - c0) / W);
+      for (int t = 0; t < tiles; t++) {
+        if (tn[t] <= k0) continue;
+        const int r = t * MR;
+        value_tile_n<F, W, MR, NV>(nv, sc + r * ld, ld, vp + c0, vld, k0,
+                                   std::min(k0 + KB, tn[t]), ob + static_cast<size_t>(r) * Dv + c0,
+                                   Dv, k0 == 0);
+      }
+    }
+  }
+  for (int i = 0; i < M; i++) {
+    const int l = l0 + i / rep, h = hkv * rep + i % rep;
+    float* o = static_cast<float*>(j.out) + ((static_cast<size_t>(b) * j.Hq + h) * j.L + l) * Dv;
+    std::copy(ob + static_cast<size_t>(i) * Dv, ob + static_cast<size_t>(i + 1) * Dv, o);
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void prefill_block16(
+    const PrefillJob& p, int bh, int blk) {
+  prefill_block<16>(p, bh, blk);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void prefill_block8(const PrefillJob& p, int bh,
+                                                             int blk) {
+  prefill_block<8>(p, bh, blk);
+}
+
+// Query positions from which a job takes the blocked path, and the floats
+// of scores a block keeps at once (in the core's L2).
+constexpr int kPrefillRows = 16;
+constexpr size_t kPrefillScores = size_t{1} << 17;
+// The bytes of packed keys and values a thread keeps between calls.
+constexpr size_t kPrefillKeep = size_t{64} << 20;
+
+// Runs the job on the blocked path where it applies (true).
+bool run_prefill(const AttnJob& j, bool parallel) {
+  const int isa = archgen_isa_level();
+  const int W = isa == 2 ? 16 : isa == 1 ? 8 : 0;
+  if (W == 0 || j.t != Kind::f32 || j.has_mask || j.sinks != nullptr || j.L < kPrefillRows ||
+      (j.causal && j.L > j.S) || j.D % W != 0 || j.Dv % W != 0 || j.D > 256 || j.Dv > 256) {
+    return false;
+  }
+  const int G = W * (W == 16 ? Lanes<16>::NR : Lanes<8>::NR);
+  PrefillJob p{&j, W, G, j.Hq / j.Hkv, (j.S + G - 1) / G * G, 0, 0, nullptr, nullptr};
+  // Positions per block: the scores of its rows within kPrefillScores,
+  // at most 192 rows, in whole tiles of rows where that leaves some, and
+  // blocks enough for every core a few times over.
+  const int MR = W == 16 ? Lanes<16>::MR : Lanes<8>::MR;
+  const int unit = MR / std::gcd(p.rep, MR);
+  const size_t ld = static_cast<size_t>(p.Sp) + W;
+  int lb = static_cast<int>(std::max<size_t>(1, kPrefillScores / (ld * p.rep)));
+  lb = std::min({lb, j.L, std::max(1, 192 / p.rep)});
+  auto& pool = Pool::get();
+  while (parallel && lb > unit &&
+         static_cast<int64_t>(j.B) * j.Hkv * ((j.L + lb - 1) / lb) < 4 * pool.threads()) {
+    lb = (lb + 1) / 2;
+  }
+  if (lb > unit) lb -= lb % unit;
+  p.lb = lb;
+  p.blocks = (j.L + lb - 1) / lb;
+  // The keys in panels (and the values where not float32 rows of unit
+  // stride), once per call, in the calling thread's buffers.
+  thread_local std::vector<float> kpack, vpack;
+  const int heads = j.B * j.Hkv;
+  kpack.resize(static_cast<size_t>(heads) * p.Sp * j.D);
+  p.kpack = kpack.data();
+  if (j.v.s[3] != 1) {
+    vpack.resize(static_cast<size_t>(heads) * j.S * j.Dv);
+    p.vpack = vpack.data();
+  }
+  const int groups = p.Sp / G, chunk = 16;
+  const int pieces = (groups + chunk - 1) / chunk, packs = heads * pieces;
+  auto pack = [&](int t) {
+    const int bh = t / pieces, c = t % pieces;
+    prefill_pack(p, bh, c * chunk, std::min(groups, (c + 1) * chunk));
+  };
+  // Blocks, one KV head's after another (the cores read the same keys
+  // and values, in the cache they share), the last first (causal blocks
+  // near the end see the most keys).
+  const int tasks = heads * p.blocks;
+  auto block = [&](int t) {
+    const int u = tasks - 1 - t, bh = u / p.blocks, blk = u % p.blocks;
+    if (W == 16) {
+      prefill_block16(p, bh, blk);
+    } else {
+      prefill_block8(p, bh, blk);
+    }
+  };
+  if (!parallel) {
+    for (int t = 0; t < packs; t++) pack(t);
+    for (int t = 0; t < tasks; t++) block(t);
+  } else {
+    pool.run(packs, pack);
+    pool.run(tasks, block);
+  }
+  // Buffers past kPrefillKeep bytes go back rather than stay for the next
+  // call (whose packing would cost little beside its work).
+  for (auto* buf : {&kpack, &vpack}) {
+    if (buf->capacity() * sizeof(float) > kPrefillKeep) std::vector<float>().swap(*buf);
+  }
+  return true;
+}
+
 void run_attention(const AttnJob& j) {
   // Tasks: (batch row, KV head, a block of query rows).
   int lb = j.L <= 16 ? j.L : 16;
@@ -326,6 +794,9 @@ void run_attention(const AttnJob& j) {
   int tasks = j.B * j.Hkv * lblocks;
   double work = static_cast<double>(j.B) * j.Hq * j.L * j.S * (j.D + j.Dv);
   auto& pool = Pool::get();
+  if (run_prefill(j, work >= (1 << 18) && pool.threads() > 1)) {
+    return;
+  }
   auto body = [&](int t) {
     int lbk = t % lblocks, rest = t / lblocks;
     int hkv = rest % j.Hkv, b = rest / j.Hkv;

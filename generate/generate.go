@@ -332,22 +332,20 @@ func (r *run) prefill(tokens []int32) error {
 	x := mlx.FromSlice(g, tokens, 1, len(tokens))
 	r.Forward(g, x)
 	r.extend(g, g.Reshape(x, -1))
-	var outs []*mlx.Array
-	for _, c := range r.caches {
-		outs = append(outs, cacheArrays(c)...)
-	}
-	if r.history != nil {
-		outs = append(outs, r.history)
-	}
 	if err := g.Err(); err != nil {
 		return fmt.Errorf("generate: prompt: %w", err)
 	}
 	// Every output is owned by a cache (or the history), so the graph can be
 	// closed before evaluating: MLX then frees each intermediate as soon as
 	// its last consumer has run, instead of holding every activation of the
-	// chunk until the graph closes.
+	// chunk until the graph closes; the caches are evaluated layer by layer
+	// (kv.EvalLayers).
 	g.Close()
-	if err := mlx.Eval(outs...); err != nil {
+	var more []*mlx.Array
+	if r.history != nil {
+		more = append(more, r.history)
+	}
+	if err := kv.EvalLayers(r.caches, more...); err != nil {
 		return fmt.Errorf("generate: prompt: %w", err)
 	}
 	mlx.ClearCache()
@@ -416,12 +414,4 @@ func (r *run) extend(g *mlx.Graph, tokens *mlx.Array) {
 	g.Keep(h)
 	r.history.Free()
 	r.history = h
-}
-
-// cacheArrays lists what a cache holds, so a prefill can evaluate it.
-func cacheArrays(c kv.Cache) []*mlx.Array {
-	if s, ok := c.(interface{ State() []*mlx.Array }); ok {
-		return s.State()
-	}
-	return nil
 }

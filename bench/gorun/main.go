@@ -109,6 +109,7 @@ func main() {
 	loads := flag.Int("loads", 5, "measured loads (after one warm-up load)")
 	only := flag.String("only", "", "run only the prompts of these names (comma-separated)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs here")
+	prefillStep := flag.Int("prefill-step", 0, "prompt tokens per forward call (0: generate's default)")
 	dtype := flag.String("dtype", "", "compute dtype: float32, bfloat16, float16 or checkpoint (default: archgen's, float32 on the CPU)")
 	flag.Parse()
 	var opts nn.Options
@@ -120,13 +121,13 @@ func main() {
 		}
 		opts.Dtype = dt
 	}
-	if err := run(*dir, *promptsPath, *runs, *warmups, *loads, *only, *cpuprofile, opts); err != nil {
+	if err := run(*dir, *promptsPath, *runs, *warmups, *loads, *only, *cpuprofile, *prefillStep, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "gorun:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile string, opts nn.Options) error {
+func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile string, prefillStep int, opts nn.Options) error {
 	if dir == "" || promptsPath == "" {
 		return fmt.Errorf("-model and -prompts are required")
 	}
@@ -204,7 +205,7 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 			if group != nil {
 				sums0, bytes0 = group.AllSumStats()
 			}
-			gopts := generate.Options{MaxTokens: q.Gen, Vocab: info.VocabSize,
+			gopts := generate.Options{MaxTokens: q.Gen, Vocab: info.VocabSize, PrefillStep: prefillStep,
 				OnPrompt: func(done, total int) {
 					if group != nil && done == total-1 {
 						sums1, bytes1 = group.AllSumStats()

@@ -285,11 +285,10 @@ func ChunkActivations(m Model, n int, s *mlx.Stream) (int64, error) {
 	g := mlx.NewGraph(s)
 	x := mlx.FromSlice(g, make([]int32, n), 1, n)
 	m.Forward(g, x, caches)
-	outs := cacheArrays(caches)
 	err = g.Err()
 	g.Close()
 	if err == nil {
-		err = mlx.Eval(outs...)
+		err = kv.EvalLayers(caches)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("batch: measuring a prompt chunk: %w", err)
@@ -765,12 +764,11 @@ func (e *Engine) prefillChunk(caches []kv.Cache, tokens []int32) error {
 	defer g.Close()
 	x := mlx.FromSlice(g, tokens, 1, len(tokens))
 	e.m.Forward(g, x, caches)
-	outs := cacheArrays(caches)
 	if err := g.Err(); err != nil {
 		return fmt.Errorf("batch: prompt: %w", err)
 	}
 	g.Close() // as generate does: MLX frees each activation once used
-	if err := mlx.Eval(outs...); err != nil {
+	if err := kv.EvalLayers(caches); err != nil {
 		return fmt.Errorf("batch: prompt: %w", err)
 	}
 	return nil

@@ -86,3 +86,30 @@ type KV struct {
 const Step = 256
 
 const step = Step
+
+// EvalLayers evaluates what caches hold (each cache's State, where it has
+// one), one cache after the other in the order given (a model's layers),
+// and then more. A prompt chunk whose graph is evaluated so holds about one
+// layer's activations at a time: MLX allocates an op's output when it
+// queues the op, so a single evaluation of every layer's cache would hold
+// those of many layers at once (0.73 MiB a prompt token at the 1B
+// Llama-3.2 geometry in float32: 376 MiB for a 512-token chunk, against
+// 131 MiB so). The caller closes the chunk's graph first, so that each
+// activation is freed once used.
+func EvalLayers(caches []Cache, more ...*mlx.Array) error {
+	for _, c := range caches {
+		s, ok := c.(interface{ State() []*mlx.Array })
+		if !ok {
+			continue
+		}
+		if arrs := s.State(); len(arrs) > 0 {
+			if err := mlx.Eval(arrs...); err != nil {
+				return err
+			}
+		}
+	}
+	if len(more) > 0 {
+		return mlx.Eval(more...)
+	}
+	return nil
+}

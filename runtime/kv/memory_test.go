@@ -170,3 +170,60 @@ func BenchmarkDecodeWrite(b *testing.B) {
 		}
 	}
 }
+
+// TestEvalLayersBoundsPrefill checks that a prompt chunk evaluated layer by
+// layer (EvalLayers) holds about one layer's activations at a time: its
+// peak beside the caches does not grow with the depth of the stack (12
+// layers against 2, on the same chunk), where evaluating every layer's
+// cache at once lets it grow (logged beside it).
+func TestEvalLayersBoundsPrefill(t *testing.T) {
+	const n = 512
+	tokens := make([]int32, n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range tokens {
+		tokens[i] = int32(rng.IntN(vocab))
+	}
+	peak := func(layers int, byLayer bool) int64 {
+		m := newTestStack(t, layers, 5, 0)
+		caches := make([]Cache, layers)
+		specs := make([]layerSpec, layers)
+		for i := range caches {
+			caches[i] = NewPlain()
+		}
+		defer freeAll(caches)
+		mlx.ClearCache()
+		before := mlx.ActiveMemory()
+		mlx.ResetPeakMemory()
+		g := mlx.NewGraph(nil)
+		m.step(g, tokens, caches, specs)
+		if err := g.Err(); err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+		var err error
+		if byLayer {
+			err = EvalLayers(caches)
+		} else {
+			var all []*mlx.Array
+			for _, c := range caches {
+				all = append(all, c.(interface{ State() []*mlx.Array }).State()...)
+			}
+			err = mlx.Eval(all...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := 0
+		for _, c := range caches {
+			held += c.Nbytes()
+		}
+		return int64(mlx.PeakMemory()) - int64(before) - int64(held)
+	}
+	shallow, deep := peak(2, true), peak(12, true)
+	deepAtOnce := peak(12, false)
+	t.Logf("activations at the peak of a %d-token chunk: 2 layers %d KiB, 12 layers %d KiB by layer, %d KiB at once",
+		n, shallow>>10, deep>>10, deepAtOnce>>10)
+	if deep > shallow*3/2 {
+		t.Fatalf("12 layers evaluated by layer held %d KiB of activations, 2 layers %d KiB: the peak grows with depth", deep>>10, shallow>>10)
+	}
+}

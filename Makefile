@@ -127,7 +127,7 @@ bench-llama:
 # their attention twins (bench-hybrid), and archgen beside mlx-lm on the
 # SmolLM2 checkpoints (bench/bench.py, quick plan). About 4 h 30 min on 2
 # cores, most of it the 3B-8B checkpoints (made once: about 60 GB of disk).
-# BENCH_QUICK=1: the 1B rows alone, about 25 minutes.
+# BENCH_QUICK=1: the 1B rows alone (long context to 8k), about 40 minutes.
 bench: setup-py models setup-llama-tools
 ifeq ($(filter-out 0,$(BENCH_QUICK)),)
 	@$(MAKE) -s bench-sizes BENCH_SIZES=$(BENCH_SIZES_FULL) BENCH_LONG=1b BENCH_FLAGS=1b
@@ -135,7 +135,7 @@ ifeq ($(filter-out 0,$(BENCH_QUICK)),)
 	@$(MAKE) -s bench-hybrid
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=1 $(PY) bench/bench.py --no-llama
 else
-	@$(MAKE) -s bench-sizes BENCH_SIZES=1b
+	@$(MAKE) -s bench-sizes BENCH_SIZES=1b BENCH_LONG=1b BENCH_LONG_DEPTHS=8192
 endif
 	BENCH_QUICK=$(BENCH_QUICK) $(PY) bench/report.py
 
@@ -184,13 +184,14 @@ setup-llama-tools:
 # out/bench/sizes. By default the Llama-3.2-1B geometry, the Qwen2.5-1.5B
 # geometry in mlx 4-bit and Q4_K_M, and the real SmolLM2-135M requantized;
 # make bench runs BENCH_SIZES_FULL. BENCH_LONG and BENCH_FLAGS name the
-# sizes that also get the long-context rows (8k and 32k) and the rows of
-# archgen's other settings.
+# sizes that also get the long-context rows (8k and 32k, or BENCH_LONG_DEPTHS)
+# and the rows of archgen's other settings.
 BENCH_SIZES ?= 1b,qwen2.5-1.5b,smollm2-135m
 BENCH_SIZES_FULL ?= 1b,3b,8b,qwen3-1.7b,qwen3-4b,qwen2.5-1.5b,smollm2-135m
 bench-sizes: setup-py models setup-llama-tools
 	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3) \
-	  $(if $(BENCH_LONG),--long $(BENCH_LONG)) $(if $(BENCH_FLAGS),--flags $(BENCH_FLAGS))
+	  $(if $(BENCH_LONG),--long $(BENCH_LONG)) $(if $(BENCH_LONG_DEPTHS),--long-depths $(BENCH_LONG_DEPTHS)) \
+	  $(if $(BENCH_FLAGS),--flags $(BENCH_FLAGS))
 
 # The hybrid models (Qwen3.5-0.8B's and LFM2-1.2B's geometries, 4-bit,
 # random weights) beside mlx-lm, and beside an attention model of the same

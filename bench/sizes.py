@@ -111,7 +111,8 @@ SIZE_FORMATS = {
 
 # Long context (--long): at 1B, archgen's 4-bit formats beside llama-bench
 # on the GGUF with and without flash attention: the prefill of an 8k
-# prompt, and 128 tokens decoded after 8k and after 32k.
+# prompt, and 128 tokens decoded after 8k; after 32k (--long-depths), the
+# first format beside llama-bench with flash attention.
 LONG_FORMATS = ["mlx 4-bit g64", "GGUF Q4_K_M"]
 LONG_GGUF = "GGUF Q4_K_M"
 
@@ -245,13 +246,15 @@ def archgen(model, pf, runs, bin_dir, env=None, dtype=None):
             "kernels": res.get("kernels")}
 
 
-def archgen_long(model, pf, runs, bin_dir):
+def archgen_long(model, pf, runs, bin_dir, deep):
+    """pp8192 and decode after 8192 tokens, and where deep, after 32768 (one run)."""
     med, rss8k, res = gorun(model, pf, runs, bin_dir, "long8k")
     (pp8k, tg8k) = med["long8k"]
-    med, rss32k, _ = gorun(model, pf, "1", bin_dir, "long32k")
-    (pp32k, tg32k) = med["long32k"]
-    return {"pp8192": pp8k, "tg128@8192": tg8k, "pp32768": pp32k, "tg128@32768": tg32k,
-            "peak_rss@8192": rss8k, "peak_rss@32768": rss32k, "kernels": res.get("kernels")}
+    out = {"pp8192": pp8k, "tg128@8192": tg8k, "peak_rss@8192": rss8k, "kernels": res.get("kernels")}
+    if deep:
+        med, rss32k, _ = gorun(model, pf, "1", bin_dir, "long32k")
+        out.update({"pp32768": med["long32k"][0], "tg128@32768": med["long32k"][1], "peak_rss@32768": rss32k})
+    return out
 
 
 def llama_bench(gguf, runs):
@@ -268,22 +271,25 @@ def llama_bench(gguf, runs):
     return out
 
 
-def llama_bench_long(gguf, runs):
+def llama_bench_long(gguf, runs, deep):
     """llama-bench at depth, without and with flash attention (-fa off/on):
-    pp8192, and tg128 after 8192 and 32768 tokens of context (-d; the
-    context's own prefill is not timed, as in archgen's decode rate)."""
+    pp8192 and tg128 after 8192 tokens of context (-d; the context's own
+    prefill is not timed, as in archgen's decode rate), and where deep,
+    tg128 after 32768 with flash attention (one repetition: the goal's
+    measure, and the setting that runs it fastest)."""
     out = {}
     for fa in ("off", "on"):
         stdout, rss8k = timed([TOOLS / "llama-bench", "-m", gguf, "-t", "2", "-fa", fa, "-o", "json",
-                               "-p", "8192", "-n", "128", "-d", "0", "-r", runs])
+                               "-p", "8192", "-n", "0", "-r", runs])
         rows = json.loads(stdout)
         stdout, rss8kd = timed([TOOLS / "llama-bench", "-m", gguf, "-t", "2", "-fa", fa, "-o", "json",
                                 "-p", "0", "-n", "128", "-d", "8192", "-r", runs])
         rows += json.loads(stdout)
-        stdout, rss32k = timed([TOOLS / "llama-bench", "-m", gguf, "-t", "2", "-fa", fa, "-o", "json",
-                                "-p", "0", "-n", "128", "-d", "32768", "-r", "1"])
-        rows += json.loads(stdout)
-        f = {"peak_rss@8192": max(rss8k, rss8kd), "peak_rss@32768": rss32k}
+        f = {"peak_rss@8192": max(rss8k, rss8kd)}
+        if deep and fa == "on":
+            stdout, f["peak_rss@32768"] = timed([TOOLS / "llama-bench", "-m", gguf, "-t", "2", "-fa", fa, "-o",
+                                                 "json", "-p", "0", "-n", "128", "-d", "32768", "-r", "1"])
+            rows += json.loads(stdout)
         for r in rows:
             depth = r.get("n_depth", 0)
             if r.get("n_prompt") == 8192 and r.get("n_gen") == 0:
@@ -332,12 +338,13 @@ def long_table(size, res):
              f"llama.cpp on {LONG_GGUF}, without and with flash attention; archgen at its defaults.", "",
              "| engine, format | pp8192 | tg128 after 8192 | tg128 after 32768 | peak RSS at 8192 | peak RSS at 32768 |",
              "|---|---|---|---|---|---|"]
+    mib = lambda r, k: f"{r[k] >> 20} MiB" if k in r else "-"  # noqa: E731
     for name, r in res["archgen"].items():
-        lines.append(f"| archgen, {name} | {fmt(r['pp8192'])} | {fmt(r['tg128@8192'])} | {fmt(r['tg128@32768'])} "
-                     f"| {r['peak_rss@8192'] >> 20} MiB | {r['peak_rss@32768'] >> 20} MiB |")
+        lines.append(f"| archgen, {name} | {fmt(r['pp8192'])} | {fmt(r['tg128@8192'])} | {fmt(r.get('tg128@32768'))} "
+                     f"| {mib(r, 'peak_rss@8192')} | {mib(r, 'peak_rss@32768')} |")
     for fa, r in ll.items():
         lines.append(f"| llama.cpp, {LONG_GGUF}, {fa} | {fmt(r.get('pp8192'))} | {fmt(r.get('tg128@8192'))} "
-                     f"| {fmt(r.get('tg128@32768'))} | {r['peak_rss@8192'] >> 20} MiB | {r['peak_rss@32768'] >> 20} MiB |")
+                     f"| {fmt(r.get('tg128@32768'))} | {mib(r, 'peak_rss@8192')} | {mib(r, 'peak_rss@32768')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -373,6 +380,8 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "out/bench/sizes")
     ap.add_argument("--sizes", default="1b", help="comma-separated: " + ", ".join(SIZES))
     ap.add_argument("--long", default="", help="sizes that also get the long-context rows (comma-separated)")
+    ap.add_argument("--long-depths", default="8192,32768",
+                    help="8192, or 8192,32768 (decode after 32k too: about 40 minutes more at 1B)")
     ap.add_argument("--flags", default="", help="sizes whose rows also run archgen's other settings")
     ap.add_argument("--runs", default="3")
     ap.add_argument("--merge", action="store_true",
@@ -421,12 +430,14 @@ def main():
                 results["flags"][size] = fl
                 save()
         if size in args.long.split(","):
+            deep = "32768" in args.long_depths.split(",")
             lr = {"archgen": {}, "llama.cpp": None}
-            for name in LONG_FORMATS:
-                lr["archgen"][name] = archgen_long(ckpts[name][0], pf, args.runs, bin_dir)
+            for i, name in enumerate(LONG_FORMATS):
+                # 32k: archgen's first format alone (its prefill takes minutes)
+                lr["archgen"][name] = archgen_long(ckpts[name][0], pf, args.runs, bin_dir, deep and i == 0)
                 results["long"][size] = lr
                 save()
-            lr["llama.cpp"] = llama_bench_long(ckpts[LONG_GGUF][1], args.runs)
+            lr["llama.cpp"] = llama_bench_long(ckpts[LONG_GGUF][1], args.runs, deep)
             results["long"][size] = lr
             save()
     md = [table(size, r["rows"]) for size, r in results["sizes"].items()]

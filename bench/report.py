@@ -230,10 +230,12 @@ def section(sizes, serve1b, serve_small, hybrid_md, plot_md):
     m = (sizes or {}).get("machine", {})
     lines = [BEGIN, "", "## Results", ""]
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
-    lines.append(f"One run of `make bench{' BENCH_QUICK=1' if quick else ''}`, written "
-                 f"{datetime.date.today().isoformat()} on {m.get('cpu', '?')} ({m.get('cores', '?')} cores), "
-                 f"{(sizes or {}).get('runs', '?')} measured runs per row after a warm-up; archgen at its defaults "
-                 "(float32 compute on the CPU), llama.cpp's own tools at theirs with 2 threads.")
+    cmds = [d.get("command") for d in (sizes, serve1b, serve_small) if d and d.get("command")]
+    made = ("; ".join(f"`{c}`" for c in cmds)) if cmds else f"`make bench{' BENCH_QUICK=1' if quick else ''}`"
+    lines.append(f"Written {datetime.date.today().isoformat()} from the figures of {made}, on "
+                 f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores), {(sizes or {}).get('runs', '?')} measured "
+                 "runs per row after a warm-up; archgen at its defaults (float32 compute on the CPU), llama.cpp's "
+                 "own tools at theirs with 2 threads. Rows this run did not measure are marked so.")
     lines += ["", "### The goals", "", "| goal | verdict | figures |", "|---|---|---|"]
     for g, v, f in goals(sizes, serve1b):
         lines.append(f"| {g} | **{v}** | {f} |")

@@ -355,6 +355,7 @@ def main():
         finally:
             srv.stop()
         path.write_text(json.dumps({"machine": machine(), "model": args.model, "title": title,
+                                    "command": "bench/serve_bench.py " + " ".join(sys.argv[1:]),
                                     "max_tokens": args.max_tokens, "rounds": args.rounds, "streams": streams,
                                     "servers": results}, indent=1))
     text = (f"Aggregate generated tokens/s, time to first token and per-request latency, {title}, "

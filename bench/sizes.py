@@ -397,7 +397,8 @@ def main():
     results = {"sizes": {}, "long": {}, "flags": {}}
     if args.merge and path.exists():
         results.update(json.loads(path.read_text()))
-    results.update({"machine": machine(), "runs": int(args.runs), "threads": 2})
+    results.update({"machine": machine(), "runs": int(args.runs), "threads": 2,
+                    "command": "bench/sizes.py " + " ".join(sys.argv[1:])})
     tok_dir = tokenizer_dir(args.out / "models", bin_dir)
 
     def save():

@@ -125,9 +125,11 @@ bench-llama:
 # the 1B model's long-context rows and archgen's other settings), beside
 # llama-server at 1-64 streams (bench-serve), the hybrids beside mlx-lm and
 # their attention twins (bench-hybrid), and archgen beside mlx-lm on the
-# SmolLM2 checkpoints (bench/bench.py, quick plan). About 4 h 30 min on 2
-# cores, most of it the 3B-8B checkpoints (made once: about 60 GB of disk).
-# BENCH_QUICK=1: the 1B rows alone (long context to 8k), about 40 minutes.
+# SmolLM2 checkpoints (bench/bench.py, quick plan). Estimated at 4-5 h on 2
+# cores, most of it the 3B-8B checkpoints (made once; the 8B set peaks at
+# about 63 GB of disk while its F16 GGUF exists).
+# BENCH_QUICK=1: the 1B rows alone (long context to 8k): 43 minutes here
+# with the 1B settings rows, which it leaves out.
 bench: setup-py models setup-llama-tools
 ifeq ($(filter-out 0,$(BENCH_QUICK)),)
 	@$(MAKE) -s bench-sizes BENCH_SIZES=$(BENCH_SIZES_FULL) BENCH_LONG=1b BENCH_FLAGS=1b

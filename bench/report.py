@@ -22,11 +22,12 @@ import os
 import sys
 from pathlib import Path
 
+from sizes import FOUR_BIT_GGUF, LONG_GGUF  # noqa: E402  (bench/ is the script's directory)
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "out/bench"  # --results
 BEGIN = "<!-- results: written by bench/report.py from one run of make bench; do not edit by hand -->"
 END = "<!-- end of results -->"
-FOUR_BIT = ("GGUF Q4_0", "GGUF Q4_K_M")
 
 
 def load(path):
@@ -43,7 +44,7 @@ def goals(sizes, serve1b):
     rows = (sizes or {}).get("sizes", {})
 
     def best4(r):
-        tg = [(r[n]["llama.cpp"]["tg128"], n) for n in FOUR_BIT if n in r and "llama.cpp" in r[n]]
+        tg = [(r[n]["llama.cpp"]["tg128"], n) for n in FOUR_BIT_GGUF if n in r and "llama.cpp" in r[n]]
         return max(tg) if tg else (None, None)
 
     for size, want in (("1b", 1.5), ("3b", 1.2), ("8b", 1.2)):
@@ -52,7 +53,7 @@ def goals(sizes, serve1b):
         if not r or not b:
             out.append((f"Decode at {size}: >= {want}x llama.cpp's best 4-bit", "not measured", "-"))
             continue
-        for name in ("mlx 4-bit g64", *FOUR_BIT):
+        for name in ("mlx 4-bit g64", *FOUR_BIT_GGUF):
             if name in r:
                 q = r[name]["archgen"]["tg128"] / b
                 out.append((f"Decode at {size}, archgen {name}: >= {want}x llama.cpp's best 4-bit ({bname})",
@@ -88,7 +89,7 @@ def goals(sizes, serve1b):
                                ("tg128@32768", "decode after 32k")):
                 if ll.get(key) and a.get(key):
                     q = a[key] / ll[key]
-                    out.append((f"{label} at {size}, archgen {name}: >= 1.0x llama-bench -fa on ({LONG_GGUF_NAME})",
+                    out.append((f"{label} at {size}, archgen {name}: >= 1.0x llama-bench -fa on ({LONG_GGUF})",
                                 "held" if q >= 1.0 else "missed", f"{a[key]:.1f} vs {ll[key]:.1f} tok/s: {fx(q)}"))
     srv = (serve1b or {}).get("servers", {})
     a, ll = srv.get("archgen"), srv.get("llama.cpp")
@@ -131,9 +132,6 @@ def goals(sizes, serve1b):
                     "missed" if slow else "held", "; ".join(slow) if slow else
                     f"{len(fl)} formats x {len(next(iter(fl.values())))} settings"))
     return out
-
-
-LONG_GGUF_NAME = "Q4_K_M"
 
 
 # --- plots: small SVG charts, written here so that the report needs no

@@ -47,6 +47,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from serve_bench import machine  # noqa: E402  (bench/ is the script's directory)
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / ".deps/py/bin/python"
 TOOLS = ROOT / ".deps/llama-tools/bin"
@@ -366,13 +368,6 @@ def flags_table(size, res):
                          + (f"{settings['default']['tg128'] / best_tg:.2f} | {settings['default']['pp512'] / best_pp:.2f} |"
                             if setting == "default" else "| |"))
     return "\n".join(lines) + "\n"
-
-
-def machine():
-    info = {"cores": os.cpu_count(), "cpu": "?"}
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    info["cpu"] = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
-    return info
 
 
 def main():

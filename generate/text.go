@@ -70,6 +70,7 @@ type stopWatcher struct {
 	stops   []string
 	pending string
 	done    bool
+	found   string // the stop string that ended the text
 }
 
 // push adds text and returns what can be passed on, and whether a stop
@@ -90,7 +91,7 @@ func (w *stopWatcher) push(s string) (string, bool) {
 			continue
 		}
 		if i := strings.Index(w.pending, stop); i >= 0 && (cut < 0 || i < cut) {
-			cut = i
+			cut, w.found = i, stop
 		}
 	}
 	if cut >= 0 {
@@ -139,3 +140,7 @@ func (s *StopText) Push(text string) (ready string, stopped bool) { return s.w.p
 
 // Rest is the text held back, once no more comes (nothing after a stop).
 func (s *StopText) Rest() string { return s.w.rest() }
+
+// Found is the stop string that ended the text ("" while none has): the
+// one that begins earliest, the first given where two begin at one place.
+func (s *StopText) Found() string { return s.w.found }

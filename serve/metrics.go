@@ -58,7 +58,8 @@ func newMetrics() *metrics {
 
 // routes are the paths requests are counted under; any other path counts
 // as "other", so that clients cannot grow the label set.
-var routes = []string{"/v1/models", "/health", "/metrics", "/v1/chat/completions", "/v1/completions"}
+var routes = []string{"/v1/models", "/health", "/metrics", "/v1/chat/completions", "/v1/completions",
+	"/v1/messages", "/v1/messages/count_tokens"}
 
 // statusRecorder keeps the status a handler answers with, and the
 // request's access record.
@@ -79,6 +80,7 @@ type accessEntry struct {
 	finish                     string
 	ttft                       time.Duration
 	promptText                 string
+	messagesAPI                bool // errors take the Messages API's shape
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -113,6 +115,7 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 func (s *Server) count(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
+		rec.entry.messagesAPI = strings.HasPrefix(r.URL.Path, "/v1/messages")
 		start := time.Now()
 		defer func() {
 			path := r.URL.Path

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/archgen/archgen"
@@ -40,6 +41,7 @@ type chatRequest struct {
 	Logprobs           *bool             `json:"logprobs"`
 	TopLogprobs        *int              `json:"top_logprobs"`
 	ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
+	ReasoningEffort    *string           `json:"reasoning_effort"`
 }
 
 type completionRequest struct {
@@ -50,29 +52,42 @@ type completionRequest struct {
 
 // job is a checked request, ready for the engine.
 type job struct {
-	chat         bool
-	maxField     string // the field that set max tokens ("" for the default)
-	text         string // the prompt's text (the rendered chat), for the access log
+	api          api
+	model        string   // the model name the response carries
+	promptField  string   // the request's prompt field: messages or prompt
+	split        splitter // nil: the reply is content alone
+	maxField     string   // the field that set max tokens ("" for the default)
+	text         string   // the prompt's text (the rendered chat), for the access log
 	req          batch.Request
 	stops        []string
 	stream       bool
 	includeUsage bool
 }
 
-// promptField is the request's prompt field: messages or prompt.
-func (j *job) promptField() string {
-	if j.chat {
-		return "messages"
+// checkModel sets the model name j's response carries: the name the
+// request gave where it is the model's id or an alias, the id otherwise;
+// with StrictModel another name is refused.
+func (s *Server) checkModel(name *string, j *job) *apiError {
+	j.model = s.opts.ModelID
+	if name == nil || *name == "" {
+		return nil
 	}
-	return "prompt"
+	if *name == s.opts.ModelID || slices.Contains(s.opts.Aliases, *name) {
+		j.model = *name
+		return nil
+	}
+	if s.opts.StrictModel {
+		return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("model %q: this server runs %q (GET /v1/models)", *name, s.opts.ModelID)}
+	}
+	return nil
 }
 
 // check reads the fields both endpoints share into j; promptField names
 // the prompt's field for a context that is too long.
 func (s *Server) check(c *common, j *job, promptField string) *apiError {
-	if c.Model != nil && *c.Model != "" && *c.Model != s.opts.ModelID {
-		return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("model %q: this server runs %q (GET /v1/models)", *c.Model, s.opts.ModelID)}
+	if e := s.checkModel(c.Model, j); e != nil {
+		return e
 	}
 	if c.N != nil && *c.N != 1 {
 		return &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Param: "n", Code: "unsupported_value",
@@ -178,46 +193,31 @@ func (s *Server) check(c *common, j *job, promptField string) *apiError {
 }
 
 func (s *Server) parseChat(r *chatRequest) (*job, *apiError) {
-	if s.m.Template == nil {
-		return nil, &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Param: "messages", Code: "no_chat_template",
-			Message: "messages: the model's tokenizer has no chat template (send a prompt to /v1/completions)"}
-	}
-	if lim := s.opts.Limits.Messages; lim > 0 && len(r.Messages) > lim {
-		return nil, over("messages", "messages: %d messages, more than this server takes (%d)", len(r.Messages), lim)
-	}
-	if lim := s.opts.Limits.Tools; lim > 0 && len(r.Tools) > lim {
-		return nil, over("tools", "tools: %d tools, more than this server takes (%d)", len(r.Tools), lim)
+	if e := s.chatLimits(len(r.Messages), len(r.Tools)); e != nil {
+		return nil, e
 	}
 	msgs, e := parseMessages(r.Messages)
 	if e != nil {
 		return nil, e
-	}
-	opts := chat.Options{
-		AddGenerationPrompt: true,
-		BOSToken:            s.m.Tokenizer.Config.BOSToken,
-		EOSToken:            s.m.Tokenizer.Config.EOSToken,
-		Vars:                r.ChatTemplateKwargs,
 	}
 	for i, t := range r.Tools {
 		var obj map[string]any
 		if json.Unmarshal(t, &obj) != nil {
 			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "invalid_type", "tools[%d]: want an object", i)
 		}
-		opts.Tools = append(opts.Tools, t)
 	}
-	text, err := s.m.Template.Render(msgs, opts)
-	var bound *chat.BoundError
-	switch {
-	case errors.As(err, &bound):
-		return nil, &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Param: "messages", Code: "template_bounds",
-			Message: "messages: " + err.Error()}
-	case errors.Is(err, chat.ErrRenderer):
-		return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "template_renderer", Message: err.Error()}
-	case err != nil:
-		return nil, badRequest("messages", "template_error", "messages: the chat template failed: %v", err)
+	vars := r.ChatTemplateKwargs
+	if r.ReasoningEffort != nil {
+		if vars == nil {
+			vars = map[string]any{}
+		}
+		vars["reasoning_effort"] = *r.ReasoningEffort
 	}
-	j := &job{chat: true, text: text}
-	j.req.Prompt = s.m.Tokenizer.Encode(text, false)
+	j, e := s.renderChat(msgs, r.Tools, vars)
+	if e != nil {
+		return nil, e
+	}
+	j.api = apiChat
 	if r.Logprobs != nil && *r.Logprobs {
 		j.req.Logprobs = true
 	}
@@ -233,6 +233,50 @@ func (s *Server) parseChat(r *chatRequest) (*job, *apiError) {
 	if e := s.check(&r.common, j, "messages"); e != nil {
 		return nil, e
 	}
+	return j, nil
+}
+
+// chatLimits refuses a chat without a template to render it, or with more
+// messages or tools than the server takes.
+func (s *Server) chatLimits(messages, tools int) *apiError {
+	if s.m.Template == nil {
+		return &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Param: "messages", Code: "no_chat_template",
+			Message: "messages: the model's tokenizer has no chat template (send a prompt to /v1/completions)"}
+	}
+	if lim := s.opts.Limits.Messages; lim > 0 && messages > lim {
+		return over("messages", "messages: %d messages, more than this server takes (%d)", messages, lim)
+	}
+	if lim := s.opts.Limits.Tools; lim > 0 && tools > lim {
+		return over("tools", "tools: %d tools, more than this server takes (%d)", tools, lim)
+	}
+	return nil
+}
+
+// renderChat renders a chat (its tools in the OpenAI form the templates
+// read) and encodes it: a job with its prompt.
+func (s *Server) renderChat(msgs []archgen.Message, tools []json.RawMessage, vars map[string]any) (*job, *apiError) {
+	opts := chat.Options{
+		AddGenerationPrompt: true,
+		BOSToken:            s.m.Tokenizer.Config.BOSToken,
+		EOSToken:            s.m.Tokenizer.Config.EOSToken,
+		Vars:                vars,
+	}
+	for _, t := range tools {
+		opts.Tools = append(opts.Tools, t)
+	}
+	text, err := s.m.Template.Render(msgs, opts)
+	var bound *chat.BoundError
+	switch {
+	case errors.As(err, &bound):
+		return nil, &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Param: "messages", Code: "template_bounds",
+			Message: "messages: " + err.Error()}
+	case errors.Is(err, chat.ErrRenderer):
+		return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "template_renderer", Message: err.Error()}
+	case err != nil:
+		return nil, badRequest("messages", "template_error", "messages: the chat template failed: %v", err)
+	}
+	j := &job{promptField: "messages", text: text}
+	j.req.Prompt = s.m.Tokenizer.Encode(text, false)
 	return j, nil
 }
 
@@ -297,7 +341,7 @@ func parseMessages(raw []json.RawMessage) ([]archgen.Message, *apiError) {
 }
 
 func (s *Server) parseCompletion(r *completionRequest) (*job, *apiError) {
-	j := &job{}
+	j := &job{api: apiCompletions, promptField: "prompt"}
 	p := r.Prompt
 	if len(p) == 0 || string(p) == "null" {
 		return nil, badRequest("prompt", "missing_prompt", "prompt: missing; give a string or an array of token ids")

@@ -47,19 +47,53 @@ func finite(v float32) float64 {
 	return float64(v)
 }
 
-// output gathers what a request produced, and streams it when asked.
+// delta is what a stretch of a reply adds: content, reasoning, and whole
+// tool calls.
+type delta struct {
+	content, reasoning string
+	calls              []toolCall
+}
+
+func (d delta) empty() bool { return d.content == "" && d.reasoning == "" && len(d.calls) == 0 }
+
+// toolCall is one call a reply makes; arguments is a JSON object's text.
+type toolCall struct{ id, name, arguments string }
+
+// splitter divides a chat reply's text into content, reasoning and tool
+// calls as its model writes them.
+type splitter interface {
+	push(text string) delta
+	finish() delta
+}
+
+// ending is how a generation ended, for its last event or whole response.
+type ending struct {
+	reason                     string // stop, length or tool_calls
+	stopSeq                    string // the stop string that ended it, if one did
+	prompt, completion, cached int
+}
+
+// writer puts a generation's output in its API's shape, streamed or whole.
+type writer interface {
+	// add takes what became ready, and the logprobs of the tokens that
+	// made it (when asked for).
+	add(d delta, lps []tokenLogprob)
+	// end writes a stream's last events, or the whole response.
+	end(e ending)
+	// streamError reports an error in a stream that has begun.
+	streamError(e *apiError)
+}
+
+// output is a response's transport: server-sent events or one body.
 type output struct {
-	s        *Server
-	j        *job
-	w        http.ResponseWriter
-	rc       *http.ResponseController
-	flusher  http.Flusher
-	id       string
-	created  int64
-	text     []byte
-	logprobs []tokenLogprob
-	sentRole bool
-	failed   error // a write to the client failed
+	s       *Server
+	j       *job
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	flusher http.Flusher
+	id      string
+	created int64
+	failed  error // a write to the client failed
 }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
@@ -92,11 +126,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		case errors.As(err, &ob):
 			field := j.maxField
 			if field == "" {
-				field = "max_tokens"
+				field = j.api.maxTokensField()
 			}
 			if ob.MaxTokensFit < 1 {
-				writeError(w, over(j.promptField(), "%s: %d tokens need %d bytes of KV cache with the room to answer, more than this server's budget of %d bytes",
-					j.promptField(), ob.Prompt, ob.Need, ob.Budget))
+				writeError(w, over(j.promptField, "%s: %d tokens need %d bytes of KV cache with the room to answer, more than this server's budget of %d bytes",
+					j.promptField, ob.Prompt, ob.Need, ob.Budget))
 				return
 			}
 			writeError(w, over(field, "%s: %d tokens after a prompt of %d need %d bytes of KV cache, more than this server's budget of %d bytes; ask for at most %d",
@@ -106,11 +140,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		}
 		return
 	}
-	prefix := "cmpl-"
-	if j.chat {
-		prefix = "chatcmpl-"
-	}
-	o := &output{s: s, j: j, w: w, rc: http.NewResponseController(w), id: fmt.Sprintf("%s%d-%d", prefix, s.created, s.nextID.Add(1)), created: time.Now().Unix()}
+	o := &output{s: s, j: j, w: w, rc: http.NewResponseController(w),
+		id: fmt.Sprintf("%s%d-%d", j.api.idPrefix(), s.created, s.nextID.Add(1)), created: time.Now().Unix()}
 	w.Header().Set("X-Request-Id", o.id)
 	entry := entryOf(w)
 	if entry == nil {
@@ -132,9 +163,20 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 			o.flusher.Flush()
 		}
 	}
+	out := j.api.writer(o)
 
 	detok := s.m.Tokenizer.NewStream(true)
 	stops := generate.NewStopText(j.stops)
+	split := j.split
+	madeCalls := false
+	pass := func(text string, lps []tokenLogprob) {
+		d := delta{content: text}
+		if split != nil {
+			d = split.push(text)
+		}
+		madeCalls = madeCalls || len(d.calls) > 0
+		out.add(d, lps)
+	}
 	tokens := 0     // tokens received
 	stoppedAt := -1 // tokens received when a stop string was found
 	var last batch.Event
@@ -154,11 +196,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		submitted = now
 		tokens++
 		ready, hit := stops.Push(detok.Step(ev.Token))
-		var lp *tokenLogprob
+		var lps []tokenLogprob
 		if j.req.Logprobs {
-			lp = &tokenLogprob{id: ev.Token, token: s.m.Tokenizer.Decode([]int32{ev.Token}, false), logprob: finite(ev.Logprob), top: ev.TopLogprobs}
+			lps = []tokenLogprob{{id: ev.Token, token: s.m.Tokenizer.Decode([]int32{ev.Token}, false), logprob: finite(ev.Logprob), top: ev.TopLogprobs}}
 		}
-		o.add(ready, lp)
+		pass(ready, lps)
 		if hit {
 			stoppedAt = tokens
 			cancel()
@@ -176,20 +218,18 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		}
 		return // the client is gone
 	}
-	finish := "stop"
-	completion := last.Tokens
+	end := ending{reason: "stop", completion: last.Tokens}
 	entry.cached = last.CachedTokens
 	switch {
 	case stoppedAt >= 0:
-		completion = stoppedAt
+		end.completion, end.stopSeq = stoppedAt, stops.Found()
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		entry.finish, entry.completion, entry.code = "timeout", tokens, "request_timeout"
 		s.met.generated(last.PromptTokens, tokens)
 		e := &apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "request_timeout",
 			Message: fmt.Sprintf("the request ran past the server's limit of %v (%d tokens generated)", s.opts.RequestTimeout, tokens)}
 		if j.stream {
-			o.event(map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": e.Code}})
-			o.done()
+			out.streamError(e)
 			return
 		}
 		o.deadline()
@@ -197,34 +237,39 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	case last.Err != nil:
 		s.logf("request %s: %v", o.id, last.Err)
+		e := &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "generation_failed", Message: last.Err.Error()}
 		if j.stream {
-			o.event(map[string]any{"error": map[string]any{"message": last.Err.Error(), "type": "server_error", "param": nil, "code": "generation_failed"}})
-			o.done()
+			out.streamError(e)
 			return
 		}
-		writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "generation_failed", Message: last.Err.Error()})
+		writeError(w, e)
 		return
 	default:
 		ready, hit := stops.Push(detok.Flush())
-		o.add(ready+stops.Rest(), nil)
-		if !hit && last.Finish == generate.FinishLength {
-			finish = "length"
+		pass(ready+stops.Rest(), nil)
+		if hit {
+			end.stopSeq = stops.Found()
+		} else if last.Finish == generate.FinishLength {
+			end.reason = "length"
 		}
 	}
-	s.met.generated(last.PromptTokens, completion)
-	entry.completion, entry.finish = completion, finish
-	usage := map[string]any{
-		"prompt_tokens":         last.PromptTokens,
-		"completion_tokens":     completion,
-		"total_tokens":          last.PromptTokens + completion,
-		"prompt_tokens_details": map[string]any{"cached_tokens": last.CachedTokens},
+	if split != nil {
+		d := split.finish()
+		madeCalls = madeCalls || len(d.calls) > 0
+		if !d.empty() {
+			out.add(d, nil)
+		}
 	}
-	if j.stream {
-		o.finish(finish, usage)
-		return
+	if madeCalls && end.reason == "stop" {
+		end.reason = "tool_calls"
 	}
-	o.deadline()
-	writeJSON(w, http.StatusOK, o.whole(finish, usage))
+	s.met.generated(last.PromptTokens, end.completion)
+	entry.completion, entry.finish = end.completion, end.reason
+	end.prompt, end.cached = last.PromptTokens, last.CachedTokens
+	if !j.stream {
+		o.deadline()
+	}
+	out.end(end)
 }
 
 // deadline gives the client WriteTimeout to take what is written next.
@@ -232,144 +277,9 @@ func (o *output) deadline() {
 	_ = o.rc.SetWriteDeadline(time.Now().Add(o.s.opts.WriteTimeout))
 }
 
-// add takes the text that became ready and the token's logprobs (nil
-// when not asked, or for text alone).
-func (o *output) add(text string, lp *tokenLogprob) {
-	if !o.j.stream {
-		o.text = append(o.text, text...)
-		if lp != nil {
-			o.logprobs = append(o.logprobs, *lp)
-		}
-		return
-	}
-	if text == "" && lp == nil && o.sentRole {
-		return
-	}
-	var lps []tokenLogprob
-	if lp != nil {
-		lps = []tokenLogprob{*lp}
-	}
-	o.event(o.chunk(text, lps, nil, nil))
-}
-
-// chunk is one streamed object.
-func (o *output) chunk(text string, lps []tokenLogprob, finish any, usage any) map[string]any {
-	var choice map[string]any
-	if o.j.chat {
-		delta := map[string]any{}
-		if !o.sentRole {
-			delta["role"] = "assistant"
-			o.sentRole = true
-		}
-		if text != "" || finish == nil {
-			delta["content"] = text
-		}
-		choice = map[string]any{"index": 0, "delta": delta, "logprobs": o.chatLogprobs(lps), "finish_reason": finish}
-	} else {
-		o.sentRole = true
-		choice = map[string]any{"index": 0, "text": text, "logprobs": o.completionLogprobs(lps, 0), "finish_reason": finish}
-	}
-	c := o.header()
-	c["choices"] = []any{choice}
-	if usage != nil {
-		c["usage"] = usage
-	}
-	return c
-}
-
-func (o *output) header() map[string]any {
-	object := "text_completion"
-	if o.j.chat {
-		object = "chat.completion.chunk"
-		if !o.j.stream {
-			object = "chat.completion"
-		}
-	}
-	return map[string]any{"id": o.id, "object": object, "created": o.created, "model": o.s.opts.ModelID}
-}
-
-// finish sends the last chunk (with the finish reason and usage), the
-// usage chunk stream_options asks for, and [DONE].
-func (o *output) finish(reason string, usage map[string]any) {
-	o.event(o.chunk("", nil, reason, usage))
-	if o.j.includeUsage {
-		c := o.header()
-		c["choices"] = []any{}
-		c["usage"] = usage
-		o.event(c)
-	}
-	o.done()
-}
-
-// whole is a response that is not streamed.
-func (o *output) whole(reason string, usage map[string]any) map[string]any {
-	c := o.header()
-	var choice map[string]any
-	if o.j.chat {
-		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(o.text)},
-			"logprobs": o.chatLogprobs(o.logprobs), "finish_reason": reason}
-	} else {
-		choice = map[string]any{"index": 0, "text": string(o.text), "logprobs": o.completionLogprobs(o.logprobs, 0), "finish_reason": reason}
-	}
-	c["choices"] = []any{choice}
-	c["usage"] = usage
-	return c
-}
-
-// entry is one token's logprobs entry: its text, and its bytes as the
-// token holds them (part of a character where the token is, which the text
-// shows as U+FFFD).
-func (o *output) entry(id int32, t string, lp float64) map[string]any {
-	b := o.s.m.Tokenizer.TokenBytes(id)
-	ints := make([]int, len(b))
-	for i, c := range b {
-		ints[i] = int(c)
-	}
-	return map[string]any{"token": t, "logprob": lp, "bytes": ints}
-}
-
-// chatLogprobs is the chat form: {"content": [{token, logprob, bytes,
-// top_logprobs}]}, or nil when not asked.
-func (o *output) chatLogprobs(lps []tokenLogprob) any {
-	if !o.j.req.Logprobs {
-		return nil
-	}
-	content := make([]any, 0, len(lps))
-	for _, lp := range lps {
-		e := o.entry(lp.id, lp.token, lp.logprob)
-		top := make([]any, 0, len(lp.top))
-		for _, t := range lp.top {
-			top = append(top, o.entry(t.Token, o.s.m.Tokenizer.Decode([]int32{t.Token}, false), finite(t.Logprob)))
-		}
-		e["top_logprobs"] = top
-		content = append(content, e)
-	}
-	return map[string]any{"content": content}
-}
-
-// completionLogprobs is the legacy form: tokens, token_logprobs,
-// top_logprobs (token to logprob) and text_offset.
-func (o *output) completionLogprobs(lps []tokenLogprob, offset int) any {
-	if !o.j.req.Logprobs {
-		return nil
-	}
-	tokens, values, tops, offsets := []string{}, []float64{}, []map[string]float64{}, []int{}
-	for _, lp := range lps {
-		tokens = append(tokens, lp.token)
-		values = append(values, lp.logprob)
-		top := map[string]float64{}
-		for _, t := range lp.top {
-			top[o.s.m.Tokenizer.Decode([]int32{t.Token}, false)] = finite(t.Logprob)
-		}
-		tops = append(tops, top)
-		offsets = append(offsets, offset)
-		offset += len(lp.token)
-	}
-	return map[string]any{"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
-}
-
-// event writes one server-sent event.
-func (o *output) event(v any) {
+// event writes one server-sent event: its data, and its name where the
+// API names events.
+func (o *output) event(name string, v any) {
 	if o.failed != nil {
 		return
 	}
@@ -379,6 +289,12 @@ func (o *output) event(v any) {
 		return
 	}
 	o.deadline()
+	if name != "" {
+		if _, err := fmt.Fprintf(o.w, "event: %s\n", name); err != nil {
+			o.failed = err
+			return
+		}
+	}
 	if _, err := fmt.Fprintf(o.w, "data: %s\n\n", data); err != nil {
 		o.failed = err
 		return

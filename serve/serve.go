@@ -19,8 +19,9 @@
 // A request the server does not take gets an OpenAI-style error body,
 // {"error": {"message", "type", "param", "code"}}, naming the field: 400 for
 // malformed JSON, a field of the wrong type or out of range, empty messages
-// or a prompt longer than the model's context; 404 for an unknown model or
-// path; 422 for what the server does not do (n > 1, several prompts); 401
+// or a prompt longer than the model's context; 404 for an unknown path
+// (and, with Options.StrictModel, a model that is neither Options.ModelID
+// nor one of Options.Aliases: otherwise any name is served); 422 for what the server does not do (n > 1, several prompts); 401
 // (code invalid_api_key) for a request without one of Options.APIKeys as
 // its bearer token, where keys are set (GET /health and /metrics stay open);
 // 413 for a body past Limits.BodyBytes and 408 for one slower than
@@ -61,9 +62,16 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// ModelID is the name /v1/models lists and requests must give (or
-	// leave empty).
+	// ModelID is the name /v1/models lists first and responses carry.
 	ModelID string
+	// Aliases are more names /v1/models lists for the model; a request
+	// naming one gets it back in its response's model field.
+	Aliases []string
+	// StrictModel refuses (404 model_not_found) a request whose model is
+	// neither ModelID nor an alias. Without it any name is served, as
+	// clients with a default model name ("gpt-4o-mini") expect of a
+	// server of one model.
+	StrictModel bool
 	// ContextLength bounds a request's prompt and generation, in tokens
 	// (0: no bound).
 	ContextLength int
@@ -179,9 +187,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.metricsPage)
 	mux.HandleFunc("POST /v1/chat/completions", endpoint(s, s.parseChat))
 	mux.HandleFunc("POST /v1/completions", endpoint(s, s.parseCompletion))
+	mux.HandleFunc("POST /v1/messages", endpoint(s, s.parseMessagesRequest))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions)", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens)", r.Method, r.URL.Path)})
 	})
 	return s.count(s.recoverer(s.cors(s.authorize(mux))))
 }
@@ -205,6 +215,9 @@ func (s *Server) authorize(h http.Handler) http.Handler {
 			return
 		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && r.Header.Get("X-Api-Key") != "" {
+			token, ok = r.Header.Get("X-Api-Key"), true // the Messages API's header
+		}
 		match := 0
 		for _, k := range keys {
 			match |= subtle.ConstantTimeCompare([]byte(token), k)
@@ -246,12 +259,11 @@ func (s *Server) logf(format string, args ...any) {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []any{map[string]any{
-			"id": s.opts.ModelID, "object": "model", "created": s.created, "owned_by": "archgen",
-		}},
-	})
+	var data []any
+	for _, id := range append([]string{s.opts.ModelID}, s.opts.Aliases...) {
+		data = append(data, map[string]any{"id": id, "object": "model", "created": s.created, "owned_by": "archgen"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -305,9 +317,13 @@ func badRequest(param, code, format string, args ...any) *apiError {
 		Message: fmt.Sprintf(format, args...)}
 }
 
+// writeError writes e in the OpenAI shape, or for a request to the
+// Messages API in its shape ({"type": "error", "error": {"type",
+// "message"}}, with param and code beside them).
 func writeError(w http.ResponseWriter, e *apiError) {
-	if e2 := entryOf(w); e2 != nil {
-		e2.code = e.Code
+	entry := entryOf(w)
+	if entry != nil {
+		entry.code = e.Code
 	}
 	var param, code any
 	if e.Param != "" {
@@ -315,6 +331,12 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	if e.Code != "" {
 		code = e.Code
+	}
+	if entry != nil && entry.messagesAPI {
+		writeJSON(w, e.Status, map[string]any{"type": "error", "error": map[string]any{
+			"type": anthropicErrorType(e.Status), "message": e.Message, "param": param, "code": code,
+		}})
+		return
 	}
 	writeJSON(w, e.Status, map[string]any{"error": map[string]any{
 		"message": e.Message, "type": e.Type, "param": param, "code": code,

@@ -58,7 +58,9 @@ func (a *app) serve(args []string) error {
 	maxQueue := c.Int("max-queue", 256, "requests that may wait for room; more get 429 with Retry-After (0: no bound)")
 	ctxLen := c.Int("context-length", 0, "refuse prompts of this many tokens or more (default: the model's max_position_embeddings)")
 	maxTokens := c.Int("max-tokens", 512, "a request's token budget when it gives none")
-	name := c.String("served-model-name", "", "the model id clients give (default: the model's path as given)")
+	name := c.String("served-model-name", "", "the model id /v1/models lists and responses carry (default: the model's path as given)")
+	aliases := c.String("alias", "", "more names /v1/models lists for the model, comma-separated; a request naming one gets it back")
+	strictModel := c.Bool("strict-model", false, "refuse (404) requests naming a model other than -served-model-name or an -alias (by default any name is served)")
 	apiKey := c.String("api-key", "", "require this bearer token (Authorization: Bearer KEY) on every path but GET /health (or ARCHGEN_API_KEY)")
 	apiKeyFile := c.String("api-key-file", "", "a file of accepted keys, one a line (blank lines and # comments skipped)")
 	d := serve.DefaultLimits
@@ -170,13 +172,10 @@ func (a *app) serve(args []string) error {
 	if err != nil || sendBytes > 1<<30 {
 		return usagef("-send-buffer %q: want a size up to 1GiB such as 256KiB", *sendBuffer)
 	}
-	var origins []string
-	for _, o := range strings.Split(*corsOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			if err := serve.CheckOrigin(o); err != nil {
-				return usagef("-cors-origins: %v", err)
-			}
-			origins = append(origins, o)
+	origins := splitList(*corsOrigins)
+	for _, o := range origins {
+		if err := serve.CheckOrigin(o); err != nil {
+			return usagef("-cors-origins: %v", err)
 		}
 	}
 	var access *slog.Logger
@@ -254,7 +253,7 @@ func (a *app) serve(args []string) error {
 	}
 	logger := log.New(a.stderr, "archrun serve: ", log.LstdFlags)
 	srv, err := serve.New(m, serve.Options{
-		ModelID: id, ContextLength: limit, MaxBatch: *maxBatch,
+		ModelID: id, Aliases: splitList(*aliases), StrictModel: *strictModel, ContextLength: limit, MaxBatch: *maxBatch,
 		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger, APIKeys: keys,
 		KVBudget: int64(budget), KVReserve: reserve, MaxQueue: *maxQueue,
 		Limits: limits, RequestTimeout: *requestTimeout, WriteTimeout: *writeTimeout,
@@ -428,4 +427,16 @@ func processReserve(m *archgen.Model, n int) (reserve, error) {
 	r.activations = act
 	mlx.SetCacheLimit(uint64(act))
 	return r, nil
+}
+
+// splitList is a comma-separated flag's items, trimmed, empty ones left
+// out.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

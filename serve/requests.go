@@ -53,11 +53,12 @@ type completionRequest struct {
 // job is a checked request, ready for the engine.
 type job struct {
 	api          api
-	model        string   // the model name the response carries
-	promptField  string   // the request's prompt field: messages or prompt
-	split        splitter // nil: the reply is content alone
-	maxField     string   // the field that set max tokens ("" for the default)
-	text         string   // the prompt's text (the rendered chat), for the access log
+	model        string          // the model name the response carries
+	promptField  string          // the request's prompt field: messages or prompt
+	split        splitter        // nil: the reply is content alone
+	responses    *responsesState // the Responses API's state
+	maxField     string          // the field that set max tokens ("" for the default)
+	text         string          // the prompt's text (the rendered chat), for the access log
 	req          batch.Request
 	stops        []string
 	stream       bool

@@ -122,6 +122,10 @@ type Options struct {
 	// LogPrompts adds each generation's prompt text to its access record
 	// (off by default: prompts stay out of logs).
 	LogPrompts bool
+	// KeptResponses bounds the Responses API's responses kept in memory
+	// for previous_response_id and GET /v1/responses/{id}: the most recent
+	// ones (default 1024; negative: none kept).
+	KeptResponses int
 }
 
 // Server answers OpenAI-style requests on one model.
@@ -134,6 +138,9 @@ type Server struct {
 	nextID   atomic.Int64
 	running  atomic.Int64 // generations under way
 	met      *metrics
+	// responses keeps recent Responses API responses for
+	// previous_response_id.
+	responses *responseStore
 }
 
 // New starts the batching engine on m.
@@ -161,7 +168,11 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix(), met: newMetrics()}, nil
+	if opts.KeptResponses == 0 {
+		opts.KeptResponses = 1024
+	}
+	return &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix(), met: newMetrics(),
+		responses: newResponseStore(opts.KeptResponses)}, nil
 }
 
 // Close stops taking requests, lets those under way end, and stops the
@@ -189,9 +200,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", endpoint(s, s.parseCompletion))
 	mux.HandleFunc("POST /v1/messages", endpoint(s, s.parseMessagesRequest))
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
+	mux.HandleFunc("POST /v1/responses", endpoint(s, s.parseResponses))
+	mux.HandleFunc("GET /v1/responses/{id}", s.getResponse)
+	mux.HandleFunc("DELETE /v1/responses/{id}", s.deleteResponse)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens)", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id})", r.Method, r.URL.Path)})
 	})
 	return s.count(s.recoverer(s.cors(s.authorize(mux))))
 }

@@ -11,6 +11,7 @@ const (
 	apiCompletions api = iota // POST /v1/completions
 	apiChat                   // POST /v1/chat/completions
 	apiMessages               // POST /v1/messages
+	apiResponses              // POST /v1/responses
 )
 
 func (a api) idPrefix() string {
@@ -19,12 +20,19 @@ func (a api) idPrefix() string {
 		return "chatcmpl-"
 	case apiMessages:
 		return "msg_"
+	case apiResponses:
+		return "resp_"
 	}
 	return "cmpl-"
 }
 
 // maxTokensField is the field that bounds a reply's tokens in the API.
-func (a api) maxTokensField() string { return "max_tokens" }
+func (a api) maxTokensField() string {
+	if a == apiResponses {
+		return "max_output_tokens"
+	}
+	return "max_tokens"
+}
 
 func (a api) writer(o *output) writer {
 	switch a {
@@ -32,6 +40,8 @@ func (a api) writer(o *output) writer {
 		return &chatWriter{o: o}
 	case apiMessages:
 		return newMessagesWriter(o)
+	case apiResponses:
+		return newResponsesWriter(o)
 	}
 	return &completionWriter{o: o}
 }

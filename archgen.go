@@ -85,6 +85,10 @@ type LoadOptions struct {
 	// TrustTemplate renders the chat template in this process with no
 	// bound on its work, for a template the caller wrote or checked.
 	TrustTemplate bool
+	// ChatTemplate, when set, is the chat template (Jinja source) used
+	// instead of the checkpoint's own; ChatTemplateSource names where it
+	// came from, for errors.
+	ChatTemplate, ChatTemplateSource string
 }
 
 // Model is a loaded checkpoint with what generation needs around it. Its
@@ -199,6 +203,12 @@ func (m *Model) loadGGUF(ctx context.Context, opts LoadOptions) error {
 
 func (m *Model) setTokenizer(tok *tokenizer.Pretrained, opts LoadOptions) error {
 	m.Tokenizer = tok
+	if opts.ChatTemplate != "" {
+		tok.Config.ChatTemplate, tok.Config.ChatTemplateSource = opts.ChatTemplate, opts.ChatTemplateSource
+		if tok.Config.ChatTemplateSource == "" {
+			tok.Config.ChatTemplateSource = "LoadOptions.ChatTemplate"
+		}
+	}
 	if tok.Config.ChatTemplate == "" {
 		return nil
 	}

@@ -33,6 +33,9 @@ type Config struct {
 	CleanUpTokenizationSpaces bool
 	ModelMaxLength            float64
 	TokenizerClass            string
+	// ToolParserType names the format the model writes tool calls in
+	// (tool_parser_type; "" where the file does not say).
+	ToolParserType string
 	// Legacy and AddPrefixSpace are the sentencepiece options of
 	// LlamaTokenizer; nil where the file does not say.
 	Legacy         *bool
@@ -94,6 +97,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	if v := raw["model_max_length"]; !isNull(v) {
 		if err := json.Unmarshal(v, &c.ModelMaxLength); err != nil {
 			return nil, fmt.Errorf("model_max_length: want a number, got %s", v)
+		}
+	}
+	if v := raw["tool_parser_type"]; !isNull(v) {
+		if err := json.Unmarshal(v, &c.ToolParserType); err != nil {
+			return nil, fmt.Errorf("tool_parser_type: want a string, got %s", v)
 		}
 	}
 	if v := raw["tokenizer_class"]; !isNull(v) {

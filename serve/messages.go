@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/tokenizer/chat/reply"
 )
 
 // messagesRequest is a request to POST /v1/messages, the Anthropic
@@ -59,6 +60,7 @@ func (s *Server) parseMessagesRequest(r *messagesRequest) (*job, *apiError) {
 		msgs = append(msgs, m...)
 	}
 	tools := make([]json.RawMessage, len(r.Tools))
+	var rtools []reply.Tool
 	for i, raw := range r.Tools {
 		field := fmt.Sprintf("tools[%d]", i)
 		var t anthropicTool
@@ -76,6 +78,15 @@ func (s *Server) parseMessagesRequest(r *messagesRequest) (*job, *apiError) {
 			fn["parameters"] = t.InputSchema
 		}
 		tools[i], _ = json.Marshal(map[string]any{"type": "function", "function": fn})
+		params := t.InputSchema
+		if string(params) == "null" {
+			params = nil
+		}
+		rtools = append(rtools, reply.Tool{Name: t.Name, Parameters: params})
+	}
+	tc, e := parseToolChoice(r.ToolChoice, "tool_choice", rtools, nil)
+	if e != nil {
+		return nil, e
 	}
 	var vars map[string]any
 	if r.Thinking != nil {
@@ -102,6 +113,9 @@ func (s *Server) parseMessagesRequest(r *messagesRequest) (*job, *apiError) {
 			e.Param = "stop_sequences"
 			e.Message = strings.Replace(e.Message, "stop", "stop_sequences", 1)
 		}
+		return nil, e
+	}
+	if e := s.shape(j, rtools, tc, &structured{}, ""); e != nil {
 		return nil, e
 	}
 	return j, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -104,5 +105,35 @@ func TestMessagesAPI(t *testing.T) {
 		assert.Equal(t, c.param, e["param"], c.body)
 		assert.Equal(t, "invalid_request_error", e["type"], c.body)
 		assert.NotEmpty(t, e["message"], c.body)
+	}
+}
+
+// TestMessagesAPIKey: with API keys set, the Messages API's x-api-key
+// header is taken as the key; a wrong one gets a 401 in that API's error
+// shape.
+func TestMessagesAPIKey(t *testing.T) {
+	dir, _ := tinyChatWithTemplate(t, func(old string) any { return old })
+	m, err := archgen.Load(t.Context(), dir, archgen.LoadOptions{})
+	require.NoError(t, err)
+	defer m.Free()
+	s, err := New(m, Options{ModelID: "tiny", MaxBatch: 2, APIKeys: []string{"sk-right"}})
+	require.NoError(t, err)
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for key, status := range map[string]int{"sk-right": http.StatusOK, "sk-wrong": http.StatusUnauthorized} {
+		req, err := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}`))
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		resp.Body.Close()
+		assert.Equal(t, status, resp.StatusCode, key)
+		if status != http.StatusOK {
+			assert.Equal(t, "error", out["type"])
+			assert.Equal(t, "authentication_error", out["error"].(map[string]any)["type"])
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/constrain"
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/generate/batch"
 	"github.com/archgen/archgen/tokenizer/chat"
@@ -36,6 +37,9 @@ type common struct {
 
 type chatRequest struct {
 	common
+	structured
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Messages           []json.RawMessage `json:"messages"`
 	Tools              []json.RawMessage `json:"tools"`
 	Logprobs           *bool             `json:"logprobs"`
@@ -46,6 +50,7 @@ type chatRequest struct {
 
 type completionRequest struct {
 	common
+	structured
 	Prompt   json.RawMessage `json:"prompt"`
 	Logprobs *int            `json:"logprobs"`
 }
@@ -53,12 +58,13 @@ type completionRequest struct {
 // job is a checked request, ready for the engine.
 type job struct {
 	api          api
-	model        string          // the model name the response carries
-	promptField  string          // the request's prompt field: messages or prompt
-	split        splitter        // nil: the reply is content alone
-	responses    *responsesState // the Responses API's state
-	maxField     string          // the field that set max tokens ("" for the default)
-	text         string          // the prompt's text (the rendered chat), for the access log
+	model        string             // the model name the response carries
+	promptField  string             // the request's prompt field: messages or prompt
+	split        splitter           // nil: the reply is content alone
+	responses    *responsesState    // the Responses API's state
+	grammar      *constrain.Grammar // the reply's grammar (nil: free text); run frees it
+	maxField     string             // the field that set max tokens ("" for the default)
+	text         string             // the prompt's text (the rendered chat), for the access log
 	req          batch.Request
 	stops        []string
 	stream       bool
@@ -201,11 +207,13 @@ func (s *Server) parseChat(r *chatRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	for i, t := range r.Tools {
-		var obj map[string]any
-		if json.Unmarshal(t, &obj) != nil {
-			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "invalid_type", "tools[%d]: want an object", i)
-		}
+	tools, e := openaiTools(r.Tools)
+	if e != nil {
+		return nil, e
+	}
+	tc, e := parseToolChoice(r.ToolChoice, "tool_choice", tools, r.ParallelToolCalls)
+	if e != nil {
+		return nil, e
 	}
 	vars := r.ChatTemplateKwargs
 	if r.ReasoningEffort != nil {
@@ -232,6 +240,9 @@ func (s *Server) parseChat(r *chatRequest) (*job, *apiError) {
 		}
 	}
 	if e := s.check(&r.common, j, "messages"); e != nil {
+		return nil, e
+	}
+	if e := s.shape(j, tools, tc, &r.structured, "response_format"); e != nil {
 		return nil, e
 	}
 	return j, nil
@@ -393,5 +404,10 @@ func (s *Server) parseCompletion(r *completionRequest) (*job, *apiError) {
 	if e := s.check(&r.common, j, "prompt"); e != nil {
 		return nil, e
 	}
+	g, e := s.grammarOf(&r.structured, "response_format")
+	if e != nil {
+		return nil, e
+	}
+	j.grammar = g
 	return j, nil
 }

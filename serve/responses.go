@@ -12,6 +12,7 @@ import (
 
 	"github.com/archgen/archgen"
 	"github.com/archgen/archgen/generate/batch"
+	"github.com/archgen/archgen/tokenizer/chat/reply"
 )
 
 // responsesRequest is a request to POST /v1/responses, the Responses API.
@@ -77,6 +78,7 @@ func (s *Server) parseResponses(r *responsesRequest) (*job, *apiError) {
 		return nil, e
 	}
 	tools := make([]json.RawMessage, 0, len(r.Tools))
+	var rtools []reply.Tool
 	for i, raw := range r.Tools {
 		field := fmt.Sprintf("tools[%d]", i)
 		var t responseTool
@@ -99,6 +101,25 @@ func (s *Server) parseResponses(r *responsesRequest) (*job, *apiError) {
 		}
 		data, _ := json.Marshal(map[string]any{"type": "function", "function": fn})
 		tools = append(tools, data)
+		params := t.Parameters
+		if string(params) == "null" {
+			params = nil
+		}
+		rtools = append(rtools, reply.Tool{Name: t.Name, Parameters: params})
+	}
+	tc, e := parseToolChoice(r.ToolChoice, "tool_choice", rtools, r.ParallelToolCalls)
+	if e != nil {
+		return nil, e
+	}
+	var st structured
+	if len(r.Text) > 0 && string(r.Text) != "null" {
+		var text struct {
+			Format json.RawMessage `json:"format"`
+		}
+		if err := json.Unmarshal(r.Text, &text); err != nil {
+			return nil, badRequest("text", "invalid_type", "text: want an object with a format")
+		}
+		st.ResponseFormat = text.Format
 	}
 	prompt := msgs
 	if r.Instructions != nil && *r.Instructions != "" {
@@ -131,7 +152,7 @@ func (s *Server) parseResponses(r *responsesRequest) (*job, *apiError) {
 		}
 		j.req.Logprobs, j.req.TopLogprobs = true, *r.TopLogprobs
 	}
-	st := &responsesState{conversation: msgs, store: r.Store == nil || *r.Store, echo: map[string]any{
+	rs := &responsesState{conversation: msgs, store: r.Store == nil || *r.Store, echo: map[string]any{
 		"instructions": r.Instructions, "max_output_tokens": r.MaxOutputTokens, "temperature": r.Temperature, "top_p": r.TopP,
 		"previous_response_id": r.PreviousResponseID, "parallel_tool_calls": r.ParallelToolCalls == nil || *r.ParallelToolCalls,
 		"tools": rawOr(r.Tools, []any{}), "tool_choice": rawOrValue(r.ToolChoice, "auto"), "text": rawOrValue(r.Text, map[string]any{"format": map[string]any{"type": "text"}}),
@@ -140,9 +161,12 @@ func (s *Server) parseResponses(r *responsesRequest) (*job, *apiError) {
 		"reasoning": map[string]any{"effort": nil, "summary": nil},
 	}}
 	if r.Reasoning != nil {
-		st.echo["reasoning"] = map[string]any{"effort": r.Reasoning.Effort, "summary": nil}
+		rs.echo["reasoning"] = map[string]any{"effort": r.Reasoning.Effort, "summary": nil}
 	}
-	j.responses = st
+	j.responses = rs
+	if e := s.shape(j, rtools, tc, &st, "text.format"); e != nil {
+		return nil, e
+	}
 	return j, nil
 }
 

@@ -97,9 +97,20 @@ type output struct {
 }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
+	if j.grammar != nil {
+		defer j.grammar.Free()
+	}
 	if s.stopping.Load() {
 		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
 		return
+	}
+	if j.grammar != nil {
+		m, err := j.grammar.NewMatcher()
+		if err != nil {
+			writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "constraint_failed", Message: err.Error()})
+			return
+		}
+		j.req.Constraint = m // the engine frees it, whatever becomes of the request
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
@@ -165,7 +176,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 	out := j.api.writer(o)
 
-	detok := s.m.Tokenizer.NewStream(true)
+	// A reply parser reads the markers, most of them special tokens, so
+	// their text is kept where one splits the reply.
+	detok := s.m.Tokenizer.NewStream(j.split == nil)
 	stops := generate.NewStopText(j.stops)
 	split := j.split
 	madeCalls := false

@@ -1,6 +1,9 @@
 // Package serve is an HTTP server that speaks the OpenAI API over one loaded
 // model: GET /v1/models, GET /health, POST /v1/chat/completions and POST
-// /v1/completions, streamed as server-sent events or not; GET /metrics gives
+// /v1/completions, streamed as server-sent events or not; the Responses API
+// (POST /v1/responses, GET and DELETE /v1/responses/{id}) and the Anthropic
+// Messages API (POST /v1/messages, /v1/messages/count_tokens) on the same
+// engine; GET /metrics gives
 // Prometheus's text format (requests by path and status, prompt and
 // generated tokens, the queue, the prompt cache, memory, and histograms of
 // the time to first token and between tokens). Requests run on a
@@ -9,7 +12,13 @@
 // prompts for later ones that start the same way.
 //
 // A chat request's messages (and tools) go through the model's chat
-// template; a completion's prompt is encoded as it is. The sampling fields
+// template; a completion's prompt is encoded as it is. A reply's tool calls
+// and reasoning are parsed out in the format the model's files name
+// (package reply): tool_calls with finish_reason "tool_calls",
+// reasoning_content. tool_choice required or a named function, and
+// response_format (json_object, json_schema), grammar, json_schema and
+// vLLM's guided_ fields constrain the reply by a token mask (package
+// constrain) applied at each step. The sampling fields
 // (temperature, top_p, top_k, min_p, seed, repetition_penalty) mean what
 // mlx-lm's sampler makes of them; stop strings end the text before them,
 // and logprobs with top_logprobs give each token's log-probability and
@@ -141,6 +150,7 @@ type Server struct {
 	// responses keeps recent Responses API responses for
 	// previous_response_id.
 	responses *responseStore
+	specState
 }
 
 // New starts the batching engine on m.

@@ -75,6 +75,7 @@ func TestParseConfigForms(t *testing.T) {
 		"eos_token": "</s>",
 		"pad_token": null,
 		"add_bos_token": true,
+		"tool_parser_type": "json_tools",
 		"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]
 	}`))
 	if err != nil {
@@ -83,6 +84,9 @@ func TestParseConfigForms(t *testing.T) {
 	if c.BOSToken != "<s>" || c.EOSToken != "</s>" || c.PADToken != "" || c.AddBOS == nil || !*c.AddBOS || c.AddEOS != nil {
 		t.Errorf("got %+v", c)
 	}
+	if c.ToolParserType != "json_tools" {
+		t.Errorf("tool_parser_type %q", c.ToolParserType)
+	}
 	if c.ChatTemplate != "D" || c.ChatTemplates["tool_use"] != "T" {
 		t.Errorf("chat templates %q %v", c.ChatTemplate, c.ChatTemplates)
 	}
@@ -90,6 +94,7 @@ func TestParseConfigForms(t *testing.T) {
 		{`{"bos_token": 3}`, "bos_token"},
 		{`{"add_bos_token": "yes"}`, "add_bos_token"},
 		{`{"chat_template": 7}`, "chat_template"},
+		{`{"tool_parser_type": 5}`, "tool_parser_type: want a string, got 5"},
 		{`[]`, "JSON object"},
 	} {
 		if _, err := ParseConfig([]byte(bad.json)); err == nil || !strings.Contains(err.Error(), bad.key) {

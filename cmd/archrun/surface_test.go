@@ -458,14 +458,7 @@ func TestChatTemplateConfig(t *testing.T) {
 	b, err = json.Marshal(cfg)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(p, b, 0o644))
-	prompt := func(extra ...string) int {
-		var stderr bytes.Buffer
-		require.NoError(t, run(append([]string{"generate", "-m", dir, "-p", "hi", "-n", "1"}, extra...), nil, &stderr))
-		m := regexp.MustCompile(`Prompt: (\d+) tokens`).FindStringSubmatch(stderr.String())
-		require.NotNil(t, m, stderr.String())
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
+	prompt := func(extra ...string) int { return promptTokens(t, dir, extra...) }
 	plain := prompt()
 	assert.Equal(t, plain+15, prompt("-chat-template-config", `{"enable_thinking": false}`))
 	assert.Equal(t, plain, prompt("-chat-template-config", `{"enable_thinking": true}`))
@@ -545,4 +538,32 @@ func TestChatInterruptOnTerminal(t *testing.T) {
 	assert.Less(t, gen, 400)
 	cached, _ := strconv.Atoi(m[1][1])
 	assert.Greater(t, cached, 0, "the second turn reuses the interrupted first")
+}
+
+// TestChatTemplateFlag: -chat-template's file replaces the model's chat
+// template (the prompt grows by the text the file adds); a file that
+// cannot be read is an error naming the flag.
+func TestChatTemplateFlag(t *testing.T) {
+	dir := tiny(t, nil)
+	prompt := func(extra ...string) int { return promptTokens(t, dir, extra...) }
+	plain := prompt()
+	file := filepath.Join(t.TempDir(), "template.jinja")
+	require.NoError(t, os.WriteFile(file, []byte("PREFIX "+tinychat.Template), 0o644))
+	assert.Equal(t, plain+len("PREFIX "), prompt("-chat-template", file))
+	missing := filepath.Join(t.TempDir(), "none.jinja")
+	err := run([]string{"generate", "-m", dir, "-p", "hi", "-n", "1", "-chat-template", missing}, nil, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Equal(t, "-chat-template: open "+missing+": no such file or directory", err.Error())
+}
+
+// promptTokens is the prompt's length archrun generate reports for "hi" on
+// the model in dir, with the extra flags.
+func promptTokens(t *testing.T, dir string, extra ...string) int {
+	t.Helper()
+	var stderr bytes.Buffer
+	require.NoError(t, run(append([]string{"generate", "-m", dir, "-p", "hi", "-n", "1"}, extra...), nil, &stderr))
+	m := regexp.MustCompile(`Prompt: (\d+) tokens`).FindStringSubmatch(stderr.String())
+	require.NotNil(t, m, stderr.String())
+	n, _ := strconv.Atoi(m[1])
+	return n
 }

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -92,8 +93,18 @@ type Request struct {
 	StopTokens []int32
 	// Logprobs asks for each token's log-probability, and TopLogprobs
 	// (0 to MaxTopLogprobs) for that many of the most likely alternatives.
+	// With a Constraint they are those of the distribution it leaves (the
+	// tokens it rules out have none, and are never listed).
 	Logprobs    bool
 	TopLogprobs int
+	// Constraint, when set, limits each draw to the tokens it allows (a
+	// JSON schema or a grammar: package constrain's Matcher): the others'
+	// logits are -inf before the penalty, the sampler and the logprobs.
+	// Once it is complete the generation ends as by a stop token, without
+	// drawing one. A mask that fails, or allows nothing, ends the request
+	// alone with an error. The engine owns it from Submit on, and frees it
+	// when the request ends, whichever way (refused by Submit too).
+	Constraint generate.Constraint
 }
 
 // MaxTopLogprobs is the most alternatives a request may ask for per token.
@@ -147,6 +158,10 @@ type Stats struct {
 	// budget).
 	KVBudget, KVReserve, KVPerPosition int64
 }
+
+// ErrNoTokenAllowed is the error of a request whose Constraint allows no
+// token next (a grammar that cannot go on, nor end).
+var ErrNoTokenAllowed = errors.New("batch: constraint: no token is allowed next")
 
 // ErrClosed is Submit's error once the engine is closing.
 var ErrClosed = errors.New("batch: the engine is closed")
@@ -341,7 +356,14 @@ func (e *Engine) PromptCache() *PromptCache { return e.pc }
 // Submit checks r and queues it. The stream delivers its events and is
 // closed after the last; ctx cancels it, which frees its place in the batch
 // at the next step.
-func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
+func (e *Engine) Submit(ctx context.Context, r Request) (ch <-chan Event, err error) {
+	if r.Constraint != nil {
+		defer func() {
+			if err != nil {
+				r.Constraint.Free() // refused: it was handed over all the same
+			}
+		}()
+	}
 	if err := e.check(&r); err != nil {
 		return nil, err
 	}
@@ -441,6 +463,8 @@ type seq struct {
 	ctx                   context.Context
 	out                   *stream
 	sampler               *generate.Sampler
+	words                 []uint32 // the constraint's mask, by bits
+	allow                 []bool   // that mask by token, for the logits
 	stop                  map[int32]bool
 	fed                   []int32    // the tokens its caches hold
 	last                  int32      // the token to feed next
@@ -707,6 +731,15 @@ func (e *Engine) start(s *seq) error {
 // sends it; the caches then hold the whole prompt, and a copy goes to the
 // prompt cache.
 func (e *Engine) first(s *seq) error {
+	if c := s.req.Constraint; c != nil {
+		if c.Done() {
+			e.finish(s, generate.FinishStop, nil)
+			return nil
+		}
+		if err := e.mask(s); err != nil {
+			return err
+		}
+	}
 	prompt := s.req.Prompt
 	s.fed = slices.Clone(prompt)
 	if e.pc != nil && len(prompt) > 1 && s.cached < len(prompt)-1 && !trimmable(s.caches) {
@@ -796,6 +829,13 @@ func (e *Engine) remember(g *mlx.Graph, tokens []int32, caches []kv.Cache) {
 // tokens, log-probabilities, the sampler's pick ([1]); and the
 // log-probabilities when s asked for them.
 func (e *Engine) draw(g *mlx.Graph, s *seq, logits *mlx.Array) (*mlx.Array, *mlx.Array) {
+	if s.allow != nil {
+		v := logits.Dim(-1)
+		if v > len(s.allow) { // logits past the vocabulary the engine was told of: none allowed
+			s.allow = append(s.allow, make([]bool, v-len(s.allow))...)
+		}
+		logits = g.Where(mlx.FromSlice(g, s.allow[:v], 1, v), logits, g.Scalar(math.Inf(-1), logits.Dtype()))
+	}
 	if s.sampler.Penalizes() {
 		recent := s.fed[max(0, len(s.fed)-s.sampler.Context()):]
 		logits = s.sampler.Penalize(g, logits, mlx.FromSlice(g, recent, len(recent)))
@@ -819,12 +859,24 @@ func (e *Engine) step() {
 	if len(e.active) == 0 {
 		return
 	}
-	// Cancelled requests leave before the step.
+	// Cancelled requests leave before the step, and so do those whose
+	// constraint is complete (a stop), or whose mask fails; the others'
+	// masks are ready for their draws.
 	var keep []int
 	for i, s := range e.active {
 		if err := s.ctx.Err(); err != nil {
 			e.finish(s, generate.FinishCancelled, err)
 			continue
+		}
+		if c := s.req.Constraint; c != nil {
+			if c.Done() {
+				e.finish(s, generate.FinishStop, nil)
+				continue
+			}
+			if err := e.mask(s); err != nil {
+				e.finish(s, generate.FinishCancelled, err)
+				continue
+			}
 		}
 		keep = append(keep, i)
 	}
@@ -904,12 +956,49 @@ func (e *Engine) step() {
 	}
 }
 
+// mask asks s's constraint for the tokens it allows next, into s.allow
+// (by token id, the logits' length): ErrNoTokenAllowed when none is.
+func (e *Engine) mask(s *seq) error {
+	if s.words == nil {
+		s.words = make([]uint32, (e.vocab+31)/32)
+		s.allow = make([]bool, len(s.words)*32)
+	} else {
+		clear(s.words)
+	}
+	if err := s.req.Constraint.Mask(s.words); err != nil {
+		return fmt.Errorf("batch: constraint: %w", err)
+	}
+	some := false
+	for w, bits := range s.words {
+		row := s.allow[w*32 : w*32+32]
+		if bits == 0 {
+			clear(row)
+			continue
+		}
+		some = true
+		for b := range row {
+			row[b] = bits&(1<<b) != 0
+		}
+	}
+	if !some {
+		return ErrNoTokenAllowed
+	}
+	return nil
+}
+
 // emit hands s the token t (with its log-probabilities lp when asked
-// for): a stop token or the last allowed one finishes s.
+// for): a stop token or the last allowed one finishes s. A constraint is
+// moved past t first.
 func (e *Engine) emit(s *seq, t int32, lp []float32) {
 	if s.stop[t] {
 		e.finish(s, generate.FinishStop, nil)
 		return
+	}
+	if c := s.req.Constraint; c != nil {
+		if err := c.Accept(t); err != nil {
+			e.finish(s, generate.FinishCancelled, fmt.Errorf("batch: constraint: token %d: %w", t, err))
+			return
+		}
 	}
 	ev := Event{Token: t}
 	if lp != nil {
@@ -929,7 +1018,8 @@ func (e *Engine) emit(s *seq, t int32, lp []float32) {
 }
 
 // top is the k most likely tokens of logprobs, most likely first (the
-// lower id first among equals).
+// lower id first among equals); fewer where fewer are possible (a
+// constraint leaves the others at -inf).
 func top(logprobs []float32, k int) []TokenLogprob {
 	if k == 0 {
 		return nil
@@ -939,9 +1029,12 @@ func top(logprobs []float32, k int) []TokenLogprob {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return logprobs[idx[a]] > logprobs[idx[b]] })
-	out := make([]TokenLogprob, k)
-	for i := range out {
-		out[i] = TokenLogprob{Token: int32(idx[i]), Logprob: logprobs[idx[i]]}
+	out := make([]TokenLogprob, 0, k)
+	for _, i := range idx[:k] {
+		if math.IsInf(float64(logprobs[i]), -1) {
+			break
+		}
+		out = append(out, TokenLogprob{Token: int32(i), Logprob: logprobs[i]})
 	}
 	return out
 }
@@ -954,6 +1047,9 @@ func (e *Engine) finish(s *seq, f generate.Finish, err error) {
 	s.done = true
 	if s.sampler != nil {
 		s.sampler.Free()
+	}
+	if s.req.Constraint != nil {
+		s.req.Constraint.Free()
 	}
 	last := Event{Done: true, Finish: f, Err: err, PromptTokens: len(s.req.Prompt), CachedTokens: s.cached, Tokens: s.tokens,
 		Duration: time.Since(s.submitted)}

@@ -30,6 +30,7 @@ func main() {
 	flag.IntVar(&cfg.PromptWords, "prompt-words", 0, "send only whole chats about a text of this many words (a long-prompt load)")
 	flag.IntVar(&cfg.MaxTokens, "max-tokens", 32, "with -prompt-words: the tokens each asks for")
 	flag.IntVar(&cfg.Requests, "requests", 0, "requests per client, then stop (0: until -duration)")
+	flag.BoolVar(&cfg.Agents, "agents", false, "add the agents' mix: the Responses and Messages APIs, forced tool calls, JSON-schema replies")
 	out := flag.String("out", "", "write the report as JSON here")
 	flag.Parse()
 	cfg.MaxGrowth, cfg.Seed = *growth, *seed

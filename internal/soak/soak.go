@@ -1,7 +1,8 @@
 // Package soak drives an OpenAI-compatible server with a bounded mixed
 // load, as clients in the wild do: whole and streamed chats and
 // completions, clients that cancel mid-stream or read slowly, and
-// malformed requests. It reports every request's outcome, latencies,
+// malformed requests; with Config.Agents also the Responses and Messages
+// APIs, forced tool calls and JSON-schema replies. It reports every request's outcome, latencies,
 // throughput and the server process's memory, file descriptors (and
 // goroutines, where its /metrics has them) before and after, and checks
 // that nothing was lost, nothing failed on the server's side, nothing
@@ -55,6 +56,10 @@ type Config struct {
 	// Requests > 0 has each client send that many requests and stop
 	// (Duration then only bounds the run).
 	Requests int
+	// Agents adds to the mix what agent programs send: the Responses and
+	// Messages APIs (whole and streamed), chats with a forced tool call and
+	// chats whose reply a JSON schema constrains (each must parse).
+	Agents bool
 }
 
 // Kinds of request in the mix.
@@ -66,7 +71,23 @@ const (
 	Cancel           = "cancel_mid_stream"
 	SlowReader       = "slow_reader"
 	Malformed        = "malformed"
+	ResponsesWhole   = "responses"
+	ResponsesStream  = "responses_stream"
+	MessagesWhole    = "messages"
+	MessagesStream   = "messages_stream"
+	ToolCall         = "tool_call"
+	JSONSchema       = "json_schema"
 )
+
+// agentTool is the tool of the forced tool calls.
+var agentTool = map[string]any{"type": "function", "function": map[string]any{"name": "lookup",
+	"parameters": map[string]any{"type": "object", "properties": map[string]any{
+		"topic": map[string]any{"type": "string", "maxLength": 16}}, "required": []string{"topic"}, "additionalProperties": false}}}
+
+// agentSchema is the JSON schema of the constrained replies.
+var agentSchema = map[string]any{"type": "object", "properties": map[string]any{
+	"answer": map[string]any{"type": "string", "maxLength": 24}, "sure": map[string]any{"type": "boolean"}},
+	"required": []string{"answer", "sure"}, "additionalProperties": false}
 
 // Outcomes of a request.
 const (
@@ -125,6 +146,16 @@ var malformed = []struct{ path, body string }{
 	{"/v1/completions", `[1, 2, 3]`},
 	{"/v1/completions", `{"prompt": "hi", "top_p": 5}`},
 	{"/v1/chat/completions", `{"messages": "hello"}`},
+}
+
+// malformedAgents are malformed requests to the agents' endpoints and fields.
+var malformedAgents = []struct{ path, body string }{
+	{"/v1/responses", `{"input": []}`},
+	{"/v1/responses", `{"input": "hi", "previous_response_id": "resp_none"}`},
+	{"/v1/messages", `{"messages": [{"role": "system", "content": "x"}], "max_tokens": 4}`},
+	{"/v1/messages", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stop_sequences": "x"}`},
+	{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "wat"}}}}`},
+	{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}`},
 }
 
 // Run drives the server for cfg.Duration and checks the outcome.
@@ -290,6 +321,9 @@ func one(ctx context.Context, client *http.Client, cfg Config, rng *rand.Rand) R
 			"stream": stream, "stream_options": streamOptions(stream)})
 		return string(b)
 	}
+	if cfg.Agents && rng.IntN(100) < 40 {
+		return agents(ctx, client, cfg, rng, p, maxTokens)
+	}
 	switch x := rng.IntN(100); {
 	case x < 25:
 		return whole(ctx, client, cfg, ChatWhole, "/v1/chat/completions", chatBody(false))
@@ -305,6 +339,35 @@ func one(ctx context.Context, client *http.Client, cfg Config, rng *rand.Rand) R
 		return stream(ctx, client, cfg, SlowReader, "/v1/chat/completions", chatBody(true), -1, 30*time.Millisecond)
 	default:
 		m := malformed[rng.IntN(len(malformed))]
+		return whole(ctx, client, cfg, Malformed, m.path, m.body)
+	}
+}
+
+// agents sends one request of the agents' mix.
+func agents(ctx context.Context, client *http.Client, cfg Config, rng *rand.Rand, p string, maxTokens int) Result {
+	body := func(v map[string]any) string {
+		v["model"] = cfg.Model
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	user := []any{map[string]any{"role": "user", "content": p}}
+	switch x := rng.IntN(100); {
+	case x < 20:
+		return whole(ctx, client, cfg, ResponsesWhole, "/v1/responses", body(map[string]any{"input": p, "max_output_tokens": maxTokens}))
+	case x < 35:
+		return stream(ctx, client, cfg, ResponsesStream, "/v1/responses", body(map[string]any{"input": p, "max_output_tokens": maxTokens, "stream": true}), -1, 0)
+	case x < 50:
+		return whole(ctx, client, cfg, MessagesWhole, "/v1/messages", body(map[string]any{"messages": user, "max_tokens": maxTokens}))
+	case x < 65:
+		return stream(ctx, client, cfg, MessagesStream, "/v1/messages", body(map[string]any{"messages": user, "max_tokens": maxTokens, "stream": true}), -1, 0)
+	case x < 78:
+		return whole(ctx, client, cfg, ToolCall, "/v1/chat/completions", body(map[string]any{"messages": user, "max_tokens": 96,
+			"tools": []any{agentTool}, "tool_choice": "required", "parallel_tool_calls": false}))
+	case x < 92:
+		return whole(ctx, client, cfg, JSONSchema, "/v1/chat/completions", body(map[string]any{"messages": user, "max_tokens": 96,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "a", "schema": agentSchema}}}))
+	default:
+		m := malformedAgents[rng.IntN(len(malformedAgents))]
 		return whole(ctx, client, cfg, Malformed, m.path, m.body)
 	}
 }
@@ -393,13 +456,35 @@ func whole(ctx context.Context, client *http.Client, cfg Config, kind, path, bod
 		return r
 	}
 	var v struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   struct {
+		Type, Object string
+		Choices      []struct {
+			FinishReason string `json:"finish_reason"`
+			Message      struct {
+				Content   *string           `json:"content"`
+				ToolCalls []json.RawMessage `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage struct {
 			CompletionTokens int `json:"completion_tokens"`
+			OutputTokens     int `json:"output_tokens"`
 		} `json:"usage"`
 	}
-	if json.Unmarshal(data, &v) != nil || len(v.Choices) != 1 {
+	err = json.Unmarshal(data, &v)
+	switch {
+	case err == nil && (kind == ResponsesWhole && v.Object == "response" || kind == MessagesWhole && v.Type == "message"):
+		r.Outcome, r.Tokens = OK, v.Usage.OutputTokens
+		return r
+	case err != nil || len(v.Choices) != 1:
 		r.Outcome, r.Err = Lost, "not a whole response: "+string(data)
+		return r
+	}
+	c := v.Choices[0]
+	switch {
+	case kind == ToolCall && (c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1):
+		r.Outcome, r.Err = Unexpected, "a forced tool call did not come: "+string(data)
+		return r
+	case kind == JSONSchema && c.FinishReason == "stop" && (c.Message.Content == nil || !json.Valid([]byte(*c.Message.Content))):
+		r.Outcome, r.Err = Unexpected, "a JSON-schema reply that is not JSON: "+string(data)
 		return r
 	}
 	r.Outcome, r.Tokens = OK, v.Usage.CompletionTokens
@@ -431,7 +516,7 @@ func stream(ctx context.Context, client *http.Client, cfg Config, kind, path, bo
 			if ctx.Err() != nil {
 				return Result{}
 			}
-			r.Outcome, r.Err = Lost, fmt.Sprintf("the stream ended without [DONE] after %d events: %v", events, err)
+			r.Outcome, r.Err = Lost, fmt.Sprintf("the stream ended without its last event after %d events: %v", events, err)
 			return r
 		}
 		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
@@ -442,7 +527,10 @@ func stream(ctx context.Context, client *http.Client, cfg Config, kind, path, bo
 			r.Outcome = OK
 			return r
 		}
+		// The OpenAI chat and completion chunks, and the typed events of
+		// the Messages and Responses APIs.
 		var ev struct {
+			Type    string `json:"type"`
 			Choices []struct {
 				Text  string `json:"text"`
 				Delta struct {
@@ -451,21 +539,39 @@ func stream(ctx context.Context, client *http.Client, cfg Config, kind, path, bo
 			} `json:"choices"`
 			Usage *struct {
 				CompletionTokens int `json:"completion_tokens"`
+				OutputTokens     int `json:"output_tokens"`
 			} `json:"usage"`
+			Response *struct {
+				Usage *struct {
+					OutputTokens int `json:"output_tokens"`
+				} `json:"usage"`
+			} `json:"response"`
 			Error json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
 			r.Outcome, r.Err = Lost, "an event that is not JSON: "+data
 			return r
 		}
-		if ev.Error != nil {
-			r.Outcome, r.Err = ServerError, "an error event: "+string(ev.Error)
+		if ev.Error != nil || ev.Type == "error" || ev.Type == "response.failed" {
+			r.Outcome, r.Err = ServerError, "an error event: "+data
 			return r
 		}
 		if ev.Usage != nil {
-			r.Tokens = ev.Usage.CompletionTokens
+			r.Tokens = max(ev.Usage.CompletionTokens, ev.Usage.OutputTokens)
 		}
-		if len(ev.Choices) > 0 && (ev.Choices[0].Text != "" || ev.Choices[0].Delta.Content != "") {
+		switch ev.Type {
+		case "message_stop":
+			r.Outcome = OK
+			return r
+		case "response.completed", "response.incomplete":
+			if ev.Response != nil && ev.Response.Usage != nil {
+				r.Tokens = ev.Response.Usage.OutputTokens
+			}
+			r.Outcome = OK
+			return r
+		}
+		token := ev.Type == "content_block_delta" || ev.Type == "response.output_text.delta"
+		if token || len(ev.Choices) > 0 && (ev.Choices[0].Text != "" || ev.Choices[0].Delta.Content != "") {
 			now := time.Now()
 			if events == 0 {
 				r.TTFT = now.Sub(start)

@@ -18,7 +18,8 @@ import (
 // openai client's agent loop (a call forced by tool_choice required, the
 // tool's result fed back, an answer; streamed calls; a named function),
 // structured output over testdata/schemas.json (greedy and sampled), the
-// Responses API and the anthropic client's Messages API. Every structured
+// Responses API, the anthropic client's Messages API and the openai-agents
+// SDK's agent loop over both of OpenAI's APIs. Every structured
 // reply and tool call the script received is then validated against its
 // schema here, by a JSON-schema validator of its own.
 func TestServeAgents(t *testing.T) {

@@ -1,5 +1,6 @@
 """Drives `archrun serve` as agent programs do: tool calls, structured output,
-the Responses API (openai client) and the Messages API (anthropic client).
+the Responses API (openai client), the Messages API (anthropic client), and
+the openai-agents SDK's agent loop over both of OpenAI's APIs.
 
 Usage: python agents_serve.py BASE_URL SCHEMAS.json OUT.json
 
@@ -12,6 +13,7 @@ Go test validates against its schema with a JSON-schema validator.
 import json
 import sys
 
+import agents
 import anthropic
 import openai
 
@@ -194,6 +196,36 @@ if uses:
     check(back.stop_reason in ("end_turn", "max_tokens"), f"a tool_result fed back: {back.stop_reason}")
 expect_error(lambda: claude.messages.create(model="claude-any", max_tokens=8, messages=[{"role": "system", "content": "x"}]),
              400, "messages[0].role", "messages: a system role in messages")
+
+# The openai-agents SDK: an agent with a function tool, the call forced, the
+# tool run, its result fed back, a final answer; over the chat completions
+# API and over the Responses API (the SDK's default).
+agents.set_tracing_disabled(True)
+async_client = openai.AsyncOpenAI(base_url=base, api_key="unused", max_retries=0, timeout=600)
+ran = []
+
+
+@agents.function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city now."""
+    ran.append(city)
+    return "18 degrees and clear"
+
+
+for api, model in [("chat completions", agents.OpenAIChatCompletionsModel(model="any", openai_client=async_client)),
+                   ("responses", agents.OpenAIResponsesModel(model="any", openai_client=async_client))]:
+    agent = agents.Agent(name="weather", instructions="Answer with the tool's help.", tools=[get_weather], model=model,
+                         model_settings=agents.ModelSettings(tool_choice="required", max_tokens=64, temperature=0))
+    before = len(ran)
+    try:
+        result = agents.Runner.run_sync(agent, "What is the weather in Paris?", max_turns=4)
+    except Exception as e:  # noqa: BLE001: reported as a failed check
+        check(False, f"openai-agents over {api}: {type(e).__name__}: {e}")
+        continue
+    kinds = [type(i).__name__ for i in result.new_items]
+    check(len(ran) > before and all(isinstance(c, str) and c for c in ran[before:]) and "ToolCallOutputItem" in kinds
+          and kinds[-1] == "MessageOutputItem" and isinstance(result.final_output, str),
+          f"openai-agents over {api}: the tool ran for {ran[before:]}, items {kinds}, answer {result.final_output!r}")
 
 with open(out_path, "w") as f:
     json.dump(record, f)

@@ -392,7 +392,7 @@ func (s *Sliding) build(st stage) []jen.Code {
 	return nil
 }
 
-// masks are the lines of Forward that make the masks, and the mask layer i
+// masks are the lines of Hidden that make the masks, and the mask layer i
 // reads.
 func (s *Sliding) masks(maskArray bool) ([]jen.Code, jen.Code) {
 	stack := s.stack.of(rModel)

@@ -53,7 +53,7 @@ func (e *Embed) build(s stage) []jen.Code {
 	return out
 }
 
-// forward are Forward's first lines: h from tokens.
+// forward are Hidden's first lines: h from tokens.
 func (e *Embed) forward() []jen.Code {
 	out := []jen.Code{jen.Id("h").Op(":=").Add(apply(e.Field.of(rModel), jen.Id("tokens"))).Comment("[B, L, hidden]")}
 	if e.scale != nil {

@@ -4,11 +4,12 @@ import (
 	"github.com/dave/jennifer/jen"
 )
 
-// emitForward writes forward.go: Forward, then each module's forward, top
-// to bottom. Straight-line: every choice was made when generating, and
-// what varies per layer is read from the tables build made.
+// emitForward writes forward.go: Forward, Hidden, then each module's
+// forward, top to bottom. Straight-line: every choice was made when
+// generating, and what varies per layer is read from the tables build made.
 //
-//	func (m *Model) Forward(g, tokens, caches) *mlx.Array   // embed, masks, layers, head
+//	func (m *Model) Forward(g, tokens, caches) *mlx.Array   // Hidden, then the head
+//	func (m *Model) Hidden(g, tokens, caches) *mlx.Array    // embed, masks, layers, final norm
 //	func (l *Layer) forward(g, x, mask, c) *mlx.Array       // the block's residual wiring
 //	func (a *Attention) forward(g, x, mask, c) *mlx.Array   // q, k, v, rope, cache, attend, o
 //	func (p *MLP) forward(g, x) *mlx.Array
@@ -54,9 +55,16 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 			jen.Id("h").Op("=").Add(stack.Clone()).Index(jen.Id("i")).Dot("forward").Call(g(), jen.Id("h"), mask, jen.Id("caches").Index(jen.Id("i"))),
 		),
 	)
-	body = append(body, a.Head.forward()...)
-	body = append(body, jen.Return(jen.Id("logits")))
+	body = append(body, a.Head.normForward(), jen.Return(jen.Id("h")))
+
+	params := []jen.Code{graphParam(), jen.Id("tokens").Add(arrayType()), jen.Id("caches").Index().Qual(kvPkg, "Cache")}
+	head := []jen.Code{jen.Id("h").Op(":=").Id(rModel).Dot("Hidden").Call(g(), jen.Id("tokens"), jen.Id("caches")).Comment("[B, L, hidden]")}
+	head = append(head, a.Head.forward()...)
+	head = append(head, jen.Return(jen.Id("logits")))
 	f.Comment(comment("Forward runs tokens [B, L] (integers) through the model, attending over and extending caches (one per layer, from NewCaches), and returns the logits [B, L, vocab]. Problems are recorded on g and reported by its Eval."))
-	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Forward").Params(graphParam(), jen.Id("tokens").Add(arrayType()), jen.Id("caches").Index().Qual(kvPkg, "Cache")).Add(arrayType()).Block(body...)
+	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Forward").Params(params...).Add(arrayType()).Block(head...)
+	f.Line()
+	f.Comment(comment("Hidden is Forward without the head: the hidden states [B, L, hidden] the final norm gives, which the head turns into logits (embeddings pool them). It attends over and extends caches as Forward does."))
+	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Hidden").Params(params...).Add(arrayType()).Block(body...)
 	f.Line()
 }

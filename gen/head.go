@@ -61,10 +61,15 @@ func (h *Head) build(s stage) []jen.Code {
 	return out
 }
 
-// forward are Forward's last lines: logits from h.
+// normForward is Hidden's last line: the final norm of h.
+func (h *Head) normForward() jen.Code {
+	return jen.Id("h").Op("=").Add(apply(h.Norm.of(rModel), jen.Id("h")))
+}
+
+// forward are Forward's lines after Hidden: logits from the normed h, then
+// the scale, divisor and soft cap the head applies to them.
 func (h *Head) forward() []jen.Code {
 	out := []jen.Code{
-		jen.Id("h").Op("=").Add(apply(h.Norm.of(rModel), jen.Id("h"))),
 		jen.Id("logits").Op(":=").Add(apply(h.LMHead.of(rModel), jen.Id("h"))).Comment("[B, L, vocab]"),
 	}
 	if h.scale != nil {

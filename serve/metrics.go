@@ -59,7 +59,7 @@ func newMetrics() *metrics {
 // routes are the paths requests are counted under; any other path counts
 // as "other", so that clients cannot grow the label set.
 var routes = []string{"/v1/models", "/health", "/metrics", "/v1/chat/completions", "/v1/completions",
-	"/v1/messages", "/v1/messages/count_tokens", "/v1/responses"}
+	"/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/embeddings"}
 
 // statusRecorder keeps the status a handler answers with, and the
 // request's access record.

@@ -3,7 +3,8 @@
 // /v1/completions, streamed as server-sent events or not; the Responses API
 // (POST /v1/responses, GET and DELETE /v1/responses/{id}) and the Anthropic
 // Messages API (POST /v1/messages, /v1/messages/count_tokens) on the same
-// engine; GET /metrics gives
+// engine; POST /v1/embeddings, the model's pooled final hidden states; GET
+// /metrics gives
 // Prometheus's text format (requests by path and status, prompt and
 // generated tokens, the queue, the prompt cache, memory, and histograms of
 // the time to first token and between tokens). Requests run on a
@@ -135,6 +136,9 @@ type Options struct {
 	// for previous_response_id and GET /v1/responses/{id}: the most recent
 	// ones (default 1024; negative: none kept).
 	KeptResponses int
+	// EmbedPooling is how /v1/embeddings pools an input's hidden states:
+	// "last" (the default) or "mean" (archgen.EmbedOptions.Pooling).
+	EmbedPooling string
 }
 
 // Server answers OpenAI-style requests on one model.
@@ -168,6 +172,11 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 		opts.WriteTimeout = 30 * time.Second
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	switch opts.EmbedPooling {
+	case "", archgen.PoolLast, archgen.PoolMean:
+	default:
+		return nil, fmt.Errorf("serve: embeddings' pooling %q: want %q or %q", opts.EmbedPooling, archgen.PoolLast, archgen.PoolMean)
+	}
 	for _, o := range opts.CORSOrigins {
 		if err := CheckOrigin(o); err != nil {
 			return nil, err
@@ -213,9 +222,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/responses", endpoint(s, s.parseResponses))
 	mux.HandleFunc("GET /v1/responses/{id}", s.getResponse)
 	mux.HandleFunc("DELETE /v1/responses/{id}", s.deleteResponse)
+	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id})", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id}, POST /v1/embeddings)", r.Method, r.URL.Path)})
 	})
 	return s.count(s.recoverer(s.cors(s.authorize(mux))))
 }

@@ -60,6 +60,7 @@ func (a *app) serve(args []string) error {
 	maxTokens := c.Int("max-tokens", 512, "a request's token budget when it gives none")
 	name := c.String("served-model-name", "", "the model id /v1/models lists and responses carry (default: the model's path as given)")
 	aliases := c.String("alias", "", "more names /v1/models lists for the model, comma-separated; a request naming one gets it back")
+	pooling := c.String("pooling", "last", "how /v1/embeddings pools an input's final hidden states: last (the last token's) or mean")
 	strictModel := c.Bool("strict-model", false, "refuse (404) requests naming a model other than -served-model-name or an -alias (by default any name is served)")
 	apiKey := c.String("api-key", "", "require this bearer token (Authorization: Bearer KEY) on every path but GET /health (or ARCHGEN_API_KEY)")
 	apiKeyFile := c.String("api-key-file", "", "a file of accepted keys, one a line (blank lines and # comments skipped)")
@@ -99,6 +100,9 @@ func (a *app) serve(args []string) error {
 	}
 	if *maxBatch < 1 {
 		return usagef("-max-batch %d: want at least 1", *maxBatch)
+	}
+	if *pooling != archgen.PoolLast && *pooling != archgen.PoolMean {
+		return usagef("-pooling %q: want last or mean", *pooling)
 	}
 	if *maxTokens < 1 {
 		return usagef("-max-tokens %d: want at least 1", *maxTokens)
@@ -253,7 +257,7 @@ func (a *app) serve(args []string) error {
 	}
 	logger := log.New(a.stderr, "archrun serve: ", log.LstdFlags)
 	srv, err := serve.New(m, serve.Options{
-		ModelID: id, Aliases: splitList(*aliases), StrictModel: *strictModel, ContextLength: limit, MaxBatch: *maxBatch,
+		ModelID: id, Aliases: splitList(*aliases), StrictModel: *strictModel, EmbedPooling: *pooling, ContextLength: limit, MaxBatch: *maxBatch,
 		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger, APIKeys: keys,
 		KVBudget: int64(budget), KVReserve: reserve, MaxQueue: *maxQueue,
 		Limits: limits, RequestTimeout: *requestTimeout, WriteTimeout: *writeTimeout,

@@ -12,6 +12,15 @@ import (
 // extending caches (one per layer, from NewCaches), and returns the logits [B,
 // L, vocab]. Problems are recorded on g and reported by its Eval.
 func (m *Model) Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array {
+	h := m.Hidden(g, tokens, caches) // [B, L, hidden]
+	logits := m.LMHead.Apply(g, h)   // [B, L, vocab]
+	return logits
+}
+
+// Hidden is Forward without the head: the hidden states [B, L, hidden] the
+// final norm gives, which the head turns into logits (embeddings pool them).
+// It attends over and extends caches as Forward does.
+func (m *Model) Hidden(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array {
 	caches = nn.CheckCaches(g, caches, len(m.Layers))
 	L := nn.SeqLen(g, tokens)
 	h := m.EmbedTokens.Apply(g, tokens) // [B, L, hidden]
@@ -25,8 +34,7 @@ func (m *Model) Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx
 		h = m.Layers[i].forward(g, h, masks[m.Layers[i].mask], caches[i])
 	}
 	h = m.Norm.Apply(g, h)
-	logits := m.LMHead.Apply(g, h) // [B, L, vocab]
-	return logits
+	return h
 }
 
 // forward is a decoder layer with input_layernorm, post_attention_layernorm:

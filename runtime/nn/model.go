@@ -22,6 +22,11 @@ type Model interface {
 	// the embedding lookup does not check them (generate.Tokens and
 	// archrun do, before they reach it).
 	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
+	// Hidden is Forward without the head: the hidden states [B, L, hidden]
+	// the final norm gives, before the output projection and whatever the
+	// head does to its logits (scale, divisor, soft cap). Forward is the
+	// head applied to it, so the two agree to the bit. Embeddings pool it.
+	Hidden(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
 	// NewCaches makes the empty per-layer caches a sequence starts with,
 	// as mlx-lm's make_cache does.
 	NewCaches() []kv.Cache

@@ -1,0 +1,291 @@
+package archgen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// Pooling names for EmbedOptions.Pooling.
+const (
+	// PoolLast is the hidden state of an input's last token: the one that
+	// has attended to every other, as Qwen3-Embedding and other embedding
+	// models built on decoders read it.
+	PoolLast = "last"
+	// PoolMean is the mean of the hidden states of all of an input's
+	// tokens, the special tokens the tokenizer adds included.
+	PoolMean = "mean"
+)
+
+// EmbedOptions are the knobs of Embed.
+type EmbedOptions struct {
+	// Pooling makes one vector of an input's hidden states: PoolLast (the
+	// default, "") or PoolMean.
+	Pooling string
+	// NoNormalize leaves the pooled vectors as they are; by default each
+	// is scaled to unit length (L2), so that a dot product is the cosine
+	// similarity.
+	NoNormalize bool
+	// Dimensions, when above 0, keeps each vector's first Dimensions
+	// values (a Matryoshka truncation), then normalizes what is kept
+	// (unless NoNormalize). At most the model's hidden size.
+	Dimensions int
+	// PrefillStep is how many of an input's tokens go through the model at
+	// once (default 2048): longer inputs run in chunks over a KV cache,
+	// which bounds the memory of their activations.
+	PrefillStep int
+}
+
+// EmbedInputError is Embed's refusal of one of its inputs.
+type EmbedInputError struct {
+	Index int // the input's place in the list
+	// Tokens is its length, and Context the model's context where the
+	// input is longer than it (0 otherwise).
+	Tokens, Context int
+	Msg             string
+}
+
+func (e *EmbedInputError) Error() string { return fmt.Sprintf("input[%d]: %s", e.Index, e.Msg) }
+
+// Embed is one vector for each input: the model's final hidden states
+// (the output of its final norm, which the head reads; nn.Model's Hidden)
+// pooled over the input's tokens, as llama.cpp's `llama-server
+// --embeddings --pooling last|mean` gives them for a generative model.
+//
+// Each input is encoded as plain text with the tokenizer's special tokens
+// added as Encode adds them (a BOS where the tokenizer's post-processor
+// puts one), and runs alone, from an empty cache that is freed after it:
+// no state is kept between inputs or calls. An input with no tokens or
+// with more than the model's context (ContextLength) is refused with an
+// *EmbedInputError naming its index, before any input runs. ctx is checked
+// between inputs and between an input's chunks.
+//
+// The pooling is by default PoolLast: a decoder's last position is the
+// only one that has seen the whole input, which is how embedding models
+// made of decoders (Qwen3-Embedding, e5-mistral) are read; PoolMean
+// averages every position instead (llama-server's --pooling mean).
+func (m *Model) Embed(ctx context.Context, inputs []string, opts EmbedOptions) ([][]float32, error) {
+	if m.Tokenizer == nil {
+		return nil, ErrNoTokenizer
+	}
+	ids := make([][]int32, len(inputs))
+	for i, s := range inputs {
+		ids[i], _ = m.EncodeEmbedInput(s)
+	}
+	return m.EmbedTokens(ctx, ids, opts)
+}
+
+// EncodeEmbedInput is the token ids Embed runs for text: the text encoded
+// with the tokenizer's special tokens added, as Encode adds them.
+func (m *Model) EncodeEmbedInput(text string) ([]int32, error) {
+	if m.Tokenizer == nil {
+		return nil, ErrNoTokenizer
+	}
+	return m.Tokenizer.Encode(text, true), nil
+}
+
+// EmbedTokens is Embed on inputs already encoded as token ids; an id
+// outside the vocabulary is refused with an *EmbedInputError too.
+func (m *Model) EmbedTokens(ctx context.Context, inputs [][]int32, opts EmbedOptions) ([][]float32, error) {
+	info := m.Net.Info()
+	if err := opts.check(info.Hidden); err != nil {
+		return nil, err
+	}
+	limit := m.ContextLength()
+	for i, in := range inputs {
+		if err := checkInput(i, in, limit, info.VocabSize); err != nil {
+			return nil, err
+		}
+	}
+	out := make([][]float32, len(inputs))
+	for i, in := range inputs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		v, err := m.pool(ctx, in, opts)
+		if err != nil {
+			return nil, fmt.Errorf("input[%d]: %w", i, err)
+		}
+		out[i] = finish(v, opts)
+	}
+	return out, nil
+}
+
+func (o *EmbedOptions) check(hidden int) error {
+	switch o.Pooling {
+	case "":
+		o.Pooling = PoolLast
+	case PoolLast, PoolMean:
+	default:
+		return fmt.Errorf("embed: pooling %q: want %q or %q", o.Pooling, PoolLast, PoolMean)
+	}
+	if o.Dimensions < 0 || o.Dimensions > hidden {
+		return fmt.Errorf("embed: dimensions %d: want 1 to the model's hidden size, %d (0: all)", o.Dimensions, hidden)
+	}
+	if o.PrefillStep <= 0 {
+		o.PrefillStep = 2048
+	}
+	return nil
+}
+
+func checkInput(i int, in []int32, limit, vocab int) error {
+	if len(in) == 0 {
+		return &EmbedInputError{Index: i, Msg: "no tokens: an input needs at least one"}
+	}
+	if limit > 0 && len(in) > limit {
+		return &EmbedInputError{Index: i, Tokens: len(in), Context: limit,
+			Msg: fmt.Sprintf("%d tokens, more than the model's context of %d", len(in), limit)}
+	}
+	for p, t := range in {
+		if t < 0 || int(t) >= vocab {
+			return &EmbedInputError{Index: i, Tokens: len(in),
+				Msg: fmt.Sprintf("token %d (position %d) is outside the vocabulary of %d", t, p, vocab)}
+		}
+	}
+	return nil
+}
+
+// pool runs one input through the model in chunks of opts.PrefillStep and
+// returns its pooled hidden state, in float64.
+func (m *Model) pool(ctx context.Context, tokens []int32, opts EmbedOptions) ([]float64, error) {
+	caches := m.Net.NewCaches()
+	defer func() {
+		for _, c := range caches {
+			c.Free()
+		}
+	}()
+	var sum []float64
+	for start := 0; start < len(tokens); start += opts.PrefillStep {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		chunk := tokens[start:min(start+opts.PrefillStep, len(tokens))]
+		last := start+len(chunk) == len(tokens)
+		if opts.Pooling == PoolLast && !last {
+			if err := m.prefill(chunk, caches, nil); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		row, err := m.chunkPool(chunk, caches, opts.Pooling)
+		if err != nil {
+			return nil, err
+		}
+		if sum == nil {
+			sum = make([]float64, len(row))
+		}
+		for j, x := range row {
+			sum[j] += float64(x)
+		}
+	}
+	if opts.Pooling == PoolMean {
+		for j := range sum {
+			sum[j] /= float64(len(tokens))
+		}
+	}
+	return sum, nil
+}
+
+// chunkPool runs chunk through the model over caches and returns the sum
+// of its hidden states (PoolMean) or its last one (PoolLast), in float32.
+func (m *Model) chunkPool(chunk []int32, caches []kv.Cache, pooling string) ([]float32, error) {
+	var row *mlx.Array
+	err := m.prefill(chunk, caches, func(g *mlx.Graph, h *mlx.Array) *mlx.Array {
+		h = g.AsType(h, mlx.Float32) // [1, L, hidden]
+		if pooling == PoolMean {
+			row = g.Sum(h, false, 0, 1) // [hidden]
+		} else {
+			n, d := h.Dim(1), h.Dim(2)
+			row = g.Reshape(g.Slice(h, []int{0, n - 1, 0}, []int{1, n, d}), d)
+		}
+		return row
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer row.Free()
+	return row.Float32s()
+}
+
+// prefill runs chunk through the model's hidden states over caches,
+// evaluating what out makes of them (nil: the caches alone). The graph is
+// closed before evaluating, as generation's prefill does, so that MLX frees
+// each activation once it is used.
+func (m *Model) prefill(chunk []int32, caches []kv.Cache, out func(*mlx.Graph, *mlx.Array) *mlx.Array) error {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	x := mlx.FromSlice(g, chunk, 1, len(chunk))
+	h := m.Net.Hidden(g, x, caches)
+	var more []*mlx.Array
+	if out != nil {
+		r := out(g, h)
+		g.Keep(r)
+		more = append(more, r)
+	}
+	if err := g.Err(); err != nil {
+		for _, a := range more {
+			a.Free()
+		}
+		return err
+	}
+	g.Close()
+	if err := kv.EvalLayers(caches, more...); err != nil {
+		for _, a := range more {
+			a.Free()
+		}
+		return err
+	}
+	mlx.ClearCache()
+	return nil
+}
+
+// finish truncates v to opts.Dimensions and normalizes it as opts say.
+func finish(v []float64, opts EmbedOptions) []float32 {
+	if opts.Dimensions > 0 {
+		v = v[:opts.Dimensions]
+	}
+	scale := 1.0
+	if !opts.NoNormalize {
+		var ss float64
+		for _, x := range v {
+			ss += x * x
+		}
+		if ss > 0 {
+			scale = 1 / math.Sqrt(ss)
+		}
+	}
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x * scale)
+	}
+	return out
+}
+
+// ContextLength is the model's context in tokens: config.json's
+// max_position_embeddings for a model directory, else the tokenizer's
+// model_max_length (which a GGUF file's context_length sets); 0 when
+// neither says.
+func (m *Model) ContextLength() int {
+	if m.Source.Kind == KindDir {
+		if data, err := os.ReadFile(filepath.Join(m.Source.Path, "config.json")); err == nil {
+			var cfg struct {
+				N int `json:"max_position_embeddings"`
+			}
+			if json.Unmarshal(data, &cfg) == nil && cfg.N > 0 {
+				return cfg.N
+			}
+		}
+	}
+	if m.Tokenizer != nil {
+		if n := m.Tokenizer.Config.ModelMaxLength; n > 0 && n < 1<<31 {
+			return int(n)
+		}
+	}
+	return 0
+}

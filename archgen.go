@@ -21,12 +21,13 @@
 // Load takes a model directory as mlx-lm saves one (config.json, its
 // safetensors, tokenizer.json and tokenizer_config.json), a llama.cpp GGUF
 // file, or a Hugging Face repo id or cache folder, found offline in the
-// Hugging Face cache (see Resolve and HubCache; nothing is downloaded). The
-// Model it returns holds the forward pass, the tokenizer, the chat template
-// and the stop set (StopTokens), which merges config.json's and
-// generation_config.json's eos_token_id with the tokenizer's as mlx-lm does.
-// The tokenizer is read before the weights, so a checkpoint without one
-// fails at once.
+// Hugging Face cache (see Resolve and HubCache); with
+// LoadOptions.Download, a repo id the cache lacks is first downloaded into
+// it from the Hub (package hub). The Model it returns holds the forward
+// pass, the tokenizer, the chat template and the stop set (StopTokens),
+// which merges config.json's and generation_config.json's eos_token_id
+// with the tokenizer's as mlx-lm does. The tokenizer is read before the
+// weights, so a checkpoint without one fails at once.
 //
 // # Generating
 //
@@ -59,6 +60,7 @@ import (
 
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/gguf"
+	"github.com/archgen/archgen/hub"
 	"github.com/archgen/archgen/runtime/nn"
 	"github.com/archgen/archgen/tokenizer"
 	"github.com/archgen/archgen/tokenizer/chat"
@@ -89,6 +91,18 @@ type LoadOptions struct {
 	// instead of the checkpoint's own; ChatTemplateSource names where it
 	// came from, for errors.
 	ChatTemplate, ChatTemplateSource string
+	// Download lets Load fetch a Hugging Face repo id (ORG/NAME, or
+	// ORG/NAME@REVISION) that the cache lacks, or holds in part, from the
+	// Hub into the cache (hub.Download) before loading it. A repo the
+	// cache holds loads from it without the network, as without Download.
+	Download bool
+	// Hub are the download's options: the token, the endpoint, the files
+	// (a model's, hub.ModelFiles, by default), a progress callback; zero
+	// fields take hub.Download's defaults (HF_TOKEN, HF_ENDPOINT, ...).
+	// Its Revision is the one a repo id without @REVISION names, and its
+	// CacheDir the cache repo ids are read from (HubCache when empty),
+	// with Download or without.
+	Hub hub.Options
 }
 
 // Model is a loaded checkpoint with what generation needs around it. Its
@@ -114,10 +128,12 @@ func (m *Model) Free() {
 	}
 }
 
-// Load resolves path (see Resolve), reads the tokenizer and the chat
-// template, then the weights. ctx is checked before the weights are read.
+// Load resolves path (see Resolve; with opts.Download, a repo id the
+// cache lacks is downloaded first), reads the tokenizer and the chat
+// template, then the weights. ctx is checked before the weights are read,
+// and cancels a download.
 func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
-	src, err := Resolve(path)
+	src, err := resolveForLoad(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package archgen
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/archgen/archgen/hub"
 )
 
 // Kind is what a path given to Load names.
@@ -31,28 +34,21 @@ const modelDirHolds = "a model directory holds config.json, the weights " +
 	"(model.safetensors, or model-*-of-*.safetensors with model.safetensors.index.json) " +
 	"and tokenizer.json (with tokenizer_config.json)"
 
-// repoID is a Hugging Face repo id: ORG/NAME.
-var repoID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
+// repoID is a Hugging Face repo id, ORG/NAME, with a revision or not:
+// ORG/NAME@REVISION.
+var repoID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[^@\s]+)?$`)
 
 // HubCache is the folder of the Hugging Face cache that holds models, as
-// huggingface_hub finds it: $HF_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub.
-func HubCache() string {
-	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("HF_HOME"); d != "" {
-		return filepath.Join(d, "hub")
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "huggingface", "hub")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(".cache", "huggingface", "hub")
-	}
-	return filepath.Join(home, ".cache", "huggingface", "hub")
-}
+// huggingface_hub finds it: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE,
+// else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// ~/.cache/huggingface/hub (hub.CacheDir).
+func HubCache() string { return hub.CacheDir() }
+
+// notCached is the error of a repo the cache lacks, or holds in part (a
+// download cut short): Load with LoadOptions.Download fetches it.
+type notCached struct{ error }
+
+func (e notCached) Unwrap() error { return e.error }
 
 // Resolve finds what path names, without reading any weights:
 //
@@ -61,15 +57,30 @@ func HubCache() string {
 //   - a Hugging Face cache folder, models--ORG--NAME or its snapshots/
 //     folder: the snapshot refs/main names (or the only snapshot there is);
 //   - a repo id, ORG/NAME, that is no path on disk: that repo's folder in
-//     the Hugging Face cache (HubCache), resolved the same way. Nothing is
-//     downloaded.
+//     the Hugging Face cache (HubCache), resolved the same way; and
+//     ORG/NAME@REVISION, the snapshot refs/REVISION names (or
+//     snapshots/REVISION, for a commit hash). Nothing is downloaded
+//     (Load downloads, with LoadOptions.Download).
 //
 // Anything else is an error that says what to pass instead.
-func Resolve(path string) (Resolved, error) {
+func Resolve(path string) (Resolved, error) { return resolve(path, HubCache()) }
+
+// isRepoRef says whether path is a repo id rather than a path: it looks
+// like one and names nothing on disk.
+func isRepoRef(path string) bool {
+	if !repoID.MatchString(path) || strings.HasPrefix(path, ".") {
+		return false
+	}
+	_, err := os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// resolve is Resolve, reading repo ids from the cache folder hubDir.
+func resolve(path, hubDir string) (Resolved, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && repoID.MatchString(path) && !strings.HasPrefix(path, ".") {
-			return resolveRepo(path)
+			return resolveRepo(path, hubDir)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return Resolved{}, fmt.Errorf("%s: no such file or directory: pass a model directory, a .gguf file or a Hugging Face repo id (ORG/NAME)", path)
@@ -108,14 +119,29 @@ func Resolve(path string) (Resolved, error) {
 	return Resolved{}, fmt.Errorf("%s has no config.json: %s", path, modelDirHolds)
 }
 
-// resolveRepo finds repo id in the Hugging Face cache.
-func resolveRepo(id string) (Resolved, error) {
-	hub := HubCache()
-	dir := filepath.Join(hub, "models--"+strings.ReplaceAll(id, "/", "--"))
-	if !exists(dir) {
-		return Resolved{}, fmt.Errorf("%s is neither a path nor a repo in the Hugging Face cache (%s): archgen reads the cache but does not download; fetch it first (hf download %s)", id, hub, id)
+// resolveRepo finds a repo id, ORG/NAME or ORG/NAME@REVISION, in the
+// Hugging Face cache folder hubDir.
+func resolveRepo(ref, hubDir string) (Resolved, error) {
+	id, rev, _ := strings.Cut(ref, "@")
+	dir := filepath.Join(hubDir, hub.RepoFolder(id))
+	fetch := "hf download " + id
+	if rev != "" {
+		fetch += " --revision " + rev
 	}
-	return resolveCacheFolder(dir)
+	if !exists(dir) {
+		return Resolved{}, notCached{fmt.Errorf("%s is neither a path nor a repo in the Hugging Face cache (%s): archgen reads the cache but does not download; fetch it first (%s)", ref, hubDir, fetch)}
+	}
+	if rev == "" {
+		return resolveCacheFolder(dir)
+	}
+	snap := filepath.Join(dir, "snapshots", rev)
+	if b, err := os.ReadFile(filepath.Join(dir, "refs", filepath.FromSlash(rev))); err == nil && !strings.Contains(rev, "..") {
+		snap = filepath.Join(dir, "snapshots", strings.TrimSpace(string(b)))
+	}
+	if strings.Contains(rev, "..") || !exists(snap) {
+		return Resolved{}, notCached{fmt.Errorf("%s: the Hugging Face cache holds %s but not its revision %s (no refs/%s nor snapshots/%s in %s): fetch it first (%s)", ref, id, rev, rev, rev, dir, fetch)}
+	}
+	return resolveSnapshot(snap)
 }
 
 // resolveCacheFolder is the snapshot of a models--ORG--NAME folder that
@@ -126,7 +152,7 @@ func resolveCacheFolder(dir string) (Resolved, error) {
 		rev := strings.TrimSpace(string(b))
 		p := filepath.Join(snaps, rev)
 		if rev == "" || !exists(p) {
-			return Resolved{}, fmt.Errorf("%s: refs/main names revision %q, which snapshots/ does not hold: the download is incomplete; fetch it again, or pass a folder under %s", dir, rev, snaps)
+			return Resolved{}, notCachedf("%s: refs/main names revision %q, which snapshots/ does not hold: the download is incomplete; fetch it again, or pass a folder under %s", dir, rev, snaps)
 		}
 		return resolveSnapshot(p)
 	}
@@ -140,7 +166,7 @@ func resolveCacheFolder(dir string) (Resolved, error) {
 	sort.Strings(revs)
 	switch len(revs) {
 	case 0:
-		return Resolved{}, fmt.Errorf("%s is a Hugging Face cache folder without snapshots: the download is incomplete; fetch the repo again", dir)
+		return Resolved{}, notCachedf("%s is a Hugging Face cache folder without snapshots: the download is incomplete; fetch the repo again", dir)
 	case 1:
 		return resolveSnapshot(filepath.Join(snaps, revs[0]))
 	}
@@ -157,7 +183,7 @@ func resolveSnapshot(p string) (Resolved, error) {
 	ggufs, _ := filepath.Glob(filepath.Join(p, "*.gguf"))
 	switch len(ggufs) {
 	case 0:
-		return Resolved{}, fmt.Errorf("%s has no config.json: %s", p, modelDirHolds)
+		return Resolved{}, notCachedf("%s has no config.json: %s", p, modelDirHolds)
 	case 1:
 		return Resolved{KindGGUF, ggufs[0]}, nil
 	}
@@ -166,6 +192,41 @@ func resolveSnapshot(p string) (Resolved, error) {
 		names[i] = filepath.Base(g)
 	}
 	return Resolved{}, fmt.Errorf("%s holds %d GGUF files (%s): pass the one to run", p, len(ggufs), strings.Join(names, ", "))
+}
+
+func notCachedf(format string, args ...any) error {
+	return notCached{fmt.Errorf(format, args...)}
+}
+
+// resolveForLoad is Resolve for Load: a repo id is read from the cache
+// opts.Hub.CacheDir names (HubCache when empty), at opts.Hub.Revision
+// unless it names one itself, and with opts.Download, fetched from the Hub
+// when the cache lacks it or holds it in part.
+func resolveForLoad(ctx context.Context, path string, opts LoadOptions) (Resolved, error) {
+	hubDir := opts.Hub.CacheDir
+	if hubDir == "" {
+		hubDir = HubCache()
+	}
+	ref := isRepoRef(path)
+	if ref && opts.Hub.Revision != "" && !strings.Contains(path, "@") {
+		path += "@" + opts.Hub.Revision
+	}
+	src, err := resolve(path, hubDir)
+	var nc notCached
+	if err == nil || !opts.Download || !ref || !errors.As(err, &nc) {
+		return src, err
+	}
+	id, rev, err := hub.ParseRef(path)
+	if err != nil {
+		return Resolved{}, err
+	}
+	o := opts.Hub
+	o.Revision, o.CacheDir = rev, hubDir
+	snap, err := hub.Download(ctx, id, o)
+	if err != nil {
+		return Resolved{}, err
+	}
+	return resolveSnapshot(snap)
 }
 
 // repoName turns models--ORG--NAME into ORG/NAME.

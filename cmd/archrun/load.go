@@ -34,10 +34,12 @@ type source struct {
 	templateBounds                 chat.Bounds
 	trustTemplate                  bool
 	chatTemplate                   string // a file holding a chat template to use instead of the model's
+
+	offline bool // read a repo id from the Hugging Face cache alone, downloading nothing
 }
 
 func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
-	const use = "the model: a model directory, a .gguf file, or a Hugging Face repo id or cache folder (read offline)"
+	const use = "the model: a model directory, a .gguf file, or a Hugging Face repo id (ORG/NAME[@REVISION], downloaded into the Hugging Face cache when it lacks it) or cache folder"
 	fs.StringVar(&s.dir, "model", "", use)
 	fs.StringVar(&s.dir, "m", "", "short for -model")
 	if withGGUF {
@@ -51,6 +53,7 @@ func (s *source) flags(fs *flag.FlagSet, withGGUF bool) {
 	fs.StringVar(&s.templateOutput, "template-output", fmt.Sprintf("%dMiB", chat.DefaultBounds.Output>>20), "the most text one render of the chat template may produce")
 	fs.BoolVar(&s.trustTemplate, "trust-template", false, "render the chat template in this process, with no bound on its work (for a template you wrote or checked)")
 	fs.StringVar(&s.chatTemplate, "chat-template", "", "a file holding a chat template (Jinja) to use instead of the model's own")
+	fs.BoolVar(&s.offline, "offline", false, "read a repo id from the Hugging Face cache alone, downloading nothing (as HF_HUB_OFFLINE=1)")
 }
 
 // path is the model's path, given by -model or -gguf.
@@ -216,6 +219,13 @@ func (s *source) load(ctx context.Context, withTokenizer bool) (*archgen.Model, 
 	}
 	opts := archgen.LoadOptions{Options: o, NoTokenizer: !withTokenizer,
 		TemplateBounds: s.templateBounds, TrustTemplate: s.trustTemplate}
+	if !s.offline && s.gguf == "" {
+		// A repo id the cache lacks is downloaded first, its files shown
+		// as pull shows them.
+		report := newFetchReport(os.Stderr)
+		defer report.finish()
+		opts.Download, opts.Hub.Progress = true, report.progress
+	}
 	if s.chatTemplate != "" {
 		data, err := os.ReadFile(s.chatTemplate)
 		if err != nil {

@@ -1,6 +1,7 @@
 // Command archrun runs any architecture archgen generated on a model on
-// disk: to talk with it, to generate from a prompt, and to check a
-// checkpoint against mlx-lm (the parity matrix runs it).
+// disk or on the Hugging Face Hub: to talk with it, to generate from a
+// prompt, and to check a checkpoint against mlx-lm (the parity matrix runs
+// it).
 //
 // Usage:
 //
@@ -11,6 +12,7 @@
 //	archrun greedy   -model PATH -tokens 1,2,3 [-n 16]
 //	archrun serve    (-model PATH | -gguf FILE | -hf ORG/NAME) [-host H] [-port P] [-max-batch N] [-prompt-cache-bytes SIZE]
 //	archrun launch   [-n N | -hostfile F] [-timeout D] -- generate|logits|greedy ...
+//	archrun pull     ORG/NAME[@REVISION] [-include GLOB,...] [-exclude GLOB,...] [-endpoint URL]
 //	archrun list
 //	archrun help [COMMAND]
 //
@@ -24,10 +26,14 @@
 // model.safetensors.index.json, float or mlx-community quantized, with
 // tokenizer.json and tokenizer_config.json); a llama.cpp GGUF file (llama,
 // qwen2 or qwen3 architecture; -gguf FILE says the same); or a Hugging
-// Face repo id (ORG/NAME) or cache folder (models--ORG--NAME), found in
-// the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
-// ~/.cache/huggingface/hub) at the snapshot refs/main names. Nothing is
-// downloaded. A path that is none of these is refused with what to pass
+// Face repo id (ORG/NAME, or ORG/NAME@REVISION for a branch, a tag or a
+// commit) or cache folder (models--ORG--NAME), found in the Hugging Face
+// cache ($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub) at the
+// snapshot refs/main (refs/REVISION) names. A repo id the cache lacks is
+// downloaded into it from the Hub first, as pull does, with a progress bar
+// on a terminal; -offline (or HF_HUB_OFFLINE=1) keeps archrun to the
+// cache. A repo the cache holds is read from it without the network. A
+// path that is none of these is refused with what to pass
 // instead: a directory without config.json is told what a model directory
 // holds; a cache folder above the models--ORG--NAME folders is told the
 // repo ids it holds; a directory without tokenizer.json is refused before
@@ -146,6 +152,32 @@
 // repo in the Hugging Face cache, as -model does. SIGTERM or Ctrl-C stops
 // taking requests, lets running ones finish and exits with status 0.
 //
+// # pull
+//
+// pull downloads a model repo from the Hugging Face Hub into the Hugging
+// Face cache, in the layout huggingface_hub and mlx-lm share (blobs/
+// named by checksum, snapshots/COMMIT of relative symlinks, refs/), and
+// prints the snapshot folder on standard output:
+//
+//	archrun pull HuggingFaceTB/SmolLM2-135M-Instruct
+//	archrun pull mlx-community/Qwen3-0.6B-4bit@main -exclude '*.md'
+//	archrun pull ORG/NAME-GGUF -include '*Q4_K_M.gguf'
+//
+// By default it fetches what a model needs (config.json,
+// generation_config.json, model*.safetensors and their index, the
+// tokenizer's files and the chat template); -include GLOB,... fetches the
+// files those patterns match instead (GGUF files come only so), -exclude
+// GLOB,... leaves files out, with huggingface_hub's patterns (* matches /
+// too). Files the cache holds are not fetched again; a pull cut off (by
+// Ctrl-C, or the network) goes on where it stopped the next time, with a
+// Range request; every file is checked against the checksum the Hub gives
+// (an LFS file's sha256, another's git blob id) before it enters the
+// cache. HF_TOKEN (or `hf auth login`'s token file) is sent for gated and
+// private repos, to the Hub alone; -endpoint (HF_ENDPOINT) names a mirror;
+// -cache-dir another cache. A repo or revision the Hub does not have, and a
+// gated repo without a token, are errors naming the repo, the HTTP status
+// and what to do.
+//
 // # launch
 //
 // launch runs a command over a group of processes (tensor parallelism on
@@ -205,10 +237,13 @@ commands:
   greedy    print greedy decoding's token ids
   serve     serve the model over HTTP with the OpenAI API (batched, with a prompt cache)
   launch    run generate, logits or greedy over a group of processes (tensor parallelism)
+  pull      download a model from the Hugging Face Hub into the cache
   list      list the supported architectures
 
 A model is a directory (config.json, safetensors, tokenizer.json), a .gguf
-file, or a Hugging Face repo id or cache folder, read offline.
+file, or a Hugging Face repo id (downloaded into the Hugging Face cache
+when it lacks it; -offline or HF_HUB_OFFLINE=1 reads the cache alone) or
+cache folder.
 
 "archrun help COMMAND" or "archrun COMMAND -h" shows a command's flags;
 "go doc github.com/archgen/archgen/cmd/archrun" is the manual.
@@ -293,7 +328,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
-		return usagef("no command (chat, generate, serve, convert, logits, greedy, launch or list)")
+		return usagef("no command (chat, generate, serve, convert, logits, greedy, launch, pull or list)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -313,6 +348,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		"list":     a.list,
 		"launch":   a.launch,
 		"serve":    a.serve,
+		"pull":     a.pull,
 	}
 	cmd, ok := cmds[args[0]]
 	if ok && launchable[args[0]] && inGroup() && groupRank() != 0 {
@@ -320,7 +356,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		a.stdout, a.stderr = io.Discard, io.Discard
 	}
 	if !ok {
-		return usagef("unknown command %q (chat, generate, serve, convert, logits, greedy, launch or list; \"archrun -h\" for help)", args[0])
+		return usagef("unknown command %q (chat, generate, serve, convert, logits, greedy, launch, pull or list; \"archrun -h\" for help)", args[0])
 	}
 	return cmd(args[1:])
 }

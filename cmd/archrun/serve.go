@@ -48,7 +48,7 @@ func (a *app) serve(args []string) error {
 	c := a.flags("serve", "(-model PATH | -gguf FILE | -hf ORG/NAME) [-host 127.0.0.1] [-port 8080] [flags]", serveDoc)
 	var src source
 	src.flags(c.FlagSet, true)
-	hf := c.String("hf", "", "a Hugging Face repo id (ORG/NAME), read offline from the cache (-model takes one too)")
+	hf := c.String("hf", "", "a Hugging Face repo id (ORG/NAME[@REVISION]): from the cache, downloaded first when missing (-offline: the cache alone; -model takes one too)")
 	host := c.String("host", "127.0.0.1", "the address to listen on")
 	port := c.Int("port", 8080, "the port to listen on (0: any free one, printed)")
 	maxBatch := c.Int("max-batch", 8, "requests decoding at once; the rest queue")

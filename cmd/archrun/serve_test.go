@@ -347,7 +347,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"serve", "-model", smolLM2, "-cors-origins", "ui.example"}, true, `-cors-origins: CORS origin "ui.example": want * or a scheme and host`},
 		{[]string{"serve", "-model", smolLM2, "-cors-origins", "https://ui.example/app"}, true, `CORS origin "https://ui.example/app"`},
 		{[]string{"serve", "-model", smolLM2, "-access-log", "/no/such/dir/log"}, false, "-access-log: open /no/such/dir/log"},
-		{[]string{"serve", "-hf", "no-such-org/no-such-model", "-port", "0"}, false, "no-such-org/no-such-model"},
+		{[]string{"serve", "-hf", "no-such-org/no-such-model", "-port", "0", "-offline"}, false, "no-such-org/no-such-model"},
 		{[]string{"serve", "-model", smolLM2, "-api-key-file", "testdata/no-such-keys"}, false, "-api-key-file: open testdata/no-such-keys"},
 		{[]string{"serve", "-model", smolLM2, "-api-key-file", writeKeys(t, "# no keys\n\n")}, false, "no keys in it"},
 		{[]string{"serve", "-model", smolLM2, "-api-key-file", writeKeys(t, "sk-a sk-b\n")}, false, `line "sk-a sk-b" holds a space; one key a line`},

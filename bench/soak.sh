@@ -10,7 +10,8 @@
 # ("archgen llama-server" by default). Both run the agents' mix too (the
 # Responses and Messages APIs, forced tool calls, JSON-schema replies) with
 # a chat template that writes tool calls (cmd/archrun/testdata/
-# chatml_tools.jinja); SOAK_AGENTS=0 leaves it out.
+# chatml_tools.jinja), and archgen's embeddings besides; SOAK_AGENTS=0
+# leaves it out.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -51,7 +52,7 @@ if [[ " $servers " == *" archgen "* ]]; then
   growth=$(curl -s "http://127.0.0.1:$port/health" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['weights_bytes'] + $budget - d['resident_bytes'])")
   echo "== archrun serve: $clients clients for $duration"
   bin/soak -root "http://127.0.0.1:$port" -model smollm2 -pid $pid -clients "$clients" -duration "$duration" \
-    -max-growth "$growth" "${agents[@]}" -out "$out/archgen.json" || status=$?
+    -max-growth "$growth" "${agents[@]}" ${agents:+-embeddings} -out "$out/archgen.json" || status=$?
   kill $pid; wait $pid 2>/dev/null || true
 fi
 

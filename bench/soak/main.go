@@ -31,6 +31,7 @@ func main() {
 	flag.IntVar(&cfg.MaxTokens, "max-tokens", 32, "with -prompt-words: the tokens each asks for")
 	flag.IntVar(&cfg.Requests, "requests", 0, "requests per client, then stop (0: until -duration)")
 	flag.BoolVar(&cfg.Agents, "agents", false, "add the agents' mix: the Responses and Messages APIs, forced tool calls, JSON-schema replies")
+	flag.BoolVar(&cfg.Embeddings, "embeddings", false, "with -agents: add /v1/embeddings requests")
 	out := flag.String("out", "", "write the report as JSON here")
 	flag.Parse()
 	cfg.MaxGrowth, cfg.Seed = *growth, *seed

@@ -16,8 +16,9 @@ import (
 // TestServeSoak: eight clients drive `archrun serve` on SmolLM2 for a
 // minute with the soak's mix (whole and streamed chats and completions,
 // cancels mid-stream, slow readers, malformed requests, and the agents'
-// mix: the Responses and Messages APIs, forced tool calls and JSON-schema
-// replies, with a chat template that writes tool calls) under a KV budget
+// mix: the Responses and Messages APIs, forced tool calls, JSON-schema
+// replies and embeddings, with a chat template that writes tool calls)
+// under a KV budget
 // that holds about five rows: no request is lost or fails on the server's
 // side, no well-formed one is refused, every malformed one is, nothing
 // leaks (descriptors, goroutines), and resident memory grows by no more
@@ -37,13 +38,13 @@ func TestServeSoak(t *testing.T) {
 		"-kv-budget", "64MiB", "-prompt-cache-bytes", "64MiB", "-access-log", "off", "-chat-template", "testdata/chatml_tools.jinja")
 	rep, err := soak.Run(context.Background(), soak.Config{
 		Root: strings.TrimSuffix(base, "/v1"), Model: "smollm2", Clients: 8, Duration: time.Minute, Seed: 1,
-		PID: cmd.Process.Pid, MaxGrowth: budget + promptCache + 3<<29, Agents: true,
+		PID: cmd.Process.Pid, MaxGrowth: budget + promptCache + 3<<29, Agents: true, Embeddings: true,
 	})
 	require.NoError(t, err)
 	t.Logf("soak:\n%s", rep.Summary())
 	assert.Empty(t, rep.Failures, "server log:\n%s", tail(stderr.String()))
 	for _, kind := range []string{soak.ChatWhole, soak.ChatStream, soak.CompletionWhole, soak.CompletionStream, soak.Cancel, soak.SlowReader,
-		soak.ResponsesWhole, soak.ResponsesStream, soak.MessagesWhole, soak.MessagesStream, soak.ToolCall, soak.JSONSchema} {
+		soak.ResponsesWhole, soak.ResponsesStream, soak.MessagesWhole, soak.MessagesStream, soak.ToolCall, soak.JSONSchema, soak.Embeddings} {
 		assert.Positive(t, rep.ByKind[kind][soak.OK]+rep.ByKind[kind][soak.Cancelled], "no %s answered", kind)
 	}
 	assert.Positive(t, rep.ByKind[soak.Malformed][soak.Rejected], "no malformed request sent")

@@ -2,7 +2,8 @@
 // load, as clients in the wild do: whole and streamed chats and
 // completions, clients that cancel mid-stream or read slowly, and
 // malformed requests; with Config.Agents also the Responses and Messages
-// APIs, forced tool calls and JSON-schema replies. It reports every request's outcome, latencies,
+// APIs, forced tool calls and JSON-schema replies (and with
+// Config.Embeddings, embeddings). It reports every request's outcome, latencies,
 // throughput and the server process's memory, file descriptors (and
 // goroutines, where its /metrics has them) before and after, and checks
 // that nothing was lost, nothing failed on the server's side, nothing
@@ -60,6 +61,9 @@ type Config struct {
 	// Messages APIs (whole and streamed), chats with a forced tool call and
 	// chats whose reply a JSON schema constrains (each must parse).
 	Agents bool
+	// Embeddings adds /v1/embeddings requests (one to four inputs) to the
+	// agents' mix.
+	Embeddings bool
 }
 
 // Kinds of request in the mix.
@@ -77,6 +81,7 @@ const (
 	MessagesStream   = "messages_stream"
 	ToolCall         = "tool_call"
 	JSONSchema       = "json_schema"
+	Embeddings       = "embeddings"
 )
 
 // agentTool is the tool of the forced tool calls.
@@ -351,6 +356,13 @@ func agents(ctx context.Context, client *http.Client, cfg Config, rng *rand.Rand
 		return string(b)
 	}
 	user := []any{map[string]any{"role": "user", "content": p}}
+	if cfg.Embeddings && rng.IntN(100) < 12 {
+		inputs := make([]string, 1+rng.IntN(4))
+		for i := range inputs {
+			inputs[i] = prompts[rng.IntN(len(prompts))]
+		}
+		return whole(ctx, client, cfg, Embeddings, "/v1/embeddings", body(map[string]any{"input": inputs}))
+	}
 	switch x := rng.IntN(100); {
 	case x < 20:
 		return whole(ctx, client, cfg, ResponsesWhole, "/v1/responses", body(map[string]any{"input": p, "max_output_tokens": maxTokens}))
@@ -470,6 +482,19 @@ func whole(ctx context.Context, client *http.Client, cfg Config, kind, path, bod
 		} `json:"usage"`
 	}
 	err = json.Unmarshal(data, &v)
+	if kind == Embeddings {
+		var e struct {
+			Data []struct {
+				Embedding []float64 `json:"embedding"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(data, &e) != nil || len(e.Data) == 0 || len(e.Data[0].Embedding) == 0 {
+			r.Outcome, r.Err = Lost, "not an embeddings response: "+string(data)
+			return r
+		}
+		r.Outcome = OK
+		return r
+	}
 	switch {
 	case err == nil && (kind == ResponsesWhole && v.Object == "response" || kind == MessagesWhole && v.Type == "message"):
 		r.Outcome, r.Tokens = OK, v.Usage.OutputTokens

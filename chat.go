@@ -41,6 +41,11 @@ type Options struct {
 	// MemoryLimit, when set, stops generation with generate.ErrMemoryLimit
 	// once MLX holds more bytes.
 	MemoryLimit uint64
+	// Constraint, when set, holds the reply to a JSON schema or grammar
+	// (package constrain: NewVocab(m.Tokenizer, m.StopTokens), then
+	// JSONSchema, Regex, Lark or GBNF, then NewMatcher); one a call, freed
+	// by the caller.
+	Constraint generate.Constraint
 }
 
 // Result is what a Chat or Generate call produced.
@@ -275,6 +280,7 @@ func (s *Session) generate(ctx context.Context, cached int, prompt []int32, opts
 			Caches:      s.caches,
 			MemoryLimit: opts.MemoryLimit,
 			OnPrompt:    opts.OnPrompt,
+			Constraint:  opts.Constraint,
 		},
 		StopStrings: opts.StopStrings,
 		OnText:      onText,

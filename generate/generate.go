@@ -60,6 +60,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/archgen/archgen/runtime/kv"
@@ -105,7 +106,19 @@ type Options struct {
 	// cancelled context stops the prompt at the next chunk: PrefillStep
 	// bounds how long cancelling takes.
 	OnPrompt func(done, total int)
+	// Constraint, when set, limits each draw to the tokens it allows (a
+	// JSON schema or a grammar: package constrain's Matcher); the others'
+	// logits are -inf before the penalty and the sampler. Generation ends,
+	// as by a stop token, once it is complete. Each step then waits for
+	// the token before the next is queued (the mask needs it), which gives
+	// up the overlap of one step's work with the next's. The caller keeps
+	// it (and frees it).
+	Constraint Constraint
 }
+
+// ErrNoTokenAllowed is the error of a generation whose Constraint allows
+// no token next (a grammar that can neither go on nor end).
+var ErrNoTokenAllowed = errors.New("generate: constraint: no token is allowed next")
 
 // ErrMemoryLimit is the error of a generation that reached
 // Options.MemoryLimit.
@@ -199,8 +212,13 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	}
 	s := newSampler(opts.Sampling)
 	defer s.free()
-	r := &run{m: m, caches: caches, s: s, stream: opts.Stream}
+	r := &run{m: m, caches: caches, s: s, stream: opts.Stream, con: opts.Constraint, vocab: opts.Vocab}
 	defer r.free()
+	con := opts.Constraint
+	if con != nil && con.Done() {
+		st.Finish = FinishStop
+		return st, nil
+	}
 	st.PromptTokens = len(prompt)
 	mlx.ResetPeakMemory()
 	start := time.Now()
@@ -234,13 +252,28 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	var genStart time.Time
 	for n := 0; ; n++ {
 		var next *mlx.Array
-		if opts.MaxTokens < 0 || n+1 < opts.MaxTokens {
+		more := opts.MaxTokens < 0 || n+1 < opts.MaxTokens
+		if more && con == nil {
+			// The next step is queued before this one's token is read, so
+			// that the device works while the token is passed on.
 			if next, err = r.step(y); err != nil {
 				y.Free()
 				return st, err
 			}
 		}
 		tok, err := y.Item()
+		if err == nil && con != nil && !stop[int32(tok)] {
+			if err = con.Accept(int32(tok)); err != nil {
+				y.Free()
+				return st, fmt.Errorf("generate: constraint: token %d: %w", int32(tok), err)
+			}
+			if more && !con.Done() {
+				if next, err = r.step(y); err != nil {
+					y.Free()
+					return st, err
+				}
+			}
+		}
 		y.Free()
 		if err != nil {
 			next.Free()
@@ -275,6 +308,9 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 		}
 		if next == nil {
 			st.Finish = FinishLength
+			if con != nil && con.Done() {
+				st.Finish = FinishStop // the constraint is complete
+			}
 			break
 		}
 		if err := checkMemory(opts.MemoryLimit, "generating", st.Tokens); err != nil {
@@ -317,6 +353,10 @@ type run struct {
 	s       *sampler
 	stream  *mlx.Stream
 	history *mlx.Array // owned; the tokens so far, for the repetition penalty
+	con     Constraint // nil: none
+	vocab   int        // the vocabulary's size, for the constraint's mask
+	words   []uint32   // the constraint's mask, by bits
+	allow   []bool     // that mask by token, for the logits
 }
 
 func (r *run) free() { r.history.Free() }
@@ -380,6 +420,13 @@ func (r *run) queue(g *mlx.Graph, x *mlx.Array) (*mlx.Array, error) {
 	v := logits.Dim(-1)
 	l := x.Dim(1)
 	logits = g.Reshape(g.Slice(logits, []int{0, l - 1, 0}, []int{1, l, v}), 1, v)
+	if r.con != nil {
+		allow, err := r.mask(v)
+		if err != nil {
+			return nil, err
+		}
+		logits = g.Where(mlx.FromSlice(g, allow, 1, v), logits, g.Scalar(math.Inf(-1), logits.Dtype()))
+	}
 	if r.tracksHistory() {
 		r.extend(g, g.Reshape(x, -1))
 		logits = r.s.penalize(g, logits, r.history)
@@ -414,4 +461,31 @@ func (r *run) extend(g *mlx.Graph, tokens *mlx.Array) {
 	g.Keep(h)
 	r.history.Free()
 	r.history = h
+}
+
+// mask asks the constraint for the tokens it allows next: one bool a
+// logit (v of them; ids past the vocabulary are never allowed).
+func (r *run) mask(v int) ([]bool, error) {
+	n := max(r.vocab, v)
+	if r.words == nil {
+		r.words = make([]uint32, (n+31)/32)
+		r.allow = make([]bool, len(r.words)*32)
+	} else {
+		clear(r.words)
+	}
+	if err := r.con.Mask(r.words); err != nil {
+		return nil, fmt.Errorf("generate: constraint: %w", err)
+	}
+	some := false
+	for w, bits := range r.words {
+		row := r.allow[w*32 : w*32+32]
+		some = some || bits != 0
+		for b := range row {
+			row[b] = bits&(1<<b) != 0
+		}
+	}
+	if !some {
+		return nil, ErrNoTokenAllowed
+	}
+	return r.allow[:v], nil
 }

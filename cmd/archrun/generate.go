@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/term"
 
 	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/constrain"
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
@@ -41,6 +43,8 @@ type genFlags struct {
 	templateConfig string
 	vars           map[string]any
 	prefillStep    int
+	jsonSchema     string          // a file holding a JSON schema the reply must match
+	grammar        string          // a file holding a GBNF grammar (Lark after a %llguidance line)
 	set            map[string]bool // the flags the command line gave
 }
 
@@ -66,6 +70,8 @@ func (f *genFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.ko.QuantizedKVStart, "quantized-kv-start", 0, "position from which the KV cache is quantized")
 	fs.StringVar(&f.templateConfig, "chat-template-config", "", `JSON object of further chat template variables, e.g. {"enable_thinking": false}`)
 	fs.IntVar(&f.prefillStep, "prefill-step-size", 256, "prompt tokens processed at once (Ctrl-C stops after the chunk under way)")
+	fs.StringVar(&f.jsonSchema, "json-schema", "", "a file holding a JSON schema the reply must match (constrained decoding)")
+	fs.StringVar(&f.grammar, "grammar", "", "a file holding a GBNF grammar the reply must match (llguidance's Lark after a first line %llguidance)")
 }
 
 // check validates the flags, before anything loads.
@@ -86,6 +92,9 @@ func (f *genFlags) check(fs *flag.FlagSet) error {
 	}
 	if err := f.ko.Check(); err != nil {
 		return usageError{err.Error()}
+	}
+	if f.jsonSchema != "" && f.grammar != "" {
+		return usagef("-json-schema and -grammar exclude each other")
 	}
 	if f.templateConfig != "" {
 		if err := json.Unmarshal([]byte(f.templateConfig), &f.vars); err != nil || f.vars == nil {
@@ -121,6 +130,45 @@ func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
 		o.ExtraStopTokens = append(o.ExtraStopTokens, id)
 	}
 	return o, nil
+}
+
+// constraint compiles -json-schema's or -grammar's file for m into a
+// matcher for one generation (nil when neither is given); free releases it
+// and what it was made from.
+func (f *genFlags) constraint(m *archgen.Model, stops []int32) (c *constrain.Matcher, free func(), err error) {
+	flag, path := "-json-schema", f.jsonSchema
+	if f.grammar != "" {
+		flag, path = "-grammar", f.grammar
+	}
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	v, err := constrain.NewVocab(m.Tokenizer, stops)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	var g *constrain.Grammar
+	switch lark, isLark := strings.CutPrefix(string(data), "%llguidance"); {
+	case f.jsonSchema != "":
+		g, err = v.JSONSchema(data)
+	case isLark:
+		g, err = v.Lark(lark)
+	default:
+		g, err = v.GBNF(string(data))
+	}
+	if err == nil {
+		c, err = g.NewMatcher()
+		g.Free()
+	}
+	if err != nil {
+		v.Free()
+		return nil, nil, fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	return c, func() { c.Free(); v.Free() }, nil
 }
 
 func (a *app) generate(args []string) error {
@@ -201,6 +249,14 @@ func (a *app) generate(args []string) error {
 		return errors.New("-chat: the tokenizer has no chat template")
 	}
 	useTemplate := m.Template != nil && !*ignoreChat
+	con, freeCon, err := f.constraint(m, append(slices.Clone(m.StopTokens), opts.ExtraStopTokens...))
+	if err != nil {
+		return err
+	}
+	defer freeCon()
+	if con != nil {
+		opts.Constraint = con
+	}
 	sess, err := m.NewSession(f.ko)
 	if err != nil {
 		return err

@@ -567,3 +567,46 @@ func promptTokens(t *testing.T, dir string, extra ...string) int {
 	n, _ := strconv.Atoi(m[1])
 	return n
 }
+
+// TestGenerateConstrained: -json-schema and -grammar hold archrun
+// generate's reply to a schema or a GBNF grammar; both at once is a usage
+// error, and a schema or grammar that does not compile an error naming the
+// flag and the file.
+func TestGenerateConstrained(t *testing.T) {
+	dir := tiny(t, nil)
+	files := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(files, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+		return p
+	}
+	schema := write("schema.json", `{"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["a"], "additionalProperties": false}`)
+	grammar := write("yes.gbnf", `root ::= "yes" | "no"`)
+	gen := func(extra ...string) (string, error) {
+		var stdout bytes.Buffer
+		err := run(append([]string{"generate", "-m", dir, "-p", "hi", "-n", "40", "-verbose=false"}, extra...), &stdout, &bytes.Buffer{})
+		return stdout.String(), err
+	}
+	out, err := gen("-json-schema", schema)
+	require.NoError(t, err)
+	var v struct{ A *int }
+	require.NoError(t, json.Unmarshal([]byte(out), &v), "%q", out)
+	require.NotNil(t, v.A, "%q", out)
+	assert.True(t, *v.A >= 0 && *v.A <= 9, "%q", out)
+	out, err = gen("-grammar", grammar, "-temp", "1", "-seed", "4")
+	require.NoError(t, err)
+	assert.Contains(t, []string{"yes", "no"}, strings.TrimSpace(out))
+
+	_, err = gen("-json-schema", schema, "-grammar", grammar)
+	var u usageError
+	require.ErrorAs(t, err, &u)
+	assert.Equal(t, "-json-schema and -grammar exclude each other", err.Error())
+	bad := write("bad.json", `{"type": "wat"}`)
+	_, err = gen("-json-schema", bad)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-json-schema "+bad+": constrain: JSON schema: Invalid type: wat")
+	_, err = gen("-grammar", write("bad.gbnf", "root ::= (("))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-grammar ")
+	assert.Contains(t, err.Error(), "GBNF grammar: line 1")
+}

@@ -442,3 +442,39 @@ func farVocab(t *testing.T) *constrain.Vocab {
 	t.Cleanup(v.Free)
 	return v
 }
+
+// TestConstrainedDecodeLoop: generate.Tokens, the single-sequence loop
+// Model.Chat and archrun generate run, under the same JSON-schema
+// constraint as a lone row of the batch engine, draws the same tokens
+// (greedy) and a text that validates, ending as by a stop token when the
+// schema is complete; sampled, its text validates too.
+func TestConstrainedDecodeLoop(t *testing.T) {
+	s := loadSmol(t)
+	g := s.grammar(t, personSchema)
+	valid := compileSchema(t, personSchema)
+	prompt := s.chat("Describe a person as JSON.")
+
+	e, err := New(s.m, Options{MaxBatch: 1})
+	require.NoError(t, err)
+	want := submitAll(t, e, []Request{{Prompt: prompt, MaxTokens: 160, StopTokens: s.stops, Constraint: matcher(t, g)}})[0]
+	e.Close()
+	require.NoError(t, want.last.Err)
+
+	for _, sp := range []generate.Sampling{{}, {Temp: 1, Seed: 3}, {Temp: 0.8, TopK: 20, Seed: 9}} {
+		m := matcher(t, g)
+		var got []int32
+		st, err := generate.Tokens(context.Background(), s.m, prompt,
+			generate.Options{Sampling: sp, MaxTokens: 160, StopTokens: s.stops, Constraint: m},
+			func(id int32) error { got = append(got, id); return nil })
+		m.Free()
+		require.NoError(t, err, "sampling %+v", sp)
+		text := s.tok.Decode(got, false)
+		assert.Equal(t, generate.FinishStop, st.Finish, "sampling %+v: %q", sp, text)
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(text), &v), "sampling %+v: %q", sp, text)
+		require.NoError(t, valid.Validate(v), "sampling %+v: %q", sp, text)
+		if sp.Temp == 0 {
+			assert.Equal(t, want.tokens, got, "greedy: the loop and the batch engine")
+		}
+	}
+}

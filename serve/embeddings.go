@@ -9,9 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"runtime"
-	"sync"
-	"weak"
 
 	"github.com/archgen/archgen"
 )
@@ -35,11 +32,8 @@ type embeddingsRequest struct {
 	User           json.RawMessage `json:"user"`
 }
 
-// embeddingGates holds each server's gate for embedding work, keyed
-// weakly so that a server's entry goes with it.
-var embeddingGates sync.Map // weak.Pointer[Server] -> chan struct{}
-
-// embeddingGate is s's gate: one embedding request computes at a time.
+// The embedding gate (Server.embedGate) lets one embedding request
+// compute at a time.
 //
 // Embeddings do not go through the batching engine. A request's inputs
 // run one after another through the model's hidden states
@@ -56,18 +50,6 @@ var embeddingGates sync.Map // weak.Pointer[Server] -> chan struct{}
 // tokens took 17 s while a stream beside them went on at 15 tokens a
 // second (70 alone), its longest pause 0.7 s; in chunks of 2,048 they took
 // 14 s and the stream got 6 tokens a second, pausing up to 0.9 s.
-func (s *Server) embeddingGate() chan struct{} {
-	key := weak.Make(s)
-	if v, ok := embeddingGates.Load(key); ok {
-		return v.(chan struct{})
-	}
-	v, loaded := embeddingGates.LoadOrStore(key, make(chan struct{}, 1))
-	if !loaded {
-		// The entry lasts as long as the server.
-		runtime.AddCleanup(s, func(k weak.Pointer[Server]) { embeddingGates.Delete(k) }, key)
-	}
-	return v.(chan struct{})
-}
 
 // embeddings answers POST /v1/embeddings: each input's pooled final hidden
 // states (archgen.Model.Embed: the last token's by default, or the mean
@@ -131,7 +113,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithCancel(r.Context())
 	}
 	defer cancel()
-	gate := s.embeddingGate()
+	gate := s.embedGate
 	select {
 	case gate <- struct{}{}:
 	case <-ctx.Done():

@@ -154,6 +154,9 @@ type Server struct {
 	// responses keeps recent Responses API responses for
 	// previous_response_id.
 	responses *responseStore
+	// embedGate holds a token while an embedding request computes (see
+	// embeddings.go).
+	embedGate chan struct{}
 	specState
 }
 
@@ -191,7 +194,7 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 		opts.KeptResponses = 1024
 	}
 	return &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix(), met: newMetrics(),
-		responses: newResponseStore(opts.KeptResponses)}, nil
+		responses: newResponseStore(opts.KeptResponses), embedGate: make(chan struct{}, 1)}, nil
 }
 
 // Close stops taking requests, lets those under way end, and stops the

@@ -8,7 +8,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured
+.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured bench-embed
 
 all: test
 
@@ -173,11 +173,17 @@ bench-serve: setup-py setup-llguidance models setup-llama-tools
 	$(PY) bench/serve_bench.py --model 1b $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 	$(PY) bench/serve_bench.py --model smollm2 $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 	$(PY) bench/structured_bench.py $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
+	$(PY) bench/embed_bench.py $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 
 # Constrained decoding's cost (free text, JSON-schema replies, forced tool
 # calls) in archgen's server and llama-server, on SmolLM2 (a few minutes).
 bench-structured: setup-py setup-llguidance models setup-llama-tools
 	$(PY) bench/structured_bench.py $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
+
+# Embeddings' throughput, archgen's server beside llama-server's
+# --embeddings, on SmolLM2 (a few minutes).
+bench-embed: setup-py setup-llguidance models setup-llama-tools
+	$(PY) bench/embed_bench.py $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 
 # The soak (bench/soak.sh): SOAK_CLIENTS (32) clients for SOAK_DURATION
 # (10m) against archrun serve and then llama-server on SmolLM2's GGUF,

@@ -83,7 +83,8 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	opts := archgen.EmbedOptions{Pooling: s.opts.EmbedPooling, PrefillStep: embedChunk}
+	opts := s.embedOpts
+	opts.PrefillStep = embedChunk
 	if d := req.Dimensions; d != nil {
 		if hidden := s.m.Net.Info().Hidden; *d < 1 || *d > hidden {
 			writeError(w, badRequest("dimensions", "invalid_value", "dimensions: %d, want 1 to the model's hidden size, %d", *d, hidden))

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -316,4 +317,39 @@ func TestEmbeddingsPromptTokenLimit(t *testing.T) {
 	assert.Equal(t, "limit_exceeded", e.Error.Code)
 	assert.Equal(t, "input[1]", e.Error.Param)
 	assert.Equal(t, "input[1]: 5 tokens, more than this server takes in an input (4)", e.Error.Message)
+}
+
+// TestEmbeddingsFolderDefaults: without Options.EmbedPooling the server
+// pools and normalizes as the model folder's sentence-transformers files
+// say (here: the mean, not normalized); EmbedPooling given overrides them.
+func TestEmbeddingsFolderDefaults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny-embed")
+	require.NoError(t, tinychat.Write(dir, nil, nil))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "modules.json"), []byte(`[
+		{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+		{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]`), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "1_Pooling"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "1_Pooling", "config.json"), []byte(`{"pooling_mode_mean_tokens": true}`), 0o644))
+	m, err := archgen.Load(context.Background(), dir, archgen.LoadOptions{})
+	require.NoError(t, err)
+	defer m.Free()
+	texts := []string{"Hello, world!", "a"}
+	for pooling, opts := range map[string]archgen.EmbedOptions{
+		"":     {Pooling: archgen.PoolMean, NoNormalize: true},
+		"last": {Pooling: archgen.PoolLast},
+	} {
+		s, err := New(m, Options{ModelID: "tiny", MaxBatch: 1, EmbedPooling: pooling})
+		require.NoError(t, err)
+		srv := httptest.NewServer(s.Handler())
+		want, err := m.Embed(context.Background(), texts, opts)
+		require.NoError(t, err)
+		body, _ := json.Marshal(map[string]any{"input": texts, "encoding_format": "float"})
+		status, raw := postEmbeddings(t, srv, string(body))
+		require.Equal(t, http.StatusOK, status, "%s", raw)
+		var r embeddingsReply
+		require.NoError(t, json.Unmarshal(raw, &r))
+		assert.Equal(t, want, r.vectors(t), "pooling %q", pooling)
+		srv.Close()
+		s.Close()
+	}
 }

@@ -137,7 +137,9 @@ type Options struct {
 	// ones (default 1024; negative: none kept).
 	KeptResponses int
 	// EmbedPooling is how /v1/embeddings pools an input's hidden states:
-	// "last" (the default) or "mean" (archgen.EmbedOptions.Pooling).
+	// "last" or "mean" (archgen.EmbedOptions.Pooling), normalized. Empty:
+	// as the model's sentence-transformers files say (its pooling, and
+	// whether it normalizes: archgen.Model.EmbedDefaults), else "last".
 	EmbedPooling string
 }
 
@@ -157,6 +159,8 @@ type Server struct {
 	// embedGate holds a token while an embedding request computes (see
 	// embeddings.go).
 	embedGate chan struct{}
+	// embedOpts are /v1/embeddings' pooling and normalization.
+	embedOpts archgen.EmbedOptions
 	specState
 }
 
@@ -193,8 +197,19 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 	if opts.KeptResponses == 0 {
 		opts.KeptResponses = 1024
 	}
-	return &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix(), met: newMetrics(),
-		responses: newResponseStore(opts.KeptResponses), embedGate: make(chan struct{}, 1)}, nil
+	s := &Server{m: m, eng: eng, opts: opts, created: time.Now().Unix(), met: newMetrics(),
+		responses: newResponseStore(opts.KeptResponses), embedGate: make(chan struct{}, 1)}
+	s.embedOpts.Pooling = opts.EmbedPooling
+	if opts.EmbedPooling == "" {
+		d, ok, err := m.EmbedDefaults()
+		switch {
+		case err != nil:
+			s.logf("embeddings: %v: pooling by the last token, normalized", err)
+		case ok:
+			s.embedOpts = d
+		}
+	}
+	return s, nil
 }
 
 // Close stops taking requests, lets those under way end, and stops the

@@ -1,0 +1,90 @@
+package archgen
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// EmbedDefaults are the embedding options a model's folder asks for, as
+// sentence-transformers writes them beside the weights: modules.json lists
+// the modules after the model, a Pooling module (its folder's config.json
+// names the pooling: pooling_mode_lasttoken, pooling_mode_mean_tokens) and
+// a Normalize module or none. Qwen3-Embedding's folder asks for the last
+// token's state, normalized. ok is false where the folder has no
+// modules.json (a GGUF file, or a model saved without sentence-transformers'
+// files): Embed's own defaults then hold. A folder whose modules ask for
+// what Embed does not do (CLS or max pooling, a Dense module) is an error
+// naming the file.
+func (m *Model) EmbedDefaults() (opts EmbedOptions, ok bool, err error) {
+	if m.Source.Kind != KindDir {
+		return opts, false, nil
+	}
+	path := filepath.Join(m.Source.Path, "modules.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return opts, false, nil
+	}
+	if err != nil {
+		return opts, false, err
+	}
+	var modules []struct {
+		Type string `json:"type"`
+		Path string `json:"path"`
+	}
+	if err := json.Unmarshal(data, &modules); err != nil {
+		return opts, false, fmt.Errorf("%s: want a list of modules ({\"type\", \"path\"}): %v", path, err)
+	}
+	opts.NoNormalize = true
+	pooled := false
+	for i, mod := range modules {
+		switch mod.Type {
+		case "sentence_transformers.models.Transformer":
+		case "sentence_transformers.models.Normalize":
+			opts.NoNormalize = false
+		case "sentence_transformers.models.Pooling":
+			p, err := readPooling(filepath.Join(m.Source.Path, mod.Path, "config.json"))
+			if err != nil {
+				return opts, false, err
+			}
+			opts.Pooling, pooled = p, true
+		default:
+			return opts, false, fmt.Errorf("%s: module %d is a %s, which archgen's embeddings do not run (they pool and normalize)", path, i, mod.Type)
+		}
+	}
+	if !pooled {
+		return opts, false, fmt.Errorf("%s: no sentence_transformers.models.Pooling module: the pooling is not said", path)
+	}
+	return opts, true, nil
+}
+
+// readPooling is the pooling a Pooling module's config.json names.
+func readPooling(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return "", fmt.Errorf("%s: not a JSON object: %v", path, err)
+	}
+	var modes []string
+	for k, v := range cfg {
+		if on, _ := v.(bool); on && len(k) > len("pooling_mode_") && k[:len("pooling_mode_")] == "pooling_mode_" {
+			modes = append(modes, k)
+		}
+	}
+	if len(modes) != 1 {
+		return "", fmt.Errorf("%s: %d pooling modes on (%v); archgen pools by one, pooling_mode_lasttoken or pooling_mode_mean_tokens", path, len(modes), modes)
+	}
+	switch modes[0] {
+	case "pooling_mode_lasttoken":
+		return PoolLast, nil
+	case "pooling_mode_mean_tokens":
+		return PoolMean, nil
+	}
+	return "", fmt.Errorf("%s: %s, which archgen's embeddings do not do (pooling_mode_lasttoken and pooling_mode_mean_tokens are)", path, modes[0])
+}

@@ -116,10 +116,6 @@ type Options struct {
 	Constraint Constraint
 }
 
-// ErrNoTokenAllowed is the error of a generation whose Constraint allows
-// no token next (a grammar that can neither go on nor end).
-var ErrNoTokenAllowed = errors.New("generate: constraint: no token is allowed next")
-
 // ErrMemoryLimit is the error of a generation that reached
 // Options.MemoryLimit.
 var ErrMemoryLimit = errors.New("memory limit reached")
@@ -212,7 +208,7 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	}
 	s := newSampler(opts.Sampling)
 	defer s.free()
-	r := &run{m: m, caches: caches, s: s, stream: opts.Stream, con: opts.Constraint, vocab: opts.Vocab}
+	r := &run{m: m, caches: caches, s: s, stream: opts.Stream, con: opts.Constraint}
 	defer r.free()
 	con := opts.Constraint
 	if con != nil && con.Done() {
@@ -354,9 +350,7 @@ type run struct {
 	stream  *mlx.Stream
 	history *mlx.Array // owned; the tokens so far, for the repetition penalty
 	con     Constraint // nil: none
-	vocab   int        // the vocabulary's size, for the constraint's mask
-	words   []uint32   // the constraint's mask, by bits
-	allow   []bool     // that mask by token, for the logits
+	mask    Mask       // con's, each step
 }
 
 func (r *run) free() { r.history.Free() }
@@ -421,9 +415,9 @@ func (r *run) queue(g *mlx.Graph, x *mlx.Array) (*mlx.Array, error) {
 	l := x.Dim(1)
 	logits = g.Reshape(g.Slice(logits, []int{0, l - 1, 0}, []int{1, l, v}), 1, v)
 	if r.con != nil {
-		allow, err := r.mask(v)
+		allow, err := r.mask.Allowed(r.con, v)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("generate: %w", err)
 		}
 		logits = g.Where(mlx.FromSlice(g, allow, 1, v), logits, g.Scalar(math.Inf(-1), logits.Dtype()))
 	}
@@ -461,31 +455,4 @@ func (r *run) extend(g *mlx.Graph, tokens *mlx.Array) {
 	g.Keep(h)
 	r.history.Free()
 	r.history = h
-}
-
-// mask asks the constraint for the tokens it allows next: one bool a
-// logit (v of them; ids past the vocabulary are never allowed).
-func (r *run) mask(v int) ([]bool, error) {
-	n := max(r.vocab, v)
-	if r.words == nil {
-		r.words = make([]uint32, (n+31)/32)
-		r.allow = make([]bool, len(r.words)*32)
-	} else {
-		clear(r.words)
-	}
-	if err := r.con.Mask(r.words); err != nil {
-		return nil, fmt.Errorf("generate: constraint: %w", err)
-	}
-	some := false
-	for w, bits := range r.words {
-		row := r.allow[w*32 : w*32+32]
-		some = some || bits != 0
-		for b := range row {
-			row[b] = bits&(1<<b) != 0
-		}
-	}
-	if !some {
-		return nil, ErrNoTokenAllowed
-	}
-	return r.allow[:v], nil
 }

@@ -477,4 +477,30 @@ func TestConstrainedDecodeLoop(t *testing.T) {
 			assert.Equal(t, want.tokens, got, "greedy: the loop and the batch engine")
 		}
 	}
+
+	// The loop's refusals, as the engine's (TestConstraintErrors): a mask
+	// past llguidance's limits, and one that allows no token of the model's.
+	heavy, err := s.v.Lark("start: n+\nn: /[ A-Za-z]/ /[a-z]/* | /[a-z]/ n\n")
+	require.NoError(t, err)
+	defer heavy.Free()
+	onlyFar, err := farVocab(t).Lark(`start: "" | <|im_start|> "x"`)
+	require.NoError(t, err)
+	defer onlyFar.Free()
+	for _, c := range []struct {
+		g    *constrain.Grammar
+		want string
+	}{
+		{heavy, "generate: constraint: constrain: Lark grammar: computing the mask: "},
+		{onlyFar, "generate: constraint: no token is allowed next"},
+	} {
+		m := matcher(t, c.g)
+		_, err := generate.Tokens(context.Background(), s.m, prompt,
+			generate.Options{MaxTokens: 8, StopTokens: s.stops, Constraint: m}, func(int32) error { return nil })
+		m.Free()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), c.want)
+		if c.g == onlyFar {
+			assert.ErrorIs(t, err, generate.ErrNoTokenAllowed)
+		}
+	}
 }

@@ -161,7 +161,7 @@ type Stats struct {
 
 // ErrNoTokenAllowed is the error of a request whose Constraint allows no
 // token next (a grammar that cannot go on, nor end).
-var ErrNoTokenAllowed = errors.New("batch: constraint: no token is allowed next")
+var ErrNoTokenAllowed = generate.ErrNoTokenAllowed
 
 // ErrClosed is Submit's error once the engine is closing.
 var ErrClosed = errors.New("batch: the engine is closed")
@@ -463,8 +463,8 @@ type seq struct {
 	ctx                   context.Context
 	out                   *stream
 	sampler               *generate.Sampler
-	words                 []uint32 // the constraint's mask, by bits
-	allow                 []bool   // that mask by token, for the logits
+	mask                  generate.Mask // the constraint's, each step
+	allow                 []bool        // what mask allows now, for the logits
 	stop                  map[int32]bool
 	fed                   []int32    // the tokens its caches hold
 	last                  int32      // the token to feed next
@@ -957,32 +957,13 @@ func (e *Engine) step() {
 }
 
 // mask asks s's constraint for the tokens it allows next, into s.allow
-// (by token id, the logits' length): ErrNoTokenAllowed when none is.
+// (by token id, the vocabulary's length).
 func (e *Engine) mask(s *seq) error {
-	if s.words == nil {
-		s.words = make([]uint32, (e.vocab+31)/32)
-		s.allow = make([]bool, len(s.words)*32)
-	} else {
-		clear(s.words)
+	allow, err := s.mask.Allowed(s.req.Constraint, e.vocab)
+	if err != nil {
+		return fmt.Errorf("batch: %w", err)
 	}
-	if err := s.req.Constraint.Mask(s.words); err != nil {
-		return fmt.Errorf("batch: constraint: %w", err)
-	}
-	some := false
-	for w, bits := range s.words {
-		row := s.allow[w*32 : w*32+32]
-		if bits == 0 {
-			clear(row)
-			continue
-		}
-		some = true
-		for b := range row {
-			row[b] = bits&(1<<b) != 0
-		}
-	}
-	if !some {
-		return ErrNoTokenAllowed
-	}
+	s.allow = allow
 	return nil
 }
 

@@ -101,18 +101,12 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if s.stopping.Load() {
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
+		writeError(w, errShuttingDown)
 		return
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if d := s.opts.RequestTimeout; d > 0 {
-		ctx, cancel = context.WithTimeout(r.Context(), d)
-	} else {
-		ctx, cancel = context.WithCancel(r.Context())
-	}
+	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	gate := s.embedGate
 	select {

@@ -46,7 +46,7 @@ func (s *Server) parseMessagesRequest(r *messagesRequest) (*job, *apiError) {
 	}
 	var msgs []archgen.Message
 	if len(r.System) > 0 && string(r.System) != "null" {
-		text, e := blocksText(r.System, "system")
+		text, e := textContent(r.System, "system", "block", "text")
 		if e != nil {
 			return nil, e
 		}
@@ -121,31 +121,6 @@ func (s *Server) parseMessagesRequest(r *messagesRequest) (*job, *apiError) {
 	return j, nil
 }
 
-// blocksText is a content that must be text: a string or text blocks.
-func blocksText(raw json.RawMessage, field string) (string, *apiError) {
-	var text string
-	if json.Unmarshal(raw, &text) == nil {
-		return text, nil
-	}
-	var blocks []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", badRequest(field, "invalid_type", "%s: want a string or an array of text blocks", field)
-	}
-	var b strings.Builder
-	for k, bl := range blocks {
-		if bl.Type != "text" || bl.Text == nil {
-			return "", &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error",
-				Param: fmt.Sprintf("%s[%d]", field, k), Code: "unsupported_value",
-				Message: fmt.Sprintf("%s[%d]: a block of type %q; only text blocks are taken here", field, k, bl.Type)}
-		}
-		b.WriteString(*bl.Text)
-	}
-	return b.String(), nil
-}
-
 // anthropicMessage turns one Messages API message into the messages chat
 // templates read: its text as content, tool_use blocks as tool_calls,
 // thinking as reasoning_content, and each tool_result block as a message
@@ -216,7 +191,7 @@ func anthropicMessage(raw json.RawMessage, field string) ([]archgen.Message, *ap
 			content := ""
 			if len(bl.Content) > 0 && string(bl.Content) != "null" {
 				var e *apiError
-				if content, e = blocksText(bl.Content, bf+".content"); e != nil {
+				if content, e = textContent(bl.Content, bf+".content", "block", "text"); e != nil {
 					return nil, e
 				}
 			}

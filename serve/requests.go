@@ -292,6 +292,33 @@ func (s *Server) renderChat(msgs []archgen.Message, tools []json.RawMessage, var
 	return j, nil
 }
 
+// textContent reads a content that must be text: a string, or an array of
+// parts (the Messages API's blocks: noun "block") of the given types, each
+// with its text, joined. field names the content for errors.
+func textContent(raw json.RawMessage, field, noun string, types ...string) (string, *apiError) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(field, "invalid_type", "%s: want a string or an array of text %ss", field, noun)
+	}
+	var b strings.Builder
+	for k, p := range parts {
+		if !slices.Contains(types, p.Type) || p.Text == nil {
+			return "", &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error",
+				Param: fmt.Sprintf("%s[%d]", field, k), Code: "unsupported_value",
+				Message: fmt.Sprintf("%s[%d]: a %s of type %q; this server takes text %ss only", field, k, noun, p.Type, noun)}
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String(), nil
+}
+
 // parseMessages reads the messages, each an object with a role and a
 // content (a string, null, or text parts); other keys (tool_calls,
 // tool_call_id, name, ...) go to the template as they are.
@@ -314,24 +341,9 @@ func parseMessages(raw []json.RawMessage) ([]archgen.Message, *apiError) {
 			m.Role = "system"
 		}
 		if c, ok := obj["content"]; ok && string(c) != "null" {
-			if err := json.Unmarshal(c, &m.Content); err != nil {
-				var parts []struct {
-					Type string  `json:"type"`
-					Text *string `json:"text"`
-				}
-				if err := json.Unmarshal(c, &parts); err != nil {
-					return nil, badRequest(field+".content", "invalid_type", "%s.content: want a string or an array of text parts", field)
-				}
-				var b strings.Builder
-				for k, p := range parts {
-					if p.Type != "text" || p.Text == nil {
-						return nil, &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error",
-							Param: fmt.Sprintf("%s.content[%d]", field, k), Code: "unsupported_value",
-							Message: fmt.Sprintf("%s.content[%d]: a part of type %q; this server takes text parts only", field, k, p.Type)}
-					}
-					b.WriteString(*p.Text)
-				}
-				m.Content = b.String()
+			var e *apiError
+			if m.Content, e = textContent(c, field+".content", "part", "text"); e != nil {
+				return nil, e
 			}
 		}
 		for k, v := range obj {

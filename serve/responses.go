@@ -236,7 +236,7 @@ func responseInput(raw json.RawMessage) ([]archgen.Message, *apiError) {
 			default:
 				return nil, badRequest(field+".role", "invalid_value", "%s.role: %q, want user, assistant, system or developer", field, it.Role)
 			}
-			content, e := responseContent(it.Content, field+".content")
+			content, e := textContent(it.Content, field+".content", "part", "input_text", "output_text", "text")
 			if e != nil {
 				return nil, e
 			}
@@ -257,7 +257,7 @@ func responseInput(raw json.RawMessage) ([]archgen.Message, *apiError) {
 			m.Fields["tool_calls"] = append(calls, map[string]any{"id": it.CallID, "type": "function",
 				"function": map[string]any{"name": it.Name, "arguments": args}})
 		case it.Type == "function_call_output":
-			content, e := responseContent(it.Output, field+".output")
+			content, e := textContent(it.Output, field+".output", "part", "input_text", "output_text", "text")
 			if e != nil {
 				return nil, e
 			}
@@ -286,32 +286,6 @@ func responseInput(raw json.RawMessage) ([]archgen.Message, *apiError) {
 		}
 	}
 	return out, nil
-}
-
-// responseContent is an item's text: a string or text parts (input_text,
-// output_text).
-func responseContent(raw json.RawMessage, field string) (string, *apiError) {
-	var text string
-	if json.Unmarshal(raw, &text) == nil {
-		return text, nil
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", badRequest(field, "invalid_type", "%s: want a string or an array of text parts", field)
-	}
-	var b strings.Builder
-	for k, p := range parts {
-		if (p.Type != "input_text" && p.Type != "output_text" && p.Type != "text") || p.Text == nil {
-			return "", &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error",
-				Param: fmt.Sprintf("%s[%d]", field, k), Code: "unsupported_value",
-				Message: fmt.Sprintf("%s[%d]: a part of type %q; this server takes text parts only", field, k, p.Type)}
-		}
-		b.WriteString(*p.Text)
-	}
-	return b.String(), nil
 }
 
 // responseStore keeps recent responses, by id, for previous_response_id

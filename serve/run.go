@@ -101,7 +101,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		defer j.grammar.Free()
 	}
 	if s.stopping.Load() {
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
+		writeError(w, errShuttingDown)
 		return
 	}
 	if j.grammar != nil {
@@ -114,13 +114,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 	s.running.Add(1)
 	defer s.running.Add(-1)
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if d := s.opts.RequestTimeout; d > 0 {
-		ctx, cancel = context.WithTimeout(r.Context(), d)
-	} else {
-		ctx, cancel = context.WithCancel(r.Context())
-	}
+	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	submitted := time.Now()
 	arrived := submitted
@@ -129,7 +123,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		var ob *batch.OverBudgetError
 		switch {
 		case errors.Is(err, batch.ErrClosed):
-			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
+			writeError(w, errShuttingDown)
 		case errors.Is(err, batch.ErrQueueFull):
 			w.Header().Set("Retry-After", "1")
 			writeError(w, &apiError{Status: http.StatusTooManyRequests, Type: "server_error", Code: "server_busy",
@@ -283,6 +277,19 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		o.deadline()
 	}
 	out.end(end)
+}
+
+// errShuttingDown is the answer to a generation that arrives once the
+// server is stopping.
+var errShuttingDown = &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+	Message: "the server is shutting down"}
+
+// requestContext is r's context bounded by Options.RequestTimeout.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if d := s.opts.RequestTimeout; d > 0 {
+		return context.WithTimeout(r.Context(), d)
+	}
+	return context.WithCancel(r.Context())
 }
 
 // deadline gives the client WriteTimeout to take what is written next.

@@ -2,9 +2,6 @@ package gen
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"strings"
 	"testing"
 )
 
@@ -13,63 +10,41 @@ import (
 // a scale, divisor or soft cap of the logits), so that Hidden's states are
 // exactly what Forward's head reads.
 func TestForwardIsHiddenThenHead(t *testing.T) {
-	for _, root := range []string{"../descriptors", "testdata/golden/toy/descriptors"} {
-		s, err := Load(root, "descriptors")
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := Generate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for p, data := range files {
-			if !strings.HasSuffix(p, "/forward.go") {
-				continue
-			}
-			n++
-			f, err := parser.ParseFile(token.NewFileSet(), p, data, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			funcs := map[string]*ast.FuncDecl{}
-			for _, d := range f.Decls {
-				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil {
-					if star, ok := fd.Recv.List[0].Type.(*ast.StarExpr); ok && star.X.(*ast.Ident).Name == "Model" {
-						funcs[fd.Name.Name] = fd
-					}
+	eachForward(t, func(p string, f *ast.File) {
+		funcs := map[string]*ast.FuncDecl{}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil {
+				if star, ok := fd.Recv.List[0].Type.(*ast.StarExpr); ok && star.X.(*ast.Ident).Name == "Model" {
+					funcs[fd.Name.Name] = fd
 				}
 			}
-			fwd, hidden := funcs["Forward"], funcs["Hidden"]
-			if fwd == nil || hidden == nil {
-				t.Errorf("%s: Model lacks Forward or Hidden", p)
-				continue
-			}
-			if first, ok := fwd.Body.List[0].(*ast.AssignStmt); !ok || !callsMethod(first.Rhs[0], "Hidden") {
-				t.Errorf("%s: Forward does not start with Hidden", p)
-			}
-			ast.Inspect(fwd.Body, func(node ast.Node) bool {
-				switch x := node.(type) {
-				case *ast.ForStmt, *ast.RangeStmt:
-					t.Errorf("%s: Forward runs a loop of its own", p)
-				case *ast.CallExpr:
-					if callsMethod(x, "forward") {
-						t.Errorf("%s: Forward runs a module beside Hidden", p)
-					}
+		}
+		fwd, hidden := funcs["Forward"], funcs["Hidden"]
+		if fwd == nil || hidden == nil {
+			t.Errorf("%s: Model lacks Forward or Hidden", p)
+			return
+		}
+		if first, ok := fwd.Body.List[0].(*ast.AssignStmt); !ok || !callsMethod(first.Rhs[0], "Hidden") {
+			t.Errorf("%s: Forward does not start with Hidden", p)
+		}
+		ast.Inspect(fwd.Body, func(node ast.Node) bool {
+			switch x := node.(type) {
+			case *ast.ForStmt, *ast.RangeStmt:
+				t.Errorf("%s: Forward runs a loop of its own", p)
+			case *ast.CallExpr:
+				if callsMethod(x, "forward") {
+					t.Errorf("%s: Forward runs a module beside Hidden", p)
 				}
-				return true
-			})
-			body := hidden.Body.List
-			ret, ok := body[len(body)-1].(*ast.ReturnStmt)
-			norm, okNorm := body[len(body)-2].(*ast.AssignStmt)
-			if !ok || !okNorm || ret.Results[0].(*ast.Ident).Name != "h" || !callsMethod(norm.Rhs[0], "Apply") {
-				t.Errorf("%s: Hidden does not end with the final norm of h", p)
 			}
+			return true
+		})
+		body := hidden.Body.List
+		ret, ok := body[len(body)-1].(*ast.ReturnStmt)
+		norm, okNorm := body[len(body)-2].(*ast.AssignStmt)
+		if !ok || !okNorm || ret.Results[0].(*ast.Ident).Name != "h" || !callsMethod(norm.Rhs[0], "Apply") {
+			t.Errorf("%s: Hidden does not end with the final norm of h", p)
 		}
-		if n == 0 {
-			t.Fatalf("%s: no forward.go", root)
-		}
-	}
+	})
 }
 
 // callsMethod reports whether e is a call of a method named name.

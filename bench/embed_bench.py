@@ -24,14 +24,13 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_bench import GGUF, LLAMA_SERVER, ROOT, Server, loadavg, log, machine  # noqa: E402
+from serve_bench import GGUF, LLAMA_SERVER, ROOT, archrun_binary, each_server, log, machine  # noqa: E402
 
 WORDS = ("the river city morning light market street window garden winter summer bridge stone paper letter "
          "music evening forest mountain harbor train station coffee bread table friend teacher village road "
@@ -90,30 +89,20 @@ def main():
     batches = [int(b) for b in args.batches.split(",")]
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
-    bin_dir = ROOT / "out/bench/bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["go", "build", "-o", bin_dir / "archrun", "./cmd/archrun"], cwd=ROOT, check=True)
     cmds = {
-        "archgen": [bin_dir / "archrun", "serve", "-gguf", GGUF, "-port", "{port}", "-served-model-name", "bench",
+        "archgen": [archrun_binary(), "serve", "-gguf", GGUF, "-port", "{port}", "-served-model-name", "bench",
                     "-access-log", "off"],
         "llama.cpp": [LLAMA_SERVER, "-m", GGUF, "--port", "{port}", "--host", "127.0.0.1", "-t", "2", "-np", 8,
                       "-c", 8 * 512, "-b", 4096, "-ub", 4096, "--alias", "bench", "--no-webui", "--embeddings",
                       "--pooling", "last"],
     }
-    results, vecs, started = {}, {}, time.time()
-    for name in args.only.split(","):
-        if name == "llama.cpp" and not LLAMA_SERVER.exists():
-            log("no .deps/llama-tools: run `make setup-llama-tools` for llama.cpp's column")
-            continue
-        srv = Server(name, cmds[name], "bench", out / f"{name}.log")
-        try:
-            srv.wait_ready()
-            load_start = loadavg()
-            rows, vecs[name] = measure(srv, batches, args.rounds)
-            results[name] = {"rows": rows, "load_start": load_start, "load_end": loadavg(),
-                             "command": [str(x) for x in cmds[name]]}
-        finally:
-            srv.stop()
+    vecs, started = {}, time.time()
+
+    def run(srv):
+        rows, vecs[srv.name] = measure(srv, batches, args.rounds)
+        return rows
+
+    results = each_server(args.only.split(","), cmds, out, run)
     agree = None
     if len(vecs) == 2:
         a, b = vecs.values()

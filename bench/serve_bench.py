@@ -327,9 +327,7 @@ def main():
     for f in (model_dir / "config.json", gguf):
         if not f.exists():
             sys.exit(f"serve-bench: {f} is missing: `make bench-sizes` makes the 1b checkpoints")
-    bin_dir = ROOT / "out/bench/bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["go", "build", "-o", bin_dir / "archrun", "./cmd/archrun"], cwd=ROOT, check=True)
+    bin_dir = archrun_binary().parent
 
     ver = versions(slots)
     path = out / "results.json"
@@ -364,6 +362,36 @@ def main():
             f"{round((time.time() - started) / 60, 1)} minutes.\n\n" + table(results, streams))
     (out / "tables.md").write_text(text + "\n")
     print(text)
+
+
+def archrun_binary():
+    """archrun, built into out/bench/bin for the server benchmarks."""
+    bin_dir = ROOT / "out/bench/bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["go", "build", "-o", bin_dir / "archrun", "./cmd/archrun"], cwd=ROOT, check=True)
+    return bin_dir / "archrun"
+
+
+def each_server(names, cmds, out, measure):
+    """Starts each named server of cmds in turn (llama.cpp's where it is
+    built), with the model id "bench" and its log under out, and records
+    what measure(server) gives as its rows, with the load average around
+    them and the command."""
+    results = {}
+    for name in names:
+        if name == "llama.cpp" and not LLAMA_SERVER.exists():
+            log("no .deps/llama-tools: run `make setup-llama-tools` for llama.cpp's column")
+            continue
+        srv = Server(name, cmds[name], "bench", out / f"{name}.log")
+        try:
+            srv.wait_ready()
+            load_start = loadavg()
+            rows = measure(srv)
+            results[name] = {"rows": rows, "load_start": load_start, "load_end": loadavg(),
+                             "command": [str(x) for x in cmds[name]]}
+        finally:
+            srv.stop()
+    return results
 
 
 def machine():

@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -40,7 +39,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_bench import GGUF, LLAMA_SERVER, ROOT, Server, loadavg, log, machine  # noqa: E402
+from serve_bench import GGUF, LLAMA_SERVER, ROOT, archrun_binary, each_server, log, machine  # noqa: E402
 
 TEMPLATE = ROOT / "cmd/archrun/testdata/chatml_tools.jinja"
 SCHEMA = {"type": "object", "properties": {
@@ -184,29 +183,15 @@ def main():
     slots = max(streams)
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
-    bin_dir = ROOT / "out/bench/bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["go", "build", "-o", bin_dir / "archrun", "./cmd/archrun"], cwd=ROOT, check=True)
     cmds = {
-        "archgen": [bin_dir / "archrun", "serve", "-gguf", GGUF, "-port", "{port}", "-max-batch", slots,
+        "archgen": [archrun_binary(), "serve", "-gguf", GGUF, "-port", "{port}", "-max-batch", slots,
                     "-served-model-name", "bench", "-chat-template", TEMPLATE, "-access-log", "off"],
         "llama.cpp": [LLAMA_SERVER, "-m", GGUF, "--port", "{port}", "--host", "127.0.0.1", "-t", "2", "-np", slots,
                       "-c", slots * 1024, "--alias", "bench", "--no-webui", "--jinja", "--chat-template-file", TEMPLATE],
     }
-    results, started = {}, time.time()
-    for name in args.only.split(","):
-        if name == "llama.cpp" and not LLAMA_SERVER.exists():
-            log("no .deps/llama-tools: run `make setup-llama-tools` for llama.cpp's column")
-            continue
-        srv = Server(name, cmds[name], "bench", out / f"{name}.log")
-        try:
-            srv.wait_ready()
-            load_start = loadavg()
-            rows = {str(c): measure(srv, c, args.max_tokens, args.rounds) for c in streams}
-            results[name] = {"rows": rows, "load_start": load_start, "load_end": loadavg(),
-                             "command": [str(x) for x in cmds[name]]}
-        finally:
-            srv.stop()
+    started = time.time()
+    results = each_server(args.only.split(","), cmds, out,
+                          lambda srv: {str(c): measure(srv, c, args.max_tokens, args.rounds) for c in streams})
     (out / "results.json").write_text(json.dumps({
         "machine": machine(), "command": "bench/structured_bench.py " + " ".join(sys.argv[1:]),
         "max_tokens": args.max_tokens, "rounds": args.rounds, "streams": streams, "servers": results}, indent=1))

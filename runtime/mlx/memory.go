@@ -123,6 +123,26 @@ func SetNativeQMVInt8(on bool) bool {
 	return C.mlxg_set_native_qmv_int8(C.int(v)) != 0
 }
 
+// NativeQMM16 reports whether the native kernel's products of more than 8
+// rows of a float32 x (a prompt, a large batch) by a 4- or 8-bit affine W
+// run on 16-bit integer panels: x on the same 16-bit grid per group as
+// decode's products, W's values unpacked into panels, sums exact in 32-bit
+// integers per group. On where the kernel runs AVX-512 with VNNI, unless
+// ARCHGEN_MLX_NATIVE_QMM16=0 or SetNativeQMM16 turns it off (then the
+// float32 panels multiply the rounded x). The tile unit, where it runs,
+// takes those products first.
+func NativeQMM16() bool { return C.mlxg_native_qmm16() != 0 }
+
+// SetNativeQMM16 turns the integer panels on or off for the whole process
+// and returns the previous setting.
+func SetNativeQMM16(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_qmm16(C.int(v)) != 0
+}
+
 // The instruction sets of NativeISA.
 const (
 	ISAAVX2   = 1

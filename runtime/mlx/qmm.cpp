@@ -320,6 +320,18 @@ std::atomic<int>& int8_switch() {
   return on;
 }
 
+// Whether products of many rows of x by an affine-quantized W run on the
+// 16-bit integer panels (qmm16_rows) on AVX-512 with VNNI, rather than on
+// the float32 panels of the rounded x: on by default,
+// ARCHGEN_MLX_NATIVE_QMM16=0 turns it off.
+std::atomic<int>& qmm16_switch() {
+  static std::atomic<int> on{[] {
+    const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM16");
+    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
+  }()};
+  return on;
+}
+
 // The most products one run_jobs call takes (a layer's q, k and v; gate
 // and up).
 constexpr int kMaxProducts = 8;
@@ -335,6 +347,7 @@ struct Job {
   int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
   bool half = false;  // libmlx's half-precision arithmetic (half_qmm_rows), in the kind sk
   const archgen::XQ16* xq = nullptr;  // x quantized for the AVX-512 integer path, where it runs
+  const archgen::XI16* xi = nullptr;  // x on the 16-bit grid for the panels of qmm16, where they run
   // btype: W is block-quantized in llama.cpp's type of that code (blockq.h),
   // rows of row_bytes; bits is then -1 and scales, biases and sk unused
   int btype = 0;
@@ -675,6 +688,10 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     archgen::qmv16_rows(*j.xq, j.w, j.scales, j.biases, j.sk, j.out, j.ok, j.N, n_lo, n_hi);
     return;
   }
+  if (j.xi != nullptr) {
+    archgen::qmm16_rows(*j.xi, j.w, j.scales, j.biases, j.sk, j.out, j.ok, j.N, n_lo, n_hi);
+    return;
+  }
   if (j.bits != 0 && j.M > 2 && j.M <= kDirectRows) {
     // Every row of x prepared as dot_rows reads it, then each row of W
     // against blocks of them.
@@ -899,6 +916,19 @@ void run_jobs(Job* js, int n) {
       thread_local archgen::XQ16 xq;
       archgen::qmv16_prepare(j.x, j.M, j.K, j.group, j.bits, xq);
       j.xq = &xq;
+    } else if (qmm16_switch().load() != 0 && archgen::qmm16_fits(j.bits, j.group, j.K)) {
+      // Many rows on the integer panels: x put on the grid once, here,
+      // its rows shared among the pool's tasks (a thread_local named
+      // inside them would be their own thread's).
+      thread_local archgen::XI16 xi_here;
+      archgen::XI16* xi = &xi_here;
+      archgen::qmm16_shape(j.M, j.K, j.group, j.bits, *xi);
+      const float* x = j.x;
+      const int tasks = std::min(j.M, pool.threads());
+      pool.run(tasks, [&](int t) {
+        archgen::qmm16_prepare(x, j.M * t / tasks, j.M * (t + 1) / tasks, *xi);
+      });
+      j.xi = xi;
     } else {
       thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(j.M) * j.K);
@@ -908,6 +938,7 @@ void run_jobs(Job* js, int n) {
     for (int p = 1; p < n; p++) {
       js[p].x = j.x;
       js[p].xq = j.xq;
+      js[p].xi = j.xi;
     }
   }
   if (j.btype != 0 && j.xt == nullptr) {
@@ -1421,6 +1452,12 @@ extern "C" int mlxg_native_qmv_int8(void) {
 }
 
 extern "C" int mlxg_set_native_qmv_int8(int on) { return int8_switch().exchange(on ? 1 : 0); }
+
+extern "C" int mlxg_native_qmm16(void) {
+  return native_enabled() && isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0 ? 1 : 0;
+}
+
+extern "C" int mlxg_set_native_qmm16(int on) { return qmm16_switch().exchange(on ? 1 : 0); }
 
 namespace {
 

@@ -151,6 +151,25 @@ func testNativeQuantizedMatmul(t *testing.T) {
 			}
 		}
 	})
+	t.Run("float_panels", func(t *testing.T) {
+		// Where the integer panels do not run (switched off, or AVX2),
+		// many rows run on the float32 panels.
+		prev := SetNativeQMM16(false)
+		defer SetNativeQMM16(prev)
+		for _, bits := range []int{4, 8} {
+			for _, m := range []int{9, 130} {
+				t.Run(fmt.Sprintf("b%d_m%d", bits, m), func(t *testing.T) { checkQMM(t, bits, 64, Float32, BFloat16, m, 70, 256, false) })
+			}
+		}
+	})
+	// Rows of W whose bytes end inside a 64-byte load (K of 96 and 576),
+	// and every block size of x's rows (8, 4, 2, 1) after whole blocks.
+	for _, bits := range []int{4, 8} {
+		for _, sh := range [][3]int{{15, 33, 96}, {23, 17, 576}, {9, 40, 64}} {
+			name := fmt.Sprintf("tail_b%d_m%d_n%d_k%d", bits, sh[0], sh[1], sh[2])
+			t.Run(name, func(t *testing.T) { checkQMM(t, bits, 32, Float32, Float16, sh[0], sh[1], sh[2], false) })
+		}
+	}
 	t.Run("strided_input", func(t *testing.T) { checkQMM(t, 4, 32, Float32, Float16, 9, 33, 128, true) })
 	t.Run("wide", func(t *testing.T) { checkQMM(t, 4, 64, Float32, Float32, 200, 1100, 512, false) })
 }
@@ -580,6 +599,38 @@ func TestQMV16IsItsOwnPath(t *testing.T) {
 	if NativeISA() != ISAAVX512 {
 		t.Skip("this machine does not run AVX-512 with VNNI (or ARCHGEN_MLX_ISA=avx2)")
 	}
+	checkOwnPath(t, 2, "the AVX-512 path gave the AVX2 kernel's float32 results", func(on bool) func() {
+		level := ISAAVX2
+		if on {
+			level = ISAAVX512
+		}
+		prev := SetNativeISA(level)
+		return func() { SetNativeISA(prev) }
+	})
+}
+
+// TestQMM16IsItsOwnPath checks that on an AVX-512 machine products of
+// many rows run on the 16-bit integer panels: the same product with them
+// switched off (the float32 panels multiplying the same rounded x) must
+// differ somewhere, in the last bits of the float32 sums, while both stay
+// within checkQMM's bounds (testNativeQuantizedMatmul runs both).
+func TestQMM16IsItsOwnPath(t *testing.T) {
+	if !NativeQMM16() {
+		t.Skip("the integer panels do not run here (no AVX-512 with VNNI, ARCHGEN_MLX_ISA=avx2 or ARCHGEN_MLX_NATIVE_QMM16=0)")
+	}
+	if tileUnitRuns() && NativeTiles() != TilesOff {
+		defer SetNativeTiles(SetNativeTiles(TilesOff))
+	}
+	checkOwnPath(t, 20, "the integer panels gave the float32 panels' results", func(on bool) func() {
+		prev := SetNativeQMM16(on)
+		return func() { SetNativeQMM16(prev) }
+	})
+}
+
+// checkOwnPath multiplies rows of x by a W of each bit width and group
+// size with a path on and off (set turns it and returns what restores the
+// setting), and fails with what where both give the same bits.
+func checkOwnPath(t *testing.T, rows int, what string, set func(on bool) func()) {
 	for _, bits := range []int{4, 8} {
 		for _, group := range []int{32, 64, 128} {
 			t.Run(fmt.Sprintf("b%d_g%d", bits, group), func(t *testing.T) {
@@ -587,16 +638,16 @@ func TestQMV16IsItsOwnPath(t *testing.T) {
 				defer g.Close()
 				k1, k2 := g.RandomSplit(g.RandomKey(uint64(bits + group)))
 				q := g.Quantize(g.Normal([]int{64, 512}, Float32, 0, 0.2, k1), group, bits)
-				x := g.Normal([]int{2, 512}, Float32, 0, 1, k2)
+				x := g.Normal([]int{rows, 512}, Float32, 0, 1, k2)
 				if err := g.Eval(x, q.Weight, q.Scales, q.Biases); err != nil {
 					t.Fatal(err)
 				}
 				var outs [2][]float32
-				for i, level := range []int{ISAAVX512, ISAAVX2} {
-					prev := SetNativeISA(level)
+				for i, on := range []bool{true, false} {
+					restore := set(on)
 					y := g.QuantizedMatmul(x, q, true)
 					v, err := y.Float32s()
-					SetNativeISA(prev)
+					restore()
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -607,7 +658,7 @@ func TestQMV16IsItsOwnPath(t *testing.T) {
 					same = same && outs[0][i] == outs[1][i]
 				}
 				if same {
-					t.Fatalf("the AVX-512 path gave the AVX2 kernel's float32 results bit for bit; is it running?")
+					t.Fatalf("%s bit for bit; is it running?", what)
 				}
 			})
 		}

@@ -1,6 +1,8 @@
-// The AVX-512 integer path of the native quantized linear layer: see
+// The AVX-512 integer paths of the native quantized linear layer: see
 // qmv16.h.
 #include "qmv16.h"
+
+#include "avx512.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -310,6 +312,269 @@ ARCHGEN_AVX512 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scal
       dot_rows16<1>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups,
                     x.chunks, x.group, x.bits, bias, res);
       store1(out, static_cast<size_t>(m) * N + n, res[0], ok);
+    }
+  }
+}
+
+namespace {
+
+// The block of XI16 that row m of M rows lies in: its first row and its
+// rows.
+inline void qmm16_block(int M, int m, int& r0, int& rows) {
+  const int full = M / kQmm16Rows * kQmm16Rows;
+  if (m < full) {
+    r0 = m / kQmm16Rows * kQmm16Rows;
+    rows = kQmm16Rows;
+    return;
+  }
+  r0 = full;
+  for (int b = 8;; b /= 2) {
+    if (M - r0 >= b) {
+      if (m < r0 + b) {
+        rows = b;
+        return;
+      }
+      r0 += b;
+    }
+  }
+}
+
+// W's packed bytes for 16 rows at a time, transposed per 32-bit word: a
+// panel's entry u holds the u-th word of each of the 16 rows side by side
+// (8 values of a row at 4 bits, 4 at 8), so that a load gives 16 rows'
+// values for one unit of k. Rows past nb are zeros, and so are the words
+// past a row's end in its last 64 bytes.
+ARCHGEN_AVX512 void pack_panel16(const uint8_t* w, size_t row_bytes, int nb, uint8_t* panel) {
+  __m512i r[16];
+  for (size_t s = 0; s < row_bytes; s += 64) {
+    const __mmask64 m = row_bytes - s >= 64 ? ~0ull : ~0ull >> (64 - (row_bytes - s));
+    for (int i = 0; i < 16; i++) {
+      r[i] = i < nb ? _mm512_maskz_loadu_epi8(m, w + i * row_bytes + s) : _mm512_setzero_si512();
+    }
+    transpose16(r);
+    for (int u = 0; u < 16; u++) _mm512_storeu_si512(panel + (s / 4 + u) * 64, r[u]);
+  }
+}
+
+// Four bytes as a 32-bit value broadcast to every lane.
+ARCHGEN_AVX512 inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// x's bytes per row and unit of k (XI16): at 4 bits a unit is 8 values,
+// the l bytes of the even ones (W's low nibbles), of the odd ones, then
+// the h bytes of each; at 8 bits 4 values, l then h.
+template <int BITS>
+constexpr int kUnitBytes = BITS == 4 ? 16 : 8;
+template <int BITS>
+constexpr int kUnitValues = BITS == 4 ? 8 : 4;
+
+// res[i * 16 + c] = the product of row i of the block of MB rows of x at
+// xp (bytes), st and su (steps and sums) by row c of the panel's 16 rows
+// of W (scales sc and biases bi [groups, 16] in float32): for each group
+// of G values, the exact 32-bit sums of W's unsigned values times x's l
+// and h bytes (vpdpbusd: four of x's bytes broadcast against four values
+// of each row), 256 times the h sums plus the l sums, scaled by x's step
+// times W's scale, plus W's bias times the sum of x as rounded, summed
+// over the groups in order.
+template <int MB, int G, int BITS>
+ARCHGEN_AVX512 __attribute__((noinline)) void sweep_panel16(const int8_t* xp, const float* st, const float* su, int groups,
+                                  const uint8_t* panel, const float* sc, const float* bi,
+                                  float* res) {
+  constexpr int U = G / kUnitValues<BITS>, XB = kUnitBytes<BITS>;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  // The float32 totals stay in res, updated once a group; the registers
+  // hold the group's integer sums.
+  #pragma GCC unroll 16
+  for (int i = 0; i < MB; i++) _mm512_storeu_ps(res + i * 16, _mm512_setzero_ps());
+  for (int g = 0; g < groups; g++) {
+    __m512i lo[MB], hi[MB];
+    #pragma GCC unroll 16
+    for (int i = 0; i < MB; i++) {
+      lo[i] = _mm512_setzero_si512();
+      hi[i] = _mm512_setzero_si512();
+    }
+    const uint8_t* pg = panel + static_cast<size_t>(g) * U * 64;
+    const int8_t* xg = xp + static_cast<size_t>(g) * U * MB * XB;
+    #pragma GCC unroll 2
+    for (int u = 0; u < U; u++) {
+      const __m512i v = _mm512_loadu_si512(pg + u * 64);
+      const int8_t* xu = xg + u * MB * XB;
+      if constexpr (BITS == 4) {
+        const __m512i we = _mm512_and_si512(v, m4);
+        const __m512i wo = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        #pragma GCC unroll 16
+        for (int i = 0; i < MB; i++) {
+          lo[i] = _mm512_dpbusd_epi32(lo[i], we, bcast4(xu + i * XB));
+          lo[i] = _mm512_dpbusd_epi32(lo[i], wo, bcast4(xu + i * XB + 4));
+          hi[i] = _mm512_dpbusd_epi32(hi[i], we, bcast4(xu + i * XB + 8));
+          hi[i] = _mm512_dpbusd_epi32(hi[i], wo, bcast4(xu + i * XB + 12));
+        }
+      } else {
+        #pragma GCC unroll 16
+        for (int i = 0; i < MB; i++) {
+          lo[i] = _mm512_dpbusd_epi32(lo[i], v, bcast4(xu + i * XB));
+          hi[i] = _mm512_dpbusd_epi32(hi[i], v, bcast4(xu + i * XB + 4));
+        }
+      }
+    }
+    const __m512 sv = _mm512_loadu_ps(sc + g * 16), bv = _mm512_loadu_ps(bi + g * 16);
+    #pragma GCC unroll 16
+    for (int i = 0; i < MB; i++) {
+      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(hi[i], 8), lo[i]);
+      const __m512 f = _mm512_mul_ps(sv, _mm512_set1_ps(st[g * MB + i]));
+      __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), f, _mm512_loadu_ps(res + i * 16));
+      t = _mm512_fmadd_ps(bv, _mm512_set1_ps(su[g * MB + i]), t);
+      _mm512_storeu_ps(res + i * 16, t);
+    }
+  }
+}
+
+template <int MB, int BITS>
+ARCHGEN_AVX512 void sweep_group16(const XI16& x, int r0, const uint8_t* panel, const float* sc,
+                                  const float* bi, float* res) {
+  const int groups = x.K / x.group;
+  const int8_t* xp = x.v.data() + static_cast<size_t>(r0) * x.K * 2;
+  const float* st = x.step.data() + static_cast<size_t>(r0) * groups;
+  const float* su = x.sum.data() + static_cast<size_t>(r0) * groups;
+  switch (x.group) {
+    case 32:
+      sweep_panel16<MB, 32, BITS>(xp, st, su, groups, panel, sc, bi, res);
+      break;
+    case 64:
+      sweep_panel16<MB, 64, BITS>(xp, st, su, groups, panel, sc, bi, res);
+      break;
+    default:
+      sweep_panel16<MB, 128, BITS>(xp, st, su, groups, panel, sc, bi, res);
+  }
+}
+
+template <int MB>
+ARCHGEN_AVX512 void sweep_rows16(const XI16& x, int r0, const uint8_t* panel, const float* sc,
+                                 const float* bi, float* res) {
+  if (x.bits == 4) {
+    sweep_group16<MB, 4>(x, r0, panel, sc, bi, res);
+  } else {
+    sweep_group16<MB, 8>(x, r0, panel, sc, bi, res);
+  }
+}
+
+}  // namespace
+
+bool qmm16_fits(int bits, int group, int K) {
+  return (bits == 4 || bits == 8) && (group == 32 || group == 64 || group == 128) && K > 0 &&
+         K % group == 0;
+}
+
+void qmm16_shape(int M, int K, int group, int bits, XI16& out) {
+  out.M = M;
+  out.K = K;
+  out.group = group;
+  out.bits = bits;
+  out.v.resize(static_cast<size_t>(M) * K * 2);
+  out.step.resize(static_cast<size_t>(M) * (K / group));
+  out.sum.resize(static_cast<size_t>(M) * (K / group));
+}
+
+ARCHGEN_AVX512 void qmm16_prepare(const float* x, int m_lo, int m_hi, XI16& out) {
+  const int K = out.K, group = out.group, groups = K / group;
+  thread_local std::vector<int8_t> lh;  // a row's l bytes, then its h bytes
+  lh.resize(static_cast<size_t>(K) * 2);
+  int8_t* l = lh.data();
+  int8_t* h = lh.data() + K;
+  // A unit's 8 l bytes then 8 h bytes, reordered as XI16 holds them at 4
+  // bits: the even values' l bytes, the odd ones', then the same of h.
+  const __m128i order4 = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+  for (int m = m_lo; m < m_hi; m++) {
+    int r0 = 0, rows = 1;
+    qmm16_block(out.M, m, r0, rows);
+    const int i = m - r0;
+    const float* xr = x + static_cast<size_t>(m) * K;
+    float* step = out.step.data() + static_cast<size_t>(r0) * groups + i;
+    float* sum = out.sum.data() + static_cast<size_t>(r0) * groups + i;
+    for (int g = 0; g < groups; g++) {
+      __m512 mx = _mm512_setzero_ps();
+      for (int k = g * group; k < (g + 1) * group; k += 16) {
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + k)));
+      }
+      const float amax = _mm512_reduce_max_ps(mx);
+      const float st = amax / static_cast<float>(kQ16);
+      const float inv = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
+      __m512i qs = _mm512_setzero_si512();
+      for (int k = g * group; k < (g + 1) * group; k += 16) {
+        const __m512i q = grid16(xr + k, inv);
+        qs = _mm512_add_epi32(qs, q);
+        split_planes(q, l + k, h + k);
+      }
+      step[static_cast<size_t>(g) * rows] = st;
+      sum[static_cast<size_t>(g) * rows] = static_cast<float>(_mm512_reduce_add_epi32(qs)) * st;
+    }
+    int8_t* v = out.v.data() + static_cast<size_t>(r0) * K * 2 + static_cast<size_t>(i) * (out.bits == 4 ? 16 : 8);
+    if (out.bits == 4) {
+      for (int u = 0; u < K / 8; u++) {
+        const __m128i lhu = _mm_set_epi64x(*reinterpret_cast<const int64_t*>(h + u * 8),
+                                           *reinterpret_cast<const int64_t*>(l + u * 8));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(v + static_cast<size_t>(u) * rows * 16),
+                         _mm_shuffle_epi8(lhu, order4));
+      }
+    } else {
+      for (int u = 0; u < K / 4; u++) {
+        int8_t* d = v + static_cast<size_t>(u) * rows * 8;
+        std::memcpy(d, l + u * 4, 4);
+        std::memcpy(d + 4, h + u * 4, 4);
+      }
+    }
+  }
+}
+
+ARCHGEN_AVX512 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scales,
+                               const void* biases, Kind sk, void* out, Kind ok, int N, int n_lo,
+                               int n_hi) {
+  const int K = x.K, groups = K / x.group;
+  const size_t row_bytes = static_cast<size_t>(K) * x.bits / 8;
+  thread_local std::vector<uint8_t> panel;
+  thread_local std::vector<float> sc, bi;
+  panel.resize((row_bytes + 63) / 64 * 64 * 16);
+  sc.resize(static_cast<size_t>(groups) * 16);
+  bi.resize(static_cast<size_t>(groups) * 16);
+  alignas(64) float res[kQmm16Rows * 16];
+  for (int n0 = n_lo; n0 < n_hi; n0 += 16) {
+    const int nb = std::min(16, n_hi - n0);
+    pack_panel16(w + n0 * row_bytes, row_bytes, nb, panel.data());
+    for (int i = 0; i < 16; i++) {
+      for (int g = 0; g < groups; g++) {
+        const size_t at = static_cast<size_t>(n0 + i) * groups + g;
+        sc[g * 16 + i] = i < nb ? load1(scales, at, sk) : 0.0f;
+        bi[g * 16 + i] = i < nb ? load1(biases, at, sk) : 0.0f;
+      }
+    }
+    for (int m0 = 0; m0 < x.M;) {
+      int r0 = 0, mb = 1;
+      qmm16_block(x.M, m0, r0, mb);
+      switch (mb) {
+        case 8:
+          sweep_rows16<8>(x, m0, panel.data(), sc.data(), bi.data(), res);
+          break;
+        case 4:
+          sweep_rows16<4>(x, m0, panel.data(), sc.data(), bi.data(), res);
+          break;
+        case 2:
+          sweep_rows16<2>(x, m0, panel.data(), sc.data(), bi.data(), res);
+          break;
+        default:
+          sweep_rows16<1>(x, m0, panel.data(), sc.data(), bi.data(), res);
+      }
+      for (int i = 0; i < mb; i++) {
+        const size_t at = static_cast<size_t>(m0 + i) * N + n0;
+        if (ok == Kind::f32 && nb == 16) {
+          _mm512_storeu_ps(static_cast<float*>(out) + at, _mm512_load_ps(res + i * 16));
+        } else {
+          for (int c = 0; c < nb; c++) store1(out, at + c, res[i * 16 + c], ok);
+        }
+      }
+      m0 += mb;
     }
   }
 }

@@ -1,6 +1,8 @@
-// The quantized matrix-vector product on 16-bit integers, for decode: the
-// AVX-512 path of the native quantized linear layer (qmm.cpp) where this
-// machine runs AVX-512 with VNNI.
+// The quantized products on 16-bit integers: the AVX-512 path of the
+// native quantized linear layer (qmm.cpp) where this machine runs AVX-512
+// with VNNI. qmv16 multiplies the few rows of x of decode straight from W's
+// packed values; qmm16 the many rows of a prompt or a large batch, from
+// panels of W's integer values.
 //
 // Each row of x is quantized per group of W (the group's largest magnitude
 // over 32639 is its step, values rounded to nearest), and each value v is
@@ -58,6 +60,49 @@ void qmv16_round(const float* x, int M, int K, int group, float* out);
 // [N, K / group]), stored as kind ok into out [M, N]. A result does not
 // depend on the other rows of x or W computed beside it.
 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
+                void* out, Kind ok, int N, int n_lo, int n_hi);
+
+// Rows of x on qmv16_prepare's grid, each value v as its two signed bytes
+// l and h (v = 256 h + l), for qmm16_rows, in blocks of rows that the
+// kernel sweeps together: blocks of kQmm16Rows rows, then the remaining
+// rows in blocks of 8, 4, 2 and 1 (at most one of each). A block of b rows
+// from row r0 holds, from byte r0 * 2K, for each unit of k (8 values at 4
+// bits, 4 at 8), each row's bytes of the unit side by side: at 4 bits the
+// l bytes of the unit's even values (W's low nibbles), of its odd values,
+// then the h bytes of each; at 8 bits the l bytes then the h bytes. Its
+// steps and sums, from r0 * (K / group), for each group, the block's rows
+// side by side.
+constexpr int kQmm16Rows = 8;
+struct XI16 {
+  int M = 0, K = 0, group = 0, bits = 0;
+  std::vector<int8_t> v;
+  std::vector<float> step;  // a step per row and group
+  std::vector<float> sum;   // the float32 sum of x as rounded per row and group
+};
+
+// Whether qmm16_rows takes W of this shape: 4 or 8 bits, groups of 32, 64
+// or 128, K a multiple of the group.
+bool qmm16_fits(int bits, int group, int K);
+
+// Sizes out for M rows of K values in groups of group, against W of bits.
+void qmm16_shape(int M, int K, int group, int bits, XI16& out);
+
+// Puts rows [m_lo, m_hi) of x (M rows of K float32 values, sized by
+// qmm16_shape) on the grid, into out: the same values qmv16_prepare and
+// qmv16_round put them on.
+void qmm16_prepare(const float* x, int m_lo, int m_hi, XI16& out);
+
+// out[m, n] = sum_k x[m, k] W[n, k] for every row m of x and the rows
+// [n_lo, n_hi) of W (of x.bits, packed as mlx packs it, scales and biases
+// of kind sk [N, K / group]), stored as kind ok into out [M, N]. Each 16
+// rows of W are packed into a panel of their bytes transposed per 32-bit
+// word (16 rows' values for a unit of k in one load) and swept over
+// blocks of x's rows: vpdpbusd multiplies four of W's values in each row
+// by four bytes of x, summing exactly into 32-bit integers a group at a
+// time, and each group's sums (256 times the h sums plus the l sums) are
+// scaled by x's step times W's scale, as qmv16_rows scales them. A result
+// does not depend on the other rows of x or W computed beside it.
+void qmm16_rows(const XI16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
                 void* out, Kind ok, int N, int n_lo, int n_hi);
 
 // Whether this machine runs the AVX-512 instructions the integer path uses

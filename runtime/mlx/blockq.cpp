@@ -466,4 +466,40 @@ void block_rows_q16(int code, const XB16& x, const uint8_t* w, int64_t row_bytes
   with_block_type(code, [&]<int T>() { q16_rows_t<T>(x, w, row_bytes, out, ok, N, n_lo, n_hi); });
 }
 
+int block_codes_group(int code) {
+  return code == kQ2_K || code == kQ3_K || code == kQ6_K ? 16 : 32;
+}
+
+namespace {
+
+template <int T>
+ARCHGEN_BQ void codes_row_t(const uint8_t* row, int k, uint8_t* codes, float* s, float* o) {
+  constexpr BlockFormat f = kFormat<T>;
+  constexpr int per = f.values / 32;
+  constexpr bool g16 = T == kQ2_K || T == kQ3_K || T == kQ6_K;
+  __m256i q[per];
+  alignas(16) float ss[2 * per], oo[2 * per];
+  for (int b = 0; b < k / f.values; b++) {
+    qblock<T>(row + static_cast<size_t>(b) * f.bytes, q, ss, oo);
+    for (int c = 0; c < per; c++) {
+      const int chunk = b * per + c;
+      __m256i v = q[c];
+      if constexpr (kSigned<T>) v = _mm256_xor_si256(v, _mm256_set1_epi8(-128));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + static_cast<size_t>(chunk) * 32), v);
+      for (int h = 0; h < (g16 ? 2 : 1); h++) {
+        const float sv = ss[2 * c + h];
+        const float ov = kSigned<T> ? oo[2 * c + h] - 128 * sv : oo[2 * c + h];
+        s[g16 ? 2 * chunk + h : chunk] = sv;
+        o[g16 ? 2 * chunk + h : chunk] = ov;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void block_codes_row(int code, const uint8_t* row, int k, uint8_t* codes, float* s, float* o) {
+  with_block_type(code, [&]<int T>() { codes_row_t<T>(row, k, codes, s, o); });
+}
+
 }  // namespace archgen

@@ -658,6 +658,16 @@ void block_round_x(const float* x, int M, int K, float* out);
 void block_rows_q16(int code, const XB16& x, const uint8_t* w, int64_t row_bytes, void* out,
                     Kind ok, int N, int n_lo, int n_hi);
 
+// The values a scale of type code's blocks holds for the integer panels
+// (qmv16.h's qmm16_block_rows): 16 for Q2_K, Q3_K and Q6_K, 32 for the
+// others.
+int block_codes_group(int code);
+
+// A row of k values of type code as unsigned bytes and a scale and offset
+// per block_codes_group(code) values (value = s * code + o): the signed
+// types' bytes offset by 128, their offsets taking it back.
+void block_codes_row(int code, const uint8_t* row, int k, uint8_t* codes, float* s, float* o);
+
 // Decodes a row of k values of type code into dst.
 void block_dequant_row(int code, const uint8_t* row, float* dst, int k);
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,6 +133,44 @@ func TestBlockMatmul(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBlockQMM16IsItsOwnPath: on an AVX-512 machine, products of more
+// than 8 rows of x by each block format run on the 16-bit integer panels
+// (TestBlockMatmul holds them to llama.cpp's values): switched off, the
+// float32 panels multiply the same rounded x, and the two must differ in
+// the last bits somewhere.
+func TestBlockQMM16IsItsOwnPath(t *testing.T) {
+	if !NativeQMM16() {
+		t.Skip("the integer panels do not run here (no AVX-512 with VNNI, ARCHGEN_MLX_ISA=avx2 or ARCHGEN_MLX_NATIVE_QMM16=0)")
+	}
+	if tileUnitRuns() && NativeTiles() != TilesOff {
+		defer SetNativeTiles(SetNativeTiles(TilesOff))
+	}
+	const rows, k = 37, 512
+	dir := blockRefs(t, rows, k)
+	for _, f := range BlockFormats() {
+		t.Run(f.Name, func(t *testing.T) {
+			raw, _ := readBlockRef(t, dir, f, rows, k)
+			g := NewGraph(nil)
+			defer g.Close()
+			x := g.Normal([]int{20, k}, Float32, 0, 1, g.RandomKey(3))
+			w := FromSlice(g, raw, rows, f.RowBytes(k))
+			var outs [2][]float32
+			for i, on := range []bool{true, false} {
+				prev := SetNativeQMM16(on)
+				v, err := g.BlockMatmul(x, w, f).Float32s()
+				SetNativeQMM16(prev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				outs[i] = v
+			}
+			if slices.Equal(outs[0], outs[1]) {
+				t.Fatalf("the integer panels gave the float32 panels' results bit for bit; are they running?")
+			}
+		})
 	}
 }
 

@@ -688,6 +688,10 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     archgen::qmv16_rows(*j.xq, j.w, j.scales, j.biases, j.sk, j.out, j.ok, j.N, n_lo, n_hi);
     return;
   }
+  if (j.xi != nullptr && j.btype != 0) {
+    archgen::qmm16_block_rows(j.btype, *j.xi, j.w, j.row_bytes, j.out, j.ok, j.N, n_lo, n_hi);
+    return;
+  }
   if (j.xi != nullptr) {
     archgen::qmm16_rows(*j.xi, j.w, j.scales, j.biases, j.sk, j.out, j.ok, j.N, n_lo, n_hi);
     return;
@@ -882,6 +886,19 @@ int tile_terms(const Job& j) {
   return archgen_tile_terms(j.bits == 0 && j.sk == Kind::f32, j.bits == 0 && j.sk == Kind::bf16);
 }
 
+// Puts j's rows of x on the grid of the integer panels (qmm16), once, here,
+// its rows shared among the pool's tasks (a thread_local named inside them
+// would be their own thread's), and points j at it.
+void prepare_xi(Pool& pool, Job& j, int group, int wgroup, int bits) {
+  thread_local archgen::XI16 xi_here;
+  archgen::XI16* xi = &xi_here;
+  archgen::qmm16_shape(j.M, j.K, group, wgroup, bits, *xi);
+  const float* x = j.x;
+  const int M = j.M, tasks = std::min(M, pool.threads());
+  pool.run(tasks, [&](int t) { archgen::qmm16_prepare(x, M * t / tasks, M * (t + 1) / tasks, *xi); });
+  j.xi = xi;
+}
+
 // run_jobs computes n products of one x (the same M, K and kind of W,
 // group and bits; a layer's q, k and v, say) as if their W were one matrix
 // stacked by rows: x is prepared once, and the blocks of NR rows of all of
@@ -917,18 +934,7 @@ void run_jobs(Job* js, int n) {
       archgen::qmv16_prepare(j.x, j.M, j.K, j.group, j.bits, xq);
       j.xq = &xq;
     } else if (qmm16_switch().load() != 0 && archgen::qmm16_fits(j.bits, j.group, j.K)) {
-      // Many rows on the integer panels: x put on the grid once, here,
-      // its rows shared among the pool's tasks (a thread_local named
-      // inside them would be their own thread's).
-      thread_local archgen::XI16 xi_here;
-      archgen::XI16* xi = &xi_here;
-      archgen::qmm16_shape(j.M, j.K, j.group, j.bits, *xi);
-      const float* x = j.x;
-      const int tasks = std::min(j.M, pool.threads());
-      pool.run(tasks, [&](int t) {
-        archgen::qmm16_prepare(x, j.M * t / tasks, j.M * (t + 1) / tasks, *xi);
-      });
-      j.xi = xi;
+      prepare_xi(pool, j, j.group, j.group, j.bits);
     } else {
       thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(j.M) * j.K);
@@ -948,6 +954,8 @@ void run_jobs(Job* js, int n) {
       thread_local archgen::XB16 xb;
       archgen::block_prepare_x(j.x, j.M, j.K, archgen_block_planes(), xb);
       j.xb = &xb;
+    } else if (isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0) {
+      prepare_xi(pool, j, 32, archgen::block_codes_group(j.btype), 8);
     } else {
       thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(j.M) * j.K);
@@ -957,6 +965,7 @@ void run_jobs(Job* js, int n) {
     for (int p = 1; p < n; p++) {
       js[p].x = j.x;
       js[p].xb = j.xb;
+      js[p].xi = j.xi;
     }
   }
   // first[p] is the index of product p's first block in the stack.

@@ -3,6 +3,7 @@
 #include "qmv16.h"
 
 #include "avx512.h"
+#include "blockq.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -374,12 +375,12 @@ constexpr int kUnitValues = BITS == 4 ? 8 : 4;
 // res[i * 16 + c] = the product of row i of the block of MB rows of x at
 // xp (bytes), st and su (steps and sums) by row c of the panel's 16 rows
 // of W (scales sc and biases bi [groups, 16] in float32): for each group
-// of G values, the exact 32-bit sums of W's unsigned values times x's l
-// and h bytes (vpdpbusd: four of x's bytes broadcast against four values
-// of each row), 256 times the h sums plus the l sums, scaled by x's step
-// times W's scale, plus W's bias times the sum of x as rounded, summed
-// over the groups in order.
-template <int MB, int G, int BITS>
+// of G values of W (R of them to a step of x), the exact 32-bit sums of
+// W's unsigned values times x's l and h bytes (vpdpbusd: four of x's bytes
+// broadcast against four values of each row), 256 times the h sums plus
+// the l sums, scaled by x's step times W's scale, plus W's bias times the
+// sum of x as rounded, summed over the groups in order.
+template <int MB, int G, int BITS, int R>
 ARCHGEN_AVX512 __attribute__((noinline)) void sweep_panel16(const int8_t* xp, const float* st, const float* su, int groups,
                                   const uint8_t* panel, const float* sc, const float* bi,
                                   float* res) {
@@ -424,7 +425,7 @@ ARCHGEN_AVX512 __attribute__((noinline)) void sweep_panel16(const int8_t* xp, co
     #pragma GCC unroll 16
     for (int i = 0; i < MB; i++) {
       const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(hi[i], 8), lo[i]);
-      const __m512 f = _mm512_mul_ps(sv, _mm512_set1_ps(st[g * MB + i]));
+      const __m512 f = _mm512_mul_ps(sv, _mm512_set1_ps(st[g / R * MB + i]));
       __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), f, _mm512_loadu_ps(res + i * 16));
       t = _mm512_fmadd_ps(bv, _mm512_set1_ps(su[g * MB + i]), t);
       _mm512_storeu_ps(res + i * 16, t);
@@ -435,19 +436,24 @@ ARCHGEN_AVX512 __attribute__((noinline)) void sweep_panel16(const int8_t* xp, co
 template <int MB, int BITS>
 ARCHGEN_AVX512 void sweep_group16(const XI16& x, int r0, const uint8_t* panel, const float* sc,
                                   const float* bi, float* res) {
-  const int groups = x.K / x.group;
+  const int groups = x.K / x.wgroup;
   const int8_t* xp = x.v.data() + static_cast<size_t>(r0) * x.K * 2;
-  const float* st = x.step.data() + static_cast<size_t>(r0) * groups;
+  const float* st = x.step.data() + static_cast<size_t>(r0) * (x.K / x.group);
   const float* su = x.sum.data() + static_cast<size_t>(r0) * groups;
+  if (x.wgroup != x.group) {
+    // Groups of 16 of W under x's steps of 32 (block-quantized W).
+    sweep_panel16<MB, 16, BITS, 2>(xp, st, su, groups, panel, sc, bi, res);
+    return;
+  }
   switch (x.group) {
     case 32:
-      sweep_panel16<MB, 32, BITS>(xp, st, su, groups, panel, sc, bi, res);
+      sweep_panel16<MB, 32, BITS, 1>(xp, st, su, groups, panel, sc, bi, res);
       break;
     case 64:
-      sweep_panel16<MB, 64, BITS>(xp, st, su, groups, panel, sc, bi, res);
+      sweep_panel16<MB, 64, BITS, 1>(xp, st, su, groups, panel, sc, bi, res);
       break;
     default:
-      sweep_panel16<MB, 128, BITS>(xp, st, su, groups, panel, sc, bi, res);
+      sweep_panel16<MB, 128, BITS, 1>(xp, st, su, groups, panel, sc, bi, res);
   }
 }
 
@@ -461,79 +467,14 @@ ARCHGEN_AVX512 void sweep_rows16(const XI16& x, int r0, const uint8_t* panel, co
   }
 }
 
-}  // namespace
-
-bool qmm16_fits(int bits, int group, int K) {
-  return (bits == 4 || bits == 8) && (group == 32 || group == 64 || group == 128) && K > 0 &&
-         K % group == 0;
-}
-
-void qmm16_shape(int M, int K, int group, int bits, XI16& out) {
-  out.M = M;
-  out.K = K;
-  out.group = group;
-  out.bits = bits;
-  out.v.resize(static_cast<size_t>(M) * K * 2);
-  out.step.resize(static_cast<size_t>(M) * (K / group));
-  out.sum.resize(static_cast<size_t>(M) * (K / group));
-}
-
-ARCHGEN_AVX512 void qmm16_prepare(const float* x, int m_lo, int m_hi, XI16& out) {
-  const int K = out.K, group = out.group, groups = K / group;
-  thread_local std::vector<int8_t> lh;  // a row's l bytes, then its h bytes
-  lh.resize(static_cast<size_t>(K) * 2);
-  int8_t* l = lh.data();
-  int8_t* h = lh.data() + K;
-  // A unit's 8 l bytes then 8 h bytes, reordered as XI16 holds them at 4
-  // bits: the even values' l bytes, the odd ones', then the same of h.
-  const __m128i order4 = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-  for (int m = m_lo; m < m_hi; m++) {
-    int r0 = 0, rows = 1;
-    qmm16_block(out.M, m, r0, rows);
-    const int i = m - r0;
-    const float* xr = x + static_cast<size_t>(m) * K;
-    float* step = out.step.data() + static_cast<size_t>(r0) * groups + i;
-    float* sum = out.sum.data() + static_cast<size_t>(r0) * groups + i;
-    for (int g = 0; g < groups; g++) {
-      __m512 mx = _mm512_setzero_ps();
-      for (int k = g * group; k < (g + 1) * group; k += 16) {
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + k)));
-      }
-      const float amax = _mm512_reduce_max_ps(mx);
-      const float st = amax / static_cast<float>(kQ16);
-      const float inv = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
-      __m512i qs = _mm512_setzero_si512();
-      for (int k = g * group; k < (g + 1) * group; k += 16) {
-        const __m512i q = grid16(xr + k, inv);
-        qs = _mm512_add_epi32(qs, q);
-        split_planes(q, l + k, h + k);
-      }
-      step[static_cast<size_t>(g) * rows] = st;
-      sum[static_cast<size_t>(g) * rows] = static_cast<float>(_mm512_reduce_add_epi32(qs)) * st;
-    }
-    int8_t* v = out.v.data() + static_cast<size_t>(r0) * K * 2 + static_cast<size_t>(i) * (out.bits == 4 ? 16 : 8);
-    if (out.bits == 4) {
-      for (int u = 0; u < K / 8; u++) {
-        const __m128i lhu = _mm_set_epi64x(*reinterpret_cast<const int64_t*>(h + u * 8),
-                                           *reinterpret_cast<const int64_t*>(l + u * 8));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(v + static_cast<size_t>(u) * rows * 16),
-                         _mm_shuffle_epi8(lhu, order4));
-      }
-    } else {
-      for (int u = 0; u < K / 4; u++) {
-        int8_t* d = v + static_cast<size_t>(u) * rows * 8;
-        std::memcpy(d, l + u * 4, 4);
-        std::memcpy(d + 4, h + u * 4, 4);
-      }
-    }
-  }
-}
-
-ARCHGEN_AVX512 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scales,
-                               const void* biases, Kind sk, void* out, Kind ok, int N, int n_lo,
-                               int n_hi) {
-  const int K = x.K, groups = K / x.group;
-  const size_t row_bytes = static_cast<size_t>(K) * x.bits / 8;
+// Every row of x against rows [n_lo, n_hi) of W, 16 rows of W at a time:
+// fill(n0, nb, panel, sc, bi) packs rows [n0, n0 + nb) into the panel and
+// their scales and biases ([K / x.wgroup, 16] float32, zeros past nb).
+template <typename Fill>
+ARCHGEN_AVX512 void sweep_panels(const XI16& x, void* out, Kind ok, int N, int n_lo, int n_hi,
+                                 Fill fill) {
+  const int groups = x.K / x.wgroup;
+  const size_t row_bytes = static_cast<size_t>(x.K) * x.bits / 8;
   thread_local std::vector<uint8_t> panel;
   thread_local std::vector<float> sc, bi;
   panel.resize((row_bytes + 63) / 64 * 64 * 16);
@@ -542,14 +483,7 @@ ARCHGEN_AVX512 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scal
   alignas(64) float res[kQmm16Rows * 16];
   for (int n0 = n_lo; n0 < n_hi; n0 += 16) {
     const int nb = std::min(16, n_hi - n0);
-    pack_panel16(w + n0 * row_bytes, row_bytes, nb, panel.data());
-    for (int i = 0; i < 16; i++) {
-      for (int g = 0; g < groups; g++) {
-        const size_t at = static_cast<size_t>(n0 + i) * groups + g;
-        sc[g * 16 + i] = i < nb ? load1(scales, at, sk) : 0.0f;
-        bi[g * 16 + i] = i < nb ? load1(biases, at, sk) : 0.0f;
-      }
-    }
+    fill(n0, nb, panel.data(), sc.data(), bi.data());
     for (int m0 = 0; m0 < x.M;) {
       int r0 = 0, mb = 1;
       qmm16_block(x.M, m0, r0, mb);
@@ -577,6 +511,120 @@ ARCHGEN_AVX512 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scal
       m0 += mb;
     }
   }
+}
+
+}  // namespace
+
+bool qmm16_fits(int bits, int group, int K) {
+  return (bits == 4 || bits == 8) && (group == 32 || group == 64 || group == 128) && K > 0 &&
+         K % group == 0;
+}
+
+void qmm16_shape(int M, int K, int group, int wgroup, int bits, XI16& out) {
+  out.M = M;
+  out.K = K;
+  out.group = group;
+  out.wgroup = wgroup;
+  out.bits = bits;
+  out.v.resize(static_cast<size_t>(M) * K * 2);
+  out.step.resize(static_cast<size_t>(M) * (K / group));
+  out.sum.resize(static_cast<size_t>(M) * (K / wgroup));
+}
+
+ARCHGEN_AVX512 void qmm16_prepare(const float* x, int m_lo, int m_hi, XI16& out) {
+  const int K = out.K, group = out.group, groups = K / group, wgroup = out.wgroup;
+  thread_local std::vector<int8_t> lh;  // a row's l bytes, then its h bytes
+  lh.resize(static_cast<size_t>(K) * 2);
+  int8_t* l = lh.data();
+  int8_t* h = lh.data() + K;
+  // A unit's 8 l bytes then 8 h bytes, reordered as XI16 holds them at 4
+  // bits: the even values' l bytes, the odd ones', then the same of h.
+  const __m128i order4 = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+  for (int m = m_lo; m < m_hi; m++) {
+    int r0 = 0, rows = 1;
+    qmm16_block(out.M, m, r0, rows);
+    const int i = m - r0;
+    const float* xr = x + static_cast<size_t>(m) * K;
+    float* step = out.step.data() + static_cast<size_t>(r0) * groups + i;
+    float* sum = out.sum.data() + static_cast<size_t>(r0) * (K / wgroup) + i;
+    for (int g = 0; g < groups; g++) {
+      __m512 mx = _mm512_setzero_ps();
+      for (int k = g * group; k < (g + 1) * group; k += 16) {
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + k)));
+      }
+      const float amax = _mm512_reduce_max_ps(mx);
+      const float st = amax / static_cast<float>(kQ16);
+      const float inv = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
+      // The sums of the rounded values per group of W (wgroup divides
+      // group, at least 16).
+      __m512i qs = _mm512_setzero_si512();
+      for (int k = g * group; k < (g + 1) * group; k += 16) {
+        const __m512i q = grid16(xr + k, inv);
+        qs = _mm512_add_epi32(qs, q);
+        split_planes(q, l + k, h + k);
+        if ((k + 16) % wgroup == 0) {
+          sum[static_cast<size_t>(k / wgroup) * rows] = static_cast<float>(_mm512_reduce_add_epi32(qs)) * st;
+          qs = _mm512_setzero_si512();
+        }
+      }
+      step[static_cast<size_t>(g) * rows] = st;
+    }
+    int8_t* v = out.v.data() + static_cast<size_t>(r0) * K * 2 + static_cast<size_t>(i) * (out.bits == 4 ? 16 : 8);
+    if (out.bits == 4) {
+      for (int u = 0; u < K / 8; u++) {
+        const __m128i lhu = _mm_set_epi64x(*reinterpret_cast<const int64_t*>(h + u * 8),
+                                           *reinterpret_cast<const int64_t*>(l + u * 8));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(v + static_cast<size_t>(u) * rows * 16),
+                         _mm_shuffle_epi8(lhu, order4));
+      }
+    } else {
+      for (int u = 0; u < K / 4; u++) {
+        int8_t* d = v + static_cast<size_t>(u) * rows * 8;
+        std::memcpy(d, l + u * 4, 4);
+        std::memcpy(d + 4, h + u * 4, 4);
+      }
+    }
+  }
+}
+
+ARCHGEN_AVX512 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scales,
+                               const void* biases, Kind sk, void* out, Kind ok, int N, int n_lo,
+                               int n_hi) {
+  const int groups = x.K / x.wgroup;
+  const size_t row_bytes = static_cast<size_t>(x.K) * x.bits / 8;
+  sweep_panels(x, out, ok, N, n_lo, n_hi, [&](int n0, int nb, uint8_t* panel, float* sc, float* bi) {
+    pack_panel16(w + n0 * row_bytes, row_bytes, nb, panel);
+    for (int i = 0; i < 16; i++) {
+      for (int g = 0; g < groups; g++) {
+        const size_t at = static_cast<size_t>(n0 + i) * groups + g;
+        sc[g * 16 + i] = i < nb ? load1(scales, at, sk) : 0.0f;
+        bi[g * 16 + i] = i < nb ? load1(biases, at, sk) : 0.0f;
+      }
+    }
+  });
+}
+
+ARCHGEN_AVX512 void qmm16_block_rows(int code, const XI16& x, const uint8_t* w, int64_t row_bytes,
+                                     void* out, Kind ok, int N, int n_lo, int n_hi) {
+  const int K = x.K, groups = K / x.wgroup;
+  thread_local std::vector<uint8_t> codes;
+  thread_local std::vector<float> s, o;
+  codes.resize(static_cast<size_t>(16) * K);
+  s.resize(static_cast<size_t>(groups));
+  o.resize(static_cast<size_t>(groups));
+  sweep_panels(x, out, ok, N, n_lo, n_hi, [&](int n0, int nb, uint8_t* panel, float* sc, float* bi) {
+    for (int i = 0; i < 16; i++) {
+      if (i < nb) {
+        block_codes_row(code, w + (n0 + i) * row_bytes, K, codes.data() + static_cast<size_t>(i) * K,
+                        s.data(), o.data());
+      }
+      for (int g = 0; g < groups; g++) {
+        sc[g * 16 + i] = i < nb ? s[g] : 0.0f;
+        bi[g * 16 + i] = i < nb ? o[g] : 0.0f;
+      }
+    }
+    pack_panel16(codes.data(), static_cast<size_t>(K), nb, panel);
+  });
 }
 
 bool cpu_has_avx512_vnni() {

@@ -70,22 +70,26 @@ void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scales, const void*
 // bits, 4 at 8), each row's bytes of the unit side by side: at 4 bits the
 // l bytes of the unit's even values (W's low nibbles), of its odd values,
 // then the h bytes of each; at 8 bits the l bytes then the h bytes. Its
-// steps and sums, from r0 * (K / group), for each group, the block's rows
-// side by side.
+// steps, from r0 * (K / group), and sums, from r0 * (K / wgroup), for each
+// group, the block's rows side by side.
 constexpr int kQmm16Rows = 8;
 struct XI16 {
-  int M = 0, K = 0, group = 0, bits = 0;
+  int M = 0, K = 0;
+  int group = 0;   // values to a step of x
+  int wgroup = 0;  // values to a scale of W: group, or 16 under groups of 32
+  int bits = 0;    // W's: 4, or 8 (also block-quantized W's bytes)
   std::vector<int8_t> v;
   std::vector<float> step;  // a step per row and group
-  std::vector<float> sum;   // the float32 sum of x as rounded per row and group
+  std::vector<float> sum;   // the float32 sum of x as rounded per row and group of W
 };
 
 // Whether qmm16_rows takes W of this shape: 4 or 8 bits, groups of 32, 64
 // or 128, K a multiple of the group.
 bool qmm16_fits(int bits, int group, int K);
 
-// Sizes out for M rows of K values in groups of group, against W of bits.
-void qmm16_shape(int M, int K, int group, int bits, XI16& out);
+// Sizes out for M rows of K values in groups of group, against W of bits
+// whose scales hold for wgroup values.
+void qmm16_shape(int M, int K, int group, int wgroup, int bits, XI16& out);
 
 // Puts rows [m_lo, m_hi) of x (M rows of K float32 values, sized by
 // qmm16_shape) on the grid, into out: the same values qmv16_prepare and
@@ -104,6 +108,14 @@ void qmm16_prepare(const float* x, int m_lo, int m_hi, XI16& out);
 // does not depend on the other rows of x or W computed beside it.
 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
                 void* out, Kind ok, int N, int n_lo, int n_hi);
+
+// The same for a block-quantized W (llama.cpp's type code, rows of
+// row_bytes), x prepared in groups of 32 at 8 bits with wgroup
+// block_codes_group(code): each row of W decoded into its unsigned bytes
+// and the scale and offset of each group (block_codes_row), then packed and
+// swept as qmm16_rows does.
+void qmm16_block_rows(int code, const XI16& x, const uint8_t* w, int64_t row_bytes, void* out,
+                      Kind ok, int N, int n_lo, int n_hi);
 
 // Whether this machine runs the AVX-512 instructions the integer path uses
 // (F, BW, VL and VNNI, with the operating system saving their registers).

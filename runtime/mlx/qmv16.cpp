@@ -348,12 +348,53 @@ inline void qmm16_block(int M, int m, int& r0, int& rows) {
 ARCHGEN_AVX512 void pack_panel16(const uint8_t* w, size_t row_bytes, int nb, uint8_t* panel) {
   __m512i r[16];
   for (size_t s = 0; s < row_bytes; s += 64) {
-    const __mmask64 m = row_bytes - s >= 64 ? ~0ull : ~0ull >> (64 - (row_bytes - s));
+    const bool whole = row_bytes - s >= 64;
+    const __mmask64 m = whole ? ~0ull : ~0ull >> (64 - (row_bytes - s));
     for (int i = 0; i < 16; i++) {
-      r[i] = i < nb ? _mm512_maskz_loadu_epi8(m, w + i * row_bytes + s) : _mm512_setzero_si512();
+      const uint8_t* p = w + i * row_bytes + s;
+      r[i] = i >= nb  ? _mm512_setzero_si512()
+             : whole ? _mm512_loadu_si512(p)
+                     : _mm512_maskz_loadu_epi8(m, p);
     }
     transpose16(r);
     for (int u = 0; u < 16; u++) _mm512_storeu_si512(panel + (s / 4 + u) * 64, r[u]);
+  }
+}
+
+// Asks for n bytes from p into the L2 cache, a line at a time (a panel's
+// scales and biases, a few lines).
+ARCHGEN_AVX512 inline void prefetch_l2(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < n; i += 64) _mm_prefetch(c + i, _MM_HINT_T1);
+}
+
+// Lines of W still to ask for, from at to end, per lines at a time: the
+// next panel's rows, asked for while the current panel is swept, a few
+// lines a group (all at once they would fill the miss queue).
+struct Ahead {
+  const char* at = nullptr;
+  const char* end = nullptr;
+  int per = 0;
+
+  ARCHGEN_AVX512 void step() {
+    for (int l = 0; l < per && at < end; l++, at += 64) _mm_prefetch(at, _MM_HINT_T1);
+  }
+};
+
+// dst[g * 16 + i] = the value of kind k at src[(i * groups + g)] for 16
+// rows i (nb of them; zeros past nb) and every g < groups, as float32:
+// 16 rows' scales or biases side by side, 16 groups at a time.
+ARCHGEN_AVX512 void transpose_factors(const void* src, Kind k, int groups, int nb, float* dst) {
+  const size_t es = kind_size(k);
+  __m512i r[16];
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    const int c = std::min(16, groups - g0);
+    for (int i = 0; i < 16; i++) {
+      r[i] = i < nb ? _mm512_castps_si512(load16(static_cast<const char*>(src) + (static_cast<size_t>(i) * groups + g0) * es, c, k))
+                    : _mm512_setzero_si512();
+    }
+    transpose16(r);
+    for (int g = 0; g < c; g++) _mm512_storeu_si512(dst + (g0 + g) * 16, r[g]);
   }
 }
 
@@ -383,7 +424,7 @@ constexpr int kUnitValues = BITS == 4 ? 8 : 4;
 template <int MB, int G, int BITS, int R>
 ARCHGEN_AVX512 __attribute__((noinline)) void sweep_panel16(const int8_t* xp, const float* st, const float* su, int groups,
                                   const uint8_t* panel, const float* sc, const float* bi,
-                                  float* res) {
+                                  float* res, Ahead* ahead) {
   constexpr int U = G / kUnitValues<BITS>, XB = kUnitBytes<BITS>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   // The float32 totals stay in res, updated once a group; the registers
@@ -391,6 +432,7 @@ ARCHGEN_AVX512 __attribute__((noinline)) void sweep_panel16(const int8_t* xp, co
   #pragma GCC unroll 16
   for (int i = 0; i < MB; i++) _mm512_storeu_ps(res + i * 16, _mm512_setzero_ps());
   for (int g = 0; g < groups; g++) {
+    ahead->step();
     __m512i lo[MB], hi[MB];
     #pragma GCC unroll 16
     for (int i = 0; i < MB; i++) {
@@ -435,44 +477,46 @@ ARCHGEN_AVX512 __attribute__((noinline)) void sweep_panel16(const int8_t* xp, co
 
 template <int MB, int BITS>
 ARCHGEN_AVX512 void sweep_group16(const XI16& x, int r0, const uint8_t* panel, const float* sc,
-                                  const float* bi, float* res) {
+                                  const float* bi, float* res, Ahead* ahead) {
   const int groups = x.K / x.wgroup;
   const int8_t* xp = x.v.data() + static_cast<size_t>(r0) * x.K * 2;
   const float* st = x.step.data() + static_cast<size_t>(r0) * (x.K / x.group);
   const float* su = x.sum.data() + static_cast<size_t>(r0) * groups;
   if (x.wgroup != x.group) {
     // Groups of 16 of W under x's steps of 32 (block-quantized W).
-    sweep_panel16<MB, 16, BITS, 2>(xp, st, su, groups, panel, sc, bi, res);
+    sweep_panel16<MB, 16, BITS, 2>(xp, st, su, groups, panel, sc, bi, res, ahead);
     return;
   }
   switch (x.group) {
     case 32:
-      sweep_panel16<MB, 32, BITS, 1>(xp, st, su, groups, panel, sc, bi, res);
+      sweep_panel16<MB, 32, BITS, 1>(xp, st, su, groups, panel, sc, bi, res, ahead);
       break;
     case 64:
-      sweep_panel16<MB, 64, BITS, 1>(xp, st, su, groups, panel, sc, bi, res);
+      sweep_panel16<MB, 64, BITS, 1>(xp, st, su, groups, panel, sc, bi, res, ahead);
       break;
     default:
-      sweep_panel16<MB, 128, BITS, 1>(xp, st, su, groups, panel, sc, bi, res);
+      sweep_panel16<MB, 128, BITS, 1>(xp, st, su, groups, panel, sc, bi, res, ahead);
   }
 }
 
 template <int MB>
 ARCHGEN_AVX512 void sweep_rows16(const XI16& x, int r0, const uint8_t* panel, const float* sc,
-                                 const float* bi, float* res) {
+                                 const float* bi, float* res, Ahead* ahead) {
   if (x.bits == 4) {
-    sweep_group16<MB, 4>(x, r0, panel, sc, bi, res);
+    sweep_group16<MB, 4>(x, r0, panel, sc, bi, res, ahead);
   } else {
-    sweep_group16<MB, 8>(x, r0, panel, sc, bi, res);
+    sweep_group16<MB, 8>(x, r0, panel, sc, bi, res, ahead);
   }
 }
 
 // Every row of x against rows [n_lo, n_hi) of W, 16 rows of W at a time:
 // fill(n0, nb, panel, sc, bi) packs rows [n0, n0 + nb) into the panel and
-// their scales and biases ([K / x.wgroup, 16] float32, zeros past nb).
+// their scales and biases ([K / x.wgroup, 16] float32, zeros past nb); the
+// rows of W (w, rows of row_bytes) of the next panel are asked for while a
+// panel is swept.
 template <typename Fill>
-ARCHGEN_AVX512 void sweep_panels(const XI16& x, void* out, Kind ok, int N, int n_lo, int n_hi,
-                                 Fill fill) {
+ARCHGEN_AVX512 void sweep_panels(const XI16& x, const uint8_t* w, size_t w_row_bytes, void* out,
+                                 Kind ok, int N, int n_lo, int n_hi, Fill fill) {
   const int groups = x.K / x.wgroup;
   const size_t row_bytes = static_cast<size_t>(x.K) * x.bits / 8;
   thread_local std::vector<uint8_t> panel;
@@ -484,21 +528,27 @@ ARCHGEN_AVX512 void sweep_panels(const XI16& x, void* out, Kind ok, int N, int n
   for (int n0 = n_lo; n0 < n_hi; n0 += 16) {
     const int nb = std::min(16, n_hi - n0);
     fill(n0, nb, panel.data(), sc.data(), bi.data());
+    Ahead ahead;
+    if (n0 + 16 < n_hi) {
+      ahead.at = reinterpret_cast<const char*>(w + (n0 + 16) * w_row_bytes);
+      ahead.end = ahead.at + std::min(16, n_hi - n0 - 16) * w_row_bytes;
+      ahead.per = static_cast<int>((ahead.end - ahead.at) / 64 / groups) + 1;
+    }
     for (int m0 = 0; m0 < x.M;) {
       int r0 = 0, mb = 1;
       qmm16_block(x.M, m0, r0, mb);
       switch (mb) {
         case 8:
-          sweep_rows16<8>(x, m0, panel.data(), sc.data(), bi.data(), res);
+          sweep_rows16<8>(x, m0, panel.data(), sc.data(), bi.data(), res, &ahead);
           break;
         case 4:
-          sweep_rows16<4>(x, m0, panel.data(), sc.data(), bi.data(), res);
+          sweep_rows16<4>(x, m0, panel.data(), sc.data(), bi.data(), res, &ahead);
           break;
         case 2:
-          sweep_rows16<2>(x, m0, panel.data(), sc.data(), bi.data(), res);
+          sweep_rows16<2>(x, m0, panel.data(), sc.data(), bi.data(), res, &ahead);
           break;
         default:
-          sweep_rows16<1>(x, m0, panel.data(), sc.data(), bi.data(), res);
+          sweep_rows16<1>(x, m0, panel.data(), sc.data(), bi.data(), res, &ahead);
       }
       for (int i = 0; i < mb; i++) {
         const size_t at = static_cast<size_t>(m0 + i) * N + n0;
@@ -592,15 +642,16 @@ ARCHGEN_AVX512 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scal
                                int n_hi) {
   const int groups = x.K / x.wgroup;
   const size_t row_bytes = static_cast<size_t>(x.K) * x.bits / 8;
-  sweep_panels(x, out, ok, N, n_lo, n_hi, [&](int n0, int nb, uint8_t* panel, float* sc, float* bi) {
-    pack_panel16(w + n0 * row_bytes, row_bytes, nb, panel);
-    for (int i = 0; i < 16; i++) {
-      for (int g = 0; g < groups; g++) {
-        const size_t at = static_cast<size_t>(n0 + i) * groups + g;
-        sc[g * 16 + i] = i < nb ? load1(scales, at, sk) : 0.0f;
-        bi[g * 16 + i] = i < nb ? load1(biases, at, sk) : 0.0f;
-      }
+  const size_t fbytes = static_cast<size_t>(groups) * kind_size(sk);
+  sweep_panels(x, w, row_bytes, out, ok, N, n_lo, n_hi, [&](int n0, int nb, uint8_t* panel, float* sc, float* bi) {
+    if (n0 + 16 < n_hi) {
+      const int next = std::min(16, n_hi - n0 - 16);
+      prefetch_l2(static_cast<const char*>(scales) + (n0 + 16) * fbytes, next * fbytes);
+      prefetch_l2(static_cast<const char*>(biases) + (n0 + 16) * fbytes, next * fbytes);
     }
+    pack_panel16(w + n0 * row_bytes, row_bytes, nb, panel);
+    transpose_factors(static_cast<const char*>(scales) + n0 * fbytes, sk, groups, nb, sc);
+    transpose_factors(static_cast<const char*>(biases) + n0 * fbytes, sk, groups, nb, bi);
   });
 }
 
@@ -612,7 +663,7 @@ ARCHGEN_AVX512 void qmm16_block_rows(int code, const XI16& x, const uint8_t* w, 
   codes.resize(static_cast<size_t>(16) * K);
   s.resize(static_cast<size_t>(groups));
   o.resize(static_cast<size_t>(groups));
-  sweep_panels(x, out, ok, N, n_lo, n_hi, [&](int n0, int nb, uint8_t* panel, float* sc, float* bi) {
+  sweep_panels(x, w, static_cast<size_t>(row_bytes), out, ok, N, n_lo, n_hi, [&](int n0, int nb, uint8_t* panel, float* sc, float* bi) {
     for (int i = 0; i < 16; i++) {
       if (i < nb) {
         block_codes_row(code, w + (n0 + i) * row_bytes, K, codes.data() + static_cast<size_t>(i) * K,

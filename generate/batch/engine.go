@@ -539,8 +539,8 @@ func (e *Engine) release() {
 // MaxBatch), and runs prompt chunks, at least one and about PrefillStep
 // tokens in all, between two decode steps: a long prompt does not stall the
 // batch for longer than a chunk. Each prompt runs alone, in the chunks
-// generate.Tokens makes, but for its last token: then the sequence's caches
-// join the batch, and the next step feeds that token and draws its first.
+// generate.Tokens makes; when its last token has given the first draw, the
+// sequence's caches join the batch.
 func (e *Engine) admit() {
 	e.mu.Lock()
 	var cancelled []*seq
@@ -598,11 +598,12 @@ func (e *Engine) admit() {
 			budget -= n
 			continue
 		}
-		if err := e.ready(s); err != nil {
+		if err := e.first(s); err != nil {
 			e.drop(s, err)
 			continue
 		}
 		e.pending = e.pending[1:]
+		budget--
 		if s.done {
 			freeCaches(s.caches)
 			s.caches = nil
@@ -726,52 +727,42 @@ func (e *Engine) start(s *seq) error {
 	return nil
 }
 
-// ready makes s, whose caches hold all of its prompt but its last token
-// (s.rest), a row of the next step: the step feeds that token beside the
-// other rows' and draws s's first token with theirs, so that requests
-// arriving together get their first tokens from one step rather than one
-// forward pass each. A copy of its caches goes to the prompt cache first:
-// the same prompt again (or one that differs only in its last token)
-// reuses every token but its last, whether or not its caches can be cut
-// back. A prompt of one token runs alone (alone): its caches hold nothing
-// to join with.
-func (e *Engine) ready(s *seq) error {
-	if c := s.req.Constraint; c != nil && c.Done() {
-		e.finish(s, generate.FinishStop, nil)
-		return nil
-	}
-	prompt := s.req.Prompt
-	if len(prompt) == 1 {
-		// Caches that hold nothing do not join a batch: the one token
-		// runs alone.
-		return e.alone(s)
-	}
-	if e.pc != nil && s.cached < len(prompt)-1 {
-		g := mlx.NewGraph(e.opts.Stream)
-		e.remember(g, prompt[:len(prompt)-1], s.caches)
-		g.Close()
-	}
-	s.fed = slices.Clone(prompt[:len(prompt)-1])
-	s.last = s.rest[0]
-	s.rest = nil
-	return nil
-}
-
-// alone runs s's one prompt token (s.rest) by itself, draws the first
-// token and sends it; a copy of the caches goes to the prompt cache.
-func (e *Engine) alone(s *seq) error {
-	if s.req.Constraint != nil {
+// first runs the prompt's last token (s.rest), draws the first token and
+// sends it; the caches then hold the whole prompt, and a copy goes to the
+// prompt cache.
+func (e *Engine) first(s *seq) error {
+	if c := s.req.Constraint; c != nil {
+		if c.Done() {
+			e.finish(s, generate.FinishStop, nil)
+			return nil
+		}
 		if err := e.mask(s); err != nil {
 			return err
 		}
 	}
-	s.fed = slices.Clone(s.req.Prompt)
+	prompt := s.req.Prompt
+	s.fed = slices.Clone(prompt)
+	if e.pc != nil && len(prompt) > 1 && s.cached < len(prompt)-1 && !trimmable(s.caches) {
+		// A recurrent state cannot be cut back to a shorter prefix: keep a
+		// copy after all of the prompt but its last token, which the same
+		// prompt again (or one that differs only in its last token) reuses.
+		if len(s.rest) > 1 {
+			if err := e.prefillChunk(s.caches, s.rest[:len(s.rest)-1]); err != nil {
+				return err
+			}
+			s.rest = s.rest[len(s.rest)-1:]
+		}
+		g := mlx.NewGraph(e.opts.Stream)
+		e.remember(g, prompt[:len(prompt)-1], s.caches)
+		g.Close()
+	}
 	g := mlx.NewGraph(e.opts.Stream)
 	defer g.Close()
 	x := mlx.FromSlice(g, s.rest, 1, len(s.rest))
 	logits := e.m.Forward(g, x, s.caches)
 	v := logits.Dim(-1)
-	logits = g.Reshape(logits, 1, v)
+	l := x.Dim(1)
+	logits = g.Reshape(g.Slice(logits, []int{0, l - 1, 0}, []int{1, l, v}), 1, v)
 	pick, lp := e.draw(g, s, logits)
 	outs := append([]*mlx.Array{pick}, cacheArrays(s.caches)...)
 	if lp != nil {

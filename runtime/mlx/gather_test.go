@@ -199,6 +199,11 @@ func checkGatherQMM(t *testing.T, c gqmmCase) {
 	case Float16:
 		tol = 0.03
 	}
+	if c.dt == Float32 && c.mode == "affine" && c.transpose && (c.bits == 4 || c.bits == 8) && NativeQMM16() {
+		// Experts of more than 8 rows run on the integer panels, x rounded
+		// to 16 bits per group (gridSlack).
+		tol += gridSlack(t, g, x, g.Dequantize(q, Float32), c.group)
+	}
 	closeTo(t, values(t, g, got), values(t, g, want), tol)
 }
 

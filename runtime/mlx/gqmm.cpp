@@ -7,7 +7,9 @@
 // packed values (8 codes at a time spread into bytes by one pdep, widened
 // and converted to float32, 8-wide fused multiply-adds); one with more
 // rows has its matrix dequantized a panel at a time and swept with the
-// register-blocked product of panel.h. The experts' columns are split
+// register-blocked product of panel.h, or, past 8 rows of a 4- or 8-bit
+// or block-quantized stack on AVX-512 with VNNI, packed into the 16-bit
+// integer panels of qmv16.h. The experts' columns are split
 // over the cores. Affine quantization at 2, 3, 4, 5, 6 and 8 bits and
 // mxfp4 (E2M1 values, power-of-two scales), as mlx packs them: a row's
 // codes form one little-endian bit stream. Where mlx computes in bfloat16
@@ -30,6 +32,7 @@
 #include "blockq.h"
 #include "cpukern.h"
 #include "panel.h"
+#include "qmv16.h"
 #include "tiles.h"
 
 #include "mlx/backend/cpu/encoder.h"
@@ -415,6 +418,10 @@ struct Plan {
   // on the tile unit (terms != 0): each one's rows packed for it
   int terms = 0;
   std::vector<archgen::XTiles> xt;
+  // experts with more than kGridRows rows where their products run on the
+  // integer panels (qmv16.h's qmm16; empty where they do not): each one's
+  // rows on x's grid
+  std::vector<archgen::XI16> xi;
 };
 
 // An expert with more rows than this multiplies them on the tile unit,
@@ -449,7 +456,9 @@ void prepare_tiles(Plan& p) {
 
 // An expert of block-quantized rows with at most this many rows of x
 // multiplies them from the blocks on x's integer grid (as BlockQMM's
-// products do); with more, on panels of decoded rows.
+// products do); with more, on the integer panels where they run
+// (panels16), else on panels of decoded rows. Affine experts with more
+// rows run on the integer panels too.
 constexpr int kGridRows = 8;
 
 // The products of an expert's R rows of x (from row r0 of the plan's xs)
@@ -533,9 +542,44 @@ void run_expert_blocks(Plan& p, int e, int n_lo, int n_hi) {
                             p.tmp.data() + static_cast<size_t>(r0) * N, Kind::f32, N, n_lo, n_hi);
     return;
   }
+  if (!p.xi.empty()) {
+    archgen::qmm16_block_rows(q.code, p.xi[e], w, static_cast<int64_t>(rb),
+                              p.tmp.data() + static_cast<size_t>(r0) * N, Kind::f32, N, n_lo, n_hi);
+    return;
+  }
   panel_products(p, e, n_lo, n_hi, [&](int n, float* d) {
     archgen::block_dequant_row(q.code, w + static_cast<size_t>(n) * rb, d, K);
   });
+}
+
+// Whether the plan's experts of more than kGridRows rows run on the
+// integer panels: float32 arithmetic off the tile unit, a block-quantized
+// or a 4- or 8-bit affine stack, the panels on (archgen_qmm16_runs).
+bool panels16(const Plan& p) {
+  const Experts& q = p.q;
+  return p.terms == 0 && p.hk == Kind::f32 && archgen_qmm16_runs() &&
+         (q.code != 0 || (!q.fp4 && archgen::qmm16_fits(q.bits, q.group, q.K)));
+}
+
+// Puts the rows of every expert that has more than kGridRows of them on x's
+// grid for the integer panels (each expert a task of the pool).
+void prepare_panels16(Plan& p) {
+  const Experts& q = p.q;
+  p.xi.resize(q.E);
+  std::vector<int> big;
+  for (int e = 0; e < q.E; e++) {
+    if (p.start[e + 1] - p.start[e] > kGridRows) big.push_back(e);
+  }
+  auto put = [&p, &q](int e) {
+    const int r0 = p.start[e], R = p.start[e + 1] - r0;
+    if (q.code != 0) {
+      archgen::qmm16_shape(R, q.K, 32, archgen::block_codes_group(q.code), 8, p.xi[e]);
+    } else {
+      archgen::qmm16_shape(R, q.K, q.group, q.group, q.bits, p.xi[e]);
+    }
+    archgen::qmm16_prepare(p.xs.data() + static_cast<size_t>(r0) * q.K, 0, R, p.xi[e]);
+  };
+  archgen::Pool::get().run(static_cast<int>(big.size()), [&](int i) { put(big[i]); });
 }
 
 // Puts each expert's rows of a block-quantized stack into the form its
@@ -550,7 +594,7 @@ void prepare_blocks(Plan& p) {
     if (R == 0) continue;
     if (R <= kGridRows) {
       archgen::block_prepare_x(xe, R, K, planes, p.xb[e]);
-    } else if (p.terms == 0) {
+    } else if (p.terms == 0 && p.xi.empty()) {
       archgen::block_round_x(xe, R, K, xe);
     }
   }
@@ -640,6 +684,13 @@ __attribute__((target("avx2,fma,f16c,bmi2"))) void run_expert(Plan& p, int e, in
   }
   if (p.hk != Kind::f32) {
     run_expert_half(p, e, n_lo, n_hi);
+    return;
+  }
+  if (R > kGridRows && !p.xi.empty()) {
+    const size_t fo = base * q.groups() * archgen::kind_size(q.sk);
+    archgen::qmm16_rows(p.xi[e], q.w + base * q.row_bytes(), static_cast<const char*>(q.scales) + fo,
+                        static_cast<const char*>(q.biases) + fo, q.sk,
+                        p.tmp.data() + static_cast<size_t>(r0) * N, Kind::f32, N, n_lo, n_hi);
     return;
   }
   if (R <= 2) {
@@ -821,6 +872,9 @@ class NativeGatherQMM : public mx::UnaryPrimitive {
       p.terms = gather_tile_terms(p);
       if (p.terms != 0) {
         prepare_tiles(p);
+      }
+      if (panels16(p)) {
+        prepare_panels16(p);
       }
       if (q.code != 0) {
         prepare_blocks(p);

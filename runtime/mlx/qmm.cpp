@@ -1462,6 +1462,10 @@ extern "C" int mlxg_native_qmv_int8(void) {
 
 extern "C" int mlxg_set_native_qmv_int8(int on) { return int8_switch().exchange(on ? 1 : 0); }
 
+bool archgen_qmm16_runs() {
+  return isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0;
+}
+
 extern "C" int mlxg_native_qmm16(void) {
   return native_enabled() && isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0 ? 1 : 0;
 }

@@ -89,6 +89,13 @@ bool archgen_block_planes();
 // parity bounds.
 int archgen_tile_terms(bool w_float32, bool w_bfloat16);
 
+// Whether products of more than 8 rows of a float32 x by a 4- or 8-bit
+// affine or block-quantized W run on the 16-bit integer panels (qmv16.h's
+// qmm16): the instructions are AVX-512 with VNNI and
+// ARCHGEN_MLX_NATIVE_QMM16 (or mlxg_set_native_qmm16) has not turned them
+// off. The tile unit, where it runs, comes first.
+bool archgen_qmm16_runs();
+
 // How quantized products whose input and scales are both bfloat16 or both
 // float16 run, for quantized_matmul and gather_qmm alike: 0 on libmlx's
 // kernel (ARCHGEN_MLX_NATIVE_QMM_HALF=0), 1 on the float32 kernels, the

@@ -228,7 +228,10 @@ def section(sizes, serve1b, serve_small, hybrid_md, plot_md):
     m = (sizes or {}).get("machine", {})
     lines = [BEGIN, "", "## Results", ""]
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
-    cmds = [d.get("command") for d in (sizes, serve1b, serve_small) if d and d.get("command")]
+    # Every command whose rows the results hold (a --merge run keeps the
+    # rows and commands of the runs before it).
+    cmds = [c for d in (sizes, serve1b, serve_small) if d
+            for c in (d.get("commands") or ([d["command"]] if d.get("command") else []))]
     made = ("; ".join(f"`{c}`" for c in cmds)) if cmds else f"`make bench{' BENCH_QUICK=1' if quick else ''}`"
     lines.append(f"Written {datetime.date.today().isoformat()} from the figures of {made}, on "
                  f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores), {(sizes or {}).get('runs', '?')} measured "

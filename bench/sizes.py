@@ -392,8 +392,12 @@ def main():
     results = {"sizes": {}, "long": {}, "flags": {}}
     if args.merge and path.exists():
         results.update(json.loads(path.read_text()))
-    results.update({"machine": machine(), "runs": int(args.runs), "threads": 2,
-                    "command": "bench/sizes.py " + " ".join(sys.argv[1:])})
+    # The commands whose rows the file holds: this one, and with --merge the
+    # earlier ones whose rows it keeps.
+    command = "bench/sizes.py " + " ".join(sys.argv[1:])
+    earlier = results.get("commands") or ([results["command"]] if results.get("command") else [])
+    results.update({"machine": machine(), "runs": int(args.runs), "threads": 2, "command": command,
+                    "commands": [c for c in earlier if c != command] + [command]})
     tok_dir = tokenizer_dir(args.out / "models", bin_dir)
 
     def save():

@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,12 +141,7 @@ func TestBlockMatmul(t *testing.T) {
 // float32 panels multiply the same rounded x, and the two must differ in
 // the last bits somewhere.
 func TestBlockQMM16IsItsOwnPath(t *testing.T) {
-	if !NativeQMM16() {
-		t.Skip("the integer panels do not run here (no AVX-512 with VNNI, ARCHGEN_MLX_ISA=avx2 or ARCHGEN_MLX_NATIVE_QMM16=0)")
-	}
-	if tileUnitRuns() && NativeTiles() != TilesOff {
-		defer SetNativeTiles(SetNativeTiles(TilesOff))
-	}
+	requireQMM16(t)
 	const rows, k = 37, 512
 	dir := blockRefs(t, rows, k)
 	for _, f := range BlockFormats() {
@@ -157,19 +151,8 @@ func TestBlockQMM16IsItsOwnPath(t *testing.T) {
 			defer g.Close()
 			x := g.Normal([]int{20, k}, Float32, 0, 1, g.RandomKey(3))
 			w := FromSlice(g, raw, rows, f.RowBytes(k))
-			var outs [2][]float32
-			for i, on := range []bool{true, false} {
-				prev := SetNativeQMM16(on)
-				v, err := g.BlockMatmul(x, w, f).Float32s()
-				SetNativeQMM16(prev)
-				if err != nil {
-					t.Fatal(err)
-				}
-				outs[i] = v
-			}
-			if slices.Equal(outs[0], outs[1]) {
-				t.Fatalf("the integer panels gave the float32 panels' results bit for bit; are they running?")
-			}
+			pathDiffers(t, "the integer panels gave the float32 panels' results", setQMM16,
+				func() ([]float32, error) { return g.BlockMatmul(x, w, f).Float32s() })
 		})
 	}
 }

@@ -435,23 +435,30 @@ int gather_tile_terms(const Plan& p) {
   return p.hk != Kind::f32 ? 0 : archgen_tile_terms(false, p.q.fp4);
 }
 
+// Calls f(e, r0, R) for every expert e with more than rows rows of x (its
+// R rows from row r0 of the plan's xs), each expert a task of the pool.
+template <typename F>
+void each_big_expert(const Plan& p, int rows, F f) {
+  std::vector<int> big;
+  for (int e = 0; e < p.q.E; e++) {
+    if (p.start[e + 1] - p.start[e] > rows) big.push_back(e);
+  }
+  archgen::Pool::get().run(static_cast<int>(big.size()), [&](int i) {
+    const int e = big[i];
+    f(e, p.start[e], p.start[e + 1] - p.start[e]);
+  });
+}
+
 // Packs the rows of every expert that has more than kTileExpertRows of
 // them for the tile unit.
 void prepare_tiles(Plan& p) {
   p.xt.resize(p.q.E);
   const int K = p.q.K;
-  std::vector<int> big;
-  for (int e = 0; e < p.q.E; e++) {
-    if (p.start[e + 1] - p.start[e] > kTileExpertRows) big.push_back(e);
-  }
-  auto pack = [&p, K](int e) {
-    const int r0 = p.start[e], R = p.start[e + 1] - r0;
+  each_big_expert(p, kTileExpertRows, [&p, K](int e, int r0, int R) {
     archgen::tiles_shape_x(R, K, p.terms, p.xt[e]);
     archgen::tiles_pack_x(p.xs.data() + static_cast<size_t>(r0) * K, static_cast<size_t>(K), 0,
                           R, p.xt[e]);
-  };
-  auto& pool = archgen::Pool::get();
-  pool.run(static_cast<int>(big.size()), [&](int i) { pack(big[i]); });
+  });
 }
 
 // An expert of block-quantized rows with at most this many rows of x
@@ -562,24 +569,18 @@ bool panels16(const Plan& p) {
 }
 
 // Puts the rows of every expert that has more than kGridRows of them on x's
-// grid for the integer panels (each expert a task of the pool).
+// grid for the integer panels.
 void prepare_panels16(Plan& p) {
   const Experts& q = p.q;
   p.xi.resize(q.E);
-  std::vector<int> big;
-  for (int e = 0; e < q.E; e++) {
-    if (p.start[e + 1] - p.start[e] > kGridRows) big.push_back(e);
-  }
-  auto put = [&p, &q](int e) {
-    const int r0 = p.start[e], R = p.start[e + 1] - r0;
+  each_big_expert(p, kGridRows, [&p, &q](int e, int r0, int R) {
     if (q.code != 0) {
       archgen::qmm16_shape(R, q.K, 32, archgen::block_codes_group(q.code), 8, p.xi[e]);
     } else {
       archgen::qmm16_shape(R, q.K, q.group, q.group, q.bits, p.xi[e]);
     }
     archgen::qmm16_prepare(p.xs.data() + static_cast<size_t>(r0) * q.K, 0, R, p.xi[e]);
-  };
-  archgen::Pool::get().run(static_cast<int>(big.size()), [&](int i) { put(big[i]); });
+  });
 }
 
 // Puts each expert's rows of a block-quantized stack into the form its

@@ -124,10 +124,11 @@ func SetNativeQMVInt8(on bool) bool {
 }
 
 // NativeQMM16 reports whether the native kernel's products of more than 8
-// rows of a float32 x (a prompt, a large batch) by a 4- or 8-bit affine W
-// run on 16-bit integer panels: x on the same 16-bit grid per group as
-// decode's products, W's values unpacked into panels, sums exact in 32-bit
-// integers per group. On where the kernel runs AVX-512 with VNNI, unless
+// rows of a float32 x (a prompt, a large batch) by a 4- or 8-bit affine or
+// a block-quantized W, and a mixture's experts of more than 8 rows, run on
+// 16-bit integer panels: x on the same 16-bit grid per group as decode's
+// products, W's values packed into panels, sums exact in 32-bit integers
+// per group. On where the kernel runs AVX-512 with VNNI, unless
 // ARCHGEN_MLX_NATIVE_QMM16=0 or SetNativeQMM16 turns it off (then the
 // float32 panels multiply the rounded x). The tile unit, where it runs,
 // takes those products first.

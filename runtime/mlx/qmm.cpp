@@ -320,10 +320,10 @@ std::atomic<int>& int8_switch() {
   return on;
 }
 
-// Whether products of many rows of x by an affine-quantized W run on the
-// 16-bit integer panels (qmm16_rows) on AVX-512 with VNNI, rather than on
-// the float32 panels of the rounded x: on by default,
-// ARCHGEN_MLX_NATIVE_QMM16=0 turns it off.
+// Whether products of many rows of x by an affine or block-quantized W
+// (and the experts' of gqmm.cpp) run on the 16-bit integer panels
+// (qmm16) on AVX-512 with VNNI, rather than on the float32 panels: on by
+// default, ARCHGEN_MLX_NATIVE_QMM16=0 turns it off (archgen_qmm16_runs).
 std::atomic<int>& qmm16_switch() {
   static std::atomic<int> on{[] {
     const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMM16");
@@ -933,7 +933,7 @@ void run_jobs(Job* js, int n) {
       thread_local archgen::XQ16 xq;
       archgen::qmv16_prepare(j.x, j.M, j.K, j.group, j.bits, xq);
       j.xq = &xq;
-    } else if (qmm16_switch().load() != 0 && archgen::qmm16_fits(j.bits, j.group, j.K)) {
+    } else if (archgen_qmm16_runs() && archgen::qmm16_fits(j.bits, j.group, j.K)) {
       prepare_xi(pool, j, j.group, j.group, j.bits);
     } else {
       thread_local std::vector<float> xr;
@@ -954,7 +954,7 @@ void run_jobs(Job* js, int n) {
       thread_local archgen::XB16 xb;
       archgen::block_prepare_x(j.x, j.M, j.K, archgen_block_planes(), xb);
       j.xb = &xb;
-    } else if (isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0) {
+    } else if (archgen_qmm16_runs()) {
       prepare_xi(pool, j, 32, archgen::block_codes_group(j.btype), 8);
     } else {
       thread_local std::vector<float> xr;
@@ -1466,9 +1466,7 @@ bool archgen_qmm16_runs() {
   return isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0;
 }
 
-extern "C" int mlxg_native_qmm16(void) {
-  return native_enabled() && isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0 ? 1 : 0;
-}
+extern "C" int mlxg_native_qmm16(void) { return native_enabled() && archgen_qmm16_runs() ? 1 : 0; }
 
 extern "C" int mlxg_set_native_qmm16(int on) { return qmm16_switch().exchange(on ? 1 : 0); }
 

@@ -3,6 +3,7 @@ package mlx
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -615,16 +616,28 @@ func TestQMV16IsItsOwnPath(t *testing.T) {
 // differ somewhere, in the last bits of the float32 sums, while both stay
 // within checkQMM's bounds (testNativeQuantizedMatmul runs both).
 func TestQMM16IsItsOwnPath(t *testing.T) {
+	requireQMM16(t)
+	checkOwnPath(t, 20, "the integer panels gave the float32 panels' results", setQMM16)
+}
+
+// requireQMM16 skips t where the integer panels do not run, and keeps the
+// tile unit, which would take their products first, off while t runs.
+func requireQMM16(t *testing.T) {
+	t.Helper()
 	if !NativeQMM16() {
 		t.Skip("the integer panels do not run here (no AVX-512 with VNNI, ARCHGEN_MLX_ISA=avx2 or ARCHGEN_MLX_NATIVE_QMM16=0)")
 	}
 	if tileUnitRuns() && NativeTiles() != TilesOff {
-		defer SetNativeTiles(SetNativeTiles(TilesOff))
+		prev := SetNativeTiles(TilesOff)
+		t.Cleanup(func() { SetNativeTiles(prev) })
 	}
-	checkOwnPath(t, 20, "the integer panels gave the float32 panels' results", func(on bool) func() {
-		prev := SetNativeQMM16(on)
-		return func() { SetNativeQMM16(prev) }
-	})
+}
+
+// setQMM16 turns the integer panels on or off and returns what restores
+// the setting.
+func setQMM16(on bool) func() {
+	prev := SetNativeQMM16(on)
+	return func() { SetNativeQMM16(prev) }
 }
 
 // checkOwnPath multiplies rows of x by a W of each bit width and group
@@ -642,26 +655,29 @@ func checkOwnPath(t *testing.T, rows int, what string, set func(on bool) func())
 				if err := g.Eval(x, q.Weight, q.Scales, q.Biases); err != nil {
 					t.Fatal(err)
 				}
-				var outs [2][]float32
-				for i, on := range []bool{true, false} {
-					restore := set(on)
-					y := g.QuantizedMatmul(x, q, true)
-					v, err := y.Float32s()
-					restore()
-					if err != nil {
-						t.Fatal(err)
-					}
-					outs[i] = v
-				}
-				same := true
-				for i := range outs[0] {
-					same = same && outs[0][i] == outs[1][i]
-				}
-				if same {
-					t.Fatalf("%s bit for bit; is it running?", what)
-				}
+				pathDiffers(t, what, set, func() ([]float32, error) { return g.QuantizedMatmul(x, q, true).Float32s() })
 			})
 		}
+	}
+}
+
+// pathDiffers computes product with a path on and then off (set turns it
+// and returns what restores the setting), and fails with what where both
+// give the same bits.
+func pathDiffers(t *testing.T, what string, set func(on bool) func(), product func() ([]float32, error)) {
+	t.Helper()
+	var outs [2][]float32
+	for i, on := range []bool{true, false} {
+		restore := set(on)
+		v, err := product()
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = v
+	}
+	if slices.Equal(outs[0], outs[1]) {
+		t.Fatalf("%s bit for bit; is it running?", what)
 	}
 }
 

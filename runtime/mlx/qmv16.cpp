@@ -87,6 +87,17 @@ ARCHGEN_AVX512 inline __m512i grid16(const float* x, float inv) {
   return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-kQ16)), _mm512_set1_epi32(kQ16));
 }
 
+// The grid of the n values of a group at x (n a multiple of 16): its
+// step, the group's largest magnitude over kQ16, and inv, 1 / the step
+// (0 for a group of zeros).
+ARCHGEN_AVX512 inline void group_grid(const float* x, int n, float& step, float& inv) {
+  __m512 mx = _mm512_setzero_ps();
+  for (int i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+  const float amax = _mm512_reduce_max_ps(mx);
+  step = amax / static_cast<float>(kQ16);
+  inv = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
+}
+
 // Values per chunk of W (one 64-byte load of a row): 128 at 4 bits, 64 at
 // 8; and per 32-bit lane of vpdpbusd's sums, 8 and 4.
 template <int BITS>
@@ -223,13 +234,7 @@ ARCHGEN_AVX512 void qmv16_prepare(const float* x, int M, int K, int group, int b
     float* step = out.step.data() + static_cast<size_t>(m) * groups;
     float* sum = out.sum.data() + static_cast<size_t>(m) * groups;
     for (int g = 0; g < groups; g++) {
-      __m512 mx = _mm512_setzero_ps();
-      for (int i = g * group; i < (g + 1) * group; i += 16) {
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
-      }
-      const float amax = _mm512_reduce_max_ps(mx);
-      step[g] = amax / static_cast<float>(kQ16);
-      inv[g] = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
+      group_grid(xr + g * group, group, step[g], inv[g]);
       // The bias term's sum is of x as rounded, so that the product is
       // exactly that of the rounded x (qmv16_round's, for more rows).
       __m512i qs = _mm512_setzero_si512();
@@ -265,13 +270,8 @@ ARCHGEN_AVX512 void qmv16_round(const float* x, int M, int K, int group, float* 
     const float* xr = x + static_cast<size_t>(m) * K;
     float* o = out + static_cast<size_t>(m) * K;
     for (int g0 = 0; g0 < K; g0 += group) {
-      __m512 mx = _mm512_setzero_ps();
-      for (int i = g0; i < g0 + group; i += 16) {
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
-      }
-      const float amax = _mm512_reduce_max_ps(mx);
-      const float step = amax / static_cast<float>(kQ16);
-      const float inv = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
+      float step, inv;
+      group_grid(xr + g0, group, step, inv);
       for (int i = g0; i < g0 + group; i += 16) {
         _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_cvtepi32_ps(grid16(xr + i, inv)),
                                               _mm512_set1_ps(step)));
@@ -329,7 +329,7 @@ inline void qmm16_block(int M, int m, int& r0, int& rows) {
     return;
   }
   r0 = full;
-  for (int b = 8;; b /= 2) {
+  for (int b = kQmm16Rows / 2;; b /= 2) {
     if (M - r0 >= b) {
       if (m < r0 + b) {
         rows = b;
@@ -518,7 +518,7 @@ template <typename Fill>
 ARCHGEN_AVX512 void sweep_panels(const XI16& x, const uint8_t* w, size_t w_row_bytes, void* out,
                                  Kind ok, int N, int n_lo, int n_hi, Fill fill) {
   const int groups = x.K / x.wgroup;
-  const size_t row_bytes = static_cast<size_t>(x.K) * x.bits / 8;
+  const size_t row_bytes = static_cast<size_t>(x.K) * x.bits / 8;  // a row's bytes in the panel
   thread_local std::vector<uint8_t> panel;
   thread_local std::vector<float> sc, bi;
   panel.resize((row_bytes + 63) / 64 * 64 * 16);
@@ -538,8 +538,8 @@ ARCHGEN_AVX512 void sweep_panels(const XI16& x, const uint8_t* w, size_t w_row_b
       int r0 = 0, mb = 1;
       qmm16_block(x.M, m0, r0, mb);
       switch (mb) {
-        case 8:
-          sweep_rows16<8>(x, m0, panel.data(), sc.data(), bi.data(), res, &ahead);
+        case kQmm16Rows:
+          sweep_rows16<kQmm16Rows>(x, m0, panel.data(), sc.data(), bi.data(), res, &ahead);
           break;
         case 4:
           sweep_rows16<4>(x, m0, panel.data(), sc.data(), bi.data(), res, &ahead);
@@ -598,13 +598,8 @@ ARCHGEN_AVX512 void qmm16_prepare(const float* x, int m_lo, int m_hi, XI16& out)
     float* step = out.step.data() + static_cast<size_t>(r0) * groups + i;
     float* sum = out.sum.data() + static_cast<size_t>(r0) * (K / wgroup) + i;
     for (int g = 0; g < groups; g++) {
-      __m512 mx = _mm512_setzero_ps();
-      for (int k = g * group; k < (g + 1) * group; k += 16) {
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + k)));
-      }
-      const float amax = _mm512_reduce_max_ps(mx);
-      const float st = amax / static_cast<float>(kQ16);
-      const float inv = amax > 0 ? static_cast<float>(kQ16) / amax : 0.0f;
+      float st, inv;
+      group_grid(xr + g * group, group, st, inv);
       // The sums of the rounded values per group of W (wgroup divides
       // group, at least 16).
       __m512i qs = _mm512_setzero_si512();
@@ -658,23 +653,21 @@ ARCHGEN_AVX512 void qmm16_rows(const XI16& x, const uint8_t* w, const void* scal
 ARCHGEN_AVX512 void qmm16_block_rows(int code, const XI16& x, const uint8_t* w, int64_t row_bytes,
                                      void* out, Kind ok, int N, int n_lo, int n_hi) {
   const int K = x.K, groups = K / x.wgroup;
+  // The panel's rows decoded: their codes, scales and offsets row by row.
   thread_local std::vector<uint8_t> codes;
   thread_local std::vector<float> s, o;
   codes.resize(static_cast<size_t>(16) * K);
-  s.resize(static_cast<size_t>(groups));
-  o.resize(static_cast<size_t>(groups));
+  s.resize(static_cast<size_t>(16) * groups);
+  o.resize(static_cast<size_t>(16) * groups);
   sweep_panels(x, w, static_cast<size_t>(row_bytes), out, ok, N, n_lo, n_hi, [&](int n0, int nb, uint8_t* panel, float* sc, float* bi) {
-    for (int i = 0; i < 16; i++) {
-      if (i < nb) {
-        block_codes_row(code, w + (n0 + i) * row_bytes, K, codes.data() + static_cast<size_t>(i) * K,
-                        s.data(), o.data());
-      }
-      for (int g = 0; g < groups; g++) {
-        sc[g * 16 + i] = i < nb ? s[g] : 0.0f;
-        bi[g * 16 + i] = i < nb ? o[g] : 0.0f;
-      }
+    for (int i = 0; i < nb; i++) {
+      const size_t r = static_cast<size_t>(i);
+      block_codes_row(code, w + (n0 + i) * row_bytes, K, codes.data() + r * K, s.data() + r * groups,
+                      o.data() + r * groups);
     }
     pack_panel16(codes.data(), static_cast<size_t>(K), nb, panel);
+    transpose_factors(s.data(), Kind::f32, groups, nb, sc);
+    transpose_factors(o.data(), Kind::f32, groups, nb, bi);
   });
 }
 

@@ -65,7 +65,7 @@ void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scales, const void*
 // Rows of x on qmv16_prepare's grid, each value v as its two signed bytes
 // l and h (v = 256 h + l), for qmm16_rows, in blocks of rows that the
 // kernel sweeps together: blocks of kQmm16Rows rows, then the remaining
-// rows in blocks of 8, 4, 2 and 1 (at most one of each). A block of b rows
+// rows in blocks of 4, 2 and 1 (at most one of each). A block of b rows
 // from row r0 holds, from byte r0 * 2K, for each unit of k (8 values at 4
 // bits, 4 at 8), each row's bytes of the unit side by side: at 4 bits the
 // l bytes of the unit's even values (W's low nibbles), of its odd values,

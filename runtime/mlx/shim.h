@@ -418,8 +418,8 @@ int mlxg_native_qmv_int8(void);
 int mlxg_set_native_qmv_int8(int on);
 
 // Whether the native kernel's products of more than 8 rows of a float32 x
-// by a 4- or 8-bit affine W run on 16-bit integer panels (qmv16.h's
-// qmm16): 1 where mlxg_native_qmm is, the instructions are AVX-512 with
+// by a 4- or 8-bit affine or a block-quantized W (and a mixture's experts
+// of more than 8 rows) run on 16-bit integer panels (qmv16.h's qmm16): 1 where mlxg_native_qmm is, the instructions are AVX-512 with
 // VNNI, and neither ARCHGEN_MLX_NATIVE_QMM16=0 nor mlxg_set_native_qmm16
 // turned it off (the setter returns the previous setting). The tile unit,
 // where it runs, takes those products first.

@@ -312,22 +312,34 @@ func ChunkActivations(m Model, n int, s *mlx.Stream) (int64, error) {
 }
 
 // fits reports whether the batch, with s joining it, stays within the KV
-// budget at its longest: every row (those decoding, those whose prompts
-// run, and s) as long as the longest row or prompt plus the most tokens
-// any of them may still draw and the room a growth step may add past what
-// is needed (a batch grows a step at a time from where rows joined), or
-// as the room the batch's rows hold now, if more.
+// budget at its longest: the room of every row (those decoding, those
+// whose prompts run, and s, or the rows the batch already holds room for,
+// if more) as long as the longest row or prompt plus the most tokens any
+// of them may still draw and the room a growth step may add past what is
+// needed (a batch grows a step at a time), or as the room the batch holds
+// now, if more.
 func (e *Engine) fits(s *seq) bool {
 	rows := len(e.active) + len(e.pending)
 	if e.opts.KVBudget <= 0 || rows == 0 {
 		return true
 	}
-	longest, rest, held := len(s.req.Prompt), s.req.MaxTokens, 0
+	return e.need(rows+1, s) <= e.forCaches()
+}
+
+// need is the bytes the batch's caches may reach with room for rows rows,
+// s among them when not nil: see fits.
+func (e *Engine) need(rows int, s *seq) int64 {
+	longest, rest, held := 0, 0, 0
+	if s != nil {
+		longest, rest = len(s.req.Prompt), s.req.MaxTokens
+	}
 	if e.batch != nil && len(e.active) > 0 {
 		longest = max(longest, e.batch[0].Offset())
+		room := capacity(e.batch)
+		rows = max(rows, room)
 		// the positions each row holds room for now: a row that left may
 		// have left its length behind
-		held = int(cacheBytes(e.batch) / (e.perPos * int64(len(e.active))))
+		held = int(cacheBytes(e.batch) / (e.perPos * int64(max(room, 1))))
 	}
 	for _, a := range e.active {
 		rest = max(rest, a.req.MaxTokens-a.tokens)
@@ -337,14 +349,40 @@ func (e *Engine) fits(s *seq) bool {
 		rest = max(rest, p.req.MaxTokens)
 	}
 	positions := max(held, longest+rest+kv.Step-1)
-	need := int64(rows+1) * int64(positions) * e.perPos
+	need := int64(rows) * int64(positions) * e.perPos
 	if e.opts.KVReserve > 0 {
-		// All of the process's memory is budgeted: a join or a leave
-		// copies a group of layers' caches at a time (copyGroups), the
-		// old arrays held until the copy lands.
+		// All of the process's memory is budgeted: the arrays grow by a
+		// copy (a group of layers at a time when a row joins), and a
+		// joining row's caches are held twice while it joins.
 		need += (need + copyGroups - 1) / copyGroups
 	}
-	return need <= e.forCaches()
+	return need
+}
+
+// rowRoom is how many rows of room the batch makes when it needs rows:
+// rows rounded up to a multiple of roomStep (so that joins one at a time
+// copy the batch once in roomStep joins), at most MaxBatch, and within the
+// KV budget.
+func (e *Engine) rowRoom(rows int) int {
+	want := min(max(rows, (rows+roomStep-1)/roomStep*roomStep), max(rows, e.opts.MaxBatch))
+	if want > rows && e.opts.KVBudget > 0 && e.need(want, nil) > e.forCaches() {
+		return rows
+	}
+	return want
+}
+
+// roomStep is the rows a batch's room grows by.
+const roomStep = 4
+
+// capacity is the rows the batch's caches hold room for.
+func capacity(caches []kv.Cache) int {
+	n := 0
+	for _, c := range caches {
+		if r, ok := c.(kv.Rows); ok {
+			n = max(n, r.RowCapacity())
+		}
+	}
+	return n
 }
 
 // forCaches is the part of the budget the caches may take.
@@ -672,16 +710,23 @@ func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
 		}
 		merged = append(merged, b)
 	}
+	room := e.rowRoom(len(e.active) + len(joining))
 	if e.batch != nil {
-		// a group of layers at a time, each group's copy made before the
-		// next begins: the old arrays go as their copy lands, so the
-		// batch is held twice a group at a time, not whole
+		// Each joining row is written into a free slot of the batch. When
+		// the batch must grow, a group of layers at a time, each group's
+		// copy made before the next begins: the old arrays go as their
+		// copy lands, so the batch is held twice a group at a time, not
+		// whole.
 		if err := evalCaches(merged); err != nil {
 			freeCaches(merged)
 			return nil, err
 		}
 		err := inGroups(e.opts.Stream, e.batch, func(lg *mlx.Graph, j int) error {
-			return e.batch[j].(kv.Rows).Extend(lg, merged[j].(kv.Rows))
+			b := e.batch[j].(kv.Rows)
+			if err := b.ReserveRows(lg, room); err != nil {
+				return err
+			}
+			return b.Extend(lg, merged[j].(kv.Rows))
 		})
 		freeCaches(merged)
 		if err != nil {
@@ -689,10 +734,11 @@ func (e *Engine) join(g *mlx.Graph, joining [][]kv.Cache) ([]kv.Cache, error) {
 		}
 		return e.batch, nil
 	}
-	if err := evalCaches(merged); err != nil {
-		if e.batch == nil {
-			freeCaches(merged)
-		}
+	err := inGroups(e.opts.Stream, merged, func(lg *mlx.Graph, j int) error {
+		return merged[j].(kv.Rows).ReserveRows(lg, room)
+	})
+	if err != nil {
+		freeCaches(merged)
 		return nil, err
 	}
 	return merged, nil
@@ -1073,6 +1119,7 @@ func (e *Engine) shrink(keep []int) {
 			}
 		}
 	}
+	keep = slotOrder(keep)
 	active := make([]*seq, len(keep))
 	for j, i := range keep {
 		active[j] = e.active[i]
@@ -1092,6 +1139,31 @@ func (e *Engine) shrink(keep []int) {
 		}
 	}
 	e.setCounts()
+}
+
+// slotOrder is the order of the rows keep (ascending) that moves fewest:
+// a row among the first len(keep) stays where it is, and the rows after
+// them move into the places of those that leave, in order.
+func slotOrder(keep []int) []int {
+	n := len(keep)
+	stays := make([]bool, n)
+	var movers []int
+	for _, r := range keep {
+		if r < n {
+			stays[r] = true
+		} else {
+			movers = append(movers, r)
+		}
+	}
+	out := make([]int, n)
+	for i := range out {
+		if stays[i] {
+			out[i] = i
+		} else {
+			out[i], movers = movers[0], movers[1:]
+		}
+	}
+	return out
 }
 
 // failAll ends every active sequence with err and drops the batch.

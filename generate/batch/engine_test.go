@@ -232,6 +232,24 @@ func TestSamplingInBatch(t *testing.T) {
 	}
 }
 
+// TestSlotOrder: the rows that stay keep their places but those past the
+// end, which fill the places of the rows that leave, in order.
+func TestSlotOrder(t *testing.T) {
+	for _, c := range []struct{ keep, want []int }{
+		{[]int{0, 1, 2}, []int{0, 1, 2}},
+		{[]int{0, 2, 3}, []int{0, 3, 2}},
+		{[]int{1, 2, 3}, []int{3, 1, 2}},
+		{[]int{0, 4, 5, 7}, []int{0, 4, 5, 7}},
+		{[]int{0, 1, 3, 5, 6}, []int{0, 1, 5, 3, 6}},
+		{[]int{6, 7}, []int{6, 7}},
+		{nil, []int{}},
+	} {
+		if got := slotOrder(c.keep); !slices.Equal(got, c.want) {
+			t.Errorf("slotOrder(%v) = %v, want %v", c.keep, got, c.want)
+		}
+	}
+}
+
 // TestJoinAndLeave: requests arrive while a batch runs, more than MaxBatch
 // at once; at most MaxBatch decode together, the rest wait, and every one
 // still gets its solo tokens.

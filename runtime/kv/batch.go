@@ -15,26 +15,33 @@ import (
 // token, which a step's graph carries to the ropes (RowOffsets), and its
 // masks hide what is not the row's.
 //
-// A growing batch (every position, as Plain) holds row r's entries
-// right-aligned in temporal order in arrays [B, Hkv, N, *]: its newest
-// held[r] columns, after left padding. A window batch (as Rotating, with
+// Each row has a slot: the arrays [C, Hkv, N, *] hold the B rows in their
+// first B of C slots, with room for N positions. A growing batch (every
+// position, as Plain) holds row r's entries from position 0 on, in
+// temporal order, as the row's own cache holds them: held[r] of them, the
+// rest of its slot unused (masked). A window batch (as Rotating, with
 // nothing pinned) keeps each row's ring where the row's own Rotating cache
-// keeps it: row r's oldest entry at slot start[r], the next ones after it
-// modulo the window, so that attention reads a row's keys in the order the
-// row alone reads them. A step of one position writes each row's next slot;
-// a longer step has each row keep its newest window-1 entries, in temporal
-// order from slot 0, and append the step's, as the row's own prefill does.
-// Either kind may hold its keys and values quantized, as its rows did.
+// keeps it: row r's oldest entry at position start[r], the next ones after
+// it modulo the window, so that attention reads a row's keys in the order
+// the row alone reads them. A step of one position writes each row's next
+// position; a longer step has each row keep its newest window-1 entries, in
+// temporal order from position 0, and append the step's, as the row's own
+// prefill does. Either kind may hold its keys and values quantized, as its
+// rows did.
 //
 // Sequences join by Merge (single-sequence caches after their prompt) and
-// Extend, and leave by Filter, between steps; Extract gives one row back as
-// a single-sequence cache.
+// Extend, and leave by Filter, between steps. A join writes the joining
+// rows into the slots after the batch's and a leave copies only the rows
+// the caller's order moves (see Filter), so neither copies the batch; the
+// arrays grow (a copy) only when the rows or positions outgrow their room,
+// and shrink once less than half of it is used. Extract gives one row back
+// as a single-sequence cache.
 type Batched struct {
 	s      store
 	rows   []int // per row: positions processed (its rope offset)
 	held   []int // per row: entries it holds
-	start  []int // window batches, per row: the slot of its oldest entry
-	n      int   // growing batches: columns in use
+	start  []int // window batches, per row: the position of its oldest entry
+	n      int   // growing batches: the most entries a row holds
 	window int   // 0: growing; else the ring's size
 	quant  Quantization
 	bound  *mlx.Graph // the last graph bound to this cache's rows
@@ -119,6 +126,119 @@ func (c *Batched) unbind() {
 	}
 }
 
+// ---- slots ----
+
+// RowCapacity is the rows c's arrays have room for (0 while it holds
+// none).
+func (c *Batched) RowCapacity() int {
+	if c.s.empty() {
+		return 0
+	}
+	return c.s.arrs[0].Dim(0)
+}
+
+// ReserveRows makes room for rows sequences (a copy of what c holds when it
+// grows), so that as many can join without one; a cache holding nothing
+// yet makes its room on its first step or join.
+func (c *Batched) ReserveRows(g *mlx.Graph, rows int) error {
+	if c.s.empty() || rows <= c.RowCapacity() {
+		return nil
+	}
+	c.reserve(g, rows, c.s.length(), nil)
+	return g.Err()
+}
+
+// view is c's arrays as its rows use them: its B rows, and its first cols
+// positions.
+func (c *Batched) view(g *mlx.Graph, cols int) []*mlx.Array {
+	B := len(c.rows)
+	if B == c.RowCapacity() && cols == c.s.length() {
+		return c.s.arrs
+	}
+	out := make([]*mlx.Array, len(c.s.arrs))
+	for i, a := range c.s.arrs {
+		sh := dims4(a)
+		out[i] = g.Slice(a, []int{0, 0, 0, 0}, []int{B, sh[1], cols, sh[3]})
+	}
+	return out
+}
+
+// reserve gives c room for at least rows slots and cols positions, keeping
+// what it holds (arrays in the store's form like give the shapes of a
+// cache that holds nothing yet). Growing copies the arrays into new ones,
+// the new room zeros.
+func (c *Batched) reserve(g *mlx.Graph, rows, cols int, like []*mlx.Array) {
+	if c.s.empty() {
+		out := make([]*mlx.Array, len(like))
+		for i, a := range like {
+			sh := dims4(a)
+			out[i] = g.Zeros([]int{rows, sh[1], cols, sh[3]}, a.Dtype())
+		}
+		c.s.set(g, out)
+		return
+	}
+	C, N := c.RowCapacity(), c.s.length()
+	if rows <= C && cols <= N {
+		return
+	}
+	rows, cols = max(rows, C), max(cols, N)
+	out := make([]*mlx.Array, len(c.s.arrs))
+	for i, a := range c.s.arrs {
+		out[i] = g.Pad(a, []int{0, 2}, []int{0, 0}, []int{rows - C, cols - N}, 0)
+	}
+	c.s.set(g, out)
+}
+
+// shrink copies c's rows into arrays of their own size when less than half
+// of the room is used: rows slots once B is at most half of them (and 4
+// fewer), and for a growing batch, positions rounded up to a step once the
+// longest row uses at most half of them.
+func (c *Batched) shrink(g *mlx.Graph) {
+	if c.s.empty() {
+		return
+	}
+	B, C, N := len(c.rows), c.RowCapacity(), c.s.length()
+	rows, cols := C, N
+	if 2*B <= C && C-B >= 4 {
+		rows = B
+	}
+	if want := roundUp(max(c.n, 1), step); c.window == 0 && 2*want <= N {
+		cols = want
+	}
+	if rows == C && cols == N {
+		return
+	}
+	out := make([]*mlx.Array, len(c.s.arrs))
+	for i, a := range c.s.arrs {
+		sh := dims4(a)
+		out[i] = g.Contiguous(g.Slice(a, []int{0, 0, 0, 0}, []int{rows, sh[1], cols, sh[3]}))
+	}
+	c.s.set(g, out)
+}
+
+func roundUp(n, to int) int { return (n + to - 1) / to * to }
+
+// used is how many positions of c's slots its rows use: a growing batch's
+// longest row, a window batch's whole ring.
+func (c *Batched) used() int {
+	if c.window == 0 {
+		return c.n
+	}
+	return c.s.length()
+}
+
+// rings is a window batch's rows with their rings within the window, and
+// each row's held entries and oldest position: c's own when no longer step
+// has left more than a window, else each row's newest window entries in
+// temporal order from position 0 (one gather, c left as it was).
+func (c *Batched) rings(g *mlx.Graph) ([]*mlx.Array, []int, []int) {
+	if c.s.length() <= c.window {
+		return c.view(g, c.s.length()), c.held, c.start
+	}
+	p := c.plan()
+	return gather(g, c.view(g, c.s.length()), p.keep, len(c.rows), c.window), p.held, p.start
+}
+
 // ---- joining ----
 
 // Merge makes a batch of the given caches of one layer, one sequence each
@@ -130,27 +250,50 @@ func Merge(g *mlx.Graph, caches []Cache) (*Batched, error) {
 	if len(caches) == 0 {
 		return nil, fmt.Errorf("kv: merging no caches")
 	}
-	var out *Batched
+	if len(caches) == 1 {
+		// a view of the cache's arrays, copied where it joins a batch
+		b, err := single(g, caches[0])
+		if err != nil {
+			return nil, fmt.Errorf("kv: cache 0: %w", err)
+		}
+		return b, nil
+	}
+	singles := make([]*Batched, 0, len(caches))
+	defer func() {
+		for _, b := range singles {
+			b.Free()
+		}
+	}()
+	cols := 0
 	for i, c := range caches {
 		b, err := single(g, c)
 		if err != nil {
-			if out != nil {
-				out.Free()
-			}
 			return nil, fmt.Errorf("kv: cache %d: %w", i, err)
 		}
-		if out == nil {
-			out = b
-			continue
+		singles = append(singles, b)
+		cols = max(cols, b.used())
+	}
+	out := &Batched{window: singles[0].window, quant: singles[0].quant}
+	for i, b := range singles {
+		if out.s.empty() && !b.s.empty() {
+			// room for every row at once: one copy of each
+			out.s.bits, out.s.group = b.s.bits, b.s.group
+			out.s.heads, out.s.kdim, out.s.vdim = b.s.heads, b.s.kdim, b.s.vdim
+			if out.window == 0 {
+				cols = roundUp(cols, step)
+			}
+			out.reserve(g, len(caches), cols, b.s.arrs)
 		}
-		err = out.extend(g, b)
-		b.Free()
-		if err != nil {
+		if err := out.extend(g, b); err != nil {
 			out.Free()
 			return nil, fmt.Errorf("kv: cache %d: %w", i, err)
 		}
 	}
-	return out, g.Err()
+	if err := g.Err(); err != nil {
+		out.Free()
+		return nil, err
+	}
+	return out, nil
 }
 
 // single is a batch of the rows of c (all alike) holding what c holds, laid
@@ -195,7 +338,8 @@ func single(g *mlx.Graph, c Cache) (*Batched, error) {
 					start = c.idx % c.maxSize
 				}
 			default:
-				held = c.offset // growing: slots [0, offset)
+				held = c.offset // growing: positions [0, offset)
+				arrs = slicePos(g, arrs, 0, held)
 			}
 			b.s.set(g, fresh(g, arrs))
 		}
@@ -220,9 +364,9 @@ func (b *Batched) setRows(s store, offset, held, start int) {
 	b.s.batch, b.s.heads, b.s.kdim, b.s.vdim = B, s.heads, s.kdim, s.vdim
 }
 
-// Extend appends the rows of other after c's. Both must be of one kind and
-// window; when one is quantized the other is quantized to match. other is
-// left as it was.
+// Extend appends the rows of other after c's, in the slots after them.
+// Both must be of one kind and window; when one is quantized the other is
+// quantized to match. other is left as it was.
 func (c *Batched) Extend(g *mlx.Graph, with Rows) error {
 	other, ok := with.(*Batched)
 	if !ok {
@@ -244,103 +388,76 @@ func (c *Batched) extend(g *mlx.Graph, other *Batched) error {
 	if !c.quant.same(other.quant) {
 		return fmt.Errorf("batching caches quantized differently (%s and %s)", c.quant, other.quant)
 	}
-	a, b := c.layout(g), other.layout(g)
-	bits, group := c.s.bits, c.s.group
-	switch {
-	case a != nil && b != nil && c.s.bits != other.s.bits:
-		if c.s.bits == 0 {
-			a, bits, group = encodeAll(g, a, other.s.bits, other.s.group), other.s.bits, other.s.group
+	B, k := len(c.rows), len(other.rows)
+	var theirs []*mlx.Array
+	held, start := other.held, other.start
+	if !other.s.empty() && other.used() > 0 {
+		if other.window > 0 {
+			theirs, held, start = other.rings(g)
 		} else {
-			b = encodeAll(g, b, c.s.bits, c.s.group)
+			theirs = other.view(g, other.n)
 		}
-	case a == nil && b != nil:
-		bits, group = other.s.bits, other.s.group
 	}
-	if a != nil && b != nil {
-		if ca, cb := dims4(a[0]), dims4(b[0]); ca[1] != cb[1] || dims4(a[len(a)-1])[3] != dims4(b[len(b)-1])[3] || ca[3] != cb[3] {
+	if c.window > 0 && c.s.length() > c.window {
+		arrs, h, st := c.rings(g)
+		c.s.set(g, arrs)
+		c.held, c.start = slices.Clone(h), slices.Clone(st)
+	}
+	if theirs != nil && !c.s.empty() {
+		switch {
+		case c.s.bits == other.s.bits:
+		case c.s.bits == 0:
+			c.s.set(g, encodeAll(g, c.s.arrs, other.s.bits, other.s.group))
+			c.s.bits, c.s.group = other.s.bits, other.s.group
+		default:
+			theirs = encodeAll(g, theirs, c.s.bits, c.s.group)
+		}
+		if ca, cb := dims4(c.s.arrs[0]), dims4(theirs[0]); ca[1] != cb[1] || ca[3] != cb[3] ||
+			dims4(c.s.arrs[len(c.s.arrs)-1])[3] != dims4(theirs[len(theirs)-1])[3] {
 			return fmt.Errorf("batching caches of shapes %v and %v", ca, cb)
 		}
 	}
-	// Growing batches align their rows at the end (left padding); window
-	// batches keep each row's slots (unused slots at the end).
-	n := 0
-	if a != nil {
-		n = dims4(a[0])[2]
-	}
-	if b != nil {
-		n = max(n, dims4(b[0])[2])
-	}
-	fit := func(x *mlx.Array) *mlx.Array {
-		m := dims4(x)[2]
-		if m >= n {
-			return x
+	if theirs != nil {
+		if c.s.empty() {
+			c.s.bits, c.s.group = other.s.bits, other.s.group
+			c.s.heads, c.s.kdim, c.s.vdim = other.s.heads, other.s.kdim, other.s.vdim
 		}
-		if c.window > 0 {
-			return g.Pad(x, []int{2}, []int{0}, []int{n - m}, 0)
+		cols := dims4(theirs[0])[2]
+		if c.window == 0 {
+			cols = roundUp(cols, step)
 		}
-		return g.Pad(x, []int{2}, []int{n - m}, []int{0}, 0)
-	}
-	var arrs []*mlx.Array
-	switch {
-	case a != nil && b != nil:
-		arrs = make([]*mlx.Array, len(a))
-		for i := range a {
-			arrs[i] = g.Concatenate(0, fit(a[i]), fit(b[i]))
+		if !c.s.empty() {
+			cols = max(cols, c.s.length())
 		}
-	case a != nil:
-		arrs = make([]*mlx.Array, len(a))
-		for i := range a {
-			arrs[i] = g.Concatenate(0, fit(a[i]), g.Zeros(withDims(a[i], len(other.rows), n), a[i].Dtype()))
+		c.reserve(g, B+k, cols, theirs)
+		slots, at := make([]int, k), make([]int, k)
+		for i := range slots {
+			slots[i] = B + i
 		}
-	case b != nil:
-		arrs = make([]*mlx.Array, len(b))
-		for i := range b {
-			arrs[i] = g.Concatenate(0, g.Zeros(withDims(b[i], len(c.rows), n), b[i].Dtype()), fit(b[i]))
-		}
+		c.s.set(g, g.CacheRows(c.s.arrs, theirs, slots, at, nil))
+	} else if !c.s.empty() {
+		c.reserve(g, B+k, c.s.length(), nil)
 	}
 	if err := g.Err(); err != nil {
 		return err
 	}
-	if arrs != nil {
-		heads, kdim, vdim := c.s.heads, c.s.kdim, c.s.vdim
-		if c.s.empty() {
-			heads, kdim, vdim = other.s.heads, other.s.kdim, other.s.vdim
-		}
-		c.s.set(g, arrs)
-		c.s.heads, c.s.kdim, c.s.vdim = heads, kdim, vdim
-	}
-	c.s.bits, c.s.group = bits, group
 	c.rows = append(c.rows, other.rows...)
-	c.held = append(c.held, other.held...)
-	c.start = append(c.start, other.start...)
+	c.held = append(c.held, held...)
+	c.start = append(c.start, start...)
 	c.s.batch = len(c.rows)
 	if c.window == 0 {
-		c.n = n
+		c.n = max(c.n, other.n)
 	}
 	return nil
 }
 
-// layout is c's arrays as its rows use them: a growing batch's n columns,
-// a window batch's whole ring (nil when c holds nothing).
-func (c *Batched) layout(g *mlx.Graph) []*mlx.Array {
-	switch {
-	case c.s.empty():
-		return nil
-	case c.window == 0 && c.n == 0:
-		return nil
-	case c.window == 0 && c.s.length() > c.n:
-		return slicePos(g, c.s.arrs, 0, c.n)
-	}
-	return c.s.arrs
-}
-
-// ring is the number of slots a window batch's positions wrap around: the
-// window, or the whole buffer while a longer step has left more.
+// ring is the number of positions a window batch's entries wrap around:
+// the window, or the whole buffer while a longer step has left more.
 func (c *Batched) ring() int { return max(c.window, c.s.length()) }
 
 // temporal is a window batch's rows in temporal order, right-aligned over
-// as many columns as the fullest row holds (left padding before the
-// others): one gather of each row's slots.
+// as many positions as the fullest row holds (left padding before the
+// others): one gather of each row's entries.
 func (c *Batched) temporal(g *mlx.Graph) []*mlx.Array {
 	if c.s.empty() {
 		return nil
@@ -358,13 +475,7 @@ func (c *Batched) temporal(g *mlx.Graph) []*mlx.Array {
 			}
 		}
 	}
-	at := mlx.FromSlice(g, idx, B, 1, T, 1)
-	out := make([]*mlx.Array, len(c.s.arrs))
-	for i, a := range c.s.arrs {
-		sh := dims4(a)
-		out[i] = g.TakeAlongAxis(a, g.BroadcastTo(at, sh[0], sh[1], T, sh[3]), 2)
-	}
-	return out
+	return gather(g, c.view(g, c.s.length()), idx, B, T)
 }
 
 // same reports whether q and o quantize alike (any two dense ones do).
@@ -386,15 +497,15 @@ func encodeAll(g *mlx.Graph, arrs []*mlx.Array, bits, group int) []*mlx.Array {
 	return s.encode(g, arrs[0], arrs[1])
 }
 
-func withDims(a *mlx.Array, b, n int) []int {
-	sh := dims4(a)
-	return []int{b, sh[1], n, sh[3]}
-}
-
 // ---- leaving ----
 
 // Filter keeps the rows keep (indices into the current rows, in the order
-// given); a growing batch drops the columns no remaining row holds.
+// given): row i of the batch is then the row keep[i] was. A row that stays
+// in its slot (keep[i] == i) is not copied, and the rows that move are
+// copied slot to slot, so an order that moves only the last rows into the
+// slots of those that leave costs a row's copy each; an order whose moves
+// would overwrite a row still to move gathers every row. Less than half of
+// the room used, the arrays shrink.
 func (c *Batched) Filter(g *mlx.Graph, keep []int) error {
 	for _, r := range keep {
 		if r < 0 || r >= len(c.rows) {
@@ -409,32 +520,55 @@ func (c *Batched) Filter(g *mlx.Graph, keep []int) error {
 		return out
 	}
 	rows, held, start := pick(c.rows), pick(c.held), pick(c.start)
-	arrs := c.layout(g)
-	if len(keep) == 0 || arrs == nil {
+	if len(keep) == 0 || c.s.empty() {
 		c.Free()
 		c.rows, c.held, c.start, c.s.batch = rows, held, start, len(rows)
 		return nil
 	}
-	idx := make([]int32, len(keep))
+	var moves []mlx.RowMove
+	written := map[int]bool{}
+	inPlace := true
 	for i, r := range keep {
-		idx[i] = int32(r)
+		if r == i {
+			continue
+		}
+		if written[r] {
+			inPlace = false
+			break
+		}
+		cols := c.s.length()
+		if c.window == 0 {
+			cols = c.held[r]
+		}
+		moves = append(moves, mlx.RowMove{Dst: i, Src: r, Cols: cols})
+		written[i] = true
 	}
-	if most := slices.Max(held); c.window == 0 && most < c.n {
-		arrs = slicePos(g, arrs, c.n-most, c.n)
-		c.n = most
-	}
-	at := mlx.FromSlice(g, idx, len(idx))
-	out := make([]*mlx.Array, len(arrs))
-	for i, a := range arrs {
-		out[i] = g.Take(a, at, 0)
+	switch {
+	case !inPlace:
+		idx := make([]int32, len(keep))
+		for i, r := range keep {
+			idx[i] = int32(r)
+		}
+		at := mlx.FromSlice(g, idx, len(idx))
+		arrs := c.view(g, c.s.length())
+		out := make([]*mlx.Array, len(arrs))
+		for i, a := range arrs {
+			out[i] = g.Take(a, at, 0)
+		}
+		c.s.set(g, out)
+	case len(moves) > 0:
+		c.s.set(g, g.CacheRows(c.s.arrs, nil, nil, nil, moves))
 	}
 	if err := g.Err(); err != nil {
 		return err
 	}
-	c.s.set(g, out)
 	c.rows, c.held, c.start = rows, held, start
 	c.s.batch = len(rows)
-	return nil
+	if c.window == 0 {
+		c.n = slices.Max(held)
+	}
+	c.shrink(g)
+	return g.Err()
 }
 
 // Extract is row r as a cache of one sequence, with c's quantization: a
@@ -447,11 +581,11 @@ func (c *Batched) Extract(g *mlx.Graph, r int) (Cache, error) {
 	}
 	h := c.held[r]
 	var src []*mlx.Array
-	idx := h // a Rotating's next write slot
+	idx := h // a Rotating's next write position
 	if h > 0 && !c.s.empty() {
 		switch size := c.s.length(); {
 		case c.window == 0:
-			src = slicePos(g, c.layout(g), c.n-h, c.n)
+			src = slicePos(g, c.s.arrs, 0, h)
 		case size <= c.window && h == c.window:
 			src, idx = c.s.arrs, c.start[r] // a full ring
 		case size <= c.window && c.start[r] == 0:
@@ -525,30 +659,22 @@ func (c *Batched) Update(g *mlx.Graph, k, v *mlx.Array) KV {
 	return c.concat(g, upd, n)
 }
 
-// appendCols is a growing batch's step: write after the n columns in use,
-// growing the buffers by whole steps of 256.
+// appendCols is a growing batch's step: each row writes its n positions
+// after the entries it holds, the arrays growing by whole steps of 256
+// positions when the longest row needs more room.
 func (c *Batched) appendCols(g *mlx.Graph, upd []*mlx.Array, n int) KV {
-	prev := c.n
-	if c.s.empty() || prev+n > c.s.length() {
-		grown := zerosPos(g, upd, (n+step-1)/step*step)
-		if !c.s.empty() {
-			old := c.s.arrs
-			if prev < c.s.length() {
-				old = slicePos(g, old, 0, prev)
-			}
-			grown = concatPos(g, old, grown)
-		}
-		c.s.set(g, grown)
+	B := len(c.rows)
+	c.reserve(g, B, roundUp(c.n+n, step), upd)
+	slots := make([]int, B)
+	for r := range slots {
+		slots[r] = r
 	}
-	c.s.set(g, writePos(g, c.s.arrs, upd, prev))
-	c.n += n
+	c.s.set(g, g.CacheRows(c.s.arrs, upd, slots, c.held, nil))
 	for r := range c.held {
 		c.held[r] += n
 	}
-	if c.n < c.s.length() {
-		return c.s.kv(slicePos(g, c.s.arrs, 0, c.n))
-	}
-	return c.s.kv(c.s.arrs)
+	c.n += n
+	return c.s.kv(c.view(g, c.n))
 }
 
 // plan is a window batch's next one-position step, worked out before it is
@@ -607,33 +733,20 @@ func gather(g *mlx.Graph, arrs []*mlx.Array, idx []int32, B, T int) []*mlx.Array
 }
 
 // write is a window batch's step of one position: each row writes its next
-// slot (its oldest once its window is full), as the row's own ring would.
+// position (its oldest once its window is full), as the row's own ring
+// would.
 func (c *Batched) write(g *mlx.Graph, upd []*mlx.Array) KV {
 	p := c.plan()
+	B := len(c.rows)
 	if p.keep != nil {
-		c.s.set(g, gather(g, c.s.arrs, p.keep, len(c.rows), c.window))
+		c.s.set(g, gather(g, c.view(g, c.s.length()), p.keep, B, c.window))
 	}
-	if c.s.empty() {
-		c.s.set(g, zerosPos(g, upd, p.size))
-	} else if p.size > c.s.length() {
-		c.s.set(g, concatPos(g, c.s.arrs, zerosPos(g, upd, p.size-c.s.length())))
+	c.reserve(g, B, p.size, upd)
+	slots := make([]int, B)
+	for r := range slots {
+		slots[r] = r
 	}
-	if w := p.write[0]; allEqual(p.write) {
-		c.s.set(g, writePos(g, c.s.arrs, upd, w))
-	} else {
-		B := len(c.rows)
-		idx := make([]int32, B)
-		for r, w := range p.write {
-			idx[r] = int32(w)
-		}
-		at := mlx.FromSlice(g, idx, B, 1, 1, 1)
-		out := make([]*mlx.Array, len(c.s.arrs))
-		for i, a := range c.s.arrs {
-			sh := dims4(upd[i])
-			out[i] = g.PutAlongAxis(a, g.BroadcastTo(at, sh...), upd[i], 2)
-		}
-		c.s.set(g, out)
-	}
+	c.s.set(g, g.CacheRows(c.s.arrs, upd, slots, p.write, nil))
 	for r := range c.rows {
 		if p.held[r] == c.window {
 			c.start[r] = (p.start[r] + 1) % c.window
@@ -642,16 +755,7 @@ func (c *Batched) write(g *mlx.Graph, upd []*mlx.Array) KV {
 		}
 		c.held[r] = min(p.held[r]+1, c.window)
 	}
-	return c.s.kv(c.s.arrs)
-}
-
-func allEqual(xs []int) bool {
-	for _, x := range xs {
-		if x != xs[0] {
-			return false
-		}
-	}
-	return true
+	return c.s.kv(c.view(g, p.size))
 }
 
 // kept is, per row, how many of its newest entries a longer step keeps
@@ -677,7 +781,7 @@ func (c *Batched) concat(g *mlx.Graph, upd []*mlx.Array, n int) KV {
 	L := c.s.length()
 	src := upd
 	if L > 0 {
-		src = concatPos(g, c.s.arrs, upd)
+		src = concatPos(g, c.view(g, L), upd)
 	}
 	T := K + n
 	idx := make([]int32, B*T)
@@ -734,16 +838,14 @@ func (c *Batched) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attenti
 		}
 		return mlx.MaskArray(mlx.FromSlice(g, m, B, 1, 1, p.size))
 	}
-	// Growing: the n new columns after the c.n old ones, row r's entries
-	// the newest held[r] of those (right-aligned). Window: row r's kept
-	// entries from column 0, its new ones right after (see concat).
+	// Growing: row r's entries from position 0, its n new ones right after
+	// them, the S positions attention reads those of the longest row.
+	// Window: row r's kept entries from position 0, its new ones right
+	// after (see concat).
 	S := c.n + n
-	first := make([]int, B) // row r's first column
-	at := make([]int, B)    // the column of row r's first query
+	at := make([]int, B) // the position of row r's first query
 	if c.window == 0 {
-		for r := range B {
-			first[r], at[r] = c.n-c.held[r], c.n
-		}
+		copy(at, c.held)
 	} else {
 		if window <= 0 {
 			window = c.window
@@ -757,7 +859,7 @@ func (c *Batched) Mask(g *mlx.Graph, n, window int, forceArray bool) mlx.Attenti
 		for i := range n {
 			q := at[r] + i
 			row := m[(r*n+i)*S : (r*n+i+1)*S]
-			for t := first[r]; t <= q; t++ {
+			for t := 0; t <= q; t++ {
 				if window > 0 && t <= q-window {
 					continue
 				}

@@ -336,12 +336,17 @@ func maxAbsDiff(a, b []float32) float64 {
 // of it every row sees the very logits it sees alone.
 func TestBatchedLeaveJoinExtract(t *testing.T) {
 	for _, c := range []struct {
-		cas string
-		tol float64
-	}{{"base", 0}, {"sliding", 0}} {
-		t.Run(c.cas, func(t *testing.T) {
+		cas  string
+		opts kv.Options
+		tol  float64
+	}{
+		{"base", kv.Options{}, 0},
+		{"sliding", kv.Options{}, 0},
+		{"base", kv.Options{KVBits: 4, KVGroupSize: 32}, 0},
+	} {
+		t.Run(fmt.Sprintf("%s_kv%d", c.cas, c.opts.KVBits), func(t *testing.T) {
 			m := load(t, "llama", c.cas)
-			opts := kv.Options{}
+			opts := c.opts
 			prompts := batchPrompts(5)
 			// Alone: each prompt, then the same forced tokens.
 			force := []int32{3, 99, 12, 200, 45, 61, 7, 18, 150, 33}
@@ -379,19 +384,28 @@ func TestBatchedLeaveJoinExtract(t *testing.T) {
 			}
 			advance()
 			advance()
-			// Row 1 leaves.
-			g := mlx.NewGraph(nil)
-			for _, b := range batch {
-				if err := b.(*kv.Batched).Filter(g, []int{0, 2}); err != nil {
-					t.Fatal(err)
+			// keep filters the batch, row i taking row keep[i]'s place.
+			filter := func(keep []int) {
+				t.Helper()
+				g := mlx.NewGraph(nil)
+				defer g.Close()
+				for _, b := range batch {
+					if err := b.(*kv.Batched).Filter(g, keep); err != nil {
+						t.Fatal(err)
+					}
 				}
+				r, s := make([]int, len(keep)), make([]int, len(keep))
+				for i, k := range keep {
+					r[i], s[i] = rows[k], steps[k]
+				}
+				rows, steps = r, s
 			}
-			g.Close()
-			rows, steps = []int{0, 2}, []int{steps[0], steps[2]}
+			// Row 1 leaves.
+			filter([]int{0, 2})
 			advance()
 			// Prompts 3 and 4 join, one step behind.
 			joining := merge(t, [][]kv.Cache{prefill(t, m, opts, prompts[3]), prefill(t, m, opts, prompts[4])})
-			g = mlx.NewGraph(nil)
+			g := mlx.NewGraph(nil)
 			for j, b := range batch {
 				if err := b.(*kv.Batched).Extend(g, joining[j].(*kv.Batched)); err != nil {
 					t.Fatal(err)
@@ -402,6 +416,14 @@ func TestBatchedLeaveJoinExtract(t *testing.T) {
 			rows, steps = append(rows, 3, 4), append(steps, 0, 0)
 			advance()
 			advance()
+			// The second row leaves, the last taking its slot (a row's copy);
+			// then the first two trade places (moves that would overwrite a
+			// row still to move: a gather).
+			filter([]int{0, 3, 2})
+			advance()
+			filter([]int{1, 0, 2})
+			advance()
+			rows0 := rows[0]
 			// Row 0 (prompt 0) goes on alone.
 			g = mlx.NewGraph(nil)
 			one := make([]kv.Cache, len(batch))
@@ -415,7 +437,7 @@ func TestBatchedLeaveJoinExtract(t *testing.T) {
 			g.Close()
 			defer freeAll(one)
 			for s := steps[0]; s < len(force); s++ {
-				check(0, s, run(t, m, one, []int32{force[s]})[0])
+				check(rows0, s, run(t, m, one, []int32{force[s]})[0])
 			}
 			advance()
 		})

@@ -47,6 +47,12 @@ type Rows interface {
 	Filter(g *mlx.Graph, keep []int) error
 	// Extract is row r as a cache of one sequence.
 	Extract(g *mlx.Graph, r int) (Cache, error)
+	// RowCapacity is the rows the cache holds room for (Rows or more);
+	// rows up to it join without the cache growing.
+	RowCapacity() int
+	// ReserveRows makes room for rows sequences, so that as many join
+	// without a copy of the batch each.
+	ReserveRows(g *mlx.Graph, rows int) error
 }
 
 // rowMerger is a single-sequence cache that knows the batch its kind

@@ -135,6 +135,31 @@ func (l *List) Extend(g *mlx.Graph, with Rows) error {
 	return nil
 }
 
+// RowCapacity is the most rows a part holds room for.
+func (l *List) RowCapacity() int {
+	n := 0
+	for _, p := range l.parts {
+		if r, ok := p.(Rows); ok {
+			n = max(n, r.RowCapacity())
+		}
+	}
+	return n
+}
+
+// ReserveRows makes room for rows sequences in every part.
+func (l *List) ReserveRows(g *mlx.Graph, rows int) error {
+	for i := range l.parts {
+		r, err := l.partRows(i)
+		if err != nil {
+			return err
+		}
+		if err := r.ReserveRows(g, rows); err != nil {
+			return fmt.Errorf("kv: part %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // Filter keeps the given rows of every part, in that order.
 func (l *List) Filter(g *mlx.Graph, keep []int) error {
 	for i := range l.parts {

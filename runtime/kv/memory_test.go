@@ -227,3 +227,76 @@ func TestEvalLayersBoundsPrefill(t *testing.T) {
 		t.Fatalf("12 layers evaluated by layer held %d KiB of activations, 2 layers %d KiB: the peak grows with depth", deep>>10, shallow>>10)
 	}
 }
+
+// TestBatchedJoinLeaveInPlace: a row leaving a batch (the last row moved
+// into its slot) and a row joining it (written into the free slot) copy a
+// row each, not the batch: peak memory rises by less than a quarter of
+// what the batch holds, and the batch's room stays as it was.
+func TestBatchedJoinLeaveInPlace(t *testing.T) {
+	const heads, dim, filled, rows = 8, 128, 1000, 8
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	eval := func(arrs ...*mlx.Array) {
+		t.Helper()
+		if err := g.Eval(arrs...); err != nil {
+			t.Fatal(err)
+		}
+		g.Reset()
+	}
+	prefilled := func(n int) *Plain {
+		c := NewPlain()
+		k := g.Ones([]int{1, heads, n, dim}, mlx.Float32)
+		eval(kvArrays(c.Update(g, k, k))...)
+		return c
+	}
+	singles := make([]Cache, rows)
+	for i := range singles {
+		singles[i] = prefilled(filled - 10*i)
+	}
+	b, err := Merge(g, singles)
+	freeAll(singles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	eval(b.State()...)
+	step := func() {
+		t.Helper()
+		sg := mlx.NewGraph(nil) // a graph of its own: a step binds its rows' offsets
+		defer sg.Close()
+		b.Mask(sg, 1, 0, false)
+		k := sg.Ones([]int{b.Rows(), heads, 1, dim}, mlx.Float32)
+		if err := sg.Eval(kvArrays(b.Update(sg, k, k))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	slots, bytes := b.RowCapacity(), b.Nbytes()
+	measure := func(what string, f func() error) {
+		t.Helper()
+		mlx.ResetPeakMemory()
+		before := mlx.PeakMemory()
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		eval(b.State()...)
+		rise := mlx.PeakMemory() - before
+		if rise*4 > uint64(bytes) {
+			t.Errorf("%s raised peak memory by %d bytes, a quarter or more of the %d the batch holds", what, rise, bytes)
+		}
+		if b.RowCapacity() != slots || b.Nbytes() != bytes {
+			t.Errorf("after %s the batch has room for %d rows in %d bytes, before %d in %d", what, b.RowCapacity(), b.Nbytes(), slots, bytes)
+		}
+		t.Logf("%s: peak rose %d bytes; the batch holds %d", what, rise, bytes)
+	}
+	measure("a leave", func() error { return b.Filter(g, []int{0, 1, 2, 7, 4, 5, 6}) })
+	step()
+	joining, err := Merge(g, []Cache{prefilled(900)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer joining.Free()
+	eval(joining.State()...)
+	measure("a join", func() error { return b.Extend(g, joining) })
+	step()
+}

@@ -149,6 +149,13 @@ func MergeStates(g *mlx.Graph, parts []*States) (*States, error) {
 // Rows is the number of sequences the slots hold (0 while empty).
 func (c *States) Rows() int { return c.rows() }
 
+// RowCapacity is Rows: a step replaces the states whole, each of as many
+// rows as the step.
+func (c *States) RowCapacity() int { return c.rows() }
+
+// ReserveRows does nothing: states are made anew each step.
+func (c *States) ReserveRows(*mlx.Graph, int) error { return nil }
+
 // Extend appends the rows of other (a States of as many slots) after c's,
 // as mlx-lm's ArraysCache.extend does; other is left as it was.
 func (c *States) Extend(g *mlx.Graph, with Rows) error {

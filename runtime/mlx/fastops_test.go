@@ -673,7 +673,7 @@ func TestWritePositions(t *testing.T) {
 				got := g.WritePositions(arrs, updates, c.at)
 				if native {
 					for i, y := range got {
-						if name := y.primitiveName(); name != "ArchgenWritePositions" {
+						if name := y.primitiveName(); name != "ArchgenCacheRows" {
 							t.Fatalf("%s: output %d: primitive %q, want archgen's", c.name, i, name)
 						}
 					}
@@ -703,6 +703,98 @@ func TestWritePositions(t *testing.T) {
 			} {
 				bad := NewGraph(nil)
 				err := bad.Eval(e.write(bad)...)
+				bad.Close()
+				if err == nil || (e.want != "" && err.Error() != e.want) {
+					t.Fatalf("%s: error %v, want %q", e.name, err, e.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCacheRows: a batched cache's row moves and per-row writes as one op
+// (CacheRows) equal slices and SliceUpdates applied one by one, in order:
+// moves that read a row an earlier move wrote, writes at different
+// positions per row into rows other than the update's, parts of different
+// widths and dtypes, a broadcast buffer; with the native ops off, mlx's
+// ops run instead. Bad plans fail with the op named.
+func TestCacheRows(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
+			prev := setNativeFastOps(native)
+			defer setNativeFastOps(prev)
+			g := NewGraph(nil)
+			defer g.Close()
+			const C, H, T = 5, 3, 12
+			for _, c := range []struct {
+				name      string
+				n         int // positions an update row writes (0: no updates)
+				slots, at []int
+				moves     []RowMove
+			}{
+				{"moves", 0, nil, nil, []RowMove{{1, 4, 7}, {3, 1, 12}, {0, 2, 1}}},
+				{"writes", 1, []int{4, 0, 2}, []int{11, 0, 5}, nil},
+				{"a prompt's positions", 3, []int{1, 3}, []int{2, 9}, nil},
+				{"both", 2, []int{1, 2}, []int{0, 10}, []RowMove{{1, 2, 6}, {4, 1, 3}}},
+			} {
+				arrs := []*Array{
+					randn(g, 1, Float32, C, H, T, 64),
+					g.Zeros([]int{C, H, T, 64}, BFloat16),
+					g.AsType(g.Multiply(randn(g, 2, Float32, C, H, T, 8), g.Scalar(1000, Float32)), Uint32),
+				}
+				var updates []*Array
+				if c.n > 0 {
+					B := len(c.slots)
+					updates = []*Array{
+						g.Swapaxes(randn(g, 3, Float32, B, c.n, H, 64), 1, 2),
+						randn(g, 4, BFloat16, B, H, c.n, 64),
+						g.AsType(g.Multiply(randn(g, 5, Float32, B, H, c.n, 8), g.Scalar(1000, Float32)), Uint32),
+					}
+				}
+				if err := g.Eval(append(append([]*Array{}, arrs...), updates...)...); err != nil {
+					t.Fatal(err)
+				}
+				got := g.CacheRows(arrs, updates, c.slots, c.at, c.moves)
+				for i, y := range got {
+					if name := y.primitiveName(); native && name != "ArchgenCacheRows" {
+						t.Fatalf("%s: output %d: primitive %q, want archgen's", c.name, i, name)
+					}
+				}
+				for i, a := range arrs {
+					want := a
+					for _, m := range c.moves {
+						row := g.Slice(want, []int{m.Src, 0, 0, 0}, []int{m.Src + 1, H, m.Cols, a.Dim(3)})
+						want = g.SliceUpdate(want, row, []int{m.Dst, 0, 0, 0}, []int{m.Dst + 1, H, m.Cols, a.Dim(3)})
+					}
+					for b, slot := range c.slots {
+						row := g.Slice(updates[i], []int{b, 0, 0, 0}, []int{b + 1, H, c.n, a.Dim(3)})
+						want = g.SliceUpdate(want, row, []int{slot, 0, c.at[b], 0}, []int{slot + 1, H, c.at[b] + c.n, a.Dim(3)})
+					}
+					if err := g.Eval(got[i], want); err != nil {
+						t.Fatal(err)
+					}
+					sameValues(t, g, fmt.Sprintf("%s: part %d", c.name, i), got[i], want)
+				}
+			}
+			for _, e := range []struct {
+				name, want string
+				rows       func(g *Graph) []*Array
+			}{
+				{"past the positions", "", func(g *Graph) []*Array {
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 1, 2, 2, 8)}, []int{1}, []int{3}, nil)
+				}},
+				{"a row past the slots", "", func(g *Graph) []*Array {
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, nil, nil, nil, []RowMove{{0, 2, 1}})
+				}},
+				{"three axes", "mlx: cache_rows: rewriting a cache's rows needs arrays and updates of 4 axes", func(g *Graph) []*Array {
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 4, 8)}, nil, nil, nil, []RowMove{{0, 1, 1}})
+				}},
+				{"counts", "mlx: cache_rows: 1 arrays, 1 updates, 2 rows and 1 positions to write", func(g *Graph) []*Array {
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 2, 2, 1, 8)}, []int{0, 1}, []int{0}, nil)
+				}},
+			} {
+				bad := NewGraph(nil)
+				err := bad.Eval(e.rows(bad)...)
 				bad.Close()
 				if err == nil || (e.want != "" && err.Error() != e.want) {
 					t.Fatalf("%s: error %v, want %q", e.name, err, e.want)

@@ -683,6 +683,41 @@ func (g *Graph) WritePositions(arrs, updates []*Array, at int) []*Array {
 	})
 }
 
+// RowMove copies row Src's first Cols positions (axis 2) over row Dst's.
+type RowMove struct{ Dst, Src, Cols int }
+
+// CacheRows rewrites rows of a cache's arrays [C, H, T, D] (its keys and
+// values, or a quantized cache's triples), one output each: first the
+// moves, in order, then each update's row b ([B, H, n, D], updates nil for
+// none) written into row slots[b] from position at[b] on. As WritePositions,
+// an array nothing else holds is written in place.
+func (g *Graph) CacheRows(arrs, updates []*Array, slots, at []int, moves []RowMove) []*Array {
+	const op = "cache_rows"
+	if !g.ok(op, append(append([]*Array{}, arrs...), updates...)...) {
+		return g.bads(len(arrs))
+	}
+	if len(arrs) == 0 || (updates != nil && len(arrs) != len(updates)) || len(slots) != len(at) ||
+		(updates == nil) != (len(slots) == 0) {
+		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("%d arrays, %d updates, %d rows and %d positions to write", len(arrs), len(updates), len(slots), len(at))})
+		return g.bads(len(arrs))
+	}
+	flat := make([]int, 0, 3*len(moves))
+	for _, m := range moves {
+		flat = append(flat, m.Dst, m.Src, m.Cols)
+	}
+	as := handles(arrs)
+	var us []C.mlxg_array
+	var up *C.mlxg_array
+	if updates != nil {
+		us = handles(updates)
+		up = &us[0]
+	}
+	return g.results(op, len(arrs), func(res *C.mlxg_array) C.int {
+		return C.mlxg_cache_rows(res, &as[0], up, C.int(len(as)), g.ints(0, slots), g.ints(len(slots), at), C.int(len(slots)),
+			g.ints(2*len(slots), flat), C.int(len(moves)), g.s.c, g.errp())
+	})
+}
+
 // SliceUpdateDynamic is src with update written at the positions held in
 // start (one entry per axis in axes).
 func (g *Graph) SliceUpdateDynamic(src, update, start *Array, axes []int) *Array {

@@ -969,6 +969,46 @@ int mlxg_write_positions(mlxg_array* res, const mlxg_array* arrs, const mlxg_arr
   })
 }
 
+int mlxg_cache_rows(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* updates, int n,
+                    const int32_t* slots, const int32_t* at, int nw, const int32_t* moves, int nm,
+                    mlxg_stream s, char** err) {
+  MLXG_TRY({
+    auto st = S(s);
+    std::vector<mx::array> as, us, ys;
+    for (int p = 0; p < n; p++) {
+      as.push_back(A(arrs[p]));
+      if (nw > 0) us.push_back(A(updates[p]));
+    }
+    std::vector<int> sl(slots, slots + nw), from(at, at + nw), mv(moves, moves + 3 * nm);
+    if (auto fused = archgen_native_cache_rows(as, us, sl, from, mv, st)) {
+      ys = std::move(*fused);
+    } else {
+      for (int p = 0; p < n; p++) {
+        auto a = as[p];
+        if (a.ndim() != 4 || (nw > 0 && us[p].ndim() != 4)) {
+          throw std::invalid_argument("rewriting a cache's rows needs arrays and updates of 4 axes");
+        }
+        const int H = a.shape(1), D = a.shape(3);
+        for (int m = 0; m < nm; m++) {
+          const int to = mv[3 * m], from_row = mv[3 * m + 1], cols = mv[3 * m + 2];
+          auto row = mx::slice(a, mx::Shape{from_row, 0, 0, 0}, mx::Shape{from_row + 1, H, cols, D}, st);
+          a = mx::slice_update(a, row, mx::Shape{to, 0, 0, 0}, mx::Shape{to + 1, H, cols, D}, st);
+        }
+        for (int b = 0; b < nw; b++) {
+          const auto& u = us[p];
+          auto row = mx::slice(u, mx::Shape{b, 0, 0, 0}, mx::Shape{b + 1, u.shape(1), u.shape(2), u.shape(3)}, st);
+          a = mx::slice_update(a, row, mx::Shape{sl[b], 0, from[b], 0},
+                               mx::Shape{sl[b] + 1, u.shape(1), from[b] + u.shape(2), u.shape(3)}, st);
+        }
+        ys.push_back(a);
+      }
+    }
+    for (int p = 0; p < n; p++) {
+      res[p] = wrap(std::move(ys[p]));
+    }
+  })
+}
+
 int mlxg_add_norm(mlxg_array* res, mlxg_array x, mlxg_array residual, mlxg_array weight,
                   mlxg_array bias, float eps, bool layer, mlxg_stream s, char** err) {
   MLXG_TRY({

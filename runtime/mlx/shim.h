@@ -287,6 +287,15 @@ int mlxg_swiglu(mlxg_array* res, mlxg_array gate, mlxg_array up, mlxg_stream s, 
 // where archgen's kernel takes them all, mlx's slice_update each otherwise.
 int mlxg_write_positions(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* updates,
                          int n, int at, mlxg_stream s, char** err);
+// A cache's n arrays [C, H, T, D] with rows rewritten, into res[0..n):
+// nm moves (triples dst, src, cols in moves: row src's first cols
+// positions copied over row dst's, in order), then nw updates' rows
+// (updates NULL when nw is 0) written into rows slots[b] from positions
+// at[b]. One op where archgen's kernel takes it, mlx's slices and
+// slice_updates otherwise.
+int mlxg_cache_rows(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* updates, int n,
+                    const int32_t* slots, const int32_t* at, int nw, const int32_t* moves, int nm,
+                    mlxg_stream s, char** err);
 // x + residual into res[0] and that sum rms-normed (layer false) or
 // layer-normed into res[1]: one op where archgen's kernel takes it, an add
 // and a norm otherwise.

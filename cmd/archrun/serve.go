@@ -77,7 +77,7 @@ func (a *app) serve(args []string) error {
 	idleTimeout := c.Duration("idle-timeout", 2*time.Minute, "how long a kept-alive connection may wait for its next request")
 	requestTimeout := c.Duration("request-timeout", 0, "stop a generation this long after it arrives, answering 504 (0: no bound)")
 	writeTimeout := c.Duration("write-timeout", 30*time.Second, "drop a client that takes no streamed event (or whole response) for this long, freeing its row")
-	heapMmap := c.String("heap-mmap-threshold", "1MiB", "C heap allocations of this size or more get their own mapping, returned to the system when freed (0: glibc's own, which keeps the batch's freed copies: faster at many streams, gigabytes more resident)")
+	heapMmap := c.String("heap-mmap-threshold", "1MiB", "C heap allocations of this size or more get their own mapping, returned to the system when freed (0: glibc's own, which holds on to freed buffers)")
 	sendBuffer := c.String("send-buffer", "256KiB", "each connection's kernel send buffer: what a client that stops reading can hold before -write-timeout runs")
 	drainTimeout := c.Duration("drain-timeout", time.Minute, "after SIGTERM, how long running requests may take before they are cut off")
 	corsOrigins := c.String("cors-origins", "", "origins browsers may call the API from, comma-separated (https://app.example.com; *: any); none by default")
@@ -213,8 +213,8 @@ func (a *app) serve(args []string) error {
 	defer ln.Close()
 
 	// buffers of -heap-mmap-threshold or more straight back to the system
-	// when freed: the batch's caches are copied as rows come and go (see
-	// mlx.SetHeapMmapThreshold)
+	// when freed: prompt chunks' activations, the prompt cache's copies and
+	// the batch's growth come and go (see mlx.SetHeapMmapThreshold)
 	if heapThreshold > 0 {
 		mlx.SetHeapMmapThreshold(int(heapThreshold))
 	}

@@ -1,7 +1,7 @@
 // Package batch runs many generations on one model at once by continuous
 // batching, as mlx-lm's BatchGenerator does: each step is one forward pass
 // over every active sequence, with ragged lengths held in batched caches
-// (kv.Rows: kv.Batched for attention, with left padding, per-row offsets
+// (kv.Rows: kv.Batched for attention, a slot per row, per-row offsets
 // and masks; kv.States for recurrent layers). Requests join the running
 // batch and leave it between steps: a new request's prompt is
 // processed on its own, in chunks between the batch's steps (after the

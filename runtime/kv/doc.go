@@ -50,10 +50,15 @@
 // # Batches
 //
 // Batched holds one layer's keys and values for several sequences of
-// different lengths, as mlx-lm's BatchKVCache and BatchRotatingKVCache do:
-// rows right-aligned and left-padded, an offset per row, and masks that hide
-// each row's padding. Sequences join by Merge (their own caches, after their
-// prompts) and Extend, and leave by Filter, between steps. A batched cache's
+// different lengths, as mlx-lm's BatchKVCache and BatchRotatingKVCache do,
+// but with each row in a slot of its own: its entries at the positions its
+// own cache holds them (mlx-lm right-aligns the rows behind left padding),
+// an offset per row, and masks that hide what a row does not hold.
+// Sequences join by Merge (their own caches, after their prompts) and
+// Extend, and leave by Filter, between steps: a join writes the joining
+// rows into free slots, a leave moves the last rows into the freed ones,
+// and the batch is copied only when it outgrows its room (runtime/mlx's
+// CacheRows writes the rows in place). A batched cache's
 // Mask binds the rows' offsets to the step's graph (RowOffsets), and the
 // ropes of runtime/nn rotate each row from its own position, so a generated
 // forward pass runs a batch unchanged. A window batch keeps each row's ring

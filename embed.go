@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
@@ -36,9 +37,10 @@ type EmbedOptions struct {
 	// values (a Matryoshka truncation), then normalizes what is kept
 	// (unless NoNormalize). At most the model's hidden size.
 	Dimensions int
-	// PrefillStep is how many of an input's tokens go through the model at
-	// once (default 2048): longer inputs run in chunks over a KV cache,
-	// which bounds the memory of their activations.
+	// PrefillStep is how many tokens go through the model at once
+	// (default 2048): longer inputs run in chunks over a KV cache, and
+	// shorter ones together up to that many, padding included, which
+	// bounds the memory of their activations.
 	PrefillStep int
 }
 
@@ -60,8 +62,13 @@ func (e *EmbedInputError) Error() string { return fmt.Sprintf("input[%d]: %s", e
 //
 // Each input is encoded as plain text with the tokenizer's special tokens
 // added as Encode adds them (a BOS where the tokenizer's post-processor
-// puts one), and runs alone, from an empty cache that is freed after it:
-// no state is kept between inputs or calls. An input with no tokens or
+// puts one). Inputs run together where they fit: in order of length, as
+// many as fit PrefillStep tokens, each padded after its end to the longest,
+// go through the model as one batch from fresh caches (the models are
+// causal, so the padding changes none of an input's states); an input
+// longer than half of PrefillStep runs alone, in chunks. A vector may
+// differ from the input's alone in the last float32 places (kernels block
+// their sums by rows). No state is kept between calls. An input with no tokens or
 // with more than the model's context (ContextLength) is refused with an
 // *EmbedInputError naming its index, before any input runs. ctx is checked
 // between inputs and between an input's chunks.
@@ -104,17 +111,50 @@ func (m *Model) EmbedTokens(ctx context.Context, inputs [][]int32, opts EmbedOpt
 		}
 	}
 	out := make([][]float32, len(inputs))
-	for i, in := range inputs {
+	for _, pack := range packs(inputs, opts.PrefillStep) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		v, err := m.pool(ctx, in, opts)
-		if err != nil {
-			return nil, fmt.Errorf("input[%d]: %w", i, err)
+		if len(pack) == 1 {
+			i := pack[0]
+			v, err := m.pool(ctx, inputs[i], opts)
+			if err != nil {
+				return nil, fmt.Errorf("input[%d]: %w", i, err)
+			}
+			out[i] = finish(v, opts)
+			continue
 		}
-		out[i] = finish(v, opts)
+		vs, err := m.poolPack(inputs, pack, opts.Pooling)
+		if err != nil {
+			return nil, fmt.Errorf("inputs %v: %w", pack, err)
+		}
+		for k, i := range pack {
+			out[i] = finish(vs[k], opts)
+		}
 	}
 	return out, nil
+}
+
+// packs groups the inputs (by index) that run through the model together:
+// in order of length, as many as fit step tokens with each padded to the
+// longest among them. An input longer than half of step runs alone (in
+// chunks of step when longer than that).
+func packs(inputs [][]int32, step int) [][]int {
+	order := make([]int, len(inputs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return len(inputs[a]) - len(inputs[b]) })
+	var out [][]int
+	for len(order) > 0 {
+		n := 1
+		for n < len(order) && (n+1)*len(inputs[order[n]]) <= step {
+			n++
+		}
+		out = append(out, order[:n:n])
+		order = order[n:]
+	}
+	return out
 }
 
 func (o *EmbedOptions) check(hidden int) error {
@@ -168,7 +208,7 @@ func (m *Model) pool(ctx context.Context, tokens []int32, opts EmbedOptions) ([]
 		chunk := tokens[start:min(start+opts.PrefillStep, len(tokens))]
 		last := start+len(chunk) == len(tokens)
 		if opts.Pooling == PoolLast && !last {
-			if err := m.prefill(chunk, caches, nil); err != nil {
+			if err := m.prefill(chunk, 1, caches, nil); err != nil {
 				return nil, err
 			}
 			continue
@@ -192,11 +232,72 @@ func (m *Model) pool(ctx context.Context, tokens []int32, opts EmbedOptions) ([]
 	return sum, nil
 }
 
+// poolPack runs the inputs pack (indices into inputs) through the model at
+// once, each a row padded after its end to the longest, from fresh caches,
+// and returns each one's pooled hidden state, in float64. The models are
+// causal, so what follows an input's end (the padding) changes none of its
+// positions' states.
+func (m *Model) poolPack(inputs [][]int32, pack []int, pooling string) ([][]float64, error) {
+	B, L := len(pack), 0
+	for _, i := range pack {
+		L = max(L, len(inputs[i]))
+	}
+	tokens := make([]int32, B*L) // padded with token 0
+	valid := make([]bool, B*L)
+	last := make([]int32, B)
+	for r, i := range pack {
+		copy(tokens[r*L:], inputs[i])
+		for t := range inputs[i] {
+			valid[r*L+t] = true
+		}
+		last[r] = int32(len(inputs[i]) - 1)
+	}
+	caches := m.Net.NewCaches()
+	defer func() {
+		for _, c := range caches {
+			c.Free()
+		}
+	}()
+	var rows *mlx.Array
+	err := m.prefill(tokens, B, caches, func(g *mlx.Graph, h *mlx.Array) *mlx.Array {
+		h = g.AsType(h, mlx.Float32) // [B, L, hidden]
+		d := h.Dim(2)
+		if pooling == PoolMean {
+			keep := mlx.FromSlice(g, valid, B, L, 1)
+			rows = g.Sum(g.Where(keep, h, g.Scalar(0, mlx.Float32)), false, 1) // [B, hidden]
+		} else {
+			at := g.BroadcastTo(mlx.FromSlice(g, last, B, 1, 1), B, 1, d)
+			rows = g.Reshape(g.TakeAlongAxis(h, at, 1), B, d)
+		}
+		return rows
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Free()
+	vals, err := rows.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	d := len(vals) / B
+	out := make([][]float64, B)
+	for r, i := range pack {
+		out[r] = make([]float64, d)
+		for j, x := range vals[r*d : (r+1)*d] {
+			out[r][j] = float64(x)
+			if pooling == PoolMean {
+				out[r][j] /= float64(len(inputs[i]))
+			}
+		}
+	}
+	return out, nil
+}
+
 // chunkPool runs chunk through the model over caches and returns the sum
 // of its hidden states (PoolMean) or its last one (PoolLast), in float32.
 func (m *Model) chunkPool(chunk []int32, caches []kv.Cache, pooling string) ([]float32, error) {
 	var row *mlx.Array
-	err := m.prefill(chunk, caches, func(g *mlx.Graph, h *mlx.Array) *mlx.Array {
+	err := m.prefill(chunk, 1, caches, func(g *mlx.Graph, h *mlx.Array) *mlx.Array {
 		h = g.AsType(h, mlx.Float32) // [1, L, hidden]
 		if pooling == PoolMean {
 			row = g.Sum(h, false, 0, 1) // [hidden]
@@ -213,14 +314,14 @@ func (m *Model) chunkPool(chunk []int32, caches []kv.Cache, pooling string) ([]f
 	return row.Float32s()
 }
 
-// prefill runs chunk through the model's hidden states over caches,
-// evaluating what out makes of them (nil: the caches alone). The graph is
-// closed before evaluating, as generation's prefill does, so that MLX frees
-// each activation once it is used.
-func (m *Model) prefill(chunk []int32, caches []kv.Cache, out func(*mlx.Graph, *mlx.Array) *mlx.Array) error {
+// prefill runs chunk (rows rows of tokens) through the model's hidden
+// states over caches, evaluating what out makes of them (nil: the caches
+// alone). The graph is closed before evaluating, as generation's prefill
+// does, so that MLX frees each activation once it is used.
+func (m *Model) prefill(chunk []int32, rows int, caches []kv.Cache, out func(*mlx.Graph, *mlx.Array) *mlx.Array) error {
 	g := mlx.NewGraph(nil)
 	defer g.Close()
-	x := mlx.FromSlice(g, chunk, 1, len(chunk))
+	x := mlx.FromSlice(g, chunk, rows, len(chunk)/rows)
 	h := m.Net.Hidden(g, x, caches)
 	var more []*mlx.Array
 	if out != nil {

@@ -321,3 +321,48 @@ func TestEmbedRefusals(t *testing.T) {
 		assert.InDelta(t, float64(full[0][i])/math.Sqrt(ss), cut[0][i], 1e-6)
 	}
 }
+
+// TestEmbedPackedMatchesAlone: inputs of many lengths embedded in one call
+// (run together in packs, each padded to its pack's longest) equal each
+// input embedded alone, both poolings, on a dense model, one with sliding
+// windows shorter than the inputs, a mixture of experts and recurrent
+// hybrids: the padding after an input's end changes none of its states.
+func TestEmbedPackedMatchesAlone(t *testing.T) {
+	var ids [][]int32
+	for i, n := range []int{1, 2, 5, 9, 9, 17, 30, 44, 3, 12} {
+		in := make([]int32, n)
+		for j := range in {
+			in[j] = int32((7*i + 13*j + 1) % 97)
+		}
+		ids = append(ids, in)
+	}
+	ctx := context.Background()
+	for _, c := range []struct{ arch, cas string }{
+		{"llama", "base"}, {"llama", "sliding"}, {"qwen3_moe", "base"}, {"qwen3_next", "base"},
+		{"mamba2", "tied_groups"}, {"falcon_h1", "norm_after_gate"}, {"rwkv7", "heads16_untied"},
+	} {
+		t.Run(c.arch+"/"+c.cas, func(t *testing.T) {
+			m, err := archgen.Load(ctx, filepath.Join("testdata/parity", c.arch, c.cas, "model"), archgen.LoadOptions{NoTokenizer: true})
+			require.NoError(t, err)
+			defer m.Free()
+			for _, pooling := range []string{archgen.PoolLast, archgen.PoolMean} {
+				opts := archgen.EmbedOptions{Pooling: pooling, NoNormalize: true}
+				packed, err := m.EmbedTokens(ctx, ids, opts)
+				require.NoError(t, err)
+				alone := make([][]float64, len(ids))
+				for i, in := range ids {
+					v, err := m.EmbedTokens(ctx, [][]int32{in}, opts)
+					require.NoError(t, err)
+					for _, x := range v[0] {
+						alone[i] = append(alone[i], float64(x))
+					}
+				}
+				// float32 sums that kernels block by rows: the parity
+				// matrix's float32 tolerance, relative to each vector
+				d := maxDiff(t, packed, alone, true)
+				t.Logf("%s: largest difference packed vs alone %.2e", pooling, d)
+				assert.LessOrEqual(t, d, 1e-4, pooling)
+			}
+		})
+	}
+}

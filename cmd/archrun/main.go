@@ -7,6 +7,7 @@
 //
 //	archrun chat     -model PATH [flags]
 //	archrun generate -model PATH (-prompt TEXT | -f FILE) [flags]
+//	archrun embed    -model PATH [-pooling last|mean] [-dimensions N] [-no-normalize] [-out FILE.npy] [TEXT ...]
 //	archrun convert  -gguf FILE -out DIR
 //	archrun logits   -model PATH -tokens 1,2,3 -out FILE.npy
 //	archrun greedy   -model PATH -tokens 1,2,3 [-n 16]
@@ -61,6 +62,19 @@
 //	/help, /quit  (end of input quits too)
 //
 // chat takes generate's sampling, cache and template flags.
+//
+// # embed
+//
+// embed writes one embedding per input, as /v1/embeddings and
+// archgen.Model.Embed give them: the final hidden states pooled by the last
+// token or the mean (-pooling; by default as a model folder's
+// sentence-transformers files say, else the last token), cut to
+// -dimensions and normalized to unit length unless -no-normalize. The
+// inputs are the arguments after the flags, or else the non-empty lines of
+// standard input; each vector is printed as a JSON array on a line of its
+// own, in input order, or all are written to -out as a float32 .npy array
+// [inputs, dimensions]. An input with no tokens or longer than the model's
+// context is refused, naming its place (from 1).
 //
 // # generate
 //
@@ -232,6 +246,7 @@ const usageText = `usage: archrun COMMAND [flags]
 commands:
   chat      talk with a model: a REPL that keeps the KV cache across turns
   generate  generate after one prompt, streaming the text
+  embed     print (or write as .npy) one embedding per input
   convert   write a GGUF file as a model directory
   logits    write the prompt's logits as .npy
   greedy    print greedy decoding's token ids
@@ -328,7 +343,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
-		return usagef("no command (chat, generate, serve, convert, logits, greedy, launch, pull or list)")
+		return usagef("no command (chat, generate, embed, serve, convert, logits, greedy, launch, pull or list)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -344,6 +359,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		"logits":   a.logits,
 		"greedy":   a.greedy,
 		"generate": a.generate,
+		"embed":    a.embed,
 		"convert":  a.convert,
 		"list":     a.list,
 		"launch":   a.launch,
@@ -356,7 +372,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		a.stdout, a.stderr = io.Discard, io.Discard
 	}
 	if !ok {
-		return usagef("unknown command %q (chat, generate, serve, convert, logits, greedy, launch, pull or list; \"archrun -h\" for help)", args[0])
+		return usagef("unknown command %q (chat, generate, embed, serve, convert, logits, greedy, launch, pull or list; \"archrun -h\" for help)", args[0])
 	}
 	return cmd(args[1:])
 }

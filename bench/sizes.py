@@ -352,7 +352,8 @@ def long_table(size, res):
 
 # archgen's settings a user can choose, beside the default: the checkpoint's
 # own (half-precision) arithmetic, and the prompt products off the tile unit.
-FLAG_SETTINGS = {"-dtype checkpoint": ({}, "checkpoint"), "ARCHGEN_MLX_TILES=0": ({"ARCHGEN_MLX_TILES": "0"}, None)}
+FLAG_SETTINGS = {"-dtype checkpoint": ({}, "checkpoint"), "ARCHGEN_MLX_TILES=0": ({"ARCHGEN_MLX_TILES": "0"}, None),
+                 "ARCHGEN_MLX_NATIVE_QMM16=0": ({"ARCHGEN_MLX_NATIVE_QMM16": "0"}, None)}
 FLAG_FORMATS = ["mlx 4-bit g64", "mlx bfloat16", "GGUF Q4_K_M"]
 
 

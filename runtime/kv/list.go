@@ -148,26 +148,22 @@ func (l *List) RowCapacity() int {
 
 // ReserveRows makes room for rows sequences in every part.
 func (l *List) ReserveRows(g *mlx.Graph, rows int) error {
-	for i := range l.parts {
-		r, err := l.partRows(i)
-		if err != nil {
-			return err
-		}
-		if err := r.ReserveRows(g, rows); err != nil {
-			return fmt.Errorf("kv: part %d: %w", i, err)
-		}
-	}
-	return nil
+	return l.eachPart(func(r Rows) error { return r.ReserveRows(g, rows) })
 }
 
 // Filter keeps the given rows of every part, in that order.
 func (l *List) Filter(g *mlx.Graph, keep []int) error {
+	return l.eachPart(func(r Rows) error { return r.Filter(g, keep) })
+}
+
+// eachPart runs f on every part as a batch, naming the part that fails.
+func (l *List) eachPart(f func(Rows) error) error {
 	for i := range l.parts {
 		r, err := l.partRows(i)
 		if err != nil {
 			return err
 		}
-		if err := r.Filter(g, keep); err != nil {
+		if err := f(r); err != nil {
 			return fmt.Errorf("kv: part %d: %w", i, err)
 		}
 	}

@@ -686,10 +686,7 @@ func TestWritePositions(t *testing.T) {
 					sameValues(t, g, fmt.Sprintf("%s: part %d", c.name, i), got[i], want)
 				}
 			}
-			for _, e := range []struct {
-				name, want string
-				write      func(g *Graph) []*Array
-			}{
+			checkOpErrors(t, []opError{
 				{"past the positions", "", func(g *Graph) []*Array {
 					return g.WritePositions([]*Array{randn(g, 1, Float32, 1, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 1, 2, 2, 8)}, 3)
 				}},
@@ -700,15 +697,27 @@ func TestWritePositions(t *testing.T) {
 					a := randn(g, 1, Float32, 1, 2, 4, 8)
 					return g.WritePositions([]*Array{a, a}, []*Array{randn(g, 2, Float32, 1, 2, 1, 8)}, 0)
 				}},
-			} {
-				bad := NewGraph(nil)
-				err := bad.Eval(e.write(bad)...)
-				bad.Close()
-				if err == nil || (e.want != "" && err.Error() != e.want) {
-					t.Fatalf("%s: error %v, want %q", e.name, err, e.want)
-				}
-			}
+			})
 		})
+	}
+}
+
+// opError is an op built on a graph of its own, which must fail on
+// evaluation, with want as its error ("": any error).
+type opError struct {
+	name, want string
+	build      func(g *Graph) []*Array
+}
+
+func checkOpErrors(t *testing.T, cases []opError) {
+	t.Helper()
+	for _, e := range cases {
+		bad := NewGraph(nil)
+		err := bad.Eval(e.build(bad)...)
+		bad.Close()
+		if err == nil || (e.want != "" && err.Error() != e.want) {
+			t.Fatalf("%s: error %v, want %q", e.name, err, e.want)
+		}
 	}
 }
 
@@ -776,10 +785,7 @@ func TestCacheRows(t *testing.T) {
 					sameValues(t, g, fmt.Sprintf("%s: part %d", c.name, i), got[i], want)
 				}
 			}
-			for _, e := range []struct {
-				name, want string
-				rows       func(g *Graph) []*Array
-			}{
+			checkOpErrors(t, []opError{
 				{"past the positions", "", func(g *Graph) []*Array {
 					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 1, 2, 2, 8)}, []int{1}, []int{3}, nil)
 				}},
@@ -792,14 +798,7 @@ func TestCacheRows(t *testing.T) {
 				{"counts", "mlx: cache_rows: 1 arrays, 1 updates, 2 rows and 1 positions to write", func(g *Graph) []*Array {
 					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 2, 2, 1, 8)}, []int{0, 1}, []int{0}, nil)
 				}},
-			} {
-				bad := NewGraph(nil)
-				err := bad.Eval(e.rows(bad)...)
-				bad.Close()
-				if err == nil || (e.want != "" && err.Error() != e.want) {
-					t.Fatalf("%s: error %v, want %q", e.name, err, e.want)
-				}
-			}
+			})
 		})
 	}
 }

@@ -106,6 +106,19 @@ type Options struct {
 	// cancelled context stops the prompt at the next chunk: PrefillStep
 	// bounds how long cancelling takes.
 	OnPrompt func(done, total int)
+	// Draft, when set, is a smaller model of the same vocabulary that
+	// drafts NumDraft tokens (default DefaultNumDraft) a step for this one
+	// to check in one forward: speculative decoding (see speculative.go's
+	// comment). Greedy, the tokens are the model's own; sampling, they are
+	// distributed as its draws (not the same draws as without a draft).
+	// Both models' caches must be rewindable (plain, not sliding windows
+	// or recurrent states); a Constraint or a repetition penalty is
+	// refused with it. DraftCaches continue the draft's caches as Caches
+	// continues the model's (they must hold the same tokens); afterwards
+	// both hold the same tokens.
+	Draft       Model
+	NumDraft    int
+	DraftCaches []kv.Cache
 	// Constraint, when set, limits each draw to the tokens it allows (a
 	// JSON schema or a grammar: package constrain's Matcher); the others'
 	// logits are -inf before the penalty and the sampler. Generation ends,
@@ -145,6 +158,18 @@ type Stats struct {
 	// It went through the model (the caches hold it) unless generation
 	// stopped before the next step was queued.
 	StopToken int32
+	// Drafted and Accepted count, with a draft model, the tokens it
+	// proposed and those the model kept.
+	Drafted, Accepted int
+}
+
+// AcceptRate is the share of drafted tokens the model kept (0 without a
+// draft).
+func (s Stats) AcceptRate() float64 {
+	if s.Drafted == 0 {
+		return 0
+	}
+	return float64(s.Accepted) / float64(s.Drafted)
 }
 
 // PromptTPS is prompt tokens per second.
@@ -201,6 +226,12 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 				c.Free()
 			}
 		}()
+	}
+	if opts.Draft != nil {
+		if opts.NumDraft == 0 {
+			opts.NumDraft = DefaultNumDraft
+		}
+		return speculative(ctx, m, prompt, opts, caches, st, onToken)
 	}
 	stop := map[int32]bool{}
 	for _, t := range opts.StopTokens {

@@ -101,15 +101,7 @@ func (s *sampler) sample(g *mlx.Graph, logprobs *mlx.Array) *mlx.Array {
 	if s.Temp == 0 {
 		return g.Argmax(logprobs, -1, false)
 	}
-	if s.TopP > 0 && s.TopP < 1 {
-		logprobs = topP(g, logprobs, s.TopP)
-	}
-	if s.MinP != 0 {
-		logprobs = minP(g, logprobs, s.MinP, s.MinTokensToKeep)
-	}
-	if s.TopK > 0 {
-		logprobs = topK(g, logprobs, s.TopK)
-	}
+	logits := s.filter(g, logprobs)
 	if s.key == nil {
 		s.key = g.RandomKey(s.Seed)
 		g.Keep(s.key)
@@ -120,7 +112,23 @@ func (s *sampler) sample(g *mlx.Graph, logprobs *mlx.Array) *mlx.Array {
 	g.Keep(next)
 	s.key.Free()
 	s.key = next
-	return g.Categorical(g.MultiplyScalar(logprobs, 1/s.Temp), -1, sub)
+	return g.Categorical(logits, -1, sub)
+}
+
+// filter is logprobs [1, V] as the draw reads them: the filters in
+// mlx-lm's order (top-p, min-p, top-k), then divided by the temperature
+// (Temp > 0).
+func (s *sampler) filter(g *mlx.Graph, logprobs *mlx.Array) *mlx.Array {
+	if s.TopP > 0 && s.TopP < 1 {
+		logprobs = topP(g, logprobs, s.TopP)
+	}
+	if s.MinP != 0 {
+		logprobs = minP(g, logprobs, s.MinP, s.MinTokensToKeep)
+	}
+	if s.TopK > 0 {
+		logprobs = topK(g, logprobs, s.TopK)
+	}
+	return g.MultiplyScalar(logprobs, 1/s.Temp)
 }
 
 func negInf(g *mlx.Graph, like *mlx.Array) *mlx.Array { return g.Scalar(math.Inf(-1), like.Dtype()) }

@@ -1,0 +1,442 @@
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
+)
+
+// Speculative decoding: a smaller draft model proposes Options.NumDraft
+// tokens one by one, and the model checks them all in one forward of as
+// many positions plus one. Greedy, the model's pick at each drafted
+// position decides: the drafts up to the first one it would not have
+// picked are kept, and its own pick there follows them, so the tokens are
+// the model's own (a forward of several positions may round a logit
+// differently from a one-position step, which only a near-tie shows). When
+// sampling, each draft d is kept with probability min(1, p(d)/q(d)) (p the
+// model's sampling distribution, q the draft's), and the first one
+// rejected is replaced by a draw from the normalised max(0, p - q): the
+// tokens are distributed as the model's own draws. Either way the step ends
+// with one token of the model's (its pick after the last kept draft, or
+// after all of them), so a step gives between 1 and NumDraft+1 tokens.
+// Both models' caches are then rewound to what was kept.
+
+// DefaultNumDraft is Options.NumDraft's default.
+const DefaultNumDraft = 3
+
+// rewindable reports whether c can drop its newest positions whenever
+// asked: a plain cache (dense or quantized), or a list of them. A sliding
+// window's ring loses what it overwrites, and a recurrent state holds no
+// positions.
+func rewindable(c kv.Cache) bool {
+	switch c := c.(type) {
+	case *kv.Plain:
+		return true
+	case *kv.List:
+		for i := range c.Parts() {
+			if !rewindable(c.Part(i)) {
+				return false
+			}
+		}
+		return c.Parts() > 0
+	}
+	return false
+}
+
+// checkDraft validates speculative decoding's options against the model
+// (vocabulary vocab) and both models' caches.
+func checkDraft(opts Options, vocab int, caches, draftCaches []kv.Cache) error {
+	if opts.NumDraft < 1 {
+		return fmt.Errorf("generate: draft tokens %d: want at least 1", opts.NumDraft)
+	}
+	if opts.Constraint != nil {
+		return errors.New("generate: speculative decoding with a constraint is not supported (the constraint would have to check every draft)")
+	}
+	if p := opts.RepetitionPenalty; p != 0 && p != 1 {
+		return errors.New("generate: speculative decoding with a repetition penalty is not supported (each draft would change the penalty of those after it)")
+	}
+	if in, ok := opts.Draft.(interface{ Info() nn.Info }); ok && vocab > 0 && in.Info().VocabSize != vocab {
+		return fmt.Errorf("generate: the draft model's vocabulary of %d tokens is not the model's %d: they must share a tokenizer", in.Info().VocabSize, vocab)
+	}
+	for _, side := range []struct {
+		name   string
+		caches []kv.Cache
+	}{{"model", caches}, {"draft model", draftCaches}} {
+		for i, c := range side.caches {
+			if !rewindable(c) {
+				return fmt.Errorf("generate: speculative decoding rewinds the caches after rejected drafts, and the %s's layer %d holds a %T, which cannot be rewound (a sliding window's ring, a recurrent state)", side.name, i, c)
+			}
+		}
+	}
+	if len(draftCaches) > 0 && len(caches) > 0 && draftCaches[0].Offset() != caches[0].Offset() {
+		return fmt.Errorf("generate: the draft model's caches hold %d positions and the model's %d: they must hold the same tokens", draftCaches[0].Offset(), caches[0].Offset())
+	}
+	return nil
+}
+
+// speculative is Tokens with a draft model (see above); opts is checked,
+// caches are the model's.
+func speculative(ctx context.Context, m Model, prompt []int32, opts Options, caches []kv.Cache, st Stats,
+	onToken func(int32) error) (Stats, error) {
+	dcaches := opts.DraftCaches
+	if dcaches == nil {
+		dcaches = opts.Draft.NewCaches()
+		defer func() {
+			for _, c := range dcaches {
+				c.Free()
+			}
+		}()
+	}
+	if err := checkDraft(opts, opts.Vocab, caches, dcaches); err != nil {
+		return st, err
+	}
+	stop := map[int32]bool{}
+	for _, t := range opts.StopTokens {
+		stop[t] = true
+	}
+	s := newSampler(opts.Sampling)
+	defer s.free()
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
+	target := &run{m: m, caches: caches, s: s, stream: opts.Stream}
+	draft := &run{m: opts.Draft, caches: dcaches, s: s, stream: opts.Stream}
+	base := 0 // what both models' caches held before
+	if len(caches) > 0 {
+		base = caches[0].Offset()
+	}
+	st.PromptTokens = len(prompt)
+	mlx.ResetPeakMemory()
+	start := time.Now()
+	rest := prompt
+	for len(rest) > 1 {
+		if err := ctx.Err(); err != nil {
+			st.Finish = FinishCancelled
+			st.PromptTime = time.Since(start)
+			return st, err
+		}
+		n := min(opts.PrefillStep, len(rest)-1)
+		if err := target.prefill(rest[:n]); err != nil {
+			return st, err
+		}
+		if err := draft.prefill(rest[:n]); err != nil {
+			return st, err
+		}
+		rest = rest[n:]
+		st.PromptDone = len(prompt) - len(rest)
+		if opts.OnPrompt != nil {
+			opts.OnPrompt(st.PromptDone, len(prompt))
+		}
+		if err := checkMemory(opts.MemoryLimit, "the prompt's first", st.PromptDone); err != nil {
+			return st, err
+		}
+	}
+	k := opts.NumDraft
+	y := rest[0]                                // the next token for both models
+	var behind []int32                          // tokens the model's caches hold and the draft's do not yet
+	fed := slices.Clone(prompt[:len(prompt)-1]) // what the model's caches hold beyond what they held before
+	var genStart time.Time
+	emitted := 0
+	// emit passes t on; done reports that generation ends with it.
+	emit := func(t int32) (done bool, err error) {
+		if emitted == 0 {
+			genStart = time.Now()
+			st.PromptTime = genStart.Sub(start)
+			st.FirstTokenDelay = st.PromptTime
+			st.PromptDone = len(prompt)
+			if opts.OnPrompt != nil {
+				opts.OnPrompt(len(prompt), len(prompt))
+			}
+		}
+		emitted++
+		st.GenerateTime = time.Since(genStart)
+		if stop[t] {
+			st.Finish, st.StopToken = FinishStop, t
+			return true, nil
+		}
+		st.Tokens++
+		if err := onToken(t); err != nil {
+			if errors.Is(err, ErrStopped) {
+				st.Finish = FinishStop
+				return true, nil
+			}
+			st.Finish = FinishCancelled
+			return true, err
+		}
+		if opts.MaxTokens >= 0 && st.Tokens >= opts.MaxTokens {
+			st.Finish = FinishLength
+			return true, nil
+		}
+		return false, nil
+	}
+	for step := 0; ; step++ {
+		if err := ctx.Err(); err != nil {
+			st.Finish = FinishCancelled
+			st.PeakMemory = mlx.PeakMemory()
+			return st, err
+		}
+		// No more drafts than tokens still allowed: the step's own token
+		// comes on top of them.
+		kk := k
+		if opts.MaxTokens >= 0 {
+			kk = min(k, opts.MaxTokens-st.Tokens-1)
+		}
+		// The draft model proposes kk tokens, after catching up.
+		drafts := make([]int32, 0, kk)
+		var qs [][]float64
+		in := append(behind, y)
+		behind = nil
+		if kk == 0 {
+			behind = in // the step's own token alone: the draft catches up later
+		}
+		for range kk {
+			logits, err := draft.logits(in)
+			if err != nil {
+				return st, err
+			}
+			d, q, err := s.pick(logits, rng)
+			if err != nil {
+				return st, err
+			}
+			drafts = append(drafts, d)
+			qs = append(qs, q)
+			in = []int32{d}
+		}
+		// The model checks them: its logits after y and after each draft.
+		check := append([]int32{y}, drafts...)
+		ps, err := target.allLogits(check)
+		if err != nil {
+			return st, err
+		}
+		kept, next, err := s.accept(ps, drafts, qs, rng)
+		if err != nil {
+			return st, err
+		}
+		st.Drafted += len(drafts)
+		st.Accepted += kept
+		// Rewind: the model holds y and the drafts, and keeps y and the
+		// kept ones; the draft holds y and all drafts but the last.
+		fed = append(fed, check[:1+kept]...)
+		trim(caches, len(drafts)-kept)
+		switch {
+		case kept == len(drafts) && kept > 0:
+			behind = []int32{drafts[kept-1]}
+		case len(drafts) > 0:
+			trim(dcaches, len(drafts)-1-kept)
+		}
+		for i, t := range append(drafts[:kept:kept], next) {
+			done, err := emit(t)
+			if err != nil {
+				return st, err
+			}
+			if done {
+				// The caches keep what was passed on (and a stop token),
+				// not the drafts after it; the draft's catch up.
+				if i < kept {
+					trim(caches, kept-i-1)
+					fed = fed[:len(fed)-(kept-i-1)]
+				}
+				st.PeakMemory = mlx.PeakMemory()
+				return st, align(draft, dcaches, base, fed)
+			}
+		}
+		if err := checkMemory(opts.MemoryLimit, "generating", st.Tokens); err != nil {
+			st.PeakMemory = mlx.PeakMemory()
+			return st, err
+		}
+		y = next
+		if step%64 == 63 {
+			mlx.ClearCache()
+		}
+	}
+}
+
+// trim drops the newest n positions of every cache.
+func trim(caches []kv.Cache, n int) {
+	if n <= 0 {
+		return
+	}
+	for _, c := range caches {
+		c.Trim(n)
+	}
+}
+
+// align makes the draft's caches hold what the model's hold: the base
+// positions both held before generation, then fed. It drops what the draft
+// holds beyond them, or runs the ones it lacks through it.
+func align(draft *run, dcaches []kv.Cache, base int, fed []int32) error {
+	if len(dcaches) == 0 {
+		return nil
+	}
+	want, have := base+len(fed), dcaches[0].Offset()
+	if have > want {
+		trim(dcaches, have-want)
+		return nil
+	}
+	if have < want {
+		return draft.prefill(fed[have-base:])
+	}
+	return nil
+}
+
+// logits runs tokens through r's model and returns its logits after the
+// last, as float32.
+func (r *run) logits(tokens []int32) ([]float32, error) {
+	rows, err := r.forwardRows(tokens, 1)
+	if err != nil {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
+// allLogits runs tokens through r's model and returns its logits after
+// each of them, as float32.
+func (r *run) allLogits(tokens []int32) ([][]float32, error) {
+	return r.forwardRows(tokens, len(tokens))
+}
+
+// forwardRows runs tokens and returns the logits of the last n positions.
+func (r *run) forwardRows(tokens []int32, n int) ([][]float32, error) {
+	g := mlx.NewGraph(r.stream)
+	defer g.Close()
+	x := mlx.FromSlice(g, tokens, 1, len(tokens))
+	logits := r.m.Forward(g, x, r.caches)
+	v, l := logits.Dim(-1), len(tokens)
+	logits = g.AsType(g.Reshape(g.Slice(logits, []int{0, l - n, 0}, []int{1, l, v}), n, v), mlx.Float32)
+	if err := g.Err(); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	if err := g.Eval(logits); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	flat, err := logits.Float32s()
+	if err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	out := make([][]float32, n)
+	for i := range out {
+		out[i] = flat[i*v : (i+1)*v]
+	}
+	return out, nil
+}
+
+// distribution is what s draws from after logits (float32, one position):
+// the filters' survivors' probabilities at the temperature, in float64.
+func (s *sampler) distribution(logits []float32) ([]float64, error) {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	v := len(logits)
+	x := mlx.FromSlice(g, logits, 1, v)
+	p := g.Softmax(s.filter(g, g.Subtract(x, g.LogSumExp(x, true, -1))), true, -1)
+	if err := g.Eval(p); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	f, err := p.Float32s()
+	if err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	out := make([]float64, v)
+	for i, x := range f {
+		out[i] = float64(x)
+	}
+	return out, nil
+}
+
+// pick is the draft's token after logits: the most likely one when s is
+// greedy, else a draw from s's distribution q, which it returns too.
+func (s *sampler) pick(logits []float32, rng *rand.Rand) (int32, []float64, error) {
+	if s.Temp == 0 {
+		return argmax(logits), nil, nil
+	}
+	q, err := s.distribution(logits)
+	if err != nil {
+		return 0, nil, err
+	}
+	return draw(q, rng), q, nil
+}
+
+// accept checks drafts against the model's logits after each position
+// (ps[i] after the i-th token checked: ps[0] after the token before the
+// drafts): how many drafts are kept, and the model's token after them.
+func (s *sampler) accept(ps [][]float32, drafts []int32, qs [][]float64, rng *rand.Rand) (int, int32, error) {
+	if s.Temp == 0 {
+		for i, d := range drafts {
+			if t := argmax(ps[i]); t != d {
+				return i, t, nil
+			}
+		}
+		return len(drafts), argmax(ps[len(drafts)]), nil
+	}
+	return acceptDraws(func(i int) ([]float64, error) { return s.distribution(ps[i]) }, drafts, qs, rng)
+}
+
+// acceptDraws is sampling's check of drafts, each drawn from qs[i], against
+// the model's distributions dist(i) (read as needed): draft i is kept with
+// probability min(1, p(d)/q(d)); the first one rejected is replaced by a
+// draw from the normalised max(0, p - q), and after all of them one is
+// drawn from the last p. The tokens are then distributed as draws from p.
+func acceptDraws(dist func(int) ([]float64, error), drafts []int32, qs [][]float64, rng *rand.Rand) (int, int32, error) {
+	for i, d := range drafts {
+		p, err := dist(i)
+		if err != nil {
+			return 0, 0, err
+		}
+		q := qs[i]
+		if u := rng.Float64(); q[d] > 0 && u < math.Min(1, p[d]/q[d]) {
+			continue
+		}
+		residual := make([]float64, len(p))
+		total := 0.0
+		for j := range p {
+			residual[j] = math.Max(0, p[j]-q[j])
+			total += residual[j]
+		}
+		if total <= 0 {
+			return i, draw(p, rng), nil // p is q: a draw from p
+		}
+		return i, draw(residual, rng), nil
+	}
+	p, err := dist(len(drafts))
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(drafts), draw(p, rng), nil
+}
+
+// argmax is the index of the largest value (the first among equals).
+func argmax(xs []float32) int32 {
+	best := 0
+	for i, x := range xs {
+		if x > xs[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// draw picks an index with probability proportional to w (not normalised).
+func draw(w []float64, rng *rand.Rand) int32 {
+	total := 0.0
+	for _, x := range w {
+		total += x
+	}
+	u := rng.Float64() * total
+	last := 0
+	for i, x := range w {
+		if x <= 0 {
+			continue
+		}
+		last = i
+		if u < x {
+			return int32(i)
+		}
+		u -= x
+	}
+	return int32(last)
+}

@@ -46,6 +46,12 @@ type Options struct {
 	// JSONSchema, Regex, Lark or GBNF, then NewMatcher); one a call, freed
 	// by the caller.
 	Constraint generate.Constraint
+	// Draft, when set, is a smaller model sharing the tokenizer that
+	// drafts NumDraft tokens (default 3) a step for this one to check:
+	// speculative decoding (generate.Options.Draft). A Session keeps the
+	// draft's caches beside its own, holding the same tokens.
+	Draft    *Model
+	NumDraft int
 }
 
 // Result is what a Chat or Generate call produced.
@@ -143,6 +149,9 @@ type Session struct {
 	// for a cache loaded from a file that does not list them.
 	tokens []int32
 	opaque bool
+	// The draft model of the last call that had one, and its caches.
+	draft   *Model
+	dcaches []kv.Cache
 }
 
 // NewSession starts an empty conversation with caches of the kinds o
@@ -164,6 +173,50 @@ func (s *Session) Free() {
 		c.Free()
 	}
 	s.caches = nil
+	s.dropDraft()
+}
+
+// dropDraft releases the draft model's caches.
+func (s *Session) dropDraft() {
+	for _, c := range s.dcaches {
+		c.Free()
+	}
+	s.draft, s.dcaches = nil, nil
+}
+
+// draftCaches are d's caches holding what the session's caches hold
+// (their first n tokens): kept from the last call, cut back, or run
+// through d where they lack some.
+func (s *Session) draftCaches(d *Model, n int) ([]kv.Cache, error) {
+	if s.draft != d {
+		s.dropDraft()
+		s.draft, s.dcaches = d, d.Net.NewCaches()
+	}
+	have := 0
+	if len(s.dcaches) > 0 {
+		have = s.dcaches[0].Offset()
+	}
+	if have > n {
+		for _, c := range s.dcaches {
+			c.Trim(have - n)
+		}
+		if have = s.dcaches[0].Offset(); have != n {
+			s.dropDraft()
+			return s.draftCaches(d, n)
+		}
+	}
+	if have < n {
+		if s.opaque {
+			return nil, errors.New("the session's cache came from a file that does not list its tokens: the draft model cannot be given them")
+		}
+		for start := have; start < n; start += 2048 {
+			chunk := s.tokens[start:min(start+2048, n)]
+			if err := d.prefill(chunk, 1, s.dcaches, nil); err != nil {
+				return nil, fmt.Errorf("draft model: %w", err)
+			}
+		}
+	}
+	return s.dcaches, nil
 }
 
 // Reset empties the caches, keeping their kinds.
@@ -177,6 +230,7 @@ func (s *Session) Reset() {
 		s.caches, _ = s.m.Net.NewCachesWith(s.kvOpts) // checked by NewSession
 	}
 	s.tokens, s.opaque = nil, false
+	s.dropDraft()
 }
 
 // Cached is the number of positions the caches hold.
@@ -270,6 +324,15 @@ func (s *Session) generate(ctx context.Context, cached int, prompt []int32, opts
 		return Result{}, ErrNoTokenizer
 	}
 	stops := append(slices.Clone(s.m.StopTokens), opts.ExtraStopTokens...)
+	var draft generate.Model
+	var dcaches []kv.Cache
+	if opts.Draft != nil {
+		var err error
+		if dcaches, err = s.draftCaches(opts.Draft, cached); err != nil {
+			return Result{}, err
+		}
+		draft = opts.Draft.Net
+	}
 	rec := &recorder{d: s.m.Tokenizer.NewStream(true)}
 	to := generate.TextOptions{
 		Options: generate.Options{
@@ -281,6 +344,9 @@ func (s *Session) generate(ctx context.Context, cached int, prompt []int32, opts
 			MemoryLimit: opts.MemoryLimit,
 			OnPrompt:    opts.OnPrompt,
 			Constraint:  opts.Constraint,
+			Draft:       draft,
+			NumDraft:    opts.NumDraft,
+			DraftCaches: dcaches,
 		},
 		StopStrings: opts.StopStrings,
 		OnText:      onText,

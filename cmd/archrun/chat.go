@@ -62,6 +62,15 @@ func (a *app) chat(args []string) error {
 	if err != nil {
 		return err
 	}
+	ctx, done = intr.turn()
+	opts.Draft, err = f.loadDraft(ctx)
+	done()
+	if err != nil {
+		return err
+	}
+	if opts.Draft != nil {
+		defer opts.Draft.Free()
+	}
 	sess, err := m.NewSession(f.ko)
 	if err != nil {
 		return err

@@ -45,6 +45,8 @@ type genFlags struct {
 	prefillStep    int
 	jsonSchema     string          // a file holding a JSON schema the reply must match
 	grammar        string          // a file holding a GBNF grammar (Lark after a %llguidance line)
+	draftModel     string          // a draft model for speculative decoding
+	numDraft       int
 	set            map[string]bool // the flags the command line gave
 }
 
@@ -72,6 +74,8 @@ func (f *genFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.prefillStep, "prefill-step-size", 256, "prompt tokens processed at once (Ctrl-C stops after the chunk under way)")
 	fs.StringVar(&f.jsonSchema, "json-schema", "", "a file holding a JSON schema the reply must match (constrained decoding)")
 	fs.StringVar(&f.grammar, "grammar", "", "a file holding a GBNF grammar the reply must match (llguidance's Lark after a first line %llguidance)")
+	fs.StringVar(&f.draftModel, "draft-model", "", "a smaller model sharing the tokenizer that drafts tokens for this one to check (speculative decoding; as -model takes one)")
+	fs.IntVar(&f.numDraft, "num-draft-tokens", generate.DefaultNumDraft, "tokens the draft model drafts a step")
 }
 
 // check validates the flags, before anything loads.
@@ -95,6 +99,19 @@ func (f *genFlags) check(fs *flag.FlagSet) error {
 	}
 	if f.jsonSchema != "" && f.grammar != "" {
 		return usagef("-json-schema and -grammar exclude each other")
+	}
+	if f.numDraft < 1 {
+		return usagef("-num-draft-tokens %d: want at least 1", f.numDraft)
+	}
+	if f.draftModel != "" {
+		switch {
+		case f.jsonSchema != "" || f.grammar != "":
+			return usagef("-draft-model and a constraint (-json-schema, -grammar) exclude each other")
+		case f.s.RepetitionPenalty != 0 && f.s.RepetitionPenalty != 1:
+			return usagef("-draft-model and -repetition-penalty exclude each other")
+		case f.ko.MaxKVSize > 0:
+			return usagef("-draft-model and -max-kv-size exclude each other: speculative decoding rewinds the caches, which a bounded cache cannot")
+		}
 	}
 	if f.templateConfig != "" {
 		if err := json.Unmarshal([]byte(f.templateConfig), &f.vars); err != nil || f.vars == nil {
@@ -120,7 +137,7 @@ func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
 	}
 	o := archgen.Options{
 		Sampling: f.s, MaxTokens: f.maxTokens, StopStrings: f.stops, TemplateVars: f.vars,
-		KV: f.ko, PrefillStep: f.prefillStep, MemoryLimit: f.src.limit,
+		KV: f.ko, PrefillStep: f.prefillStep, MemoryLimit: f.src.limit, NumDraft: f.numDraft,
 	}
 	for _, t := range f.extraEOS {
 		id, ok := m.Tokenizer.TokenToID(t)
@@ -130,6 +147,24 @@ func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
 		o.ExtraStopTokens = append(o.ExtraStopTokens, id)
 	}
 	return o, nil
+}
+
+// loadDraft loads -draft-model's model (nil without one), computing as the
+// model does.
+func (f *genFlags) loadDraft(ctx context.Context) (*archgen.Model, error) {
+	if f.draftModel == "" {
+		return nil, nil
+	}
+	if f.src.group != nil {
+		return nil, usagef("-draft-model does not run in a group of processes")
+	}
+	d := f.src // its compute dtype, memory limit and download settings
+	d.dir, d.gguf, d.chatTemplate, d.plan = f.draftModel, "", "", ""
+	m, err := d.load(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("-draft-model: %w", err)
+	}
+	return m, nil
 }
 
 // constraint compiles -json-schema's or -grammar's file for m into a
@@ -245,6 +280,12 @@ func (a *app) generate(args []string) error {
 	if err != nil {
 		return err
 	}
+	if opts.Draft, err = f.loadDraft(ctx); err != nil {
+		return err
+	}
+	if opts.Draft != nil {
+		defer opts.Draft.Free()
+	}
 	if *useChat && m.Template == nil {
 		return errors.New("-chat: the tokenizer has no chat template")
 	}
@@ -345,6 +386,9 @@ func (a *app) figures(res archgen.Result, limit uint64) {
 		fmt.Fprintf(a.stderr, "Prompt: %d tokens, %.3f tokens-per-sec\n", st.PromptTokens, st.PromptTPS())
 	}
 	fmt.Fprintf(a.stderr, "Generation: %d tokens, %.3f tokens-per-sec\n", st.Tokens, st.GenerateTPS())
+	if st.Drafted > 0 {
+		fmt.Fprintf(a.stderr, "Draft: %d of %d drafted tokens accepted (%.1f%%)\n", st.Accepted, st.Drafted, 100*st.AcceptRate())
+	}
 	lim := ""
 	if limit > 0 {
 		lim = fmt.Sprintf(" (limit %.3f GB)", float64(mlx.MemoryLimit())/1e9)

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestGenerateDraft: generate and chat with -draft-model write the text
+// they write without one (greedy: the model's own tokens), and the figures
+// tell how many drafted tokens the model kept; what speculative decoding
+// cannot do is refused before anything loads, and a draft of another
+// vocabulary once it has.
+func TestGenerateDraft(t *testing.T) {
+	dir := tiny(t, nil)
+	gen := func(args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(append([]string{"generate", "-m", dir, "-p", "hello there", "-n", "24"}, args...), &stdout, &stderr)
+		return stdout.String(), stderr.String(), err
+	}
+	want, _, err := gen()
+	require.NoError(t, err)
+	for _, k := range []string{"1", "3", "5"} {
+		got, figures, err := gen("-draft-model", dir, "-num-draft-tokens", k)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "-num-draft-tokens %s", k)
+		assert.Regexp(t, `Draft: \d+ of \d+ drafted tokens accepted \(100\.0%\)`, figures, "a model drafting for itself agrees with itself")
+	}
+
+	var stdout bytes.Buffer
+	err = runIO([]string{"chat", "-m", dir, "-n", "12", "-draft-model", dir, "-verbose=false"}, strings.NewReader("hi\nhow are you\n"), &stdout, &bytes.Buffer{})
+	require.NoError(t, err)
+	var plain bytes.Buffer
+	require.NoError(t, runIO([]string{"chat", "-m", dir, "-n", "12", "-verbose=false"}, strings.NewReader("hi\nhow are you\n"), &plain, &bytes.Buffer{}))
+	assert.Equal(t, plain.String(), stdout.String(), "a chat's turns with a draft are those without")
+
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"-draft-model", dir, "-num-draft-tokens", "0"}, true, "-num-draft-tokens 0: want at least 1"},
+		{[]string{"-draft-model", dir, "-grammar", "x.gbnf"}, true, "-draft-model and a constraint (-json-schema, -grammar) exclude each other"},
+		{[]string{"-draft-model", dir, "-repetition-penalty", "1.3"}, true, "-draft-model and -repetition-penalty exclude each other"},
+		{[]string{"-draft-model", dir, "-max-kv-size", "64"}, true, "-draft-model and -max-kv-size exclude each other"},
+		{[]string{"-draft-model", smolLM2}, false, "they must share a tokenizer"},
+	} {
+		_, _, err := gen(tc.args...)
+		if err == nil {
+			t.Errorf("%q: no error, want %q", tc.args, tc.want)
+			continue
+		}
+		var u usageError
+		if errors.As(err, &u) != tc.usage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v (usage error %v), want %q (usage error %v)", tc.args, err, errors.As(err, &u), tc.want, tc.usage)
+		}
+	}
+}

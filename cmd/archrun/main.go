@@ -124,6 +124,12 @@
 //	-memory-limit SIZE      refuse weights larger than SIZE (8GB, 512MiB,
 //	                        bytes) and stop once MLX holds more; also sets
 //	                        MLX's own limit, which the timing line reports
+//	-draft-model PATH       a smaller model sharing the tokenizer that
+//	                        drafts tokens for the model to check in one
+//	                        forward (speculative decoding): greedy, the
+//	                        model's own tokens; sampled, distributed as its
+//	                        own draws. The timing lines add the drafts kept
+//	-num-draft-tokens N     tokens drafted a step (default 3)
 //
 // Generation ends at a stop token: the tokenizer's eos token and every id
 // of config.json's and generation_config.json's eos_token_id (an id or a

@@ -187,37 +187,28 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 		if opts.MaxTokens >= 0 {
 			kk = min(k, opts.MaxTokens-st.Tokens-1)
 		}
-		// The draft model proposes kk tokens, after catching up.
-		drafts := make([]int32, 0, kk)
-		var qs [][]float64
+		// The draft model proposes kk tokens, after catching up, and the
+		// model checks them: its pick or logits after y and each draft.
 		in := append(behind, y)
 		behind = nil
 		if kk == 0 {
 			behind = in // the step's own token alone: the draft catches up later
 		}
-		for range kk {
-			logits, err := draft.logits(in)
-			if err != nil {
-				return st, err
-			}
-			d, q, err := s.pick(logits, rng)
-			if err != nil {
-				return st, err
-			}
-			drafts = append(drafts, d)
-			qs = append(qs, q)
-			in = []int32{d}
+		var (
+			drafts []int32
+			kept   int
+			next   int32
+			err    error
+		)
+		if s.Temp == 0 {
+			drafts, kept, next, err = greedyStep(target, draft, in, kk)
+		} else {
+			drafts, kept, next, err = sampledStep(target, draft, s, in, kk, rng)
 		}
-		// The model checks them: its logits after y and after each draft.
+		if err != nil {
+			return st, err
+		}
 		check := append([]int32{y}, drafts...)
-		ps, err := target.allLogits(check)
-		if err != nil {
-			return st, err
-		}
-		kept, next, err := s.accept(ps, drafts, qs, rng)
-		if err != nil {
-			return st, err
-		}
 		st.Drafted += len(drafts)
 		st.Accepted += kept
 		// Rewind: the model holds y and the drafts, and keeps y and the
@@ -255,6 +246,74 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 			mlx.ClearCache()
 		}
 	}
+}
+
+// greedyStep drafts kk tokens after in (the tokens the draft's caches
+// lack, the step's own token last) and checks them, as one graph: the
+// draft's steps chained on its own picks, the model's forward over the
+// step's token and the drafts, and only the picks read back. It returns the
+// drafts, how many the model kept, and its pick after them.
+func greedyStep(target, draft *run, in []int32, kk int) ([]int32, int, int32, error) {
+	g := mlx.NewGraph(target.stream)
+	defer g.Close()
+	x := mlx.FromSlice(g, in, 1, len(in))
+	y := g.Slice(x, []int{0, len(in) - 1}, []int{1, len(in)})
+	steps := []*mlx.Array{y}
+	for range kk {
+		logits := draft.m.Forward(g, x, draft.caches)
+		v, l := logits.Dim(-1), x.Dim(1)
+		last := g.Reshape(g.Slice(logits, []int{0, l - 1, 0}, []int{1, l, v}), 1, v)
+		x = g.Reshape(g.AsType(g.Argmax(last, -1, false), mlx.Int32), 1, 1)
+		steps = append(steps, x)
+	}
+	check := g.Concatenate(1, steps...) // [1, kk+1]
+	picks := g.AsType(g.Argmax(target.m.Forward(g, check, target.caches), -1, false), mlx.Int32)
+	out := g.Reshape(g.Concatenate(1, check, picks), -1) // the step's token, the drafts, the picks
+	if err := g.Err(); err != nil {
+		return nil, 0, 0, fmt.Errorf("generate: %w", err)
+	}
+	if err := g.Eval(out); err != nil {
+		return nil, 0, 0, fmt.Errorf("generate: %w", err)
+	}
+	ids, err := out.Int32s()
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("generate: %w", err)
+	}
+	drafts, model := ids[1:kk+1], ids[kk+1:]
+	kept := 0
+	for kept < kk && model[kept] == drafts[kept] {
+		kept++
+	}
+	return slices.Clone(drafts), kept, model[kept], nil
+}
+
+// sampledStep is greedyStep when sampling: each draft is drawn from the
+// draft's distribution q, and the model's logits after the step's token and
+// each draft come back to be checked (acceptDraws).
+func sampledStep(target, draft *run, s *sampler, in []int32, kk int, rng *rand.Rand) ([]int32, int, int32, error) {
+	y := in[len(in)-1]
+	drafts := make([]int32, 0, kk)
+	qs := make([][]float64, 0, kk)
+	for range kk {
+		logits, err := draft.logits(in)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		q, err := s.distribution(logits)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		d := draw(q, rng)
+		drafts = append(drafts, d)
+		qs = append(qs, q)
+		in = []int32{d}
+	}
+	ps, err := target.allLogits(append([]int32{y}, drafts...))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	kept, next, err := acceptDraws(func(i int) ([]float64, error) { return s.distribution(ps[i]) }, drafts, qs, rng)
+	return drafts, kept, next, err
 }
 
 // trim drops the newest n positions of every cache.
@@ -348,34 +407,6 @@ func (s *sampler) distribution(logits []float32) ([]float64, error) {
 	return out, nil
 }
 
-// pick is the draft's token after logits: the most likely one when s is
-// greedy, else a draw from s's distribution q, which it returns too.
-func (s *sampler) pick(logits []float32, rng *rand.Rand) (int32, []float64, error) {
-	if s.Temp == 0 {
-		return argmax(logits), nil, nil
-	}
-	q, err := s.distribution(logits)
-	if err != nil {
-		return 0, nil, err
-	}
-	return draw(q, rng), q, nil
-}
-
-// accept checks drafts against the model's logits after each position
-// (ps[i] after the i-th token checked: ps[0] after the token before the
-// drafts): how many drafts are kept, and the model's token after them.
-func (s *sampler) accept(ps [][]float32, drafts []int32, qs [][]float64, rng *rand.Rand) (int, int32, error) {
-	if s.Temp == 0 {
-		for i, d := range drafts {
-			if t := argmax(ps[i]); t != d {
-				return i, t, nil
-			}
-		}
-		return len(drafts), argmax(ps[len(drafts)]), nil
-	}
-	return acceptDraws(func(i int) ([]float64, error) { return s.distribution(ps[i]) }, drafts, qs, rng)
-}
-
 // acceptDraws is sampling's check of drafts, each drawn from qs[i], against
 // the model's distributions dist(i) (read as needed): draft i is kept with
 // probability min(1, p(d)/q(d)); the first one rejected is replaced by a
@@ -407,17 +438,6 @@ func acceptDraws(dist func(int) ([]float64, error), drafts []int32, qs [][]float
 		return 0, 0, err
 	}
 	return len(drafts), draw(p, rng), nil
-}
-
-// argmax is the index of the largest value (the first among equals).
-func argmax(xs []float32) int32 {
-	best := 0
-	for i, x := range xs {
-		if x > xs[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 // draw picks an index with probability proportional to w (not normalised).

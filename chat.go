@@ -52,6 +52,9 @@ type Options struct {
 	// draft's caches beside its own, holding the same tokens.
 	Draft    *Model
 	NumDraft int
+	// Lookup > 0 drafts by prompt lookup instead (n-grams of up to Lookup
+	// tokens from the prompt and the reply so far; generate.Options.Lookup).
+	Lookup int
 }
 
 // Result is what a Chat or Generate call produced.
@@ -347,6 +350,7 @@ func (s *Session) generate(ctx context.Context, cached int, prompt []int32, opts
 			Draft:       draft,
 			NumDraft:    opts.NumDraft,
 			DraftCaches: dcaches,
+			Lookup:      opts.Lookup,
 		},
 		StopStrings: opts.StopStrings,
 		OnText:      onText,

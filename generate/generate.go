@@ -119,6 +119,10 @@ type Options struct {
 	Draft       Model
 	NumDraft    int
 	DraftCaches []kv.Cache
+	// Lookup > 0 drafts by prompt lookup instead of a model (n-grams of up
+	// to Lookup tokens; see speculative.go), with Draft's conditions but
+	// no second model.
+	Lookup int
 	// Constraint, when set, limits each draw to the tokens it allows (a
 	// JSON schema or a grammar: package constrain's Matcher); the others'
 	// logits are -inf before the penalty and the sampler. Generation ends,
@@ -227,7 +231,7 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			}
 		}()
 	}
-	if opts.Draft != nil {
+	if opts.Draft != nil || opts.Lookup != 0 {
 		if opts.NumDraft == 0 {
 			opts.NumDraft = DefaultNumDraft
 		}

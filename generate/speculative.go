@@ -29,6 +29,14 @@ import (
 // after all of them), so a step gives between 1 and NumDraft+1 tokens.
 // Both models' caches are then rewound to what was kept.
 
+// Prompt lookup drafts without a model: the tokens that followed the most
+// recent earlier occurrence of the last few tokens (the longest n-gram up
+// to Options.Lookup tokens that occurred before), in the prompt or the
+// reply so far; editing a text, a reply repeats much of its prompt. The
+// model checks them as it checks a model's drafts (a lookup's draft is
+// drawn with certainty: sampled, each is kept with probability p(d), and a
+// rejected one replaced by a draw from p without d).
+
 // DefaultNumDraft is Options.NumDraft's default.
 const DefaultNumDraft = 3
 
@@ -57,6 +65,12 @@ func checkDraft(opts Options, vocab int, caches, draftCaches []kv.Cache) error {
 	if opts.NumDraft < 1 {
 		return fmt.Errorf("generate: draft tokens %d: want at least 1", opts.NumDraft)
 	}
+	if opts.Draft != nil && opts.Lookup > 0 {
+		return errors.New("generate: a draft model and prompt lookup exclude each other")
+	}
+	if opts.Lookup < 0 {
+		return fmt.Errorf("generate: prompt lookup's n-grams of %d tokens: want at least 1 (0: off)", opts.Lookup)
+	}
 	if opts.Constraint != nil {
 		return errors.New("generate: speculative decoding with a constraint is not supported (the constraint would have to check every draft)")
 	}
@@ -82,12 +96,12 @@ func checkDraft(opts Options, vocab int, caches, draftCaches []kv.Cache) error {
 	return nil
 }
 
-// speculative is Tokens with a draft model (see above); opts is checked,
-// caches are the model's.
+// speculative is Tokens with a draft model or prompt lookup (see above);
+// opts is checked, caches are the model's.
 func speculative(ctx context.Context, m Model, prompt []int32, opts Options, caches []kv.Cache, st Stats,
 	onToken func(int32) error) (Stats, error) {
 	dcaches := opts.DraftCaches
-	if dcaches == nil {
+	if dcaches == nil && opts.Draft != nil {
 		dcaches = opts.Draft.NewCaches()
 		defer func() {
 			for _, c := range dcaches {
@@ -106,7 +120,10 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 	defer s.free()
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
 	target := &run{m: m, caches: caches, s: s, stream: opts.Stream}
-	draft := &run{m: opts.Draft, caches: dcaches, s: s, stream: opts.Stream}
+	var draft *run // nil: prompt lookup drafts
+	if opts.Draft != nil {
+		draft = &run{m: opts.Draft, caches: dcaches, s: s, stream: opts.Stream}
+	}
 	base := 0 // what both models' caches held before
 	if len(caches) > 0 {
 		base = caches[0].Offset()
@@ -125,8 +142,10 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 		if err := target.prefill(rest[:n]); err != nil {
 			return st, err
 		}
-		if err := draft.prefill(rest[:n]); err != nil {
-			return st, err
+		if draft != nil {
+			if err := draft.prefill(rest[:n]); err != nil {
+				return st, err
+			}
 		}
 		rest = rest[n:]
 		st.PromptDone = len(prompt) - len(rest)
@@ -191,7 +210,7 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 		// model checks them: its pick or logits after y and each draft.
 		in := append(behind, y)
 		behind = nil
-		if kk == 0 {
+		if kk == 0 && draft != nil {
 			behind = in // the step's own token alone: the draft catches up later
 		}
 		var (
@@ -200,9 +219,13 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 			next   int32
 			err    error
 		)
-		if s.Temp == 0 {
+		switch {
+		case draft == nil:
+			drafts = lookup(append(slices.Clone(fed), y), kk, opts.Lookup)
+			drafts, kept, next, err = checkStep(target, s, y, drafts, rng)
+		case s.Temp == 0:
 			drafts, kept, next, err = greedyStep(target, draft, in, kk)
-		} else {
+		default:
 			drafts, kept, next, err = sampledStep(target, draft, s, in, kk, rng)
 		}
 		if err != nil {
@@ -216,6 +239,7 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 		fed = append(fed, check[:1+kept]...)
 		trim(caches, len(drafts)-kept)
 		switch {
+		case draft == nil:
 		case kept == len(drafts) && kept > 0:
 			behind = []int32{drafts[kept-1]}
 		case len(drafts) > 0:
@@ -234,6 +258,9 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 					fed = fed[:len(fed)-(kept-i-1)]
 				}
 				st.PeakMemory = mlx.PeakMemory()
+				if draft == nil {
+					return st, nil
+				}
 				return st, align(draft, dcaches, base, fed)
 			}
 		}
@@ -314,6 +341,74 @@ func sampledStep(target, draft *run, s *sampler, in []int32, kk int, rng *rand.R
 	}
 	kept, next, err := acceptDraws(func(i int) ([]float64, error) { return s.distribution(ps[i]) }, drafts, qs, rng)
 	return drafts, kept, next, err
+}
+
+// lookup drafts up to k tokens by prompt lookup: the tokens that followed
+// the most recent earlier occurrence of seen's last n tokens, for the
+// longest n up to maxN that occurred before (none where none did).
+func lookup(seen []int32, k, maxN int) []int32 {
+	if k <= 0 {
+		return nil
+	}
+	for n := min(maxN, len(seen)-1); n >= 1; n-- {
+		tail := seen[len(seen)-n:]
+		for i := len(seen) - n - 1; i >= 0; i-- {
+			if slices.Equal(seen[i:i+n], tail) {
+				return slices.Clone(seen[i+n : min(i+n+k, len(seen))])
+			}
+		}
+	}
+	return nil
+}
+
+// checkStep has the model check drafts that no model drew (prompt
+// lookup's): greedy, against its picks; sampled, as drafts drawn with
+// certainty (q one-hot: each kept with probability p(d), a rejected one
+// replaced by a draw from p without d).
+func checkStep(target *run, s *sampler, y int32, drafts []int32, rng *rand.Rand) ([]int32, int, int32, error) {
+	check := append([]int32{y}, drafts...)
+	if s.Temp == 0 {
+		picks, err := target.picks(check)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		kept := 0
+		for kept < len(drafts) && picks[kept] == drafts[kept] {
+			kept++
+		}
+		return drafts, kept, picks[kept], nil
+	}
+	ps, err := target.allLogits(check)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	qs := make([][]float64, len(drafts))
+	for i, d := range drafts {
+		qs[i] = make([]float64, len(ps[i]))
+		qs[i][d] = 1
+	}
+	kept, next, err := acceptDraws(func(i int) ([]float64, error) { return s.distribution(ps[i]) }, drafts, qs, rng)
+	return drafts, kept, next, err
+}
+
+// picks runs tokens through r's model and returns its most likely token
+// after each of them.
+func (r *run) picks(tokens []int32) ([]int32, error) {
+	g := mlx.NewGraph(r.stream)
+	defer g.Close()
+	x := mlx.FromSlice(g, tokens, 1, len(tokens))
+	p := g.Reshape(g.AsType(g.Argmax(r.m.Forward(g, x, r.caches), -1, false), mlx.Int32), -1)
+	if err := g.Err(); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	if err := g.Eval(p); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	ids, err := p.Int32s()
+	if err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	return ids, nil
 }
 
 // trim drops the newest n positions of every cache.

@@ -67,6 +67,17 @@ func TestSpeculativeGreedyIsTheModels(t *testing.T) {
 			})
 		}
 	}
+	t.Run("lookup", func(t *testing.T) {
+		// a prompt that repeats itself, so that its n-grams come again
+		rep := []int32{1, 17, 43, 99, 5, 17, 43, 99, 5, 17, 43}
+		want, _ := collect(t, target, rep, Options{MaxTokens: 40})
+		for _, n := range []int{1, 3} {
+			got, st := collect(t, target, rep, Options{MaxTokens: 40, Lookup: n, NumDraft: 4})
+			assert.Equal(t, want, got, "n-grams of %d", n)
+			assert.Positive(t, st.Drafted, "n-grams of %d", n)
+			t.Logf("lookup %d: accepted %d of %d drafts", n, st.Accepted, st.Drafted)
+		}
+	})
 	t.Run("stop_and_caches", func(t *testing.T) {
 		stopAt := want[11]
 		i := slices.Index(want, stopAt)
@@ -159,13 +170,62 @@ func TestSpeculativeSamplingDistribution(t *testing.T) {
 		return out
 	}
 	alone, spec := count(false), count(true)
-	stat, df := chiSquare2(alone, spec, 5)
+	checkSame(t, alone, spec)
+}
+
+// TestLookupSamplingDistribution: TestSpeculativeSamplingDistribution
+// for prompt lookup's drafts (drawn with certainty), on a prompt that
+// repeats itself so that they come.
+func TestLookupSamplingDistribution(t *testing.T) {
+	target := loadAt(t, modelDir)
+	prompt := []int32{5, 6, 7, 5, 6, 7, 5, 6}
+	const n = 1500
+	count := func(lookup int) map[[2]int32]int {
+		out := map[[2]int32]int{}
+		for seed := range uint64(n) {
+			opts := Options{MaxTokens: 2, Sampling: Sampling{Temp: 1, TopK: 6, Seed: seed + 1}, Lookup: lookup, NumDraft: 2}
+			got, st := collect(t, target, prompt, opts)
+			require.Len(t, got, 2)
+			if lookup > 0 {
+				require.Positive(t, st.Drafted)
+			}
+			out[[2]int32{got[0], got[1]}]++
+		}
+		return out
+	}
+	checkSame(t, count(0), count(2))
+}
+
+// checkSame is a two-sample chi-square test of a and b at the 0.1% level.
+func checkSame(t *testing.T, a, b map[[2]int32]int) {
+	t.Helper()
+	stat, df := chiSquare2(a, b, 5)
 	// the 0.999 quantile of chi-square with df degrees of freedom
 	// (Wilson-Hilferty approximation)
 	z := 3.090
 	crit := float64(df) * math.Pow(1-2/(9*float64(df))+z*math.Sqrt(2/(9*float64(df))), 3)
 	t.Logf("chi-square %.1f on %d degrees of freedom (critical %.1f)", stat, df, crit)
 	assert.Less(t, stat, crit)
+}
+
+// TestLookup: prompt lookup drafts what followed the most recent earlier
+// occurrence of the longest tail it finds.
+func TestLookup(t *testing.T) {
+	for _, c := range []struct {
+		seen []int32
+		k, n int
+		want []int32
+	}{
+		{[]int32{1, 2, 3, 4, 9, 1, 2, 3}, 3, 3, []int32{4, 9, 1}},
+		{[]int32{1, 2, 3, 4, 9, 1, 2, 3}, 9, 3, []int32{4, 9, 1, 2, 3}},
+		{[]int32{7, 8, 5, 2, 3, 6, 1, 2, 3}, 2, 3, []int32{6, 1}}, // "2 3" (no earlier "1 2 3")
+		{[]int32{3, 5, 3, 6, 3}, 2, 2, []int32{6, 3}},             // the most recent "3"
+		{[]int32{1, 2, 3}, 2, 3, nil},                             // nothing came before
+		{[]int32{4, 4, 4}, 3, 1, []int32{4}},
+		{[]int32{1, 2, 1}, 0, 2, nil},
+	} {
+		assert.Equal(t, c.want, lookup(c.seen, c.k, c.n), "%v", c.seen)
+	}
 }
 
 // chiSquare2 is the two-sample chi-square statistic of two counts over the

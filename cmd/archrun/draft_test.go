@@ -31,6 +31,11 @@ func TestGenerateDraft(t *testing.T) {
 		assert.Regexp(t, `Draft: \d+ of \d+ drafted tokens accepted \(100\.0%\)`, figures, "a model drafting for itself agrees with itself")
 	}
 
+	got, figures, err := gen("-lookup", "-num-draft-tokens", "4")
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "-lookup")
+	assert.Regexp(t, `Draft: \d+ of \d+ drafted tokens accepted`, figures)
+
 	var stdout bytes.Buffer
 	err = runIO([]string{"chat", "-m", dir, "-n", "12", "-draft-model", dir, "-verbose=false"}, strings.NewReader("hi\nhow are you\n"), &stdout, &bytes.Buffer{})
 	require.NoError(t, err)
@@ -48,6 +53,8 @@ func TestGenerateDraft(t *testing.T) {
 		{[]string{"-draft-model", dir, "-repetition-penalty", "1.3"}, true, "-draft-model and -repetition-penalty exclude each other"},
 		{[]string{"-draft-model", dir, "-max-kv-size", "64"}, true, "-draft-model and -max-kv-size exclude each other"},
 		{[]string{"-draft-model", smolLM2}, false, "they must share a tokenizer"},
+		{[]string{"-draft-model", dir, "-lookup"}, true, "-draft-model and -lookup exclude each other"},
+		{[]string{"-lookup", "-repetition-penalty", "1.3"}, true, "-lookup and -repetition-penalty exclude each other"},
 	} {
 		_, _, err := gen(tc.args...)
 		if err == nil {

@@ -47,6 +47,7 @@ type genFlags struct {
 	grammar        string          // a file holding a GBNF grammar (Lark after a %llguidance line)
 	draftModel     string          // a draft model for speculative decoding
 	numDraft       int
+	lookup         bool // prompt lookup drafts
 	set            map[string]bool // the flags the command line gave
 }
 
@@ -75,7 +76,8 @@ func (f *genFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.jsonSchema, "json-schema", "", "a file holding a JSON schema the reply must match (constrained decoding)")
 	fs.StringVar(&f.grammar, "grammar", "", "a file holding a GBNF grammar the reply must match (llguidance's Lark after a first line %llguidance)")
 	fs.StringVar(&f.draftModel, "draft-model", "", "a smaller model sharing the tokenizer that drafts tokens for this one to check (speculative decoding; as -model takes one)")
-	fs.IntVar(&f.numDraft, "num-draft-tokens", generate.DefaultNumDraft, "tokens the draft model drafts a step")
+	fs.IntVar(&f.numDraft, "num-draft-tokens", generate.DefaultNumDraft, "tokens the draft model (or prompt lookup) drafts a step")
+	fs.BoolVar(&f.lookup, "lookup", false, "draft by prompt lookup: the tokens that followed the last 1-3 tokens where they came before, in the prompt or the reply (speculative decoding without a draft model)")
 }
 
 // check validates the flags, before anything loads.
@@ -103,14 +105,21 @@ func (f *genFlags) check(fs *flag.FlagSet) error {
 	if f.numDraft < 1 {
 		return usagef("-num-draft-tokens %d: want at least 1", f.numDraft)
 	}
-	if f.draftModel != "" {
+	if f.draftModel != "" && f.lookup {
+		return usagef("-draft-model and -lookup exclude each other")
+	}
+	if f.draftModel != "" || f.lookup {
+		flag := "-draft-model"
+		if f.lookup {
+			flag = "-lookup"
+		}
 		switch {
 		case f.jsonSchema != "" || f.grammar != "":
-			return usagef("-draft-model and a constraint (-json-schema, -grammar) exclude each other")
+			return usagef("%s and a constraint (-json-schema, -grammar) exclude each other", flag)
 		case f.s.RepetitionPenalty != 0 && f.s.RepetitionPenalty != 1:
-			return usagef("-draft-model and -repetition-penalty exclude each other")
+			return usagef("%s and -repetition-penalty exclude each other", flag)
 		case f.ko.MaxKVSize > 0:
-			return usagef("-draft-model and -max-kv-size exclude each other: speculative decoding rewinds the caches, which a bounded cache cannot")
+			return usagef("%s and -max-kv-size exclude each other: speculative decoding rewinds the caches, which a bounded cache cannot", flag)
 		}
 	}
 	if f.templateConfig != "" {
@@ -139,6 +148,9 @@ func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
 		Sampling: f.s, MaxTokens: f.maxTokens, StopStrings: f.stops, TemplateVars: f.vars,
 		KV: f.ko, PrefillStep: f.prefillStep, MemoryLimit: f.src.limit, NumDraft: f.numDraft,
 	}
+	if f.lookup {
+		o.Lookup = lookupNgram
+	}
 	for _, t := range f.extraEOS {
 		id, ok := m.Tokenizer.TokenToID(t)
 		if !ok {
@@ -148,6 +160,9 @@ func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
 	}
 	return o, nil
 }
+
+// lookupNgram is the longest n-gram -lookup matches.
+const lookupNgram = 3
 
 // loadDraft loads -draft-model's model (nil without one), computing as the
 // model does.

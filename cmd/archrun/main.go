@@ -130,6 +130,9 @@
 //	                        model's own tokens; sampled, distributed as its
 //	                        own draws. The timing lines add the drafts kept
 //	-num-draft-tokens N     tokens drafted a step (default 3)
+//	-lookup                 draft by prompt lookup instead: the tokens that
+//	                        followed the last 1-3 tokens where they came
+//	                        before, in the prompt or the reply
 //
 // Generation ends at a stop token: the tokenizer's eos token and every id
 // of config.json's and generation_config.json's eos_token_id (an id or a

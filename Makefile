@@ -8,7 +8,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured bench-embed
+.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured bench-embed bench-speculative
 
 all: test
 
@@ -153,8 +153,8 @@ endif
 
 # The other measurements, each alone: Go's benchmarks (bench-go), the soak
 # and admission runs of the server (bench-soak, bench-admission), tensor
-# parallelism (bench-dist).
-bench-more: bench-go bench-soak bench-admission bench-dist
+# parallelism (bench-dist), speculative decoding (bench-speculative).
+bench-more: bench-go bench-soak bench-admission bench-dist bench-speculative
 
 # Tensor parallelism on this machine: SmolLM2-135M and the Qwen2.5-0.5B
 # shape in 1 process x 2 threads, 1 x 1 and 2 processes x 1 thread (3 where
@@ -184,6 +184,12 @@ bench-structured: setup-py setup-llguidance models setup-llama-tools
 # --embeddings, on SmolLM2 (a few minutes).
 bench-embed: setup-py setup-llguidance models setup-llama-tools
 	$(PY) bench/embed_bench.py $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
+
+# Speculative decoding (bench/speculative.py): SmolLM2's float32 file with
+# its Q4_1 file as draft model, and prompt lookup on an editing prompt,
+# beside each alone (a few minutes; into out/bench/speculative).
+bench-speculative: setup-py setup-llguidance models setup-llama-tools
+	$(PY) bench/speculative.py $(if $(BENCH_RUNS),--runs $(BENCH_RUNS))
 
 # The soak (bench/soak.sh): SOAK_CLIENTS (32) clients for SOAK_DURATION
 # (10m) against archrun serve and then llama-server on SmolLM2's GGUF,

@@ -254,27 +254,9 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	mlx.ResetPeakMemory()
 	start := time.Now()
 
-	// The prompt but its last token, in chunks, each evaluated into the
-	// caches; the last token then starts the first step.
-	rest := prompt
-	for len(rest) > 1 {
-		if err := ctx.Err(); err != nil {
-			st.Finish = FinishCancelled
-			st.PromptTime = time.Since(start)
-			return st, err
-		}
-		n := min(opts.PrefillStep, len(rest)-1)
-		if err := r.prefill(rest[:n]); err != nil {
-			return st, err
-		}
-		rest = rest[n:]
-		st.PromptDone = len(prompt) - len(rest)
-		if opts.OnPrompt != nil {
-			opts.OnPrompt(st.PromptDone, len(prompt))
-		}
-		if err := checkMemory(opts.MemoryLimit, "the prompt's first", len(prompt)-len(rest)); err != nil {
-			return st, err
-		}
+	rest, err := prefillPrompt(ctx, prompt, opts, &st, start, r)
+	if err != nil {
+		return st, err
 	}
 	y, err := r.first(rest)
 	if err != nil {
@@ -362,6 +344,37 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	}
 	st.PeakMemory = mlx.PeakMemory()
 	return st, nil
+}
+
+// prefillPrompt runs the prompt but its last token through each of runs,
+// in chunks of opts.PrefillStep, each evaluated into the caches, telling
+// opts.OnPrompt and checking the context and the memory limit between
+// chunks; it returns the prompt's rest (its last token), which starts the
+// first step. st records how far the prompt went.
+func prefillPrompt(ctx context.Context, prompt []int32, opts Options, st *Stats, start time.Time, runs ...*run) ([]int32, error) {
+	rest := prompt
+	for len(rest) > 1 {
+		if err := ctx.Err(); err != nil {
+			st.Finish = FinishCancelled
+			st.PromptTime = time.Since(start)
+			return nil, err
+		}
+		n := min(opts.PrefillStep, len(rest)-1)
+		for _, r := range runs {
+			if err := r.prefill(rest[:n]); err != nil {
+				return nil, err
+			}
+		}
+		rest = rest[n:]
+		st.PromptDone = len(prompt) - len(rest)
+		if opts.OnPrompt != nil {
+			opts.OnPrompt(st.PromptDone, len(prompt))
+		}
+		if err := checkMemory(opts.MemoryLimit, "the prompt's first", st.PromptDone); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
 }
 
 // checkMemory is ErrMemoryLimit when MLX holds more than limit bytes

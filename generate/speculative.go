@@ -131,30 +131,13 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 	st.PromptTokens = len(prompt)
 	mlx.ResetPeakMemory()
 	start := time.Now()
-	rest := prompt
-	for len(rest) > 1 {
-		if err := ctx.Err(); err != nil {
-			st.Finish = FinishCancelled
-			st.PromptTime = time.Since(start)
-			return st, err
-		}
-		n := min(opts.PrefillStep, len(rest)-1)
-		if err := target.prefill(rest[:n]); err != nil {
-			return st, err
-		}
-		if draft != nil {
-			if err := draft.prefill(rest[:n]); err != nil {
-				return st, err
-			}
-		}
-		rest = rest[n:]
-		st.PromptDone = len(prompt) - len(rest)
-		if opts.OnPrompt != nil {
-			opts.OnPrompt(st.PromptDone, len(prompt))
-		}
-		if err := checkMemory(opts.MemoryLimit, "the prompt's first", st.PromptDone); err != nil {
-			return st, err
-		}
+	runs := []*run{target}
+	if draft != nil {
+		runs = append(runs, draft)
+	}
+	rest, err := prefillPrompt(ctx, prompt, opts, &st, start, runs...)
+	if err != nil {
+		return st, err
 	}
 	k := opts.NumDraft
 	y := rest[0]                                // the next token for both models

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 
@@ -43,27 +42,14 @@ func TestGenerateDraft(t *testing.T) {
 	require.NoError(t, runIO([]string{"chat", "-m", dir, "-n", "12", "-verbose=false"}, strings.NewReader("hi\nhow are you\n"), &plain, &bytes.Buffer{}))
 	assert.Equal(t, plain.String(), stdout.String(), "a chat's turns with a draft are those without")
 
-	for _, tc := range []struct {
-		args  []string
-		usage bool
-		want  string
-	}{
-		{[]string{"-draft-model", dir, "-num-draft-tokens", "0"}, true, "-num-draft-tokens 0: want at least 1"},
-		{[]string{"-draft-model", dir, "-grammar", "x.gbnf"}, true, "-draft-model and a constraint (-json-schema, -grammar) exclude each other"},
-		{[]string{"-draft-model", dir, "-repetition-penalty", "1.3"}, true, "-draft-model and -repetition-penalty exclude each other"},
-		{[]string{"-draft-model", dir, "-max-kv-size", "64"}, true, "-draft-model and -max-kv-size exclude each other"},
-		{[]string{"-draft-model", smolLM2}, false, "they must share a tokenizer"},
-		{[]string{"-draft-model", dir, "-lookup"}, true, "-draft-model and -lookup exclude each other"},
-		{[]string{"-lookup", "-repetition-penalty", "1.3"}, true, "-lookup and -repetition-penalty exclude each other"},
-	} {
-		_, _, err := gen(tc.args...)
-		if err == nil {
-			t.Errorf("%q: no error, want %q", tc.args, tc.want)
-			continue
-		}
-		var u usageError
-		if errors.As(err, &u) != tc.usage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v (usage error %v), want %q (usage error %v)", tc.args, err, errors.As(err, &u), tc.want, tc.usage)
-		}
-	}
+	base := []string{"generate", "-m", dir, "-p", "hello there", "-n", "24"}
+	checkCLIErrors(t, []cliError{
+		{append(base, "-draft-model", dir, "-num-draft-tokens", "0"), "", true, "-num-draft-tokens 0: want at least 1"},
+		{append(base, "-draft-model", dir, "-grammar", "x.gbnf"), "", true, "-draft-model and a constraint (-json-schema, -grammar) exclude each other"},
+		{append(base, "-draft-model", dir, "-repetition-penalty", "1.3"), "", true, "-draft-model and -repetition-penalty exclude each other"},
+		{append(base, "-draft-model", dir, "-max-kv-size", "64"), "", true, "-draft-model and -max-kv-size exclude each other"},
+		{append(base, "-draft-model", smolLM2), "", false, "they must share a tokenizer"},
+		{append(base, "-draft-model", dir, "-lookup"), "", true, "-draft-model and -lookup exclude each other"},
+		{append(base, "-lookup", "-repetition-penalty", "1.3"), "", true, "-lookup and -repetition-penalty exclude each other"},
+	})
 }

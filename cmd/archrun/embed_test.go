@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,12 +50,7 @@ func TestEmbedCommand(t *testing.T) {
 		assert.Equal(t, want[i], data[i*32:(i+1)*32], "input %d", i)
 	}
 
-	for _, tc := range []struct {
-		args  []string
-		stdin string
-		usage bool
-		want  string
-	}{
+	checkCLIErrors(t, []cliError{
 		{[]string{"embed", "x"}, "", true, "-model is required"},
 		{[]string{"embed", "-model", smolLM2, "-pooling", "cls", "x"}, "", true, `-pooling "cls": want last or mean`},
 		{[]string{"embed", "-model", smolLM2, "-dimensions", "-1", "x"}, "", true, "-dimensions -1: want 0 (all) or more"},
@@ -64,15 +58,5 @@ func TestEmbedCommand(t *testing.T) {
 		{[]string{"embed", "-model", smolLM2, "-dimensions", "577", "x"}, "", false, "embed: dimensions 577: want 1 to the model's hidden size, 576 (0: all)"},
 		{[]string{"embed", "-model", smolLM2, "x", strings.Repeat("word ", 9000)}, "", true, "embed: input 2: "},
 		{[]string{"embed", "-model", smolLM2, "x", strings.Repeat("word ", 9000)}, "", true, "tokens, more than the model's context of 8192"},
-	} {
-		err := runIO(tc.args, strings.NewReader(tc.stdin), &bytes.Buffer{}, &bytes.Buffer{})
-		if err == nil {
-			t.Errorf("archrun %q: no error, want %q", tc.args, tc.want)
-			continue
-		}
-		var u usageError
-		if errors.As(err, &u) != tc.usage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("archrun %.80q: %v (usage error %v), want %q (usage error %v)", tc.args, err, errors.As(err, &u), tc.want, tc.usage)
-		}
-	}
+	})
 }

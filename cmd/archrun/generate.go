@@ -43,11 +43,11 @@ type genFlags struct {
 	templateConfig string
 	vars           map[string]any
 	prefillStep    int
-	jsonSchema     string          // a file holding a JSON schema the reply must match
-	grammar        string          // a file holding a GBNF grammar (Lark after a %llguidance line)
-	draftModel     string          // a draft model for speculative decoding
+	jsonSchema     string // a file holding a JSON schema the reply must match
+	grammar        string // a file holding a GBNF grammar (Lark after a %llguidance line)
+	draftModel     string // a draft model for speculative decoding
 	numDraft       int
-	lookup         bool // prompt lookup drafts
+	lookup         bool            // prompt lookup drafts
 	set            map[string]bool // the flags the command line gave
 }
 

@@ -102,34 +102,45 @@ func TestErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(unknown, "config.json"), []byte(`{"model_type": "no_such_arch"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		args  []string
-		usage bool
-		want  string
-	}{
-		{nil, true, "no command"},
-		{[]string{"sample", "-model", dir, "-tokens", "1"}, true, `unknown command "sample"`},
-		{[]string{"greedy", "-tokens", "1"}, true, "-model is required: a model directory, a .gguf file or a Hugging Face repo id"},
-		{[]string{"greedy", "-model", dir}, true, "-tokens is required"},
-		{[]string{"greedy", "-model", dir, "-tokens", "1,x"}, true, `item 2 ("x")`},
-		{[]string{"greedy", "-model", dir, "-tokens", "1", "-n", "0"}, true, "-n 0"},
-		{[]string{"logits", "-model", dir, "-tokens", "1"}, true, "-out FILE.npy"},
-		{[]string{"greedy", "-model", dir, "-tokens", "1", "extra"}, true, "unexpected arguments"},
-		{[]string{"greedy", "-model", dir, "-tokens", "1", "-dtype", "int8"}, true, `-dtype "int8": want float32, bfloat16, float16 or checkpoint`},
-		{[]string{"greedy", "-model", dir, "-tokens", "1,256"}, false, "token 256 (position 1) is outside the vocabulary of 256"},
-		{[]string{"greedy", "-model", alias, "-tokens", "1"}, false, `"joyai_llm_flash" is an alias of "deepseek_v3"`},
-		{[]string{"greedy", "-model", unknown, "-tokens", "1"}, false, `"no_such_arch" is not supported`},
-		{[]string{"greedy", "-model", filepath.Join(unknown, "missing"), "-tokens", "1"}, false, "missing: no such file or directory: pass a model directory, a .gguf file or a Hugging Face repo id (ORG/NAME)"},
-		{[]string{"greedy", "-model", unknown + "/..", "-tokens", "1"}, false, "has no config.json: a model directory holds config.json, the weights"},
-	} {
-		err := run(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
+	checkCLIErrors(t, []cliError{
+		{nil, "", true, "no command"},
+		{[]string{"sample", "-model", dir, "-tokens", "1"}, "", true, `unknown command "sample"`},
+		{[]string{"greedy", "-tokens", "1"}, "", true, "-model is required: a model directory, a .gguf file or a Hugging Face repo id"},
+		{[]string{"greedy", "-model", dir}, "", true, "-tokens is required"},
+		{[]string{"greedy", "-model", dir, "-tokens", "1,x"}, "", true, `item 2 ("x")`},
+		{[]string{"greedy", "-model", dir, "-tokens", "1", "-n", "0"}, "", true, "-n 0"},
+		{[]string{"logits", "-model", dir, "-tokens", "1"}, "", true, "-out FILE.npy"},
+		{[]string{"greedy", "-model", dir, "-tokens", "1", "extra"}, "", true, "unexpected arguments"},
+		{[]string{"greedy", "-model", dir, "-tokens", "1", "-dtype", "int8"}, "", true, `-dtype "int8": want float32, bfloat16, float16 or checkpoint`},
+		{[]string{"greedy", "-model", dir, "-tokens", "1,256"}, "", false, "token 256 (position 1) is outside the vocabulary of 256"},
+		{[]string{"greedy", "-model", alias, "-tokens", "1"}, "", false, `"joyai_llm_flash" is an alias of "deepseek_v3"`},
+		{[]string{"greedy", "-model", unknown, "-tokens", "1"}, "", false, `"no_such_arch" is not supported`},
+		{[]string{"greedy", "-model", filepath.Join(unknown, "missing"), "-tokens", "1"}, "", false, "missing: no such file or directory: pass a model directory, a .gguf file or a Hugging Face repo id (ORG/NAME)"},
+		{[]string{"greedy", "-model", unknown + "/..", "-tokens", "1"}, "", false, "has no config.json: a model directory holds config.json, the weights"},
+	})
+}
+
+// cliError is a command line (args, then stdin on standard input) that
+// must fail with an error containing want, a usage error (status 2) or
+// not as usage says.
+type cliError struct {
+	args  []string
+	stdin string
+	usage bool
+	want  string
+}
+
+func checkCLIErrors(t *testing.T, cases []cliError) {
+	t.Helper()
+	for _, tc := range cases {
+		err := runIO(tc.args, strings.NewReader(tc.stdin), &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil {
-			t.Errorf("archrun %q: no error, want %q", tc.args, tc.want)
+			t.Errorf("archrun %.100q: no error, want %q", tc.args, tc.want)
 			continue
 		}
 		var u usageError
 		if errors.As(err, &u) != tc.usage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("archrun %q: %v (usage error %v), want %q (usage error %v)", tc.args, err, errors.As(err, &u), tc.want, tc.usage)
+			t.Errorf("archrun %.100q: %v (usage error %v), want %q (usage error %v)", tc.args, err, errors.As(err, &u), tc.want, tc.usage)
 		}
 	}
 }

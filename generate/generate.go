@@ -293,13 +293,7 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 			return st, fmt.Errorf("generate: %w", err)
 		}
 		if n == 0 {
-			genStart = time.Now()
-			st.PromptTime = genStart.Sub(start)
-			st.FirstTokenDelay = st.PromptTime
-			st.PromptDone = len(prompt)
-			if opts.OnPrompt != nil {
-				opts.OnPrompt(len(prompt), len(prompt))
-			}
+			genStart = firstToken(&st, start, len(prompt), opts.OnPrompt)
 		}
 		st.GenerateTime = time.Since(genStart)
 		id := int32(tok)
@@ -344,6 +338,20 @@ func Tokens(ctx context.Context, m Model, prompt []int32, opts Options, onToken 
 	}
 	st.PeakMemory = mlx.PeakMemory()
 	return st, nil
+}
+
+// firstToken records, as the first token is known, the prompt's time and
+// that all of it went through, tells onPrompt so, and returns the time the
+// generation's own clock starts from.
+func firstToken(st *Stats, start time.Time, prompt int, onPrompt func(done, total int)) time.Time {
+	now := time.Now()
+	st.PromptTime = now.Sub(start)
+	st.FirstTokenDelay = st.PromptTime
+	st.PromptDone = prompt
+	if onPrompt != nil {
+		onPrompt(prompt, prompt)
+	}
+	return now
 }
 
 // prefillPrompt runs the prompt but its last token through each of runs,

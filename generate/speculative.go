@@ -144,19 +144,11 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 	var behind []int32                          // tokens the model's caches hold and the draft's do not yet
 	fed := slices.Clone(prompt[:len(prompt)-1]) // what the model's caches hold beyond what they held before
 	var genStart time.Time
-	emitted := 0
 	// emit passes t on; done reports that generation ends with it.
 	emit := func(t int32) (done bool, err error) {
-		if emitted == 0 {
-			genStart = time.Now()
-			st.PromptTime = genStart.Sub(start)
-			st.FirstTokenDelay = st.PromptTime
-			st.PromptDone = len(prompt)
-			if opts.OnPrompt != nil {
-				opts.OnPrompt(len(prompt), len(prompt))
-			}
+		if genStart.IsZero() {
+			genStart = firstToken(&st, start, len(prompt), opts.OnPrompt)
 		}
-		emitted++
 		st.GenerateTime = time.Since(genStart)
 		if stop[t] {
 			st.Finish, st.StopToken = FinishStop, t

@@ -264,34 +264,20 @@ func Merge(g *mlx.Graph, caches []Cache) (*Batched, error) {
 			b.Free()
 		}
 	}()
-	cols := 0
 	for i, c := range caches {
 		b, err := single(g, c)
 		if err != nil {
 			return nil, fmt.Errorf("kv: cache %d: %w", i, err)
 		}
 		singles = append(singles, b)
-		cols = max(cols, b.used())
 	}
 	out := &Batched{window: singles[0].window, quant: singles[0].quant}
-	for i, b := range singles {
-		if out.s.empty() && !b.s.empty() {
-			// room for every row at once: one copy of each
-			out.s.bits, out.s.group = b.s.bits, b.s.group
-			out.s.heads, out.s.kdim, out.s.vdim = b.s.heads, b.s.kdim, b.s.vdim
-			if out.window == 0 {
-				cols = roundUp(cols, step)
-			}
-			out.reserve(g, len(caches), cols, b.s.arrs)
-		}
-		if err := out.extend(g, b); err != nil {
-			out.Free()
+	if i, err := out.extend(g, singles); err != nil {
+		out.Free()
+		if i >= 0 {
 			return nil, fmt.Errorf("kv: cache %d: %w", i, err)
 		}
-	}
-	if err := g.Err(); err != nil {
-		out.Free()
-		return nil, err
+		return nil, fmt.Errorf("kv: %w", err)
 	}
 	return out, nil
 }
@@ -372,83 +358,120 @@ func (c *Batched) Extend(g *mlx.Graph, with Rows) error {
 	if !ok {
 		return fmt.Errorf("kv: extending a batch of keys and values with a %T", with)
 	}
-	if err := c.extend(g, other); err != nil {
+	if _, err := c.extend(g, []*Batched{other}); err != nil {
 		return fmt.Errorf("kv: %w", err)
 	}
 	return nil
 }
 
-func (c *Batched) extend(g *mlx.Graph, other *Batched) error {
-	if c.window != other.window {
-		return fmt.Errorf("batching a cache of window %d (0: growing) with one of window %d", c.window, other.window)
-	}
-	if c.s.broken != nil || other.s.broken != nil {
-		return fmt.Errorf("batching a cache that is unusable after a failed step")
-	}
-	if !c.quant.same(other.quant) {
-		return fmt.Errorf("batching caches quantized differently (%s and %s)", c.quant, other.quant)
-	}
-	B, k := len(c.rows), len(other.rows)
-	var theirs []*mlx.Array
-	held, start := other.held, other.start
-	if !other.s.empty() && other.used() > 0 {
-		if other.window > 0 {
-			theirs, held, start = other.rings(g)
-		} else {
-			theirs = other.view(g, other.n)
+// extend appends the rows of others, in order, after c's: one write of
+// every joining row into its slot (a chain of writes to one array would
+// copy the array at each link, since the link before still holds it). An
+// error about one of others comes with its index, else with -1.
+func (c *Batched) extend(g *mlx.Graph, others []*Batched) (int, error) {
+	srcs := make([][]*mlx.Array, len(others))
+	held, start := slices.Clone(c.held), slices.Clone(c.start)
+	for i, other := range others {
+		if c.window != other.window {
+			return i, fmt.Errorf("batching a cache of window %d (0: growing) with one of window %d", c.window, other.window)
 		}
+		if c.s.broken != nil || other.s.broken != nil {
+			return i, fmt.Errorf("batching a cache that is unusable after a failed step")
+		}
+		if !c.quant.same(other.quant) {
+			return i, fmt.Errorf("batching caches quantized differently (%s and %s)", c.quant, other.quant)
+		}
+		h, st := other.held, other.start
+		if !other.s.empty() && other.used() > 0 {
+			if other.window > 0 {
+				srcs[i], h, st = other.rings(g)
+			} else {
+				srcs[i] = other.view(g, other.n)
+			}
+		}
+		held, start = append(held, h...), append(start, st...)
 	}
 	if c.window > 0 && c.s.length() > c.window {
 		arrs, h, st := c.rings(g)
 		c.s.set(g, arrs)
-		c.held, c.start = slices.Clone(h), slices.Clone(st)
+		copy(held, h)
+		copy(start, st)
 	}
-	if theirs != nil && !c.s.empty() {
+	// The batch keeps its form, or, while it holds nothing, takes the first
+	// joining rows'; a quantized joiner makes a dense batch quantized.
+	formed := !c.s.empty()
+	for i, arrs := range srcs {
+		if arrs == nil {
+			continue
+		}
+		o := &others[i].s
 		switch {
-		case c.s.bits == other.s.bits:
-		case c.s.bits == 0:
-			c.s.set(g, encodeAll(g, c.s.arrs, other.s.bits, other.s.group))
-			c.s.bits, c.s.group = other.s.bits, other.s.group
-		default:
-			theirs = encodeAll(g, theirs, c.s.bits, c.s.group)
-		}
-		if ca, cb := dims4(c.s.arrs[0]), dims4(theirs[0]); ca[1] != cb[1] || ca[3] != cb[3] ||
-			dims4(c.s.arrs[len(c.s.arrs)-1])[3] != dims4(theirs[len(theirs)-1])[3] {
-			return fmt.Errorf("batching caches of shapes %v and %v", ca, cb)
+		case !formed:
+			c.s.bits, c.s.group = o.bits, o.group
+			c.s.heads, c.s.kdim, c.s.vdim = o.heads, o.kdim, o.vdim
+			formed = true
+		case c.s.bits == 0 && o.bits != 0:
+			if !c.s.empty() {
+				c.s.set(g, encodeAll(g, c.s.arrs, o.bits, o.group))
+			}
+			c.s.bits, c.s.group = o.bits, o.group
 		}
 	}
-	if theirs != nil {
-		if c.s.empty() {
-			c.s.bits, c.s.group = other.s.bits, other.s.group
-			c.s.heads, c.s.kdim, c.s.vdim = other.s.heads, other.s.kdim, other.s.vdim
+	var like []*mlx.Array
+	var updates [][]*mlx.Array
+	var slots, at []int
+	cols, B := 0, len(c.rows)
+	for i, arrs := range srcs {
+		k := len(others[i].rows)
+		if arrs != nil {
+			if others[i].s.bits != c.s.bits {
+				arrs = encodeAll(g, arrs, c.s.bits, c.s.group)
+			}
+			want := c.s.arrs
+			if want == nil {
+				want = like
+			}
+			if want != nil {
+				if ca, cb := dims4(want[0]), dims4(arrs[0]); ca[1] != cb[1] || ca[3] != cb[3] ||
+					dims4(want[len(want)-1])[3] != dims4(arrs[len(arrs)-1])[3] {
+					return i, fmt.Errorf("batching caches of shapes %v and %v", ca, cb)
+				}
+			}
+			if like == nil {
+				like = arrs
+			}
+			cols = max(cols, dims4(arrs[0])[2])
+			updates = append(updates, arrs)
+			for r := range k {
+				slots, at = append(slots, B+r), append(at, 0)
+			}
 		}
-		cols := dims4(theirs[0])[2]
+		B += k
+	}
+	if updates != nil {
 		if c.window == 0 {
 			cols = roundUp(cols, step)
 		}
 		if !c.s.empty() {
 			cols = max(cols, c.s.length())
 		}
-		c.reserve(g, B+k, cols, theirs)
-		slots, at := make([]int, k), make([]int, k)
-		for i := range slots {
-			slots[i] = B + i
-		}
-		c.s.set(g, g.CacheRows(c.s.arrs, theirs, slots, at, nil))
+		c.reserve(g, B, cols, like)
+		c.s.set(g, g.CacheRows(c.s.arrs, updates, slots, at, nil))
 	} else if !c.s.empty() {
-		c.reserve(g, B+k, c.s.length(), nil)
+		c.reserve(g, B, c.s.length(), nil)
 	}
 	if err := g.Err(); err != nil {
-		return err
+		return -1, err
 	}
-	c.rows = append(c.rows, other.rows...)
-	c.held = append(c.held, held...)
-	c.start = append(c.start, start...)
+	for _, other := range others {
+		c.rows = append(c.rows, other.rows...)
+		if c.window == 0 {
+			c.n = max(c.n, other.n)
+		}
+	}
+	c.held, c.start = held, start
 	c.s.batch = len(c.rows)
-	if c.window == 0 {
-		c.n = max(c.n, other.n)
-	}
-	return nil
+	return -1, nil
 }
 
 // ring is the number of positions a window batch's entries wrap around:
@@ -669,7 +692,7 @@ func (c *Batched) appendCols(g *mlx.Graph, upd []*mlx.Array, n int) KV {
 	for r := range slots {
 		slots[r] = r
 	}
-	c.s.set(g, g.CacheRows(c.s.arrs, upd, slots, c.held, nil))
+	c.s.set(g, g.CacheRows(c.s.arrs, [][]*mlx.Array{upd}, slots, c.held, nil))
 	for r := range c.held {
 		c.held[r] += n
 	}
@@ -746,7 +769,7 @@ func (c *Batched) write(g *mlx.Graph, upd []*mlx.Array) KV {
 	for r := range slots {
 		slots[r] = r
 	}
-	c.s.set(g, g.CacheRows(c.s.arrs, upd, slots, p.write, nil))
+	c.s.set(g, g.CacheRows(c.s.arrs, [][]*mlx.Array{upd}, slots, p.write, nil))
 	for r := range c.rows {
 		if p.held[r] == c.window {
 			c.start[r] = (p.start[r] + 1) % c.window

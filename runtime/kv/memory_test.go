@@ -228,10 +228,12 @@ func TestEvalLayersBoundsPrefill(t *testing.T) {
 	}
 }
 
-// TestBatchedJoinLeaveInPlace: a row leaving a batch (the last row moved
-// into its slot) and a row joining it (written into the free slot) copy a
-// row each, not the batch: peak memory rises by less than a quarter of
-// what the batch holds, and the batch's room stays as it was.
+// TestBatchedJoinLeaveInPlace: rows merged into a batch are written into
+// it in one op (peak memory rises by the batch, not by a copy of it per
+// row); a row leaving a batch (the last row moved into its slot) and a row
+// joining it (written into the free slot) copy a row each, not the batch:
+// peak memory rises by less than a quarter of what the batch holds, and the
+// batch's room stays as it was.
 func TestBatchedJoinLeaveInPlace(t *testing.T) {
 	const heads, dim, filled, rows = 8, 128, 1000, 8
 	g := mlx.NewGraph(nil)
@@ -253,13 +255,20 @@ func TestBatchedJoinLeaveInPlace(t *testing.T) {
 	for i := range singles {
 		singles[i] = prefilled(filled - 10*i)
 	}
+	before := mlx.ActiveMemory()
+	mlx.ResetPeakMemory()
 	b, err := Merge(g, singles)
-	freeAll(singles)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Free()
 	eval(b.State()...)
+	freeAll(singles)
+	if rise := max(mlx.PeakMemory(), before) - before; rise > uint64(b.Nbytes())*5/4 {
+		t.Errorf("merging %d rows raised peak memory by %d bytes; the batch holds %d", rows, rise, b.Nbytes())
+	} else {
+		t.Logf("merging %d rows: peak rose %d bytes; the batch holds %d", rows, rise, b.Nbytes())
+	}
 	step := func() {
 		t.Helper()
 		sg := mlx.NewGraph(nil) // a graph of its own: a step binds its rows' offsets

@@ -19,21 +19,38 @@ using namespace archgen::fast;
 
 // ---- cache writes ----
 
-// Copies a 4-D array a (any strides) into dst, a row-major buffer [C, H, T,
-// D] of a's H and D: a's row b goes to row slots[b] (b itself without
-// slots) from entry at[b] of axis 2 on.
-void copy_positions(const mx::array& a, char* dst, int64_t T, const std::vector<int>& slots,
-                    const std::vector<int>& at) {
-  const size_t esz = a.itemsize();
-  const int64_t B = a.shape(0), H = a.shape(1), L = a.shape(2), D = a.shape(3);
-  const auto& st = a.strides();
-  const char* src = a.data<char>();
+// A 4-D array's data as a copy reads it: its first byte, shape and
+// strides (in elements). The op's task holds these, not arrays: an array
+// the task held would look taken to the next op of a chain on it, which
+// would then copy it whole instead of writing in place. mlx keeps an op's
+// input buffers until its tasks have run.
+struct Source {
+  const char* data;
+  int64_t shape[4], strides[4];
+};
+
+Source source_of(const mx::array& a) {
+  Source s{a.data<char>(), {}, {}};
+  for (int i = 0; i < 4; i++) {
+    s.shape[i] = a.shape(i);
+    s.strides[i] = a.strides()[i];
+  }
+  return s;
+}
+
+// Copies a (any strides) into dst, a row-major buffer [C, H, T, D] of a's H
+// and D, with elements of esz bytes: a's row b goes to row slots[b] (b
+// itself without slots) from entry at[b] of axis 2 on.
+void copy_positions(const Source& a, size_t esz, char* dst, int64_t T, const int* slots,
+                    const int* at) {
+  const int64_t B = a.shape[0], H = a.shape[1], L = a.shape[2], D = a.shape[3];
+  const int64_t* st = a.strides;
   for (int64_t b = 0; b < B; b++) {
-    const int64_t row = slots.empty() ? b : slots[b];
-    const int64_t from = at.empty() ? 0 : at[b];
+    const int64_t row = slots == nullptr ? b : slots[b];
+    const int64_t from = at == nullptr ? 0 : at[b];
     for (int64_t h = 0; h < H; h++) {
       for (int64_t t = 0; t < L; t++) {
-        const char* s0 = src + (b * st[0] + h * st[1] + t * st[2]) * esz;
+        const char* s0 = a.data + (b * st[0] + h * st[1] + t * st[2]) * esz;
         char* d0 = dst + (((row * H + h) * T + from + t) * D) * esz;
         if (st[3] == 1) {
           std::memcpy(d0, s0, D * esz);
@@ -48,17 +65,18 @@ void copy_positions(const mx::array& a, char* dst, int64_t T, const std::vector<
 // Rows of a cache's arrays [C, H, T, D_p] (its keys and values, a quantized
 // cache's scales and biases: in[0..count)) rewritten in one op with an
 // output per array: first the moves, in order (row src's first cols
-// entries of axis 2 copied over row dst's), then the writes (update row b,
-// in[count + p], into row slots[b] from entry at[b] on). As mlx's
-// slice_update, an array no one else holds gives its buffer to the output,
-// which is then written in place; any other is copied first.
+// entries of axis 2 copied over row dst's), then the writes: the rows of
+// each list of updates (in[count + i*count + p] for list i), in order, row r
+// into row slots[r] from entry at[r] on. As mlx's slice_update, an array no
+// one else holds gives its buffer to the output, which is then written in
+// place; any other is copied first.
 class NativeCacheRows : public mx::Primitive {
  public:
-  NativeCacheRows(mx::Stream s, int count, bool writes, std::vector<int> slots,
+  NativeCacheRows(mx::Stream s, int count, int lists, std::vector<int> slots,
                   std::vector<int> at, std::vector<int> moves)
       : Primitive(s),
         count_(count),
-        writes_(writes),
+        lists_(lists),
         slots_(std::move(slots)),
         at_(std::move(at)),
         moves_(std::move(moves)) {}
@@ -78,36 +96,51 @@ class NativeCacheRows : public mx::Primitive {
         o.inputs().clear();
       }
     }
-    std::vector<bool> whole(count_);
+    struct Target {
+      char* data;
+      int64_t H, T, D;
+      size_t esz;
+      bool whole;  // a's buffer not given: a copied first
+      Source from;
+    };
+    std::vector<Target> targets;
     for (int p = 0; p < count_; p++) {
       const mx::array& a = in[p];
       mx::array& out = outs[p];
-      whole[p] = !(a.is_donatable() && a.flags().row_contiguous && a.data_size() == a.size());
-      if (whole[p]) {
+      const bool whole = !(a.is_donatable() && a.flags().row_contiguous && a.data_size() == a.size());
+      if (whole) {
         out.set_data(mx::allocator::malloc(out.nbytes()));
       } else {
         out.copy_shared_buffer(a);
       }
       enc.set_output_array(out);
+      targets.push_back({out.data<char>(), out.shape(1), out.shape(2), out.shape(3), out.itemsize(),
+                         whole, source_of(a)});
     }
-    enc.dispatch([in, outs, whole, n = count_, writes = writes_, slots = slots_, at = at_,
-                  moves = moves_]() mutable {
+    std::vector<Source> updates;  // list-major, then by array
+    for (int i = 0; i < lists_ * count_; i++) {
+      updates.push_back(source_of(in[count_ + i]));
+    }
+    enc.dispatch([targets = std::move(targets), updates = std::move(updates), n = count_,
+                  lists = lists_, slots = slots_, at = at_, moves = moves_]() {
       for (int p = 0; p < n; p++) {
-        char* dst = outs[p].data<char>();
-        const int64_t H = outs[p].shape(1), T = outs[p].shape(2), D = outs[p].shape(3);
-        const size_t esz = outs[p].itemsize();
-        if (whole[p]) {
-          copy_positions(in[p], dst, T, {}, {});
+        const Target& t = targets[p];
+        if (t.whole) {
+          copy_positions(t.from, t.esz, t.data, t.T, nullptr, nullptr);
         }
+        const size_t row = static_cast<size_t>(t.H * t.T * t.D) * t.esz;
         for (size_t m = 0; m + 2 < moves.size(); m += 3) {
           const int64_t to = moves[m], from = moves[m + 1], cols = moves[m + 2];
-          for (int64_t h = 0; h < H; h++) {
-            std::memcpy(dst + ((to * H + h) * T) * D * esz, dst + ((from * H + h) * T) * D * esz,
-                        cols * D * esz);
+          for (int64_t h = 0; h < t.H; h++) {
+            std::memcpy(t.data + to * row + h * t.T * t.D * t.esz,
+                        t.data + from * row + h * t.T * t.D * t.esz, cols * t.D * t.esz);
           }
         }
-        if (writes) {
-          copy_positions(in[n + p], dst, T, slots, at);
+        size_t r = 0;
+        for (int i = 0; i < lists; i++) {
+          const Source& u = updates[i * n + p];
+          copy_positions(u, t.esz, t.data, t.T, slots.data() + r, at.data() + r);
+          r += u.shape[0];
         }
       }
     });
@@ -121,7 +154,7 @@ class NativeCacheRows : public mx::Primitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const NativeCacheRows*>(&other);
-    return o != nullptr && o->count_ == count_ && o->writes_ == writes_ && o->slots_ == slots_ &&
+    return o != nullptr && o->count_ == count_ && o->lists_ == lists_ && o->slots_ == slots_ &&
            o->at_ == at_ && o->moves_ == moves_;
   }
 
@@ -132,8 +165,7 @@ class NativeCacheRows : public mx::Primitive {
   }
 
  private:
-  int count_;
-  bool writes_;
+  int count_, lists_;
   std::vector<int> slots_, at_, moves_;
 };
 
@@ -144,12 +176,13 @@ std::optional<std::vector<mx::array>> archgen_native_cache_rows(
     const std::vector<int>& slots, const std::vector<int>& at, const std::vector<int>& moves,
     mx::Stream s) {
   if (!fast_enabled() || s.device != mx::Device::cpu || arrs.empty() ||
-      (!updates.empty() && arrs.size() != updates.size()) || moves.size() % 3 != 0) {
+      updates.size() % arrs.size() != 0 || slots.size() != at.size() || moves.size() % 3 != 0) {
     return std::nullopt;
   }
+  const size_t n = arrs.size(), lists = updates.size() / n;
   std::vector<mx::Shape> shapes;
   std::vector<mx::Dtype> dtypes;
-  for (size_t p = 0; p < arrs.size(); p++) {
+  for (size_t p = 0; p < n; p++) {
     const auto& a = arrs[p];
     if (a.ndim() != 4) {
       return std::nullopt;  // mlx's own ops report what is wrong
@@ -161,18 +194,22 @@ std::optional<std::vector<mx::array>> archgen_native_cache_rows(
         return std::nullopt;
       }
     }
-    if (!updates.empty()) {
-      const auto& u = updates[p];
+    size_t r = 0;
+    for (size_t i = 0; i < lists; i++) {
+      const auto& u = updates[i * n + p];
       if (u.ndim() != 4 || a.dtype() != u.dtype() || u.shape(1) != a.shape(1) ||
-          u.shape(3) != a.shape(3) || static_cast<int>(slots.size()) != u.shape(0) ||
-          static_cast<int>(at.size()) != u.shape(0)) {
+          u.shape(3) != a.shape(3)) {
         return std::nullopt;
       }
-      for (int b = 0; b < u.shape(0); b++) {
-        if (slots[b] < 0 || slots[b] >= C || at[b] < 0 || at[b] + u.shape(2) > T) {
+      for (int b = 0; b < u.shape(0); b++, r++) {
+        if (r >= slots.size() || slots[r] < 0 || slots[r] >= C || at[r] < 0 ||
+            at[r] + u.shape(2) > T) {
           return std::nullopt;
         }
       }
+    }
+    if (r != slots.size()) {
+      return std::nullopt;
     }
     shapes.push_back(a.shape());
     dtypes.push_back(a.dtype());
@@ -181,8 +218,8 @@ std::optional<std::vector<mx::array>> archgen_native_cache_rows(
   in.insert(in.end(), updates.begin(), updates.end());
   return mx::array::make_arrays(
       std::move(shapes), dtypes,
-      std::make_shared<NativeCacheRows>(s, static_cast<int>(arrs.size()), !updates.empty(), slots,
-                                        at, moves),
+      std::make_shared<NativeCacheRows>(s, static_cast<int>(n), static_cast<int>(lists), slots, at,
+                                        moves),
       std::move(in));
 }
 

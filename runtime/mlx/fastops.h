@@ -56,9 +56,10 @@ std::optional<std::vector<mlx::core::array>> archgen_native_write_positions(
 
 // A cache's rows rewritten in one op, an output per array [C, H, T, D_p]:
 // moves (triples dst, src, cols: row src's first cols entries of axis 2
-// copied over row dst's, in order), then, when updates are given, update
-// row b written into row slots[b] from entry at[b] of axis 2 on. nullopt
-// where anything does not fit (the caller then composes mlx's ops).
+// copied over row dst's, in order), then, when updates are given (lists of
+// one array per cache array, one list after the other), the lists' rows in
+// order, row r written into row slots[r] from entry at[r] of axis 2 on.
+// nullopt where anything does not fit (the caller then composes mlx's ops).
 std::optional<std::vector<mlx::core::array>> archgen_native_cache_rows(
     const std::vector<mlx::core::array>& arrs, const std::vector<mlx::core::array>& updates,
     const std::vector<int>& slots, const std::vector<int>& at, const std::vector<int>& moves,

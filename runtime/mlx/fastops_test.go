@@ -735,32 +735,38 @@ func TestCacheRows(t *testing.T) {
 			g := NewGraph(nil)
 			defer g.Close()
 			const C, H, T = 5, 3, 12
+			type list struct{ rows, n int } // a source of updates: its rows, and the positions each writes
 			for _, c := range []struct {
 				name      string
-				n         int // positions an update row writes (0: no updates)
+				lists     []list
 				slots, at []int
 				moves     []RowMove
 			}{
-				{"moves", 0, nil, nil, []RowMove{{1, 4, 7}, {3, 1, 12}, {0, 2, 1}}},
-				{"writes", 1, []int{4, 0, 2}, []int{11, 0, 5}, nil},
-				{"a prompt's positions", 3, []int{1, 3}, []int{2, 9}, nil},
-				{"both", 2, []int{1, 2}, []int{0, 10}, []RowMove{{1, 2, 6}, {4, 1, 3}}},
+				{"moves", nil, nil, nil, []RowMove{{1, 4, 7}, {3, 1, 12}, {0, 2, 1}}},
+				{"writes", []list{{3, 1}}, []int{4, 0, 2}, []int{11, 0, 5}, nil},
+				{"a prompt's positions", []list{{2, 3}}, []int{1, 3}, []int{2, 9}, nil},
+				{"both", []list{{2, 2}}, []int{1, 2}, []int{0, 10}, []RowMove{{1, 2, 6}, {4, 1, 3}}},
+				{"sources of different lengths", []list{{1, 3}, {2, 5}}, []int{0, 3, 4}, []int{0, 2, 7}, []RowMove{{2, 0, 4}}},
 			} {
 				arrs := []*Array{
 					randn(g, 1, Float32, C, H, T, 64),
 					g.Zeros([]int{C, H, T, 64}, BFloat16),
 					g.AsType(g.Multiply(randn(g, 2, Float32, C, H, T, 8), g.Scalar(1000, Float32)), Uint32),
 				}
-				var updates []*Array
-				if c.n > 0 {
-					B := len(c.slots)
-					updates = []*Array{
-						g.Swapaxes(randn(g, 3, Float32, B, c.n, H, 64), 1, 2),
-						randn(g, 4, BFloat16, B, H, c.n, 64),
-						g.AsType(g.Multiply(randn(g, 5, Float32, B, H, c.n, 8), g.Scalar(1000, Float32)), Uint32),
-					}
+				var updates [][]*Array
+				for i, l := range c.lists {
+					k := uint64(10 * i)
+					updates = append(updates, []*Array{
+						g.Swapaxes(randn(g, k+3, Float32, l.rows, l.n, H, 64), 1, 2),
+						randn(g, k+4, BFloat16, l.rows, H, l.n, 64),
+						g.AsType(g.Multiply(randn(g, k+5, Float32, l.rows, H, l.n, 8), g.Scalar(1000, Float32)), Uint32),
+					})
 				}
-				if err := g.Eval(append(append([]*Array{}, arrs...), updates...)...); err != nil {
+				all := append([]*Array{}, arrs...)
+				for _, u := range updates {
+					all = append(all, u...)
+				}
+				if err := g.Eval(all...); err != nil {
 					t.Fatal(err)
 				}
 				got := g.CacheRows(arrs, updates, c.slots, c.at, c.moves)
@@ -775,9 +781,13 @@ func TestCacheRows(t *testing.T) {
 						row := g.Slice(want, []int{m.Src, 0, 0, 0}, []int{m.Src + 1, H, m.Cols, a.Dim(3)})
 						want = g.SliceUpdate(want, row, []int{m.Dst, 0, 0, 0}, []int{m.Dst + 1, H, m.Cols, a.Dim(3)})
 					}
-					for b, slot := range c.slots {
-						row := g.Slice(updates[i], []int{b, 0, 0, 0}, []int{b + 1, H, c.n, a.Dim(3)})
-						want = g.SliceUpdate(want, row, []int{slot, 0, c.at[b], 0}, []int{slot + 1, H, c.at[b] + c.n, a.Dim(3)})
+					r := 0
+					for j, l := range c.lists {
+						for b := range l.rows {
+							row := g.Slice(updates[j][i], []int{b, 0, 0, 0}, []int{b + 1, H, l.n, a.Dim(3)})
+							want = g.SliceUpdate(want, row, []int{c.slots[r], 0, c.at[r], 0}, []int{c.slots[r] + 1, H, c.at[r] + l.n, a.Dim(3)})
+							r++
+						}
 					}
 					if err := g.Eval(got[i], want); err != nil {
 						t.Fatal(err)
@@ -787,16 +797,22 @@ func TestCacheRows(t *testing.T) {
 			}
 			checkOpErrors(t, []opError{
 				{"past the positions", "", func(g *Graph) []*Array {
-					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 1, 2, 2, 8)}, []int{1}, []int{3}, nil)
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, [][]*Array{{randn(g, 2, Float32, 1, 2, 2, 8)}}, []int{1}, []int{3}, nil)
 				}},
 				{"a row past the slots", "", func(g *Graph) []*Array {
 					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, nil, nil, nil, []RowMove{{0, 2, 1}})
 				}},
-				{"three axes", "mlx: cache_rows: rewriting a cache's rows needs arrays and updates of 4 axes", func(g *Graph) []*Array {
+				{"three axes", "mlx: cache_rows: rewriting a cache's rows needs arrays of 4 axes", func(g *Graph) []*Array {
 					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 4, 8)}, nil, nil, nil, []RowMove{{0, 1, 1}})
 				}},
-				{"counts", "mlx: cache_rows: 1 arrays, 1 updates, 2 rows and 1 positions to write", func(g *Graph) []*Array {
-					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, []*Array{randn(g, 2, Float32, 2, 2, 1, 8)}, []int{0, 1}, []int{0}, nil)
+				{"counts", "mlx: cache_rows: 1 arrays, 1 sources of updates, 2 rows and 1 positions to write", func(g *Graph) []*Array {
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, [][]*Array{{randn(g, 2, Float32, 2, 2, 1, 8)}}, []int{0, 1}, []int{0}, nil)
+				}},
+				{"a source short of arrays", "mlx: cache_rows: 2 arrays, 1 sources of updates, 1 rows and 1 positions to write", func(g *Graph) []*Array {
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8), randn(g, 1, Float32, 2, 2, 4, 8)}, [][]*Array{{randn(g, 2, Float32, 1, 2, 1, 8)}}, []int{0}, []int{0}, nil)
+				}},
+				{"more rows than slots", "mlx: cache_rows: 1 arrays, 2 sources of updates, 1 rows and 1 positions to write", func(g *Graph) []*Array {
+					return g.CacheRows([]*Array{randn(g, 1, Float32, 2, 2, 4, 8)}, [][]*Array{{randn(g, 2, Float32, 1, 2, 1, 8)}, {randn(g, 3, Float32, 1, 2, 1, 8)}}, []int{0}, []int{0}, nil)
 				}},
 			})
 		})

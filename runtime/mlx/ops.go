@@ -688,17 +688,33 @@ type RowMove struct{ Dst, Src, Cols int }
 
 // CacheRows rewrites rows of a cache's arrays [C, H, T, D] (its keys and
 // values, or a quantized cache's triples), one output each: first the
-// moves, in order, then each update's row b ([B, H, n, D], updates nil for
-// none) written into row slots[b] from position at[b] on. As WritePositions,
-// an array nothing else holds is written in place.
-func (g *Graph) CacheRows(arrs, updates []*Array, slots, at []int, moves []RowMove) []*Array {
+// moves, in order, then the writes. updates holds one list per source, each
+// list an array per cache array ([B_i, H, n_i, D]); the sources' rows, in
+// order, are written into rows slots[r] from positions at[r] on (updates
+// nil for none). As WritePositions, an array nothing else holds is written
+// in place: every row a step writes goes in one op, since each op of a
+// chain on one array would still hold it for the next.
+func (g *Graph) CacheRows(arrs []*Array, updates [][]*Array, slots, at []int, moves []RowMove) []*Array {
 	const op = "cache_rows"
-	if !g.ok(op, append(append([]*Array{}, arrs...), updates...)...) {
+	all := append([]*Array{}, arrs...)
+	var flatUp []*Array
+	for _, u := range updates {
+		all = append(all, u...)
+		flatUp = append(flatUp, u...)
+	}
+	if !g.ok(op, all...) {
 		return g.bads(len(arrs))
 	}
-	if len(arrs) == 0 || (updates != nil && len(arrs) != len(updates)) || len(slots) != len(at) ||
-		(updates == nil) != (len(slots) == 0) {
-		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("%d arrays, %d updates, %d rows and %d positions to write", len(arrs), len(updates), len(slots), len(at))})
+	rows := 0
+	for _, u := range updates {
+		if len(u) != len(arrs) {
+			rows = -1
+			break
+		}
+		rows += u[0].Dim(0)
+	}
+	if len(arrs) == 0 || rows != len(slots) || len(slots) != len(at) || (updates == nil) != (len(slots) == 0) {
+		g.Fail(&Error{Op: op, Msg: fmt.Sprintf("%d arrays, %d sources of updates, %d rows and %d positions to write", len(arrs), len(updates), len(slots), len(at))})
 		return g.bads(len(arrs))
 	}
 	flat := make([]int, 0, 3*len(moves))
@@ -708,13 +724,13 @@ func (g *Graph) CacheRows(arrs, updates []*Array, slots, at []int, moves []RowMo
 	as := handles(arrs)
 	var us []C.mlxg_array
 	var up *C.mlxg_array
-	if updates != nil {
-		us = handles(updates)
+	if flatUp != nil {
+		us = handles(flatUp)
 		up = &us[0]
 	}
 	return g.results(op, len(arrs), func(res *C.mlxg_array) C.int {
-		return C.mlxg_cache_rows(res, &as[0], up, C.int(len(as)), g.ints(0, slots), g.ints(len(slots), at), C.int(len(slots)),
-			g.ints(2*len(slots), flat), C.int(len(moves)), g.s.c, g.errp())
+		return C.mlxg_cache_rows(res, &as[0], up, C.int(len(as)), C.int(len(updates)), g.ints(0, slots), g.ints(len(slots), at),
+			C.int(len(slots)), g.ints(2*len(slots), flat), C.int(len(moves)), g.s.c, g.errp())
 	})
 }
 

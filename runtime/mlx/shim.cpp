@@ -970,14 +970,16 @@ int mlxg_write_positions(mlxg_array* res, const mlxg_array* arrs, const mlxg_arr
 }
 
 int mlxg_cache_rows(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* updates, int n,
-                    const int32_t* slots, const int32_t* at, int nw, const int32_t* moves, int nm,
-                    mlxg_stream s, char** err) {
+                    int ng, const int32_t* slots, const int32_t* at, int nw, const int32_t* moves,
+                    int nm, mlxg_stream s, char** err) {
   MLXG_TRY({
     auto st = S(s);
     std::vector<mx::array> as, us, ys;
     for (int p = 0; p < n; p++) {
       as.push_back(A(arrs[p]));
-      if (nw > 0) us.push_back(A(updates[p]));
+    }
+    for (int i = 0; nw > 0 && i < ng * n; i++) {
+      us.push_back(A(updates[i]));
     }
     std::vector<int> sl(slots, slots + nw), from(at, at + nw), mv(moves, moves + 3 * nm);
     if (auto fused = archgen_native_cache_rows(as, us, sl, from, mv, st)) {
@@ -985,8 +987,8 @@ int mlxg_cache_rows(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* u
     } else {
       for (int p = 0; p < n; p++) {
         auto a = as[p];
-        if (a.ndim() != 4 || (nw > 0 && us[p].ndim() != 4)) {
-          throw std::invalid_argument("rewriting a cache's rows needs arrays and updates of 4 axes");
+        if (a.ndim() != 4) {
+          throw std::invalid_argument("rewriting a cache's rows needs arrays of 4 axes");
         }
         const int H = a.shape(1), D = a.shape(3);
         for (int m = 0; m < nm; m++) {
@@ -994,11 +996,20 @@ int mlxg_cache_rows(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* u
           auto row = mx::slice(a, mx::Shape{from_row, 0, 0, 0}, mx::Shape{from_row + 1, H, cols, D}, st);
           a = mx::slice_update(a, row, mx::Shape{to, 0, 0, 0}, mx::Shape{to + 1, H, cols, D}, st);
         }
-        for (int b = 0; b < nw; b++) {
-          const auto& u = us[p];
-          auto row = mx::slice(u, mx::Shape{b, 0, 0, 0}, mx::Shape{b + 1, u.shape(1), u.shape(2), u.shape(3)}, st);
-          a = mx::slice_update(a, row, mx::Shape{sl[b], 0, from[b], 0},
-                               mx::Shape{sl[b] + 1, u.shape(1), from[b] + u.shape(2), u.shape(3)}, st);
+        int r = 0;
+        for (int i = 0; nw > 0 && i < ng; i++) {
+          const auto& u = us[i * n + p];
+          if (u.ndim() != 4) {
+            throw std::invalid_argument("rewriting a cache's rows needs updates of 4 axes");
+          }
+          for (int b = 0; b < u.shape(0); b++, r++) {
+            if (r >= nw) {
+              throw std::invalid_argument("the updates hold more rows than the slots to write them to");
+            }
+            auto row = mx::slice(u, mx::Shape{b, 0, 0, 0}, mx::Shape{b + 1, u.shape(1), u.shape(2), u.shape(3)}, st);
+            a = mx::slice_update(a, row, mx::Shape{sl[r], 0, from[r], 0},
+                                 mx::Shape{sl[r] + 1, u.shape(1), from[r] + u.shape(2), u.shape(3)}, st);
+          }
         }
         ys.push_back(a);
       }

@@ -289,13 +289,14 @@ int mlxg_write_positions(mlxg_array* res, const mlxg_array* arrs, const mlxg_arr
                          int n, int at, mlxg_stream s, char** err);
 // A cache's n arrays [C, H, T, D] with rows rewritten, into res[0..n):
 // nm moves (triples dst, src, cols in moves: row src's first cols
-// positions copied over row dst's, in order), then nw updates' rows
-// (updates NULL when nw is 0) written into rows slots[b] from positions
-// at[b]. One op where archgen's kernel takes it, mlx's slices and
+// positions copied over row dst's, in order), then the rows of ng sources
+// of updates (updates: ng lists of n arrays, NULL when nw is 0; nw rows in
+// all, the sources' in order) written into rows slots[r] from positions
+// at[r]. One op where archgen's kernel takes it, mlx's slices and
 // slice_updates otherwise.
 int mlxg_cache_rows(mlxg_array* res, const mlxg_array* arrs, const mlxg_array* updates, int n,
-                    const int32_t* slots, const int32_t* at, int nw, const int32_t* moves, int nm,
-                    mlxg_stream s, char** err);
+                    int ng, const int32_t* slots, const int32_t* at, int nw, const int32_t* moves,
+                    int nm, mlxg_stream s, char** err);
 // x + residual into res[0] and that sum rms-normed (layer false) or
 // layer-normed into res[1]: one op where archgen's kernel takes it, an add
 // and a norm otherwise.

@@ -1091,33 +1091,8 @@ func (e *Engine) finish(s *seq, f generate.Finish, err error) {
 // shrink keeps the active rows keep (finished ones already told), putting
 // the caches of those that leave in the prompt cache.
 func (e *Engine) shrink(keep []int) {
-	g := mlx.NewGraph(e.opts.Stream)
-	defer g.Close()
 	if e.pc != nil {
-		kept := map[int]bool{}
-		for _, i := range keep {
-			kept[i] = true
-		}
-		for i, s := range e.active {
-			if kept[i] || len(s.fed) == 0 {
-				continue
-			}
-			caches := make([]kv.Cache, 0, e.layers)
-			ok := true
-			for _, c := range e.batch {
-				x, err := c.(kv.Rows).Extract(g, i)
-				if err != nil {
-					ok = false
-					break
-				}
-				caches = append(caches, x)
-			}
-			if ok && evalCaches(caches) == nil {
-				e.pc.Insert(s.fed, caches)
-			} else {
-				freeCaches(caches)
-			}
-		}
+		e.rememberLeaving(keep)
 	}
 	keep = slotOrder(keep)
 	active := make([]*seq, len(keep))
@@ -1139,6 +1114,39 @@ func (e *Engine) shrink(keep []int) {
 		}
 	}
 	e.setCounts()
+}
+
+// rememberLeaving puts a copy of each leaving row's caches (the rows of the
+// batch not in keep) in the prompt cache. Its graph is closed before the
+// batch's rows move: a view of the batch it held would keep the batch's
+// buffers shared, and the move would copy them whole.
+func (e *Engine) rememberLeaving(keep []int) {
+	g := mlx.NewGraph(e.opts.Stream)
+	defer g.Close()
+	kept := map[int]bool{}
+	for _, i := range keep {
+		kept[i] = true
+	}
+	for i, s := range e.active {
+		if kept[i] || len(s.fed) == 0 {
+			continue
+		}
+		caches := make([]kv.Cache, 0, e.layers)
+		ok := true
+		for _, c := range e.batch {
+			x, err := c.(kv.Rows).Extract(g, i)
+			if err != nil {
+				ok = false
+				break
+			}
+			caches = append(caches, x)
+		}
+		if ok && evalCaches(caches) == nil {
+			e.pc.Insert(s.fed, caches)
+		} else {
+			freeCaches(caches)
+		}
+	}
 }
 
 // slotOrder is the order of the rows keep (ascending) that moves fewest:

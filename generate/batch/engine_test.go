@@ -287,6 +287,64 @@ func TestJoinAndLeave(t *testing.T) {
 	}
 }
 
+// TestBatchWritesInPlace: requests joining a running batch (several at
+// once, and later ones one by one) and leaving it at different steps, with
+// a prompt cache keeping the leaving rows, never make a cache write copy an
+// array whole: every write takes the buffer it writes (none of the prompts
+// share a prefix, so no prompt cache entry is written over). On windows
+// (of 6) the prompts are one token each and the prompt cache is off: a
+// ring's prefill holds its keys and values as the step gave them, which its
+// first write copies once, and a ring cannot be cut back to a prefix, so
+// each prompt's ring is kept before its last token, which then writes over
+// a copy, as it must: those copies are of a prompt's own cache, not the
+// batch's. The rows still wrap their rings within the batch.
+func TestBatchWritesInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		cas    string
+		pc     int64
+		prompt func(i int) []int32
+	}{
+		{"base", 8 << 20, func(i int) []int32 { return prompt(i + 3) }},
+		{"sliding", 0, func(i int) []int32 { return []int32{int32(7 + 11*i)} }},
+	} {
+		t.Run(tc.cas, func(t *testing.T) {
+			m := load(t, "llama", tc.cas)
+			e, err := New(m, Options{MaxBatch: 4, PromptCacheBytes: tc.pc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			before := mlx.CacheRowsCopied()
+			reqs := requests(12, func(i int, r *Request) { r.Prompt = tc.prompt(i) })
+			out := make([]result, len(reqs))
+			var wg sync.WaitGroup
+			for i, r := range reqs {
+				if i >= 4 {
+					time.Sleep(10 * time.Millisecond) // into a batch under way
+				}
+				ch, err := e.Submit(context.Background(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Go(func() { out[i] = collect(ch) })
+			}
+			wg.Wait()
+			for i, r := range out {
+				if r.last.Tokens != reqs[i].MaxTokens {
+					t.Errorf("request %d: %d tokens, want %d", i, r.last.Tokens, reqs[i].MaxTokens)
+				}
+			}
+			st := e.Stats()
+			if st.MaxActive < 2 || (tc.pc > 0 && st.PromptCache.Entries == 0) {
+				t.Fatalf("stats %+v: want rows batched (and kept in the prompt cache when there is one)", st)
+			}
+			if n := mlx.CacheRowsCopied() - before; n != 0 {
+				t.Errorf("cache writes copied %d bytes whole", n)
+			}
+		})
+	}
+}
+
 // TestLogprobs: each token's log-probability and the most likely
 // alternatives, greedy: the pick is the first alternative.
 func TestLogprobs(t *testing.T) {

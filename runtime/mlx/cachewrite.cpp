@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -16,6 +17,10 @@ namespace mx = mlx::core;
 namespace {
 
 using namespace archgen::fast;
+
+// Bytes of cache arrays copied whole by a write that could not take the
+// array's buffer (archgen_cache_rows_copied reports it).
+std::atomic<int64_t> copied_whole{0};
 
 // ---- cache writes ----
 
@@ -109,6 +114,7 @@ class NativeCacheRows : public mx::Primitive {
       mx::array& out = outs[p];
       const bool whole = !(a.is_donatable() && a.flags().row_contiguous && a.data_size() == a.size());
       if (whole) {
+        copied_whole += static_cast<int64_t>(out.nbytes());
         out.set_data(mx::allocator::malloc(out.nbytes()));
       } else {
         out.copy_shared_buffer(a);
@@ -222,6 +228,8 @@ std::optional<std::vector<mx::array>> archgen_native_cache_rows(
                                         moves),
       std::move(in));
 }
+
+int64_t archgen_cache_rows_copied() { return copied_whole.load(); }
 
 std::optional<std::vector<mx::array>> archgen_native_write_positions(
     const std::vector<mx::array>& arrs, const std::vector<mx::array>& updates, int at,

@@ -65,6 +65,11 @@ std::optional<std::vector<mlx::core::array>> archgen_native_cache_rows(
     const std::vector<int>& slots, const std::vector<int>& at, const std::vector<int>& moves,
     mlx::core::Stream s);
 
+// The bytes archgen's cache writes have copied whole so far: arrays whose
+// buffers something else still held, so that the write could not go in
+// place.
+int64_t archgen_cache_rows_copied();
+
 // archgen_native_rope of several arrays of one dtype (a layer's queries
 // and keys) by the same positions and frequencies, as one op with an output
 // each; nullopt where any is not taken.

@@ -15,6 +15,13 @@ func PeakMemory() uint64 { return uint64(C.mlxg_get_peak_memory()) }
 // ResetPeakMemory starts PeakMemory over from the current figure.
 func ResetPeakMemory() { C.mlxg_reset_peak_memory() }
 
+// CacheRowsCopied is the number of bytes cache writes (CacheRows,
+// WritePositions) have copied whole since the start: arrays that something
+// else still held, so that the write could not take their buffers and
+// write in place. A prompt cache's entry reused by a request is copied so
+// once; a batch's arrays in a steady run never are.
+func CacheRowsCopied() int64 { return int64(C.mlxg_cache_rows_copied()) }
+
 // CacheMemory is the number of bytes MLX keeps freed for reuse.
 func CacheMemory() uint64 { return uint64(C.mlxg_get_cache_memory()) }
 

@@ -1330,6 +1330,8 @@ const char* mlxg_map_list_item(mlxg_map m, int i, int j) {
   return M(m).entries.at(i).list.at(j).c_str();
 }
 
+int64_t mlxg_cache_rows_copied(void) { return archgen_cache_rows_copied(); }
+
 size_t mlxg_get_active_memory(void) {
   return mx::get_active_memory();
 }

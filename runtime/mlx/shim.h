@@ -473,6 +473,7 @@ int mlxg_set_native_gather_qmm(int on);
 
 // Memory.
 size_t mlxg_get_active_memory(void);
+int64_t mlxg_cache_rows_copied(void);
 size_t mlxg_get_peak_memory(void);
 void mlxg_reset_peak_memory(void);
 size_t mlxg_get_cache_memory(void);

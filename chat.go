@@ -179,6 +179,30 @@ func (s *Session) Free() {
 	s.dropDraft()
 }
 
+// sameTokenizer refuses a draft model whose tokenizer is not m's: drafts
+// whose ids mean other tokens would all be rejected, or, sampled, drawn
+// from a distribution over other tokens. The tokenizers must give every id
+// the same token (their vocabularies may be padded to different sizes in
+// the models' embeddings). A draft loaded without a tokenizer is taken as
+// it is.
+func sameTokenizer(m, d *Model) error {
+	a, b := m.Tokenizer, d.Tokenizer
+	if b == nil || a == nil || a == b {
+		return nil
+	}
+	if a.VocabSize() != b.VocabSize() {
+		return fmt.Errorf("archgen: the draft model's tokenizer has %d tokens and the model's %d: they must share a tokenizer", b.VocabSize(), a.VocabSize())
+	}
+	for id := range int32(a.VocabSize()) {
+		x, xok := a.IDToToken(id)
+		y, yok := b.IDToToken(id)
+		if x != y || xok != yok {
+			return fmt.Errorf("archgen: the draft model's tokenizer reads id %d as %q and the model's as %q: they must share a tokenizer", id, y, x)
+		}
+	}
+	return nil
+}
+
 // dropDraft releases the draft model's caches.
 func (s *Session) dropDraft() {
 	for _, c := range s.dcaches {
@@ -330,6 +354,11 @@ func (s *Session) generate(ctx context.Context, cached int, prompt []int32, opts
 	var draft generate.Model
 	var dcaches []kv.Cache
 	if opts.Draft != nil {
+		if s.draft != opts.Draft { // checked once per draft model
+			if err := sameTokenizer(s.m, opts.Draft); err != nil {
+				return Result{}, err
+			}
+		}
 		var err error
 		if dcaches, err = s.draftCaches(opts.Draft, cached); err != nil {
 			return Result{}, err

@@ -77,8 +77,8 @@ func checkDraft(opts Options, vocab int, caches, draftCaches []kv.Cache) error {
 	if p := opts.RepetitionPenalty; p != 0 && p != 1 {
 		return errors.New("generate: speculative decoding with a repetition penalty is not supported (each draft would change the penalty of those after it)")
 	}
-	if in, ok := opts.Draft.(interface{ Info() nn.Info }); ok && vocab > 0 && in.Info().VocabSize != vocab {
-		return fmt.Errorf("generate: the draft model's vocabulary of %d tokens is not the model's %d: they must share a tokenizer", in.Info().VocabSize, vocab)
+	if in, ok := opts.Draft.(interface{ Info() nn.Info }); ok && vocab > 0 && in.Info().VocabSize > vocab {
+		return fmt.Errorf("generate: the draft model's vocabulary of %d tokens is larger than the model's %d: its drafts could name tokens the model has no embedding for", in.Info().VocabSize, vocab)
 	}
 	for _, side := range []struct {
 		name   string
@@ -492,10 +492,16 @@ func acceptDraws(dist func(int) ([]float64, error), drafts []int32, qs [][]float
 		if u := rng.Float64(); q[d] > 0 && u < math.Min(1, p[d]/q[d]) {
 			continue
 		}
+		// q may be shorter than p (a draft model whose embedding has fewer
+		// rows): the tokens past it have no mass under q.
 		residual := make([]float64, len(p))
 		total := 0.0
 		for j := range p {
-			residual[j] = math.Max(0, p[j]-q[j])
+			qj := 0.0
+			if j < len(q) {
+				qj = q[j]
+			}
+			residual[j] = math.Max(0, p[j]-qj)
 			total += residual[j]
 		}
 		if total <= 0 {

@@ -2,12 +2,44 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// swappedTokens is a copy of the checkpoint dir whose tokenizer gives two
+// ids each other's tokens: another tokenizer of the same size.
+func swappedTokens(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "swapped")
+	require.NoError(t, os.CopyFS(out, os.DirFS(dir)))
+	b, err := os.ReadFile(filepath.Join(out, "tokenizer.json"))
+	require.NoError(t, err)
+	var tok map[string]any
+	require.NoError(t, json.Unmarshal(b, &tok))
+	vocab := tok["model"].(map[string]any)["vocab"].(map[string]any)
+	var a, z string
+	for k, v := range vocab {
+		switch v.(float64) {
+		case 100:
+			a = k
+		case 101:
+			z = k
+		}
+	}
+	require.NotEmpty(t, a)
+	require.NotEmpty(t, z)
+	vocab[a], vocab[z] = vocab[z], vocab[a]
+	b, err = json.Marshal(tok)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "tokenizer.json"), b, 0o644))
+	return out
+}
 
 // TestGenerateDraft: generate and chat with -draft-model write the text
 // they write without one (greedy: the model's own tokens), and the figures
@@ -48,7 +80,8 @@ func TestGenerateDraft(t *testing.T) {
 		{append(base, "-draft-model", dir, "-grammar", "x.gbnf"), "", true, "-draft-model and a constraint (-json-schema, -grammar) exclude each other"},
 		{append(base, "-draft-model", dir, "-repetition-penalty", "1.3"), "", true, "-draft-model and -repetition-penalty exclude each other"},
 		{append(base, "-draft-model", dir, "-max-kv-size", "64"), "", true, "-draft-model and -max-kv-size exclude each other"},
-		{append(base, "-draft-model", smolLM2), "", false, "they must share a tokenizer"},
+		{append(base, "-draft-model", smolLM2), "", false, "the draft model's tokenizer has 49152 tokens and the model's"},
+		{append(base, "-draft-model", swappedTokens(t, dir)), "", false, "the draft model's tokenizer reads id"},
 		{append(base, "-draft-model", dir, "-lookup"), "", true, "-draft-model and -lookup exclude each other"},
 		{append(base, "-lookup", "-repetition-penalty", "1.3"), "", true, "-lookup and -repetition-penalty exclude each other"},
 	})

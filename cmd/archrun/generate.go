@@ -165,7 +165,7 @@ func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
 const lookupNgram = 3
 
 // loadDraft loads -draft-model's model (nil without one), computing as the
-// model does.
+// model does, with its tokenizer, which must be the model's.
 func (f *genFlags) loadDraft(ctx context.Context) (*archgen.Model, error) {
 	if f.draftModel == "" {
 		return nil, nil
@@ -175,7 +175,7 @@ func (f *genFlags) loadDraft(ctx context.Context) (*archgen.Model, error) {
 	}
 	d := f.src // its compute dtype, memory limit and download settings
 	d.dir, d.gguf, d.chatTemplate, d.plan = f.draftModel, "", "", ""
-	m, err := d.load(ctx, false)
+	m, err := d.load(ctx, true)
 	if err != nil {
 		return nil, fmt.Errorf("-draft-model: %w", err)
 	}

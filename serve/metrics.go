@@ -246,6 +246,7 @@ func (s *Server) metricsPage(w http.ResponseWriter, r *http.Request) {
 		pw.gauge("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", float64(r))
 	}
 	pw.gauge("archgen_kv_bytes", "gauge", "Bytes the batch's KV caches hold.", float64(st.CacheBytes))
+	pw.gauge("archgen_kv_copied_bytes_total", "counter", "Bytes cache writes copied whole rather than writing in place (a reused prompt cache entry's, each time it is reused; a batch's never).", float64(mlx.CacheRowsCopied()))
 	pw.gauge("archgen_kv_budget_bytes", "gauge", "The bound on the batch's KV caches (0: none).", float64(st.KVBudget))
 	pw.gauge("archgen_kv_reserve_bytes", "gauge", "The part of the budget the caches may not take (the process's own memory, with -memory-budget).", float64(st.KVReserve))
 	pw.histogram("archgen_time_to_first_token_seconds", "From a generation's submission to its first token.", &m.ttft)

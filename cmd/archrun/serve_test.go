@@ -488,4 +488,8 @@ func TestServeMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, value("archgen_queue_waiting", nil))
 	assert.Equal(t, 8.0, value("archgen_batch_max", nil))
 	assert.Greater(t, value("archgen_memory_active_bytes", nil), 1e8, "the weights at least")
+	// the second prompt shares the first's template prefix: its cached
+	// entry is copied once, where the prompt's own tokens are written
+	assert.Positive(t, value("archgen_prompt_cache_hits_total", nil))
+	assert.Positive(t, value("archgen_kv_copied_bytes_total", nil))
 }

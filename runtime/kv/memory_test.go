@@ -63,8 +63,8 @@ func TestDecodeMemoryFlat(t *testing.T) {
 }
 
 // TestWritesInPlace checks that a decode step writes into the cache's
-// buffers rather than copying them: the step's peak memory stays far below
-// one more copy of the buffers. The step's keys and values are evaluated
+// buffers rather than copying them: the write copies nothing whole, and
+// the step's peak memory stays far below one more copy of the buffers. The step's keys and values are evaluated
 // beforehand: when they are computed in the step's own graph, MLX 0.32's
 // CPU backend still writes in place (the buffer keeps its address) but
 // counts the buffer's size once more into its peak figure, so peak memory
@@ -104,14 +104,63 @@ func TestWritesInPlace(t *testing.T) {
 				step()
 			}
 			for range 3 {
+				// MLX's peak restarts at 0 and follows the active memory
+				// at each allocation: the rise is the peak past what was
+				// active before.
+				before := mlx.ActiveMemory()
+				copied := mlx.CacheRowsCopied()
 				mlx.ResetPeakMemory()
-				before := mlx.PeakMemory()
 				step()
-				rise := mlx.PeakMemory() - before
+				rise := max(mlx.PeakMemory(), before) - before
+				if n := mlx.CacheRowsCopied() - copied; n != 0 {
+					t.Fatalf("a decode step's write copied %d bytes whole", n)
+				}
 				if rise*4 > uint64(c.Nbytes()) {
 					t.Fatalf("a decode step raised peak memory by %d bytes, a quarter or more of the %d the cache holds", rise, c.Nbytes())
 				}
 				t.Logf("step at offset %d: peak rose %d bytes; the cache holds %d", c.Offset(), rise, c.Nbytes())
+			}
+		})
+	}
+}
+
+// TestWritesCopyNothing: where peak memory cannot tell (the step's keys
+// and values computed in its own graph, and the quantized caches, whose
+// quantization always is), the count of bytes cache writes copied whole
+// does: a decode step on a plain, a ring and a quantized cache copies none.
+func TestWritesCopyNothing(t *testing.T) {
+	const heads, dim, filled = 4, 64, 300
+	for _, tc := range []struct {
+		name string
+		c    Cache
+	}{
+		{"plain", NewPlain()},
+		{"rotating ring", NewRotating(128, 4)},
+		{"quantized", NewQuantized(8, 64)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
+			defer c.Free()
+			g := mlx.NewGraph(nil)
+			defer g.Close()
+			step := func() {
+				g.Reset()
+				k := g.Multiply(g.Ones([]int{1, heads, 1, dim}, mlx.Float32), g.Scalar(0.5, mlx.Float32))
+				kv := c.Update(g, k, g.Add(k, k))
+				if err := g.Eval(kvArrays(kv)...); err != nil {
+					t.Fatal(err)
+				}
+				g.Reset()
+			}
+			for range filled {
+				step()
+			}
+			before := mlx.CacheRowsCopied()
+			for range 20 {
+				step()
+			}
+			if n := mlx.CacheRowsCopied() - before; n != 0 {
+				t.Fatalf("20 decode steps at offset %d copied %d bytes whole", c.Offset(), n)
 			}
 		})
 	}

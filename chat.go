@@ -179,13 +179,13 @@ func (s *Session) Free() {
 	s.dropDraft()
 }
 
-// sameTokenizer refuses a draft model whose tokenizer is not m's: drafts
+// CheckDraft refuses a draft model whose tokenizer is not m's: drafts
 // whose ids mean other tokens would all be rejected, or, sampled, drawn
 // from a distribution over other tokens. The tokenizers must give every id
 // the same token (their vocabularies may be padded to different sizes in
 // the models' embeddings). A draft loaded without a tokenizer is taken as
 // it is.
-func sameTokenizer(m, d *Model) error {
+func (m *Model) CheckDraft(d *Model) error {
 	a, b := m.Tokenizer, d.Tokenizer
 	if b == nil || a == nil || a == b {
 		return nil
@@ -355,7 +355,7 @@ func (s *Session) generate(ctx context.Context, cached int, prompt []int32, opts
 	var dcaches []kv.Cache
 	if opts.Draft != nil {
 		if s.draft != opts.Draft { // checked once per draft model
-			if err := sameTokenizer(s.m, opts.Draft); err != nil {
+			if err := s.m.CheckDraft(opts.Draft); err != nil {
 				return Result{}, err
 			}
 		}

@@ -123,6 +123,19 @@ type Options struct {
 	// to Lookup tokens; see speculative.go), with Draft's conditions but
 	// no second model.
 	Lookup int
+	// Interrupt, when set, is asked before each step of speculative
+	// decoding (with Draft or Lookup) whether to stop there: an error
+	// ends generation with it, the model's caches then holding the prompt
+	// and the tokens passed on but the last of them, which the next step
+	// would have fed. (The
+	// batch engine so hands a lone request's generation over to the batch
+	// when others arrive.)
+	Interrupt func() error
+	// OnDraft, when set, is told after each step of speculative decoding,
+	// before the step's tokens are passed on, how many tokens have been
+	// drafted so far and how many of them kept (Stats' Drafted and
+	// Accepted).
+	OnDraft func(drafted, accepted int)
 	// Constraint, when set, limits each draw to the tokens it allows (a
 	// JSON schema or a grammar: package constrain's Matcher); the others'
 	// logits are -inf before the penalty and the sampler. Generation ends,

@@ -40,6 +40,18 @@ import (
 // DefaultNumDraft is Options.NumDraft's default.
 const DefaultNumDraft = 3
 
+// Rewindable reports whether speculative decoding can run on caches:
+// whether each can drop its newest positions whenever asked (see
+// rewindable).
+func Rewindable(caches []kv.Cache) bool {
+	for _, c := range caches {
+		if !rewindable(c) {
+			return false
+		}
+	}
+	return len(caches) > 0
+}
+
 // rewindable reports whether c can drop its newest positions whenever
 // asked: a plain cache (dense or quantized), or a list of them. A sliding
 // window's ring loses what it overwrites, and a recurrent state holds no
@@ -175,6 +187,14 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 			st.PeakMemory = mlx.PeakMemory()
 			return st, err
 		}
+		if opts.Interrupt != nil {
+			// The model's caches hold every token passed on but y, the
+			// step's own: another loop can go on from them with y.
+			if err := opts.Interrupt(); err != nil {
+				st.PeakMemory = mlx.PeakMemory()
+				return st, err
+			}
+		}
 		// No more drafts than tokens still allowed: the step's own token
 		// comes on top of them.
 		kk := k
@@ -209,6 +229,9 @@ func speculative(ctx context.Context, m Model, prompt []int32, opts Options, cac
 		check := append([]int32{y}, drafts...)
 		st.Drafted += len(drafts)
 		st.Accepted += kept
+		if opts.OnDraft != nil {
+			opts.OnDraft(st.Drafted, st.Accepted)
+		}
 		// Rewind: the model holds y and the drafts, and keeps y and the
 		// kept ones; the draft holds y and all drafts but the last.
 		fed = append(fed, check[:1+kept]...)

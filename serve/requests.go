@@ -33,6 +33,9 @@ type common struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	N *int `json:"n"`
+	// Speculative false keeps the server's draft model from drafting for
+	// the request (-draft-model).
+	Speculative *bool `json:"speculative"`
 }
 
 type chatRequest struct {
@@ -146,6 +149,7 @@ func (s *Server) check(c *common, j *job, promptField string) *apiError {
 		return badRequest("", "invalid_value", "%v", err)
 	}
 	j.req.Sampling = sp
+	j.req.NoDraft = c.Speculative != nil && !*c.Speculative
 
 	maxTokens, field := s.opts.DefaultMaxTokens, ""
 	if c.MaxTokens != nil {

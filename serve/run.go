@@ -71,6 +71,7 @@ type ending struct {
 	reason                     string // stop, length or tool_calls
 	stopSeq                    string // the stop string that ended it, if one did
 	prompt, completion, cached int
+	drafted, accepted          int // the draft model's tokens, and those kept
 }
 
 // writer puts a generation's output in its API's shape, streamed or whole.
@@ -273,6 +274,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	s.met.generated(last.PromptTokens, end.completion)
 	entry.completion, entry.finish = end.completion, end.reason
 	end.prompt, end.cached = last.PromptTokens, last.CachedTokens
+	end.drafted, end.accepted = last.Drafted, last.Accepted
 	if !j.stream {
 		o.deadline()
 	}

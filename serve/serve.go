@@ -141,6 +141,15 @@ type Options struct {
 	// as the model's sentence-transformers files say (its pooling, and
 	// whether it normalizes: archgen.Model.EmbedDefaults), else "last".
 	EmbedPooling string
+	// Draft, when set, is a smaller model sharing the model's tokenizer
+	// that drafts NumDraft tokens a step (default
+	// generate.DefaultNumDraft) for a request running alone: speculative
+	// decoding (batch.Options.Draft). A request sets "speculative": false
+	// to decode without it; its usage counts the drafted tokens kept and
+	// rejected (completion_tokens_details' accepted_prediction_tokens and
+	// rejected_prediction_tokens).
+	Draft    *archgen.Model
+	NumDraft int
 }
 
 // Server answers OpenAI-style requests on one model.
@@ -189,8 +198,18 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	eng, err := batch.New(m.Net, batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes,
-		KVBudget: opts.KVBudget, KVReserve: opts.KVReserve, MaxQueue: opts.MaxQueue})
+	bo := batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes,
+		KVBudget: opts.KVBudget, KVReserve: opts.KVReserve, MaxQueue: opts.MaxQueue, NumDraft: opts.NumDraft}
+	if opts.Draft != nil {
+		if err := m.CheckDraft(opts.Draft); err != nil {
+			return nil, err
+		}
+		if dv, v := opts.Draft.Net.Info().VocabSize, m.Net.Info().VocabSize; dv > v {
+			return nil, fmt.Errorf("serve: the draft model's vocabulary of %d tokens is larger than the model's %d", dv, v)
+		}
+		bo.Draft = opts.Draft.Net
+	}
+	eng, err := batch.New(m.Net, bo)
 	if err != nil {
 		return nil, err
 	}

@@ -53,12 +53,18 @@ func (o *output) header(object string) map[string]any {
 
 // usage is the OpenAI usage object.
 func (e ending) usage() map[string]any {
-	return map[string]any{
+	u := map[string]any{
 		"prompt_tokens":         e.prompt,
 		"completion_tokens":     e.completion,
 		"total_tokens":          e.prompt + e.completion,
 		"prompt_tokens_details": map[string]any{"cached_tokens": e.cached},
 	}
+	if e.drafted > 0 {
+		// the draft model's tokens, as OpenAI counts a prediction's
+		u["completion_tokens_details"] = map[string]any{
+			"accepted_prediction_tokens": e.accepted, "rejected_prediction_tokens": e.drafted - e.accepted}
+	}
+	return u
 }
 
 // openaiStreamError ends an OpenAI stream with an error event and [DONE].

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -85,4 +89,37 @@ func TestGenerateDraft(t *testing.T) {
 		{append(base, "-draft-model", dir, "-lookup"), "", true, "-draft-model and -lookup exclude each other"},
 		{append(base, "-lookup", "-repetition-penalty", "1.3"), "", true, "-lookup and -repetition-penalty exclude each other"},
 	})
+}
+
+// TestServeDraft: archrun serve -draft-model drafts for a request running
+// alone: a greedy chat's reply is the one without drafts ("speculative":
+// false), and its usage counts the drafted tokens kept and rejected as
+// OpenAI counts a prediction's (the model drafting for itself keeps every
+// one); a draft of another tokenizer is refused at start.
+func TestServeDraft(t *testing.T) {
+	dir := tiny(t, nil)
+	bin := serverBinary(t)
+	_, base, stderr := startServer(t, bin, "-model", dir, "-draft-model", dir, "-num-draft-tokens", "4", "-served-model-name", "tiny")
+	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{
+		Model:       "tiny",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")},
+		MaxTokens:   openai.Int(24),
+		Temperature: openai.Float(0),
+	}
+	ctx := context.Background()
+	with, err := client.Chat.Completions.New(ctx, params)
+	require.NoError(t, err, stderr.String())
+	without, err := client.Chat.Completions.New(ctx, params, option.WithJSONSet("speculative", false))
+	require.NoError(t, err, stderr.String())
+	assert.Equal(t, without.Choices[0].Message.Content, with.Choices[0].Message.Content)
+	d := with.Usage.CompletionTokensDetails
+	assert.Positive(t, d.AcceptedPredictionTokens, "drafted tokens kept")
+	assert.Zero(t, d.RejectedPredictionTokens, "a model drafting for itself")
+	assert.Zero(t, without.Usage.CompletionTokensDetails.AcceptedPredictionTokens)
+
+	cmd := exec.Command(bin, "serve", "-port", "0", "-model", dir, "-draft-model", swappedTokens(t, dir))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "the draft model's tokenizer reads id")
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/generate/batch"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/serve"
@@ -83,6 +84,8 @@ func (a *app) serve(args []string) error {
 	corsOrigins := c.String("cors-origins", "", "origins browsers may call the API from, comma-separated (https://app.example.com; *: any); none by default")
 	accessLog := c.String("access-log", "-", "where each request's JSON access record goes: - (stderr), a file (appended to), or off")
 	logPrompts := c.Bool("log-prompts", false, "put each generation's prompt text in its access record")
+	draftModel := c.String("draft-model", "", "a smaller model sharing the model's tokenizer (a path or repo id) that drafts tokens for a request running alone: speculative decoding (a request's \"speculative\": false opts out)")
+	numDraft := c.Int("num-draft-tokens", generate.DefaultNumDraft, "tokens the draft model drafts a step")
 	if err := a.parse(c, args); err != nil {
 		return err
 	}
@@ -97,6 +100,12 @@ func (a *app) serve(args []string) error {
 	}
 	if *port < 0 || *port > 65535 {
 		return usagef("-port %d: want 0 to 65535", *port)
+	}
+	if *numDraft < 1 {
+		return usagef("-num-draft-tokens %d: want at least 1", *numDraft)
+	}
+	if *draftModel != "" && src.group != nil {
+		return usagef("-draft-model does not run in a group of processes")
 	}
 	if *maxBatch < 1 {
 		return usagef("-max-batch %d: want at least 1", *maxBatch)
@@ -225,6 +234,15 @@ func (a *app) serve(args []string) error {
 		return err
 	}
 	defer m.Free()
+	var draft *archgen.Model
+	if *draftModel != "" {
+		d := src // its compute dtype, memory limit and download settings
+		d.dir, d.gguf, d.chatTemplate, d.plan = *draftModel, "", "", ""
+		if draft, err = d.load(ctx, true); err != nil {
+			return fmt.Errorf("-draft-model: %w", err)
+		}
+		defer draft.Free()
+	}
 	id := *name
 	if id == "" {
 		id = src.path()
@@ -261,7 +279,7 @@ func (a *app) serve(args []string) error {
 		PromptCacheBytes: int64(cacheBytes), DefaultMaxTokens: *maxTokens, Log: logger, APIKeys: keys,
 		KVBudget: int64(budget), KVReserve: reserve, MaxQueue: *maxQueue,
 		Limits: limits, RequestTimeout: *requestTimeout, WriteTimeout: *writeTimeout,
-		CORSOrigins: origins, AccessLog: access, LogPrompts: *logPrompts,
+		CORSOrigins: origins, AccessLog: access, LogPrompts: *logPrompts, Draft: draft, NumDraft: *numDraft,
 	})
 	if err != nil {
 		return usagef("%v", err)

@@ -81,6 +81,18 @@ type Options struct {
 	MaxQueue int
 	// Stream runs the computation (the default stream when nil).
 	Stream *mlx.Stream
+	// Draft, when set, is a smaller model sharing the model's tokenizer
+	// that drafts for a request running alone (nothing else decoding,
+	// under way or waiting): speculative decoding (generate.Options.Draft),
+	// NumDraft tokens a step (default generate.DefaultNumDraft), until the
+	// request ends or another arrives; it then joins the batch as any
+	// request does. A request that asks for logprobs, has a constraint or a
+	// repetition penalty, or sets NoDraft decodes without it, and so does
+	// every request on a model whose caches cannot be rewound (sliding
+	// windows, recurrent states). The draft's caches (one sequence's) are
+	// not counted in KVBudget.
+	Draft    generate.Model
+	NumDraft int
 }
 
 // Request is one generation.
@@ -105,6 +117,9 @@ type Request struct {
 	// alone with an error. The engine owns it from Submit on, and frees it
 	// when the request ends, whichever way (refused by Submit too).
 	Constraint generate.Constraint
+	// NoDraft keeps the engine's draft model (Options.Draft) from drafting
+	// for this request.
+	NoDraft bool
 }
 
 // MaxTopLogprobs is the most alternatives a request may ask for per token.
@@ -135,6 +150,9 @@ type Event struct {
 	// On the last event: from Submit to the first token (waiting for room
 	// and the prompt included; 0 when none came), and to the end.
 	FirstTokenDelay, Duration time.Duration
+	// On the last event: the tokens the draft model drafted for the
+	// request, and those of them the model kept (Options.Draft).
+	Drafted, Accepted int
 }
 
 // Stats are an engine's counters.
@@ -510,6 +528,7 @@ type seq struct {
 	rest                  []int32    // prompt tokens still to run
 	tokens                int
 	cached                int
+	drafted, accepted     int // by the draft model
 	done                  bool
 	submitted, firstToken time.Time
 }
@@ -642,6 +661,9 @@ func (e *Engine) admit() {
 		}
 		e.pending = e.pending[1:]
 		budget--
+		if !s.done && e.lone(s) {
+			e.speculate(s)
+		}
 		if s.done {
 			freeCaches(s.caches)
 			s.caches = nil
@@ -676,6 +698,113 @@ func (e *Engine) admit() {
 	e.batch = merged
 	e.active = append(e.active, joined...)
 	e.setCounts()
+}
+
+// lone reports whether s, whose first token is drawn, runs alone and the
+// draft model may draft for it: nothing else decodes, is under way or
+// waits.
+func (e *Engine) lone(s *seq) bool {
+	r := s.req
+	if e.opts.Draft == nil || r.NoDraft || r.Constraint != nil || r.Logprobs ||
+		(r.Sampling.RepetitionPenalty != 0 && r.Sampling.RepetitionPenalty != 1) ||
+		len(e.active) > 0 || len(e.pending) > 0 || e.waiting() != nil || !generate.Rewindable(s.caches) {
+		return false
+	}
+	return true
+}
+
+// errJoin interrupts a lone request's speculative decoding: others came.
+var errJoin = errors.New("batch: requests are waiting")
+
+// waiting is errJoin when a request waits or the engine is closing.
+func (e *Engine) waiting() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.queue) > 0 || e.closed {
+		return errJoin
+	}
+	return nil
+}
+
+// speculate decodes s, which runs alone (lone), with the draft model until
+// it ends or another request arrives; then it joins the batch as any
+// request does. s's caches hold its prompt (s.fed) and s.last is its first
+// token. A request that ends here leaves its caches to the prompt cache,
+// as a row leaving the batch does.
+func (e *Engine) speculate(s *seq) {
+	dcaches, err := e.draftCaches(s.fed)
+	if err != nil {
+		e.finish(s, generate.FinishCancelled, err)
+		return
+	}
+	defer freeCaches(dcaches)
+	first := s.last
+	var passed []int32
+	opts := generate.Options{
+		Sampling: s.req.Sampling, MaxTokens: s.req.MaxTokens - s.tokens, PrefillStep: e.opts.PrefillStep, Stream: e.opts.Stream,
+		Caches: s.caches, Vocab: e.vocab, Draft: e.opts.Draft, NumDraft: e.opts.NumDraft, DraftCaches: dcaches,
+		Interrupt: e.waiting,
+	}
+	d0, a0 := s.drafted, s.accepted
+	opts.OnDraft = func(drafted, accepted int) { s.drafted, s.accepted = d0+drafted, a0+accepted }
+	st, err := generate.Tokens(s.ctx, withCaches{e.m, e.opts.Cache}, []int32{first}, opts, func(t int32) error {
+		passed = append(passed, t)
+		e.emit(s, t, nil)
+		if s.done {
+			return generate.ErrStopped
+		}
+		return nil
+	})
+	fed := append(append(s.fed, first), passed...)
+	switch {
+	case errors.Is(err, errJoin):
+		// the caches hold all but s.last, which the batch feeds next
+		s.fed = fed[:len(fed)-1]
+		return
+	case err != nil:
+		e.finish(s, generate.FinishCancelled, err)
+	case !s.done:
+		e.finish(s, st.Finish, nil)
+	}
+	if held := s.caches[0].Offset(); e.pc != nil && held > 0 && held <= len(fed) {
+		g := mlx.NewGraph(e.opts.Stream)
+		e.remember(g, fed[:held], s.caches)
+		g.Close()
+	}
+}
+
+// draftCaches are the draft model's caches after tokens.
+func (e *Engine) draftCaches(tokens []int32) ([]kv.Cache, error) {
+	caches := e.opts.Draft.NewCaches()
+	for at := 0; at < len(tokens); at += e.opts.PrefillStep {
+		g := mlx.NewGraph(e.opts.Stream)
+		chunk := tokens[at:min(len(tokens), at+e.opts.PrefillStep)]
+		e.opts.Draft.Forward(g, mlx.FromSlice(g, chunk, 1, len(chunk)), caches)
+		err := g.Err()
+		g.Close()
+		if err == nil {
+			err = kv.EvalLayers(caches)
+		}
+		if err != nil {
+			freeCaches(caches)
+			return nil, fmt.Errorf("batch: the draft model's prompt: %w", err)
+		}
+	}
+	return caches, nil
+}
+
+// withCaches is a Model as generate takes it: its caches made with opts.
+type withCaches struct {
+	Model
+	opts kv.Options
+}
+
+func (m withCaches) NewCaches() []kv.Cache {
+	c, err := m.NewCachesWith(m.opts)
+	if err != nil {
+		return nil
+	}
+	return c
 }
 
 // drop ends the first pending sequence with err.
@@ -1079,7 +1208,7 @@ func (e *Engine) finish(s *seq, f generate.Finish, err error) {
 		s.req.Constraint.Free()
 	}
 	last := Event{Done: true, Finish: f, Err: err, PromptTokens: len(s.req.Prompt), CachedTokens: s.cached, Tokens: s.tokens,
-		Duration: time.Since(s.submitted)}
+		Duration: time.Since(s.submitted), Drafted: s.drafted, Accepted: s.accepted}
 	if !s.firstToken.IsZero() {
 		last.FirstTokenDelay = s.firstToken.Sub(s.submitted)
 	}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/registry"
@@ -885,4 +888,89 @@ func TestKVBudget(t *testing.T) {
 		}
 	}
 	q.Close()
+}
+
+// TestDraftForLoneRequests: with a draft model (the same checkpoint at 4
+// bits), a request running alone decodes speculatively and gets the tokens
+// it gets alone, greedy, with the drafts counted on its last event; one
+// that another request joins hands over to the batch mid-way, and both get
+// their own tokens; a request that opts out, asks for logprobs, or runs on
+// caches that cannot be rewound (windows) decodes without drafts; and a
+// lone request's caches go to the prompt cache, so that its next turn
+// reuses them.
+func TestDraftForLoneRequests(t *testing.T) {
+	m := load(t, "llama", "base")
+	draft := loadAt(t, "../../out/parity/llama/base/q4_g32")
+	e, err := New(m, Options{MaxBatch: 4, Draft: draft, NumDraft: 3, PromptCacheBytes: 8 << 20})
+	require.NoError(t, err)
+	defer e.Close()
+	run := func(r Request) result {
+		ch, err := e.Submit(context.Background(), r)
+		require.NoError(t, err)
+		return collect(ch)
+	}
+	r := Request{Prompt: prompt(5), MaxTokens: 30}
+	want := solo(t, m, kv.Options{}, r)
+	got := run(r)
+	assert.Equal(t, want.tokens, got.tokens)
+	assert.Equal(t, generate.FinishLength, got.last.Finish)
+	assert.Positive(t, got.last.Drafted, "a lone request drafts")
+	assert.Positive(t, got.last.Accepted, "the 4-bit checkpoint agrees with its float32 often")
+	t.Logf("lone: %d of %d drafts kept", got.last.Accepted, got.last.Drafted)
+
+	// its next turn starts with the tokens it ended with: a cache hit
+	next := Request{Prompt: append(append(slices.Clone(r.Prompt), got.tokens[:len(got.tokens)-1]...), 7, 9), MaxTokens: 8}
+	hits := e.Stats().PromptCache.Hits
+	got = run(next)
+	assert.Equal(t, solo(t, m, kv.Options{}, next).tokens, got.tokens)
+	assert.Greater(t, e.Stats().PromptCache.Hits, hits, "the lone request's caches were kept")
+
+	for name, r := range map[string]Request{
+		"opted out": {Prompt: prompt(6), MaxTokens: 12, NoDraft: true},
+		"logprobs":  {Prompt: prompt(6), MaxTokens: 12, Logprobs: true},
+	} {
+		got := run(r)
+		assert.Equal(t, solo(t, m, kv.Options{}, r).tokens, got.tokens, name)
+		assert.Zero(t, got.last.Drafted, name)
+	}
+
+	// a second request arrives while the first drafts: both decode in the
+	// batch from then on
+	a, b := Request{Prompt: prompt(8), MaxTokens: 400}, Request{Prompt: prompt(9), MaxTokens: 10}
+	cha, err := e.Submit(context.Background(), a)
+	require.NoError(t, err)
+	var early []int32
+	for len(early) < 4 { // a is drafting
+		ev := <-cha
+		require.False(t, ev.Done)
+		early = append(early, ev.Token)
+	}
+	chb, err := e.Submit(context.Background(), b)
+	require.NoError(t, err)
+	ra, rb := collect(cha), collect(chb)
+	ra.tokens = append(early, ra.tokens...)
+	assert.Equal(t, solo(t, m, kv.Options{}, a).tokens, ra.tokens)
+	assert.Equal(t, solo(t, m, kv.Options{}, b).tokens, rb.tokens)
+	assert.Positive(t, ra.last.Drafted, "a drafted while alone")
+	assert.Zero(t, rb.last.Drafted)
+	assert.Equal(t, 2, e.Stats().MaxActive, "the two decoded in one batch")
+
+	sliding := load(t, "llama", "sliding")
+	es, err := New(sliding, Options{MaxBatch: 2, Draft: draft})
+	require.NoError(t, err)
+	defer es.Close()
+	ch, err := es.Submit(context.Background(), r)
+	require.NoError(t, err)
+	got = collect(ch)
+	assert.Equal(t, solo(t, sliding, kv.Options{}, r).tokens, got.tokens)
+	assert.Zero(t, got.last.Drafted, "windows cannot be rewound")
+}
+
+// loadAt loads a checkpoint directory.
+func loadAt(t testing.TB, dir string) nn.Model {
+	t.Helper()
+	m, err := registry.Load(dir, nn.Options{})
+	require.NoError(t, err)
+	t.Cleanup(m.Free)
+	return m
 }

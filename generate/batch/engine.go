@@ -222,6 +222,7 @@ type Engine struct {
 	batch   []kv.Cache // the batch's per-layer caches (kv.Rows), owned by the loop
 	layers  int
 	stepped int
+	solo    *seq // the request decoding alone with the draft model, owned by the loop
 }
 
 // New starts an engine on m.
@@ -567,6 +568,12 @@ func (e *Engine) guard(f func()) {
 			return
 		}
 		err := fmt.Errorf("batch: internal error: %v", p)
+		if s := e.solo; s != nil {
+			e.solo = nil
+			freeCaches(s.caches)
+			s.caches = nil
+			e.finish(s, generate.FinishCancelled, err)
+		}
 		for _, s := range e.pending {
 			freeCaches(s.caches)
 			s.caches = nil
@@ -738,6 +745,7 @@ func (e *Engine) speculate(s *seq) {
 		return
 	}
 	defer freeCaches(dcaches)
+	e.solo = s // until generation returns (a panic leaves it to guard)
 	first := s.last
 	var passed []int32
 	opts := generate.Options{
@@ -755,6 +763,7 @@ func (e *Engine) speculate(s *seq) {
 		}
 		return nil
 	})
+	e.solo = nil
 	fed := append(append(s.fed, first), passed...)
 	switch {
 	case errors.Is(err, errJoin):

@@ -966,6 +966,25 @@ func TestDraftForLoneRequests(t *testing.T) {
 	assert.Zero(t, got.last.Drafted, "windows cannot be rewound")
 }
 
+// TestDraftPanicFailsTheRequest: a fault of the draft model while a lone
+// request drafts ends that request with the error (it does not hang), and
+// the engine goes on.
+func TestDraftPanicFailsTheRequest(t *testing.T) {
+	m := load(t, "llama", "base")
+	d := &faulty{Model: load(t, "llama", "base"), panicAt: 4}
+	e, err := New(m, Options{Draft: d})
+	require.NoError(t, err)
+	defer e.Close()
+	r := Request{Prompt: prompt(4), MaxTokens: 20}
+	got := submitAll(t, e, []Request{r})[0]
+	require.Error(t, got.last.Err)
+	assert.Equal(t, "batch: internal error: forward failed", got.last.Err.Error())
+	d.panicAt = 0
+	got = submitAll(t, e, []Request{r})[0]
+	assert.NoError(t, got.last.Err)
+	assert.Equal(t, solo(t, m, kv.Options{}, r).tokens, got.tokens)
+}
+
 // loadAt loads a checkpoint directory.
 func loadAt(t testing.TB, dir string) nn.Model {
 	t.Helper()

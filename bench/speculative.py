@@ -12,16 +12,24 @@ both files with an editing prompt, whose reply repeats most of its input.
 Every run is greedy, so each setting must write the text the model writes
 alone: the table says so. Each figure is the median over --runs runs of
 archrun's own "Generation" rate (tokens after the first over their time)
-and its count of drafts kept. Writes results.json and tables.md under
+and its count of drafts kept. The server's rows: `archrun serve` on the
+float32 file with the Q4_1 file as -draft-model, one streamed greedy chat
+request at a time (so each runs alone and drafts), the story's prompt,
+with and without `"speculative": false`; the rate is the streamed tokens
+after the first over their time, the drafts kept the usage's
+accepted_prediction_tokens. Writes results.json and tables.md under
 --out.
 """
 
 import argparse
+import http.client
 import json
 import re
+import socket
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +55,76 @@ def generate(binary, model, prompt, max_tokens, extra):
     m = re.search(r"Draft: (\d+) of (\d+) drafted tokens accepted", p.stderr)
     kept, drafted = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
     return p.stdout, rate, kept, drafted
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chat(port, prompt, max_tokens, speculative):
+    """One streamed greedy chat request: its text, its rate (tokens after
+    the first over their time) and its drafts kept and drafted."""
+    body = {"model": "m", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    if not speculative:
+        body["speculative"] = False
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    times, text, usage = [], [], None
+    for line in resp:
+        line = line.strip()
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue
+        ev = json.loads(line[5:])
+        if ev.get("usage"):
+            usage = ev["usage"]
+        for ch in ev.get("choices") or []:
+            piece = (ch.get("delta") or {}).get("content")
+            if piece:
+                times.append(time.perf_counter())
+                text.append(piece)
+    conn.close()
+    n = usage["completion_tokens"]
+    details = usage.get("completion_tokens_details") or {}
+    kept = details.get("accepted_prediction_tokens", 0)
+    drafted = kept + details.get("rejected_prediction_tokens", 0)
+    return "".join(text), (n - 1) / (times[-1] - times[0]), kept, drafted
+
+
+def serve_rows(binary, f32, max_tokens, runs):
+    port = free_port()
+    srv = subprocess.Popen([str(binary), "serve", "-gguf", str(f32), "-draft-model", str(GGUF),
+                            "-num-draft-tokens", "3", "-port", str(port), "-access-log", "off"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        chat(port, STORY, 8, True)  # warm-up
+        rows, ref = [], None
+        for name, spec in (("serve, alone", False), ("serve, Q4_1 drafts 3", True)):
+            texts, rates, kept, drafted = [], [], 0, 0
+            for _ in range(runs):
+                text, rate, kept, drafted = chat(port, STORY, max_tokens, spec)
+                texts.append(text)
+                rates.append(rate)
+            rate = statistics.median(rates)
+            if ref is None:
+                ref = (texts[0], rate)
+            rows.append({"model": "float32", "task": "story", "setting": name, "tokens_per_s": rate, "runs": rates,
+                         "kept": kept, "drafted": drafted, "same_text": all(t == ref[0] for t in texts),
+                         "speedup": rate / ref[1]})
+            log(f"float32 story {name}: {rate:.1f} tok/s ({rows[-1]['speedup']:.2f}x), kept {kept}/{drafted}")
+        return rows
+    finally:
+        srv.terminate()
+        srv.wait()
 
 
 def main():
@@ -94,6 +172,7 @@ def main():
         rows.append(row)
         log(f"{model} {task} {name}: {rate:.1f} tok/s ({row['speedup']:.2f}x), kept {kept}/{drafted}, "
             f"same text {row['same_text']}")
+    rows += serve_rows(binary, f32, args.max_tokens, args.runs)
     lines = ["| model | task | setting | tokens/s | vs alone | drafts kept | same text |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         share = f"{r['kept']} / {r['drafted']} ({100 * r['kept'] / r['drafted']:.0f}%)" if r["drafted"] else ""

@@ -28,6 +28,7 @@ import (
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/glm4_moe"
 	"github.com/archgen/archgen/generated/gpt_oss"
+	"github.com/archgen/archgen/generated/gptj"
 	"github.com/archgen/archgen/generated/granite"
 	"github.com/archgen/archgen/generated/granitemoe"
 	"github.com/archgen/archgen/generated/granitemoehybrid"
@@ -100,6 +101,7 @@ var catalog = nn.NewCatalog(
 		glm4.Arch,
 		glm4_moe.Arch,
 		gpt_oss.Arch,
+		gptj.Arch,
 		granite.Arch,
 		granitemoe.Arch,
 		granitemoehybrid.Arch,

@@ -33,6 +33,7 @@ func TestLookup(t *testing.T) {
 			"glm4":               "glm4",
 			"glm4_moe":           "glm4_moe",
 			"gpt_oss":            "gpt_oss",
+			"gptj":               "gptj",
 			"granite":            "granite",
 			"granitemoe":         "granitemoe",
 			"granitemoehybrid":   "granitemoehybrid",

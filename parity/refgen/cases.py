@@ -2243,6 +2243,65 @@ def _glm4_moe_minimax_cases() -> List[Case]:
     ]
 
 
+def _gptj_cases() -> List[Case]:
+    """GPT-J: parallel layers under one LayerNorm, an interleaved rope over
+    the first rotary_dim features of each head, a 4h gelu_tanh MLP with
+    biases, an untied head with a bias; Hugging Face's names (transformer.,
+    the attention's mask buffers) on the float32 level of the first case."""
+
+    def gptj(**over):
+        cfg = {
+            "activation_function": "gelu_new",
+            "architectures": ["GPTJForCausalLM"],
+            "attn_pdrop": 0.0,
+            "bos_token_id": 1,
+            "embd_pdrop": 0.0,
+            "eos_token_id": 2,
+            "initializer_range": 0.02,
+            "layer_norm_epsilon": 1e-05,
+            "model_type": "gptj",
+            "n_embd": HIDDEN,
+            "n_head": 4,
+            "n_inner": None,
+            "n_layer": 2,
+            "n_positions": 2048,
+            "resid_pdrop": 0.0,
+            "rotary": True,
+            "rotary_dim": 8,
+            "tie_word_embeddings": False,
+            "torch_dtype": "float32",
+            "use_cache": True,
+            "vocab_size": VOCAB,
+        }
+        cfg.update(over)
+        return cfg
+
+    hf = Layout(
+        (("model.", "transformer."),),
+        tuple((f"transformer.h.{i}.attn.{name}", shape) for i in range(2)
+              for name, shape in (("bias", (1, 1, 8, 8)), ("masked_bias", (1,)))),
+    )
+    return [
+        Case(
+            "gptj",
+            "base",
+            "parallel block under ln_1, interleaved rope over 8 of head_dim 16, "
+            "no attention biases, a 4h gelu_tanh MLP with biases, lm_head bias; "
+            "the float32 level in Hugging Face's names (transformer., the "
+            "attention's bias and masked_bias buffers, dropped)",
+            gptj(),
+            layout=hf,
+        ),
+        Case(
+            "gptj",
+            "whole_head_rope",
+            "rotary_dim 0 (the whole head turns), n_inner set and ignored (the "
+            "MLP is 4h), layer_norm_epsilon 1e-6, 8 heads of 8",
+            gptj(rotary_dim=0, n_inner=96, layer_norm_epsilon=1e-6, n_head=8),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -3974,6 +4033,7 @@ CASES: List[Case] = (
     + _moe_cases()
     + _glm4_moe_minimax_cases()
     + _phi_cases()
+    + _gptj_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -198,6 +198,9 @@ type HeadDesc struct {
 	TiedWhenMissing F[bool] `yaml:"tied_when_missing"`
 	Divide          F[Expr] `yaml:"divide"`
 	Softcap         F[Expr] `yaml:"softcap"`
+	// DivideInput divides the final hidden states before the head
+	// (MiniCPM's muP head), where Divide divides the logits after it.
+	DivideInput F[Expr] `yaml:"divide_input"`
 
 	Bias  F[Expr] `yaml:"bias"`  // the untied head's bias
 	Scale F[Expr] `yaml:"scale"` // logits times this

@@ -23,6 +23,7 @@ type Head struct {
 	divide  *Scalar
 	softcap *Scalar
 	scale   *Scalar
+	input   *Scalar // the hidden states' divisor, before the head
 }
 
 func (h *Head) link(a *Arch) {
@@ -32,6 +33,7 @@ func (h *Head) link(a *Arch) {
 	h.LMHead = newField(goName(h.Name), nnType("Linear"), h.Name+"; the embedding table itself when the head is tied")
 	h.norm, h.embed, h.vocab = a.FinalNorm, a.Embed, a.Vocab
 	h.divide, h.softcap, h.scale = a.Scalars.Get(LogitsDivisor), a.Scalars.Get(FinalSoftcap), a.Scalars.Get(LogitsScale)
+	h.input = a.Scalars.Get(HiddenDivisor)
 }
 
 func (h *Head) fields(t goType) []jen.Code {
@@ -66,12 +68,15 @@ func (h *Head) normForward() jen.Code {
 	return jen.Id("h").Op("=").Add(apply(h.Norm.of(rModel), jen.Id("h")))
 }
 
-// forward are Forward's lines after Hidden: logits from the normed h, then
-// the scale, divisor and soft cap the head applies to them.
+// forward are Forward's lines after Hidden: logits from the normed h (first
+// divided, where the head divides its input), then the scale, divisor and
+// soft cap the head applies to them.
 func (h *Head) forward() []jen.Code {
-	out := []jen.Code{
-		jen.Id("logits").Op(":=").Add(apply(h.LMHead.of(rModel), jen.Id("h"))).Comment("[B, L, vocab]"),
+	var out []jen.Code
+	if h.input != nil {
+		out = append(out, jen.Id("h").Op("=").Add(call("DivideScalar", jen.Id("h"), h.input.of(rModel))).Comment(inline("/ "+h.input.Value.Text)))
 	}
+	out = append(out, jen.Id("logits").Op(":=").Add(apply(h.LMHead.of(rModel), jen.Id("h"))).Comment("[B, L, vocab]"))
 	if h.scale != nil {
 		out = append(out, jen.Id("logits").Op("=").Add(call("MultiplyScalar", jen.Id("logits"), h.scale.of(rModel))).Comment(inline("* "+h.scale.Value.Text)))
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/archgen/archgen/generated/mamba"
 	"github.com/archgen/archgen/generated/mamba2"
 	"github.com/archgen/archgen/generated/mimo"
+	"github.com/archgen/archgen/generated/minicpm"
 	"github.com/archgen/archgen/generated/minimax"
 	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
@@ -116,6 +117,7 @@ var catalog = nn.NewCatalog(
 		mamba.Arch,
 		mamba2.Arch,
 		mimo.Arch,
+		minicpm.Arch,
 		minimax.Arch,
 		ministral3.Arch,
 		mixtral.Arch,

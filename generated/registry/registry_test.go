@@ -51,6 +51,7 @@ func TestLookup(t *testing.T) {
 			"mamba":              "mamba",
 			"mamba2":             "mamba2",
 			"mimo":               "mimo",
+			"minicpm":            "minicpm",
 			"minimax":            "minimax",
 			"minimax_m2":         "minimax",
 			"ministral3":         "ministral3",

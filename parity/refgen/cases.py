@@ -2302,6 +2302,45 @@ def _gptj_cases() -> List[Case]:
     ]
 
 
+def _minicpm_cases() -> List[Case]:
+    """MiniCPM: Llama with muP's scalings (embeddings, residual branches,
+    the untied head's input); a checkpoint without lm_head takes the
+    embedding table for it, as mlx-lm's sanitize copies it."""
+
+    def minicpm(**over):
+        cfg = _llama_like("minicpm", "MiniCPMForCausalLM")
+        cfg.update(
+            dim_model_base=24,
+            scale_depth=1.4,
+            scale_emb=12,
+            rope_theta=10000.0,
+            tie_word_embeddings=False,
+            initializer_range=0.1,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "minicpm",
+            "base",
+            "embeddings times 12, residual branches times 1.4 / sqrt(2), the head's "
+            "input divided by 64 / 24 (not a power of two, so that dividing the logits instead would round differently), GQA, untied",
+            minicpm(),
+        ),
+        Case(
+            "minicpm",
+            "no_head_weight",
+            "no lm_head in the checkpoint (the embedding table copied in, still "
+            "divided), scale_emb 2.5, scale_depth 0.7, dim_model_base 40, plain "
+            "multi-head, rope_theta absent (mlx-lm's 1e6), rope_scaling linear",
+            _without(minicpm(scale_emb=2.5, scale_depth=0.7, dim_model_base=40, num_key_value_heads=4,
+                             rope_scaling={"type": "linear", "factor": 2.0}), "rope_theta"),
+            without=["lm_head"],
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -4034,6 +4073,7 @@ CASES: List[Case] = (
     + _glm4_moe_minimax_cases()
     + _phi_cases()
     + _gptj_cases()
+    + _minicpm_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -57,6 +57,7 @@ import (
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/phimoe"
 	"github.com/archgen/archgen/generated/plamo2"
+	"github.com/archgen/archgen/generated/qwen"
 	"github.com/archgen/archgen/generated/qwen2"
 	"github.com/archgen/archgen/generated/qwen2_moe"
 	"github.com/archgen/archgen/generated/qwen3"
@@ -131,6 +132,7 @@ var catalog = nn.NewCatalog(
 		phi3.Arch,
 		phimoe.Arch,
 		plamo2.Arch,
+		qwen.Arch,
 		qwen2.Arch,
 		qwen2_moe.Arch,
 		qwen3.Arch,

@@ -69,6 +69,7 @@ func TestLookup(t *testing.T) {
 			"phimoe":             "phimoe",
 			"pixtral":            "pixtral",
 			"plamo2":             "plamo2",
+			"qwen":               "qwen",
 			"qwen2":              "qwen2",
 			"qwen2_5_vl":         "qwen2_vl",
 			"qwen2_moe":          "qwen2_moe",

@@ -2341,6 +2341,69 @@ def _minicpm_cases() -> List[Case]:
     ]
 
 
+def _qwen_cases() -> List[Case]:
+    """The first Qwen: one c_attn projection for q, k and v (with a bias),
+    a SwiGLU of intermediate_size // 2 with gate w2 and up w1, RMSNorm, the
+    stack under transformer; no_bias switches the other biases."""
+
+    def qwen(**over):
+        cfg = {
+            "architectures": ["QWenLMHeadModel"],
+            "attn_dropout_prob": 0.0,
+            "auto_map": {"AutoConfig": "configuration_qwen.QWenConfig",
+                         "AutoModelForCausalLM": "modeling_qwen.QWenLMHeadModel"},
+            "bf16": False,
+            "emb_dropout_prob": 0.0,
+            "fp16": False,
+            "fp32": False,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 256,
+            "initializer_range": 0.02,
+            "kv_channels": 16,
+            "layer_norm_epsilon": 1e-06,
+            "max_position_embeddings": 2048,
+            "model_type": "qwen",
+            "no_bias": True,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "onnx_safe": None,
+            "rotary_emb_base": 10000,
+            "rotary_pct": 1.0,
+            "scale_attn_weights": True,
+            "seq_length": 2048,
+            "tie_word_embeddings": False,
+            "tokenizer_class": "QWenTokenizer",
+            "torch_dtype": "float32",
+            "use_cache": True,
+            "use_dynamic_ntk": True,
+            "use_flash_attn": "auto",
+            "use_logn_attn": True,
+            "vocab_size": VOCAB,
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "qwen",
+            "base",
+            "no_bias true: biases on c_attn alone; 4 heads of 16, a SwiGLU of 128 "
+            "(gate w2, up w1), untied head without a bias; rotary_emb_base, "
+            "use_dynamic_ntk and use_logn_attn read by no one",
+            qwen(),
+        ),
+        Case(
+            "qwen",
+            "biases",
+            "no_bias false: biases on c_proj, w1, w2, the MLP's c_proj and the "
+            "head too; 8 heads of 8, layer_norm_epsilon 1e-5, rotary_emb_base 1e6 "
+            "(not read: the rope's base stays 10000)",
+            qwen(no_bias=False, num_attention_heads=8, kv_channels=8, layer_norm_epsilon=1e-5,
+                 rotary_emb_base=1000000),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -4074,6 +4137,7 @@ CASES: List[Case] = (
     + _phi_cases()
     + _gptj_cases()
     + _minicpm_cases()
+    + _qwen_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -38,6 +38,7 @@ import (
 	"github.com/archgen/archgen/generated/jamba"
 	"github.com/archgen/archgen/generated/lfm2"
 	"github.com/archgen/archgen/generated/lfm2_moe"
+	"github.com/archgen/archgen/generated/lille_130m"
 	"github.com/archgen/archgen/generated/llama"
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mamba"
@@ -113,6 +114,7 @@ var catalog = nn.NewCatalog(
 		jamba.Arch,
 		lfm2.Arch,
 		lfm2_moe.Arch,
+		lille_130m.Arch,
 		llama.Arch,
 		llama4_text.Arch,
 		mamba.Arch,

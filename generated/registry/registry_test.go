@@ -45,6 +45,7 @@ func TestLookup(t *testing.T) {
 			"lfm2":               "lfm2",
 			"lfm2-vl":            "lfm2-vl",
 			"lfm2_moe":           "lfm2_moe",
+			"lille-130m":         "lille-130m",
 			"llama":              "llama",
 			"llama4_text":        "llama4_text",
 			"llava":              "mistral3",

@@ -2404,6 +2404,50 @@ def _qwen_cases() -> List[Case]:
     ]
 
 
+def _lille_cases() -> List[Case]:
+    """Lille 130M: norms inside the sublayers, one qkv_proj for grouped
+    heads, an interleaved rope, an MLP of 256 * round(8h/3/256), the head
+    always the embedding table; the rope's cached frequencies dropped."""
+
+    def lille(**over):
+        cfg = {
+            "architectures": ["Lille130M"],
+            "model_type": "lille-130m",
+            "block_size": 256,
+            "layer_norm_eps": 1e-5,
+            "n_embd": HIDDEN,
+            "n_head": 4,
+            "n_kv_heads": 2,
+            "n_layer": 2,
+            "rope_theta": 10000,
+            "vocab_size": VOCAB,
+            "torch_dtype": "float32",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "lille-130m",
+            "base",
+            "4 query heads over 2 kv heads from one qkv_proj, interleaved rope, an MLP "
+            "of 256; the float32 level holds the attention's rotary_emb.inv_freq, dropped",
+            lille(),
+            layout=Layout((), tuple((f"transformer.layers.{i}.attention.rotary_emb.inv_freq", (8,))
+                                    for i in range(2))),
+        ),
+        Case(
+            "lille-130m",
+            "mha_wide",
+            "n_embd 128 in 4 heads of 32, one kv head each (n_kv_heads 4), an MLP of "
+            "256 (round(341 / 256)), rope_theta 1e6, layer_norm_eps 1e-6, "
+            "tie_word_embeddings false (read, not used: the head is the table)",
+            lille(n_embd=128, n_kv_heads=4, rope_theta=1000000, layer_norm_eps=1e-6,
+                  tie_word_embeddings=False),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -4138,6 +4182,7 @@ CASES: List[Case] = (
     + _gptj_cases()
     + _minicpm_cases()
     + _qwen_cases()
+    + _lille_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -87,6 +87,10 @@ type Structure struct {
 	// EmbedNorm names a norm applied to the embeddings before the first
 	// layer (embed.go): a checkpoint name under the model's prefix.
 	EmbedNorm F[string] `yaml:"embed_norm"`
+	// Positions is the row count of a learned table of absolute positions
+	// (GPT-2's wpe, weights.names.positions) whose row for each token's
+	// position is added to its embedding (embed.go); null: none.
+	Positions F[Expr] `yaml:"positions"`
 	// Mixers are the token mixers other than attention, by kind (mixer.go):
 	// each section's layers say which layers it mixes.
 	Mixers OMap[OMap[F[Expr]]] `yaml:"mixers"`
@@ -253,6 +257,7 @@ type Names struct {
 	Layers    F[string] `yaml:"layers"`
 	Norm      F[string] `yaml:"norm"`
 	LMHead    F[string] `yaml:"lm_head"`
+	Positions F[string] `yaml:"positions"`
 	Attention F[string] `yaml:"attention"`
 	MLP       F[string] `yaml:"mlp"`
 	Q         F[string] `yaml:"q"`

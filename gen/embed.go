@@ -4,7 +4,9 @@ import "github.com/dave/jennifer/jen"
 
 // The embedding: token ids to the residual stream, optionally scaled,
 // optionally normed (structure.embed_norm: RWKV-7's first layer norms its
-// input before anything reads it, so the norm belongs to the stream).
+// input before anything reads it, so the norm belongs to the stream), and
+// optionally given a learned row for each position (structure.positions:
+// GPT-2's wpe).
 
 // Embed is the token embedding, resolved.
 type Embed struct {
@@ -19,12 +21,21 @@ type Embed struct {
 	normFull string // under the model's prefix
 	norm     *field
 	kind     *Norm
+	// positions is the learned position table's row count (nil: none),
+	// posField the table (weights.names.positions).
+	positions *Value
+	posPath   string
+	posField  *field
 }
 
 func (e *Embed) link(a *Arch) {
 	e.Path = a.path(a.Names.Embed)
 	e.Field = newField(goName(a.Names.Embed), nnType("Embedding"), e.Path)
 	e.vocab, e.scale = a.Vocab, a.Scalars.Get(EmbedScale)
+	if e.positions != nil {
+		e.posPath = a.path(a.Names.Positions)
+		e.posField = newField(goName(a.Names.Positions), nnType("Embedding"), e.posPath+": a row for each position")
+	}
 	if e.normName != "" {
 		e.kind = a.Norm
 		e.normFull = a.path(e.normName)
@@ -36,10 +47,14 @@ func (e *Embed) fields(t goType) []jen.Code {
 	if t != tModel {
 		return nil
 	}
+	out := []jen.Code{e.Field.decl()}
 	if e.norm != nil {
-		return []jen.Code{e.Field.decl(), e.norm.decl()}
+		out = append(out, e.norm.decl())
 	}
-	return []jen.Code{e.Field.decl()}
+	if e.posField != nil {
+		out = append(out, e.posField.decl())
+	}
+	return out
 }
 
 func (e *Embed) build(s stage) []jen.Code {
@@ -50,7 +65,19 @@ func (e *Embed) build(s stage) []jen.Code {
 	if e.norm != nil {
 		out = append(out, e.norm.of(rModel).Op("=").Add(e.kind.load("w", e.normFull, fHidden.of(rModel))))
 	}
+	if e.posField != nil {
+		out = append(out, e.posField.of(rModel).Op("=").Id("w").Dot("Embedding").Call(jen.Lit(e.posPath), e.positions.Code(), fHidden.of(rModel)))
+	}
 	return out
+}
+
+// positionsForward is Hidden's line after the mask (which binds a batch's
+// row offsets to g): each token's position's row added to h.
+func (e *Embed) positionsForward() []jen.Code {
+	if e.posField == nil {
+		return nil
+	}
+	return []jen.Code{jen.Id("h").Op("=").Qual(nnPkg, "AddPositions").Call(g(), jen.Id("h"), e.posField.of(rModel), jen.Id("caches").Index(jen.Lit(0))).Comment("+ the rows of the tokens' positions")}
 }
 
 // forward are Hidden's first lines: h from tokens.

@@ -50,6 +50,7 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 		body = append(body, jen.Id("mask").Op(":=").Id("caches").Index(jen.Lit(0)).Dot("Mask").Call(g(), jen.Id("L"), jen.Lit(0), jen.Lit(maskArray)))
 		mask = jen.Id("mask")
 	}
+	body = append(body, a.Embed.positionsForward()...)
 	body = append(body,
 		jen.For(jen.Id("i").Op(":=").Range().Add(stack.Clone())).Block(
 			jen.Id("h").Op("=").Add(stack.Clone()).Index(jen.Id("i")).Dot("forward").Call(g(), jen.Id("h"), mask, jen.Id("caches").Index(jen.Id("i"))),

@@ -120,6 +120,7 @@ func (v *Value) Float32() *jen.Statement { return jen.Float32().Call(v.Code()) }
 // ResolvedNames are the checkpoint names by role.
 type ResolvedNames struct {
 	Model, Embed, Layers, Norm, LMHead, Attention, MLP string
+	Positions                                          string
 	Q, K, V, O, QKV, QNorm, KNorm                      string
 	Gate, Up, Down, GateUp, FC, Proj                   string
 	AttnIn, AttnOut, MLPIn, MLPOut                     string
@@ -510,6 +511,11 @@ func (b *builder) structure() error {
 	}
 	a := b.a
 	a.Embed = &Embed{}
+	positions, err := b.optValue(b.d.Structure.Positions, "structure.positions", TInt, sc)
+	if err != nil {
+		return err
+	}
+	a.Embed.positions = positions
 	if n := b.d.Structure.EmbedNorm; n.IsSet() && n.V != "" {
 		if !tensorPath.MatchString(n.V) {
 			return errAt(n.Pos, "structure.embed_norm", "%q is not a checkpoint name (dotted lower-case words or indices)", n.V)

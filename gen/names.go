@@ -20,6 +20,7 @@ var modelRoles = []nameRole{
 	{"layers", "layers", func(n *Names) *F[string] { return &n.Layers }, func(r *ResolvedNames) *string { return &r.Layers }},
 	{"norm", "norm", func(n *Names) *F[string] { return &n.Norm }, func(r *ResolvedNames) *string { return &r.Norm }},
 	{"lm_head", "lm_head", func(n *Names) *F[string] { return &n.LMHead }, func(r *ResolvedNames) *string { return &r.LMHead }},
+	{"positions", "wpe", func(n *Names) *F[string] { return &n.Positions }, func(r *ResolvedNames) *string { return &r.Positions }},
 }
 
 // checkpointRoles are every component's roles.

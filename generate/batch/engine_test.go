@@ -160,6 +160,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"recurrent_gemma", "attention_first_untied", kv.Options{}}, // state rows beside window caches
 		{"rwkv7", "heads16_untied", kv.Options{}},                   // three state slots a layer, the first layer's values carried
 		{"bailing_moe_linear", "softmax_groups", kv.Options{}},      // lightning states rotated from each row's offset, beside attention
+		{"gpt_bigcode", "base", kv.Options{}},                       // learned positions from each row's offset
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}

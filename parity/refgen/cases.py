@@ -2448,6 +2448,58 @@ def _lille_cases() -> List[Case]:
     ]
 
 
+def _gpt_bigcode_cases() -> List[Case]:
+    """GPT-BigCode: GPT-2's layers with learned positions (wpe) and
+    multi-query attention from one c_attn, no rope, the exact GELU."""
+
+    def bigcode(**over):
+        cfg = {
+            "activation_function": "gelu_pytorch_tanh",
+            "architectures": ["GPTBigCodeForCausalLM"],
+            "attention_softmax_in_fp32": True,
+            "attn_pdrop": 0.1,
+            "bos_token_id": 1,
+            "embd_pdrop": 0.1,
+            "eos_token_id": 2,
+            "initializer_range": 0.02,
+            "layer_norm_epsilon": 1e-05,
+            "model_type": "gpt_bigcode",
+            "multi_query": True,
+            "n_embd": HIDDEN,
+            "n_head": 4,
+            "n_inner": 128,
+            "n_layer": 2,
+            "n_positions": 64,
+            "resid_pdrop": 0.1,
+            "scale_attention_softmax_in_fp32": True,
+            "scale_attn_weights": True,
+            "torch_dtype": "float32",
+            "use_cache": True,
+            "vocab_size": VOCAB,
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "gpt_bigcode",
+            "base",
+            "multi-query (one key and value head for 4 queries), learned positions "
+            "(64 rows), biases everywhere, the exact GELU over n_inner 128, tied head",
+            bigcode(),
+        ),
+        Case(
+            "gpt_bigcode",
+            "mha_untied",
+            "multi_query false (a key and value head per query head), "
+            "num_key_value_heads 2 (read, not used), no attention or MLP biases, "
+            "untied head, layer_norm_epsilon 1e-6",
+            bigcode(multi_query=False, num_key_value_heads=2, attention_bias=False, mlp_bias=False,
+                    tie_word_embeddings=False, layer_norm_epsilon=1e-6),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -4183,6 +4235,7 @@ CASES: List[Case] = (
     + _minicpm_cases()
     + _qwen_cases()
     + _lille_cases()
+    + _gpt_bigcode_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -1,0 +1,54 @@
+package nn
+
+import (
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// AddPositions adds to h [B, L, hidden] the rows of table (a learned table
+// of absolute positions, GPT-2's wpe) for its tokens' positions: from c's
+// offset on, or, in a step of a batch (kv.RowOffsets, bound by the batch's
+// mask), from each row's own. A position past the table's rows fails on g,
+// naming both, where the lookup would read past the table.
+func AddPositions(g *mlx.Graph, h *mlx.Array, table *Embedding, c kv.Cache) *mlx.Array {
+	if g.Err() != nil {
+		return h
+	}
+	if h.Ndim() != 3 {
+		g.Failf("nn: positions for hidden states of shape %v (want [B, L, hidden])", h.Shape())
+		return h
+	}
+	B, L := h.Dim(0), h.Dim(1)
+	rows := table.rows()
+	offsets := kv.RowOffsets(g)
+	if len(offsets) != B {
+		offsets = nil
+	}
+	first, last := c.Offset(), c.Offset()
+	for _, o := range offsets {
+		first, last = min(first, o), max(last, o)
+	}
+	if last+L > rows {
+		g.Failf("nn: position %d is past the %d positions the model's table holds (its n_positions)", last+L-1, rows)
+		return h
+	}
+	if offsets == nil {
+		ids := g.Arange(float64(first), float64(first+L), 1, mlx.Int32)
+		return g.Add(h, table.Apply(g, ids)) // [L, hidden], the same for every row
+	}
+	at := make([]int32, 0, B*L)
+	for _, o := range offsets {
+		for j := range L {
+			at = append(at, int32(o+j))
+		}
+	}
+	return g.Add(h, table.Apply(g, mlx.FromSlice(g, at, B, L)))
+}
+
+// rows is the table's row count.
+func (e *Embedding) rows() int {
+	if e.Q != nil {
+		return e.Q.Weight.Dim(0)
+	}
+	return e.Weight.Dim(0)
+}

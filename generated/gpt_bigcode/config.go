@@ -46,8 +46,9 @@ type Config struct {
 	// VocabSize is vocab_size (required).
 	VocabSize int `json:"vocab_size"`
 
-	// NumKeyValueHeads is num_key_value_heads; 0 when absent. Read, not used:
-	// multi_query sets the key and value heads.
+	// NumKeyValueHeads is num_key_value_heads; if(multi_query, 1, n_head) when
+	// absent. Read, not used by the attention: multi_query sets its key and value
+	// heads.
 	NumKeyValueHeads int `json:"num_key_value_heads"`
 
 	// MultiQuery is multi_query; true when absent.
@@ -83,6 +84,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
+	var hasNumKeyValueHeads bool
 	c.NEmbd = nn.Required[int](r, "n_embd")
 	c.NLayer = nn.Required[int](r, "n_layer")
 	c.NInner = nn.Required[int](r, "n_inner")
@@ -90,7 +92,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.NPositions = nn.Required[int](r, "n_positions")
 	c.LayerNormEpsilon = nn.Required[float64](r, "layer_norm_epsilon")
 	c.VocabSize = nn.Required[int](r, "vocab_size")
-	c.NumKeyValueHeads, _ = nn.Optional[int](r, "num_key_value_heads")
+	c.NumKeyValueHeads, hasNumKeyValueHeads = nn.Optional[int](r, "num_key_value_heads")
 	c.MultiQuery = nn.Default[bool](r, "multi_query", true)
 	c.AttentionBias = nn.Default[bool](r, "attention_bias", true)
 	c.MLPBias = nn.Default[bool](r, "mlp_bias", true)
@@ -104,6 +106,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.LayerCount(r, "n_layer", c.NLayer)
 	if err := r.Err(); err != nil {
 		return nil, err
+	}
+	if !hasNumKeyValueHeads {
+		c.NumKeyValueHeads = nn.If(c.MultiQuery, 1, c.NHead)
 	}
 	c.HeadDim = c.NEmbd / c.NHead
 	nn.Min(r, "head_dim", c.HeadDim, 1)

@@ -33,7 +33,7 @@ var Arch = nn.Arch{
 	Config: func(data []byte) (any, error) {
 		return ParseConfig(data)
 	},
-	Derived: []string{},
+	Derived: []string{"num_key_value_heads"},
 	Ignored: IgnoredKeys,
 	NoShard: "its fused attn.c_attn holds q, k and v parts of unequal sizes (n_head heads of queries, kv_heads of keys and of values), which a plan's equal parts cannot split",
 }

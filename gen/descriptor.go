@@ -228,6 +228,11 @@ type WeightsDesc struct {
 	// Fold folds multipliers into the weights of checkpoints of one form
 	// (weights_fold.go).
 	Fold FoldDesc `yaml:"fold"`
+	// Bare, when set, reads a checkpoint whose names lack the model's
+	// prefix (Hugging Face's GPT-2 files) under it, with the tensors whose
+	// names end with one of these transposed (Conv1D weights stored [in,
+	// out]), as mlx-lm's sanitize does (weights_bare.go).
+	Bare F[[]string] `yaml:"bare"`
 }
 
 // UnitRowsRule is one of weights.unit_rows: a tensor whose rows loading

@@ -242,7 +242,7 @@ func emitLoad(f *jen.File, a *Arch) {
 //		return m, w.Finish()
 //	}
 func emitBuild(f *jen.File, a *Arch) {
-	body := a.renameLines()
+	body := append(a.bareLines(), a.renameLines()...)
 	for _, d := range a.Drops {
 		var stmt jen.Code
 		switch {

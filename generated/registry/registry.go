@@ -27,6 +27,7 @@ import (
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/glm4_moe"
+	"github.com/archgen/archgen/generated/gpt2"
 	"github.com/archgen/archgen/generated/gpt_bigcode"
 	"github.com/archgen/archgen/generated/gpt_oss"
 	"github.com/archgen/archgen/generated/gptj"
@@ -104,6 +105,7 @@ var catalog = nn.NewCatalog(
 		glm.Arch,
 		glm4.Arch,
 		glm4_moe.Arch,
+		gpt2.Arch,
 		gpt_bigcode.Arch,
 		gpt_oss.Arch,
 		gptj.Arch,

@@ -32,6 +32,7 @@ func TestLookup(t *testing.T) {
 			"glm":                "glm",
 			"glm4":               "glm4",
 			"glm4_moe":           "glm4_moe",
+			"gpt2":               "gpt2",
 			"gpt_bigcode":        "gpt_bigcode",
 			"gpt_oss":            "gpt_oss",
 			"gptj":               "gptj",

@@ -36,9 +36,10 @@ class Layout:
 
     rename: Tuple[Tuple[str, str], ...]
     towers: Tuple[Tuple[str, Tuple[int, ...]], ...]
-    # Substrings of the names of three-dimensional tensors stored with
-    # their last two axes swapped, as Hugging Face stores the short
-    # convolutions ([channels, 1, taps]); mlx-lm's sanitize moves them back.
+    # Substrings of the names of two- or three-dimensional tensors stored
+    # with their last two axes swapped, as Hugging Face stores the short
+    # convolutions ([channels, 1, taps]) and GPT-2's Conv1D weights ([in,
+    # out]); mlx-lm's sanitize moves them back.
     transposed: Tuple[str, ...] = ()
 
 
@@ -2500,6 +2501,65 @@ def _gpt_bigcode_cases() -> List[Case]:
     ]
 
 
+def _gpt2_cases() -> List[Case]:
+    """GPT-2: pre-norm LayerNorm layers with learned positions, one c_attn
+    for q, k and v, a 4h gelu_tanh MLP, the head always the table; the
+    float32 level in Hugging Face's bare names with its Conv1D weights
+    [in, out] and the attention's mask buffers."""
+
+    def gpt2(**over):
+        cfg = {
+            "activation_function": "gelu_new",
+            "architectures": ["GPT2LMHeadModel"],
+            "attn_pdrop": 0.1,
+            "bos_token_id": 1,
+            "embd_pdrop": 0.1,
+            "eos_token_id": 2,
+            "initializer_range": 0.02,
+            "layer_norm_epsilon": 1e-05,
+            "model_type": "gpt2",
+            "n_ctx": 64,
+            "n_embd": HIDDEN,
+            "n_head": 4,
+            "n_layer": 2,
+            "n_positions": 64,
+            "resid_pdrop": 0.1,
+            "summary_activation": None,
+            "summary_first_dropout": 0.1,
+            "summary_proj_to_labels": True,
+            "summary_type": "cls_index",
+            "summary_use_proj": True,
+            "torch_dtype": "float32",
+            "vocab_size": VOCAB,
+        }
+        cfg.update(over)
+        return cfg
+
+    bare = Layout(
+        (("model.", ""),),
+        tuple((f"h.{i}.attn.bias", (1, 1, 8, 8)) for i in range(2)),
+        transposed=("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"),
+    )
+    return [
+        Case(
+            "gpt2",
+            "base",
+            "4 heads of 16 from one c_attn, learned positions (64 rows), a 4h gelu_tanh "
+            "MLP, biases everywhere, the head the table; the float32 level in Hugging "
+            "Face's bare names, Conv1D weights [in, out], the mask buffers (dropped)",
+            gpt2(),
+            layout=bare,
+        ),
+        Case(
+            "gpt2",
+            "saved_names",
+            "mlx-lm's own names on every level (model.), 8 heads of 8, "
+            "layer_norm_epsilon 1e-6, 48 positions",
+            gpt2(n_head=8, layer_norm_epsilon=1e-6, n_positions=48, n_ctx=48),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -4236,6 +4296,7 @@ CASES: List[Case] = (
     + _qwen_cases()
     + _lille_cases()
     + _gpt_bigcode_cases()
+    + _gpt2_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -225,8 +225,8 @@ def relayout(dst: Path, case: Case):
     saved = mx.load(str(path))
     out = {}
     for name, value in saved.items():
-        if value.ndim == 3 and any(t in name for t in case.layout.transposed):
-            value = mx.contiguous(mx.swapaxes(value, 1, 2))
+        if value.ndim in (2, 3) and any(t in name for t in case.layout.transposed):
+            value = mx.contiguous(mx.swapaxes(value, -2, -1))
         for old, new in case.layout.rename:
             if name.startswith(old):
                 name = new + name[len(old):]

@@ -281,6 +281,38 @@ func (w *Weights) Rename(from, to string) {
 	}
 }
 
+// PrefixBare reads a checkpoint whose tensor names all lack prefix
+// (Hugging Face's GPT-2 files) under it, and transposes the two-dimensional
+// tensors whose names end with one of transpose (Conv1D weights, stored
+// [in, out], to a linear layer's [out, in]), as mlx-lm's sanitize does; a
+// checkpoint with any name under prefix is left as it is.
+func (w *Weights) PrefixBare(prefix string, transpose []string) {
+	l := w.l
+	if l.record {
+		return
+	}
+	for name := range l.tensors {
+		if strings.HasPrefix(name, prefix+".") {
+			return
+		}
+	}
+	moved := make(map[string]*mlx.Array, len(l.tensors))
+	for name, a := range l.tensors {
+		if a.Ndim() == 2 && slices.ContainsFunc(transpose, func(s string) bool { return strings.HasSuffix(name, s) }) {
+			t := l.g.Contiguous(l.g.Transpose(a, 1, 0))
+			if err := l.g.Err(); err != nil {
+				w.failf("%s: transposing: %v", name, err)
+				return
+			}
+			l.g.Keep(t)
+			l.scratch = append(l.scratch, a)
+			a = t
+		}
+		moved[prefix+"."+name] = a
+	}
+	l.tensors = moved
+}
+
 // UnfuseRows splits a projection stored fused, from.weight [n * rows,
 // columns] (unquantized), into n equal parts by rows, to[i].weight each, as
 // mlx-lm's sanitize splits a module it stores in another form; a no-op

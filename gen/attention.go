@@ -34,6 +34,7 @@ type Attention struct {
 	Heads, KVHeads, HeadDim *Value
 	Scale                   *Value
 	FusedQKV                bool
+	FusedPerHead            bool // the fused output is [heads, 3, head_dim]
 	Float32                 bool // queries, keys and values attend in float32, the result cast back
 	BiasQ, BiasK, BiasV     *Value
 	BiasO                   *Value
@@ -223,7 +224,13 @@ func (at *Attention) emitForward(f *jen.File) {
 			body = append(body, qkNorm...)
 		}
 	} else {
-		if at.FusedQKV {
+		if at.FusedPerHead {
+			body = append(body,
+				jen.Id("qkv").Op(":=").Add(call("Split", call("Reshape", apply(self(at.Projs[0].Field), jen.Id("x")), jen.Id("B"), jen.Id("L"), self(at.heads), jen.Lit(3).Op("*").Add(self(at.headDim))), jen.Lit(3), jen.Lit(-1))),
+				jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
+					Comment("[B, L, heads, head_dim] each: each head's q, k and v side by side"),
+			)
+		} else if at.FusedQKV {
 			body = append(body,
 				jen.Id("qkv").Op(":=").Add(call("SplitAt", apply(self(at.Projs[0].Field), jen.Id("x")),
 					jen.Index().Int().Values(width(at.heads), jen.Parens(self(at.heads).Op("+").Add(self(at.kvHeads))).Op("*").Add(self(at.headDim))), jen.Lit(-1))),
@@ -459,16 +466,17 @@ func (b *builder) resolveAttention(sc *scope) error {
 	}
 	l := b.leaves(sc)
 	b.a.Attn = &Attention{
-		Heads:    l.mustLayer(at.Heads, "structure.attention.heads", TInt),
-		KVHeads:  l.mustLayer(at.KVHeads, "structure.attention.kv_heads", TInt),
-		HeadDim:  l.mustLayer(at.HeadDim, "structure.attention.head_dim", TInt),
-		Scale:    l.mustLayer(at.Scale, "structure.attention.scale", TFloat),
-		FusedQKV: at.FusedQKV.V,
-		BiasQ:    l.must(at.Bias.Q, "structure.attention.bias.q", TBool),
-		BiasK:    l.must(at.Bias.K, "structure.attention.bias.k", TBool),
-		BiasV:    l.must(at.Bias.V, "structure.attention.bias.v", TBool),
-		BiasO:    l.must(at.Bias.O, "structure.attention.bias.o", TBool),
-		QKNorm:   at.QKNorm.V,
+		Heads:        l.mustLayer(at.Heads, "structure.attention.heads", TInt),
+		KVHeads:      l.mustLayer(at.KVHeads, "structure.attention.kv_heads", TInt),
+		HeadDim:      l.mustLayer(at.HeadDim, "structure.attention.head_dim", TInt),
+		Scale:        l.mustLayer(at.Scale, "structure.attention.scale", TFloat),
+		FusedQKV:     at.FusedQKV.V,
+		FusedPerHead: at.FusedQKVPerHead.V,
+		BiasQ:        l.must(at.Bias.Q, "structure.attention.bias.q", TBool),
+		BiasK:        l.must(at.Bias.K, "structure.attention.bias.k", TBool),
+		BiasV:        l.must(at.Bias.V, "structure.attention.bias.v", TBool),
+		BiasO:        l.must(at.Bias.O, "structure.attention.bias.o", TBool),
+		QKNorm:       at.QKNorm.V,
 
 		OutputGate: at.OutputGate.V,
 	}
@@ -486,6 +494,9 @@ func (b *builder) resolveAttention(sc *scope) error {
 	a := b.a
 	if a.Attn.FusedQKV && !(a.Attn.BiasQ.Text == a.Attn.BiasK.Text && a.Attn.BiasQ.Text == a.Attn.BiasV.Text) {
 		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has one bias for q, k and v: their bias expressions must be the same")
+	}
+	if a.Attn.FusedPerHead && (!a.Attn.FusedQKV || a.Attn.Heads.Text != a.Attn.KVHeads.Text) {
+		return errAt(at.FusedQKVPerHead.Pos, "structure.attention.fused_qkv_per_head", "lays out a fused qkv projection by head: it needs fused_qkv and as many key and value heads as query heads (kv_heads %s, heads %s)", a.Attn.KVHeads.Text, a.Attn.Heads.Text)
 	}
 	if a.Attn.OutputGate && a.Attn.FusedQKV {
 		return errAt(at.OutputGate.Pos, "structure.attention.output_gate", "an output gate comes from q's own projection, not a fused qkv")
@@ -532,6 +543,7 @@ func attentionDefaults(d *Descriptor) {
 	exprDefault(&a.HeadDim, "head_dim", f)
 	exprDefault(&a.Scale, "head_dim ** -0.5", f)
 	setDefault(&a.FusedQKV, false, f)
+	setDefault(&a.FusedQKVPerHead, false, f)
 	setDefault(&a.Float32, false, f)
 	for _, b := range []*F[Expr]{&a.Bias.Q, &a.Bias.K, &a.Bias.V, &a.Bias.O} {
 		exprDefault(b, "false", f)

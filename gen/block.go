@@ -279,6 +279,11 @@ func (b *builder) resolveBlock() error {
 	for slot := AttnIn; slot <= MLPOut; slot++ {
 		f := slotName(n, slot)
 		if defaults[slot] == "" {
+			if f.IsSet() && s.Block.V == parallelBlock && slot == MLPIn {
+				// a parallel block's MLP may read a norm of its own (GPT-NeoX)
+				a.Block.Slots = append(a.Block.Slots, &NormSlot{Slot: slot, Name: f.V, Field: a.Norm.field(goName(f.V), f.V)})
+				continue
+			}
 			if f.IsSet() {
 				return errAt(f.Pos, "weights.names."+slotKeys[slot], "a %s block has no such norm", s.Block.V)
 			}

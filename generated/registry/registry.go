@@ -29,6 +29,7 @@ import (
 	"github.com/archgen/archgen/generated/glm4_moe"
 	"github.com/archgen/archgen/generated/gpt2"
 	"github.com/archgen/archgen/generated/gpt_bigcode"
+	"github.com/archgen/archgen/generated/gpt_neox"
 	"github.com/archgen/archgen/generated/gpt_oss"
 	"github.com/archgen/archgen/generated/gptj"
 	"github.com/archgen/archgen/generated/granite"
@@ -107,6 +108,7 @@ var catalog = nn.NewCatalog(
 		glm4_moe.Arch,
 		gpt2.Arch,
 		gpt_bigcode.Arch,
+		gpt_neox.Arch,
 		gpt_oss.Arch,
 		gptj.Arch,
 		granite.Arch,

@@ -34,6 +34,7 @@ func TestLookup(t *testing.T) {
 			"glm4_moe":           "glm4_moe",
 			"gpt2":               "gpt2",
 			"gpt_bigcode":        "gpt_bigcode",
+			"gpt_neox":           "gpt_neox",
 			"gpt_oss":            "gpt_oss",
 			"gptj":               "gptj",
 			"granite":            "granite",

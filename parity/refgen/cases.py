@@ -2560,6 +2560,69 @@ def _gpt2_cases() -> List[Case]:
     ]
 
 
+def _gpt_neox_cases() -> List[Case]:
+    """GPT-NeoX: parallel layers with a norm for each sublayer, one
+    query_key_value laid out by head, a partial rope, a 4h gelu_tanh MLP, an
+    untied embed_out; the float32 level in Hugging Face's names (gpt_neox.,
+    its mask buffers and rope frequencies)."""
+
+    def neox(**over):
+        cfg = {
+            "architectures": ["GPTNeoXForCausalLM"],
+            "attention_bias": True,
+            "attention_dropout": 0.0,
+            "bos_token_id": 1,
+            "classifier_dropout": 0.1,
+            "eos_token_id": 2,
+            "hidden_act": "gelu",
+            "hidden_dropout": 0.0,
+            "hidden_size": HIDDEN,
+            "initializer_range": 0.02,
+            "intermediate_size": 256,
+            "layer_norm_eps": 1e-05,
+            "max_position_embeddings": 2048,
+            "model_type": "gpt_neox",
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "rope_scaling": None,
+            "rotary_emb_base": 10000,
+            "rotary_pct": 0.25,
+            "tie_word_embeddings": False,
+            "torch_dtype": "float32",
+            "use_cache": True,
+            "use_parallel_residual": True,
+            "vocab_size": VOCAB,
+        }
+        cfg.update(over)
+        return cfg
+
+    hf = Layout(
+        (("model.h.", "gpt_neox.layers."), ("model.embed_out.", "embed_out."), ("model.", "gpt_neox.")),
+        tuple((f"gpt_neox.layers.{i}.attention.{name}", shape) for i in range(2)
+              for name, shape in (("bias", (1, 1, 8, 8)), ("masked_bias", (1,)), ("rotary_emb.inv_freq", (2,)))),
+    )
+    return [
+        Case(
+            "gpt_neox",
+            "base",
+            "4 heads of 16, q, k and v side by side in each head's part of "
+            "query_key_value, rope over a quarter of the head, two norms in a "
+            "parallel layer; the float32 level in Hugging Face's names with the "
+            "mask buffers and rope frequencies, dropped",
+            neox(),
+            layout=hf,
+        ),
+        Case(
+            "gpt_neox",
+            "full_rope",
+            "rotary_pct 1.0, rotary_emb_base 1e6, 8 heads of 8, layer_norm_eps 1e-6, "
+            "intermediate_size not 4h (not read)",
+            neox(rotary_pct=1.0, rotary_emb_base=1000000, num_attention_heads=8, layer_norm_eps=1e-6,
+                 intermediate_size=96),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -4297,6 +4360,7 @@ CASES: List[Case] = (
     + _lille_cases()
     + _gpt_bigcode_cases()
     + _gpt2_cases()
+    + _gpt_neox_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestParallelBlockErrors: the parallel block, the head's bias and
+// TestParallelBlockErrors: the parallel block, a fused qkv laid out by
+// head, bare checkpoint names without a prefix, the head's bias and
 // scale, a norm's bias, the q and k norms' conditions and kinds, float32 at
 // float16 and position-scaled queries (descriptors/README.md), each used
 // wrongly, with its
@@ -15,8 +16,12 @@ func TestParallelBlockErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml, want string
 	}{
-		{"parallel block naming a second norm", with("  block: parallel\n") + "weights:\n  names: {mlp_in_norm: post_attention_layernorm}\n",
-			`descriptors/a.yaml:21: weights.names.mlp_in_norm: a parallel block has no such norm`},
+		{"parallel block naming an output norm", with("  block: parallel\n") + "weights:\n  names: {attn_out_norm: post_attention_layernorm}\n",
+			`descriptors/a.yaml:21: weights.names.attn_out_norm: a parallel block has no such norm`},
+		{"per-head fused qkv without fused_qkv", with("  attention:\n    fused_qkv_per_head: true\n"),
+			`descriptors/a.yaml:16: structure.attention.fused_qkv_per_head: lays out a fused qkv projection by head: it needs fused_qkv and as many key and value heads as query heads (kv_heads num_key_value_heads, heads num_attention_heads)`},
+		{"bare names without a model prefix", base + "weights:\n  names: {model: \"\"}\n  bare: [mlp.c_fc.weight]\n",
+			`descriptors/a.yaml:21: weights.bare: reads checkpoints without the model's prefix, and weights.names.model is empty`},
 		{"bias on a tied head", with("  head:\n    tied: true\n    bias: true\n"),
 			`descriptors/a.yaml:17: structure.head.bias: a tied head is the embedding table, which has no bias`},
 		{"head bias not a bool", with("  head:\n    bias: rms_norm_eps\n"),

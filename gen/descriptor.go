@@ -128,21 +128,21 @@ type NormOffsetsDesc struct {
 
 // AttnDesc is self-attention.
 type AttnDesc struct {
-	Heads    F[Expr]   `yaml:"heads"`
-	KVHeads  F[Expr]   `yaml:"kv_heads"`
-	HeadDim  F[Expr]   `yaml:"head_dim"`
-	Scale    F[Expr]   `yaml:"scale"`
-	FusedQKV F[bool]   `yaml:"fused_qkv"`
+	Heads    F[Expr] `yaml:"heads"`
+	KVHeads  F[Expr] `yaml:"kv_heads"`
+	HeadDim  F[Expr] `yaml:"head_dim"`
+	Scale    F[Expr] `yaml:"scale"`
+	FusedQKV F[bool] `yaml:"fused_qkv"`
 	// FusedQKVPerHead: the fused projection's output holds each head's q,
 	// k and v side by side ([heads, 3, head_dim], GPT-NeoX's), not all q,
 	// then all k, then all v.
-	FusedQKVPerHead F[bool] `yaml:"fused_qkv_per_head"`
-	Float32  F[bool]   `yaml:"float32"`
-	Bias     BiasDesc  `yaml:"bias"`
-	QKNorm   F[QKNorm] `yaml:"qk_norm"`
-	Softcap  F[Expr]   `yaml:"softcap"`
-	Sliding  F[Expr]   `yaml:"sliding"`
-	Window   F[Expr]   `yaml:"window"`
+	FusedQKVPerHead F[bool]   `yaml:"fused_qkv_per_head"`
+	Float32         F[bool]   `yaml:"float32"`
+	Bias            BiasDesc  `yaml:"bias"`
+	QKNorm          F[QKNorm] `yaml:"qk_norm"`
+	Softcap         F[Expr]   `yaml:"softcap"`
+	Sliding         F[Expr]   `yaml:"sliding"`
+	Window          F[Expr]   `yaml:"window"`
 
 	QKNormWhen       F[Expr]        `yaml:"qk_norm_when"`       // q and k norms only where this holds
 	QKNormEps        F[Expr]        `yaml:"qk_norm_eps"`        // the q and k norms' eps, where it is not the norm's

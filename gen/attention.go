@@ -225,10 +225,13 @@ func (at *Attention) emitForward(f *jen.File) {
 		}
 	} else {
 		if at.FusedPerHead {
+			groups := func() *jen.Statement { return jen.Parens(self(at.heads).Op("/").Add(self(at.kvHeads))) }
 			body = append(body,
-				jen.Id("qkv").Op(":=").Add(call("Split", call("Reshape", apply(self(at.Projs[0].Field), jen.Id("x")), jen.Id("B"), jen.Id("L"), self(at.heads), jen.Lit(3).Op("*").Add(self(at.headDim))), jen.Lit(3), jen.Lit(-1))),
+				jen.Id("qkv").Op(":=").Add(call("SplitAt",
+					call("Reshape", apply(self(at.Projs[0].Field), jen.Id("x")), jen.Id("B"), jen.Id("L"), self(at.kvHeads), groups().Op("+").Lit(2), self(at.headDim)),
+					jen.Index().Int().Values(groups(), groups().Op("+").Lit(1)), jen.Lit(-2))),
 				jen.List(jen.Id("q"), jen.Id("k"), jen.Id("v")).Op(":=").List(jen.Id("qkv").Index(jen.Lit(0)), jen.Id("qkv").Index(jen.Lit(1)), jen.Id("qkv").Index(jen.Lit(2))).
-					Comment("[B, L, heads, head_dim] each: each head's q, k and v side by side"),
+					Comment("[B, L, kv_heads, heads/kv_heads (1, 1), head_dim]: each key-value head's queries, key and value side by side"),
 			)
 		} else if at.FusedQKV {
 			body = append(body,
@@ -495,8 +498,8 @@ func (b *builder) resolveAttention(sc *scope) error {
 	if a.Attn.FusedQKV && !(a.Attn.BiasQ.Text == a.Attn.BiasK.Text && a.Attn.BiasQ.Text == a.Attn.BiasV.Text) {
 		return errAt(at.FusedQKV.Pos, "structure.attention.fused_qkv", "a fused qkv projection has one bias for q, k and v: their bias expressions must be the same")
 	}
-	if a.Attn.FusedPerHead && (!a.Attn.FusedQKV || a.Attn.Heads.Text != a.Attn.KVHeads.Text) {
-		return errAt(at.FusedQKVPerHead.Pos, "structure.attention.fused_qkv_per_head", "lays out a fused qkv projection by head: it needs fused_qkv and as many key and value heads as query heads (kv_heads %s, heads %s)", a.Attn.KVHeads.Text, a.Attn.Heads.Text)
+	if a.Attn.FusedPerHead && !a.Attn.FusedQKV {
+		return errAt(at.FusedQKVPerHead.Pos, "structure.attention.fused_qkv_per_head", "lays out a fused qkv projection by head: it needs fused_qkv")
 	}
 	if a.Attn.OutputGate && a.Attn.FusedQKV {
 		return errAt(at.OutputGate.Pos, "structure.attention.output_gate", "an output gate comes from q's own projection, not a fused qkv")

@@ -19,7 +19,7 @@ func TestParallelBlockErrors(t *testing.T) {
 		{"parallel block naming an output norm", with("  block: parallel\n") + "weights:\n  names: {attn_out_norm: post_attention_layernorm}\n",
 			`descriptors/a.yaml:21: weights.names.attn_out_norm: a parallel block has no such norm`},
 		{"per-head fused qkv without fused_qkv", with("  attention:\n    fused_qkv_per_head: true\n"),
-			`descriptors/a.yaml:16: structure.attention.fused_qkv_per_head: lays out a fused qkv projection by head: it needs fused_qkv and as many key and value heads as query heads (kv_heads num_key_value_heads, heads num_attention_heads)`},
+			`descriptors/a.yaml:16: structure.attention.fused_qkv_per_head: lays out a fused qkv projection by head: it needs fused_qkv`},
 		{"bare names without a model prefix", base + "weights:\n  names: {model: \"\"}\n  bare: [mlp.c_fc.weight]\n",
 			`descriptors/a.yaml:21: weights.bare: reads checkpoints without the model's prefix, and weights.names.model is empty`},
 		{"bias on a tied head", with("  head:\n    tied: true\n    bias: true\n"),

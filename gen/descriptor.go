@@ -133,9 +133,10 @@ type AttnDesc struct {
 	HeadDim  F[Expr] `yaml:"head_dim"`
 	Scale    F[Expr] `yaml:"scale"`
 	FusedQKV F[bool] `yaml:"fused_qkv"`
-	// FusedQKVPerHead: the fused projection's output holds each head's q,
-	// k and v side by side ([heads, 3, head_dim], GPT-NeoX's), not all q,
-	// then all k, then all v.
+	// FusedQKVPerHead: the fused projection's output holds, for each key
+	// and value head, its query heads, its key and its value side by side
+	// ([kv_heads, heads/kv_heads + 2, head_dim]: GPT-NeoX's, InternLM2's),
+	// not all q, then all k, then all v.
 	FusedQKVPerHead F[bool]   `yaml:"fused_qkv_per_head"`
 	Float32         F[bool]   `yaml:"float32"`
 	Bias            BiasDesc  `yaml:"bias"`

@@ -45,8 +45,8 @@ func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv
 // positions.
 func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	B, L := x.Dim(0), x.Dim(1)
-	qkv := g.Split(g.Reshape(a.QueryKeyValue.Apply(g, x), B, L, a.heads, 3*a.headDim), 3, -1)
-	q, k, v := qkv[0], qkv[1], qkv[2]            // [B, L, heads, head_dim] each: each head's q, k and v side by side
+	qkv := g.SplitAt(g.Reshape(a.QueryKeyValue.Apply(g, x), B, L, a.kvHeads, (a.heads/a.kvHeads)+2, a.headDim), []int{(a.heads / a.kvHeads), (a.heads / a.kvHeads) + 1}, -2)
+	q, k, v := qkv[0], qkv[1], qkv[2]            // [B, L, kv_heads, heads/kv_heads (1, 1), head_dim]: each key-value head's queries, key and value side by side
 	q = g.Reshape(q, B, L, a.heads, a.headDim)   // [B, L, heads, head_dim]
 	k = g.Reshape(k, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]
 	v = g.Reshape(v, B, L, a.kvHeads, a.headDim) // [B, L, kv_heads, head_dim]

@@ -37,6 +37,7 @@ import (
 	"github.com/archgen/archgen/generated/granitemoehybrid"
 	"github.com/archgen/archgen/generated/helium"
 	"github.com/archgen/archgen/generated/hunyuan_v1_dense"
+	"github.com/archgen/archgen/generated/internlm2"
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/jamba"
 	"github.com/archgen/archgen/generated/lfm2"
@@ -116,6 +117,7 @@ var catalog = nn.NewCatalog(
 		granitemoehybrid.Arch,
 		helium.Arch,
 		hunyuan_v1_dense.Arch,
+		internlm2.Arch,
 		internlm3.Arch,
 		jamba.Arch,
 		lfm2.Arch,

@@ -42,6 +42,7 @@ func TestLookup(t *testing.T) {
 			"granitemoehybrid":   "granitemoehybrid",
 			"helium":             "helium",
 			"hunyuan_v1_dense":   "hunyuan_v1_dense",
+			"internlm2":          "internlm2",
 			"internlm3":          "internlm3",
 			"iquestcoder":        "llama",
 			"jamba":              "jamba",

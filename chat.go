@@ -179,13 +179,17 @@ func (s *Session) Free() {
 	s.dropDraft()
 }
 
-// CheckDraft refuses a draft model whose tokenizer is not m's: drafts
-// whose ids mean other tokens would all be rejected, or, sampled, drawn
-// from a distribution over other tokens. The tokenizers must give every id
-// the same token (their vocabularies may be padded to different sizes in
-// the models' embeddings). A draft loaded without a tokenizer is taken as
-// it is.
+// CheckDraft refuses a draft model that cannot draft for m: one whose
+// embedding has more rows than m's (its drafts could name tokens m has no
+// embedding for), or whose tokenizer is not m's (drafts whose ids mean
+// other tokens would all be rejected, or, sampled, drawn from a
+// distribution over other tokens). The tokenizers must give every id the
+// same token; the embeddings may be padded to different sizes. A draft
+// loaded without a tokenizer is taken as it is.
 func (m *Model) CheckDraft(d *Model) error {
+	if dv, v := d.Net.Info().VocabSize, m.Net.Info().VocabSize; dv > v {
+		return fmt.Errorf("archgen: the draft model's vocabulary of %d tokens is larger than the model's %d: its drafts could name tokens the model has no embedding for", dv, v)
+	}
 	a, b := m.Tokenizer, d.Tokenizer
 	if b == nil || a == nil || a == b {
 		return nil

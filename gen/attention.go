@@ -34,7 +34,7 @@ type Attention struct {
 	Heads, KVHeads, HeadDim *Value
 	Scale                   *Value
 	FusedQKV                bool
-	FusedPerHead            bool // the fused output is [heads, 3, head_dim]
+	FusedPerHead            bool // the fused output is [kv_heads, heads/kv_heads + 2, head_dim]
 	Float32                 bool // queries, keys and values attend in float32, the result cast back
 	BiasQ, BiasK, BiasV     *Value
 	BiasO                   *Value

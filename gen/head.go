@@ -33,7 +33,7 @@ func (h *Head) link(a *Arch) {
 	h.LMHead = newField(goName(h.Name), nnType("Linear"), h.Name+"; the embedding table itself when the head is tied")
 	h.norm, h.embed, h.vocab = a.FinalNorm, a.Embed, a.Vocab
 	h.divide, h.softcap, h.scale = a.Scalars.Get(LogitsDivisor), a.Scalars.Get(FinalSoftcap), a.Scalars.Get(LogitsScale)
-	h.input = a.Scalars.Get(HiddenDivisor)
+	h.input = a.Scalars.Get(InputDivisor)
 }
 
 func (h *Head) fields(t goType) []jen.Code {

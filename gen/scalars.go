@@ -17,7 +17,7 @@ const (
 	LogitsDivisor                   // logits / this
 	FinalSoftcap                    // logits capped as tanh(x / c) * c
 	LogitsScale                     // logits times this
-	HiddenDivisor                   // the final hidden states / this, before the head
+	InputDivisor                    // the final hidden states / this, before the head
 )
 
 // scalarTable is every optional scalar of the language.
@@ -33,7 +33,7 @@ var scalarTable = []struct {
 	{LogitsDivisor, "structure.head.divide", tModel, "logitsDivisor"},
 	{FinalSoftcap, "structure.head.softcap", tModel, "finalSoftcap"},
 	{LogitsScale, "structure.head.scale", tModel, "logitsScale"},
-	{HiddenDivisor, "structure.head.divide_input", tModel, "inputDivisor"},
+	{InputDivisor, "structure.head.divide_input", tModel, "inputDivisor"},
 }
 
 // scalarLeaf is where a descriptor sets each scalar.
@@ -49,7 +49,7 @@ func scalarLeaf(s *Structure, r ScalarRole) F[Expr] {
 		return s.Head.Divide
 	case LogitsScale:
 		return s.Head.Scale
-	case HiddenDivisor:
+	case InputDivisor:
 		return s.Head.DivideInput
 	}
 	return s.Head.Softcap

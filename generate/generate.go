@@ -124,12 +124,11 @@ type Options struct {
 	// no second model.
 	Lookup int
 	// Interrupt, when set, is asked before each step of speculative
-	// decoding (with Draft or Lookup) whether to stop there: an error
-	// ends generation with it, the model's caches then holding the prompt
-	// and the tokens passed on but the last of them, which the next step
-	// would have fed. (The
-	// batch engine so hands a lone request's generation over to the batch
-	// when others arrive.)
+	// decoding (with Draft or Lookup) whether to stop there: an error ends
+	// generation with it, the model's caches then holding the prompt and
+	// the tokens passed on but the last of them, which the next step would
+	// have fed. (The batch engine so hands a lone request's generation over
+	// to the batch when others arrive.)
 	Interrupt func() error
 	// OnDraft, when set, is told after each step of speculative decoding,
 	// before the step's tokens are passed on, how many tokens have been

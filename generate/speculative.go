@@ -40,16 +40,14 @@ import (
 // DefaultNumDraft is Options.NumDraft's default.
 const DefaultNumDraft = 3
 
-// Rewindable reports whether speculative decoding can run on caches:
-// whether each can drop its newest positions whenever asked (see
-// rewindable).
-func Rewindable(caches []kv.Cache) bool {
-	for _, c := range caches {
-		if !rewindable(c) {
-			return false
-		}
+// CanDraft is why speculative decoding (opts.Draft, or opts.Lookup) would
+// refuse to run on caches, or nil: the checks Tokens makes before it runs,
+// but those of the draft's own caches.
+func CanDraft(opts Options, caches []kv.Cache) error {
+	if opts.NumDraft == 0 {
+		opts.NumDraft = DefaultNumDraft
 	}
-	return len(caches) > 0
+	return checkDraft(opts, opts.Vocab, caches, nil)
 }
 
 // rewindable reports whether c can drop its newest positions whenever

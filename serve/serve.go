@@ -207,9 +207,6 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 		if err := m.CheckDraft(opts.Draft); err != nil {
 			return nil, err
 		}
-		if dv, v := opts.Draft.Net.Info().VocabSize, m.Net.Info().VocabSize; dv > v {
-			return nil, fmt.Errorf("serve: the draft model's vocabulary of %d tokens is larger than the model's %d", dv, v)
-		}
 		bo.Draft = opts.Draft.Net
 	}
 	eng, err := batch.New(m.Net, bo)

@@ -45,6 +45,25 @@ func swappedTokens(t *testing.T, dir string) string {
 	return out
 }
 
+// extraToken is a copy of the checkpoint dir whose tokenizer holds one
+// added token more: a tokenizer of another size, on the same embedding.
+func extraToken(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "extra")
+	require.NoError(t, os.CopyFS(out, os.DirFS(dir)))
+	b, err := os.ReadFile(filepath.Join(out, "tokenizer.json"))
+	require.NoError(t, err)
+	var tok map[string]any
+	require.NoError(t, json.Unmarshal(b, &tok))
+	added, _ := tok["added_tokens"].([]any)
+	tok["added_tokens"] = append(added, map[string]any{"id": 256, "content": "<|extra|>", "single_word": false,
+		"lstrip": false, "rstrip": false, "normalized": false, "special": true})
+	b, err = json.Marshal(tok)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "tokenizer.json"), b, 0o644))
+	return out
+}
+
 // TestGenerateDraft: generate and chat with -draft-model write the text
 // they write without one (greedy: the model's own tokens), and the figures
 // tell how many drafted tokens the model kept; what speculative decoding
@@ -84,8 +103,9 @@ func TestGenerateDraft(t *testing.T) {
 		{append(base, "-draft-model", dir, "-grammar", "x.gbnf"), "", true, "-draft-model and a constraint (-json-schema, -grammar) exclude each other"},
 		{append(base, "-draft-model", dir, "-repetition-penalty", "1.3"), "", true, "-draft-model and -repetition-penalty exclude each other"},
 		{append(base, "-draft-model", dir, "-max-kv-size", "64"), "", true, "-draft-model and -max-kv-size exclude each other"},
-		{append(base, "-draft-model", smolLM2), "", false, "the draft model's tokenizer has 49152 tokens and the model's"},
+		{append(base, "-draft-model", smolLM2), "", false, "the draft model's vocabulary of 49152 tokens is larger than the model's 256"},
 		{append(base, "-draft-model", swappedTokens(t, dir)), "", false, "the draft model's tokenizer reads id"},
+		{append(base, "-draft-model", extraToken(t, dir)), "", false, "the draft model's tokenizer has 257 tokens and the model's 256"},
 		{append(base, "-draft-model", dir, "-lookup"), "", true, "-draft-model and -lookup exclude each other"},
 		{append(base, "-lookup", "-repetition-penalty", "1.3"), "", true, "-lookup and -repetition-penalty exclude each other"},
 	})

@@ -164,22 +164,9 @@ func (f *genFlags) options(m *archgen.Model) (archgen.Options, error) {
 // lookupNgram is the longest n-gram -lookup matches.
 const lookupNgram = 3
 
-// loadDraft loads -draft-model's model (nil without one), computing as the
-// model does, with its tokenizer, which must be the model's.
+// loadDraft loads -draft-model's model (nil without one): source.loadDraft.
 func (f *genFlags) loadDraft(ctx context.Context) (*archgen.Model, error) {
-	if f.draftModel == "" {
-		return nil, nil
-	}
-	if f.src.group != nil {
-		return nil, usagef("-draft-model does not run in a group of processes")
-	}
-	d := f.src // its compute dtype, memory limit and download settings
-	d.dir, d.gguf, d.chatTemplate, d.plan = f.draftModel, "", "", ""
-	m, err := d.load(ctx, true)
-	if err != nil {
-		return nil, fmt.Errorf("-draft-model: %w", err)
-	}
-	return m, nil
+	return f.src.loadDraft(ctx, f.draftModel)
 }
 
 // constraint compiles -json-schema's or -grammar's file for m into a

@@ -201,6 +201,25 @@ func newBar() *progressbar.ProgressBar {
 	)
 }
 
+// loadDraft loads a -draft-model (path; nil when it is empty) as s loads
+// its model (its compute dtype, memory limit and download settings), with
+// its tokenizer, which must be the model's.
+func (s *source) loadDraft(ctx context.Context, path string) (*archgen.Model, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if s.group != nil {
+		return nil, usagef("-draft-model does not run in a group of processes")
+	}
+	d := *s
+	d.dir, d.gguf, d.chatTemplate, d.plan = path, "", "", ""
+	m, err := d.load(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("-draft-model: %w", err)
+	}
+	return m, nil
+}
+
 // load opens the model, with its tokenizer when withTokenizer, through
 // archgen.Load; ctx cancels it before the weights are read.
 func (s *source) load(ctx context.Context, withTokenizer bool) (*archgen.Model, error) {

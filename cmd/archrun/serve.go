@@ -104,9 +104,6 @@ func (a *app) serve(args []string) error {
 	if *numDraft < 1 {
 		return usagef("-num-draft-tokens %d: want at least 1", *numDraft)
 	}
-	if *draftModel != "" && src.group != nil {
-		return usagef("-draft-model does not run in a group of processes")
-	}
 	if *maxBatch < 1 {
 		return usagef("-max-batch %d: want at least 1", *maxBatch)
 	}
@@ -234,13 +231,11 @@ func (a *app) serve(args []string) error {
 		return err
 	}
 	defer m.Free()
-	var draft *archgen.Model
-	if *draftModel != "" {
-		d := src // its compute dtype, memory limit and download settings
-		d.dir, d.gguf, d.chatTemplate, d.plan = *draftModel, "", "", ""
-		if draft, err = d.load(ctx, true); err != nil {
-			return fmt.Errorf("-draft-model: %w", err)
-		}
+	draft, err := src.loadDraft(ctx, *draftModel)
+	if err != nil {
+		return err
+	}
+	if draft != nil {
 		defer draft.Free()
 	}
 	id := *name

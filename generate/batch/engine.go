@@ -654,7 +654,7 @@ func (e *Engine) admit() {
 			if n > budget && budget < e.opts.PrefillStep {
 				break // the next chunk waits for the next step
 			}
-			if err := e.prefillChunk(s.caches, s.rest[:n]); err != nil {
+			if err := e.prefillChunk(e.m, s.caches, s.rest[:n]); err != nil {
 				e.drop(s, err)
 				continue
 			}
@@ -668,7 +668,7 @@ func (e *Engine) admit() {
 		}
 		e.pending = e.pending[1:]
 		budget--
-		if !s.done && e.lone(s) {
+		if !s.done {
 			e.speculate(s)
 		}
 		if s.done {
@@ -707,19 +707,6 @@ func (e *Engine) admit() {
 	e.setCounts()
 }
 
-// lone reports whether s, whose first token is drawn, runs alone and the
-// draft model may draft for it: nothing else decodes, is under way or
-// waits.
-func (e *Engine) lone(s *seq) bool {
-	r := s.req
-	if e.opts.Draft == nil || r.NoDraft || r.Constraint != nil || r.Logprobs ||
-		(r.Sampling.RepetitionPenalty != 0 && r.Sampling.RepetitionPenalty != 1) ||
-		len(e.active) > 0 || len(e.pending) > 0 || e.waiting() != nil || !generate.Rewindable(s.caches) {
-		return false
-	}
-	return true
-}
-
 // errJoin interrupts a lone request's speculative decoding: others came.
 var errJoin = errors.New("batch: requests are waiting")
 
@@ -733,28 +720,43 @@ func (e *Engine) waiting() error {
 	return nil
 }
 
-// speculate decodes s, which runs alone (lone), with the draft model until
-// it ends or another request arrives; then it joins the batch as any
-// request does. s's caches hold its prompt (s.fed) and s.last is its first
-// token. A request that ends here leaves its caches to the prompt cache,
-// as a row leaving the batch does.
+// speculate decodes s, whose first token is drawn, with the draft model
+// while it runs alone (nothing else decoding, under way or waiting) and the
+// draft may draft for it, until it ends or another request arrives; then it
+// joins the batch as any request does (and at once where it may not draft).
+// s's caches hold its prompt (s.fed) and s.last is its first token. A
+// request that ends here leaves its caches to the prompt cache, as a row
+// leaving the batch does.
 func (e *Engine) speculate(s *seq) {
-	dcaches, err := e.draftCaches(s.fed)
-	if err != nil {
-		e.finish(s, generate.FinishCancelled, err)
+	r := s.req
+	if e.opts.Draft == nil || r.NoDraft || r.Logprobs || len(e.active) > 0 || len(e.pending) > 0 || e.waiting() != nil {
 		return
 	}
-	defer freeCaches(dcaches)
-	e.solo = s // until generation returns (a panic leaves it to guard)
-	first := s.last
-	var passed []int32
 	opts := generate.Options{
-		Sampling: s.req.Sampling, MaxTokens: s.req.MaxTokens - s.tokens, PrefillStep: e.opts.PrefillStep, Stream: e.opts.Stream,
-		Caches: s.caches, Vocab: e.vocab, Draft: e.opts.Draft, NumDraft: e.opts.NumDraft, DraftCaches: dcaches,
+		Sampling: r.Sampling, MaxTokens: r.MaxTokens - s.tokens, PrefillStep: e.opts.PrefillStep, Stream: e.opts.Stream,
+		Caches: s.caches, Vocab: e.vocab, Draft: e.opts.Draft, NumDraft: e.opts.NumDraft, Constraint: r.Constraint,
 		Interrupt: e.waiting,
 	}
+	if generate.CanDraft(opts, s.caches) != nil {
+		return // a constraint, a repetition penalty, caches that cannot be rewound
+	}
+	// e.solo is s until it returns: a panic (in the draft's prompt too)
+	// leaves it to guard, which a deferred reset would run before.
+	e.solo = s
+	dcaches := e.opts.Draft.NewCaches()
+	defer freeCaches(dcaches)
+	for at := 0; at < len(s.fed); at += e.opts.PrefillStep {
+		if err := e.prefillChunk(e.opts.Draft, dcaches, s.fed[at:min(len(s.fed), at+e.opts.PrefillStep)]); err != nil {
+			e.solo = nil
+			e.finish(s, generate.FinishCancelled, fmt.Errorf("%w (the draft model's)", err))
+			return
+		}
+	}
+	opts.DraftCaches = dcaches
 	d0, a0 := s.drafted, s.accepted
 	opts.OnDraft = func(drafted, accepted int) { s.drafted, s.accepted = d0+drafted, a0+accepted }
+	first := s.last
+	var passed []int32
 	st, err := generate.Tokens(s.ctx, withCaches{e.m, e.opts.Cache}, []int32{first}, opts, func(t int32) error {
 		passed = append(passed, t)
 		e.emit(s, t, nil)
@@ -780,26 +782,6 @@ func (e *Engine) speculate(s *seq) {
 		e.remember(g, fed[:held], s.caches)
 		g.Close()
 	}
-}
-
-// draftCaches are the draft model's caches after tokens.
-func (e *Engine) draftCaches(tokens []int32) ([]kv.Cache, error) {
-	caches := e.opts.Draft.NewCaches()
-	for at := 0; at < len(tokens); at += e.opts.PrefillStep {
-		g := mlx.NewGraph(e.opts.Stream)
-		chunk := tokens[at:min(len(tokens), at+e.opts.PrefillStep)]
-		e.opts.Draft.Forward(g, mlx.FromSlice(g, chunk, 1, len(chunk)), caches)
-		err := g.Err()
-		g.Close()
-		if err == nil {
-			err = kv.EvalLayers(caches)
-		}
-		if err != nil {
-			freeCaches(caches)
-			return nil, fmt.Errorf("batch: the draft model's prompt: %w", err)
-		}
-	}
-	return caches, nil
 }
 
 // withCaches is a Model as generate takes it: its caches made with opts.
@@ -931,7 +913,7 @@ func (e *Engine) first(s *seq) error {
 		// copy after all of the prompt but its last token, which the same
 		// prompt again (or one that differs only in its last token) reuses.
 		if len(s.rest) > 1 {
-			if err := e.prefillChunk(s.caches, s.rest[:len(s.rest)-1]); err != nil {
+			if err := e.prefillChunk(e.m, s.caches, s.rest[:len(s.rest)-1]); err != nil {
 				return err
 			}
 			s.rest = s.rest[len(s.rest)-1:]
@@ -975,12 +957,19 @@ func (e *Engine) first(s *seq) error {
 	return nil
 }
 
-// prefillChunk runs tokens into caches, for their keys and values only.
-func (e *Engine) prefillChunk(caches []kv.Cache, tokens []int32) error {
+// forwarder is the part of a model a prompt chunk needs (the engine's
+// model, or its draft).
+type forwarder interface {
+	Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array
+}
+
+// prefillChunk runs tokens through m into caches, for their keys and values
+// only.
+func (e *Engine) prefillChunk(m forwarder, caches []kv.Cache, tokens []int32) error {
 	g := mlx.NewGraph(e.opts.Stream)
 	defer g.Close()
 	x := mlx.FromSlice(g, tokens, 1, len(tokens))
-	e.m.Forward(g, x, caches)
+	m.Forward(g, x, caches)
 	if err := g.Err(); err != nil {
 		return fmt.Errorf("batch: prompt: %w", err)
 	}

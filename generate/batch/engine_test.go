@@ -968,8 +968,8 @@ func TestDraftForLoneRequests(t *testing.T) {
 }
 
 // TestDraftPanicFailsTheRequest: a fault of the draft model while a lone
-// request drafts ends that request with the error (it does not hang), and
-// the engine goes on.
+// request drafts, or while the draft runs its prompt, ends that request
+// with the error (it does not hang), and the engine goes on.
 func TestDraftPanicFailsTheRequest(t *testing.T) {
 	m := load(t, "llama", "base")
 	d := &faulty{Model: load(t, "llama", "base"), panicAt: 4}
@@ -978,6 +978,10 @@ func TestDraftPanicFailsTheRequest(t *testing.T) {
 	defer e.Close()
 	r := Request{Prompt: prompt(4), MaxTokens: 20}
 	got := submitAll(t, e, []Request{r})[0]
+	require.Error(t, got.last.Err)
+	assert.Equal(t, "batch: internal error: forward failed", got.last.Err.Error())
+	d.calls, d.panicAt = 0, 1 // in the draft's run of the prompt
+	got = submitAll(t, e, []Request{r})[0]
 	require.Error(t, got.last.Err)
 	assert.Equal(t, "batch: internal error: forward failed", got.last.Err.Error())
 	d.panicAt = 0

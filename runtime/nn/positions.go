@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"slices"
+
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 )
@@ -24,16 +26,16 @@ func AddPositions(g *mlx.Graph, h *mlx.Array, table *Embedding, c kv.Cache) *mlx
 	if len(offsets) != B {
 		offsets = nil
 	}
-	first, last := c.Offset(), c.Offset()
-	for _, o := range offsets {
-		first, last = min(first, o), max(last, o)
+	last := c.Offset() // the furthest row's offset
+	if offsets != nil {
+		last = slices.Max(offsets)
 	}
 	if last+L > rows {
 		g.Failf("nn: position %d is past the %d positions the model's table holds (its n_positions)", last+L-1, rows)
 		return h
 	}
 	if offsets == nil {
-		ids := g.Arange(float64(first), float64(first+L), 1, mlx.Int32)
+		ids := g.Arange(float64(last), float64(last+L), 1, mlx.Int32)
 		return g.Add(h, table.Apply(g, ids)) // [L, hidden], the same for every row
 	}
 	at := make([]int32, 0, B*L)

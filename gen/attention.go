@@ -23,7 +23,7 @@ func linear(n string) *field { return newField(goName(n), nnType("Linear"), n) }
 
 // load spells recv.Field = lw.Linear(prefix.name, out, in, bias).
 func (p Proj) load(recv, prefix string) jen.Code {
-	return p.Field.of(recv).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(prefix+"."+p.Name), p.Out(), p.In(), p.Bias.Code())
+	return p.Field.of(recv).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(joinName(prefix, p.Name)), p.Out(), p.In(), p.Bias.Code())
 }
 
 // Attention is self-attention, resolved.

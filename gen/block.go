@@ -41,7 +41,14 @@ var blockKinds = []struct {
 	{"four_norm", [4]string{"input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"}},
 	{parallelBlock, [4]string{"input_layernorm", "", "", ""}}, // block_parallel.go
 	{singleBlock, [4]string{"norm", "", "", ""}},              // block_single.go
+	// BERT's layer: each sublayer's output added to its input, the sum
+	// normed (attention.output.LayerNorm, output.LayerNorm).
+	{postResidualBlock, [4]string{"", "attention.output.LayerNorm", "", "output.LayerNorm"}},
 }
+
+// postResidualBlock norms each residual sum, not a sublayer's input or
+// output: h = norm(x + attn(x)), norm(h + mlp(h)) (BERT's post-LN layer).
+const postResidualBlock BlockKind = "post_residual"
 
 func (BlockKind) values() []string {
 	var out []string
@@ -141,6 +148,8 @@ func (b *Block) doc() string {
 		return b.parallelDoc()
 	case singleBlock:
 		return b.singleDoc()
+	case postResidualBlock:
+		return "a post-norm layer: each sublayer's output is added to its input and the sum normed (h = norm(x + attn(x)), then norm(h + mlp(h)))"
 	}
 	in, out := b.slot(AttnIn) != nil, b.slot(AttnOut) != nil
 	if (b.slot(MLPIn) != nil) != in || (b.slot(MLPOut) != nil) != out {
@@ -188,6 +197,9 @@ func (b *Block) emitWiring(f *jen.File) {
 		return
 	case singleBlock:
 		b.emitSingle(f)
+		return
+	case postResidualBlock:
+		b.emitPostResidual(f)
 		return
 	}
 	normed := func(s Slot, x jen.Code) jen.Code {
@@ -237,6 +249,31 @@ func (b *Block) emitWiring(f *jen.File) {
 	}
 	f.Comment(comment(fmt.Sprintf("%s is %s.", method, doc)))
 	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id(method).Params(
+		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
+	).Add(arrayType()).Block(body...)
+	f.Line()
+}
+
+// emitPostResidual writes a post_residual block's Layer.forward:
+//
+//	func (l *Layer) forward(g, x, mask, c) *mlx.Array {
+//		r := l.Attention.forward(g, x, mask, c)
+//		_, h := l.AttentionOutputLayerNorm.AddApply(g, x, r) // norm(x + r)
+//		r = l.MLP.forward(g, h)
+//		_, h = l.OutputLayerNorm.AddApply(g, h, r)
+//		return h
+//	}
+func (b *Block) emitPostResidual(f *jen.File) {
+	attnNorm, mlpNorm := b.slot(AttnOut).Field.of(rLayer), b.slot(MLPOut).Field.of(rLayer)
+	body := []jen.Code{
+		jen.Id("r").Op(":=").Add(b.attn.forward(jen.Id("x"))),
+		jen.List(jen.Id("_"), jen.Id("h")).Op(":=").Add(attnNorm.Dot("AddApply").Call(g(), jen.Id("x"), jen.Id("r"))).Comment("norm(x + r)"),
+		jen.Id("r").Op("=").Add(b.mlp.forward(jen.Id("h"))),
+		jen.List(jen.Id("_"), jen.Id("h")).Op("=").Add(mlpNorm.Dot("AddApply").Call(g(), jen.Id("h"), jen.Id("r"))).Comment("norm(h + r)"),
+		jen.Return(jen.Id("h")),
+	}
+	f.Comment(comment(fmt.Sprintf("forward is %s.", b.doc())))
+	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id("forward").Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
 	).Add(arrayType()).Block(body...)
 	f.Line()
@@ -293,6 +330,16 @@ func (b *builder) resolveBlock() error {
 	}
 	if sl := a.Attn.Sliding; sl != nil {
 		sl.stack, sl.count = a.Block.Stack, a.Layers
+	}
+	if s.Block.V == postResidualBlock {
+		switch {
+		case s.ClipResidual.V:
+			return errAt(s.ClipResidual.Pos, "structure.clip_residual", "a post_residual block norms each residual sum as it is; clipped sums are not supported with it")
+		case a.Scalars.Get(ResidualScale) != nil:
+			return errAt(s.ResidualScale.Pos, "structure.residual_scale", "a post_residual block norms each residual sum as it is; a residual scale is not supported with it")
+		case a.Mixers != nil:
+			return errAt(s.Block.Pos, "structure.block", "a post_residual block holds attention and the MLP; token mixers are not supported with it")
+		}
 	}
 	if a.Mixers != nil && a.Mixers.residual() {
 		// the mixers add to the stream themselves: a pre-norm block only

@@ -64,6 +64,9 @@ func (a *Arch) components() []component {
 	if a.Attn.Sliding != nil {
 		cs = append(cs, a.Attn.Sliding)
 	}
+	if a.Encoder != nil {
+		cs = append(cs, a.Encoder)
+	}
 	return append(cs, a.Head, &a.Scalars)
 }
 

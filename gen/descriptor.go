@@ -101,6 +101,9 @@ type Structure struct {
 	MLP         MLPDesc  `yaml:"mlp"`
 	MoE         MoEDesc  `yaml:"moe"`
 	Head        HeadDesc `yaml:"head"`
+	// Encoder makes the network an encoder (encoder.go): absent (a
+	// decoder) unless its pooling is set.
+	Encoder EncoderDesc `yaml:"encoder"`
 }
 
 // NormDesc is the norm of every layer (and the final one).
@@ -268,26 +271,29 @@ type Names struct {
 	Norm      F[string] `yaml:"norm"`
 	LMHead    F[string] `yaml:"lm_head"`
 	Positions F[string] `yaml:"positions"`
-	Attention F[string] `yaml:"attention"`
-	MLP       F[string] `yaml:"mlp"`
-	Q         F[string] `yaml:"q"`
-	K         F[string] `yaml:"k"`
-	V         F[string] `yaml:"v"`
-	O         F[string] `yaml:"o"`
-	QKV       F[string] `yaml:"qkv"`
-	QNorm     F[string] `yaml:"q_norm"`
-	KNorm     F[string] `yaml:"k_norm"`
-	Gate      F[string] `yaml:"gate"`
-	Up        F[string] `yaml:"up"`
-	Down      F[string] `yaml:"down"`
-	GateUp    F[string] `yaml:"gate_up"`
-	FC        F[string] `yaml:"fc"`
-	Proj      F[string] `yaml:"proj"`
-	AttnIn    F[string] `yaml:"attn_in_norm"`
-	AttnOut   F[string] `yaml:"attn_out_norm"`
-	MLPIn     F[string] `yaml:"mlp_in_norm"`
-	MLPOut    F[string] `yaml:"mlp_out_norm"`
-	Pos       Pos       `yaml:"-"`
+	// TokenTypes is an encoder's table of token types
+	// (structure.encoder.token_types).
+	TokenTypes F[string] `yaml:"token_types"`
+	Attention  F[string] `yaml:"attention"`
+	MLP        F[string] `yaml:"mlp"`
+	Q          F[string] `yaml:"q"`
+	K          F[string] `yaml:"k"`
+	V          F[string] `yaml:"v"`
+	O          F[string] `yaml:"o"`
+	QKV        F[string] `yaml:"qkv"`
+	QNorm      F[string] `yaml:"q_norm"`
+	KNorm      F[string] `yaml:"k_norm"`
+	Gate       F[string] `yaml:"gate"`
+	Up         F[string] `yaml:"up"`
+	Down       F[string] `yaml:"down"`
+	GateUp     F[string] `yaml:"gate_up"`
+	FC         F[string] `yaml:"fc"`
+	Proj       F[string] `yaml:"proj"`
+	AttnIn     F[string] `yaml:"attn_in_norm"`
+	AttnOut    F[string] `yaml:"attn_out_norm"`
+	MLPIn      F[string] `yaml:"mlp_in_norm"`
+	MLPOut     F[string] `yaml:"mlp_out_norm"`
+	Pos        Pos       `yaml:"-"`
 }
 
 // DropRule is a tensor loading drops (mlx-lm's sanitize): by exact name or

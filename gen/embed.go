@@ -26,12 +26,16 @@ type Embed struct {
 	positions *Value
 	posPath   string
 	posField  *field
+	// encoder: the positions' and token types' rows are added before the
+	// norm, as BERT's embeddings add them (encoder.go).
+	encoder *Encoder
 }
 
 func (e *Embed) link(a *Arch) {
 	e.Path = a.path(a.Names.Embed)
 	e.Field = newField(goName(a.Names.Embed), nnType("Embedding"), e.Path)
 	e.vocab, e.scale = a.Vocab, a.Scalars.Get(EmbedScale)
+	e.encoder = a.Encoder
 	if e.positions != nil {
 		e.posPath = a.path(a.Names.Positions)
 		e.posField = newField(goName(a.Names.Positions), nnType("Embedding"), e.posPath+": a row for each position")
@@ -71,13 +75,21 @@ func (e *Embed) build(s stage) []jen.Code {
 	return out
 }
 
-// positionsForward is Hidden's line after the mask (which binds a batch's
-// row offsets to g): each token's position's row added to h.
+// positionsForward are Hidden's lines after the mask (which binds a
+// batch's row offsets to g): each token's position's row added to h; in
+// an encoder, then its type's row and the embeddings' norm.
 func (e *Embed) positionsForward() []jen.Code {
-	if e.posField == nil {
-		return nil
+	var out []jen.Code
+	if e.posField != nil {
+		out = append(out, jen.Id("h").Op("=").Qual(nnPkg, "AddPositions").Call(g(), jen.Id("h"), e.posField.of(rModel), jen.Id("caches").Index(jen.Lit(0))).Comment("+ the rows of the tokens' positions"))
 	}
-	return []jen.Code{jen.Id("h").Op("=").Qual(nnPkg, "AddPositions").Call(g(), jen.Id("h"), e.posField.of(rModel), jen.Id("caches").Index(jen.Lit(0))).Comment("+ the rows of the tokens' positions")}
+	if e.encoder != nil {
+		out = append(out, e.encoder.typesForward()...)
+		if e.norm != nil {
+			out = append(out, jen.Id("h").Op("=").Add(apply(e.norm.of(rModel), jen.Id("h"))))
+		}
+	}
+	return out
 }
 
 // forward are Hidden's first lines: h from tokens.
@@ -86,7 +98,7 @@ func (e *Embed) forward() []jen.Code {
 	if e.scale != nil {
 		out = append(out, jen.Id("h").Op("=").Add(call("MultiplyScalar", jen.Id("h"), e.scale.of(rModel))).Comment(inline(e.scale.Value.Text)))
 	}
-	if e.norm != nil {
+	if e.norm != nil && e.encoder == nil {
 		out = append(out, jen.Id("h").Op("=").Add(apply(e.norm.of(rModel), jen.Id("h"))))
 	}
 	return out

@@ -56,9 +56,16 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 			jen.Id("h").Op("=").Add(stack.Clone()).Index(jen.Id("i")).Dot("forward").Call(g(), jen.Id("h"), mask, jen.Id("caches").Index(jen.Id("i"))),
 		),
 	)
-	body = append(body, a.Head.normForward(), jen.Return(jen.Id("h")))
+	if a.Head.hasNorm() {
+		body = append(body, a.Head.normForward())
+	}
+	body = append(body, jen.Return(jen.Id("h")))
 
 	params := []jen.Code{graphParam(), jen.Id("tokens").Add(arrayType()), jen.Id("caches").Index().Qual(kvPkg, "Cache")}
+	if a.Encoder != nil {
+		emitEncoderForward(f, a, params, body)
+		return
+	}
 	head := []jen.Code{jen.Id("h").Op(":=").Id(rModel).Dot("Hidden").Call(g(), jen.Id("tokens"), jen.Id("caches")).Comment("[B, L, hidden]")}
 	head = append(head, a.Head.forward()...)
 	head = append(head, jen.Return(jen.Id("logits")))
@@ -68,4 +75,19 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 	f.Comment(comment("Hidden is Forward without the head: the hidden states [B, L, hidden] the final norm gives, which the head turns into logits (embeddings pool them). It attends over and extends caches as Forward does."))
 	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Hidden").Params(params...).Add(arrayType()).Block(body...)
 	f.Line()
+}
+
+// emitEncoderForward writes an encoder's Forward (which fails: it has no
+// token head), Hidden and, with a classifier, Score and Labels.
+func emitEncoderForward(f *jen.File, a *Arch, params, body []jen.Code) {
+	f.Comment(comment("Forward fails g: an encoder has no head that predicts tokens, so it does not generate. Hidden gives its states; archgen's Embed pools them" + map[bool]string{true: " and Rerank scores them (Score).", false: "."}[a.Encoder.cls != nil]))
+	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Forward").Params(params...).Add(arrayType()).Block(
+		g().Dot("Failf").Call(jen.Lit("%s is an encoder: it embeds and scores its input, it does not predict tokens"), jen.Id("Name")),
+		jen.Return(jen.Id("tokens")),
+	)
+	f.Line()
+	f.Comment(comment("Hidden reads tokens [B, L] (integers) whole, every position attending to every other, and returns the hidden states [B, L, hidden]. caches are the encoder's (kv.Encoding, from NewCaches or made for a padded batch): they keep nothing, and carry each row's length and its tokens' types. Problems are recorded on g and reported by its Eval."))
+	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Hidden").Params(params...).Add(arrayType()).Block(body...)
+	f.Line()
+	a.Encoder.emitScore(f)
 }

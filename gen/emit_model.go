@@ -265,7 +265,11 @@ func emitBuild(f *jen.File, a *Arch) {
 	body = append(body, a.unitRowsLines()...)
 	fields := []kvPair{{fConfig.key(), jen.Id("c")}, {fHidden.key(), a.Hidden.Code()}, {fVocab.key(), a.Vocab.Code()}}
 	fields = append(fields, a.initsOf(tModel)...)
-	fields = append(fields, kvPair{fCaches.key(), jen.Make(jen.Index().Qual(nnPkg, "CacheSpec"), a.Layers.Code())})
+	if a.Encoder != nil {
+		fields = append(fields, kvPair{fCaches.key(), jen.Qual(nnPkg, "EncoderCaches").Call(a.Layers.Code())})
+	} else {
+		fields = append(fields, kvPair{fCaches.key(), jen.Make(jen.Index().Qual(nnPkg, "CacheSpec"), a.Layers.Code())})
+	}
 	body = append(body, jen.Id(rModel).Op(":=").Op("&").Id("Model").Values(fieldsOf(fields)...))
 	body = append(body, a.buildAt(sBefore)...)
 	// One layer: its hyperparameters, its modules in checkpoint order, then
@@ -311,17 +315,21 @@ func emitAccessors(f *jen.File, a *Arch) {
 		jen.Return(jen.Qual(nnPkg, "NewCaches").Call(fCaches.of(rModel), jen.Id("opts"))),
 	)
 	f.Line()
+	info := []kvPair{
+		{"ModelType", fConfig.of(rModel).Dot("ModelType")},
+		{"Arch", jen.Id("Name")},
+		{"VocabSize", fVocab.of(rModel)},
+		{"Layers", jen.Len(a.Block.Stack.of(rModel))},
+		{"Hidden", fHidden.of(rModel)},
+		{"Dtype", a.Embed.Field.of(rModel).Dot("Dtype").Call()},
+		{"Nbytes", fParams.of(rModel).Dot("Nbytes").Call()},
+	}
+	if a.Encoder != nil {
+		info = append(info, kvPair{"Encoder", jen.True()}, kvPair{"Pooling", jen.Lit(a.Encoder.Pooling)})
+	}
 	f.Comment("Info is the model's facts.")
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("Info").Params().Qual(nnPkg, "Info").Block(
-		jen.Return(jen.Qual(nnPkg, "Info").Values(fieldsOf([]kvPair{
-			{"ModelType", fConfig.of(rModel).Dot("ModelType")},
-			{"Arch", jen.Id("Name")},
-			{"VocabSize", fVocab.of(rModel)},
-			{"Layers", jen.Len(a.Block.Stack.of(rModel))},
-			{"Hidden", fHidden.of(rModel)},
-			{"Dtype", a.Embed.Field.of(rModel).Dot("Dtype").Call()},
-			{"Nbytes", fParams.of(rModel).Dot("Nbytes").Call()},
-		})...)),
+		jen.Return(jen.Qual(nnPkg, "Info").Values(fieldsOf(info)...)),
 	)
 	f.Line()
 	f.Comment("Free releases the weights; the model is unusable afterwards.")

@@ -123,14 +123,22 @@ func emitArchTest(a *Arch) ([]byte, error) {
 	f.Comment("testConfig is the descriptor's test_config: a small " + a.Name + ".")
 	f.Const().Id("testConfig").Op("=").Add(goString(string(cfg)))
 	f.Line()
-	for _, t := range []struct{ name, fn, doc string }{
+	tests := []struct{ name, fn, doc string }{
 		{"TestForward", "Forward", "runs a batch through a random checkpoint: shapes, dtypes, finite logits"},
 		{"TestCachedDecode", "CachedDecode", "checks that a prefill then one token at a time gives the logits of one full pass"},
 		{"TestQuantized", "Quantized", "loads and runs the checkpoint quantized as mlx-lm's convert would"},
 		{"TestLoadErrors", "LoadErrors", "checks the messages of a missing, misshapen and unexpected tensor"},
 		{"TestTensors", "Tensors", "checks that Tensors lists what Load reads, for every layer"},
 		{"TestCacheOptions", "CacheOptions", "checks caches made with options: refused ones, bounded ones"},
-	} {
+	}
+	if a.Encoder != nil {
+		// An encoder keeps no caches and has no logits: its states instead.
+		tests = []struct{ name, fn, doc string }{
+			{"TestEncode", "Encode", "runs a padded batch through a random checkpoint: shapes, dtypes, finite states, each row its input's alone"},
+			tests[2], tests[3], tests[4],
+		}
+	}
+	for _, t := range tests {
 		f.Comment(t.name + " " + t.doc + ".")
 		f.Func().Id(t.name).Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
 			jen.Qual(nt, t.fn).Call(jen.Id("t"), jen.Id("Arch"), jen.Id("testConfig")),

@@ -24,7 +24,13 @@ type Head struct {
 	softcap *Scalar
 	scale   *Scalar
 	input   *Scalar // the hidden states' divisor, before the head
+	// encoder: no token head; a final norm only where it says
+	// (encoder.go).
+	encoder *Encoder
 }
+
+// hasNorm: the model ends in a final norm.
+func (h *Head) hasNorm() bool { return h.encoder == nil || h.encoder.FinalNorm }
 
 func (h *Head) link(a *Arch) {
 	h.NormPath = a.path(a.Names.Norm)
@@ -34,13 +40,21 @@ func (h *Head) link(a *Arch) {
 	h.norm, h.embed, h.vocab = a.FinalNorm, a.Embed, a.Vocab
 	h.divide, h.softcap, h.scale = a.Scalars.Get(LogitsDivisor), a.Scalars.Get(FinalSoftcap), a.Scalars.Get(LogitsScale)
 	h.input = a.Scalars.Get(InputDivisor)
+	h.encoder = a.Encoder
 }
 
 func (h *Head) fields(t goType) []jen.Code {
 	if t != tModel {
 		return nil
 	}
-	return []jen.Code{h.Norm.decl(), h.LMHead.decl()}
+	var out []jen.Code
+	if h.hasNorm() {
+		out = append(out, h.Norm.decl())
+	}
+	if h.encoder == nil {
+		out = append(out, h.LMHead.decl())
+	}
+	return out
 }
 
 func (h *Head) build(s stage) []jen.Code {
@@ -49,8 +63,12 @@ func (h *Head) build(s stage) []jen.Code {
 	}
 	tied := h.LMHead.of(rModel).Op("=").Add(h.embed.Field.of(rModel)).Dot("AsLinear").Call()
 	untied := h.LMHead.of(rModel).Op("=").Id("w").Dot("Linear").Call(jen.Lit(h.Name), h.vocab.Code(), fHidden.of(rModel), h.Bias.Code())
-	out := []jen.Code{h.Norm.of(rModel).Op("=").Add(h.norm.loadAt("w", h.NormPath, fHidden.of(rModel), offsetFinal))}
+	var out []jen.Code
+	if h.hasNorm() {
+		out = append(out, h.Norm.of(rModel).Op("=").Add(h.norm.loadAt("w", h.NormPath, fHidden.of(rModel), offsetFinal)))
+	}
 	switch {
+	case h.encoder != nil:
 	case h.WhenMissing:
 		out = append(out, jen.If(jen.Id("w").Dot("Holds").Call(jen.Lit(h.Name+".weight"))).Block(untied).Else().Block(tied))
 	case h.Tied.IsTrue():

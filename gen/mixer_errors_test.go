@@ -85,7 +85,7 @@ func TestMixerDescriptorErrors(t *testing.T) {
 		{"a token-shifted MLP beside attention layers", strings.Replace(hybridBase, "kind: swiglu", "kind: shifted_relu2", 1),
 			`descriptors/a.yaml:24: structure.mlp.kind: a shifted_relu2 MLP keeps the previous token in its layer's state cache: every layer must be mixed by one kind that keeps a slot for it (wkv7, layers: "true")`},
 		{"an embedding norm that is no name", strings.Replace(base, "structure:\n", "structure:\n  embed_norm: \"Pre Norm\"\n", 1),
-			`descriptors/a.yaml:15: structure.embed_norm: "Pre Norm" is not a checkpoint name (dotted lower-case words or indices)`},
+			`descriptors/a.yaml:15: structure.embed_norm: "Pre Norm" is not a checkpoint name (dotted words or indices)`},
 		{"a first layer that is no bool", section("    wkv7:\n      layers: \"true\"\n      head_dim: 16\n      decay_rank: 8\n      a_rank: 8\n      v_rank: 8\n      gate_rank: 8\n      first: \"i\"\n"),
 			`descriptors/a.yaml:28: structure.mixers.wkv7.first: "i" is int, want bool`},
 		{"a lightning decay factor that is no number", section("    lightning:\n      layers: \"i % 2 == 0\"\n      decay_factor: \"i == 0\"\n"),

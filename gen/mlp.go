@@ -89,7 +89,13 @@ type mlpActivation interface {
 func (p *MLP) link(a *Arch) {
 	n := a.Names
 	p.kind = mlpKinds[p.Kind]
-	p.Field, p.Name = newField(goName(n.MLP), func() *jen.Statement { return jen.Id("MLP") }, n.MLP), n.MLP
+	// An empty name: the MLP's modules sit in the layer itself (BERT's
+	// intermediate.dense and output.dense).
+	field := goName(n.MLP)
+	if field == "" {
+		field = "MLP"
+	}
+	p.Field, p.Name = newField(field, func() *jen.Statement { return jen.Id("MLP") }, n.MLP), n.MLP
 	if p.single {
 		p.Field.typ = func() *jen.Statement { return jen.Op("*").Id("MLP") }
 	}
@@ -147,10 +153,10 @@ func (p *MLP) layerBuild() []jen.Code {
 	}
 	if act, ok := p.kind.(mlpActivation); ok {
 		name, _, loader := act.activation()
-		out = append(out, p.act.of(rMLP).Op("=").Id("lw").Dot(loader).Call(jen.Lit(p.Name+"."+name)))
+		out = append(out, p.act.of(rMLP).Op("=").Id("lw").Dot(loader).Call(jen.Lit(joinName(p.Name, name))))
 	}
 	if sh, ok := p.kind.(mlpShifted); ok {
-		out = append(out, p.shift.of(rMLP).Op("=").Id("lw").Dot("Reshaped").Call(jen.Lit(p.Name+"."+sh.mix()), fHidden.of(rModel)))
+		out = append(out, p.shift.of(rMLP).Op("=").Id("lw").Dot("Reshaped").Call(jen.Lit(joinName(p.Name, sh.mix())), fHidden.of(rModel)))
 	}
 	return out
 }

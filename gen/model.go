@@ -45,6 +45,7 @@ type Arch struct {
 	Rope      *Rope
 	MLP       *MLP
 	Head      *Head
+	Encoder   *Encoder // nil: a decoder
 	Scalars   Scalars
 	Names     ResolvedNames
 	Drops     []Drop
@@ -122,7 +123,7 @@ func (v *Value) Float32() *jen.Statement { return jen.Float32().Call(v.Code()) }
 // ResolvedNames are the checkpoint names by role.
 type ResolvedNames struct {
 	Model, Embed, Layers, Norm, LMHead, Attention, MLP string
-	Positions                                          string
+	Positions, TokenTypes                              string
 	Q, K, V, O, QKV, QNorm, KNorm                      string
 	Gate, Up, Down, GateUp, FC, Proj                   string
 	AttnIn, AttnOut, MLPIn, MLPOut                     string
@@ -511,6 +512,9 @@ func (b *builder) structure() error {
 	if err := b.names(); err != nil {
 		return err
 	}
+	if err := b.resolveEncoder(sc); err != nil {
+		return err
+	}
 	a := b.a
 	a.Embed = &Embed{}
 	positions, err := b.optValue(b.d.Structure.Positions, "structure.positions", TInt, sc)
@@ -519,8 +523,8 @@ func (b *builder) structure() error {
 	}
 	a.Embed.positions = positions
 	if n := b.d.Structure.EmbedNorm; n.IsSet() && n.V != "" {
-		if !tensorPath.MatchString(n.V) {
-			return errAt(n.Pos, "structure.embed_norm", "%q is not a checkpoint name (dotted lower-case words or indices)", n.V)
+		if !tensorPath.MatchString(n.V) && !checkpointName.MatchString(n.V) {
+			return errAt(n.Pos, "structure.embed_norm", "%q is not a checkpoint name (dotted words or indices)", n.V)
 		}
 		a.Embed.normName = n.V
 	}

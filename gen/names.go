@@ -21,6 +21,7 @@ var modelRoles = []nameRole{
 	{"norm", "norm", func(n *Names) *F[string] { return &n.Norm }, func(r *ResolvedNames) *string { return &r.Norm }},
 	{"lm_head", "lm_head", func(n *Names) *F[string] { return &n.LMHead }, func(r *ResolvedNames) *string { return &r.LMHead }},
 	{"positions", "wpe", func(n *Names) *F[string] { return &n.Positions }, func(r *ResolvedNames) *string { return &r.Positions }},
+	{"token_types", "token_type_embeddings", func(n *Names) *F[string] { return &n.TokenTypes }, func(r *ResolvedNames) *string { return &r.TokenTypes }},
 }
 
 // checkpointRoles are every component's roles.
@@ -37,12 +38,20 @@ func (b *builder) names() error {
 	n := &b.d.Weights.Names
 	for _, r := range checkpointRoles() {
 		f := r.leaf(n)
-		if f.IsSet() && !(r.key == "model" && f.V == "") && !checkpointName.MatchString(f.V) {
+		if f.IsSet() && !((r.key == "model" || r.key == "mlp") && f.V == "") && !checkpointName.MatchString(f.V) {
 			return errAt(f.Pos, "weights.names."+r.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", f.V)
 		}
 		*r.out(&b.a.Names) = f.V
 	}
 	return nil
+}
+
+// joinName is name under the module prefix ("": none).
+func joinName(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
 }
 
 // checkpointName is a module's name in a checkpoint: dotted names.

@@ -54,7 +54,7 @@ type sharder interface {
 // tag gives the linear pr of module scope a role; parts > 1 marks a fused
 // linear of that many equal parts.
 func (p *ShardPlan) tag(scope string, pr Proj, role ShardRole, parts int) {
-	name := scope + "." + pr.Name
+	name := joinName(scope, pr.Name)
 	p.Linears[name] = role
 	if parts > 1 {
 		p.Parts[name] = parts

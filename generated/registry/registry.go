@@ -11,6 +11,7 @@ import (
 	"github.com/archgen/archgen/generated/baichuan_m1"
 	"github.com/archgen/archgen/generated/bailing_moe"
 	"github.com/archgen/archgen/generated/bailing_moe_linear"
+	"github.com/archgen/archgen/generated/bert"
 	"github.com/archgen/archgen/generated/cohere"
 	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/deepseek"
@@ -91,6 +92,7 @@ var catalog = nn.NewCatalog(
 		baichuan_m1.Arch,
 		bailing_moe.Arch,
 		bailing_moe_linear.Arch,
+		bert.Arch,
 		cohere.Arch,
 		cohere2.Arch,
 		deepseek.Arch,

@@ -14,6 +14,7 @@ func TestLookup(t *testing.T) {
 			"baichuan_m1":        "baichuan_m1",
 			"bailing_moe":        "bailing_moe",
 			"bailing_moe_linear": "bailing_moe_linear",
+			"bert":               "bert",
 			"cohere":             "cohere",
 			"cohere2":            "cohere2",
 			"deepseek":           "deepseek",

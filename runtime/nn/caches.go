@@ -21,6 +21,9 @@ type CacheSpec struct {
 	// None: the layer keeps no cache (a feed-forward layer of a single
 	// block); the model's caches are its other layers', in order.
 	None bool
+	// Encoder: the layer attends over its whole input at once and keeps
+	// nothing (kv.Encoding); Window is then its local span, if any.
+	Encoder bool
 }
 
 // NewCaches makes one empty cache per layer spec, as opts choose: a full
@@ -42,6 +45,8 @@ func NewCaches(specs []CacheSpec, opts kv.Options) ([]kv.Cache, error) {
 
 func newCache(s CacheSpec, opts kv.Options) kv.Cache {
 	switch {
+	case s.Encoder:
+		return kv.NewEncoding(nil, nil)
 	case len(s.Parts) > 0:
 		parts := make([]kv.Cache, len(s.Parts))
 		for i, p := range s.Parts {
@@ -54,6 +59,16 @@ func newCache(s CacheSpec, opts kv.Options) kv.Cache {
 		return opts.Sliding(s.Window)
 	}
 	return opts.Full()
+}
+
+// EncoderCaches are the specs of an encoder's n layers (structure.encoder):
+// each attends over its whole input at once and keeps nothing.
+func EncoderCaches(n int) []CacheSpec {
+	specs := make([]CacheSpec, n)
+	for i := range specs {
+		specs[i].Encoder = true
+	}
+	return specs
 }
 
 // DefaultCaches is NewCaches with mlx-lm's default caches (the zero

@@ -39,6 +39,16 @@ type Model interface {
 	Free()
 }
 
+// Scorer is an encoder with a classifier head (a cross-encoder): Score
+// turns the hidden states Hidden gives, [B, L, hidden], into each row's
+// scores by its first token, [B, labels] in float32. A checkpoint without
+// the head fails g.
+type Scorer interface {
+	Score(g *mlx.Graph, hidden *mlx.Array) *mlx.Array
+	// Labels is the head's score count per input (0: no head).
+	Labels() int
+}
+
 // Info is what a caller may want to know of a loaded model.
 type Info struct {
 	ModelType string    // config.json's model_type
@@ -48,6 +58,13 @@ type Info struct {
 	Hidden    int       // width of the residual stream
 	Dtype     mlx.Dtype // the compute dtype: the embedding's rows' and the logits'
 	Nbytes    int       // size of the weights
+	// Encoder: the model reads its whole input at once, every position
+	// attending to every other (structure.encoder): it embeds (and, with
+	// a classifier, scores), it does not generate. Pooling is how its
+	// embeddings pool when the checkpoint does not say ("mean", "cls" or
+	// "last"); empty for a decoder.
+	Encoder bool
+	Pooling string
 }
 
 // Arch is one generated architecture as a registry lists it.

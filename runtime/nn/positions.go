@@ -54,3 +54,37 @@ func (e *Embedding) rows() int {
 	}
 	return e.Weight.Dim(0)
 }
+
+// AddTokenTypes adds to h [B, L, hidden] the row of table for each token's
+// type, which an encoder's caches carry (kv.Encoding: the segment of a
+// pair of texts); with no types every token is of type 0. A type past the
+// table's rows fails g.
+func AddTokenTypes(g *mlx.Graph, h *mlx.Array, table *Embedding, c kv.Cache) *mlx.Array {
+	if g.Err() != nil {
+		return h
+	}
+	if h.Ndim() != 3 {
+		g.Failf("nn: token types for hidden states of shape %v (want [B, L, hidden])", h.Shape())
+		return h
+	}
+	B, L := h.Dim(0), h.Dim(1)
+	var types []int32
+	if e, ok := c.(*kv.Encoding); ok {
+		types = e.Types()
+	}
+	if types == nil {
+		return g.Add(h, table.Apply(g, g.Zeros([]int{1, 1}, mlx.Int32)))
+	}
+	if len(types) != B*L {
+		g.Failf("nn: %d token types for %d rows of %d tokens", len(types), B, L)
+		return h
+	}
+	rows := table.rows()
+	for i, t := range types {
+		if t < 0 || int(t) >= rows {
+			g.Failf("nn: token %d of row %d has type %d; the model's table holds %d types", i%L, i/L, t, rows)
+			return h
+		}
+	}
+	return g.Add(h, table.Apply(g, mlx.FromSlice(g, types, B, L)))
+}

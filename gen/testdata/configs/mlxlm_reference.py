@@ -7,8 +7,11 @@ text_config with ModelArgs of its own, those fields, under the top-level
 model_type), or {"error": ...}, what mlx-lm raised
 reading the config or building the model from it. A text model's
 model_type that mlx-lm reads only as a wrapper's section (SECTION_OF) is
-read as that wrapper reads its text_config. The Go registry's
-TestConfigReference compares each generated ParseConfig with these.
+read as that wrapper reads its text_config. An encoder mlx-lm has no
+module for (ENCODERS) is read by mlx-embeddings' module of it instead (its
+ModelArgs and Model), the reference its parity tests use. The Go
+registry's TestConfigReference compares each generated ParseConfig with
+these.
 
 Run it with the project's venv: make config-reference.
 """
@@ -30,6 +33,18 @@ from mlx_lm.utils import _decode_tagged_floats, _get_classes  # noqa: E402
 # reads them as its text_config: the wrapper's model_type.
 SECTION_OF = {"qwen3_5_text": "qwen3_5"}
 
+# Encoders, read by mlx-embeddings' module (testdata/encoders/ref.py loads
+# it without the package's __init__, which imports mlx-vlm).
+ENCODERS = {"bert"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "testdata", "encoders"))
+
+
+def encoder_classes(config):
+    from ref import module  # noqa: E402 - testdata/encoders/ref.py
+
+    mod = module(config["model_type"])
+    return mod.Model, mod.ModelArgs
+
 here = os.path.dirname(os.path.abspath(__file__))
 for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
     if path.endswith(".mlxlm.json"):
@@ -41,7 +56,10 @@ for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
         section_type = config.get("model_type")
         if section_type in SECTION_OF:
             config = {"model_type": SECTION_OF[section_type], "text_config": config}
-        model_class, args_class = _get_classes(config)
+        if config.get("model_type") in ENCODERS:
+            model_class, args_class = encoder_classes(config)
+        else:
+            model_class, args_class = _get_classes(config)
         args = args_class.from_dict(config)
         model = model_class(args)
         fields = dataclasses.asdict(args)

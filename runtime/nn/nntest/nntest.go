@@ -131,12 +131,17 @@ func tokens(B, L, vocab int, seed uint64) ([]int32, *mlx.Array) {
 }
 
 // run is one forward pass on a fresh graph: the logits as float32, their
-// shape and their dtype.
+// shape and their dtype (an encoder's hidden states: it has no logits).
 func run(t testing.TB, m nn.Model, tok *mlx.Array, caches []kv.Cache) ([]float32, []int, mlx.Dtype) {
 	t.Helper()
 	g := mlx.NewGraph(nil)
 	defer g.Close()
-	out := m.Forward(g, tok, caches)
+	var out *mlx.Array
+	if m.Info().Encoder {
+		out = m.Hidden(g, tok, caches)
+	} else {
+		out = m.Forward(g, tok, caches)
+	}
 	if err := g.Eval(out); err != nil {
 		t.Fatalf("Forward: %v", err)
 	}
@@ -227,6 +232,64 @@ func Forward(t *testing.T, arch nn.Arch, config string) {
 	hv, _, hdt := forward(t, half, tok)
 	if hdt != mlx.BFloat16 {
 		t.Fatalf("logits dtype %s with a bfloat16 compute dtype", hdt)
+	}
+	checkFinite(t, "bfloat16", hv)
+}
+
+// Encode is Forward for an encoder (structure.encoder): a batch of two
+// rows, the second padded after its third token, runs through a random
+// float32 checkpoint with the padding masked (kv.Encoding): the states are
+// [2, L, hidden] float32 and finite, the first row equals its input run
+// alone, and the second row's three tokens equal those three run alone.
+// Forward fails, naming the model an encoder; loaded as bfloat16, the
+// states are bfloat16 and finite.
+func Encode(t *testing.T, arch nn.Arch, config string) {
+	c := Random(t, arch, []byte(config), 1)
+	m := load(t, arch, c, mlx.Float32, false, nn.Options{})
+	info := m.Info()
+	if !info.Encoder || info.Layers == 0 || info.Hidden == 0 || info.Nbytes == 0 {
+		t.Fatalf("Info: %+v", info)
+	}
+	const B, L, short = 2, 6, 3
+	ids, tok := tokens(B, L, info.VocabSize, 7)
+	defer tok.Free()
+	caches := m.NewCaches()
+	e := kv.NewEncoding([]int{L, short}, nil)
+	for i := range caches {
+		caches[i] = e
+	}
+	v, shape, dt := run(t, m, tok, caches)
+	if want := []int{B, L, info.Hidden}; fmt.Sprint(shape) != fmt.Sprint(want) {
+		t.Fatalf("states shape %v, want %v", shape, want)
+	}
+	if dt != mlx.Float32 {
+		t.Fatalf("states dtype %s, want float32", dt)
+	}
+	checkFinite(t, "float32", v)
+	row := L * info.Hidden
+	for b, n := range []int{L, short} {
+		one, err := mlx.NewArray(ids[b*L:b*L+n], 1, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, _, _ := forward(t, m, one)
+		one.Free()
+		if d := maxDiff(alone, v[b*row:b*row+n*info.Hidden]); d > 1e-4 {
+			t.Fatalf("row %d of the padded batch differs from its input run alone by %g", b, d)
+		}
+	}
+	g := mlx.NewGraph(nil)
+	out := m.Forward(g, tok, m.NewCaches())
+	err := g.Eval(out)
+	g.Close()
+	if err == nil || !strings.Contains(err.Error(), "encoder") {
+		t.Fatalf("Forward on an encoder: %v, want a refusal naming it an encoder", err)
+	}
+
+	half := load(t, arch, c, mlx.Float32, false, nn.Options{Dtype: mlx.BFloat16})
+	hv, _, hdt := forward(t, half, tok)
+	if hdt != mlx.BFloat16 {
+		t.Fatalf("states dtype %s with a bfloat16 compute dtype", hdt)
 	}
 	checkFinite(t, "bfloat16", hv)
 }

@@ -1,0 +1,225 @@
+package archgen_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archgen/archgen"
+	"github.com/archgen/archgen/runtime/kv"
+	"github.com/archgen/archgen/runtime/mlx"
+)
+
+// encoderRef is one reply of testdata/encoders/ref.py (mlx-embeddings).
+type encoderRef struct {
+	Hidden [][][]float64 `json:"hidden"`
+	Mean   [][]float64   `json:"mean"`
+	CLS    [][]float64   `json:"cls"`
+	Embeds [][]float64   `json:"embeds"`
+	Scores [][]float64   `json:"scores"`
+}
+
+// mlxEmbeddings runs testdata/encoders/ref.py on jobs, in one process.
+func mlxEmbeddings(t *testing.T, jobs []map[string]any) []encoderRef {
+	t.Helper()
+	py, err := filepath.Abs(".deps/py/bin/python")
+	require.NoError(t, err)
+	if _, err := os.Stat(py); err != nil {
+		t.Fatalf("the project venv is missing (%v): run `make setup`", err)
+	}
+	req, _ := json.Marshal(jobs)
+	cmd := exec.Command(py, "testdata/encoders/ref.py")
+	cmd.Stdin = bytes.NewReader(req)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "ref.py: %s", stderr.String())
+	var refs []encoderRef
+	require.NoError(t, json.Unmarshal(out, &refs))
+	require.Len(t, refs, len(jobs))
+	return refs
+}
+
+// bertConfig is a small BERT config.json (hand-written shapes) with the
+// keys the cases vary.
+func bertConfig(hidden, layers, heads, types int, eps float64) map[string]any {
+	return map[string]any{
+		"model_type": "bert", "hidden_size": hidden, "num_hidden_layers": layers,
+		"num_attention_heads": heads, "intermediate_size": 2 * hidden, "max_position_embeddings": 40,
+		"vocab_size": 96, "type_vocab_size": types, "layer_norm_eps": eps, "hidden_act": "gelu",
+	}
+}
+
+// encoderInputs are token ids of several lengths (one token, the longest
+// at the context's end), with types for the pairs.
+var encoderInputs = [][]int32{
+	{1, 17, 33, 5, 2},
+	{1, 2},
+	{7},
+	{1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 2, 50, 51, 52, 2},
+	{1, 95, 94, 93, 92, 91, 90, 89, 88, 87, 86, 85, 84, 83, 82, 81, 80, 79, 78, 77, 76, 75, 74, 73, 72, 71, 70, 69, 68, 67, 66, 65, 64, 63, 62, 61, 60, 59, 58, 2},
+}
+
+var encoderTypes = [][]int32{
+	{0, 0, 0, 1, 1},
+	{0, 1},
+	{0},
+	{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1},
+	make([]int32, 40),
+}
+
+// rowDiff is the largest absolute difference of got and want over rows.
+func rowDiff(t *testing.T, got [][]float32, want [][]float64) float64 {
+	t.Helper()
+	require.Len(t, got, len(want))
+	worst := 0.0
+	for i := range want {
+		require.Len(t, got[i], len(want[i]), "row %d", i)
+		for j := range want[i] {
+			worst = math.Max(worst, math.Abs(float64(got[i][j])-want[i][j]))
+		}
+	}
+	return worst
+}
+
+func unitRows(rows [][]float64) [][]float64 {
+	out := make([][]float64, len(rows))
+	for i, r := range rows {
+		var ss float64
+		for _, x := range r {
+			ss += x * x
+		}
+		out[i] = make([]float64, len(r))
+		for j, x := range r {
+			out[i][j] = x / math.Sqrt(ss)
+		}
+	}
+	return out
+}
+
+// TestEncoderMatchesMLXEmbeddings: BERT's hidden states, its pooled and
+// normalized embeddings (mean and first token) and a cross-encoder's
+// scores are mlx-embeddings' BERT (testdata/encoders/ref.py) on random
+// checkpoints it makes: bare (BertModel's names) and under bert. with a
+// classifier of one and of three labels; layer norms moved off 1 and 0, a
+// single token type and two, eps 1e-12 and 1e-5. Embeddings run packed
+// (rows of five lengths padded after their ends, the padding masked) and
+// must equal each input run alone in mlx-embeddings; the hidden states are
+// compared row by row, with token types.
+func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name   string
+		config map[string]any
+		layout string
+		labels int
+	}{
+		{"bare", bertConfig(64, 2, 4, 2, 1e-12), "bare", 0},
+		{"one_type_eps", bertConfig(48, 3, 3, 1, 1e-5), "bare", 0},
+		{"classifier", bertConfig(64, 2, 8, 2, 1e-12), "prefixed", 1},
+		{"three_labels", bertConfig(32, 1, 2, 2, 1e-12), "prefixed", 3},
+	}
+	var jobs []map[string]any
+	for i, c := range cases {
+		jobs = append(jobs, map[string]any{"make": filepath.Join(dir, c.name), "arch": "bert", "config": c.config,
+			"seed": 10 + i, "layout": c.layout, "labels": c.labels})
+	}
+	mlxEmbeddings(t, jobs)
+	jobs = nil
+	for _, c := range cases {
+		var types any
+		if c.config["type_vocab_size"].(int) > 1 {
+			types = encoderTypes
+		}
+		jobs = append(jobs, map[string]any{"run": filepath.Join(dir, c.name), "arch": "bert", "ids": encoderInputs, "types": types})
+	}
+	refs := mlxEmbeddings(t, jobs)
+	ctx := context.Background()
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ref := refs[i]
+			m, err := archgen.Load(ctx, filepath.Join(dir, c.name), archgen.LoadOptions{NoTokenizer: true})
+			require.NoError(t, err)
+			defer m.Free()
+			info := m.Net.Info()
+			require.True(t, info.Encoder)
+			require.Equal(t, "mean", info.Pooling)
+
+			// Hidden states, one input at a time, with its types.
+			worst := 0.0
+			for k, in := range encoderInputs {
+				var tt []int32
+				if jobs[i]["types"] != nil {
+					tt = encoderTypes[k]
+				}
+				g := mlx.NewGraph(nil)
+				caches := m.Net.NewCaches()
+				e := kv.NewEncoding(nil, tt)
+				for j := range caches {
+					caches[j] = e
+				}
+				h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), caches), mlx.Float32)
+				require.NoError(t, g.Eval(h))
+				vals, err := h.Float32s()
+				require.NoError(t, err)
+				g.Close()
+				d := len(vals) / len(in)
+				for p := range in {
+					for j := range d {
+						worst = math.Max(worst, math.Abs(float64(vals[p*d+j])-ref.Hidden[k][p][j]))
+					}
+				}
+			}
+			// float32 both, the attention's sums in another order.
+			assert.Less(t, worst, 2e-5, "hidden states")
+
+			// Packed embeddings (types all 0 here, as Embed runs them):
+			// compared with the inputs alone, without types, below.
+			if jobs[i]["types"] == nil {
+				got, err := m.EmbedTokens(ctx, encoderInputs, archgen.EmbedOptions{})
+				require.NoError(t, err)
+				assert.Less(t, rowDiff(t, got, ref.Embeds), 2e-6, "mean-pooled, normalized (mlx-embeddings' text_embeds)")
+				got, err = m.EmbedTokens(ctx, encoderInputs, archgen.EmbedOptions{Pooling: archgen.PoolCLS})
+				require.NoError(t, err)
+				assert.Less(t, rowDiff(t, got, unitRows(ref.CLS)), 2e-6, "first token, normalized")
+				got, err = m.EmbedTokens(ctx, encoderInputs, archgen.EmbedOptions{Pooling: archgen.PoolMean, NoNormalize: true})
+				require.NoError(t, err)
+				assert.Less(t, rowDiff(t, got, ref.Mean), 2e-5, "mean, raw")
+			}
+
+			if c.labels == 0 {
+				assert.Zero(t, m.Labels())
+				_, err := m.ScoreTokens(ctx, encoderInputs, nil)
+				require.ErrorIs(t, err, archgen.ErrNoClassifier)
+				return
+			}
+			require.Equal(t, c.labels, m.Labels())
+			scores, err := m.ScoreTokens(ctx, encoderInputs, encoderTypes)
+			require.NoError(t, err)
+			assert.Less(t, rowDiff(t, scores, ref.Scores), 2e-5, "scores (packed)")
+		})
+	}
+}
+
+// TestEncoderPackedEqualsBatch: mlx-embeddings' own padded batch (an
+// attention mask over rows padded after their ends) gives the vectors
+// Embed gives, on a checkpoint whose inputs differ in length.
+func TestEncoderPackedEqualsBatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bert")
+	mlxEmbeddings(t, []map[string]any{{"make": dir, "arch": "bert", "config": bertConfig(64, 2, 4, 2, 1e-12), "seed": 3}})
+	ref := mlxEmbeddings(t, []map[string]any{{"batch": dir, "arch": "bert", "ids": encoderInputs}})[0]
+	m, err := archgen.Load(context.Background(), dir, archgen.LoadOptions{NoTokenizer: true})
+	require.NoError(t, err)
+	defer m.Free()
+	got, err := m.EmbedTokens(context.Background(), encoderInputs, archgen.EmbedOptions{})
+	require.NoError(t, err)
+	assert.Less(t, rowDiff(t, got, ref.Embeds), 2e-6)
+}

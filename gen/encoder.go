@@ -1,0 +1,192 @@
+package gen
+
+import (
+	"slices"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// The encoder (structure.encoder): a network that reads its whole input
+// at once, every position attending to every other, as BERT and the
+// embedding and reranking models built on it do. Its layers keep no
+// caches (kv.Encoding stands in: each row's padding is masked, and it
+// carries the tokens' types), its embeddings may add a row per token type
+// before their norm, its final norm is optional, and in place of a token
+// head it may hold a classifier over the first token (a cross-encoder's
+// scores). Its Forward fails: it does not generate.
+
+// EncoderDesc is structure.encoder: absent (a decoder) unless pooling is
+// set.
+type EncoderDesc struct {
+	// Pooling is how the embeddings pool when the checkpoint's folder does
+	// not say: mean, cls or last.
+	Pooling F[string] `yaml:"pooling"`
+	// TokenTypes is the row count of a table of token types
+	// (weights.names.token_types) whose row for each token's type is
+	// added with the positions, before the embeddings' norm; null: none.
+	TokenTypes F[Expr] `yaml:"token_types"`
+	// FinalNorm: a norm after the last layer (default true).
+	FinalNorm  F[bool]        `yaml:"final_norm"`
+	Classifier ClassifierDesc `yaml:"classifier"`
+}
+
+// ClassifierDesc is the encoder's scoring head, loaded when the checkpoint
+// holds out's weight: the first token's state, through dense (under the
+// model's prefix; optional) and its activation, then out (a name of its
+// own, under no prefix) to one score per label.
+type ClassifierDesc struct {
+	Dense      F[string] `yaml:"dense"`
+	Activation F[string] `yaml:"activation"`
+	Out        F[string] `yaml:"out"`
+}
+
+// Encoder is structure.encoder, resolved.
+type Encoder struct {
+	none
+	Pooling   string
+	FinalNorm bool
+	// types is the token-type table's row count (nil: none), typesField
+	// the table.
+	types      *Value
+	typesPath  string
+	typesField *field
+	// The classifier's checkpoint names ("" out: none) and its field.
+	dense, act, out string
+	cls             *field
+}
+
+var (
+	poolingKinds   = []string{"mean", "cls", "last"}
+	classifierActs = []string{"tanh", "gelu"}
+)
+
+// resolveEncoder resolves structure.encoder, after the names.
+func (b *builder) resolveEncoder(sc *scope) error {
+	d := &b.d.Structure.Encoder
+	if !d.Pooling.IsSet() {
+		for _, f := range []struct {
+			set  bool
+			pos  Pos
+			path string
+		}{
+			{d.TokenTypes.IsSet(), d.TokenTypes.Pos, "token_types"},
+			{d.FinalNorm.Set, d.FinalNorm.Pos, "final_norm"},
+			{d.Classifier.Out.IsSet(), d.Classifier.Out.Pos, "classifier"},
+			{d.Classifier.Dense.IsSet(), d.Classifier.Dense.Pos, "classifier"},
+		} {
+			if f.set {
+				return errAt(f.pos, "structure.encoder."+f.path, "belongs to an encoder, which says how its embeddings pool (structure.encoder.pooling: mean, cls or last)")
+			}
+		}
+		return nil
+	}
+	s, a := &b.d.Structure, b.a
+	if !slices.Contains(poolingKinds, d.Pooling.V) {
+		return errAt(d.Pooling.Pos, "structure.encoder.pooling", "unknown %q (mean, cls or last)", d.Pooling.V)
+	}
+	switch {
+	case a.Mixers != nil:
+		return errAt(d.Pooling.Pos, "structure.encoder", "an encoder's layers attend; token mixers that keep a state read their input in order")
+	case a.MLP.Sparse != nil:
+		return errAt(d.Pooling.Pos, "structure.encoder", "an encoder with a mixture of experts is not supported")
+	case s.Block.V == singleBlock:
+		return errAt(s.Block.Pos, "structure.block", "an encoder's layers hold attention and the MLP; a single block is a decoder's")
+	}
+	e := &Encoder{Pooling: d.Pooling.V, FinalNorm: !d.FinalNorm.Set || d.FinalNorm.V}
+	types, err := b.optValue(d.TokenTypes, "structure.encoder.token_types", TInt, sc)
+	if err != nil {
+		return err
+	}
+	e.types = types
+	c := &d.Classifier
+	switch {
+	case c.Out.IsSet():
+		if !checkpointName.MatchString(c.Out.V) {
+			return errAt(c.Out.Pos, "structure.encoder.classifier.out", "%q is not a checkpoint name (dotted names of letters, digits and _)", c.Out.V)
+		}
+		e.out = c.Out.V
+	case c.Dense.IsSet() || c.Activation.IsSet():
+		return errAt(c.Dense.Pos, "structure.encoder.classifier.out", "a classifier needs its output layer's name")
+	}
+	if c.Dense.IsSet() {
+		if !checkpointName.MatchString(c.Dense.V) {
+			return errAt(c.Dense.Pos, "structure.encoder.classifier.dense", "%q is not a checkpoint name (dotted names of letters, digits and _)", c.Dense.V)
+		}
+		e.dense = a.path(c.Dense.V)
+	}
+	if c.Activation.IsSet() {
+		if e.dense == "" {
+			return errAt(c.Activation.Pos, "structure.encoder.classifier.activation", "activates the dense layer, and classifier.dense names none")
+		}
+		if !slices.Contains(classifierActs, c.Activation.V) {
+			return errAt(c.Activation.Pos, "structure.encoder.classifier.activation", "unknown %q (tanh or gelu)", c.Activation.V)
+		}
+		e.act = c.Activation.V
+	}
+	if e.types != nil {
+		e.typesPath = a.path(a.Names.TokenTypes)
+		e.typesField = newField(goName(a.Names.TokenTypes), nnType("Embedding"), e.typesPath+": a row for each token type")
+	}
+	if e.out != "" {
+		e.cls = newField("Classifier", nnType("Classifier"), e.out+": the scoring head over the first token; nil when the checkpoint has none")
+	}
+	a.Encoder = e
+	return nil
+}
+
+func (e *Encoder) fields(t goType) []jen.Code {
+	if t != tModel {
+		return nil
+	}
+	var out []jen.Code
+	if e.typesField != nil {
+		out = append(out, e.typesField.decl())
+	}
+	if e.cls != nil {
+		out = append(out, e.cls.decl())
+	}
+	return out
+}
+
+func (e *Encoder) build(s stage) []jen.Code {
+	var out []jen.Code
+	switch {
+	case s == sBefore && e.typesField != nil:
+		out = append(out, e.typesField.of(rModel).Op("=").Id("w").Dot("Embedding").Call(jen.Lit(e.typesPath), e.types.Code(), fHidden.of(rModel)))
+	case s == sAfter && e.cls != nil:
+		out = append(out, e.cls.of(rModel).Op("=").Id("w").Dot("Classifier").Call(jen.Lit(e.dense), jen.Lit(e.act), jen.Lit(e.out), fHidden.of(rModel)))
+	}
+	return out
+}
+
+// shard: an encoder has no tensor-parallel plan.
+func (e *Encoder) shard(p *ShardPlan, a *Arch) {
+	p.refuse("an encoder (structure.encoder) embeds and scores on one machine; tensor parallelism serves generation")
+}
+
+// typesForward is Hidden's line after the positions: each token's type's
+// row added to h (kv.Encoding carries the types; none: type 0).
+func (e *Encoder) typesForward() []jen.Code {
+	if e.typesField == nil {
+		return nil
+	}
+	return []jen.Code{jen.Id("h").Op("=").Qual(nnPkg, "AddTokenTypes").Call(g(), jen.Id("h"), e.typesField.of(rModel), jen.Id("caches").Index(jen.Lit(0))).Comment("+ the rows of the tokens' types")}
+}
+
+// emitScore writes Score and Labels, the classifier's (nn.Scorer), on an
+// encoder that has one.
+func (e *Encoder) emitScore(f *jen.File) {
+	if e.cls == nil {
+		return
+	}
+	f.Comment(comment("Score turns the hidden states Hidden gives, [B, L, hidden], into each row's scores by its first token, [B, labels] in float32, with " + e.out + " (a cross-encoder's head). A checkpoint without the head fails g."))
+	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Score").Params(graphParam(), jen.Id("h").Add(arrayType())).Add(arrayType()).Block(
+		jen.Return(e.cls.of(rModel).Dot("Apply").Call(g(), jen.Id("h"))),
+	)
+	f.Line()
+	f.Comment("Labels is the classifier's score count per input: 0 when the checkpoint has none.")
+	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Labels").Params().Int().Block(
+		jen.Return(e.cls.of(rModel).Dot("Count").Call()),
+	)
+	f.Line()
+}

@@ -1,0 +1,165 @@
+"""The reference for archgen's encoders: mlx-embeddings' own model modules
+(PyPI mlx-embeddings, pinned in scripts/requirements.lock), on random
+checkpoints this script makes and on real ones.
+
+    ref.py < jobs.json > replies.json
+
+Each job is one of:
+
+  {"make": DIR, "arch": "bert", "config": {...}, "seed": int,
+   "layout": "bare" | "prefixed", "labels": int}
+      Builds mlx-embeddings' model of arch from config with random weights
+      (mx.random.seed(seed)), perturbs every LayerNorm's weight and bias so
+      that they are not 1 and 0, and saves DIR/config.json and
+      DIR/model.safetensors. "bare" names the tensors as the module does
+      (embeddings..., encoder..., pooler...), as sentence-transformers'
+      BertModel files are; "prefixed" puts them under "bert." and adds a
+      random classifier.weight [labels, hidden] and classifier.bias, as
+      BertForSequenceClassification's files are. Replies {}.
+
+  {"run": DIR, "arch": "bert", "ids": [[int]], "types": [[int]] or null}
+      Runs the checkpoint in DIR through mlx-embeddings' model, each input
+      alone (no padding), and replies {"hidden": [[[float]]], "mean":
+      [[float]], "cls": [[float]], "embeds": [[float]], "scores":
+      [[float]] or null}: the last hidden states, their mean and first
+      position, mlx-embeddings' text_embeds (mean-pooled and normalized),
+      and, where the checkpoint holds a classifier, its scores: the
+      module's pooler_output (dense and tanh on the first token) times
+      classifier.weight plus classifier.bias, in numpy (mlx-embeddings'
+      BERT has no classification head; this is BertForSequenceClassification's
+      computation on its pooler output).
+
+  {"batch": DIR, "arch": "bert", "ids": [[int]]}
+      Runs the inputs as one batch, padded after their ends with id 0 and
+      an attention mask, as mlx-embeddings batches them; replies
+      {"embeds": [[float]]}.
+"""
+
+import importlib.util
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import mlx.core as mx  # noqa: E402
+import mlx.nn as nn  # noqa: E402
+import numpy as np  # noqa: E402
+from mlx.utils import tree_flatten, tree_map  # noqa: E402
+
+
+def module(arch):
+    """mlx-embeddings' module for arch, imported without the package's
+    __init__ (which imports mlx-vlm, not installed here)."""
+    if "mlx_embeddings" not in sys.modules:
+        spec = importlib.util.find_spec("mlx_embeddings")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit("mlx_embeddings is not installed: run make setup-py")
+        root = Path(list(spec.submodule_search_locations)[0])
+        for name, path in (("mlx_embeddings", root), ("mlx_embeddings.models", root / "models")):
+            pkg = types.ModuleType(name)
+            pkg.__path__ = [str(path)]
+            sys.modules[name] = pkg
+    return importlib.import_module(f"mlx_embeddings.models.{arch}")
+
+
+def build(arch, config):
+    mod = module(arch)
+    args = mod.ModelArgs.from_dict(config)
+    return mod, mod.Model(args)
+
+
+def make(job):
+    out = Path(job["make"])
+    out.mkdir(parents=True, exist_ok=True)
+    mx.random.seed(job["seed"])
+    config = dict(job["config"])
+    _, model = build(job["arch"], config)
+    # LayerNorms start at weight 1 and bias 0; move them so a wrong norm shows.
+    params = dict(tree_flatten(model.parameters()))
+    for name, p in params.items():
+        if name.endswith("LayerNorm.weight"):
+            params[name] = p + 0.2 * mx.random.normal(p.shape)
+        elif name.endswith("LayerNorm.bias"):
+            params[name] = 0.2 * mx.random.normal(p.shape)
+    hidden = config["hidden_size"]
+    if job.get("layout") == "prefixed":
+        params = {"bert." + k: v for k, v in params.items()}
+        labels = job.get("labels", 1)
+        params["classifier.weight"] = 0.1 * mx.random.normal((labels, hidden))
+        params["classifier.bias"] = 0.1 * mx.random.normal((labels,))
+        config["architectures"] = ["BertForSequenceClassification"]
+        config["id2label"] = {str(i): f"LABEL_{i}" for i in range(labels)}
+    else:
+        config["architectures"] = ["BertModel"]
+    mx.eval(params)
+    mx.save_safetensors(str(out / "model.safetensors"), params)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return {}
+
+
+def load(job):
+    d = Path(job.get("run") or job.get("batch"))
+    config = json.loads((d / "config.json").read_text())
+    _, model = build(job["arch"], config)
+    weights = mx.load(str(d / "model.safetensors"))
+    classifier = None
+    if "classifier.weight" in weights:
+        classifier = (np.array(weights.pop("classifier.weight")), np.array(weights.pop("classifier.bias")))
+    weights = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in weights.items()}
+    weights = model.sanitize(weights)
+    model.load_weights(list(weights.items()))
+    model.eval()  # the modules' dropouts are on until then
+    model.update(tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p, model.parameters()))
+    mx.eval(model.parameters())
+    return model, classifier
+
+
+def run(job):
+    model, classifier = load(job)
+    types_ = job.get("types")
+    out = {"hidden": [], "mean": [], "cls": [], "embeds": [], "scores": None if classifier is None else []}
+    for i, ids in enumerate(job["ids"]):
+        x = mx.array(ids)[None]
+        tt = None if types_ is None else mx.array(types_[i])[None]
+        r = model(x, token_type_ids=tt)
+        h = np.array(r.last_hidden_state[0].astype(mx.float32))
+        out["hidden"].append(h.tolist())
+        out["mean"].append(h.mean(axis=0, dtype=np.float64).astype(np.float32).tolist())
+        out["cls"].append(h[0].tolist())
+        out["embeds"].append(np.array(r.text_embeds[0]).tolist())
+        if classifier is not None:
+            w, b = classifier
+            pooled = np.array(r.pooler_output[0].astype(mx.float32))
+            out["scores"].append((pooled @ w.T + b).tolist())
+    return out
+
+
+def batch(job):
+    model, _ = load(job)
+    ids = job["ids"]
+    L = max(len(x) for x in ids)
+    x = mx.array([row + [0] * (L - len(row)) for row in ids])
+    mask = mx.array([[1] * len(row) + [0] * (L - len(row)) for row in ids])
+    r = model(x, attention_mask=mask)
+    return {"embeds": np.array(r.text_embeds).tolist()}
+
+
+def main():
+    replies = []
+    for job in json.load(sys.stdin):
+        if "make" in job:
+            replies.append(make(job))
+        elif "run" in job:
+            replies.append(run(job))
+        elif "batch" in job:
+            replies.append(batch(job))
+        else:
+            raise SystemExit(f"unknown job {sorted(job)}")
+    json.dump(replies, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

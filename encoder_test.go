@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,6 +21,8 @@ import (
 
 // encoderRef is one reply of testdata/encoders/ref.py (mlx-embeddings).
 type encoderRef struct {
+	IDs    [][]int32     `json:"ids"`
+	Types  [][]int32     `json:"types"`
 	Hidden [][][]float64 `json:"hidden"`
 	Mean   [][]float64   `json:"mean"`
 	CLS    [][]float64   `json:"cls"`
@@ -205,6 +208,14 @@ func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
 			scores, err := m.ScoreTokens(ctx, encoderInputs, encoderTypes)
 			require.NoError(t, err)
 			assert.Less(t, rowDiff(t, scores, ref.Scores), 2e-5, "scores (packed)")
+			if c.labels > 1 {
+				_, _, err := m.Rerank(ctx, "q", []string{"d"}, archgen.RerankOptions{})
+				require.EqualError(t, err, "rerank: the model's classifier gives 3 scores per pair (a classifier of 3 labels); a reranker gives one")
+			}
+			_, err = m.ScoreTokens(ctx, encoderInputs[:1], [][]int32{{0, 0}})
+			require.EqualError(t, err, "input[0]: 2 token types for 5 tokens")
+			_, err = m.ScoreTokens(ctx, encoderInputs[:1], [][]int32{{0, 0, 0, 2, 1}})
+			require.ErrorContains(t, err, "nn: token 3 of row 0 has type 2; the model's table holds 2 types")
 		})
 	}
 }
@@ -222,4 +233,134 @@ func TestEncoderPackedEqualsBatch(t *testing.T) {
 	got, err := m.EmbedTokens(context.Background(), encoderInputs, archgen.EmbedOptions{})
 	require.NoError(t, err)
 	assert.Less(t, rowDiff(t, got, ref.Embeds), 2e-6)
+}
+
+// miniLM is the real encoder `make models` fetches.
+const miniLM = ".deps/models/all-MiniLM-L6-v2"
+
+// miniLMTexts are the texts the real encoder embeds: a word, sentences,
+// accents and CJK (which BERT's normalizer strips and splits), a word the
+// vocabulary lacks, and one long input.
+var miniLMTexts = []string{
+	"cat",
+	"A man is eating food.",
+	"Ünïcödé, naïve café — 日本語のテキスト!",
+	"Pneumonoultramicroscopicsilicovolcanoconiosis is a word.",
+	strings.Repeat("Sentences pool into one vector each. ", 30),
+}
+
+// TestMiniLMMatchesMLXEmbeddings: the real all-MiniLM-L6-v2 (a BERT with
+// WordPiece's tokenizer and a sentence-transformers folder asking for the
+// mean, normalized): Embed's token ids are the tokenizers library's and its
+// vectors mlx-embeddings' text_embeds for the same texts, all inputs run
+// packed in one call.
+func TestMiniLMMatchesMLXEmbeddings(t *testing.T) {
+	if _, err := os.Stat(miniLM); err != nil {
+		t.Fatalf("%v: run `make models`", err)
+	}
+	ref := mlxEmbeddings(t, []map[string]any{{"run": miniLM, "arch": "bert", "texts": miniLMTexts}})[0]
+	m := load(t, miniLM)
+	opts, ok, err := m.EmbedDefaults()
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, archgen.EmbedOptions{Pooling: archgen.PoolMean}, opts)
+	for i, text := range miniLMTexts {
+		ids, err := m.EncodeEmbedInput(text)
+		require.NoError(t, err)
+		assert.Equal(t, ref.IDs[i], ids, "input %d", i)
+	}
+	got, err := m.Embed(context.Background(), miniLMTexts, opts)
+	require.NoError(t, err)
+	d := rowDiff(t, got, ref.Embeds)
+	// float32 both, six layers of real weights: sums in another order.
+	assert.Less(t, d, 1e-5)
+	t.Logf("all-MiniLM-L6-v2: largest difference from mlx-embeddings %.2e", d)
+}
+
+// crossEncoder makes a random BERT cross-encoder (BertForSequenceClassification's
+// layout, one label) with all-MiniLM-L6-v2's tokenizer files beside it,
+// by testdata/encoders/ref.py, and returns its folder.
+func crossEncoder(t *testing.T, seed int) string {
+	t.Helper()
+	if _, err := os.Stat(miniLM); err != nil {
+		t.Fatalf("%v: run `make models`", err)
+	}
+	dir := filepath.Join(t.TempDir(), "cross-encoder")
+	cfg := bertConfig(32, 2, 2, 2, 1e-12)
+	cfg["vocab_size"], cfg["max_position_embeddings"] = 30522, 128
+	mlxEmbeddings(t, []map[string]any{{"make": dir, "arch": "bert", "config": cfg, "seed": seed, "layout": "prefixed", "labels": 1}})
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} {
+		data, err := os.ReadFile(filepath.Join(miniLM, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o644))
+	}
+	return dir
+}
+
+var rerankQuery = "What do cats eat?"
+
+var rerankDocs = []string{
+	"Cats are carnivores: they eat meat.",
+	"The stock market fell on Tuesday.",
+	"Kittens drink their mother's milk, then move on to solid food such as fish or chicken.",
+	"猫は魚が好きです。",
+}
+
+// TestRerankMatchesMLXEmbeddings: Rerank's relevances are the sigmoid of
+// the classifier's logits that mlx-embeddings' BERT (pooler output times
+// the classifier, testdata/encoders/ref.py) gives each (query, document)
+// pair the tokenizers library encodes, token types included; RawScores
+// and a config naming the Identity activation give the logits themselves.
+// Pairs over the context, models without a classifier or with three labels
+// are refused.
+func TestRerankMatchesMLXEmbeddings(t *testing.T) {
+	dir := crossEncoder(t, 21)
+	var pairs [][]string
+	for _, d := range rerankDocs {
+		pairs = append(pairs, []string{rerankQuery, d})
+	}
+	ref := mlxEmbeddings(t, []map[string]any{{"run": dir, "arch": "bert", "pairs": pairs}})[0]
+	m := load(t, dir)
+	ctx := context.Background()
+	for i, d := range rerankDocs {
+		ids, types := m.Tokenizer.EncodePair(rerankQuery, d, true)
+		assert.Equal(t, ref.IDs[i], ids, "pair %d", i)
+		assert.Equal(t, ref.Types[i], types, "pair %d", i)
+	}
+	scores, tokens, err := m.Rerank(ctx, rerankQuery, rerankDocs, archgen.RerankOptions{})
+	require.NoError(t, err)
+	raw, _, err := m.Rerank(ctx, rerankQuery, rerankDocs, archgen.RerankOptions{RawScores: true})
+	require.NoError(t, err)
+	n := 0
+	for i := range rerankDocs {
+		n += len(ref.IDs[i])
+		logit := ref.Scores[i][0]
+		assert.InDelta(t, logit, raw[i], 2e-5, "pair %d's logit", i)
+		assert.InDelta(t, 1/(1+math.Exp(-logit)), scores[i], 1e-5, "pair %d's relevance", i)
+	}
+	assert.Equal(t, n, tokens)
+
+	// A checkpoint whose config names the Identity activation: logits.
+	cfgPath := filepath.Join(dir, "config.json")
+	data, err := os.ReadFile(cfgPath)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(data, &cfg))
+	cfg["sbert_ce_default_activation_function"] = "torch.nn.modules.linear.Identity"
+	data, _ = json.Marshal(cfg)
+	require.NoError(t, os.WriteFile(cfgPath, data, 0o644))
+	ident := load(t, dir)
+	got, _, err := ident.Rerank(ctx, rerankQuery, rerankDocs, archgen.RerankOptions{})
+	require.NoError(t, err)
+	assert.InDeltaSlice(t, raw, got, 1e-6)
+
+	// Refusals.
+	_, _, err = m.Rerank(ctx, rerankQuery, []string{strings.Repeat("word ", 200)}, archgen.RerankOptions{})
+	var ie *archgen.EmbedInputError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, 0, ie.Index)
+	assert.Equal(t, 128, ie.Context)
+	embedder := load(t, miniLM)
+	_, _, err = embedder.Rerank(ctx, rerankQuery, rerankDocs, archgen.RerankOptions{})
+	require.ErrorIs(t, err, archgen.ErrNoClassifier)
 }

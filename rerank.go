@@ -2,8 +2,13 @@ package archgen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
@@ -106,4 +111,80 @@ func (m *Model) scorePack(s nn.Scorer, inputs, types [][]int32, pack []int) ([][
 		out[r] = vals[r*n : (r+1)*n]
 	}
 	return out, nil
+}
+
+// RerankOptions are the knobs of Rerank.
+type RerankOptions struct {
+	// RawScores gives the classifier's logits as they are. By default each
+	// is turned into a relevance as sentence-transformers' CrossEncoder
+	// does for the checkpoint: through a sigmoid, unless its config.json
+	// names another activation (sbert_ce_default_activation_function:
+	// Identity keeps the logit, as cross-encoder/ms-marco-MiniLM's asks).
+	RawScores bool
+}
+
+// Rerank is a cross-encoder's relevance of each document to query, in the
+// documents' order: each (query, document) pair is encoded as the
+// tokenizer's pair template says ([CLS] query [SEP] document [SEP], the
+// document's tokens of type 1, for BERT) and scored by the classifier
+// (ScoreTokens), whose one score per pair becomes a relevance as opts say;
+// tokens is the pairs' length in all. A model without a classifier is refused with ErrNoClassifier, one with
+// more than one label too (it classifies, it does not rank); a pair over
+// the model's context is refused with an *EmbedInputError naming the
+// document's index.
+func (m *Model) Rerank(ctx context.Context, query string, documents []string, opts RerankOptions) (scores []float64, tokens int, err error) {
+	if n := m.Labels(); n != 1 {
+		if n == 0 {
+			return nil, 0, ErrNoClassifier
+		}
+		return nil, 0, fmt.Errorf("rerank: the model's classifier gives %d scores per pair (a classifier of %d labels); a reranker gives one", n, n)
+	}
+	if m.Tokenizer == nil {
+		return nil, 0, ErrNoTokenizer
+	}
+	ids := make([][]int32, len(documents))
+	types := make([][]int32, len(documents))
+	for i, d := range documents {
+		ids[i], types[i] = m.Tokenizer.EncodePair(query, d, true)
+		tokens += len(ids[i])
+	}
+	logits, err := m.ScoreTokens(ctx, ids, types)
+	if err != nil {
+		return nil, 0, err
+	}
+	identity := opts.RawScores || m.rerankActivation() == "identity"
+	scores = make([]float64, len(logits))
+	for i, s := range logits {
+		scores[i] = float64(s[0])
+		if !identity {
+			scores[i] = 1 / (1 + math.Exp(-scores[i]))
+		}
+	}
+	return scores, tokens, nil
+}
+
+// rerankActivation is the activation a cross-encoder's config.json names
+// for its scores, as sentence-transformers writes it (before version 4:
+// sbert_ce_default_activation_function; since: sentence_transformers.
+// activation_fn): "identity" for torch.nn.modules.linear.Identity, else
+// "sigmoid" (also where it names none, sentence-transformers' default for
+// one label).
+func (m *Model) rerankActivation() string {
+	if m.Source.Kind != KindDir {
+		return "sigmoid"
+	}
+	data, err := os.ReadFile(filepath.Join(m.Source.Path, "config.json"))
+	if err != nil {
+		return "sigmoid"
+	}
+	var cfg struct {
+		Act string `json:"sbert_ce_default_activation_function"`
+		ST  struct {
+			Act string `json:"activation_fn"`
+		} `json:"sentence_transformers"`
+	}
+	if json.Unmarshal(data, &cfg) == nil && (strings.HasSuffix(cfg.Act, ".Identity") || strings.HasSuffix(cfg.ST.Act, ".Identity")) {
+		return "identity"
+	}
+	return "sigmoid"
 }

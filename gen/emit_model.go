@@ -51,6 +51,9 @@ func emitModel(a *Arch) ([]byte, error) {
 		{"Ignored", jen.Id("IgnoredKeys")},
 		shardFact(a),
 	}
+	if a.Encoder != nil {
+		archFields = append(archFields, kvPair{"Encoder", jen.True()})
+	}
 	if a.GGUF != nil {
 		archFields = append(archFields, kvPair{"GGUF", ggufFacts(a)})
 	}

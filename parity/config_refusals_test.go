@@ -30,3 +30,34 @@ func TestSequentialNeoXRefused(t *testing.T) {
 		t.Fatalf("error %v, want one containing %q", err, want)
 	}
 }
+
+// TestBERTConfigRefusals: the BERT configs whose computation the
+// descriptor does not run (mlx-embeddings runs each as the exact GELU over
+// absolute positions, whatever they say) are refused by key.
+func TestBERTConfigRefusals(t *testing.T) {
+	a, err := registry.Lookup("bert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile("../gen/testdata/configs/bert/all-minilm-l6-v2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Config(config); err != nil {
+		t.Fatalf("the published config: %v", err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"hidden_act": "gelu"`, `"hidden_act": "relu"`, `hidden_act: must be gelu (the exact GELU): the layers run no other activation`},
+		{`"position_embedding_type": "absolute"`, `"position_embedding_type": "relative_key"`, `position_embedding_type: must be absolute: relative position embeddings are not supported`},
+		{`"use_cache": true`, `"use_cache": true, "is_decoder": true`, `is_decoder: must be false: a causal BERT is not supported`},
+	} {
+		bad := strings.Replace(string(config), c.from, c.to, 1)
+		if bad == string(config) {
+			t.Fatalf("the config holds no %s", c.from)
+		}
+		_, err := a.Config([]byte(bad))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.to, err, c.want)
+		}
+	}
+}

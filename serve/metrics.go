@@ -59,7 +59,7 @@ func newMetrics() *metrics {
 // routes are the paths requests are counted under; any other path counts
 // as "other", so that clients cannot grow the label set.
 var routes = []string{"/v1/models", "/health", "/metrics", "/v1/chat/completions", "/v1/completions",
-	"/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/embeddings"}
+	"/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/embeddings", "/v1/rerank", "/rerank"}
 
 // statusRecorder keeps the status a handler answers with, and the
 // request's access record.
@@ -203,7 +203,7 @@ func (m *metrics) latency(first bool, d time.Duration) {
 
 // metricsPage writes GET /metrics: Prometheus's text exposition format.
 func (s *Server) metricsPage(w http.ResponseWriter, r *http.Request) {
-	st := s.eng.Stats()
+	st := s.stats()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	m := s.met
 	m.mu.Lock()

@@ -21,6 +21,10 @@ func endpoint[T any](s *Server, parse func(*T) (*job, *apiError)) http.HandlerFu
 			writeError(w, e)
 			return
 		}
+		if s.eng == nil {
+			writeError(w, s.notGenerative())
+			return
+		}
 		j, e := parse(&req)
 		if e != nil {
 			writeError(w, e)

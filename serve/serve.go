@@ -65,6 +65,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -191,27 +192,34 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 		opts.WriteTimeout = 30 * time.Second
 	}
 	opts.Limits = opts.Limits.withDefaults()
-	switch opts.EmbedPooling {
-	case "", archgen.PoolLast, archgen.PoolMean:
-	default:
-		return nil, fmt.Errorf("serve: embeddings' pooling %q: want %q or %q", opts.EmbedPooling, archgen.PoolLast, archgen.PoolMean)
+	if opts.EmbedPooling != "" && !slices.Contains(archgen.Poolings, opts.EmbedPooling) {
+		return nil, fmt.Errorf("serve: embeddings' pooling %q: want one of %q", opts.EmbedPooling, archgen.Poolings)
 	}
 	for _, o := range opts.CORSOrigins {
 		if err := CheckOrigin(o); err != nil {
 			return nil, err
 		}
 	}
-	bo := batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes,
-		KVBudget: opts.KVBudget, KVReserve: opts.KVReserve, MaxQueue: opts.MaxQueue, NumDraft: opts.NumDraft}
-	if opts.Draft != nil {
-		if err := m.CheckDraft(opts.Draft); err != nil {
+	var eng *batch.Engine
+	if m.Net.Info().Encoder {
+		// An encoder embeds and scores; it has no engine, and generation
+		// requests are refused (notGenerative).
+		if opts.Draft != nil {
+			return nil, fmt.Errorf("serve: a draft model drafts for generation; %s is an encoder, which does not generate", m.Net.Info().Arch)
+		}
+	} else {
+		bo := batch.Options{MaxBatch: opts.MaxBatch, PromptCacheBytes: opts.PromptCacheBytes,
+			KVBudget: opts.KVBudget, KVReserve: opts.KVReserve, MaxQueue: opts.MaxQueue, NumDraft: opts.NumDraft}
+		if opts.Draft != nil {
+			if err := m.CheckDraft(opts.Draft); err != nil {
+				return nil, err
+			}
+			bo.Draft = opts.Draft.Net
+		}
+		var err error
+		if eng, err = batch.New(m.Net, bo); err != nil {
 			return nil, err
 		}
-		bo.Draft = opts.Draft.Net
-	}
-	eng, err := batch.New(m.Net, bo)
-	if err != nil {
-		return nil, err
 	}
 	if opts.KeptResponses == 0 {
 		opts.KeptResponses = 1024
@@ -235,7 +243,23 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 // engine.
 func (s *Server) Close() {
 	s.stopping.Store(true)
-	s.eng.Close()
+	if s.eng != nil {
+		s.eng.Close()
+	}
+}
+
+// stats are the engine's counters; zero for an encoder, which has none.
+func (s *Server) stats() batch.Stats {
+	if s.eng == nil {
+		return batch.Stats{}
+	}
+	return s.eng.Stats()
+}
+
+// notGenerative is the answer to a generation request on an encoder.
+func (s *Server) notGenerative() *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "model_not_supported",
+		Message: fmt.Sprintf("the model (%s) is an encoder: it answers POST /v1/embeddings and POST /v1/rerank, not generation", s.m.Net.Info().Arch)}
 }
 
 // Stopping marks the server as going down: /health says so and new
@@ -260,9 +284,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/responses/{id}", s.getResponse)
 	mux.HandleFunc("DELETE /v1/responses/{id}", s.deleteResponse)
 	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	mux.HandleFunc("POST /v1/rerank", s.rerank)
+	mux.HandleFunc("POST /rerank", s.rerank)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id}, POST /v1/embeddings)", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no route %s %s (GET /v1/models, GET /health, GET /metrics, POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id}, POST /v1/embeddings, POST /v1/rerank)", r.Method, r.URL.Path)})
 	})
 	return s.count(s.recoverer(s.cors(s.authorize(mux))))
 }
@@ -338,7 +364,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	st := s.eng.Stats()
+	st := s.stats()
 	status, code := "ok", http.StatusOK
 	if s.stopping.Load() {
 		status, code = "stopping", http.StatusServiceUnavailable

@@ -298,8 +298,16 @@ func (a *app) serve(args []string) error {
 			return ctx
 		},
 	}
-	fmt.Fprintf(a.stderr, "archrun serve: %s on http://%s/v1 (max batch %d, prompt cache %d bytes, KV budget %d bytes, context %d tokens)\n",
-		id, ln.Addr(), *maxBatch, cacheBytes, budget, limit)
+	if m.Net.Info().Encoder {
+		what := "embeddings"
+		if m.Labels() > 0 {
+			what = "embeddings and rerank"
+		}
+		fmt.Fprintf(a.stderr, "archrun serve: %s on http://%s/v1 (an encoder: %s, no generation; context %d tokens)\n", id, ln.Addr(), what, limit)
+	} else {
+		fmt.Fprintf(a.stderr, "archrun serve: %s on http://%s/v1 (max batch %d, prompt cache %d bytes, KV budget %d bytes, context %d tokens)\n",
+			id, ln.Addr(), *maxBatch, cacheBytes, budget, limit)
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

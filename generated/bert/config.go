@@ -75,7 +75,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"_name_or_path", "add_cross_attention", "architectures", "attention_probs_dropout_prob", "bos_token_id", "chunk_size_feed_forward", "classifier_dropout", "directionality", "dtype", "eos_token_id", "finetuning_task", "gradient_checkpointing", "hidden_dropout_prob", "id2label", "initializer_range", "label2id", "max_length", "model_max_length", "output_past", "pad_token_id", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "problem_type", "sbert_ce_default_activation_function", "tokenizer_class", "torch_dtype", "transformers_version", "use_cache"}
+var IgnoredKeys = []string{"_name_or_path", "add_cross_attention", "architectures", "attention_probs_dropout_prob", "bos_token_id", "chunk_size_feed_forward", "classifier_dropout", "directionality", "dtype", "eos_token_id", "finetuning_task", "gradient_checkpointing", "hidden_dropout_prob", "id2label", "initializer_range", "label2id", "max_length", "model_max_length", "output_past", "pad_token_id", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "problem_type", "sbert_ce_default_activation_function", "sentence_transformers", "tokenizer_class", "torch_dtype", "transformers_version", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.

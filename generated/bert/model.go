@@ -36,6 +36,7 @@ var Arch = nn.Arch{
 	Derived: []string{},
 	Ignored: IgnoredKeys,
 	NoShard: "an encoder (structure.encoder) embeds and scores on one machine; tensor parallelism serves generation",
+	Encoder: true,
 }
 
 // Model is a loaded bert. Its weights are named as in the checkpoint, in Go's

@@ -86,6 +86,10 @@ type Arch struct {
 	// only, and NoShard then says why.
 	Shard   *ShardPlan
 	NoShard string
+	// Encoder: the architecture is an encoder (structure.encoder): it
+	// embeds and scores, and its reference is mlx-embeddings' module, not
+	// mlx-lm's logits.
+	Encoder bool
 	// GGUF is how llama.cpp's GGUF files of it read, from its descriptor's
 	// gguf section; nil when it has none.
 	GGUF *GGUF

@@ -18,8 +18,14 @@ Each job is one of:
       BertForSequenceClassification's files are. Replies {}.
 
   {"run": DIR, "arch": "bert", "ids": [[int]], "types": [[int]] or null}
+  {"run": DIR, "arch": "bert", "texts": [str]}
+  {"run": DIR, "arch": "bert", "pairs": [[str, str]], "tokenizer": DIR2}
       Runs the checkpoint in DIR through mlx-embeddings' model, each input
-      alone (no padding), and replies {"hidden": [[[float]]], "mean":
+      alone (no padding). Texts and pairs are encoded first by the Hugging
+      Face tokenizers library from DIR's tokenizer.json (or DIR2's), with
+      its special tokens and its pair template, truncation and padding off
+      (as sentence-transformers encodes what fits), and the reply gives
+      their "ids" and "types" too. It replies {"hidden": [[[float]]], "mean":
       [[float]], "cls": [[float]], "embeds": [[float]], "scores":
       [[float]] or null}: the last hidden states, their mean and first
       position, mlx-embeddings' text_embeds (mean-pooled and normalized),
@@ -117,10 +123,28 @@ def load(job):
     return model, classifier
 
 
+def encode(job):
+    """The ids and token types of job's texts or pairs, by the tokenizers
+    library; job's own ids and types where it gives them."""
+    if "texts" not in job and "pairs" not in job:
+        return job["ids"], job.get("types")
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(job.get("tokenizer") or job["run"]) / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    if "texts" in job:
+        encs = [tok.encode(t) for t in job["texts"]]
+    else:
+        encs = [tok.encode(q, d) for q, d in job["pairs"]]
+    return [e.ids for e in encs], [e.type_ids for e in encs]
+
+
 def run(job):
     model, classifier = load(job)
-    types_ = job.get("types")
-    out = {"hidden": [], "mean": [], "cls": [], "embeds": [], "scores": None if classifier is None else []}
+    job["ids"], types_ = encode(job)
+    out = {"ids": job["ids"], "types": types_, "hidden": [], "mean": [], "cls": [], "embeds": [],
+           "scores": None if classifier is None else []}
     for i, ids in enumerate(job["ids"]):
         x = mx.array(ids)[None]
         tt = None if types_ is None else mx.array(types_[i])[None]

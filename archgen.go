@@ -256,3 +256,16 @@ var ErrNoTemplate = errors.New("the tokenizer has no chat template")
 // ErrNoTokenizer is the error of Chat and Generate on a model loaded with
 // NoTokenizer.
 var ErrNoTokenizer = errors.New("the model was loaded without its tokenizer")
+
+// CheckGenerative refuses an encoder (structure.encoder: BERT and its
+// kin), which embeds and scores pairs but has no head to predict tokens
+// with, naming what it does instead.
+func (m *Model) CheckGenerative() error {
+	if info := m.Net.Info(); info.Encoder {
+		return fmt.Errorf("%w: %s (%s) embeds (Embed, archrun embed, /v1/embeddings) and scores pairs with a classifier (Rerank, /v1/rerank), it does not generate", ErrEncoder, m.Source.Path, info.Arch)
+	}
+	return nil
+}
+
+// ErrEncoder is the refusal to generate with an encoder.
+var ErrEncoder = errors.New("the model is an encoder")

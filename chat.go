@@ -158,8 +158,11 @@ type Session struct {
 }
 
 // NewSession starts an empty conversation with caches of the kinds o
-// chooses.
+// chooses. An encoder is refused (ErrEncoder): it does not generate.
 func (m *Model) NewSession(o kv.Options) (*Session, error) {
+	if err := m.CheckGenerative(); err != nil {
+		return nil, err
+	}
 	if err := o.Check(); err != nil {
 		return nil, err
 	}

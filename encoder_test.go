@@ -363,4 +363,10 @@ func TestRerankMatchesMLXEmbeddings(t *testing.T) {
 	embedder := load(t, miniLM)
 	_, _, err = embedder.Rerank(ctx, rerankQuery, rerankDocs, archgen.RerankOptions{})
 	require.ErrorIs(t, err, archgen.ErrNoClassifier)
+	// Neither generates.
+	for _, enc := range []*archgen.Model{m, embedder} {
+		_, err = enc.Generate(ctx, "hello", archgen.Options{MaxTokens: 2}, nil)
+		require.ErrorIs(t, err, archgen.ErrEncoder)
+		require.ErrorContains(t, err, "(bert) embeds (Embed, archrun embed, /v1/embeddings) and scores pairs")
+	}
 }

@@ -47,9 +47,15 @@ func (a *app) chat(args []string) error {
 	defer intr.stop()
 	ctx, done := intr.turn()
 	m, err := f.src.load(ctx, true)
+	if err == nil {
+		if err = m.CheckGenerative(); err != nil {
+			m.Free()
+		}
+	}
+	interrupted := ctx.Err() != nil // before done, which ends the turn's context
 	done()
 	if err != nil {
-		if ctx.Err() != nil {
+		if interrupted {
 			return errInterrupted
 		}
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	archgen "github.com/archgen/archgen"
@@ -12,7 +13,7 @@ import (
 )
 
 func (a *app) embed(args []string) error {
-	fs := a.flags("embed", "-model PATH [-pooling last|mean] [-dimensions N] [-out FILE.npy] [TEXT ...]",
+	fs := a.flags("embed", "-model PATH [-pooling last|mean|cls] [-dimensions N] [-out FILE.npy] [TEXT ...]",
 		"Writes one embedding per input: the model's final hidden states pooled over the input's tokens "+
 			"(as /v1/embeddings gives them). The inputs are the arguments after the flags, or else the "+
 			"lines of standard input (empty lines skipped). Each vector is printed as a JSON array, one "+
@@ -20,7 +21,7 @@ func (a *app) embed(args []string) error {
 	fs.rest = true
 	var src source
 	src.flags(fs.FlagSet, true)
-	pooling := fs.String("pooling", "", "last (the last token's state) or mean (default: as the model folder's sentence-transformers files say, else last)")
+	pooling := fs.String("pooling", "", "last (the last token's state), mean or cls (the first token's; default: as the model folder's sentence-transformers files say, else the model's own: last for a decoder, mean for BERT)")
 	dims := fs.Int("dimensions", 0, "keep each vector's first N values (a Matryoshka truncation; 0: all)")
 	noNorm := fs.Bool("no-normalize", false, "leave the pooled vectors as they are (default: scaled to unit length)")
 	out := fs.String("out", "", "write the vectors to this .npy file instead of printing them")
@@ -30,8 +31,8 @@ func (a *app) embed(args []string) error {
 	if err := src.check(); err != nil {
 		return err
 	}
-	if *pooling != "" && *pooling != archgen.PoolLast && *pooling != archgen.PoolMean {
-		return usagef("-pooling %q: want last or mean", *pooling)
+	if *pooling != "" && !slices.Contains(archgen.Poolings, *pooling) {
+		return usagef("-pooling %q: want last, mean or cls", *pooling)
 	}
 	if *dims < 0 {
 		return usagef("-dimensions %d: want 0 (all) or more", *dims)

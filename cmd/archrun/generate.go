@@ -271,6 +271,11 @@ func (a *app) generate(args []string) error {
 	ctx, done := intr.turn()
 	defer done()
 	m, err := f.src.load(ctx, true)
+	if err == nil {
+		if err = m.CheckGenerative(); err != nil {
+			m.Free()
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return errInterrupted

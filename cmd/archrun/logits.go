@@ -34,6 +34,9 @@ func (a *app) logits(args []string) error {
 		return err
 	}
 	defer model.Free()
+	if err := model.CheckGenerative(); err != nil {
+		return err
+	}
 	m := model.Net
 	if err := checkTokens(ids, m.Info().VocabSize); err != nil {
 		return err
@@ -85,6 +88,9 @@ func (a *app) greedy(args []string) error {
 		return err
 	}
 	defer model.Free()
+	if err := model.CheckGenerative(); err != nil {
+		return err
+	}
 	m := model.Net
 	var out []string
 	_, err = generate.Tokens(context.Background(), m, ids, generate.Options{MaxTokens: *n, Vocab: m.Info().VocabSize, MemoryLimit: src.limit},

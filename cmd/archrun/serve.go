@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +62,7 @@ func (a *app) serve(args []string) error {
 	maxTokens := c.Int("max-tokens", 512, "a request's token budget when it gives none")
 	name := c.String("served-model-name", "", "the model id /v1/models lists and responses carry (default: the model's path as given)")
 	aliases := c.String("alias", "", "more names /v1/models lists for the model, comma-separated; a request naming one gets it back")
-	pooling := c.String("pooling", "", "how /v1/embeddings pools an input's final hidden states: last (the last token's) or mean (default: as the model folder's sentence-transformers files say, else last)")
+	pooling := c.String("pooling", "", "how /v1/embeddings pools an input's final hidden states: last (the last token's), mean or cls (the first token's; default: as the model folder's sentence-transformers files say, else the model's own: last for a decoder, mean for BERT)")
 	strictModel := c.Bool("strict-model", false, "refuse (404) requests naming a model other than -served-model-name or an -alias (by default any name is served)")
 	apiKey := c.String("api-key", "", "require this bearer token (Authorization: Bearer KEY) on every path but GET /health (or ARCHGEN_API_KEY)")
 	apiKeyFile := c.String("api-key-file", "", "a file of accepted keys, one a line (blank lines and # comments skipped)")
@@ -107,8 +108,8 @@ func (a *app) serve(args []string) error {
 	if *maxBatch < 1 {
 		return usagef("-max-batch %d: want at least 1", *maxBatch)
 	}
-	if *pooling != "" && *pooling != archgen.PoolLast && *pooling != archgen.PoolMean {
-		return usagef("-pooling %q: want last or mean", *pooling)
+	if *pooling != "" && !slices.Contains(archgen.Poolings, *pooling) {
+		return usagef("-pooling %q: want last, mean or cls", *pooling)
 	}
 	if *maxTokens < 1 {
 		return usagef("-max-tokens %d: want at least 1", *maxTokens)

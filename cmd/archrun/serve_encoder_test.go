@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/archgen/archgen"
 )
 
 // miniLM is the real encoder `make models` fetches.
@@ -102,6 +106,7 @@ for extra, param, code in [
     ({"documents": ["a", 3]}, "documents[1]", "invalid_type"),
     ({"top_n": 0}, "top_n", "invalid_value"),
     ({"documents": ["word " * 300]}, "documents[0]", "context_length_exceeded"),
+    ({"documents": ["a"] * 1025}, "documents", "limit_exceeded"),
 ]:
     req = {k: v for k, v in {**body, **extra}.items() if v is not None}
     r = post(rerank_base + "/rerank", json=req)
@@ -164,4 +169,23 @@ func TestServeEncoder(t *testing.T) {
 	t.Logf("clients:\n%s", out)
 	require.NoError(t, err, "server logs:\n%s\n%s", stderr.String(), stderr2.String())
 	require.Contains(t, string(out), "all checks passed")
+}
+
+// TestEncoderDoesNotGenerate: generate, chat, greedy and logits on an
+// encoder are refused with archgen.ErrEncoder, naming what it does.
+func TestEncoderDoesNotGenerate(t *testing.T) {
+	if _, err := os.Stat(miniLM); err != nil {
+		t.Fatalf("%v: run `make models` first", err)
+	}
+	for _, args := range [][]string{
+		{"generate", "-model", miniLM, "-prompt", "hello", "-max-tokens", "2", "-ignore-chat-template"},
+		{"chat", "-model", miniLM},
+		{"greedy", "-model", miniLM, "-tokens", "101,102", "-n", "2"},
+		{"logits", "-model", miniLM, "-tokens", "101,102", "-out", filepath.Join(t.TempDir(), "l.npy")},
+	} {
+		err := run(args, &bytes.Buffer{}, &bytes.Buffer{})
+		if !errors.Is(err, archgen.ErrEncoder) || !strings.Contains(err.Error(), "(bert) embeds (Embed, archrun embed, /v1/embeddings)") {
+			t.Errorf("archrun %s: %v, want archgen.ErrEncoder", args[0], err)
+		}
+	}
 }

@@ -60,7 +60,7 @@ FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS := ./gen:FuzzResolve ./runtime/nn:FuzzParseConfig ./runtime/mlx:FuzzParseSafetensorsHeader \
 	./gguf:FuzzParseHeader ./tokenizer:FuzzRoundTrip ./tokenizer:FuzzDecode ./serve:FuzzRequests \
 	./tokenizer/chat:FuzzBoundedTemplates ./serve:FuzzAPIRequests ./tokenizer/chat/reply:FuzzParser ./constrain:FuzzGrammars
-fuzz: setup
+fuzz: setup models
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \

@@ -87,3 +87,39 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMiniLM encodes the multilingual test text with MiniLM's BERT
+// tokenizer (WordPiece, which has no cache), alone and as the document of
+// a pair; and loads its tokenizer.json.
+func BenchmarkMiniLM(b *testing.B) {
+	text := benchText(b)
+	folder, err := reftest.MiniLM()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tk, err := LoadFile(filepath.Join(folder, "tokenizer.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		ids := tk.Encode(text, false)
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			tk.Encode(text, false)
+		}
+		b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	})
+	b.Run("pair", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			tk.EncodePair("what does the text say?", text, true)
+		}
+	})
+	b.Run("load", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := LoadFile(filepath.Join(folder, "tokenizer.json")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

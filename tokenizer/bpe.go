@@ -36,6 +36,23 @@ type merge struct {
 
 const bpeCacheSize = 10000
 
+// tokensByID inverts a vocabulary: the token of each id, "" where an id
+// has none.
+func tokensByID(vocab map[string]int32) ([]string, error) {
+	maxID := int32(-1)
+	for tok, id := range vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
+		}
+		maxID = max(maxID, id)
+	}
+	tokens := make([]string, maxID+1)
+	for tok, id := range vocab {
+		tokens[id] = tok
+	}
+	return tokens, nil
+}
+
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 func newBPE(vocab map[string]int32, merges [][2]string, unk string, fuseUnk, byteFallback, ignoreMerges bool, prefix, suffix string) (*bpe, error) {
@@ -50,16 +67,9 @@ func newBPE(vocab map[string]int32, merges [][2]string, unk string, fuseUnk, byt
 		suffix:       suffix,
 		cache:        make(map[string][]int32),
 	}
-	maxID := int32(-1)
-	for tok, id := range vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
-		}
-		maxID = max(maxID, id)
-	}
-	m.tokens = make([]string, maxID+1)
-	for tok, id := range vocab {
-		m.tokens[id] = tok
+	var err error
+	if m.tokens, err = tokensByID(vocab); err != nil {
+		return nil, err
 	}
 	if unk != "" {
 		id, ok := vocab[unk]

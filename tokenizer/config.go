@@ -259,11 +259,13 @@ func (t *Tokenizer) llamaClass(c *Config) *Tokenizer {
 		dec = append(dec, stripDec{' ', 1, 0})
 	}
 	u := &Tokenizer{
-		pre:   metaspace{repl: '▁', scheme: scheme, split: false},
-		model: t.model,
-		post:  t.post,
-		dec:   dec,
-		size:  t.size,
+		pre:    metaspace{repl: '▁', scheme: scheme, split: false},
+		model:  t.model,
+		vocab:  t.vocab,
+		tokens: t.tokens,
+		post:   t.post,
+		dec:    dec,
+		size:   t.size,
 	}
 	u.added = newAddedVocab(t.added.tokens, nil)
 	u.added.encodeSpecial = t.added.encodeSpecial

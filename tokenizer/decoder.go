@@ -255,6 +255,19 @@ func parseDecoder(data json.RawMessage, where string) (decoder, error) {
 			return nil, fmt.Errorf("%s: start and stop must not be negative", where)
 		}
 		return stripDec{c, r.Start, r.Stop}, nil
+	case "WordPiece":
+		f, err := objectFields(data, where)
+		if err != nil {
+			return nil, err
+		}
+		var d wordPieceDec
+		if d.prefix, err = f.str("prefix"); err != nil {
+			return nil, err
+		}
+		if d.cleanup, err = f.boolean("cleanup"); err != nil {
+			return nil, err
+		}
+		return d, nil
 	case "Metaspace":
 		c, err := oneRune(r.Replacement, "replacement", '▁')
 		if err != nil {

@@ -3,26 +3,42 @@
 // token ids and ids back into text, as the Hugging Face tokenizers library
 // does.
 //
-// It covers the BPE tokenizers of current checkpoints, in both families:
+// It covers the BPE tokenizers of current checkpoints, in both families,
+// and the WordPiece tokenizers of BERT-style encoders:
 //
 //   - byte-level BPE (GPT-2, Llama 3, Qwen2/3, SmolLM, StarCoder2): a
 //     regular-expression split, then each byte mapped to a printable
 //     character before the merges;
 //   - sentencepiece-style BPE (Llama 2, Mistral, Gemma): spaces become ▁ (a
 //     Prepend and Replace normalizer, or a Metaspace pre-tokenizer), and
-//     characters the vocabulary lacks fall back to <0xXX> byte tokens.
+//     characters the vocabulary lacks fall back to <0xXX> byte tokens;
+//   - WordPiece (BERT, MiniLM and the sentence-transformers encoders and
+//     cross-encoder rerankers built on them): BERT's normalizer (control
+//     characters dropped, spaces around CJK ideographs, accents stripped,
+//     lowercase) and pre-tokenizer (whitespace and punctuation), then the
+//     longest vocabulary piece first, ## before the pieces inside a word.
 //
 // The parts of tokenizer.json it reads: added_tokens (with single_word,
 // lstrip, rstrip, normalized and special); the normalizers NFC, NFD, NFKC,
-// NFKD, Lowercase, Prepend, Replace, Strip and Sequence; the pre-tokenizers
-// ByteLevel, Split, Metaspace, Digits, Whitespace, WhitespaceSplit and
-// Sequence; the BPE model (byte_fallback, fuse_unk, ignore_merges,
-// continuing_subword_prefix, end_of_word_suffix); the post-processors
-// TemplateProcessing, ByteLevel, BertProcessing, RobertaProcessing and
-// Sequence; and the decoders ByteLevel, ByteFallback, Fuse, Replace, Strip,
-// Metaspace and Sequence. Anything else is an error that names its key.
-// Other models (WordPiece, Unigram), BPE dropout, pairs of sequences,
-// offsets, truncation and padding are not supported.
+// NFKD, Lowercase, Prepend, Replace, Strip, BertNormalizer and Sequence;
+// the pre-tokenizers ByteLevel, Split, Metaspace, Digits, Whitespace,
+// WhitespaceSplit, BertPreTokenizer and Sequence; the BPE model
+// (byte_fallback, fuse_unk, ignore_merges, continuing_subword_prefix,
+// end_of_word_suffix) and the WordPiece model (unk_token,
+// continuing_subword_prefix, max_input_chars_per_word); the post-processors
+// TemplateProcessing (single and pair templates, with type ids),
+// ByteLevel, BertProcessing, RobertaProcessing and Sequence; and the
+// decoders ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace,
+// WordPiece and Sequence. Anything else is an error that names its key.
+// The truncation and padding settings are read and ignored: Encode and
+// EncodePair never cut or pad a sequence, and callers refuse inputs
+// longer than their model takes. Other models (Unigram, WordLevel), BPE
+// dropout and offsets are not supported.
+//
+// Encode encodes one text; EncodeWithTypes also gives each token's type
+// id; EncodePair encodes a pair of texts (a query and a document for a
+// cross-encoder) with the post-processor's pair layout and the type ids
+// that tell the two apart.
 //
 // LoadFile reads a tokenizer.json as the tokenizers library does. Load reads
 // a checkpoint folder as transformers' AutoTokenizer does: it also reads

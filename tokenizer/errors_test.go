@@ -14,6 +14,7 @@ const tiny = `{
   "normalizer": {"type": "NFC"},
   "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
   "post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "<eos>"}}],
+                     "pair": [{"Sequence": {"id": "A"}}, {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": "<eos>", "type_id": 1}}],
                      "special_tokens": {"<eos>": {"id": "<eos>", "ids": [5]}}},
   "decoder": {"type": "ByteLevel"},
   "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "Ġ": 3, "Ġab": 4}, "merges": ["a b", "Ġ ab"]}
@@ -47,7 +48,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 	}{
 		{"not JSON", tiny, tiny[:40], "not a tokenizer.json"},
 		{"no model", `"model": {`, `"modelx": {`, "model is missing"},
-		{"other model", `"type": "BPE"`, `"type": "WordPiece"`, `model.type "WordPiece"`},
+		{"other model", `"type": "BPE"`, `"type": "Unigram"`, `model.type "Unigram" is not supported (BPE and WordPiece are)`},
 		{"dropout", `"type": "BPE",`, `"type": "BPE", "dropout": 0.1,`, "model.dropout"},
 		{"merge token", `"a b"`, `"a c"`, `model.merges[0]: "c"`},
 		{"merged token", `"Ġ ab"`, `"b Ġ"`, `model.merges[1]: the merged token "bĠ"`},
@@ -62,6 +63,16 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"decoder", `"decoder": {"type": "ByteLevel"}`, `"decoder": {"type": "CTC"}`, `decoder: decoder type "CTC"`},
 		{"template", `"ids": [5]}}`, `"ids": [5]}}, "x": 1`, ""},
 		{"template token", `{"SpecialToken": {"id": "<eos>"}}`, `{"SpecialToken": {"id": "<bos>"}}`, `post_processor.single[1]: special token "<bos>"`},
+		{"pair template token", `{"SpecialToken": {"id": "<eos>", "type_id": 1}}`, `{"SpecialToken": {"id": "<bos>", "type_id": 1}}`,
+			`post_processor.pair[2]: special token "<bos>" is not in special_tokens`},
+		{"no pair template", `"pair": [`, `"pairs": [`,
+			`post_processor.pair is missing (TemplateProcessing needs the pair template as well as the single one)`},
+		{"B in the single template", `"single": [{"Sequence": {"id": "A"}}`, `"single": [{"Sequence": {"id": "B"}}`,
+			`post_processor.single[0]: the single template has one sequence, A; it cannot use B`},
+		{"sequence neither A nor B", `{"Sequence": {"id": "B", "type_id": 1}}`, `{"Sequence": {"id": "C", "type_id": 1}}`,
+			`post_processor.pair[1]: sequence "C" is neither A nor B`},
+		{"negative type id", `{"Sequence": {"id": "B", "type_id": 1}}`, `{"Sequence": {"id": "B", "type_id": -1}}`,
+			`post_processor.pair[1].Sequence.type_id: -1 is not a type id (0 or more)`},
 		{"added id", `"id": 5,`, `"id": -5,`, "added_tokens[0]: id -5"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

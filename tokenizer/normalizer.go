@@ -31,22 +31,32 @@ func (u unicodeForm) normalize(s string) string { return u.f.String(s) }
 
 // lowercase maps each character to lower case on its own, with the full
 // Unicode mappings (İ becomes i and a combining dot; a capital sigma is σ
-// wherever it stands).
+// wherever it stands), of the Unicode version the tokenizers library has:
+// the mappings Go's tables lack are in lowercaseNewer (bertchars.go).
 type lowercase struct{}
 
 func (lowercase) normalize(s string) string {
 	if !strings.ContainsRune(s, 0x130) {
-		return strings.Map(unicode.ToLower, s)
+		return strings.Map(toLower, s)
 	}
 	var b strings.Builder
 	for _, r := range s {
 		if r == 0x130 {
 			b.WriteString("i\u0307")
 		} else {
-			b.WriteRune(unicode.ToLower(r))
+			b.WriteRune(toLower(r))
 		}
 	}
 	return b.String()
+}
+
+func toLower(r rune) rune {
+	if r >= lowercaseNewerFrom {
+		if l, ok := lowercaseNewer[r]; ok {
+			return l
+		}
+	}
+	return unicode.ToLower(r)
 }
 
 // prepend puts a string in front of non-empty text.
@@ -140,6 +150,12 @@ func parseNormalizer(data json.RawMessage, where string) (normalizer, error) {
 		return replace{p, r.Content}, nil
 	case "Strip":
 		return strip{r.StripLeft, r.StripRight}, nil
+	case "BertNormalizer":
+		f, err := objectFields(data, where)
+		if err != nil {
+			return nil, err
+		}
+		return parseBertNormalizer(f)
 	}
 	return nil, fmt.Errorf("%s: normalizer type %q is not supported", where, r.Type)
 }

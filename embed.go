@@ -413,11 +413,16 @@ func finish(v []float64, opts EmbedOptions) []float32 {
 	return out
 }
 
-// ContextLength is the model's context in tokens: config.json's
+// ContextLength is the model's context in tokens: for an encoder with a
+// learned position table, the longest input the table takes (nn.Info's
+// MaxInput: RoBERTa's 514 rows hold 512 tokens); else config.json's
 // max_position_embeddings for a model directory, else the tokenizer's
 // model_max_length (which a GGUF file's context_length sets); 0 when
 // neither says.
 func (m *Model) ContextLength() int {
+	if n := m.Net.Info().MaxInput; n > 0 {
+		return n
+	}
 	if m.Source.Kind == KindDir {
 		if data, err := os.ReadFile(filepath.Join(m.Source.Path, "config.json")); err == nil {
 			var cfg struct {

@@ -67,7 +67,7 @@ var encoderInputs = [][]int32{
 	{1, 17, 33, 5, 2},
 	{1, 2},
 	{7},
-	{1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 2, 50, 51, 52, 2},
+	{1, 40, 41, 1, 43, 44, 45, 46, 47, 48, 2, 50, 51, 52, 2}, // XLM-R's pad id, 1, within
 	{1, 95, 94, 93, 92, 91, 90, 89, 88, 87, 86, 85, 84, 83, 82, 81, 80, 79, 78, 77, 76, 75, 74, 73, 72, 71, 70, 69, 68, 67, 66, 65, 64, 63, 62, 61, 60, 59, 58, 2},
 }
 
@@ -108,31 +108,46 @@ func unitRows(rows [][]float64) [][]float64 {
 	return out
 }
 
-// TestEncoderMatchesMLXEmbeddings: BERT's hidden states, its pooled and
+// xlmrConfig is a small XLM-RoBERTa config.json (hand-written shapes):
+// positions past the pad id 1, so 44 rows hold 42 tokens.
+func xlmrConfig(hidden, layers, heads, types int) map[string]any {
+	cfg := bertConfig(hidden, layers, heads, types, 1e-5)
+	cfg["model_type"], cfg["max_position_embeddings"], cfg["pad_token_id"] = "xlm-roberta", 44, 1
+	return cfg
+}
+
+// TestEncoderMatchesMLXEmbeddings: the hidden states, the pooled and
 // normalized embeddings (mean and first token) and a cross-encoder's
-// scores are mlx-embeddings' BERT (testdata/encoders/ref.py) on random
-// checkpoints it makes: bare (BertModel's names) and under bert. with a
-// classifier of one and of three labels; layer norms moved off 1 and 0, a
-// single token type and two, eps 1e-12 and 1e-5. Embeddings run packed
-// (rows of five lengths padded after their ends, the padding masked) and
-// must equal each input run alone in mlx-embeddings; the hidden states are
-// compared row by row, with token types.
+// scores of BERT and XLM-RoBERTa are mlx-embeddings' modules
+// (testdata/encoders/ref.py) on random checkpoints it makes: bare
+// (BertModel's and XLMRobertaModel's names) and as sequence classifiers
+// (under bert. with its pooler, under roberta. with its own head) of one
+// and of three labels; layer norms moved off 1 and 0, a single token type
+// and two, eps 1e-12 and 1e-5; XLM-R's positions counted past the pad id,
+// which the inputs hold too. Embeddings run packed (rows of five lengths
+// padded after their ends, the padding masked) and must equal each input
+// run alone in mlx-embeddings; the hidden states are compared row by row,
+// with token types.
 func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
 		name   string
+		arch   string // mlx-embeddings' module
 		config map[string]any
 		layout string
 		labels int
 	}{
-		{"bare", bertConfig(64, 2, 4, 2, 1e-12), "bare", 0},
-		{"one_type_eps", bertConfig(48, 3, 3, 1, 1e-5), "bare", 0},
-		{"classifier", bertConfig(64, 2, 8, 2, 1e-12), "prefixed", 1},
-		{"three_labels", bertConfig(32, 1, 2, 2, 1e-12), "prefixed", 3},
+		{"bare", "bert", bertConfig(64, 2, 4, 2, 1e-12), "bare", 0},
+		{"one_type_eps", "bert", bertConfig(48, 3, 3, 1, 1e-5), "bare", 0},
+		{"classifier", "bert", bertConfig(64, 2, 8, 2, 1e-12), "prefixed", 1},
+		{"three_labels", "bert", bertConfig(32, 1, 2, 2, 1e-12), "prefixed", 3},
+		{"xlmr", "xlm_roberta", xlmrConfig(64, 2, 4, 1), "bare", 0},
+		{"xlmr_classifier", "xlm_roberta", xlmrConfig(48, 2, 4, 1), "prefixed", 1},
+		{"xlmr_two_types", "xlm_roberta", xlmrConfig(32, 1, 2, 2), "prefixed", 3},
 	}
 	var jobs []map[string]any
 	for i, c := range cases {
-		jobs = append(jobs, map[string]any{"make": filepath.Join(dir, c.name), "arch": "bert", "config": c.config,
+		jobs = append(jobs, map[string]any{"make": filepath.Join(dir, c.name), "arch": c.arch, "config": c.config,
 			"seed": 10 + i, "layout": c.layout, "labels": c.labels})
 	}
 	mlxEmbeddings(t, jobs)
@@ -142,7 +157,7 @@ func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
 		if c.config["type_vocab_size"].(int) > 1 {
 			types = encoderTypes
 		}
-		jobs = append(jobs, map[string]any{"run": filepath.Join(dir, c.name), "arch": "bert", "ids": encoderInputs, "types": types})
+		jobs = append(jobs, map[string]any{"run": filepath.Join(dir, c.name), "arch": c.arch, "ids": encoderInputs, "types": types})
 	}
 	refs := mlxEmbeddings(t, jobs)
 	ctx := context.Background()
@@ -205,7 +220,11 @@ func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
 				return
 			}
 			require.Equal(t, c.labels, m.Labels())
-			scores, err := m.ScoreTokens(ctx, encoderInputs, encoderTypes)
+			var types [][]int32
+			if jobs[i]["types"] != nil {
+				types = encoderTypes
+			}
+			scores, err := m.ScoreTokens(ctx, encoderInputs, types)
 			require.NoError(t, err)
 			assert.Less(t, rowDiff(t, scores, ref.Scores), 2e-5, "scores (packed)")
 			if c.labels > 1 {
@@ -214,8 +233,10 @@ func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
 			}
 			_, err = m.ScoreTokens(ctx, encoderInputs[:1], [][]int32{{0, 0}})
 			require.EqualError(t, err, "input[0]: 2 token types for 5 tokens")
-			_, err = m.ScoreTokens(ctx, encoderInputs[:1], [][]int32{{0, 0, 0, 2, 1}})
-			require.ErrorContains(t, err, "nn: token 3 of row 0 has type 2; the model's table holds 2 types")
+			if types != nil {
+				_, err = m.ScoreTokens(ctx, encoderInputs[:1], [][]int32{{0, 0, 0, 2, 1}})
+				require.ErrorContains(t, err, "nn: token 3 of row 0 has type 2; the model's table holds 2 types")
+			}
 		})
 	}
 }

@@ -80,7 +80,10 @@ func (e *Embed) build(s stage) []jen.Code {
 // an encoder, then its type's row and the embeddings' norm.
 func (e *Embed) positionsForward() []jen.Code {
 	var out []jen.Code
-	if e.posField != nil {
+	if e.encoder != nil && e.posField != nil {
+		out = append(out, e.encoder.positionsForward(e.posField)...)
+	}
+	if e.posField != nil && len(out) == 0 {
 		out = append(out, jen.Id("h").Op("=").Qual(nnPkg, "AddPositions").Call(g(), jen.Id("h"), e.posField.of(rModel), jen.Id("caches").Index(jen.Lit(0))).Comment("+ the rows of the tokens' positions"))
 	}
 	if e.encoder != nil {

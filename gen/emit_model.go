@@ -329,6 +329,7 @@ func emitAccessors(f *jen.File, a *Arch) {
 	}
 	if a.Encoder != nil {
 		info = append(info, kvPair{"Encoder", jen.True()}, kvPair{"Pooling", jen.Lit(a.Encoder.Pooling)})
+		info = append(info, a.Encoder.info()...)
 	}
 	f.Comment("Info is the model's facts.")
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("Info").Params().Qual(nnPkg, "Info").Block(

@@ -26,14 +26,19 @@ type EncoderDesc struct {
 	// added with the positions, before the embeddings' norm; null: none.
 	TokenTypes F[Expr] `yaml:"token_types"`
 	// FinalNorm: a norm after the last layer (default true).
-	FinalNorm  F[bool]        `yaml:"final_norm"`
-	Classifier ClassifierDesc `yaml:"classifier"`
+	FinalNorm F[bool] `yaml:"final_norm"`
+	// PositionsPad counts the learned positions as RoBERTa does, from the
+	// token ids: pad+1, pad+2, ... for the tokens that are not this id,
+	// pad for those that are (null: 0, 1, 2, ... as BERT counts them).
+	PositionsPad F[Expr]        `yaml:"positions_pad"`
+	Classifier   ClassifierDesc `yaml:"classifier"`
 }
 
 // ClassifierDesc is the encoder's scoring head, loaded when the checkpoint
-// holds out's weight: the first token's state, through dense (under the
-// model's prefix; optional) and its activation, then out (a name of its
-// own, under no prefix) to one score per label.
+// holds out's weight: the first token's state, through dense (optional)
+// and its activation, then out to one score per label. Both are names of
+// their own, under no prefix (BERT's pooler is bert.pooler.dense, XLM-R's
+// head classifier.dense and classifier.out_proj).
 type ClassifierDesc struct {
 	Dense      F[string] `yaml:"dense"`
 	Activation F[string] `yaml:"activation"`
@@ -53,6 +58,12 @@ type Encoder struct {
 	// The classifier's checkpoint names ("" out: none) and its field.
 	dense, act, out string
 	cls             *field
+	// posPad is structure.encoder.positions_pad (nil: none), padField the
+	// model's copy of it.
+	posPad   *Value
+	padField *field
+	// positions is the learned position table's rows (nil: none).
+	positions *Value
 }
 
 var (
@@ -73,6 +84,7 @@ func (b *builder) resolveEncoder(sc *scope) error {
 			{d.FinalNorm.Set, d.FinalNorm.Pos, "final_norm"},
 			{d.Classifier.Out.IsSet(), d.Classifier.Out.Pos, "classifier"},
 			{d.Classifier.Dense.IsSet(), d.Classifier.Dense.Pos, "classifier"},
+			{d.PositionsPad.IsSet(), d.PositionsPad.Pos, "positions_pad"},
 		} {
 			if f.set {
 				return errAt(f.pos, "structure.encoder."+f.path, "belongs to an encoder, which says how its embeddings pool (structure.encoder.pooling: mean, cls or last)")
@@ -98,6 +110,18 @@ func (b *builder) resolveEncoder(sc *scope) error {
 		return err
 	}
 	e.types = types
+	if e.posPad, err = b.optValue(d.PositionsPad, "structure.encoder.positions_pad", TInt, sc); err != nil {
+		return err
+	}
+	if e.positions, err = b.optValue(s.Positions, "structure.positions", TInt, sc); err != nil {
+		return err
+	}
+	if e.posPad != nil {
+		if e.positions == nil {
+			return errAt(d.PositionsPad.Pos, "structure.encoder.positions_pad", "counts the learned positions, and structure.positions gives none")
+		}
+		e.padField = newField("positionsPad", intType, "the id whose tokens take position "+d.PositionsPad.V.Text+"; the others count from one past it")
+	}
 	c := &d.Classifier
 	switch {
 	case c.Out.IsSet():
@@ -112,7 +136,7 @@ func (b *builder) resolveEncoder(sc *scope) error {
 		if !checkpointName.MatchString(c.Dense.V) {
 			return errAt(c.Dense.Pos, "structure.encoder.classifier.dense", "%q is not a checkpoint name (dotted names of letters, digits and _)", c.Dense.V)
 		}
-		e.dense = a.path(c.Dense.V)
+		e.dense = c.Dense.V
 	}
 	if c.Activation.IsSet() {
 		if e.dense == "" {
@@ -146,6 +170,52 @@ func (e *Encoder) fields(t goType) []jen.Code {
 		out = append(out, e.cls.decl())
 	}
 	return out
+}
+
+// maxInputField holds the longest input the position table takes.
+var maxInputField = newField("maxInput", intType, "the longest input the position table takes")
+
+func (e *Encoder) params(t goType) []jen.Code {
+	var out []jen.Code
+	if t == tModel && e.positions != nil {
+		out = append(out, maxInputField.decl())
+	}
+	if t == tModel && e.padField != nil {
+		out = append(out, e.padField.decl())
+	}
+	return out
+}
+
+func (e *Encoder) inits(t goType) []kvPair {
+	if t != tModel || e.positions == nil {
+		return nil
+	}
+	if e.padField == nil {
+		return []kvPair{{maxInputField.key(), e.positions.Code()}}
+	}
+	return []kvPair{
+		{maxInputField.key(), jen.Add(e.positions.Code()).Op("-").Add(e.posPad.Code()).Op("-").Lit(1)},
+		{e.padField.key(), e.posPad.Code()},
+	}
+}
+
+// info are the encoder's entries of Info: the longest input its position
+// table takes (none without one).
+func (e *Encoder) info() []kvPair {
+	if e.positions == nil {
+		return nil
+	}
+	return []kvPair{{"MaxInput", maxInputField.of(rModel)}}
+}
+
+// positionsForward is Hidden's line adding the learned positions, counted
+// from the token ids past pad (RoBERTa's count); nil where they count from
+// 0 as a decoder's do.
+func (e *Encoder) positionsForward(table *field) []jen.Code {
+	if e.padField == nil {
+		return nil
+	}
+	return []jen.Code{jen.Id("h").Op("=").Qual(nnPkg, "AddPaddedPositions").Call(g(), jen.Id("h"), jen.Id("tokens"), table.of(rModel), e.padField.of(rModel)).Comment("+ the rows of the positions counted past the pad id")}
 }
 
 func (e *Encoder) build(s stage) []jen.Code {

@@ -17,7 +17,8 @@
 // a classifier (BertForSequenceClassification: bert.pooler.dense with tanh on
 // the first token, then classifier) scores pairs. Checkpoints hold the stack
 // bare (BertModel: embeddings, encoder, pooler) or under bert.; the pooler,
-// which only the classifier reads, is dropped without one.
+// which only the classifier reads, is dropped without one, and so are
+// pretraining heads (cls.predictions, cls.seq_relationship).
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches

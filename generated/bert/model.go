@@ -53,10 +53,11 @@ type Model struct {
 	Classifier                    *nn.Classifier // classifier: the scoring head over the first token; nil when the checkpoint has none
 
 	// What the forward pass reads, from the config.
-	hidden int
-	vocab  int
-	caches []nn.CacheSpec // per layer
-	params *nn.Params
+	hidden   int
+	vocab    int
+	maxInput int            // the longest input the position table takes
+	caches   []nn.CacheSpec // per layer
+	params   *nn.Params
 }
 
 // Layer is one decoder layer (bert.encoder.layer.N).
@@ -115,11 +116,14 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 func build(w *nn.Weights, c *Config) (*Model, error) {
 	w.PrefixBare("bert", []string{})
 	w.DropContaining("embeddings.position_ids")
+	w.DropContaining("cls.predictions.")
+	w.DropContaining("cls.seq_relationship.")
 	m := &Model{
-		Config: c,
-		hidden: c.HiddenSize,
-		vocab:  c.VocabSize,
-		caches: nn.EncoderCaches(c.NumHiddenLayers),
+		Config:   c,
+		hidden:   c.HiddenSize,
+		vocab:    c.VocabSize,
+		maxInput: c.MaxPositionEmbeddings,
+		caches:   nn.EncoderCaches(c.NumHiddenLayers),
 	}
 	m.EmbeddingsWordEmbeddings = w.Embedding("bert.embeddings.word_embeddings", c.VocabSize, m.hidden)
 	m.EmbedNorm = w.LayerNorm("bert.embeddings.LayerNorm", m.hidden, c.LayerNormEps)
@@ -179,6 +183,7 @@ func (m *Model) Info() nn.Info {
 		Nbytes:    m.params.Nbytes(),
 		Encoder:   true,
 		Pooling:   "mean",
+		MaxInput:  m.maxInput,
 	}
 }
 

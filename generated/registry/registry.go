@@ -77,6 +77,7 @@ import (
 	"github.com/archgen/archgen/generated/stablelm"
 	"github.com/archgen/archgen/generated/starcoder2"
 	"github.com/archgen/archgen/generated/telechat3"
+	"github.com/archgen/archgen/generated/xlm_roberta"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -158,6 +159,7 @@ var catalog = nn.NewCatalog(
 		stablelm.Arch,
 		starcoder2.Arch,
 		telechat3.Arch,
+		xlm_roberta.Arch,
 		{
 			Name:    "gemma3",
 			Tier:    "parity",

@@ -65,6 +65,9 @@ type Info struct {
 	// "last"); empty for a decoder.
 	Encoder bool
 	Pooling string
+	// MaxInput is the longest input an encoder's learned position table
+	// takes (its rows, less RoBERTa's offset); 0 where nothing bounds it.
+	MaxInput int
 }
 
 // Arch is one generated architecture as a registry lists it.

@@ -88,3 +88,27 @@ func AddTokenTypes(g *mlx.Graph, h *mlx.Array, table *Embedding, c kv.Cache) *ml
 	}
 	return g.Add(h, table.Apply(g, mlx.FromSlice(g, types, B, L)))
 }
+
+// AddPaddedPositions adds to h [B, L, hidden] the rows of table for
+// positions counted as RoBERTa counts them from the token ids [B, L]: each
+// token that is not pad gets pad plus its count among its row's tokens
+// that are not pad (pad+1, pad+2, ...), and each pad token the position
+// pad. A position past the table's rows fails g, naming the longest input
+// the table takes.
+func AddPaddedPositions(g *mlx.Graph, h, tokens *mlx.Array, table *Embedding, pad int) *mlx.Array {
+	if g.Err() != nil {
+		return h
+	}
+	if h.Ndim() != 3 || tokens.Ndim() != 2 {
+		g.Failf("nn: positions for hidden states of shape %v and tokens %v (want [B, L, hidden] and [B, L])", h.Shape(), tokens.Shape())
+		return h
+	}
+	L := h.Dim(1)
+	if rows := table.rows(); pad+L >= rows {
+		g.Failf("nn: %d tokens reach position %d, past the %d positions the model's table holds (inputs of at most %d tokens)", L, pad+L, rows, rows-pad-1)
+		return h
+	}
+	real := g.AsType(g.NotEqual(tokens, g.Scalar(float64(pad), tokens.Dtype())), mlx.Int32) // [B, L]
+	ids := g.AddScalar(g.Multiply(g.Cumsum(real, 1, false, true), real), float64(pad))
+	return g.Add(h, table.Apply(g, ids))
+}

@@ -6,16 +6,19 @@ checkpoints this script makes and on real ones.
 
 Each job is one of:
 
-  {"make": DIR, "arch": "bert", "config": {...}, "seed": int,
+  {"make": DIR, "arch": "bert" | "xlm_roberta", "config": {...}, "seed": int,
    "layout": "bare" | "prefixed", "labels": int}
-      Builds mlx-embeddings' model of arch from config with random weights
-      (mx.random.seed(seed)), perturbs every LayerNorm's weight and bias so
-      that they are not 1 and 0, and saves DIR/config.json and
-      DIR/model.safetensors. "bare" names the tensors as the module does
-      (embeddings..., encoder..., pooler...), as sentence-transformers'
-      BertModel files are; "prefixed" puts them under "bert." and adds a
-      random classifier.weight [labels, hidden] and classifier.bias, as
-      BertForSequenceClassification's files are. Replies {}.
+      Builds mlx-embeddings' model of arch (its module's name) from config
+      with random weights (mx.random.seed(seed)), perturbs every
+      LayerNorm's weight and bias so that they are not 1 and 0, and saves
+      DIR/config.json and DIR/model.safetensors. "bare" names the tensors as
+      the module does (embeddings..., encoder..., pooler...), as
+      sentence-transformers' BertModel and XLMRobertaModel files are;
+      "prefixed" is the sequence classifier's layout: under "bert." with a
+      random classifier.weight [labels, hidden] and classifier.bias
+      (BertForSequenceClassification), or under "roberta." without the
+      pooler, with random classifier.dense and classifier.out_proj
+      (XLMRobertaForSequenceClassification). Replies {}.
 
   {"run": DIR, "arch": "bert", "ids": [[int]], "types": [[int]] or null}
   {"run": DIR, "arch": "bert", "texts": [str]}
@@ -29,11 +32,12 @@ Each job is one of:
       [[float]], "cls": [[float]], "embeds": [[float]], "scores":
       [[float]] or null}: the last hidden states, their mean and first
       position, mlx-embeddings' text_embeds (mean-pooled and normalized),
-      and, where the checkpoint holds a classifier, its scores: the
-      module's pooler_output (dense and tanh on the first token) times
-      classifier.weight plus classifier.bias, in numpy (mlx-embeddings'
-      BERT has no classification head; this is BertForSequenceClassification's
-      computation on its pooler output).
+      and, where the checkpoint holds a classifier, its scores, in numpy
+      (mlx-embeddings has no classification heads; these are the heads'
+      computations on its outputs): BERT's pooler_output (dense and tanh
+      on the first token) times classifier.weight plus classifier.bias;
+      XLM-R's first hidden state through classifier.dense, tanh and
+      classifier.out_proj.
 
   {"batch": DIR, "arch": "bert", "ids": [[int]]}
       Runs the inputs as one batch, padded after their ends with id 0 and
@@ -71,6 +75,10 @@ def module(arch):
     return importlib.import_module(f"mlx_embeddings.models.{arch}")
 
 
+# Each module's sequence classifier: the prefix of its stack.
+PREFIX = {"bert": "bert.", "xlm_roberta": "roberta."}
+
+
 def build(arch, config):
     mod = module(arch)
     args = mod.ModelArgs.from_dict(config)
@@ -91,15 +99,24 @@ def make(job):
         elif name.endswith("LayerNorm.bias"):
             params[name] = 0.2 * mx.random.normal(p.shape)
     hidden = config["hidden_size"]
+    arch = job["arch"]
     if job.get("layout") == "prefixed":
-        params = {"bert." + k: v for k, v in params.items()}
         labels = job.get("labels", 1)
-        params["classifier.weight"] = 0.1 * mx.random.normal((labels, hidden))
-        params["classifier.bias"] = 0.1 * mx.random.normal((labels,))
-        config["architectures"] = ["BertForSequenceClassification"]
+        if arch == "bert":
+            params = {"bert." + k: v for k, v in params.items()}
+            params["classifier.weight"] = 0.1 * mx.random.normal((labels, hidden))
+            params["classifier.bias"] = 0.1 * mx.random.normal((labels,))
+            config["architectures"] = ["BertForSequenceClassification"]
+        else:
+            params = {"roberta." + k: v for k, v in params.items() if not k.startswith("pooler.")}
+            params["classifier.dense.weight"] = 0.1 * mx.random.normal((hidden, hidden))
+            params["classifier.dense.bias"] = 0.1 * mx.random.normal((hidden,))
+            params["classifier.out_proj.weight"] = 0.1 * mx.random.normal((labels, hidden))
+            params["classifier.out_proj.bias"] = 0.1 * mx.random.normal((labels,))
+            config["architectures"] = ["XLMRobertaForSequenceClassification"]
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(labels)}
     else:
-        config["architectures"] = ["BertModel"]
+        config["architectures"] = ["BertModel" if arch == "bert" else "XLMRobertaModel"]
     mx.eval(params)
     mx.save_safetensors(str(out / "model.safetensors"), params)
     (out / "config.json").write_text(json.dumps(config, indent=2))
@@ -109,12 +126,13 @@ def make(job):
 def load(job):
     d = Path(job.get("run") or job.get("batch"))
     config = json.loads((d / "config.json").read_text())
-    _, model = build(job["arch"], config)
     weights = mx.load(str(d / "model.safetensors"))
-    classifier = None
-    if "classifier.weight" in weights:
-        classifier = (np.array(weights.pop("classifier.weight")), np.array(weights.pop("classifier.bias")))
-    weights = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in weights.items()}
+    classifier = {k: np.array(weights.pop(k)) for k in list(weights) if k.startswith("classifier.")} or None
+    prefix = PREFIX[job["arch"]]
+    weights = {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in weights.items()}
+    if job["arch"] == "xlm_roberta" and "pooler.dense.weight" not in weights:
+        config["add_pooling_layer"] = False  # the sequence classifier's stack has none
+    _, model = build(job["arch"], config)
     weights = model.sanitize(weights)
     model.load_weights(list(weights.items()))
     model.eval()  # the modules' dropouts are on until then
@@ -154,10 +172,12 @@ def run(job):
         out["mean"].append(h.mean(axis=0, dtype=np.float64).astype(np.float32).tolist())
         out["cls"].append(h[0].tolist())
         out["embeds"].append(np.array(r.text_embeds[0]).tolist())
-        if classifier is not None:
-            w, b = classifier
+        if classifier is not None and job["arch"] == "bert":
             pooled = np.array(r.pooler_output[0].astype(mx.float32))
-            out["scores"].append((pooled @ w.T + b).tolist())
+            out["scores"].append((pooled @ classifier["classifier.weight"].T + classifier["classifier.bias"]).tolist())
+        elif classifier is not None:
+            x = np.tanh(h[0] @ classifier["classifier.dense.weight"].T + classifier["classifier.dense.bias"])
+            out["scores"].append((x @ classifier["classifier.out_proj.weight"].T + classifier["classifier.out_proj.bias"]).tolist())
     return out
 
 

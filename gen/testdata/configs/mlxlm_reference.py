@@ -33,16 +33,17 @@ from mlx_lm.utils import _decode_tagged_floats, _get_classes  # noqa: E402
 # reads them as its text_config: the wrapper's model_type.
 SECTION_OF = {"qwen3_5_text": "qwen3_5"}
 
-# Encoders, read by mlx-embeddings' module (testdata/encoders/ref.py loads
+# Encoders, by model_type: the mlx-embeddings module that reads them
+# (testdata/encoders/ref.py loads
 # it without the package's __init__, which imports mlx-vlm).
-ENCODERS = {"bert"}
+ENCODERS = {"bert": "bert", "xlm-roberta": "xlm_roberta"}
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "testdata", "encoders"))
 
 
 def encoder_classes(config):
     from ref import module  # noqa: E402 - testdata/encoders/ref.py
 
-    mod = module(config["model_type"])
+    mod = module(ENCODERS[config["model_type"]])
     return mod.Model, mod.ModelArgs
 
 here = os.path.dirname(os.path.abspath(__file__))

@@ -43,14 +43,28 @@ type EmbedOptions struct {
 	NoNormalize bool
 	// Dimensions, when above 0, keeps each vector's first Dimensions
 	// values (a Matryoshka truncation), then normalizes what is kept
-	// (unless NoNormalize). At most the model's hidden size.
+	// (unless NoNormalize). At most the vector's size (the model's hidden
+	// size, or the last Dense module's output).
 	Dimensions int
+	// Dense are sentence-transformers Dense modules run on each pooled
+	// vector in order, before the truncation and normalization
+	// (EmbedDefaults reads them from the folder).
+	Dense []Dense
 	// PrefillStep is how many tokens go through the model at once
 	// (default 2048): longer inputs run in chunks over a KV cache, and
 	// shorter ones together up to that many, padding included, which
 	// bounds the memory of their activations. An encoder reads each input
 	// whole, so a longer input runs alone in one step.
 	PrefillStep int
+}
+
+// VectorSize is the size of the vectors Embed gives before any truncation:
+// the last Dense module's output, or the model's hidden size.
+func (o EmbedOptions) VectorSize(hidden int) int {
+	if n := len(o.Dense); n > 0 {
+		return o.Dense[n-1].Out
+	}
+	return hidden
 }
 
 // EmbedInputError is Embed's refusal of one of its inputs.
@@ -125,7 +139,7 @@ func (m *Model) EmbedTokens(ctx context.Context, inputs [][]int32, opts EmbedOpt
 			return nil, err
 		}
 	}
-	out := make([][]float32, len(inputs))
+	pooled := make([][]float64, len(inputs))
 	for _, pack := range packs(inputs, opts.PrefillStep) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -136,7 +150,7 @@ func (m *Model) EmbedTokens(ctx context.Context, inputs [][]int32, opts EmbedOpt
 			if err != nil {
 				return nil, fmt.Errorf("input[%d]: %w", i, err)
 			}
-			out[i] = finish(v, opts)
+			pooled[i] = v
 			continue
 		}
 		vs, err := m.poolPack(inputs, pack, opts.Pooling)
@@ -144,8 +158,16 @@ func (m *Model) EmbedTokens(ctx context.Context, inputs [][]int32, opts EmbedOpt
 			return nil, fmt.Errorf("inputs %v: %w", pack, err)
 		}
 		for k, i := range pack {
-			out[i] = finish(vs[k], opts)
+			pooled[i] = vs[k]
 		}
+	}
+	pooled, err := applyDense(pooled, opts.Dense)
+	if err != nil {
+		return nil, fmt.Errorf("embed: the Dense modules: %w", err)
+	}
+	out := make([][]float32, len(inputs))
+	for i, v := range pooled {
+		out[i] = finish(v, opts)
 	}
 	return out, nil
 }
@@ -181,8 +203,15 @@ func (o *EmbedOptions) check(info nn.Info) error {
 	case !slices.Contains(Poolings, o.Pooling):
 		return fmt.Errorf("embed: pooling %q: want one of %q", o.Pooling, Poolings)
 	}
-	if o.Dimensions < 0 || o.Dimensions > info.Hidden {
-		return fmt.Errorf("embed: dimensions %d: want 1 to the model's hidden size, %d (0: all)", o.Dimensions, info.Hidden)
+	width := info.Hidden
+	for i, d := range o.Dense {
+		if d.In != width || len(d.Weight) != d.In*d.Out || (d.Bias != nil && len(d.Bias) != d.Out) {
+			return fmt.Errorf("embed: Dense module %d takes %d values (weights %d, bias %d for %d outputs); the vectors before it have %d", i, d.In, len(d.Weight), len(d.Bias), d.Out, width)
+		}
+		width = d.Out
+	}
+	if o.Dimensions < 0 || o.Dimensions > width {
+		return fmt.Errorf("embed: dimensions %d: want 1 to the vectors' size, %d (0: all)", o.Dimensions, width)
 	}
 	if o.PrefillStep <= 0 {
 		o.PrefillStep = 2048

@@ -17,8 +17,10 @@ import (
 // folder asks for the last token's state, normalized; all-MiniLM-L6-v2's for
 // the mean, normalized. ok is false where the folder has no modules.json (a
 // GGUF file, or a model saved without sentence-transformers' files): Embed's
-// own defaults then hold. A folder whose modules ask for what Embed does not
-// do (max pooling, a Dense module) is an error naming the file.
+// own defaults then hold. Dense modules after the pooling (EmbeddingGemma's
+// two) are read into opts.Dense. A folder whose modules ask for what Embed
+// does not do (max pooling, an activation other than Identity or Tanh) is
+// an error naming the file.
 func (m *Model) EmbedDefaults() (opts EmbedOptions, ok bool, err error) {
 	if m.Source.Kind != KindDir {
 		return opts, false, nil
@@ -45,6 +47,15 @@ func (m *Model) EmbedDefaults() (opts EmbedOptions, ok bool, err error) {
 		case "sentence_transformers.models.Transformer":
 		case "sentence_transformers.models.Normalize":
 			opts.NoNormalize = false
+		case "sentence_transformers.models.Dense":
+			if !pooled {
+				return opts, false, fmt.Errorf("%s: module %d, a Dense module, comes before the Pooling module; archgen runs Dense modules on the pooled vectors", path, i)
+			}
+			d, err := readDense(filepath.Join(m.Source.Path, mod.Path))
+			if err != nil {
+				return opts, false, err
+			}
+			opts.Dense = append(opts.Dense, d)
 		case "sentence_transformers.models.Pooling":
 			p, err := readPooling(filepath.Join(m.Source.Path, mod.Path, "config.json"))
 			if err != nil {
@@ -52,7 +63,7 @@ func (m *Model) EmbedDefaults() (opts EmbedOptions, ok bool, err error) {
 			}
 			opts.Pooling, pooled = p, true
 		default:
-			return opts, false, fmt.Errorf("%s: module %d is a %s, which archgen's embeddings do not run (they pool and normalize)", path, i, mod.Type)
+			return opts, false, fmt.Errorf("%s: module %d is a %s, which archgen's embeddings do not run (they pool, run Dense modules and normalize)", path, i, mod.Type)
 		}
 	}
 	if !pooled {

@@ -282,10 +282,10 @@ func TestEmbedRefusals(t *testing.T) {
 	m := load(t, tinyDir)
 	ctx := context.Background()
 	hidden := m.Net.Info().Hidden
-	_, err := m.Embed(ctx, []string{"x"}, archgen.EmbedOptions{Pooling: "cls"})
-	assert.EqualError(t, err, `embed: pooling "cls": want "last" or "mean"`)
+	_, err := m.Embed(ctx, []string{"x"}, archgen.EmbedOptions{Pooling: "max"})
+	assert.EqualError(t, err, `embed: pooling "max": want one of ["last" "mean" "cls"]`)
 	_, err = m.Embed(ctx, []string{"x"}, archgen.EmbedOptions{Dimensions: hidden + 1})
-	assert.EqualError(t, err, "embed: dimensions 65: want 1 to the model's hidden size, 64 (0: all)")
+	assert.EqualError(t, err, "embed: dimensions 65: want 1 to the vectors' size, 64 (0: all)")
 	_, err = m.Embed(ctx, []string{"x"}, archgen.EmbedOptions{Dimensions: -1})
 	assert.ErrorContains(t, err, "embed: dimensions -1")
 

@@ -391,3 +391,82 @@ func TestRerankMatchesMLXEmbeddings(t *testing.T) {
 		require.ErrorContains(t, err, "(bert) embeds (Embed, archrun embed, /v1/embeddings) and scores pairs")
 	}
 }
+
+// gemmaConfig is a small EmbeddingGemma config.json (hand-written shapes):
+// every second layer full, the others within 8 (4 positions either side).
+func gemmaConfig() map[string]any {
+	return map[string]any{
+		"model_type": "gemma3_text", "hidden_size": 48, "num_hidden_layers": 4, "intermediate_size": 96,
+		"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "vocab_size": 96,
+		"query_pre_attn_scalar": 24, "sliding_window": 8, "sliding_window_pattern": 2, "rope_local_base_freq": 1000,
+		"max_position_embeddings": 128,
+	}
+}
+
+// TestEmbeddingGemmaMatchesMLXEmbeddings: a gemma3_text checkpoint with
+// use_bidirectional_attention loads as the encoder embeddinggemma, and its
+// sentence-transformers folder (the mean, two Dense layers, Normalize) gives
+// the vectors of mlx-embeddings' EmbeddingGemma on inputs within the
+// sliding window (where it agrees with transformers), and of its own
+// layers run with transformers' bidirectional window on a longer input;
+// all inputs run packed in one call, and the hidden states match row by
+// row.
+func TestEmbeddingGemmaMatchesMLXEmbeddings(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "embeddinggemma")
+	mlxEmbeddings(t, []map[string]any{{"make": dir, "arch": "gemma3_text", "config": gemmaConfig(), "seed": 4}})
+	short := [][]int32{{2, 5, 7}, {2, 9}, {2, 40, 41, 42, 1}}
+	long := [][]int32{{2, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 1}}
+	refs := mlxEmbeddings(t, []map[string]any{
+		{"run": dir, "arch": "gemma3_text", "ids": short},
+		{"run": dir, "arch": "gemma3_text", "ids": long, "window": true},
+	})
+	m, err := archgen.Load(context.Background(), dir, archgen.LoadOptions{NoTokenizer: true})
+	require.NoError(t, err)
+	defer m.Free()
+	info := m.Net.Info()
+	require.Equal(t, "embeddinggemma", info.Arch)
+	require.True(t, info.Encoder)
+	opts, ok, err := m.EmbedDefaults()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, opts.Dense, 2)
+	assert.Equal(t, archgen.PoolMean, opts.Pooling)
+	assert.False(t, opts.NoNormalize)
+	assert.Equal(t, 48, opts.VectorSize(info.Hidden))
+
+	got, err := m.EmbedTokens(context.Background(), append(append([][]int32{}, short...), long...), opts)
+	require.NoError(t, err)
+	want := append(append([][]float64{}, refs[0].Embeds...), refs[1].Embeds...)
+	d := rowDiff(t, got, want)
+	assert.Less(t, d, 2e-6)
+	t.Logf("EmbeddingGemma shape: largest difference from mlx-embeddings %.2e", d)
+
+	// Hidden states, one input at a time.
+	worst := 0.0
+	for k, in := range append(append([][]int32{}, short...), long...) {
+		ref := refs[0].Hidden
+		if k >= len(short) {
+			ref, k = refs[1].Hidden, k-len(short)
+		}
+		g := mlx.NewGraph(nil)
+		h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), m.Net.NewCaches()), mlx.Float32)
+		require.NoError(t, g.Eval(h))
+		vals, err := h.Float32s()
+		require.NoError(t, err)
+		g.Close()
+		n := len(vals) / len(in)
+		for p := range in {
+			for j := range n {
+				worst = math.Max(worst, math.Abs(float64(vals[p*n+j])-ref[k][p][j]))
+			}
+		}
+	}
+	assert.Less(t, worst, 1e-4)
+
+	// Truncated to Matryoshka dimensions, then renormalized.
+	cut := opts
+	cut.Dimensions = 16
+	small, err := m.EmbedTokens(context.Background(), short[:1], cut)
+	require.NoError(t, err)
+	assert.Len(t, small[0], 16)
+}

@@ -6,19 +6,22 @@ package gen
 
 // Descriptor is one descriptors/<model_type>.yaml.
 type Descriptor struct {
-	ModelType  F[string]   `yaml:"model_type"`
-	Doc        F[string]   `yaml:"doc"`
-	Tier       F[Tier]     `yaml:"tier"`
-	Extends    F[string]   `yaml:"extends"`
-	Include    F[[]string] `yaml:"include"`
-	Aliases    F[[]string] `yaml:"aliases"`
-	Fragment   F[string]   `yaml:"fragment"` // only in descriptors/fragments/
-	Config     ConfigDesc  `yaml:"config"`
-	Structure  Structure   `yaml:"structure"`
-	Weights    WeightsDesc `yaml:"weights"`
-	GGUF       GGUFDesc    `yaml:"gguf"`
-	Wrapper    WrapperDesc `yaml:"wrapper"`
-	TestConfig OMap[Raw]   `yaml:"test_config"`
+	ModelType F[string]   `yaml:"model_type"`
+	Doc       F[string]   `yaml:"doc"`
+	Tier      F[Tier]     `yaml:"tier"`
+	Extends   F[string]   `yaml:"extends"`
+	Include   F[[]string] `yaml:"include"`
+	Aliases   F[[]string] `yaml:"aliases"`
+	Fragment  F[string]   `yaml:"fragment"` // only in descriptors/fragments/
+	Config    ConfigDesc  `yaml:"config"`
+	Structure Structure   `yaml:"structure"`
+	Weights   WeightsDesc `yaml:"weights"`
+	GGUF      GGUFDesc    `yaml:"gguf"`
+	Wrapper   WrapperDesc `yaml:"wrapper"`
+	// Variants run a config on another descriptor when its condition
+	// holds (variant.go); never inherited.
+	Variants   List[VariantRule] `yaml:"variants"`
+	TestConfig OMap[Raw]         `yaml:"test_config"`
 
 	file string
 }

@@ -54,6 +54,7 @@ func emitModel(a *Arch) ([]byte, error) {
 	if a.Encoder != nil {
 		archFields = append(archFields, kvPair{"Encoder", jen.True()})
 	}
+	archFields = append(archFields, variantsFact(a)...)
 	if a.GGUF != nil {
 		archFields = append(archFields, kvPair{"GGUF", ggufFacts(a)})
 	}

@@ -46,9 +46,12 @@ type Arch struct {
 	MLP       *MLP
 	Head      *Head
 	Encoder   *Encoder // nil: a decoder
-	Scalars   Scalars
-	Names     ResolvedNames
-	Drops     []Drop
+	// Variants run configs of the model_type on other descriptors
+	// (variant.go).
+	Variants []*Variant
+	Scalars  Scalars
+	Names    ResolvedNames
+	Drops    []Drop
 	// Renames are weights.rename, applied first (weights_rename.go).
 	Renames []Rename
 	// Bare are weights.bare's suffixes (nil: none; weights_bare.go).
@@ -185,7 +188,7 @@ func build(d *Descriptor) (*Arch, error) {
 		return nil, errAt(Pos{File: d.file, Line: 1}, "doc", "missing (required): a paragraph on the architecture")
 	}
 	b := &builder{d: d, a: a, types: map[string]Type{"model_type": TString}, min: map[string]float64{}, plain: map[string]bool{}, fields: map[string]string{}}
-	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.renames, b.bare, b.drops, b.resolveNormShift, b.resolveFold, b.unitRows, b.gguf, b.testConfig}
+	steps := []func() error{b.keys, b.derived, b.keyExprs, b.structure, b.checks, b.variants, b.renames, b.bare, b.drops, b.resolveNormShift, b.resolveFold, b.unitRows, b.gguf, b.testConfig}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err

@@ -213,7 +213,8 @@ func Resolve(files map[string][]byte) (*Set, error) {
 			baseLine = lineage[base.ModelType.V]
 			inherit(own, baseLine)
 		}
-		own.GGUF = GGUFDesc{} // a GGUF name belongs to one model_type
+		own.GGUF = GGUFDesc{}              // a GGUF name belongs to one model_type
+		own.Variants = List[VariantRule]{} // a variant runs its base's configs, not its own
 		lineage[mt] = own
 		return compose(d, baseLine, frags)
 	}
@@ -241,6 +242,9 @@ func Resolve(files map[string][]byte) (*Set, error) {
 		set.Flat[a.Name] = d
 	}
 	sort.Slice(set.Archs, func(i, j int) bool { return set.Archs[i].Name < set.Archs[j].Name })
+	if err := checkVariants(set); err != nil {
+		return nil, err
+	}
 	sort.Slice(set.Wrappers, func(i, j int) bool { return set.Wrappers[i].Name < set.Wrappers[j].Name })
 	// a GGUF architecture name (with what a file must hold, gguf.requires)
 	// belongs to one descriptor

@@ -86,8 +86,8 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	opts := s.embedOpts
 	opts.PrefillStep = embedChunk
 	if d := req.Dimensions; d != nil {
-		if hidden := s.m.Net.Info().Hidden; *d < 1 || *d > hidden {
-			writeError(w, badRequest("dimensions", "invalid_value", "dimensions: %d, want 1 to the model's hidden size, %d", *d, hidden))
+		if size := opts.VectorSize(s.m.Net.Info().Hidden); *d < 1 || *d > size {
+			writeError(w, badRequest("dimensions", "invalid_value", "dimensions: %d, want 1 to the size of the model's embeddings, %d", *d, size))
 			return
 		}
 		opts.Dimensions = *d

@@ -205,7 +205,7 @@ func TestEmbeddingsErrors(t *testing.T) {
 		{"negative id", `{"input": [-1]}`, 400, "input[0]", "invalid_value", nil},
 		{"over the context", `{"input": ["a", "b", "c", "` + long + `"]}`, 400, "input[3]", "context_length_exceeded",
 			[]string{"input[3]: 21 tokens, more than the model's context of 16"}},
-		{"dimensions 0", `{"input": "a", "dimensions": 0}`, 400, "dimensions", "invalid_value", []string{"want 1 to the model's hidden size, 64"}},
+		{"dimensions 0", `{"input": "a", "dimensions": 0}`, 400, "dimensions", "invalid_value", []string{"want 1 to the size of the model's embeddings, 64"}},
 		{"dimensions past hidden", `{"input": "a", "dimensions": 65}`, 400, "dimensions", "invalid_value", []string{"dimensions: 65"}},
 		{"dimensions not a number", `{"input": "a", "dimensions": "8"}`, 400, "dimensions", "invalid_type", nil},
 		{"encoding_format", `{"input": "a", "encoding_format": "int8"}`, 400, "encoding_format", "invalid_value", []string{`"int8"`}},

@@ -52,10 +52,10 @@ func TestEmbedCommand(t *testing.T) {
 
 	checkCLIErrors(t, []cliError{
 		{[]string{"embed", "x"}, "", true, "-model is required"},
-		{[]string{"embed", "-model", smolLM2, "-pooling", "cls", "x"}, "", true, `-pooling "cls": want last or mean`},
+		{[]string{"embed", "-model", smolLM2, "-pooling", "max", "x"}, "", true, `-pooling "max": want last, mean or cls`},
 		{[]string{"embed", "-model", smolLM2, "-dimensions", "-1", "x"}, "", true, "-dimensions -1: want 0 (all) or more"},
 		{[]string{"embed", "-model", smolLM2}, "\n\n", true, "embed needs inputs"},
-		{[]string{"embed", "-model", smolLM2, "-dimensions", "577", "x"}, "", false, "embed: dimensions 577: want 1 to the model's hidden size, 576 (0: all)"},
+		{[]string{"embed", "-model", smolLM2, "-dimensions", "577", "x"}, "", false, "embed: dimensions 577: want 1 to the vectors' size, 576 (0: all)"},
 		{[]string{"embed", "-model", smolLM2, "x", strings.Repeat("word ", 9000)}, "", true, "embed: input 2: "},
 		{[]string{"embed", "-model", smolLM2, "x", strings.Repeat("word ", 9000)}, "", true, "tokens, more than the model's context of 8192"},
 	})

@@ -331,7 +331,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"serve", "-model", smolLM2, "-max-batch", "0"}, true, "-max-batch 0: want at least 1"},
 		{[]string{"serve", "-model", smolLM2, "-prompt-cache-bytes", "lots"}, true, `-prompt-cache-bytes "lots"`},
 		{[]string{"serve", "-model", smolLM2, "-max-tokens", "0"}, true, "-max-tokens 0: want at least 1"},
-		{[]string{"serve", "-model", smolLM2, "-pooling", "cls"}, true, `-pooling "cls": want last or mean`},
+		{[]string{"serve", "-model", smolLM2, "-pooling", "max"}, true, `-pooling "max": want last, mean or cls`},
 		{[]string{"serve", "-model", smolLM2, "-context-length", "-1"}, true, "-context-length -1"},
 		{[]string{"serve", "-model", smolLM2, "-limit-body", "lots"}, true, `-limit-body "lots": want a positive size`},
 		{[]string{"serve", "-model", smolLM2, "-kv-budget", "most"}, true, `-kv-budget "most": want a positive size such as 8GB, 512MiB or a number of bytes (or auto, off)`},

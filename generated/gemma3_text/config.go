@@ -8,7 +8,9 @@
 // rope_scaling; the others attend within sliding_window and rotate with the
 // unscaled rope_local_base_freq rope. The head is tied exactly when the
 // checkpoint holds no lm_head. In float16 each residual sum is taken in
-// float32 and clipped to float16's range.
+// float32 and clipped to float16's range. A config with
+// use_bidirectional_attention (EmbeddingGemma's) runs as the encoder
+// embeddinggemma.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -72,11 +74,16 @@ type Config struct {
 	// RopeScaling is rope_scaling; nil (no scaling) when absent. The
 	// full-attention layers' rope scaling; the sliding layers have none.
 	RopeScaling *nn.RopeScaling `json:"rope_scaling"`
+
+	// UseBidirectionalAttention is use_bidirectional_attention; false when absent.
+	// EmbeddingGemma's: such a config runs as the encoder embeddinggemma
+	// (variants).
+	UseBidirectionalAttention bool `json:"use_bidirectional_attention"`
 }
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_bias", "attention_dropout", "attn_logit_softcapping", "bos_token_id", "cache_implementation", "eos_token_id", "final_logit_softcapping", "hidden_activation", "initializer_range", "pad_token_id", "rope_parameters", "torch_dtype", "transformers_version", "use_cache"}
+var IgnoredKeys = []string{"_sliding_window_pattern", "architectures", "attention_bias", "attention_dropout", "attn_logit_softcapping", "bos_token_id", "cache_implementation", "eos_token_id", "final_logit_softcapping", "hidden_activation", "initializer_range", "layer_types", "pad_token_id", "rope_parameters", "torch_dtype", "transformers_version", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.
@@ -101,6 +108,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.SlidingWindowPattern = nn.Default[int](r, "sliding_window_pattern", 6)
 	c.MaxPositionEmbeddings = nn.Default[int](r, "max_position_embeddings", 32768)
 	c.RopeScaling, _ = nn.Optional[*nn.RopeScaling](r, "rope_scaling")
+	c.UseBidirectionalAttention = nn.Default[bool](r, "use_bidirectional_attention", false)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)

@@ -47,6 +47,13 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	Variants: []nn.Variant{{
+		Runs: "embeddinggemma",
+		When: func(cfg any) bool {
+			c := cfg.(*Config)
+			return c.UseBidirectionalAttention
+		},
+	}},
 	GGUF: &nn.GGUF{
 		Arch:          "gemma3",
 		Class:         "Gemma3ForCausalLM",

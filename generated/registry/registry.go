@@ -16,6 +16,7 @@ import (
 	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/deepseek"
 	"github.com/archgen/archgen/generated/dots1"
+	"github.com/archgen/archgen/generated/embeddinggemma"
 	"github.com/archgen/archgen/generated/ernie4_5"
 	"github.com/archgen/archgen/generated/ernie4_5_moe"
 	"github.com/archgen/archgen/generated/exaone"
@@ -98,6 +99,7 @@ var catalog = nn.NewCatalog(
 		cohere2.Arch,
 		deepseek.Arch,
 		dots1.Arch,
+		embeddinggemma.Arch,
 		ernie4_5.Arch,
 		ernie4_5_moe.Arch,
 		exaone.Arch,

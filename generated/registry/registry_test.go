@@ -20,6 +20,7 @@ func TestLookup(t *testing.T) {
 			"cohere2":            "cohere2",
 			"deepseek":           "deepseek",
 			"dots1":              "dots1",
+			"embeddinggemma":     "embeddinggemma",
 			"ernie4_5":           "ernie4_5",
 			"ernie4_5_moe":       "ernie4_5_moe",
 			"exaone":             "exaone",

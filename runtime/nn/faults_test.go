@@ -37,10 +37,22 @@ const tinyLlama = `{
 }`
 
 // publishedConfig is the first published config.json of arch in
-// gen/testdata/configs that mlx-lm accepts.
+// gen/testdata/configs that mlx-lm accepts. A variant's (embeddinggemma's)
+// is the first of its base's that the variant claims.
 func publishedConfig(t *testing.T, arch string) map[string]any {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join("../../gen/testdata/configs", arch, "*.json"))
+	folder, claims := arch, func([]byte) bool { return true }
+	for _, a := range registry.Archs() {
+		for _, v := range a.Variants {
+			if v.Runs == arch {
+				folder, claims = a.Name, func(data []byte) bool {
+					cfg, err := a.Config(data)
+					return err == nil && v.When(cfg)
+				}
+			}
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("../../gen/testdata/configs", folder, "*.json"))
 	for _, f := range files {
 		if strings.HasSuffix(f, ".mlxlm.json") || strings.HasPrefix(filepath.Base(f), "error-") {
 			continue
@@ -48,6 +60,9 @@ func publishedConfig(t *testing.T, arch string) map[string]any {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !claims(b) {
+			continue
 		}
 		var m map[string]any
 		if err := json.Unmarshal(nn.PythonJSON(b), &m); err != nil {

@@ -49,6 +49,44 @@ type Scorer interface {
 	Labels() int
 }
 
+// Variant is one of an architecture's variants: configs for which When
+// holds run on the architecture named Runs.
+type Variant struct {
+	Runs string
+	When func(cfg any) bool
+}
+
+// variant is the architecture that runs the config data of a's
+// model_type, with data's model_type set to its name: a's own (and data as
+// it is) unless one of a's variants claims it. A config a refuses is
+// left to a, whose Load reports it.
+func (c *Catalog) variant(a *Arch, data []byte) (*Arch, []byte, error) {
+	if len(a.Variants) == 0 {
+		return a, data, nil
+	}
+	cfg, err := a.Config(data)
+	if err != nil {
+		return a, data, nil
+	}
+	for _, v := range a.Variants {
+		if !v.When(cfg) {
+			continue
+		}
+		b, err := c.Lookup(v.Runs)
+		if err != nil {
+			return nil, nil, err
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, nil, err
+		}
+		m["model_type"], _ = json.Marshal(v.Runs)
+		out, err := json.Marshal(m)
+		return b, out, err
+	}
+	return a, data, nil
+}
+
 // Info is what a caller may want to know of a loaded model.
 type Info struct {
 	ModelType string    // config.json's model_type
@@ -89,6 +127,11 @@ type Arch struct {
 	// only, and NoShard then says why.
 	Shard   *ShardPlan
 	NoShard string
+	// Variants run some configs of the model_type on other architectures:
+	// the first whose When holds of the parsed config (Config's result)
+	// runs it. EmbeddingGemma's gemma3_text configs with
+	// use_bidirectional_attention run as an encoder.
+	Variants []Variant
 	// Encoder: the architecture is an encoder (structure.encoder): it
 	// embeds and scores, and its reference is mlx-embeddings' module, not
 	// mlx-lm's logits.
@@ -271,6 +314,12 @@ func (c *Catalog) Load(dir string, opts Options) (Model, error) {
 	}
 	if a.Wrapper != nil {
 		return c.loadWrapped(dir, a.Wrapper, data, opts)
+	}
+	if b, vdata, err := c.variant(a, data); err != nil {
+		opts.freeTensors()
+		return nil, fmt.Errorf("%s: %w", opts.configName(dir), err)
+	} else if b != a {
+		a, opts.Config = b, vdata
 	}
 	if err := a.plan(dir, &opts); err != nil {
 		return nil, err

@@ -39,6 +39,22 @@ Each job is one of:
       XLM-R's first hidden state through classifier.dense, tanh and
       classifier.out_proj.
 
+  {"make": DIR, "arch": "gemma3_text", "config": {...}, "seed": int}
+      EmbeddingGemma's sentence-transformers folder: mlx-embeddings'
+      gemma3_text model with random weights (its norms moved off their
+      initial values), the stack saved bare as Gemma3TextModel's files are
+      (embed_tokens, layers, norm), its two dense layers as 2_Dense and
+      3_Dense (linear.weight, no bias, Identity), 1_Pooling (the mean),
+      modules.json with a Normalize module last, and config.json with
+      use_bidirectional_attention. Replies {}.
+
+  {"run": DIR, "arch": "gemma3_text", "ids": [[int]], "window": bool}
+      As run above (no types, no scores): mlx-embeddings' EmbeddingGemma
+      attends fully on every layer. With "window", the sliding layers
+      attend as transformers reads use_bidirectional_attention instead:
+      each query to the keys less than sliding_window // 2 + 1 positions
+      away, the module's own layers run with those masks.
+
   {"batch": DIR, "arch": "bert", "ids": [[int]]}
       Runs the inputs as one batch, padded after their ends with id 0 and
       an attention mask, as mlx-embeddings batches them; replies
@@ -85,11 +101,89 @@ def build(arch, config):
     return mod, mod.Model(args)
 
 
+def make_gemma(job, out, config):
+    """EmbeddingGemma's folder (see make_gemma in the docstring)."""
+    config = dict(config, use_bidirectional_attention=True, architectures=["Gemma3TextModel"])
+    _, model = build("gemma3_text", config)
+    params = dict(tree_flatten(model.parameters()))
+    for name, p in params.items():
+        if name.endswith("norm.weight"):
+            params[name] = p + 0.2 * mx.random.normal(p.shape)
+    mx.eval(params)
+    stack = {k[len("model."):]: v for k, v in params.items() if k.startswith("model.")}
+    mx.save_safetensors(str(out / "model.safetensors"), stack)
+    hidden = config["hidden_size"]
+    for i, (name, d_in, d_out) in enumerate([("2_Dense", hidden, 4 * hidden), ("3_Dense", 4 * hidden, hidden)]):
+        (out / name).mkdir(exist_ok=True)
+        mx.save_safetensors(str(out / name / "model.safetensors"), {"linear.weight": params[f"dense.{i}.weight"]})
+        (out / name / "config.json").write_text(json.dumps({"in_features": d_in, "out_features": d_out, "bias": False,
+                                                            "activation_function": "torch.nn.modules.linear.Identity"}))
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    (out / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": hidden, "pooling_mode_cls_token": False,
+                                                               "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
+                                                               "pooling_mode_lasttoken": False}))
+    modules = [("0", "", "Transformer"), ("1", "1_Pooling", "Pooling"), ("2", "2_Dense", "Dense"), ("3", "3_Dense", "Dense"),
+               ("4", "4_Normalize", "Normalize")]
+    (out / "modules.json").write_text(json.dumps([{"idx": int(i), "name": i, "path": p, "type": "sentence_transformers.models." + t}
+                                                  for i, p, t in modules]))
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return {}
+
+
+def load_gemma(d, config):
+    _, model = build("gemma3_text", config)
+    weights = {"model." + k: v for k, v in mx.load(str(d / "model.safetensors")).items()}
+    for i, name in enumerate(["2_Dense", "3_Dense"]):
+        weights[f"dense.{i}.weight"] = mx.load(str(d / name / "model.safetensors"))["linear.weight"]
+    model.load_weights(list(weights.items()))
+    model.eval()
+    mx.eval(model.parameters())
+    return model
+
+
+def run_gemma(job):
+    """EmbeddingGemma's hidden states and embeddings (see run_gemma in the
+    docstring)."""
+    d = Path(job["run"])
+    config = json.loads((d / "config.json").read_text())
+    model = load_gemma(d, config)
+    out = {"hidden": [], "embeds": []}
+    args = model.config
+    for ids in job["ids"]:
+        x = mx.array(ids)[None]
+        if not job.get("window"):
+            r = model(x)
+            h, e = r.last_hidden_state[0], r.text_embeds[0]
+        else:
+            inner = model.model
+            h = inner.embed_tokens(x)
+            h *= mx.array(args.hidden_size**0.5, inner.embed_tokens.weight.dtype).astype(h.dtype)
+            L = len(ids)
+            pos = mx.arange(L)
+            near = mx.abs(pos[:, None] - pos[None, :]) < (args.sliding_window // 2 + 1)
+            sliding = mx.where(near, 0.0, -mx.inf)[None, None]
+            full = mx.zeros((1, 1, L, L))
+            for i, layer in enumerate(inner.layers):
+                is_global = i % args.sliding_window_pattern == args.sliding_window_pattern - 1
+                h = layer(h, full if is_global else sliding, None)
+            h = inner.norm(h)
+            e = h.mean(axis=1)
+            for dense in model.dense:
+                e = dense(e)
+            e = (e / mx.linalg.norm(e, axis=-1, keepdims=True))[0]
+            h = h[0]
+        out["hidden"].append(np.array(h.astype(mx.float32)).tolist())
+        out["embeds"].append(np.array(e.astype(mx.float32)).tolist())
+    return out
+
+
 def make(job):
     out = Path(job["make"])
     out.mkdir(parents=True, exist_ok=True)
     mx.random.seed(job["seed"])
     config = dict(job["config"])
+    if job["arch"] == "gemma3_text":
+        return make_gemma(job, out, config)
     _, model = build(job["arch"], config)
     # LayerNorms start at weight 1 and bias 0; move them so a wrong norm shows.
     params = dict(tree_flatten(model.parameters()))
@@ -196,6 +290,8 @@ def main():
     for job in json.load(sys.stdin):
         if "make" in job:
             replies.append(make(job))
+        elif "run" in job and job["arch"] == "gemma3_text":
+            replies.append(run_gemma(job))
         elif "run" in job:
             replies.append(run(job))
         elif "batch" in job:

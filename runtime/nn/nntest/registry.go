@@ -49,7 +49,20 @@ func Lookup(t *testing.T, lookup func(string) (*nn.Arch, error), names, remapped
 // dataclass's fields after __post_init__, or the error mlx-lm raised
 // building the model. Every architecture needs at least one config.
 func ConfigReference(t *testing.T, dir string, archs []nn.Arch) {
+	// A variant's configs are its base's (a gemma3_text config with
+	// use_bidirectional_attention runs on embeddinggemma): it is checked on
+	// the base's files its condition claims, read as loading reads them.
+	variantOf := map[string]nn.Arch{}
+	for _, a := range archs {
+		for _, v := range a.Variants {
+			variantOf[v.Runs] = a
+		}
+	}
 	for _, arch := range archs {
+		if base, ok := variantOf[arch.Name]; ok {
+			t.Run(arch.Name, func(t *testing.T) { variantReference(t, dir, base, arch) })
+			continue
+		}
 		if w := arch.Wrapper; w != nil {
 			// A wrapper's configs are read as loading reads them: unwrapped,
 			// by the architecture that runs the text model, against mlx-lm's
@@ -105,6 +118,47 @@ func ConfigReference(t *testing.T, dir string, archs []nn.Arch) {
 	}
 }
 
+// variantReference compares arch's ParseConfig with the references of
+// the configs in base's folder that one of base's variants sends to arch,
+// each with its model_type renamed as loading renames it.
+func variantReference(t *testing.T, dir string, base, arch nn.Arch) {
+	files, _ := filepath.Glob(filepath.Join(dir, base.Name, "*.json"))
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, ".mlxlm.json") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := base.Config(data)
+		if err != nil {
+			continue
+		}
+		claimed := false
+		for _, v := range base.Variants {
+			claimed = claimed || v.Runs == arch.Name && v.When(cfg)
+		}
+		if !claimed {
+			continue
+		}
+		n++
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Fatal(err)
+			}
+			m["model_type"] = arch.Name
+			renamed, _ := json.Marshal(m)
+			compareConfigData(t, arch, f, renamed, arch.Name)
+		})
+	}
+	if n == 0 {
+		t.Fatalf("no config in %s runs as %s", filepath.Join(dir, base.Name), arch.Name)
+	}
+}
+
 type reference struct {
 	Args  map[string]any `json:"args"`
 	Error string         `json:"error"`
@@ -115,6 +169,13 @@ func compareConfig(t *testing.T, arch nn.Arch, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	compareConfigData(t, arch, path, data, "")
+}
+
+// compareConfigData is compareConfig on data, the config at path as
+// loading hands it to arch; modelType, where not empty, is the model_type
+// arch reads in place of the reference's.
+func compareConfigData(t *testing.T, arch nn.Arch, path string, data []byte, modelType string) {
 	refData, err := os.ReadFile(strings.TrimSuffix(path, ".json") + ".mlxlm.json")
 	if err != nil {
 		t.Fatalf("no mlx-lm reference (run scripts/config_reference.py): %v", err)
@@ -122,6 +183,9 @@ func compareConfig(t *testing.T, arch nn.Arch, path string) {
 	var ref reference
 	if err := json.Unmarshal(nn.PythonJSON(refData), &ref); err != nil {
 		t.Fatal(err)
+	}
+	if modelType != "" && ref.Args != nil {
+		ref.Args["model_type"] = modelType
 	}
 	cfg, err := arch.Config(data)
 	if ref.Error != "" {

@@ -470,3 +470,65 @@ func TestEmbeddingGemmaMatchesMLXEmbeddings(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, small[0], 16)
 }
+
+// modernBERTConfig is a small ModernBERT config.json (hand-written
+// shapes): every third layer global, the others within 4 positions either
+// side.
+func modernBERTConfig(normBias bool) map[string]any {
+	return map[string]any{
+		"model_type": "modernbert", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+		"intermediate_size": 96, "vocab_size": 96, "global_attn_every_n_layers": 3, "local_attention": 8,
+		"global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "norm_bias": normBias, "norm_eps": 1e-5,
+	}
+}
+
+// TestModernBERTMatchesMLXEmbeddings: ModernBERT's hidden states and
+// embeddings (the mean, normalized) are mlx-embeddings' module's
+// (testdata/encoders/ref.py, with transformers' exact GELU), on random
+// checkpoints under model. and bare, with and without norm biases; inputs
+// longer than the local window, run packed.
+func TestModernBERTMatchesMLXEmbeddings(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name     string
+		normBias bool
+		layout   string
+	}{{"prefixed", false, "prefixed"}, {"bare_norm_bias", true, "bare"}}
+	var jobs []map[string]any
+	for i, c := range cases {
+		jobs = append(jobs, map[string]any{"make": filepath.Join(dir, c.name), "arch": "modernbert",
+			"config": modernBERTConfig(c.normBias), "seed": 30 + i, "layout": c.layout})
+	}
+	mlxEmbeddings(t, jobs)
+	jobs = nil
+	for _, c := range cases {
+		jobs = append(jobs, map[string]any{"run": filepath.Join(dir, c.name), "arch": "modernbert", "ids": encoderInputs})
+	}
+	refs := mlxEmbeddings(t, jobs)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := archgen.Load(context.Background(), filepath.Join(dir, c.name), archgen.LoadOptions{NoTokenizer: true})
+			require.NoError(t, err)
+			defer m.Free()
+			got, err := m.EmbedTokens(context.Background(), encoderInputs, archgen.EmbedOptions{})
+			require.NoError(t, err)
+			assert.Less(t, rowDiff(t, got, refs[i].Embeds), 2e-6)
+			worst := 0.0
+			for k, in := range encoderInputs {
+				g := mlx.NewGraph(nil)
+				h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), m.Net.NewCaches()), mlx.Float32)
+				require.NoError(t, g.Eval(h))
+				vals, err := h.Float32s()
+				require.NoError(t, err)
+				g.Close()
+				n := len(vals) / len(in)
+				for p := range in {
+					for j := range n {
+						worst = math.Max(worst, math.Abs(float64(vals[p*n+j])-refs[i].Hidden[k][p][j]))
+					}
+				}
+			}
+			assert.Less(t, worst, 1e-4)
+		})
+	}
+}

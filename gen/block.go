@@ -136,7 +136,12 @@ func (b *Block) build(s stage) []jen.Code {
 	}
 	var out []jen.Code
 	for _, x := range b.Slots {
-		out = append(out, x.Field.of(rLayer).Op("=").Add(b.norm.loadAt("lw", x.Name, fHidden.of(rModel), int(x.Slot))))
+		load := x.Field.of(rLayer).Op("=").Add(b.norm.loadAt("lw", x.Name, fHidden.of(rModel), int(x.Slot)))
+		if absent := b.norm.Absent[x.Slot]; absent != nil {
+			// a layer without the norm keeps a nil one, which passes x on
+			load = jen.If(jen.Op("!").Parens(absent.Code())).Block(load)
+		}
+		out = append(out, load)
 	}
 	return out
 }

@@ -120,6 +120,10 @@ type NormDesc struct {
 	FinalEps F[Expr] `yaml:"final_eps"`
 	// Offsets are constants added to an rms norm's weight, by slot.
 	Offsets NormOffsetsDesc `yaml:"offsets"`
+	// Absent are per-layer bools, by slot: the layers where the slot's
+	// norm is not there (ModernBERT's first layer reads its input as it
+	// is). final is not a slot here.
+	Absent NormOffsetsDesc `yaml:"absent"`
 }
 
 // NormOffsetsDesc adds a constant to the weights of the norms in each

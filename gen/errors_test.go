@@ -48,7 +48,7 @@ func TestDescriptorErrors(t *testing.T) {
 		{"unknown top-level key", map[string]string{"descriptors/a.yaml": base + "structur: {}\n"},
 			"descriptors/a.yaml:19: structur: unknown key (want one of aliases, config, doc, extends, fragment, gguf, include, model_type, structure, test_config, tier, variants, weights, wrapper)"},
 		{"unknown value", map[string]string{"descriptors/a.yaml": strings.Replace(base, "kind: swiglu", "kind: gegl", 1)},
-			`descriptors/a.yaml:16: structure.mlp.kind: unknown "gegl" (want one of fused_swiglu, gelu, gelu_gated, gelu_tanh, gelu_tanh_gated, relu2, shifted_relu2, swiglu, xielu)`},
+			`descriptors/a.yaml:16: structure.mlp.kind: unknown "gegl" (want one of fused_gelu_gated, fused_swiglu, gelu, gelu_gated, gelu_tanh, gelu_tanh_gated, relu2, shifted_relu2, swiglu, xielu)`},
 		{"unknown type", map[string]string{"descriptors/a.yaml": strings.Replace(base, "vocab_size: {type: int", "vocab_size: {type: integer", 1)},
 			`descriptors/a.yaml:13: config.keys.vocab_size.type: unknown "integer" (want one of int, float, bool, string, ints, floats, strings, rope_scaling, bools)`},
 		{"wrong type", map[string]string{"descriptors/a.yaml": strings.Replace(base, "  mlp:", "  attention:\n    fused_qkv: yes\n  mlp:", 1)},

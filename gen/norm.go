@@ -35,7 +35,10 @@ type Norm struct {
 	Bias *Value // a layer_norm's bias, decided at load; nil: always there
 	// Offsets are added to the weights of the norms in each block slot
 	// (by Slot) and of the final norm (offsetFinal); nil: none.
-	Offsets     [offsetFinal + 1]*Value
+	Offsets [offsetFinal + 1]*Value
+	// Absent are per-layer bools by Slot (nil: the norm is on every
+	// layer): the layers that have no norm in that slot.
+	Absent      [offsetFinal]*Value
 	typ, loader string
 }
 
@@ -104,6 +107,18 @@ func (b *builder) resolveNorm(sc *scope) error {
 			return errAt(f.Pos, key, "a %s norm takes no offset (only rms does)", n.Kind)
 		}
 		if n.Offsets[k] = l.must(f, key, TFloat); l.err != nil {
+			return l.err
+		}
+	}
+	a := &s.Absent
+	if a.Final.IsSet() {
+		return errAt(a.Final.Pos, "structure.norm.absent.final", "the final norm is not a layer's: structure.encoder.final_norm leaves it out")
+	}
+	for k, f := range []F[Expr]{a.AttnIn, a.AttnOut, a.MLPIn, a.MLPOut} {
+		if !f.IsSet() {
+			continue
+		}
+		if n.Absent[k] = l.mustLayer(f, "structure.norm.absent."+[...]string{"attn_in", "attn_out", "mlp_in", "mlp_out"}[k], TBool); l.err != nil {
 			return l.err
 		}
 	}

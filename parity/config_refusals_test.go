@@ -61,3 +61,22 @@ func TestBERTConfigRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestModernBERTConfigRefusals: a ModernBERT config whose MLP activation
+// is not the exact GELU is refused by key.
+func TestModernBERTConfigRefusals(t *testing.T) {
+	a, err := registry.Lookup("modernbert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile("../gen/testdata/configs/modernbert/handwritten-modernbert-base-shape.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(config), `"hidden_activation": "gelu"`, `"hidden_activation": "silu"`, 1)
+	_, err = a.Config([]byte(bad))
+	want := "hidden_activation: must be gelu (the exact GELU): the MLP runs no other activation"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+}

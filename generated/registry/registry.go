@@ -54,6 +54,7 @@ import (
 	"github.com/archgen/archgen/generated/minimax"
 	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
+	"github.com/archgen/archgen/generated/modernbert"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/nemotron_h"
 	"github.com/archgen/archgen/generated/olmo2"
@@ -137,6 +138,7 @@ var catalog = nn.NewCatalog(
 		minimax.Arch,
 		ministral3.Arch,
 		mixtral.Arch,
+		modernbert.Arch,
 		nemotron.Arch,
 		nemotron_h.Arch,
 		olmo2.Arch,

@@ -66,6 +66,7 @@ func TestLookup(t *testing.T) {
 			"mistral":            "llama",
 			"mistral3":           "mistral3",
 			"mixtral":            "mixtral",
+			"modernbert":         "modernbert",
 			"nemotron":           "nemotron",
 			"nemotron_h":         "nemotron_h",
 			"olmo2":              "olmo2",

@@ -55,6 +55,15 @@ Each job is one of:
       each query to the keys less than sliding_window // 2 + 1 positions
       away, the module's own layers run with those masks.
 
+  {"make": DIR, "arch": "modernbert", "config": {...}, "seed": int, "layout": "bare" | "prefixed"}
+  {"run": DIR, "arch": "modernbert", "ids": [[int]]}
+      ModernBERT: mlx-embeddings' modernbert model (ModernBertModel) with
+      random weights, its norms moved off 1, saved under "model." or bare;
+      run replies the hidden states and text_embeds (mean-pooled and
+      normalized). mlx-embeddings' MLP activates with the tanh-approximate
+      GELU where transformers' ModernBERT (hidden_activation "gelu") uses
+      the exact one: the reference runs the module with the exact GELU.
+
   {"batch": DIR, "arch": "bert", "ids": [[int]]}
       Runs the inputs as one batch, padded after their ends with id 0 and
       an attention mask, as mlx-embeddings batches them; replies
@@ -177,6 +186,40 @@ def run_gemma(job):
     return out
 
 
+def make_modernbert(job, out, config):
+    config = dict(config, architectures=["ModernBertModel"])
+    _, model = build("modernbert", config)
+    params = dict(tree_flatten(model.parameters()))
+    for name, p in params.items():
+        if name.endswith("norm.weight"):
+            params[name] = p + 0.2 * mx.random.normal(p.shape)
+    if job.get("layout") == "bare":
+        params = {k[len("model."):]: v for k, v in params.items()}
+    mx.eval(params)
+    mx.save_safetensors(str(out / "model.safetensors"), params)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return {}
+
+
+def run_modernbert(job):
+    d = Path(job["run"])
+    config = json.loads((d / "config.json").read_text())
+    _, model = build("modernbert", config)
+    weights = {(k if k.startswith("model.") else "model." + k): v for k, v in mx.load(str(d / "model.safetensors")).items()}
+    model.load_weights(list(weights.items()))
+    for layer in model.model.layers:
+        layer.mlp.act = nn.GELU()  # transformers' "gelu": the exact GELU
+    model.eval()
+    mx.eval(model.parameters())
+    out = {"hidden": [], "embeds": []}
+    for ids in job["ids"]:
+        x = mx.array(ids)[None]
+        h = model.model(x, attention_mask=mx.ones(x.shape))["last_hidden_state"][0]
+        out["hidden"].append(np.array(h.astype(mx.float32)).tolist())
+        out["embeds"].append(np.array(model(x).text_embeds[0].astype(mx.float32)).tolist())
+    return out
+
+
 def make(job):
     out = Path(job["make"])
     out.mkdir(parents=True, exist_ok=True)
@@ -184,6 +227,8 @@ def make(job):
     config = dict(job["config"])
     if job["arch"] == "gemma3_text":
         return make_gemma(job, out, config)
+    if job["arch"] == "modernbert":
+        return make_modernbert(job, out, config)
     _, model = build(job["arch"], config)
     # LayerNorms start at weight 1 and bias 0; move them so a wrong norm shows.
     params = dict(tree_flatten(model.parameters()))
@@ -292,6 +337,8 @@ def main():
             replies.append(make(job))
         elif "run" in job and job["arch"] == "gemma3_text":
             replies.append(run_gemma(job))
+        elif "run" in job and job["arch"] == "modernbert":
+            replies.append(run_modernbert(job))
         elif "run" in job:
             replies.append(run(job))
         elif "batch" in job:

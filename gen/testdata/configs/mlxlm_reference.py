@@ -36,7 +36,7 @@ SECTION_OF = {"qwen3_5_text": "qwen3_5"}
 # Encoders, by model_type: the mlx-embeddings module that reads them
 # (testdata/encoders/ref.py loads
 # it without the package's __init__, which imports mlx-vlm).
-ENCODERS = {"bert": "bert", "xlm-roberta": "xlm_roberta"}
+ENCODERS = {"bert": "bert", "xlm-roberta": "xlm_roberta", "modernbert": "modernbert"}
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "testdata", "encoders"))
 
 

@@ -1,14 +1,18 @@
 """Embeddings' throughput: archgen's POST /v1/embeddings beside llama.cpp's
 llama-server on the same checkpoint.
 
-    .deps/py/bin/python bench/embed_bench.py [--out DIR] [--batches 1,8,32] [--rounds 3]
-        [--only archgen,llama.cpp]
+    .deps/py/bin/python bench/embed_bench.py [--model smollm2|minilm] [--out DIR]
+        [--batches 1,8,32] [--rounds 3] [--only archgen,llama.cpp]
 
-Both servers run the real SmolLM2-135M-Instruct as llama.cpp's Q4_1 GGUF
-(archgen on the file itself; llama-server from the pinned sdist with
-`--embeddings --pooling last`, its generative model's pooled final hidden
-states, as archgen's default pooling is; 2 threads, 8 slots, each 512
-tokens of context). Inputs are sentences of 20-40 tokens, the same for both
+With --model smollm2 (the default) both servers run the real
+SmolLM2-135M-Instruct as llama.cpp's Q4_1 GGUF (archgen on the file itself;
+llama-server from the pinned sdist with `--embeddings --pooling last`, its
+generative model's pooled final hidden states, as archgen's default pooling
+is; 2 threads, 8 slots, each 512 tokens of context). With --model minilm
+they run the real encoder all-MiniLM-L6-v2 (`make models`) in float32:
+archgen on its sentence-transformers folder, llama-server on the F32 GGUF
+bench/bert_gguf.py makes of it the way llama.cpp's converter does, both
+pooling by the mean as the folder says. Inputs are sentences of 20-40 tokens, the same for both
 servers. For each batch size B, one client sends requests of B inputs, one
 after another, for --rounds rounds of 4 requests after a warm-up; the figure
 is inputs (and input tokens) a second over the round's wall time, the
@@ -24,6 +28,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 import urllib.request
@@ -85,16 +90,27 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="archgen,llama.cpp")
+    ap.add_argument("--model", default="smollm2", choices=["smollm2", "minilm"])
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
+    if args.model == "smollm2":
+        what = "SmolLM2-135M-Instruct Q4_1 GGUF, last-token pooling"
+        archgen, llama, pool = ["-gguf", GGUF], GGUF, "last"
+    else:
+        what = "all-MiniLM-L6-v2 (BERT) in float32, mean pooling"
+        folder = ROOT / ".deps" / "models" / "all-MiniLM-L6-v2"
+        gguf = out / "all-MiniLM-L6-v2.F32.gguf"
+        if not gguf.exists():
+            subprocess.run([sys.executable, str(ROOT / "bench" / "bert_gguf.py"), str(folder), str(gguf)], check=True)
+        archgen, llama, pool = ["-model", str(folder)], str(gguf), "mean"
     cmds = {
-        "archgen": [archrun_binary(), "serve", "-gguf", GGUF, "-port", "{port}", "-served-model-name", "bench",
+        "archgen": [archrun_binary(), "serve", *archgen, "-port", "{port}", "-served-model-name", "bench",
                     "-access-log", "off"],
-        "llama.cpp": [LLAMA_SERVER, "-m", GGUF, "--port", "{port}", "--host", "127.0.0.1", "-t", "2", "-np", 8,
+        "llama.cpp": [LLAMA_SERVER, "-m", llama, "--port", "{port}", "--host", "127.0.0.1", "-t", "2", "-np", 8,
                       "-c", 8 * 512, "-b", 4096, "-ub", 4096, "--alias", "bench", "--no-webui", "--embeddings",
-                      "--pooling", "last"],
+                      "--pooling", pool],
     }
     vecs, started = {}, time.time()
 
@@ -108,7 +124,8 @@ def main():
         a, b = vecs.values()
         agree = min(cosine(a[i], b[i]) for i in a if i in b)
     (out / "results.json").write_text(json.dumps({
-        "machine": machine(), "command": "bench/embed_bench.py " + " ".join(sys.argv[1:]), "rounds": args.rounds,
+        "machine": machine(), "command": "bench/embed_bench.py " + " ".join(sys.argv[1:]), "model": args.model,
+        "rounds": args.rounds,
         "batches": batches, "servers": results, "min_cosine": agree}, indent=1))
     names = list(results)
     lines = ["| inputs a request | " + " | ".join(f"{n}: inputs/s (tokens/s)" for n in names)
@@ -120,7 +137,7 @@ def main():
             x, y = (results[n]["rows"][str(b)]["inputs_s"] for n in names)
             cells.append(f"{x / y:.2f}×")
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
-    text = (f"Embeddings' throughput, SmolLM2-135M-Instruct Q4_1 GGUF, last-token pooling, inputs of 20-40 tokens, "
+    text = (f"Embeddings' throughput, {what}, inputs of 20-40 tokens, "
             f"one client, median of {args.rounds} rounds of 4 requests after a warm-up; {machine()['cpu']}, "
             f"{os.cpu_count()} cores; {round((time.time() - started) / 60, 1)} minutes"
             + (f"; the two servers' vectors agree to a cosine similarity of {agree:.5f} at least" if agree else "")

@@ -29,10 +29,14 @@ func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		return y
 	}
 	if l.Bias != nil {
-		if x.Dtype() != l.Weight.Dtype() {
+		if x.Dtype() != l.Weight.Dtype() || x.Dtype() == mlx.Float32 {
 			// a float32 x against a weight kept in half precision: the
 			// product reads it as stored (libmlx's addmm would widen a
-			// copy of it first), then the bias
+			// copy of it first), then the bias; in float32 too, where the
+			// product runs on archgen's kernel as a layer without a bias
+			// does (libmlx's addmm runs its BLAS, many times slower on
+			// many rows: BERT's layers all have biases). In half
+			// precision addmm keeps libmlx's rounding.
 			return g.Add(g.Linear(x, l.Weight), l.Bias)
 		}
 		return g.Addmm(l.Bias, x, g.Transpose(l.Weight), 1, 1)

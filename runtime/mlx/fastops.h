@@ -92,6 +92,11 @@ std::optional<mlx::core::array> archgen_native_sdpa(
     const std::string& mask_mode, const std::optional<mlx::core::array>& mask,
     const std::optional<mlx::core::array>& sinks, mlx::core::Stream s);
 
+// The exact GELU, x (1 + erf(x / sqrt(2))) / 2, float32 only, equal to
+// libmlx's chain of ops (its erf: Abramowitz and Stegun 7.1.26) bit for
+// bit.
+std::optional<mlx::core::array> archgen_native_gelu(const mlx::core::array& x, mlx::core::Stream s);
+
 // silu(gate) (up absent) or silu(gate) * up, float32 only, equal to
 // libmlx's gate * sigmoid(gate) (times up) bit for bit; up has gate's shape.
 std::optional<mlx::core::array> archgen_native_silu(const mlx::core::array& gate,

@@ -905,3 +905,59 @@ func BenchmarkPrefillAttention(b *testing.B) {
 		})
 	}
 }
+
+// TestNativeGELU checks the exact GELU's one-op kernel against libmlx's
+// chain (x / sqrt(2), erf, 1 +, times x, / 2) bit for bit: random values
+// at several scales, a tail, a strided view, and the special values of
+// its erf and exp (the -88 cutoff of exp(-v^2), the points where -v^2
+// log2(e) lies on a half, 0 and -0, infinities, NaN, tiny values).
+func TestNativeGELU(t *testing.T) {
+	needFast(t)
+	special := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 13.26, -13.26, 13.27, -13.27, 13.3, -13.3,
+		100, -100, 1e30, -1e30, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		1e-30, -1e-30, 1e-45, -1e-45, 3e-3, -3e-3}
+	for k := 0; k < 64; k++ {
+		// -v^2 log2(e) near -(k + 1/2), where rounding to the exponent
+		// turns: x = sqrt(2) v.
+		v := math.Sqrt((float64(k) + 0.5) / 1.442695)
+		x := float32(v * math.Sqrt2)
+		for _, y := range []float32{x, math.Nextafter32(x, 0), math.Nextafter32(x, 200)} {
+			special = append(special, y, -y)
+		}
+	}
+	for _, isa := range ISAs(t) {
+		t.Run(isa.Name, func(t *testing.T) {
+			defer isa.Set()()
+			cases := []struct {
+				name  string
+				build func(g *Graph) *Array
+			}{
+				{"rows", func(g *Graph) *Array { return g.MultiplyScalar(randn(g, 1, Float32, 2, 37, 1536), 3) }},
+				{"tail", func(g *Graph) *Array { return g.MultiplyScalar(randn(g, 3, Float32, 3, 5, 37), 8) }},
+				{"special", func(g *Graph) *Array { return FromSlice(g, special, len(special)) }},
+				{"transposed", func(g *Graph) *Array {
+					return g.Transpose(g.MultiplyScalar(randn(g, 8, Float32, 40, 24), 4), 1, 0)
+				}},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					native, fallback, _ := withFast(t, func(g *Graph) *Array {
+						y := g.GELU(c.build(g))
+						if NativeFastOps() {
+							if name := y.primitiveName(); name != "ArchgenGELU" {
+								t.Fatalf("the op is %q, not ArchgenGELU", name)
+							}
+						}
+						return y
+					})
+					for i := range fallback {
+						a, b := native[i], fallback[i]
+						if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+							t.Fatalf("element %d: %g (%#x), libmlx's %g (%#x)", i, a, math.Float32bits(a), b, math.Float32bits(b))
+						}
+					}
+				})
+			}
+		})
+	}
+}

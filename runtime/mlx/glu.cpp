@@ -1,4 +1,5 @@
-// SiLU and the gated SiLU product (fastops.h), in lanes of 8 or 16.
+// SiLU, the gated SiLU product and the exact GELU (fastops.h), in lanes of
+// 8 or 16.
 #include "fastops.h"
 
 #include <immintrin.h>
@@ -176,7 +177,124 @@ class NativeGLU : public mx::UnaryPrimitive {
   bool gated_;
 };
 
+// ---- the exact GELU ----
+
+// libmlx's GELU chain (the shim's: x / sqrt(2), erf, 1 +, times x, / 2)
+// in float32, each op one pass over the array, its erf one element at a
+// time with libm's fmaf: Abramowitz and Stegun's 7.1.26 (t = 1 / (1 +
+// 0.3275911 |v|), a quartic in t, times exp(-v^2) by the Cephes polynomial
+// above), the sign of v applied last (v > 0: the value, else its
+// negation). The lanes below run the same operations in the same order,
+// each rounded as IEEE rounds it, so every element equals the chain's bit
+// for bit, in one pass.
+constexpr float kErfPoly[5] = {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f,
+                               0.254829592f};
+
+// exp8 is the Cephes exponential of libmlx's exp, for any x (silu8's for
+// its non-negative input, with the underflow cut below -88 too).
+__attribute__((target("avx2,fma,f16c"))) inline __m256 exp8(__m256 x0) {
+  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  __m256 t = _mm256_mul_ps(x0, _mm256_set1_ps(1.442695f));
+  __m256 fl = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(t, fl), half, _CMP_GE_OQ), one);
+  __m256 k = _mm256_add_ps(fl, up);
+  __m256 f = _mm256_sub_ps(t, k);
+  __m256 p = _mm256_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 7; i++) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExpPoly[i]));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(k), _mm256_set1_epi32(127)), 23);
+  __m256 ex = _mm256_mul_ps(_mm256_castsi256_ps(e), p);
+  ex = _mm256_blendv_ps(ex, x0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
+  ex = _mm256_blendv_ps(ex, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x0, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
+  return _mm256_blendv_ps(ex, _mm256_setzero_ps(), _mm256_cmp_ps(x0, _mm256_set1_ps(-88.0f), _CMP_LT_OQ));
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline __m256 gelu8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 v = _mm256_div_ps(x, _mm256_set1_ps(static_cast<float>(std::sqrt(2.0))));
+  __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+  __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+  __m256 r = _mm256_fmadd_ps(_mm256_set1_ps(kErfPoly[0]), t, _mm256_set1_ps(kErfPoly[1]));
+  for (int i = 2; i < 5; i++) r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(kErfPoly[i]));
+  __m256 nv = _mm256_xor_ps(v, _mm256_set1_ps(-0.0f));
+  __m256 e = _mm256_xor_ps(exp8(_mm256_mul_ps(nv, v)), _mm256_set1_ps(-0.0f));
+  __m256 res = _mm256_fmadd_ps(_mm256_mul_ps(e, t), r, one);
+  __m256 erf = _mm256_blendv_ps(_mm256_xor_ps(res, _mm256_set1_ps(-0.0f)), res,
+                                _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+  return _mm256_div_ps(_mm256_mul_ps(x, _mm256_add_ps(one, erf)), _mm256_set1_ps(2.0f));
+}
+
+__attribute__((target("avx2,fma,f16c"))) void gelu_row8(const float* x, float* o, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, gelu8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    float xb[8] = {}, ob[8];
+    std::memcpy(xb, x + i, (n - i) * 4);
+    _mm256_storeu_ps(ob, gelu8(_mm256_loadu_ps(xb)));
+    std::memcpy(o + i, ob, (n - i) * 4);
+  }
+}
+
+struct GeluJob {
+  const float* x;
+  Rows rows;
+  float* out;
+  int64_t n;
+};
+
+void run_gelu(const GeluJob& j) {
+  int64_t rows = j.rows.count;
+  auto body = [&](int64_t r0, int64_t r1) {
+    std::vector<float> xb(j.rows.last_stride != 1 ? j.n : 0);
+    for (int64_t r = r0; r < r1; r++) {
+      const float* x = j.x + j.rows.offset(r);
+      if (!xb.empty()) {
+        gather_f32(xb.data(), x, j.rows.last_stride, j.n, Kind::f32);
+        x = xb.data();
+      }
+      gelu_row8(x, j.out + r * j.n, j.n);
+    }
+  };
+  auto& pool = Pool::get();
+  int tasks = rows * j.n < (1 << 16) ? 1 : static_cast<int>(std::min<int64_t>(rows, pool.threads()));
+  int64_t per = (rows + tasks - 1) / tasks;
+  pool.run(tasks, [&](int t) { body(t * per, std::min(rows, (t + 1) * per)); });
+}
+
+class NativeGELU : public mx::UnaryPrimitive {
+ public:
+  explicit NativeGELU(mx::Stream s) : UnaryPrimitive(s) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, mx::array& out) override {
+    auto& enc = begin(stream(), in, out);
+    const mx::array& x = in[0];
+    GeluJob j{x.data<float>(), Rows(x), out.data<float>(), x.shape(-1)};
+    enc.dispatch([j, in, out]() { run_gelu(j); });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("archgen's native GELU runs on the CPU only");
+  }
+
+  const char* name() const override { return "ArchgenGELU"; }
+
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return dynamic_cast<const NativeGELU*>(&other) != nullptr;
+  }
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
+    return {in[0].shape()};
+  }
+};
+
 }  // namespace
+
+std::optional<mx::array> archgen_native_gelu(const mx::array& x, mx::Stream s) {
+  if (!fast_enabled() || s.device != mx::Device::cpu || x.dtype() != mx::float32 || x.ndim() < 1 ||
+      x.size() == 0) {
+    return std::nullopt;
+  }
+  return mx::array(x.shape(), mx::float32, std::make_shared<NativeGELU>(s), {x});
+}
 
 std::optional<mx::array> archgen_native_silu(const mx::array& gate,
                                              const std::optional<mx::array>& up, mx::Stream s) {

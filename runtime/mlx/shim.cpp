@@ -177,6 +177,9 @@ mx::array unary(int op, const mx::array& a, mx::Stream s) {
       return mx::multiply(a, mx::sigmoid(a, s), s);
     case MLXG_GELU: {
       // x * (1 + erf(x / sqrt(2))) / 2
+      if (auto y = archgen_native_gelu(a, s)) {
+        return *y;
+      }
       auto t = mx::erf(mx::divide(a, weak_scalar(std::sqrt(2.0), a), s), s);
       auto u = mx::multiply(a, mx::add(weak_scalar(1.0, a), t, s), s);
       return mx::divide(u, weak_scalar(2.0, a), s);

@@ -59,7 +59,8 @@ FUZZTIME ?= 60s
 FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS := ./gen:FuzzResolve ./runtime/nn:FuzzParseConfig ./runtime/mlx:FuzzParseSafetensorsHeader \
 	./gguf:FuzzParseHeader ./tokenizer:FuzzRoundTrip ./tokenizer:FuzzDecode ./serve:FuzzRequests \
-	./tokenizer/chat:FuzzBoundedTemplates ./serve:FuzzAPIRequests ./tokenizer/chat/reply:FuzzParser ./constrain:FuzzGrammars
+	./tokenizer/chat:FuzzBoundedTemplates ./serve:FuzzAPIRequests ./tokenizer/chat/reply:FuzzParser ./constrain:FuzzGrammars \
+	./tokenizer:FuzzPrecompiledCharsmap
 fuzz: setup models
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \

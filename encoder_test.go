@@ -532,3 +532,90 @@ func TestModernBERTMatchesMLXEmbeddings(t *testing.T) {
 		})
 	}
 }
+
+// unigramTokenizer makes the XLM-RoBERTa-style Unigram tokenizer
+// testdata/tokenizer/make_unigram.py trains (sentencepiece on its own
+// multilingual corpus, converted by transformers' XLMRobertaConverter) and
+// returns its tokenizer.json and vocabulary size.
+func unigramTokenizer(t *testing.T) (string, int) {
+	t.Helper()
+	py, err := filepath.Abs(".deps/py/bin/python")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	out, err := exec.Command(py, "testdata/tokenizer/make_unigram.py", dir).CombinedOutput()
+	require.NoError(t, err, "make_unigram.py: %s", out)
+	path := filepath.Join(dir, "xlmr", "tokenizer.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var tj struct {
+		Model struct {
+			Vocab [][]any `json:"vocab"`
+		} `json:"model"`
+	}
+	require.NoError(t, json.Unmarshal(data, &tj))
+	return path, len(tj.Model.Vocab)
+}
+
+// withTokenizer copies the tokenizer.json at path into the checkpoint dir,
+// beside a tokenizer_config.json of XLM-R's class.
+func withTokenizer(t *testing.T, dir, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644))
+	cfg := `{"tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "model_max_length": 512}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(cfg), 0o644))
+}
+
+// TestXLMRobertaTextsMatchMLXEmbeddings: an XLM-RoBERTa embedding model and
+// cross-encoder with a Unigram tokenizer (XLMRobertaConverter's, with its
+// precompiled normalizer) embed multilingual texts and rank documents as
+// mlx-embeddings' xlm_roberta does on the ids and pairs the tokenizers
+// library gives them: the ids equal, the vectors and relevances within
+// float32 tolerance.
+func TestXLMRobertaTextsMatchMLXEmbeddings(t *testing.T) {
+	tok, vocab := unigramTokenizer(t)
+	dir := t.TempDir()
+	embedder, ranker := filepath.Join(dir, "embed"), filepath.Join(dir, "rerank")
+	cfg := xlmrConfig(32, 2, 2, 1)
+	cfg["vocab_size"], cfg["max_position_embeddings"] = vocab, 130
+	mlxEmbeddings(t, []map[string]any{
+		{"make": embedder, "arch": "xlm_roberta", "config": cfg, "seed": 41, "layout": "bare"},
+		{"make": ranker, "arch": "xlm_roberta", "config": cfg, "seed": 42, "layout": "prefixed", "labels": 1},
+	})
+	withTokenizer(t, embedder, tok)
+	withTokenizer(t, ranker, tok)
+	texts := []string{"Привет, мир!", "Καλημέρα κόσμε", "你好，世界。", "ＦＵＬＬ　ｗｉｄｔｈ ①②", "naïve café, résumé 🙂"}
+	query := "Где находится музей?"
+	docs := []string{"Музей находится в центре.", "El museo está cerca del río.", "博物馆在市中心。"}
+	var pairs [][]string
+	for _, d := range docs {
+		pairs = append(pairs, []string{query, d})
+	}
+	refs := mlxEmbeddings(t, []map[string]any{
+		{"run": embedder, "arch": "xlm_roberta", "texts": texts},
+		{"run": ranker, "arch": "xlm_roberta", "pairs": pairs},
+	})
+	ctx := context.Background()
+	m := load(t, embedder)
+	for i, s := range texts {
+		ids, err := m.EncodeEmbedInput(s)
+		require.NoError(t, err)
+		assert.Equal(t, refs[0].IDs[i], ids, "text %d", i)
+	}
+	got, err := m.Embed(ctx, texts, archgen.EmbedOptions{})
+	require.NoError(t, err)
+	assert.Less(t, rowDiff(t, got, refs[0].Embeds), 2e-6)
+
+	r := load(t, ranker)
+	for i, d := range docs {
+		ids, types := r.Tokenizer.EncodePair(query, d, true)
+		assert.Equal(t, refs[1].IDs[i], ids, "pair %d", i)
+		assert.Equal(t, refs[1].Types[i], types, "pair %d", i)
+	}
+	scores, _, err := r.Rerank(ctx, query, docs, archgen.RerankOptions{})
+	require.NoError(t, err)
+	for i := range docs {
+		assert.InDelta(t, 1/(1+math.Exp(-refs[1].Scores[i][0])), scores[i], 1e-5, "pair %d", i)
+	}
+}

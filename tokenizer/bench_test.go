@@ -123,3 +123,53 @@ func BenchmarkMiniLM(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkUnigram encodes the multilingual test text with make_unigram.py's
+// xlmr tokenizer (Precompiled normalizer, Metaspace, Unigram model), with
+// the model's cache cold and warm; runs the Precompiled normalizer alone;
+// and loads the tokenizer.json.
+func BenchmarkUnigram(b *testing.B) {
+	text := benchText(b)
+	dir, err := reftest.Unigram()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "xlmr", "tokenizer.json")
+	tk, err := LoadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := tk.Encode(text, false)
+	b.Run("encode", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			tk.Encode(text, false)
+		}
+		b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	})
+	b.Run("encode-cold", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		u := tk.model.(*unigram)
+		for b.Loop() {
+			u.cacheMu.Lock()
+			clear(u.cache)
+			u.cacheMu.Unlock()
+			tk.Encode(text, false)
+		}
+		b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	})
+	b.Run("precompiled", func(b *testing.B) {
+		p := tk.norm.(normSequence)[0].(*precompiled)
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			p.normalize(text)
+		}
+	})
+	b.Run("load", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := LoadFile(path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

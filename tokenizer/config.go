@@ -173,6 +173,8 @@ type Pretrained struct {
 // the file's normalizer and decoder by a Metaspace pre-tokenizer and a
 // decoder built from the legacy and add_prefix_space options; Load does
 // the same. The two differ after special tokens and on leading spaces.
+// Other classes transformers 5 rebuilds (XLMRobertaTokenizer) keep
+// tokenizer.json's pipeline.
 func Load(dir string) (*Pretrained, error) {
 	t, err := LoadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {

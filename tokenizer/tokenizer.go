@@ -111,7 +111,8 @@ func Parse(data []byte) (*Tokenizer, error) {
 
 // parseModel reads tokenizer.json's "model" into a Tokenizer that has only
 // its model and vocabulary set. A model without a type is read as the
-// tokenizers library reads one: BPE if it has merges, else WordPiece.
+// tokenizers library reads one: BPE if it has merges, WordPiece if it has
+// max_input_chars_per_word, Unigram if its vocab is a list.
 func parseModel(data json.RawMessage) (*Tokenizer, error) {
 	f, err := objectFields(data, "model")
 	if err != nil {
@@ -134,12 +135,19 @@ func parseModel(data json.RawMessage) (*Tokenizer, error) {
 		}
 		return &Tokenizer{model: wp, vocab: wp.vocab, tokens: tokens}, nil
 	}
+	if typ == "Unigram" || typ == "" && !f.has("merges") && unigramVocabIsList(f.m["vocab"]) {
+		u, err := parseUnigram(f)
+		if err != nil {
+			return nil, err
+		}
+		return &Tokenizer{model: u, vocab: u.vocab, tokens: u.tokens}, nil
+	}
 	var rm rawModel
 	if err := json.Unmarshal(data, &rm); err != nil {
 		return nil, fmt.Errorf("model: %v", err)
 	}
 	if rm.Type != "BPE" && !(rm.Type == "" && rm.Vocab != nil && len(rm.Merges) > 0) {
-		return nil, fmt.Errorf("model.type %q is not supported (BPE and WordPiece are)", rm.Type)
+		return nil, fmt.Errorf("model.type %q is not supported (BPE, WordPiece and Unigram are)", rm.Type)
 	}
 	if rm.Dropout != nil && *rm.Dropout != 0 {
 		return nil, fmt.Errorf("model.dropout %v is not supported", *rm.Dropout)

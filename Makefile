@@ -185,9 +185,11 @@ bench-structured: setup-py setup-llguidance models setup-llama-tools
 	$(PY) bench/structured_bench.py $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 
 # Embeddings' throughput, archgen's server beside llama-server's
-# --embeddings, on SmolLM2 (a few minutes).
+# --embeddings, on SmolLM2 and on the encoder all-MiniLM-L6-v2 (a few
+# minutes).
 bench-embed: setup-py setup-llguidance models setup-llama-tools
 	$(PY) bench/embed_bench.py $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
+	$(PY) bench/embed_bench.py --model minilm --out out/bench/embed-minilm $(if $(BENCH_RUNS),--rounds $(BENCH_RUNS))
 
 # Speculative decoding (bench/speculative.py): SmolLM2's float32 file with
 # its Q4_1 file as draft model, and prompt lookup on an editing prompt,

@@ -3,9 +3,9 @@
 // /v1/completions, streamed as server-sent events or not; the Responses API
 // (POST /v1/responses, GET and DELETE /v1/responses/{id}) and the Anthropic
 // Messages API (POST /v1/messages, /v1/messages/count_tokens) on the same
-// engine; POST /v1/embeddings, the model's pooled final hidden states; GET
-// /metrics gives
-// Prometheus's text format (requests by path and status, prompt and
+// engine; POST /v1/embeddings, the model's pooled final hidden states;
+// POST /v1/rerank (and /rerank), a cross-encoder's relevance of each
+// document to a query; GET /metrics gives Prometheus's text format (requests by path and status, prompt and
 // generated tokens, the queue, the prompt cache, memory, and histograms of
 // the time to first token and between tokens). Requests run on a
 // continuous-batching engine (generate/batch): at most MaxBatch of them
@@ -44,6 +44,9 @@
 // 400 limit_exceeded naming max_tokens for a request whose KV alone
 // exceeds Options.KVBudget, and 429 server_busy (with Retry-After) past
 // Options.MaxQueue waiting requests.
+// An encoder (BERT and its kin: archgen.ErrEncoder) is served without an
+// engine: embeddings and rerank, and generation requests refused with 400
+// model_not_supported.
 // A panic in a handler becomes a 500 error for that request alone. A client
 // that goes away, or stops taking a stream for Options.WriteTimeout, cancels
 // its request, which leaves the batch at the next step.

@@ -67,7 +67,7 @@ func TestGenerateAndCheck(t *testing.T) {
 
 	os.WriteFile(filepath.Join(root, "descriptors", "toy.yaml"), []byte("model_type: toy\nstructure:\n  mlp: {kind: gegl}\n"), 0o644)
 	code, _, errs = archgen("-root", root)
-	if want := "descriptors/toy.yaml:3: structure.mlp.kind: unknown \"gegl\" (want one of fused_swiglu, gelu, gelu_gated, gelu_tanh, gelu_tanh_gated, relu2, shifted_relu2, swiglu, xielu)\n"; code != 2 || errs != want {
+	if want := "descriptors/toy.yaml:3: structure.mlp.kind: unknown \"gegl\" (want one of fused_gelu_gated, fused_swiglu, gelu, gelu_gated, gelu_tanh, gelu_tanh_gated, relu2, shifted_relu2, swiglu, xielu)\n"; code != 2 || errs != want {
 		t.Errorf("a bad descriptor: exit %d, %q", code, errs)
 	}
 	if _, err := os.Stat(filepath.Join(root, "generated", "toy", "model.go")); err != nil {

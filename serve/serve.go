@@ -234,7 +234,7 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 		d, ok, err := m.EmbedDefaults()
 		switch {
 		case err != nil:
-			s.logf("embeddings: %v: pooling by the last token, normalized", err)
+			s.logf("embeddings: %v: pooling by the model's default (%s), normalized", err, m.Net.Info().Pooling)
 		case ok:
 			s.embedOpts = d
 		}

@@ -234,7 +234,11 @@ func New(m *archgen.Model, opts Options) (*Server, error) {
 		d, ok, err := m.EmbedDefaults()
 		switch {
 		case err != nil:
-			s.logf("embeddings: %v: pooling by the model's default (%s), normalized", err, m.Net.Info().Pooling)
+			pooling := m.Net.Info().Pooling
+			if pooling == "" {
+				pooling = archgen.PoolLast
+			}
+			s.logf("embeddings: %v: pooling by the model's default (%s), normalized", err, pooling)
 		case ok:
 			s.embedOpts = d
 		}

@@ -100,25 +100,11 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		entry.prompt = tokens
 	}
 
-	if s.stopping.Load() {
-		writeError(w, errShuttingDown)
-		return
-	}
-	s.running.Add(1)
-	defer s.running.Add(-1)
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
-	gate := s.embedGate
-	select {
-	case gate <- struct{}{}:
-	case <-ctx.Done():
-		s.embeddingFailed(w, ctx.Err())
-		return
-	}
-	vecs, err := s.m.EmbedTokens(ctx, inputs, opts)
-	<-gate
-	if err != nil {
-		s.embeddingFailed(w, err)
+	var vecs [][]float32
+	if !s.underGate(w, r, func(ctx context.Context) (err error) {
+		vecs, err = s.m.EmbedTokens(ctx, inputs, opts)
+		return err
+	}) {
 		return
 	}
 
@@ -142,10 +128,43 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// embeddingFailed answers an embedding request that did not complete.
+// underGate runs work (an embedding or rerank request's computation) as
+// one of the requests under way, holding the embedding gate, under the
+// request's context; it answers a server going down, a client gone or
+// timed out while waiting, and work's error, and reports whether work
+// completed (the caller then answers).
+func (s *Server) underGate(w http.ResponseWriter, r *http.Request, work func(ctx context.Context) error) bool {
+	if s.stopping.Load() {
+		writeError(w, errShuttingDown)
+		return false
+	}
+	s.running.Add(1)
+	defer s.running.Add(-1)
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	select {
+	case s.embedGate <- struct{}{}:
+	case <-ctx.Done():
+		s.embeddingFailed(w, ctx.Err())
+		return false
+	}
+	err := work(ctx)
+	<-s.embedGate
+	if err != nil {
+		s.embeddingFailed(w, err)
+		return false
+	}
+	return true
+}
+
+// embeddingFailed answers an embedding or rerank request that did not
+// complete (an *apiError as it is).
 func (s *Server) embeddingFailed(w http.ResponseWriter, err error) {
 	var ie *archgen.EmbedInputError
+	var ae *apiError
 	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae)
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, &apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "request_timeout",
 			Message: fmt.Sprintf("the embeddings took longer than this server's request timeout of %v", s.opts.RequestTimeout)})

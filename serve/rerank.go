@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,22 @@ import (
 // MaxRerankDocuments is the most documents POST /v1/rerank takes in one
 // request; more are refused with limit_exceeded.
 const MaxRerankDocuments = 1024
+
+// documentError names the document an input refusal is about: the pair's
+// index is the document's (embeddingFailed answers it with that field).
+func documentError(err error) error {
+	var ie *archgen.EmbedInputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	field := fmt.Sprintf("documents[%d]", ie.Index)
+	if ie.Context > 0 {
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: field, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("%s: the query and the document are %d tokens together, more than the model's context of %d", field, ie.Tokens, ie.Context)}
+	}
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: field, Code: "invalid_value",
+		Message: fmt.Sprintf("%s: %s", field, ie.Msg)}
+}
 
 // rerankRequest is the body of POST /v1/rerank (and /rerank), as
 // llama-server, vLLM, Jina and Cohere take it: documents are strings or
@@ -93,36 +110,13 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	if s.stopping.Load() {
-		writeError(w, errShuttingDown)
-		return
-	}
-	s.running.Add(1)
-	defer s.running.Add(-1)
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
-	select {
-	case s.embedGate <- struct{}{}:
-	case <-ctx.Done():
-		s.embeddingFailed(w, ctx.Err())
-		return
-	}
 	opts := archgen.RerankOptions{RawScores: req.RawScores != nil && *req.RawScores}
-	scores, tokens, err := s.m.Rerank(ctx, *req.Query, docs, opts)
-	<-s.embedGate
-	var ie *archgen.EmbedInputError
-	switch {
-	case errors.As(err, &ie) && ie.Context > 0:
-		field := fmt.Sprintf("documents[%d]", ie.Index)
-		writeError(w, badRequest(field, "context_length_exceeded", "%s: the query and the document are %d tokens together, more than the model's context of %d", field, ie.Tokens, ie.Context))
-		return
-	case errors.As(err, &ie):
-		field := fmt.Sprintf("documents[%d]", ie.Index)
-		writeError(w, badRequest(field, "invalid_value", "%s: %s", field, ie.Msg))
-		return
-	}
-	if err != nil {
-		s.embeddingFailed(w, err)
+	var scores []float64
+	var tokens int
+	if !s.underGate(w, r, func(ctx context.Context) (err error) {
+		scores, tokens, err = s.m.Rerank(ctx, *req.Query, docs, opts)
+		return documentError(err)
+	}) {
 		return
 	}
 	if entry := entryOf(w); entry != nil {

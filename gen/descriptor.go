@@ -43,11 +43,15 @@ type ConfigDesc struct {
 // default (a literal), derive (an expression, used when the key is absent)
 // and optional (absent reads as the zero value).
 type KeySpec struct {
-	Type     F[Type]     `yaml:"type"`
-	Required F[bool]     `yaml:"required"`
-	Default  F[Literal]  `yaml:"default"`
-	Derive   F[Expr]     `yaml:"derive"`
-	Optional F[bool]     `yaml:"optional"`
+	Type     F[Type]    `yaml:"type"`
+	Required F[bool]    `yaml:"required"`
+	Default  F[Literal] `yaml:"default"`
+	Derive   F[Expr]    `yaml:"derive"`
+	Optional F[bool]    `yaml:"optional"`
+	// Null is the value of a key the config holds as null, where that
+	// differs from its default (mlx-lm's dataclass takes None over the
+	// default: DeepSeek-V3's q_lora_rank).
+	Null     F[Literal]  `yaml:"null"`
 	Fallback F[[]string] `yaml:"fallback"`
 	// Prefer are places (dotted paths into nested objects) read before the
 	// key itself: the first present wins (rope_parameters.rope_theta over

@@ -61,6 +61,9 @@ func keyDoc(k *Key) string {
 		s = fmt.Sprintf("%s is %s (required).", k.Field, k.Name)
 	case "default":
 		s = fmt.Sprintf("%s is %s; %s when absent.", k.Field, k.Name, fmtLiteral(k.Default))
+		if k.Null != nil {
+			s += fmt.Sprintf(" %s when null.", fmtLiteral(k.Null))
+		}
 	case "derive":
 		s = fmt.Sprintf("%s is %s; %s when absent.", k.Field, k.Name, k.Derive.Text)
 	case "optional":
@@ -152,6 +155,10 @@ func parseBody(a *Arch) []jen.Code {
 		case "required":
 			body = append(body, c(k.Field).Op("=").Qual(nnPkg, "Required").Types(tp).Call(append(args, fallbacks...)...))
 		case "default":
+			if k.Null != nil {
+				body = append(body, c(k.Field).Op("=").Qual(nnPkg, "DefaultOrNull").Types(tp).Call(append(append(args, lit(k.Default, k.Type), lit(k.Null, k.Type)), fallbacks...)...))
+				break
+			}
 			body = append(body, c(k.Field).Op("=").Qual(nnPkg, "Default").Types(tp).Call(append(append(args, lit(k.Default, k.Type)), fallbacks...)...))
 		case "optional":
 			body = append(body, jen.List(c(k.Field), jen.Id("_")).Op("=").Qual(nnPkg, "Optional").Types(tp).Call(append(args, fallbacks...)...))

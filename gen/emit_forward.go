@@ -37,7 +37,7 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 		jen.Id("L").Op(":=").Qual(nnPkg, "SeqLen").Call(g(), jen.Id("tokens")),
 	}
 	body = append(body, a.Embed.forward()...)
-	maskArray := a.Attn.MaskArray()
+	maskArray := a.Attn.MaskArray() || a.Mixers.maskArray()
 	var mask jen.Code
 	if a.Mixers != nil && a.Attn.Sliding == nil {
 		body = append(body, a.Mixers.mask(maskArray))

@@ -673,6 +673,13 @@ func (sc *scope) call(n *callExpr) (*typed, error) {
 		if numeric(args[0].t) {
 			return atom(TFloat, jen.Qual("math", "Sqrt").Call(asFloat(args[0]).code), r), nil
 		}
+	case "log":
+		if err := want(1); err != nil {
+			return nil, err
+		}
+		if numeric(args[0].t) {
+			return atom(TFloat, jen.Qual("math", "Log").Call(asFloat(args[0]).code), r), nil
+		}
 	case "len":
 		if err := want(1); err != nil {
 			return nil, err
@@ -706,7 +713,7 @@ func (sc *scope) call(n *callExpr) (*typed, error) {
 	case "if":
 		return sc.cond(args)
 	default:
-		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, min, max, round, bfloat16, if, len, count, indices, at or layers)", n.fn)
+		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, log, min, max, round, bfloat16, if, len, count, indices, at or layers)", n.fn)
 	}
 	var ts []string
 	for _, a := range args {

@@ -426,6 +426,9 @@ func (m *Mixers) build(s stage) []jen.Code {
 				mix = jen.Qual(nnPkg, "Residual").Call(mix)
 			}
 			body = append(body, m.mix.of(rLayer).Op("=").Add(mix))
+			if attending(x) {
+				body = append(body, firstAttn)
+			}
 			if n := x.states(); n > 0 {
 				body = append(body, fCaches.of(rModel).Index(jen.Id("i")).Dot("States").Op("=").Lit(n))
 			}
@@ -455,6 +458,32 @@ func (m *Mixers) build(s stage) []jen.Code {
 		out = append(out, jen.Id("w").Dot("Fail").Call(jen.Qual(nnPkg, "OneMixer").Call(jen.Id("i"), jen.Lit(strings.Join(names, ", ")), jen.Index().Bool().Values(claims...))))
 	}
 	return append(out, chain)
+}
+
+// attendingMixer is a kind whose layers attend in a way of their own
+// (latent attention): they keep attention caches (its states are 0) and
+// read the mask, as an array, which the first of them makes.
+type attendingMixer interface {
+	attends() bool
+}
+
+// attending reports whether x is an attending kind.
+func attending(x mixer) bool {
+	a, ok := x.(attendingMixer)
+	return ok && a.attends()
+}
+
+// maskArray: some kind attends, and reads its mask as an array.
+func (m *Mixers) maskArray() bool {
+	if m == nil {
+		return false
+	}
+	for _, x := range m.Kinds {
+		if attending(x) {
+			return true
+		}
+	}
+	return false
 }
 
 // forward spells the layer's token mixing of x: through the mixer build

@@ -41,7 +41,7 @@ func TestMixerDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown kind", section("    mamba9:\n      layers: \"i % 2 == 0\"\n"),
-			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, lightning, rg_lru, selective_scan, short_conv, ssd, wkv7)"},
+			"descriptors/a.yaml:21: structure.mixers.mamba9: unknown mixer kind (want one of gated_delta, lightning, mla, rg_lru, selective_scan, short_conv, ssd, wkv7)"},
 		{"a module that is no name", section("    ssd:\n      layers: \"i % 2 == 0\"\n      module: \"Mamba Mixer\"\n"),
 			`descriptors/a.yaml:23: structure.mixers.ssd.module: "Mamba Mixer" is not a module name (dotted lower-case words)`},
 		{"unknown option", mixer("      heads: 4\n"),

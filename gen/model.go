@@ -70,11 +70,14 @@ type Arch struct {
 
 // Key is one config.json key the architecture reads.
 type Key struct {
-	Name     string // as in config.json
-	Field    string // Go field of Config
-	Type     Type
-	Mode     string // required, default, derive or optional
-	Default  any    // Go value of the literal, for default
+	Name    string // as in config.json
+	Field   string // Go field of Config
+	Type    Type
+	Mode    string // required, default, derive or optional
+	Default any    // Go value of the literal, for default
+	// Null, where set (with default), is the value of a key the config
+	// holds as null: mlx-lm's dataclass then takes None over its default.
+	Null     any
 	Derive   *Value
 	Fallback []string
 	Prefer   []string
@@ -252,6 +255,16 @@ func (b *builder) keys() error {
 				return errAt(ks.Default.Pos, path+".default", "%v", err)
 			}
 			k.Default = v
+		}
+		if ks.Null.IsSet() {
+			if k.Mode != "default" {
+				return errAt(ks.Null.Pos, path+".null", "only a key with a default reads null as a value of its own (otherwise null reads as absent)")
+			}
+			v, err := literalValue(ks.Null.V.V, k.Type)
+			if err != nil {
+				return errAt(ks.Null.Pos, path+".null", "%v", err)
+			}
+			k.Null = v
 		}
 		if ks.Min.IsSet() {
 			if !numeric(k.Type) {

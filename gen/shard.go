@@ -74,7 +74,39 @@ func (p *ShardPlan) count(a *Arch, v *Value, path string) {
 			return
 		}
 	}
+	if k := p.countedFactor(a, key); k != "" {
+		// a counted key times others (a shared expert's width, moe
+		// hidden times the shared count): computed on the divided config,
+		// it is the process's share of the whole
+		p.counted = append(p.counted, v)
+		return
+	}
 	p.refuse("%s is %q, not a config key the group size can divide", path, v.Text)
+}
+
+// countedFactor is, for text a product of integer config keys, the factor
+// the plan counts already ("" when text is no such product, or counts
+// none of them): the product of the divided config is then the share.
+func (p *ShardPlan) countedFactor(a *Arch, text string) string {
+	factors := strings.Split(text, "*")
+	if len(factors) < 2 {
+		return ""
+	}
+	counted := ""
+	for _, f := range factors {
+		f = strings.TrimSpace(f)
+		isInt := false
+		for _, k := range a.Keys {
+			isInt = isInt || k.Name == f && k.Type == TInt
+		}
+		if !isInt {
+			return ""
+		}
+		if counted == "" && slices.Contains(p.Counts, f) {
+			counted = f
+		}
+	}
+	return counted
 }
 
 // refuse records why there is no plan; the first reason stands.

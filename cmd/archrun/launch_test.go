@@ -96,6 +96,9 @@ var shardCases = []shardCase{
 	{"llama", "base", "q4_g64_float32", true, false},
 	{"qwen3_moe", "base", "q4_g32_float32", true, false}, // 64-wide experts: 2 groups of 32 (1 of 64 cannot split)
 	{"qwen3_moe", "base", "q4_g32", true, true},
+	// a shared expert whose width is a product (moe_intermediate_size *
+	// n_shared_experts): its share is the product on the divided config
+	{"glm4_moe", "base", "float32", true, false},
 	// sinks split by heads, expert biases, the down bias added once (mlx-lm divides it by 2)
 	{"gpt_oss", "yarn_default_layers", "float32", true, false},
 	// mxfp4 linears and experts split by their groups of 32, quantized from

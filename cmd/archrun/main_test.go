@@ -95,7 +95,7 @@ func TestGreedyMatchesMLXLM(t *testing.T) {
 func TestErrors(t *testing.T) {
 	dir, _ := level(t, "llama", "base", "float32")
 	alias := t.TempDir()
-	if err := os.WriteFile(filepath.Join(alias, "config.json"), []byte(`{"model_type": "joyai_llm_flash"}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(alias, "config.json"), []byte(`{"model_type": "deepseek_v41_text"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	unknown := t.TempDir()
@@ -113,7 +113,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"greedy", "-model", dir, "-tokens", "1", "extra"}, "", true, "unexpected arguments"},
 		{[]string{"greedy", "-model", dir, "-tokens", "1", "-dtype", "int8"}, "", true, `-dtype "int8": want float32, bfloat16, float16 or checkpoint`},
 		{[]string{"greedy", "-model", dir, "-tokens", "1,256"}, "", false, "token 256 (position 1) is outside the vocabulary of 256"},
-		{[]string{"greedy", "-model", alias, "-tokens", "1"}, "", false, `"joyai_llm_flash" is an alias of "deepseek_v3"`},
+		{[]string{"greedy", "-model", alias, "-tokens", "1"}, "", false, `"deepseek_v41_text" is an alias of "deepseek_v41"`},
 		{[]string{"greedy", "-model", unknown, "-tokens", "1"}, "", false, `"no_such_arch" is not supported`},
 		{[]string{"greedy", "-model", filepath.Join(unknown, "missing"), "-tokens", "1"}, "", false, "missing: no such file or directory: pass a model directory, a .gguf file or a Hugging Face repo id (ORG/NAME)"},
 		{[]string{"greedy", "-model", unknown + "/..", "-tokens", "1"}, "", false, "has no config.json: a model directory holds config.json, the weights"},

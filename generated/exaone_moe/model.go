@@ -35,7 +35,24 @@ var Arch = nn.Arch{
 	},
 	Derived: []string{},
 	Ignored: IgnoredKeys,
-	NoShard: "structure.moe.shared is \"moe_intermediate_size * num_shared_experts\", not a config key the group size can divide",
+	Shard: &nn.ShardPlan{
+		Linears: map[string]nn.ShardRole{
+			"mlp.down_proj":                nn.ShardedToAll,
+			"mlp.gate_proj":                nn.AllToSharded,
+			"mlp.shared_experts.down_proj": nn.ShardedToAll,
+			"mlp.shared_experts.gate_proj": nn.AllToSharded,
+			"mlp.shared_experts.up_proj":   nn.AllToSharded,
+			"mlp.switch_mlp.down_proj":     nn.ShardedToAll,
+			"mlp.switch_mlp.gate_proj":     nn.AllToSharded,
+			"mlp.switch_mlp.up_proj":       nn.AllToSharded,
+			"mlp.up_proj":                  nn.AllToSharded,
+			"self_attn.k_proj":             nn.AllToSharded,
+			"self_attn.o_proj":             nn.ShardedToAll,
+			"self_attn.q_proj":             nn.AllToSharded,
+			"self_attn.v_proj":             nn.AllToSharded,
+		},
+		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size", "moe_intermediate_size"},
+	},
 }
 
 // Model is a loaded exaone_moe. Its weights are named as in the checkpoint, in

@@ -15,6 +15,7 @@ import (
 	"github.com/archgen/archgen/generated/cohere"
 	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/deepseek"
+	"github.com/archgen/archgen/generated/deepseek_v3"
 	"github.com/archgen/archgen/generated/dots1"
 	"github.com/archgen/archgen/generated/embeddinggemma"
 	"github.com/archgen/archgen/generated/ernie4_5"
@@ -99,6 +100,7 @@ var catalog = nn.NewCatalog(
 		cohere.Arch,
 		cohere2.Arch,
 		deepseek.Arch,
+		deepseek_v3.Arch,
 		dots1.Arch,
 		embeddinggemma.Arch,
 		ernie4_5.Arch,
@@ -357,8 +359,6 @@ var catalog = nn.NewCatalog(
 	map[string]string{
 		"deepseek_v41_text": "deepseek_v41",
 		"gemma4_unified":    "gemma4",
-		"joyai_llm_flash":   "deepseek_v3",
-		"kimi_k2":           "deepseek_v3",
 		"phi-msft":          "phixtral",
 	},
 	[]string{"gemma4_assistant"},

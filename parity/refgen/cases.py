@@ -26,9 +26,10 @@ SLIDING_WINDOW = 6  # shorter than the prompt, so the window bites in prefill
 
 @dataclass(frozen=True)
 class Layout:
-    """How a published vision-language checkpoint names its tensors, where
-    mlx-lm saves them otherwise: the text model under other prefixes, beside
-    a vision tower (and a projector) that loading must drop.
+    """How a published checkpoint names its tensors, where mlx-lm saves
+    them otherwise: a vision-language model's text model under other
+    prefixes, beside a vision tower (and a projector) that loading must
+    drop; tensors stored transposed or fused.
 
     rename maps a prefix of mlx-lm's saved names to the checkpoint's (the
     first that matches); towers are the tensors of the parts loading drops,
@@ -41,6 +42,11 @@ class Layout:
     # convolutions ([channels, 1, taps]) and GPT-2's Conv1D weights ([in,
     # out]); mlx-lm's sanitize moves them back.
     transposed: Tuple[str, ...] = ()
+    # Latent attention's two per-head up-projections (mlx-lm's embed_q
+    # [heads, rank, nope] and unembed_out [heads, value, rank]) stored as
+    # Hugging Face's one kv_b_proj [heads * (nope + value), rank], each
+    # head's key rows then its value rows; mlx-lm's sanitize splits it.
+    fused_kv_b: bool = False
 
 
 @dataclass
@@ -4357,6 +4363,123 @@ def _bailing_moe_cases() -> List[Case]:
     ]
 
 
+def _deepseek_v3_cases() -> List[Case]:
+    """DeepSeek-V3's multi-head latent attention and its sigmoid router in
+    groups: the prefill runs the expanded form, each decode step the
+    absorbed one."""
+
+    def v3(**over):
+        cfg = _llama_like("deepseek_v3", "DeepseekV3ForCausalLM", num_hidden_layers=3)
+        cfg.update(
+            q_lora_rank=64,
+            kv_lora_rank=64,
+            qk_nope_head_dim=32,
+            qk_rope_head_dim=16,
+            v_head_dim=32,
+            rms_norm_eps=1e-6,
+            first_k_dense_replace=1,
+            moe_intermediate_size=64,
+            n_routed_experts=8,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            routed_scaling_factor=2.5,
+            n_group=4,
+            topk_group=2,
+            topk_method="noaux_tc",
+            scoring_func="sigmoid",
+            moe_layer_freq=1,
+            attention_bias=False,
+            tie_word_embeddings=False,
+            rope_scaling={
+                "type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 512,
+                "beta_fast": 32,
+                "beta_slow": 1,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+            num_nextn_predict_layers=1,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "deepseek_v3",
+            "base",
+            "compressed queries (q rank 64), a latent of 64 and rope parts of 16 over "
+            "4 heads (nope 32, value 32), yarn factor 4 with mscale_all_dim 1 in the "
+            "softmax scale; layer 0 dense, layers 1-2 sparse: 4 groups of 2 kept, "
+            "top-2 of 8 renormalised, times 2.5, one shared expert; the float32 "
+            "checkpoint holds Hugging Face's kv_b_proj (split at load)",
+            v3(),
+            layout=Layout((), (), fused_kv_b=True),
+        ),
+        Case(
+            "deepseek_v3",
+            "uncompressed_queries",
+            "q_lora_rank null (q_proj), no rope scaling, biases on q_a/kv_a/o "
+            "(attention_bias), a latent of 128 over 2 heads of nope 64, rope 32, "
+            "value 64; every second layer sparse (moe_layer_freq 2) from layer 0, "
+            "one group, top-3 of 8 not renormalised, no shared experts (null); the "
+            "float32 checkpoint as mlx-lm saves it (embed_q, unembed_out)",
+            v3(
+                q_lora_rank=None,
+                kv_lora_rank=128,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                qk_nope_head_dim=64,
+                qk_rope_head_dim=32,
+                v_head_dim=64,
+                rope_scaling=None,
+                rope_theta=50000.0,
+                attention_bias=True,
+                first_k_dense_replace=0,
+                moe_layer_freq=2,
+                n_group=1,
+                topk_group=1,
+                num_experts_per_tok=3,
+                norm_topk_prob=False,
+                routed_scaling_factor=1.0,
+                n_shared_experts=None,
+            ),
+        ),
+        Case(
+            "kimi_k2",
+            "base",
+            "model_type kimi_k2 (mlx-lm's alias of deepseek_v3: Kimi K2's configs): "
+            "compressed queries, one group, top-2 of 8 renormalised, times 2.827, one "
+            "shared expert, yarn factor 8 with mscale_all_dim 1",
+            v3(
+                model_type="kimi_k2",
+                n_group=1,
+                topk_group=1,
+                routed_scaling_factor=2.827,
+                rope_scaling={
+                    "type": "yarn",
+                    "factor": 8.0,
+                    "original_max_position_embeddings": 256,
+                    "beta_fast": 1.0,
+                    "beta_slow": 1.0,
+                    "mscale": 1.0,
+                    "mscale_all_dim": 1.0,
+                },
+            ),
+        ),
+        Case(
+            "joyai_llm_flash",
+            "base",
+            "model_type joyai_llm_flash (mlx-lm's alias of deepseek_v3): uncompressed "
+            "queries (q_lora_rank null), layers 0-1 dense, top-2 of 8 with a shared "
+            "expert; the float32 checkpoint holds Hugging Face's kv_b_proj",
+            v3(model_type="joyai_llm_flash", q_lora_rank=None, first_k_dense_replace=2, rope_scaling=None),
+            layout=Layout((), (), fused_kv_b=True),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -4413,6 +4536,7 @@ CASES: List[Case] = (
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()
+    + _deepseek_v3_cases()
 )
 
 

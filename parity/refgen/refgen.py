@@ -232,10 +232,13 @@ def relayout(dst: Path, case: Case):
                 name = new + name[len(old):]
                 break
         out[name] = value
+    if case.layout.fused_kv_b:
+        out = fuse_kv_b(out, case.config)
     for name, shape in case.layout.towers:
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         out[name] = mx.array(rng.standard_normal(shape, dtype=np.float32))
-    if len(out) != len(saved) + len(case.layout.towers):
+    fused = sum(1 for k in out if k.endswith(".kv_b_proj.weight"))
+    if len(out) + fused != len(saved) + len(case.layout.towers):
         raise ValueError(f"{case.key}: the layout maps two tensors to one name")
     out = {k: out[k] for k in sorted(out)}
     mx.save_safetensors(str(path), out, metadata={"format": "pt"})
@@ -244,6 +247,24 @@ def relayout(dst: Path, case: Case):
     index["metadata"]["total_size"] = sum(v.nbytes for v in out.values())
     index["weight_map"] = {k: "model.safetensors" for k in out}
     index_path.write_text(json.dumps(index, indent=4))
+
+
+def fuse_kv_b(tensors, config):
+    """tensors with each latent-attention layer's embed_q [heads, rank,
+    nope] and unembed_out [heads, value, rank] stored as Hugging Face's
+    kv_b_proj [heads * (nope + value), rank]: per head, the key rows
+    (embed_q transposed) then the value rows."""
+    out = {}
+    for name, value in tensors.items():
+        if name.endswith(".embed_q.weight"):
+            prefix = name[: -len("embed_q.weight")]
+            k = mx.swapaxes(value, -1, -2)
+            v = tensors[prefix + "unembed_out.weight"]
+            kv = mx.concatenate([k, v], axis=1)
+            out[prefix + "kv_b_proj.weight"] = mx.contiguous(kv.reshape(-1, kv.shape[-1]))
+        elif not name.endswith(".unembed_out.weight"):
+            out[name] = value
+    return out
 
 
 def convert(model, config, dtype_name: str, bits: int, group_size: int, mode: str = "affine"):

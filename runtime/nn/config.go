@@ -148,6 +148,17 @@ func Default[T Value](r *ConfigReader, key string, def T, alts ...string) T {
 	return def
 }
 
+// DefaultOrNull is Default, except that a key the config holds as null
+// reads as null: mlx-lm's dataclass takes an explicit None over a default
+// that is a value (DeepSeek-V3's q_lora_rank: null means no compressed
+// queries, absent means its default rank).
+func DefaultOrNull[T Value](r *ConfigReader, key string, def, null T, alts ...string) T {
+	if v, ok := r.keys[key]; ok && isNull(v) {
+		return null
+	}
+	return Default(r, key, def, alts...)
+}
+
 // Prefer is the value at the first of places (dotted paths into nested
 // objects) that the config holds, or cur, what the key itself read.
 func Prefer[T Value](r *ConfigReader, cur T, places ...string) T {

@@ -382,7 +382,7 @@ func TestConfigFaultsByArch(t *testing.T) {
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
 		"bailing_hybrid":   `model_type "bailing_hybrid" is not supported (supported: `,
-		"kimi_k2":          `model_type "kimi_k2" is an alias of "deepseek_v3", which archgen does not support`,
+		"phi-msft":         `model_type "phi-msft" is an alias of "phixtral", which archgen does not support`,
 		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
 	} {
 		dir := configDir(t, []byte(`{"model_type": "`+mt+`", "hidden_size": 64}`))

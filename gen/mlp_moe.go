@@ -43,7 +43,7 @@ type MoEDesc struct {
 	Correction F[Expr] `yaml:"correction"`
 	// Sigmoid: score_topk_norm scores by a sigmoid, not a softmax.
 	Sigmoid F[Expr] `yaml:"sigmoid"`
-	// RenormEps: score_group's renormalisation divides by the sum plus
+	// RenormEps: sigmoid_group's and score_group's renormalisation divides by the sum plus
 	// this (a float expression; default 0, none).
 	RenormEps F[Expr] `yaml:"renorm_eps"`
 	// The router's bias, and the experts' activation (moe_experts.go).
@@ -195,7 +195,7 @@ type MoE struct {
 	Groups, TopKGroups     *Value // sigmoid_group
 	Scale                  *Value
 	Sigmoid                *Value // score_topk_norm
-	RenormEps              *Value // score_group; nil: none
+	RenormEps              *Value // sigmoid_group, score_group; nil: none
 	Jitter                 *Value // sparsemixer
 	RouterBias             *Value
 	Act                    ExpertActKind
@@ -282,8 +282,8 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, errAt(s.Sigmoid.Pos, "structure.moe.sigmoid", "only a score_topk_norm or score_group router chooses between a softmax and a sigmoid")
 	}
 	if s.RenormEps.IsSet() {
-		if m.Router != "score_group" {
-			return nil, errAt(s.RenormEps.Pos, "structure.moe.renorm_eps", "only a score_group router adds an eps to its renormalisation")
+		if m.Router != "score_group" && m.Router != "sigmoid_group" {
+			return nil, errAt(s.RenormEps.Pos, "structure.moe.renorm_eps", "only a sigmoid_group or score_group router adds an eps to its renormalisation")
 		}
 		m.RenormEps = must(s.RenormEps, "structure.moe.renorm_eps", TFloat)
 	}

@@ -26,7 +26,7 @@ func TestMoEDescriptorErrors(t *testing.T) {
 		{"float32 on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    float32: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.float32: only a topk_softmax router has a float32 softmax"},
 		{"renorm_eps on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    renorm_eps: \"1.0e-20\"\n", 1),
-			"descriptors/a.yaml:23: structure.moe.renorm_eps: only a score_group router adds an eps to its renormalisation"},
+			"descriptors/a.yaml:23: structure.moe.renorm_eps: only a sigmoid_group or score_group router adds an eps to its renormalisation"},
 		{"sigmoid on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    sigmoid: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.sigmoid: only a score_topk_norm or score_group router chooses between a softmax and a sigmoid"},
 		{"sparse not per layer", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    sparse: top_k\n", 1),

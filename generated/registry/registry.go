@@ -30,6 +30,7 @@ import (
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/glm4_moe"
+	"github.com/archgen/archgen/generated/glm4_moe_lite"
 	"github.com/archgen/archgen/generated/gpt2"
 	"github.com/archgen/archgen/generated/gpt_bigcode"
 	"github.com/archgen/archgen/generated/gpt_neox"
@@ -115,6 +116,7 @@ var catalog = nn.NewCatalog(
 		glm.Arch,
 		glm4.Arch,
 		glm4_moe.Arch,
+		glm4_moe_lite.Arch,
 		gpt2.Arch,
 		gpt_bigcode.Arch,
 		gpt_neox.Arch,

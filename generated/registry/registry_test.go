@@ -36,6 +36,7 @@ func TestLookup(t *testing.T) {
 			"glm":                "glm",
 			"glm4":               "glm4",
 			"glm4_moe":           "glm4_moe",
+			"glm4_moe_lite":      "glm4_moe_lite",
 			"gpt2":               "gpt2",
 			"gpt_bigcode":        "gpt_bigcode",
 			"gpt_neox":           "gpt_neox",

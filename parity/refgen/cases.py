@@ -4477,6 +4477,28 @@ def _deepseek_v3_cases() -> List[Case]:
             v3(model_type="joyai_llm_flash", q_lora_rank=None, first_k_dense_replace=2, rope_scaling=None),
             layout=Layout((), (), fused_kv_b=True),
         ),
+        Case(
+            "glm4_moe_lite",
+            "base",
+            "GLM-4.7-Flash's form: the latent's and the queries' norms at "
+            "rms_norm_eps (1e-2, far from DeepSeek's 1e-6), nope 48 and value 64 "
+            "unlike each other, one group, top-2 of 8 renormalised with 1e-20, "
+            "times 1.8, one shared expert; the float32 checkpoint holds kv_b_proj",
+            v3(
+                model_type="glm4_moe_lite",
+                architectures=["Glm4MoeLiteForCausalLM"],
+                rms_norm_eps=1e-2,
+                qk_nope_head_dim=48,
+                v_head_dim=64,
+                n_group=1,
+                topk_group=1,
+                routed_scaling_factor=1.8,
+                rope_scaling=None,
+                rope_theta=1000000.0,
+                partial_rotary_factor=1.0,
+            ),
+            layout=Layout((), (), fused_kv_b=True),
+        ),
     ]
 
 

@@ -74,7 +74,7 @@ type Router struct {
 	Scale              float64
 	// Jitter: RouteSparseMixer's band, relative to each round's pick.
 	Jitter float64
-	// Eps: RouteScoreGroup's renormalisation divides by the weights' sum
+	// Eps: RouteSigmoidGroup's and RouteScoreGroup's renormalisation divides by the weights' sum
 	// plus Eps (0: the sum alone).
 	Eps float64
 }

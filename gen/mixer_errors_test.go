@@ -90,6 +90,8 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:28: structure.mixers.wkv7.first: "i" is int, want bool`},
 		{"a lightning decay factor that is no number", section("    lightning:\n      layers: \"i % 2 == 0\"\n      decay_factor: \"i == 0\"\n"),
 			`descriptors/a.yaml:23: structure.mixers.lightning.decay_factor: "i == 0" is bool, want float`},
+		{"an mla mixer without a rotating rope", strings.Replace(section("    mla:\n      layers: \"i % 2 == 0\"\n      q_rank: \"0\"\n      kv_rank: \"32\"\n      nope: \"16\"\n      rope: \"8\"\n      value: \"16\"\n      scale: \"0.2\"\n      bias: \"false\"\n"), "structure:\n", "structure:\n  rope:\n    kind: none\n", 1),
+			`descriptors/a.yaml:23: structure.mixers.mla: an mla mixer rotates the queries' and keys' rope parts with the architecture's rope: structure.rope must rotate`},
 		{"a lightning mixer without a rotating rope", strings.Replace(section("    lightning:\n      layers: \"i % 2 == 0\"\n"), "structure:\n", "structure:\n  rope:\n    kind: none\n", 1),
 			`descriptors/a.yaml:23: structure.mixers.lightning: a lightning mixer rotates q and k with the architecture's rope: structure.rope must rotate`},
 		{"a fused qkv with biases of its own", attn(base, "    fused_qkv: true\n    bias: {q: \"true\", k: \"false\", v: \"false\", o: \"false\"}\n"),

@@ -64,3 +64,18 @@ func TestAutoKeyErrors(t *testing.T) {
 		t.Fatalf("error %v, want %s", err, want)
 	}
 }
+
+// TestNullKeyErrors: a value of its own for null belongs to a key with a
+// default, and has the key's type.
+func TestNullKeyErrors(t *testing.T) {
+	for _, c := range []struct{ spec, want string }{
+		{"{type: int, required: true, null: 0}", `descriptors/a.yaml:10: config.keys.head_dim.null: only a key with a default reads null as a value of its own (otherwise null reads as absent)`},
+		{"{type: int, default: 64, null: \"none\"}", `descriptors/a.yaml:10: config.keys.head_dim.null: `},
+	} {
+		yaml := strings.Replace(base, "    head_dim: {type: int, required: true}\n", "    head_dim: "+c.spec+"\n", 1)
+		_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(yaml)})
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %s...", c.spec, err, c.want)
+		}
+	}
+}

@@ -27,7 +27,8 @@ var Tolerances = map[string]Tolerance{
 	"q4_g64":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
 	"q4_g32":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
 	// a case's extra level (cases.py's EXTRA_LEVELS)
-	"mxfp4": {bf16Rel, "runs in bfloat16 on the same mxfp4 weights: " + bf16Reason},
+	"mxfp4":       {bf16Rel, "runs in bfloat16 on the same mxfp4 weights: " + bf16Reason},
+	"q4_g32_kv_b": {bf16Rel, "runs in bfloat16 on the same quantized weights (kv_b_proj split and quantized again as mlx-lm's sanitize does): " + bf16Reason},
 }
 
 const (

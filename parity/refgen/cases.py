@@ -4416,6 +4416,7 @@ def _deepseek_v3_cases() -> List[Case]:
             "checkpoint holds Hugging Face's kv_b_proj (split at load)",
             v3(),
             layout=Layout((), (), fused_kv_b=True),
+            extra_levels=["q4_g32_kv_b"],
         ),
         Case(
             "deepseek_v3",
@@ -4573,6 +4574,12 @@ class Level:
     bits: int = 0
     group_size: int = 0
     mode: str = "affine"
+    # The latent-attention up-projections stored as one quantized
+    # kv_b_proj (how mlx-lm converted DeepSeek-V3 before its MultiLinear):
+    # the float32 checkpoint's kv_b_proj cast to dtype and quantized at
+    # bits and group_size, in place of the quantized embed_q and
+    # unembed_out the conversion writes.
+    fused_kv_b: bool = False
 
 
 LEVELS: List[Level] = [
@@ -4592,4 +4599,8 @@ EXTRA_LEVELS: Dict[str, Level] = {
     # whatever the model's quant_predicate says instead (gpt-oss's router
     # at 8 bits, affine, group 64).
     "mxfp4": Level("mxfp4", "bfloat16", 4, 32, "mxfp4"),
+    # A latent-attention checkpoint whose kv_b_proj is quantized whole
+    # (4 bits, groups of 32): mlx-lm's sanitize dequantizes it, splits it
+    # and quantizes both parts again at its bits and group size.
+    "q4_g32_kv_b": Level("q4_g32_kv_b", "bfloat16", 4, 32, fused_kv_b=True),
 }

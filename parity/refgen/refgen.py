@@ -300,6 +300,32 @@ def derive_level(src: Path, level: Level, dst: Path):
     model, config = convert(model, config, level.dtype, level.bits, level.group_size, level.mode)
     save_model(dst, model)
     save_config(config, config_path=dst / "config.json")
+    if level.fused_kv_b:
+        quantize_kv_b(src, level, dst)
+
+
+def quantize_kv_b(src: Path, level: Level, dst: Path):
+    """Replaces the quantized embed_q and unembed_out of the level's
+    checkpoint by src's kv_b_proj (the float32 checkpoint's, in Hugging
+    Face's layout) cast to the level's dtype and quantized whole at its bits
+    and group size, rewriting the index to match."""
+    fused = {k: v for k, v in mx.load(str(src / "model.safetensors")).items() if k.endswith(".kv_b_proj.weight")}
+    if not fused:
+        raise ValueError(f"{src}: no kv_b_proj to quantize (the case needs the fused_kv_b layout)")
+    path = dst / "model.safetensors"
+    saved = mx.load(str(path))
+    out = {k: v for k, v in saved.items() if ".embed_q." not in k and ".unembed_out." not in k}
+    for name, w in fused.items():
+        prefix = name[: -len("weight")]
+        q, scales, biases = mx.quantize(w.astype(getattr(mx, level.dtype)), level.group_size, level.bits)
+        out[prefix + "weight"], out[prefix + "scales"], out[prefix + "biases"] = q, scales, biases
+    out = {k: out[k] for k in sorted(out)}
+    mx.save_safetensors(str(path), out, metadata={"format": "mlx"})
+    index_path = dst / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    index["metadata"]["total_size"] = sum(v.nbytes for v in out.values())
+    index["weight_map"] = {k: "model.safetensors" for k in out}
+    index_path.write_text(json.dumps(index, indent=4))
 
 
 class DequantizingKVCache(QuantizedKVCache):

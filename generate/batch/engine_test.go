@@ -156,11 +156,13 @@ func TestBatchMatchesSolo(t *testing.T) {
 		{"mamba", "untied_biased", kv.Options{}},
 		{"jamba", "moe_periods", kv.Options{}},
 		{"plamo2", "step2_tied", kv.Options{}},
-		{"baichuan_m1", "swa_heads", kv.Options{}},                  // a state beside window and full caches
-		{"recurrent_gemma", "attention_first_untied", kv.Options{}}, // state rows beside window caches
-		{"rwkv7", "heads16_untied", kv.Options{}},                   // three state slots a layer, the first layer's values carried
-		{"bailing_moe_linear", "softmax_groups", kv.Options{}},      // lightning states rotated from each row's offset, beside attention
-		{"gpt_bigcode", "base", kv.Options{}},                       // learned positions from each row's offset
+		{"baichuan_m1", "swa_heads", kv.Options{}},                                      // a state beside window and full caches
+		{"recurrent_gemma", "attention_first_untied", kv.Options{}},                     // state rows beside window caches
+		{"rwkv7", "heads16_untied", kv.Options{}},                                       // three state slots a layer, the first layer's values carried
+		{"bailing_moe_linear", "softmax_groups", kv.Options{}},                          // lightning states rotated from each row's offset, beside attention
+		{"gpt_bigcode", "base", kv.Options{}},                                           // learned positions from each row's offset
+		{"deepseek_v3", "base", kv.Options{}},                                           // latent attention: one head of latents and rotated keys a row
+		{"deepseek_v3", "uncompressed_queries", kv.Options{KVBits: 8, KVGroupSize: 32}}, // the latent cache quantized
 		{"random", "sliding", kv.Options{KVBits: 8, KVGroupSize: 32}},
 		{"random", "sliding", kv.Options{KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 0}},
 	}

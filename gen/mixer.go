@@ -462,9 +462,11 @@ func (m *Mixers) build(s stage) []jen.Code {
 
 // attendingMixer is a kind whose layers attend in a way of their own
 // (latent attention): they keep attention caches (its states are 0) and
-// read the mask, as an array, which the first of them makes.
+// read the mask, which the first of them makes (as an array where
+// wantsMaskArray).
 type attendingMixer interface {
 	attends() bool
+	wantsMaskArray() bool
 }
 
 // attending reports whether x is an attending kind.
@@ -479,7 +481,7 @@ func (m *Mixers) maskArray() bool {
 		return false
 	}
 	for _, x := range m.Kinds {
-		if attending(x) {
+		if a, ok := x.(attendingMixer); ok && a.attends() && a.wantsMaskArray() {
 			return true
 		}
 	}

@@ -15,7 +15,10 @@ import (
 // head's output is the latent through its value up-projection
 // (unembed_out), then o_proj. Checkpoints that store the two
 // up-projections as one kv_b_proj are split at load. The attention
-// itself is nn.LatentAttend's; the rope is the architecture's.
+// itself is nn.LatentAttend's; the rope is the architecture's. The
+// expanded form (form: expanded, mlx-lm's DeepSeek-V2) keeps kv_b_proj one
+// linear layer, expands the latent into every head's keys and values and
+// caches those (nn.ExpandedLatentAttend).
 
 func init() {
 	registerMixer(&mixerKind{
@@ -31,6 +34,7 @@ func init() {
 			{key: "scale", typ: TFloat, def: "(qk_nope_head_dim + qk_rope_head_dim) ** -0.5"},
 			{key: "norm_eps", typ: TFloat, def: "1.0e-6"},
 			{key: "bias", typ: TBool, def: "attention_bias"},
+			{key: "form", words: []string{"latent", "expanded"}, def: "latent"},
 		},
 		resolve: resolveMLA,
 	})
@@ -42,11 +46,15 @@ type MLAMixer struct {
 	Heads, QRank, KVRank, Nope, Rope, Value *Value
 	Scale, Eps, Bias                        *Value
 
-	name                          string
-	self                          *field // the Layer's *LatentAttention
-	heads, rope                   *field
-	qProj, qA, qB, kvA, oProj     Proj
-	qNorm, kvNorm, embed, unembed *field
+	// Expanded: the form of mlx-lm's DeepSeek-V2 and MiniCPM3: kv_b_proj
+	// one linear layer, every head's keys and values cached.
+	Expanded bool
+
+	name                           string
+	self                           *field // the Layer's *LatentAttention
+	heads, rope                    *field
+	qProj, qA, qB, kvA, kvB, oProj Proj
+	qNorm, kvNorm, embed, unembed  *field
 }
 
 const rMLA = "a"
@@ -59,7 +67,8 @@ func resolveMLA(o *mixerOptions, a *Arch) (mixer, error) {
 		Heads: o.value("heads"), QRank: o.value("q_rank"), KVRank: o.value("kv_rank"),
 		Nope: o.value("nope"), Rope: o.value("rope"), Value: o.value("value"),
 		Scale: o.value("scale"), Eps: o.value("norm_eps"), Bias: o.value("bias"),
-		name: o.word("module"),
+		name:     o.word("module"),
+		Expanded: o.word("form") == "expanded",
 	}
 	m.self = newField(goName(m.name), func() *jen.Statement { return jen.Op("*").Id("LatentAttention") }, m.name)
 	m.heads = newField("heads", func() *jen.Statement { return jen.Qual(nnPkg, "LatentHeads") }, "")
@@ -76,6 +85,9 @@ func resolveMLA(o *mixerOptions, a *Arch) (mixer, error) {
 	m.kvA = Proj{Field: linear("kv_a_proj_with_mqa"), Name: "kv_a_proj_with_mqa",
 		Out: func() *jen.Statement { return jen.Add(m.KVRank.Code()).Op("+").Add(m.Rope.Code()) }, In: hidden, Bias: m.Bias}
 	m.oProj = Proj{Field: linear("o_proj"), Name: "o_proj", Out: hidden, In: heads("OutputWidth"), Bias: m.Bias}
+	m.kvB = Proj{Field: linear("kv_b_proj"), Name: "kv_b_proj", Out: func() *jen.Statement {
+		return jen.Add(m.Heads.Code()).Op("*").Parens(jen.Add(m.Nope.Code()).Op("+").Add(m.Value.Code()))
+	}, In: code(m.KVRank), Bias: no}
 	m.qNorm = newField("QALayernorm", nnType("RMSNorm"), "q_a_layernorm (nil where the queries are not compressed)")
 	m.kvNorm = newField("KvALayernorm", nnType("RMSNorm"), "kv_a_layernorm: the latent's norm")
 	m.embed = newField("EmbedQ", nnType("MultiLinear"), "embed_q: each head's key up-projection [heads, kv_rank, nope]")
@@ -91,17 +103,23 @@ func (m *MLAMixer) states() int           { return 0 }
 func (m *MLAMixer) besideAttention() bool { return false }
 
 // attends: its layers keep keys and values (the latent and the rotated
-// key) in attention caches and read the mask, as an array.
-func (m *MLAMixer) attends() bool { return true }
+// key; in the expanded form, every head's) in attention caches and read
+// the mask: as an array in the latent form, whose rotated part's scores
+// take it (mlx-lm's return_array), as attention does in the expanded one.
+func (m *MLAMixer) attends() bool        { return true }
+func (m *MLAMixer) wantsMaskArray() bool { return !m.Expanded }
 
 func (m *MLAMixer) fields(t goType) []jen.Code {
 	if t != m.typeName() {
 		return nil
 	}
-	return []jen.Code{
-		m.qProj.Field.decl(), m.qA.Field.decl(), m.qNorm.decl(), m.qB.Field.decl(),
-		m.kvA.Field.decl(), m.kvNorm.decl(), m.embed.decl(), m.unembed.decl(), m.oProj.Field.decl(),
+	out := []jen.Code{m.qProj.Field.decl(), m.qA.Field.decl(), m.qNorm.decl(), m.qB.Field.decl(), m.kvA.Field.decl(), m.kvNorm.decl()}
+	if m.Expanded {
+		out = append(out, m.kvB.Field.decl())
+	} else {
+		out = append(out, m.embed.decl(), m.unembed.decl())
 	}
+	return append(out, m.oProj.Field.decl())
 }
 
 func (m *MLAMixer) params(t goType) []jen.Code {
@@ -150,16 +168,21 @@ func (m *MLAMixer) build(s stage) []jen.Code {
 		m.qB.load(rMLA, m.name),
 	}
 	var query jen.Code = jen.If(jen.Add(m.QRank.Code()).Op(">").Lit(0)).Block(compressed...).Else().Block(m.qProj.load(rMLA, m.name))
-	return []jen.Code{
+	out := []jen.Code{
 		query,
 		m.kvA.load(rMLA, m.name),
 		self(m.kvNorm).Op("=").Id("lw").Dot("RMSNorm").Call(name("kv_a_layernorm"), m.KVRank.Code(), m.Eps.Code()),
+	}
+	if m.Expanded {
+		return append(out, m.kvB.load(rMLA, m.name), m.oProj.load(rMLA, m.name))
+	}
+	return append(out,
 		jen.Id("lw").Dot("SplitLatentKV").Call(name("kv_b_proj"), name("embed_q"), name("unembed_out"),
 			m.Heads.Code(), m.Nope.Code(), m.Value.Code(), m.KVRank.Code()),
 		self(m.embed).Op("=").Id("lw").Dot("MultiLinear").Call(name("embed_q"), m.Heads.Code(), m.KVRank.Code(), m.Nope.Code()),
 		self(m.unembed).Op("=").Id("lw").Dot("MultiLinear").Call(name("unembed_out"), m.Heads.Code(), m.Value.Code(), m.KVRank.Code()),
 		m.oProj.load(rMLA, m.name),
-	}
+	)
 }
 
 // emitForward writes LatentAttention.forward:
@@ -171,13 +194,20 @@ func (m *MLAMixer) build(s stage) []jen.Code {
 //	}
 func (m *MLAMixer) emitForward(f *jen.File) {
 	self := func(fl *field) *jen.Statement { return fl.of(rMLA) }
+	attend := jen.Qual(nnPkg, "LatentAttend").Call(g(), self(m.heads), jen.Id("q"), apply(self(m.kvA.Field), jen.Id("x")),
+		self(m.kvNorm), self(m.embed), self(m.unembed), self(m.rope), jen.Id("mask"), jen.Id("c"))
+	doc := "forward is multi-head latent attention over x [B, L, hidden]: the queries, the latent and the rotated key of each token, attention over the layer's cache of latents and rotated keys (absorbed for one token, expanded for several), and the output projection."
+	if m.Expanded {
+		attend = jen.Qual(nnPkg, "ExpandedLatentAttend").Call(g(), self(m.heads), jen.Id("q"), apply(self(m.kvA.Field), jen.Id("x")),
+			self(m.kvNorm), self(m.kvB.Field), self(m.rope), jen.Id("mask"), jen.Id("c"))
+		doc = "forward is multi-head latent attention over x [B, L, hidden] in its expanded form: the queries, each token's latent expanded into every head's keys and values beside the shared rotated key, attention over the layer's cache of those, and the output projection."
+	}
 	body := []jen.Code{
 		jen.Id("q").Op(":=").Qual(nnPkg, "LatentQueries").Call(g(), jen.Id("x"), self(m.qProj.Field), self(m.qA.Field), self(m.qNorm), self(m.qB.Field)).Comment("[B, L, heads x (nope + rope)]"),
-		jen.Id("o").Op(":=").Qual(nnPkg, "LatentAttend").Call(g(), self(m.heads), jen.Id("q"), apply(self(m.kvA.Field), jen.Id("x")),
-			self(m.kvNorm), self(m.embed), self(m.unembed), self(m.rope), jen.Id("mask"), jen.Id("c")).Comment("[B, L, heads x value]"),
+		jen.Id("o").Op(":=").Add(attend).Comment("[B, L, heads x value]"),
 		jen.Return(apply(self(m.oProj.Field), jen.Id("o"))),
 	}
-	f.Comment(comment("forward is multi-head latent attention over x [B, L, hidden]: the queries, the latent and the rotated key of each token, attention over the layer's cache of latents and rotated keys (absorbed for one token, expanded for several), and the output projection."))
+	f.Comment(comment(doc))
 	f.Func().Params(jen.Id(rMLA).Op("*").Id("LatentAttention")).Id("forward").Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
 	).Add(arrayType()).Block(body...)

@@ -121,6 +121,7 @@ var routerKinds = []struct {
 	{"sparsemixer", "RouteSparseMixer", "k rounds of the largest logit not yet picked, each weighted by a softmax over the logits within the jitter band of it", nil},
 	{"sigmoid_topk", "RouteSigmoidTopK", "sigmoid scores; the k best (after a correction bias where there is one), weighted by their scores (renormalised when renorm holds) times a scaling factor", nil},
 	{"score_group", "RouteScoreGroup", "a softmax or a sigmoid over the experts in float32; the k best (after a correction bias where there is one) within the best groups of experts, weighted by their scores (renormalised when renorm holds) times a scaling factor, in the input's dtype", nil},
+	{"softmax_group_max", "RouteSoftmaxGroupMax", "a softmax over the experts; the k most probable within the groups whose best probability is highest, weighted by their probabilities times a scaling factor", nil},
 }
 
 func (RouterKind) values() []string {
@@ -248,6 +249,9 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		Bias:    must(s.Bias, "structure.moe.bias", TBool),
 	}
 	m.Float32, m.Matrix = s.Float32.V, s.Matrix.V
+	if m.Router == "softmax_group_max" && !m.Renorm.IsFalse() {
+		return nil, errAt(s.Renorm.Pos, "structure.moe.renorm", "a softmax_group_max router never renormalises its weights")
+	}
 	if m.Float32 && m.Router != "topk_softmax" {
 		return nil, errAt(s.Float32.Pos, "structure.moe.float32", "only a topk_softmax router has a float32 softmax")
 	}
@@ -256,7 +260,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		key string
 	}{{s.Groups, "groups"}, {s.TopKGroups, "topk_groups"}, {s.Scale, "scale"}}
 	switch m.Router {
-	case "sigmoid_group", "score_group":
+	case "sigmoid_group", "score_group", "softmax_group_max":
 		m.Groups = must(s.Groups, "structure.moe.groups", TInt)
 		m.TopKGroups = must(s.TopKGroups, "structure.moe.topk_groups", TInt)
 		m.Scale = must(s.Scale, "structure.moe.scale", TFloat)
@@ -267,7 +271,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	default:
 		for _, x := range groups {
 			if x.f.IsSet() {
-				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups and topk_groups belong to a sigmoid_group or score_group router, scale to them and sigmoid_topk")
+				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups and topk_groups belong to a sigmoid_group, score_group or softmax_group_max router, scale to them and sigmoid_topk")
 			}
 		}
 	}

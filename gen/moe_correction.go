@@ -7,11 +7,13 @@ package gen
 
 // corrected: the router reads a correction bias.
 func (k RouterKind) corrected() bool {
-	return k.grouped() || k == "sigmoid_bias_norm" || k == "sigmoid_topk"
+	return k == "sigmoid_group" || k == "score_group" || k == "sigmoid_bias_norm" || k == "sigmoid_topk"
 }
 
 // grouped: the router picks its experts within the best groups of them.
-func (k RouterKind) grouped() bool { return k == "sigmoid_group" || k == "score_group" }
+func (k RouterKind) grouped() bool {
+	return k == "sigmoid_group" || k == "score_group" || k == "softmax_group_max"
+}
 
 // correctionPath is the correction bias's name under the MLP's module,
 // for a router of kind k; naming one for a router that reads none is an

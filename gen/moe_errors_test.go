@@ -18,11 +18,11 @@ func TestMoEDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    router: greedy\n", 1),
-			`descriptors/a.yaml:23: structure.moe.router: unknown "greedy" (want one of softmax_topk, topk_softmax, score_topk_norm, sigmoid_group, sigmoid_bias_norm, sparsemixer, sigmoid_topk, score_group)`},
+			`descriptors/a.yaml:23: structure.moe.router: unknown "greedy" (want one of softmax_topk, topk_softmax, score_topk_norm, sigmoid_group, sigmoid_bias_norm, sparsemixer, sigmoid_topk, score_group, softmax_group_max)`},
 		{"shared gate without a shared expert", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    shared_gate: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.shared_gate: there is no shared expert to gate"},
 		{"groups on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    groups: 4\n", 1),
-			"descriptors/a.yaml:23: structure.moe.groups: groups and topk_groups belong to a sigmoid_group or score_group router, scale to them and sigmoid_topk"},
+			"descriptors/a.yaml:23: structure.moe.groups: groups and topk_groups belong to a sigmoid_group, score_group or softmax_group_max router, scale to them and sigmoid_topk"},
 		{"float32 on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    float32: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.float32: only a topk_softmax router has a float32 softmax"},
 		{"renorm_eps on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    renorm_eps: \"1.0e-20\"\n", 1),

@@ -15,6 +15,7 @@ import (
 	"github.com/archgen/archgen/generated/cohere"
 	"github.com/archgen/archgen/generated/cohere2"
 	"github.com/archgen/archgen/generated/deepseek"
+	"github.com/archgen/archgen/generated/deepseek_v2"
 	"github.com/archgen/archgen/generated/deepseek_v3"
 	"github.com/archgen/archgen/generated/dots1"
 	"github.com/archgen/archgen/generated/embeddinggemma"
@@ -101,6 +102,7 @@ var catalog = nn.NewCatalog(
 		cohere.Arch,
 		cohere2.Arch,
 		deepseek.Arch,
+		deepseek_v2.Arch,
 		deepseek_v3.Arch,
 		dots1.Arch,
 		embeddinggemma.Arch,

@@ -19,6 +19,7 @@ func TestLookup(t *testing.T) {
 			"cohere":             "cohere",
 			"cohere2":            "cohere2",
 			"deepseek":           "deepseek",
+			"deepseek_v2":        "deepseek_v2",
 			"deepseek_v3":        "deepseek_v3",
 			"dots1":              "dots1",
 			"embeddinggemma":     "embeddinggemma",

@@ -4503,6 +4503,83 @@ def _deepseek_v3_cases() -> List[Case]:
     ]
 
 
+def _deepseek_v2_cases() -> List[Case]:
+    """DeepSeek-V2's latent attention (mlx-lm expands every head's keys and
+    values and caches them; archgen caches the latent) under its own yarn
+    rope, and its softmax router, greedy or within groups by their best
+    probability."""
+
+    def v2(**over):
+        cfg = _llama_like("deepseek_v2", "DeepseekV2ForCausalLM", num_hidden_layers=3)
+        cfg.update(
+            q_lora_rank=None,
+            kv_lora_rank=64,
+            qk_nope_head_dim=32,
+            qk_rope_head_dim=16,
+            v_head_dim=32,
+            rms_norm_eps=1e-6,
+            first_k_dense_replace=1,
+            moe_intermediate_size=64,
+            n_routed_experts=8,
+            n_shared_experts=2,
+            num_experts_per_tok=2,
+            norm_topk_prob=False,
+            routed_scaling_factor=1.0,
+            n_group=1,
+            topk_group=1,
+            topk_method="greedy",
+            scoring_func="softmax",
+            moe_layer_freq=1,
+            attention_bias=False,
+            tie_word_embeddings=False,
+            rope_scaling={
+                "type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 512,
+                "beta_fast": 32,
+                "beta_slow": 1,
+                "mscale": 0.707,
+                "mscale_all_dim": 0.707,
+            },
+            aux_loss_alpha=0.001,
+            seq_aux=True,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "deepseek_v2",
+            "lite",
+            "V2-Lite's form: uncompressed queries, a latent of 64 over 4 heads (nope "
+            "32, rope 16, value 32), yarn factor 4 with mscale and mscale_all_dim "
+            "0.707; layer 0 dense, then top-2 of 8 greedy, weighted by the softmax "
+            "unrenormalised, two shared experts; the quantized levels keep kv_b_proj "
+            "quantized whole",
+            v2(),
+        ),
+        Case(
+            "deepseek_v2",
+            "grouped",
+            "compressed queries (q rank 64), biases on q_a/kv_a/o, group_limited_greedy: "
+            "4 groups scored by their best probability, 2 kept, top-3, times 16; "
+            "every second layer sparse from layer 0, no shared experts (null)",
+            v2(
+                q_lora_rank=64,
+                attention_bias=True,
+                topk_method="group_limited_greedy",
+                n_group=4,
+                topk_group=2,
+                num_experts_per_tok=3,
+                routed_scaling_factor=16.0,
+                first_k_dense_replace=0,
+                moe_layer_freq=2,
+                n_shared_experts=None,
+            ),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -4560,6 +4637,7 @@ CASES: List[Case] = (
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()
     + _deepseek_v3_cases()
+    + _deepseek_v2_cases()
 )
 
 

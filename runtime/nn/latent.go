@@ -115,6 +115,33 @@ func LatentAttend(g *mlx.Graph, h LatentHeads, q, kvIn *mlx.Array, norm *RMSNorm
 	return g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, h.OutputWidth())
 }
 
+// ExpandedLatentAttend is latent attention in its expanded form (mlx-lm's
+// DeepSeek-V2 and MiniCPM3): from the queries q [B, L, heads * (nope +
+// rope)] and the compression kv [B, L, rank + rope], the latent (normed by
+// norm) passes kvB, the up-projections as one linear layer ([heads * (nope
+// + value), rank]), into each head's nope key part and its values; the
+// rotated key, shared by every head, joins each head's keys; the cache
+// keeps every head's keys [B, heads, S, nope + rope] and values [B, heads,
+// S, value], and attention is the plain kind over them. mask is the
+// attention layers'. The heads' outputs come back side by side: [B, L,
+// heads * value].
+func ExpandedLatentAttend(g *mlx.Graph, h LatentHeads, q, kvIn *mlx.Array, norm *RMSNorm, kvB *Linear, rope Rope, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
+	B, L := q.Dim(0), q.Dim(1)
+	q = g.Transpose(g.Reshape(q, B, L, h.Heads, h.Nope+h.Rope), 0, 2, 1, 3)
+	qp := g.SplitAt(q, []int{h.Nope}, -1) // [B, heads, L, nope], [B, heads, L, rope]
+	kp := g.SplitAt(kvIn, []int{h.Rank}, -1)
+	kRot := g.Transpose(g.Reshape(kp[1], B, L, 1, h.Rope), 0, 2, 1, 3) // [B, 1, L, rope]
+	up := kvB.Apply(g, norm.Apply(g, kp[0]))                           // [B, L, heads * (nope + value)]
+	up = g.Transpose(g.Reshape(up, B, L, h.Heads, h.Nope+h.Value), 0, 2, 1, 3)
+	kv2 := g.SplitAt(up, []int{h.Nope}, -1) // keys' nope parts, values
+	qRot, kRot := RotateQK(g, rope, qp[1], kRot, c.Offset())
+	kRot = g.BroadcastTo(kRot, B, h.Heads, L, h.Rope) // every head's
+	keys := g.Concatenate(-1, kv2[0], kRot)
+	queries := g.Concatenate(-1, qp[0], qRot)
+	o := kv.Attend(g, queries, c.Update(g, keys, kv2[1]), kv.Spec{Scale: h.Scale, Mask: mask}) // [B, heads, L, value]
+	return g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, h.OutputWidth())
+}
+
 // SplitLatentKV reads a checkpoint that stores a latent-attention layer's
 // up-projections as one linear layer, from [heads * (nope + value), rank]
 // (Hugging Face's kv_b_proj: per head, the key's nope rows, then the

@@ -49,6 +49,14 @@ const (
 	// only where there is one; the weights, times Scale, cast to the
 	// input's dtype, so that the weighted sum is taken in it.
 	RouteScoreGroup
+	// RouteSoftmaxGroupMax: a softmax (in float32 inside) over all
+	// experts; the k most probable within the TopKGroups of Groups groups
+	// whose best probability is highest (where Groups > TopKGroups: the
+	// other groups' probabilities set to zero), weighted by their
+	// probabilities times Scale, in the logits' dtype, never renormalised
+	// (DeepSeek-V2's group-limited greedy router; plain greedy with one
+	// group).
+	RouteSoftmaxGroupMax
 )
 
 // Router picks each token's experts: Gate [E, D] gives the logits.
@@ -120,6 +128,10 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 		}
 		idx, weights = r.groupChoice(g, p)
 		return idx, g.AsType(weights, x.Dtype())
+	case RouteSoftmaxGroupMax:
+		p := r.dropGroups(g, g.Softmax(logits, true, -1), true)
+		idx = r.topK(g, p)
+		return idx, g.MultiplyScalar(g.TakeAlongAxis(p, idx, -1), r.Scale)
 	case RouteSparseMixer:
 		return r.sparseMixer(g, logits)
 	case RouteSigmoidTopK:
@@ -156,19 +168,7 @@ func (r *Router) groupChoice(g *mlx.Graph, p *mlx.Array) (idx, weights *mlx.Arra
 	if r.Bias != nil {
 		s = g.Add(p, r.Bias)
 	}
-	if r.Groups > 1 && r.Groups > r.TopKGroups && s.Valid() {
-		shape := s.Shape()
-		e := shape[len(shape)-1]
-		grouped := g.Reshape(s, append(append([]int{}, shape[:len(shape)-1]...), r.Groups, e/r.Groups)...)
-		best := g.Sum(g.TopK(grouped, 2, -1), true, -1) // [..., groups, 1]
-		drop := r.Groups - r.TopKGroups
-		gs := best.Shape()
-		start, stop := make([]int, len(gs)), append([]int{}, gs...)
-		stop[len(stop)-2] = drop
-		worst := g.Slice(g.Argpartition(best, drop-1, -2), start, stop)
-		grouped = g.PutAlongAxis(grouped, worst, g.Scalar(0, mlx.Float32), -2)
-		s = g.Reshape(grouped, shape...)
-	}
+	s = r.dropGroups(g, s, false)
 	idx = r.topK(g, s)
 	weights = g.TakeAlongAxis(p, idx, -1)
 	if r.K > 1 && r.Renorm {
@@ -179,6 +179,31 @@ func (r *Router) groupChoice(g *mlx.Graph, p *mlx.Array) (idx, weights *mlx.Arra
 		weights = g.Divide(weights, sum)
 	}
 	return idx, g.MultiplyScalar(weights, r.Scale)
+}
+
+// dropGroups sets to zero the scores s of every group of experts but the
+// TopKGroups best of Groups (where Groups > TopKGroups), a group scored by
+// its best score (byMax) or the sum of its two best.
+func (r *Router) dropGroups(g *mlx.Graph, s *mlx.Array, byMax bool) *mlx.Array {
+	if r.Groups <= 1 || r.Groups <= r.TopKGroups || !s.Valid() {
+		return s
+	}
+	shape := s.Shape()
+	e := shape[len(shape)-1]
+	grouped := g.Reshape(s, append(append([]int{}, shape[:len(shape)-1]...), r.Groups, e/r.Groups)...)
+	var best *mlx.Array // [..., groups, 1]
+	if byMax {
+		best = g.Max(grouped, true, -1)
+	} else {
+		best = g.Sum(g.TopK(grouped, 2, -1), true, -1)
+	}
+	drop := r.Groups - r.TopKGroups
+	gs := best.Shape()
+	start, stop := make([]int, len(gs)), append([]int{}, gs...)
+	stop[len(stop)-2] = drop
+	worst := g.Slice(g.Argpartition(best, drop-1, -2), start, stop)
+	grouped = g.PutAlongAxis(grouped, worst, g.Scalar(0, s.Dtype()), -2)
+	return g.Reshape(grouped, shape...)
 }
 
 // sigmoidTopK is RouteSigmoidTopK's choice from logits.

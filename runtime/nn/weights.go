@@ -110,12 +110,15 @@ type Weights struct {
 }
 
 type loader struct {
-	record    bool
-	tensors   map[string]*mlx.Array // the checkpoint's, owned until Finish
-	used      map[string]bool
-	fpScales  map[string]bool // the .scales of modules in a floating-point mode: uint8, kept as they are
-	dropped   map[string]bool
-	folded    map[string]bool // tensors a multiplier was folded into (ScaleTensors, ScaleRows)
+	record   bool
+	tensors  map[string]*mlx.Array // the checkpoint's, owned until Finish
+	used     map[string]bool
+	fpScales map[string]bool // the .scales of modules in a floating-point mode: uint8, kept as they are
+	dropped  map[string]bool
+	folded   map[string]bool // tensors a multiplier was folded into (ScaleTensors, ScaleRows)
+	// flipped are per-head matrices a rewrite stored as [heads, in, out]
+	// (SplitLatentKV's key rows), by module: MultiLinear reads them so
+	flipped   map[string]bool
 	quant     *Quantization
 	opts      Options
 	g         *mlx.Graph   // casts and derived weights

@@ -134,7 +134,7 @@ func parseBody(a *Arch) []jen.Code {
 	// Read every key.
 	var has []jen.Code
 	for _, k := range a.Keys {
-		if k.Mode == "derive" {
+		if k.Mode == "derive" || k.Mode == "optional" && k.Min != nil {
 			has = append(has, jen.Id("has"+k.Field))
 		}
 	}
@@ -161,7 +161,13 @@ func parseBody(a *Arch) []jen.Code {
 			}
 			body = append(body, c(k.Field).Op("=").Qual(nnPkg, "Default").Types(tp).Call(append(append(args, lit(k.Default, k.Type)), fallbacks...)...))
 		case "optional":
-			body = append(body, jen.List(c(k.Field), jen.Id("_")).Op("=").Qual(nnPkg, "Optional").Types(tp).Call(append(args, fallbacks...)...))
+			// an absent optional key is its type's zero, which its minimum
+			// does not bound: the minimum is checked where the key is present
+			has := jen.Id("_")
+			if k.Min != nil {
+				has = jen.Id("has" + k.Field)
+			}
+			body = append(body, jen.List(c(k.Field), has).Op("=").Qual(nnPkg, "Optional").Types(tp).Call(append(args, fallbacks...)...))
 		case "derive":
 			body = append(body, jen.List(c(k.Field), jen.Id("has"+k.Field)).Op("=").Qual(nnPkg, "Optional").Types(tp).Call(append(args, fallbacks...)...))
 		}
@@ -176,7 +182,11 @@ func parseBody(a *Arch) []jen.Code {
 	// Minimums of what was read, before anything divides by it.
 	var mins []jen.Code
 	for _, k := range a.Keys {
-		if k.Min != nil && k.Mode != "derive" {
+		switch {
+		case k.Min == nil || k.Mode == "derive":
+		case k.Mode == "optional":
+			mins = append(mins, jen.If(jen.Id("has"+k.Field)).Block(nnMin(k.Name, c(k.Field), *k.Min, k.Type)))
+		default:
 			mins = append(mins, nnMin(k.Name, c(k.Field), *k.Min, k.Type))
 		}
 	}

@@ -91,6 +91,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
+	var hasNSharedExperts, hasNRoutedExperts, hasNumExpertsPerTok bool
 	c.HiddenSize = nn.Default[int](r, "hidden_size", 4096)
 	c.NumHiddenLayers = nn.Default[int](r, "num_hidden_layers", 30)
 	c.IntermediateSize = nn.Default[int](r, "intermediate_size", 11008)
@@ -103,9 +104,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.RopeTheta = nn.Default[float64](r, "rope_theta", 10000.0)
 	c.RopeScaling, _ = nn.Optional[*nn.RopeScaling](r, "rope_scaling")
 	c.MoeIntermediateSize = nn.Default[int](r, "moe_intermediate_size", 1407)
-	c.NSharedExperts, _ = nn.Optional[int](r, "n_shared_experts")
-	c.NRoutedExperts, _ = nn.Optional[int](r, "n_routed_experts")
-	c.NumExpertsPerTok, _ = nn.Optional[int](r, "num_experts_per_tok")
+	c.NSharedExperts, hasNSharedExperts = nn.Optional[int](r, "n_shared_experts")
+	c.NRoutedExperts, hasNRoutedExperts = nn.Optional[int](r, "n_routed_experts")
+	c.NumExpertsPerTok, hasNumExpertsPerTok = nn.Optional[int](r, "num_experts_per_tok")
 	c.MoeLayerFreq = nn.Default[int](r, "moe_layer_freq", 1)
 	c.FirstKDenseReplace = nn.Default[int](r, "first_k_dense_replace", 0)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
@@ -115,9 +116,15 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "num_key_value_heads", c.NumKeyValueHeads, 1)
 	nn.Min(r, "moe_intermediate_size", c.MoeIntermediateSize, 1)
-	nn.Min(r, "n_shared_experts", c.NSharedExperts, 0)
-	nn.Min(r, "n_routed_experts", c.NRoutedExperts, 0)
-	nn.Min(r, "num_experts_per_tok", c.NumExpertsPerTok, 0)
+	if hasNSharedExperts {
+		nn.Min(r, "n_shared_experts", c.NSharedExperts, 0)
+	}
+	if hasNRoutedExperts {
+		nn.Min(r, "n_routed_experts", c.NRoutedExperts, 0)
+	}
+	if hasNumExpertsPerTok {
+		nn.Min(r, "num_experts_per_tok", c.NumExpertsPerTok, 0)
+	}
 	nn.Min(r, "moe_layer_freq", c.MoeLayerFreq, 1)
 	nn.Min(r, "first_k_dense_replace", c.FirstKDenseReplace, 0)
 	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)

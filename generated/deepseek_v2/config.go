@@ -147,14 +147,15 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
+	var hasNSharedExperts, hasNRoutedExperts, hasNGroup, hasTopkGroup, hasNumExpertsPerTok bool
 	c.VocabSize = nn.Default[int](r, "vocab_size", 102400)
 	c.HiddenSize = nn.Default[int](r, "hidden_size", 4096)
 	c.IntermediateSize = nn.Default[int](r, "intermediate_size", 11008)
 	c.MoeIntermediateSize = nn.Default[int](r, "moe_intermediate_size", 1407)
 	c.NumHiddenLayers = nn.Default[int](r, "num_hidden_layers", 30)
 	c.NumAttentionHeads = nn.Default[int](r, "num_attention_heads", 32)
-	c.NSharedExperts, _ = nn.Optional[int](r, "n_shared_experts")
-	c.NRoutedExperts, _ = nn.Optional[int](r, "n_routed_experts")
+	c.NSharedExperts, hasNSharedExperts = nn.Optional[int](r, "n_shared_experts")
+	c.NRoutedExperts, hasNRoutedExperts = nn.Optional[int](r, "n_routed_experts")
 	c.RoutedScalingFactor = nn.Default[float64](r, "routed_scaling_factor", 1.0)
 	c.KVLoraRank = nn.Default[int](r, "kv_lora_rank", 512)
 	c.QLoraRank = nn.DefaultOrNull[int](r, "q_lora_rank", 1536, 0)
@@ -162,9 +163,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.VHeadDim = nn.Default[int](r, "v_head_dim", 128)
 	c.QKNoPEHeadDim = nn.Default[int](r, "qk_nope_head_dim", 128)
 	c.TopkMethod = nn.Default[string](r, "topk_method", "gready")
-	c.NGroup, _ = nn.Optional[int](r, "n_group")
-	c.TopkGroup, _ = nn.Optional[int](r, "topk_group")
-	c.NumExpertsPerTok, _ = nn.Optional[int](r, "num_experts_per_tok")
+	c.NGroup, hasNGroup = nn.Optional[int](r, "n_group")
+	c.TopkGroup, hasTopkGroup = nn.Optional[int](r, "topk_group")
+	c.NumExpertsPerTok, hasNumExpertsPerTok = nn.Optional[int](r, "num_experts_per_tok")
 	c.MoeLayerFreq = nn.Default[int](r, "moe_layer_freq", 1)
 	c.FirstKDenseReplace = nn.Default[int](r, "first_k_dense_replace", 0)
 	c.MaxPositionEmbeddings = nn.Default[int](r, "max_position_embeddings", 2048)
@@ -181,16 +182,26 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "moe_intermediate_size", c.MoeIntermediateSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "num_attention_heads", c.NumAttentionHeads, 1)
-	nn.Min(r, "n_shared_experts", c.NSharedExperts, 0)
-	nn.Min(r, "n_routed_experts", c.NRoutedExperts, 0)
+	if hasNSharedExperts {
+		nn.Min(r, "n_shared_experts", c.NSharedExperts, 0)
+	}
+	if hasNRoutedExperts {
+		nn.Min(r, "n_routed_experts", c.NRoutedExperts, 0)
+	}
 	nn.Min(r, "kv_lora_rank", c.KVLoraRank, 1)
 	nn.Min(r, "q_lora_rank", c.QLoraRank, 0)
 	nn.Min(r, "qk_rope_head_dim", c.QKRopeHeadDim, 2)
 	nn.Min(r, "v_head_dim", c.VHeadDim, 1)
 	nn.Min(r, "qk_nope_head_dim", c.QKNoPEHeadDim, 1)
-	nn.Min(r, "n_group", c.NGroup, 1)
-	nn.Min(r, "topk_group", c.TopkGroup, 1)
-	nn.Min(r, "num_experts_per_tok", c.NumExpertsPerTok, 1)
+	if hasNGroup {
+		nn.Min(r, "n_group", c.NGroup, 1)
+	}
+	if hasTopkGroup {
+		nn.Min(r, "topk_group", c.TopkGroup, 1)
+	}
+	if hasNumExpertsPerTok {
+		nn.Min(r, "num_experts_per_tok", c.NumExpertsPerTok, 1)
+	}
 	nn.Min(r, "moe_layer_freq", c.MoeLayerFreq, 1)
 	nn.Min(r, "first_k_dense_replace", c.FirstKDenseReplace, 0)
 	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)

@@ -131,6 +131,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
+	var hasNumSharedExperts bool
 	c.HiddenSize = nn.Required[int](r, "hidden_size")
 	c.NumHiddenLayers = nn.Required[int](r, "num_hidden_layers")
 	c.IntermediateSize = nn.Required[int](r, "intermediate_size")
@@ -146,7 +147,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.MoeIntermediateSize = nn.Required[int](r, "moe_intermediate_size")
 	c.NumExperts = nn.Required[int](r, "num_experts")
 	c.NumExpertsPerTok = nn.Required[int](r, "num_experts_per_tok")
-	c.NumSharedExperts, _ = nn.Optional[int](r, "num_shared_experts")
+	c.NumSharedExperts, hasNumSharedExperts = nn.Optional[int](r, "num_shared_experts")
 	c.SlidingWindow = nn.Required[int](r, "sliding_window")
 	c.LayerTypes = nn.Required[[]string](r, "layer_types")
 	c.IsMoeLayer = nn.Required[[]bool](r, "is_moe_layer")
@@ -167,7 +168,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "moe_intermediate_size", c.MoeIntermediateSize, 1)
 	nn.Min(r, "num_experts", c.NumExperts, 1)
 	nn.Min(r, "num_experts_per_tok", c.NumExpertsPerTok, 1)
-	nn.Min(r, "num_shared_experts", c.NumSharedExperts, 0)
+	if hasNumSharedExperts {
+		nn.Min(r, "num_shared_experts", c.NumSharedExperts, 0)
+	}
 	nn.Min(r, "n_group", c.NGroup, 1)
 	nn.Min(r, "topk_group", c.TopkGroup, 1)
 	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)

@@ -123,6 +123,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
+	var hasNSharedExperts bool
 	c.HiddenSize = nn.Required[int](r, "hidden_size")
 	c.NumHiddenLayers = nn.Required[int](r, "num_hidden_layers")
 	c.IntermediateSize = nn.Required[int](r, "intermediate_size")
@@ -140,7 +141,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.FirstKDenseReplace = nn.Required[int](r, "first_k_dense_replace")
 	c.MoeIntermediateSize = nn.Required[int](r, "moe_intermediate_size")
 	c.NRoutedExperts = nn.Required[int](r, "n_routed_experts")
-	c.NSharedExperts, _ = nn.Optional[int](r, "n_shared_experts")
+	c.NSharedExperts, hasNSharedExperts = nn.Optional[int](r, "n_shared_experts")
 	c.NumExpertsPerTok = nn.Required[int](r, "num_experts_per_tok")
 	c.NormTopkProb = nn.Required[bool](r, "norm_topk_prob")
 	c.RoutedScalingFactor = nn.Required[float64](r, "routed_scaling_factor")
@@ -158,7 +159,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "first_k_dense_replace", c.FirstKDenseReplace, 0)
 	nn.Min(r, "moe_intermediate_size", c.MoeIntermediateSize, 1)
 	nn.Min(r, "n_routed_experts", c.NRoutedExperts, 1)
-	nn.Min(r, "n_shared_experts", c.NSharedExperts, 0)
+	if hasNSharedExperts {
+		nn.Min(r, "n_shared_experts", c.NSharedExperts, 0)
+	}
 	nn.Min(r, "num_experts_per_tok", c.NumExpertsPerTok, 1)
 	nn.Min(r, "n_group", c.NGroup, 1)
 	nn.Min(r, "topk_group", c.TopkGroup, 1)

@@ -366,6 +366,16 @@ func TestConfigFaultsByArch(t *testing.T) {
 			"rope_scaling: must hold factor and a rope_type of linear or dynamic"},
 		{"hunyuan_v1_dense", map[string]any{"use_qk_norm": false},
 			"use_qk_norm: false is not supported (archgen builds hunyuan_v1_dense with its q and k norms)"},
+		{"deepseek_v3", map[string]any{"qk_rope_head_dim": 63}, "qk_rope_head_dim: must be even (the rope rotates pairs)"},
+		{"deepseek_v3", map[string]any{"n_routed_experts": 16, "num_experts_per_tok": 2, "topk_method": "greedy"},
+			"topk_method: must be noaux_tc, the only method mlx-lm routes by"},
+		{"deepseek_v2", map[string]any{"rope_scaling": map[string]any{"type": "linear", "factor": 2}},
+			"rope_scaling: must be yarn's settings: mlx-lm's DeepSeek-V2 runs yarn's rope whatever the type says"},
+		{"deepseek_v2", map[string]any{"rope_scaling": map[string]any{"type": "yarn", "original_max_position_embeddings": 4096}},
+			"rope_scaling_factor: missing (required)"},
+		{"deepseek_v2", map[string]any{"num_experts_per_tok": nil}, "num_experts_per_tok: must be set where n_routed_experts is, and not exceed it"},
+		{"deepseek_v2", map[string]any{"topk_method": "group_limited_greedy", "n_group": nil},
+			"n_group: must be set with topk_group where topk_method is group_limited_greedy, divide n_routed_experts, and not be below topk_group"},
 	} {
 		t.Run(c.arch+"/"+c.want, func(t *testing.T) {
 			dir := configDir(t, with(publishedConfig(t, c.arch), c.keys))

@@ -198,6 +198,52 @@ var catalog = nn.NewCatalog(
 			},
 		},
 		{
+			Name:    "kimi_k25",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Moonshot's Kimi K2.5 (and K2.6), run as its text model: DeepSeek-V3's architecture (deepseek_v3: multi-head latent attention, a sigmoid router in groups, shared experts) read from text_config, its tensors under language_model.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{},
+				Defaults:        map[string]any{},
+				Set:             map[string]any{},
+				Runs:            "deepseek_v3",
+				Dispatch:        map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "vision_model", "multi_modal_projector", "mm_projector"},
+			},
+		},
+		{
+			Name:    "kimi_vl",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Moonshot's Kimi-VL (A3B Instruct and Thinking), run as its text model: DeepSeek-V3's architecture (deepseek_v3) read from text_config, its tensors under language_model.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{},
+				Defaults:        map[string]any{},
+				Set:             map[string]any{},
+				Runs:            "deepseek_v3",
+				Dispatch:        map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "multi_modal_projector", "rotary_emb"},
+			},
+		},
+		{
 			Name:    "lfm2-vl",
 			Tier:    "parity",
 			Aliases: []string{},

@@ -54,6 +54,8 @@ func TestLookup(t *testing.T) {
 			"jamba":              "jamba",
 			"joyai_llm_flash":    "deepseek_v3",
 			"kimi_k2":            "deepseek_v3",
+			"kimi_k25":           "kimi_k25",
+			"kimi_vl":            "kimi_vl",
 			"lfm2":               "lfm2",
 			"lfm2-vl":            "lfm2-vl",
 			"lfm2_moe":           "lfm2_moe",

@@ -4500,7 +4500,48 @@ def _deepseek_v3_cases() -> List[Case]:
             ),
             layout=Layout((), (), fused_kv_b=True),
         ),
+        Case(
+            "kimi_k25",
+            "base",
+            "Kimi K2.5's wrapper: deepseek_v3 under text_config (compressed queries, "
+            "one group, top-2 of 8, one shared expert), its tensors under "
+            "language_model.* with kv_b_proj fused, beside vision_tower.* and "
+            "mm_projector.* dropped",
+            {
+                "architectures": ["KimiK25ForConditionalGeneration"],
+                "model_type": "kimi_k25",
+                "text_config": {k: v for k, v in v3(n_group=1, topk_group=1, rope_scaling=None).items() if k != "architectures"},
+                "torch_dtype": "float32",
+            },
+            layout=Layout((), _towers("", _KIMI_TOWER), fused_kv_b=True),
+        ),
+        Case(
+            "kimi_vl",
+            "base",
+            "Kimi-VL's wrapper: deepseek_v3 under text_config (uncompressed queries, "
+            "layers 0-1 dense, top-2 of 8), its tensors under "
+            "language_model.* (the names mlx-lm's kimi_vl reads), beside "
+            "vision_tower.* and multi_modal_projector.* dropped",
+            {
+                "architectures": ["KimiVLForConditionalGeneration"],
+                "model_type": "kimi_vl",
+                "text_config": {k: v for k, v in v3(q_lora_rank=None, first_k_dense_replace=2, n_group=1, topk_group=1).items() if k != "architectures"},
+                "torch_dtype": "float32",
+            },
+            layout=Layout((), _towers("", _KIMI_TOWER[:3])),
+        ),
     ]
+
+
+# A vision tower and projectors, by name and shape, for the Kimi wrappers'
+# layouts (random values that loading must drop; kimi_vl's drops the
+# first three).
+_KIMI_TOWER = (
+    ("vision_tower.patch_embed.proj.weight", (32, 3, 2, 2)),
+    ("vision_tower.blocks.0.mlp.fc0.weight", (64, 32)),
+    ("multi_modal_projector.linear_1.weight", (64, 128)),
+    ("mm_projector.proj.0.weight", (64, 32)),
+)
 
 
 def _deepseek_v2_cases() -> List[Case]:

@@ -17,9 +17,7 @@ type Tolerance struct {
 // greedy picks are near-ties (NearTie): free-running tokens must equal
 // mlx-lm's up to its first one.
 var Tolerances = map[string]Tolerance{
-	"float32": {1e-4, "float32 rounding differs between two correct orders of the same ops by " +
-		"about 1e-6 of the logits' scale; a wrong formula (a rope variant, a norm, a mask) " +
-		"moves them by 1e-2 or more"},
+	"float32":  {1e-4, float32Reason},
 	"bfloat16": {bf16Rel, bf16Reason},
 	"float16":  {bf16Rel, "float16 rounds more finely than bfloat16 (10 mantissa bits to 7) within its range, which these logits do not leave: " + bf16Reason},
 	"q8_g64":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
@@ -28,10 +26,15 @@ var Tolerances = map[string]Tolerance{
 	"q4_g32":   {bf16Rel, "runs in bfloat16 on the same quantized weights: " + bf16Reason},
 	// a case's extra level (cases.py's EXTRA_LEVELS)
 	"mxfp4":       {bf16Rel, "runs in bfloat16 on the same mxfp4 weights: " + bf16Reason},
+	"fp8_tiles":   {1e-4, "float32 arithmetic on weights read from FP8 tiles into bfloat16, as mlx-lm reads them: " + float32Reason},
+	"int4_packed": {1e-4, "float32 arithmetic on 4-bit weights read from compressed-tensors' layout, as mlx-lm reads them: " + float32Reason},
 	"q4_g32_kv_b": {bf16Rel, "runs in bfloat16 on the same quantized weights (kv_b_proj split and quantized again as mlx-lm's sanitize does): " + bf16Reason},
 }
 
 const (
+	float32Reason = "float32 rounding differs between two correct orders of the same ops by " +
+		"about 1e-6 of the logits' scale; a wrong formula (a rope variant, a norm, a mask) " +
+		"moves them by 1e-2 or more"
 	bf16Rel    = 0.06
 	bf16Reason = "rounding to bfloat16 at another point is still correct and moves the logits " +
 		"by percents: mlx-lm's own bfloat16 logits are up to 3.1% of the scale from its float32 " +

@@ -96,10 +96,10 @@ func TestFP8Checkpoint(t *testing.T) {
 		}
 	}
 	first := slices.Min(codes)
-	t.Run("block-wise scale", func(t *testing.T) {
+	t.Run("a tile scale of the wrong shape", func(t *testing.T) {
 		bad(t, func(m map[string]*mlx.Array) {
 			m[first+"_scale_inv"] = g.Full([]int{2, 2}, 0.01, mlx.Float32)
-		}, nn.Options{}, "tensor "+first+"_scale_inv: float32 of shape [2 2], want one float (a scale per tensor; block-wise FP8 scales are not read)")
+		}, nn.Options{}, "tensor "+first+"_scale_inv: shape [2 2] beside the weight "+first+" [64 128], want one float, or one per 128 x 128 tile: [1 1] for a matrix")
 	})
 	t.Run("scale without weight", func(t *testing.T) {
 		bad(t, func(m map[string]*mlx.Array) { delete(m, first) }, nn.Options{},

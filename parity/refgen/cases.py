@@ -4420,6 +4420,20 @@ def _deepseek_v3_cases() -> List[Case]:
         ),
         Case(
             "deepseek_v3",
+            "dense_published",
+            "every layer dense (no n_routed_experts), compressed queries, a latent of "
+            "64 and rope parts of 16 over 4 heads, yarn factor 4; the float32 "
+            "checkpoint holds kv_b_proj, and two more levels store the projections "
+            "as DeepSeek's FP8 tiles and as compressed-tensors' INT4 (dense: on "
+            "base's experts the INT4 level's float32 logits move 1.5e-4 of the "
+            "scale between two orders of the quantized products' sums, past the "
+            "float32 bound these levels hold)",
+            {k: v for k, v in v3(num_hidden_layers=2).items() if k not in ("n_routed_experts", "n_shared_experts")},
+            layout=Layout((), (), fused_kv_b=True),
+            extra_levels=["fp8_tiles", "int4_packed"],
+        ),
+        Case(
+            "deepseek_v3",
             "uncompressed_queries",
             "q_lora_rank null (q_proj), no rope scaling, biases on q_a/kv_a/o "
             "(attention_bias), a latent of 128 over 2 heads of nope 64, rope 32, "
@@ -4699,6 +4713,16 @@ class Level:
     # bits and group_size, in place of the quantized embed_q and
     # unembed_out the conversion writes.
     fused_kv_b: bool = False
+    # A published layout of another quantizer, written from the float32
+    # checkpoint for the 2-D projections of attention and of the dense and
+    # shared MLPs (not the experts' stacks, not the router, the embedding
+    # or the head): "fp8_tiles", DeepSeek-V3's FP8 (F8_E4M3 codes, a float32
+    # weight_scale_inv per 128 x 128 tile, quantization_config quant_method
+    # fp8); "int4_packed", compressed-tensors' pack-quantized (Kimi K2's
+    # INT4: symmetric 4-bit integers in groups of 32, eight to an int32
+    # word, weight_scale and weight_shape beside them). mlx-lm's sanitize
+    # reads both, the level's dtype is float32.
+    published: str = ""
 
 
 LEVELS: List[Level] = [
@@ -4722,4 +4746,6 @@ EXTRA_LEVELS: Dict[str, Level] = {
     # (4 bits, groups of 32): mlx-lm's sanitize dequantizes it, splits it
     # and quantizes both parts again at its bits and group size.
     "q4_g32_kv_b": Level("q4_g32_kv_b", "bfloat16", 4, 32, fused_kv_b=True),
+    "fp8_tiles": Level("fp8_tiles", "float32", published="fp8_tiles"),
+    "int4_packed": Level("int4_packed", "float32", published="int4_packed"),
 }

@@ -26,7 +26,9 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import shutil
+import struct
 import sys
 import tempfile
 import zlib
@@ -295,6 +297,8 @@ def derive_level(src: Path, level: Level, dst: Path):
     published layout keeps its names and towers there)."""
     if level.dtype == "float32" and not level.bits:
         shutil.copytree(src, dst)
+        if level.published:
+            write_published(dst, level.published)
         return
     model, config = load_model(src)
     model, config = convert(model, config, level.dtype, level.bits, level.group_size, level.mode)
@@ -302,6 +306,83 @@ def derive_level(src: Path, level: Level, dst: Path):
     save_config(config, config_path=dst / "config.json")
     if level.fused_kv_b:
         quantize_kv_b(src, level, dst)
+
+
+# The 2-D projections a published quantizer's layout stores quantized.
+_PUBLISHED_PROJ = re.compile(r"\.(self_attn|mlp|mlp\.shared_experts)\.[a-z_]+_proj\.weight$")
+
+
+def write_published(dst: Path, layout: str):
+    """Rewrites the float32 checkpoint in dst into a published quantizer's
+    layout (Level.published), with the config's quantization_config."""
+    path = dst / "model.safetensors"
+    saved = mx.load(str(path))
+    out, fp8 = {}, []
+    for name, w in saved.items():
+        if w.ndim != 2 or not _PUBLISHED_PROJ.search(name):
+            out[name] = w
+            continue
+        base = name[: -len("weight")]
+        if layout == "fp8_tiles":
+            m, n = w.shape
+            tm, tn = -(-m // 128), -(-n // 128)
+            padded = mx.pad(w, ((0, tm * 128 - m), (0, tn * 128 - n)))
+            tiles = padded.reshape(tm, 128, tn, 128)
+            scale = mx.max(mx.abs(tiles), axis=(1, 3)) / 448.0
+            scale = mx.where(scale > 0, scale, 1.0)
+            codes = mx.to_fp8(tiles / scale[:, None, :, None]).reshape(tm * 128, tn * 128)[:m, :n]
+            out[name] = mx.contiguous(codes)
+            out[name + "_scale_inv"] = scale.astype(mx.float32)
+            fp8.append(name)
+        elif layout == "int4_packed":
+            rows, cols = w.shape
+            groups = w.reshape(rows, cols // 32, 32)
+            scale = mx.max(mx.abs(groups), axis=-1) / 7.0
+            scale = mx.where(scale > 0, scale, 1.0)
+            q = mx.clip(mx.round(groups / scale[..., None]), -8, 7) + 8
+            q = q.astype(mx.uint32).reshape(rows, cols // 8, 8)
+            shifts = mx.arange(8, dtype=mx.uint32) * 4
+            words = mx.sum(q << shifts, axis=-1).astype(mx.uint32)
+            out[base + "weight_packed"] = mx.contiguous(words.view(mx.int32))
+            out[base + "weight_scale"] = scale.astype(mx.float32)
+            out[base + "weight_shape"] = mx.array([rows, cols], dtype=mx.int32)
+        else:
+            raise ValueError(f"unknown published layout {layout!r}")
+    out = {k: out[k] for k in sorted(out)}
+    mx.save_safetensors(str(path), out, metadata={"format": "pt"})
+    if fp8:
+        mark_fp8(path, fp8)
+    index_path = dst / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    index["metadata"]["total_size"] = sum(v.nbytes for v in out.values())
+    index["weight_map"] = {k: "model.safetensors" for k in out}
+    index_path.write_text(json.dumps(index, indent=4))
+    config_path = dst / "config.json"
+    config = json.loads(config_path.read_text())
+    if layout == "fp8_tiles":
+        config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
+    else:
+        config["quantization_config"] = {
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}}},
+        }
+    config_path.write_text(json.dumps(config, indent=4))
+
+
+def mark_fp8(path: Path, names):
+    """Rewrites the safetensors header of path so the named uint8 tensors are
+    F8_E4M3, as an FP8 checkpoint stores its codes (the data unchanged)."""
+    data = path.read_bytes()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + n])
+    for name in names:
+        if header[name]["dtype"] != "U8":
+            raise ValueError(f"{path}: {name} is {header[name]['dtype']}, want U8")
+        header[name]["dtype"] = "F8_E4M3"
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + data[8 + n :])
 
 
 def quantize_kv_b(src: Path, level: Level, dst: Path):

@@ -24,6 +24,10 @@ type QuantParams struct {
 type Quantization struct {
 	Default QuantParams
 	Modules map[string]ModuleQuant
+	// Packed: the quantized modules are stored as compressed-tensors'
+	// pack-quantized layout (weight_packed, weight_scale, weight_shape:
+	// symmetric 4-bit in groups of 32), which loading reads as affine.
+	Packed bool
 }
 
 // ModuleQuant is a per-module entry of a quantization block.
@@ -50,17 +54,36 @@ func ParseQuantization(config []byte) (*Quantization, error) {
 	if !ok || isNull(raw) {
 		if qc, ok := top["quantization_config"]; ok && !isNull(qc) {
 			var m struct {
-				Method string `json:"quant_method"`
+				Method    string `json:"quant_method"`
+				Format    string `json:"format"`
+				ScaleFmt  string `json:"scale_fmt"`
+				BlockSize []int  `json:"weight_block_size"`
 			}
 			json.Unmarshal(qc, &m)
-			if m.Method == "mxfp4" {
+			switch {
+			case m.Method == "mxfp4":
 				// gpt-oss's published checkpoints, read as mlx-lm reads them:
 				// mxfp4 at 4 bits in groups of 32, for the modules whose
 				// scales the checkpoint holds
 				return &Quantization{Default: QuantParams{GroupSize: 32, Bits: 4, Mode: "mxfp4"}, Modules: map[string]ModuleQuant{}}, nil
+			case m.Method == "fp8" && m.ScaleFmt == "ue8m0":
+				return nil, &ConfigError{Key: "quantization_config", Msg: "FP8 with power-of-two (ue8m0) scales is MLX's mxfp8, which archgen does not run"}
+			case m.Method == "fp8":
+				// FP8 codes beside their scales, per tensor or per 128 x 128
+				// tile: read as floats at load (dequantFP8), no quantized
+				// modules
+				return nil, nil
+			case m.Method == "compressed-tensors" && m.Format == "pack-quantized":
+				// symmetric 4-bit integers in groups of 32 (Kimi K2's INT4
+				// checkpoints), read as affine: each group's bias is -8 times
+				// its scale, as mlx-lm reads them
+				return &Quantization{Default: QuantParams{GroupSize: 32, Bits: 4, Mode: "affine"}, Modules: map[string]ModuleQuant{}, Packed: true}, nil
+			case m.Method == "compressed-tensors":
+				return nil, &ConfigError{Key: "quantization_config.format", Msg: fmt.Sprintf(
+					"compressed-tensors in the format %q is not supported; only pack-quantized (4-bit integers in groups of 32) is", m.Format)}
 			}
 			return nil, &ConfigError{Key: "quantization_config", Msg: fmt.Sprintf(
-				"checkpoints quantized with %q are not supported; only mlx's own quantization block and quant_method mxfp4 are", m.Method)}
+				"checkpoints quantized with %q are not supported; only mlx's own quantization block, quant_method mxfp4, fp8 and compressed-tensors' pack-quantized are", m.Method)}
 		}
 		return nil, nil
 	}

@@ -200,6 +200,13 @@ func OpenWeights(dir string, config []byte, opts Options) (*Weights, error) {
 		l.closeFiles()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	if q != nil && q.Packed {
+		if err := l.unpackInt4(); err != nil {
+			l.freeTensors()
+			l.closeFiles()
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+	}
 	return &Weights{l: l}, nil
 }
 

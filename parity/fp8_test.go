@@ -22,9 +22,10 @@ import (
 // equal, bit for bit, those of a float32 checkpoint holding what MLX's
 // from_fp8 makes of the same codes times the scales. mlx-lm cannot be the
 // reference here: its sanitize multiplies the codes as loaded (uint8) by the
-// scale, without reading them as FP8. It also checks the errors of a
-// block-wise scale, a scale without its weight, and a float weight beside a
-// scale.
+// scale, without reading them as FP8 (DeepSeek's tile layout is checked
+// against mlx-lm in the parity matrix). It also checks the errors of a tile
+// scale of the wrong shape, a scale without its weight, and a float weight
+// beside a scale.
 func TestFP8Checkpoint(t *testing.T) {
 	_, models, _ := derived(t)
 	c := CaseInfo{Arch: "ministral3", Case: "base"}
@@ -143,5 +144,49 @@ func markFP8(t *testing.T, path string, names []string) {
 	out = append(append(out, h...), data[8+n:]...)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInt4PackedErrors: a compressed-tensors pack-quantized checkpoint
+// whose packed weights cannot be read is refused naming the tensor, on the
+// int4_packed level of deepseek_v3/dense_published (which loads, and
+// matches mlx-lm in the parity matrix).
+func TestInt4PackedErrors(t *testing.T) {
+	_, models, _ := derived(t)
+	dir := LevelDir(models, CaseInfo{Arch: "deepseek_v3", Case: "dense_published"}, "int4_packed")
+	const base = "model.layers.0.self_attn.o_proj."
+	for _, x := range []struct {
+		name string
+		edit func(g *mlx.Graph, ts map[string]*mlx.Array)
+		want string
+	}{
+		{"no scales", func(g *mlx.Graph, ts map[string]*mlx.Array) { delete(ts, base+"weight_scale") },
+			"tensor " + base + "weight_packed: packed weights without their scales " + base + "weight_scale"},
+		{"float words", func(g *mlx.Graph, ts map[string]*mlx.Array) {
+			ts[base+"weight_packed"] = g.AsType(ts[base+"weight_packed"], mlx.Float32)
+		}, "tensor " + base + "weight_packed: float32 [64 16], want int32 words [out, in/8] (eight 4-bit values each)"},
+		{"a scale per 64", func(g *mlx.Graph, ts map[string]*mlx.Array) {
+			s := ts[base+"weight_scale"]
+			ts[base+"weight_scale"] = g.Slice(s, []int{0, 0}, []int{s.Dim(0), s.Dim(1) / 2})
+		}, "tensor " + base + "weight_scale: float32 [64 2] beside " + base + "weight_packed [64 16], want a float scale per 32 values: [64 4]"},
+		{"a wrong weight_shape", func(g *mlx.Graph, ts map[string]*mlx.Array) {
+			ts[base+"weight_shape"] = mlx.FromSlice(g, []int32{64, 64}, 2)
+		}, "tensor " + base + "weight_shape: [64 64], want [64 128] (the packed weights' rows and values)"},
+	} {
+		t.Run(x.name, func(t *testing.T) {
+			ts, _, err := mlx.LoadSafetensors(filepath.Join(dir, "model.safetensors"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := mlx.NewGraph(nil)
+			defer g.Close()
+			x.edit(g, ts)
+			out := filepath.Join(t.TempDir(), "edited")
+			saveBeside(t, dir, out, ts)
+			_, err = registry.Load(out, nn.Options{})
+			if err == nil || !strings.Contains(err.Error(), x.want) {
+				t.Fatalf("error %v, want it to hold %q", err, x.want)
+			}
+		})
 	}
 }

@@ -84,12 +84,14 @@ func TestParseQuantization(t *testing.T) {
 		t.Errorf("modules %+v", q.Modules)
 	}
 	for in, want := range map[string]string{
-		`{"quantization": {"bits": 4}}`:                                    "quantization: group_size: missing (required)",
-		`{"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}}`: `quantization: mode mxfp4 is 4 bits in groups of 32, not 4 bits in groups of 64`,
-		`{"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}}`: `quantization: mode "nvfp4" is not supported (affine, mxfp4, or one of llama.cpp's block types: gguf_q4_k and the like)`,
-		`{"quantization": {"group_size": 48, "bits": 4}}`:                  "quantization: group size 48 is not supported (want 32, 64 or 128)",
-		`{"quantization": {"group_size": 64, "bits": 4, "x": 3}}`:          "quantization.x: want true, false or an object, got 3",
-		`{"quantization_config": {"quant_method": "awq"}}`:                 `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block and quant_method mxfp4 are`,
+		`{"quantization": {"bits": 4}}`:                                                                         "quantization: group_size: missing (required)",
+		`{"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}}`:                                      `quantization: mode mxfp4 is 4 bits in groups of 32, not 4 bits in groups of 64`,
+		`{"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}}`:                                      `quantization: mode "nvfp4" is not supported (affine, mxfp4, or one of llama.cpp's block types: gguf_q4_k and the like)`,
+		`{"quantization": {"group_size": 48, "bits": 4}}`:                                                       "quantization: group size 48 is not supported (want 32, 64 or 128)",
+		`{"quantization": {"group_size": 64, "bits": 4, "x": 3}}`:                                               "quantization.x: want true, false or an object, got 3",
+		`{"quantization_config": {"quant_method": "awq"}}`:                                                      `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block, quant_method mxfp4, fp8 and compressed-tensors' pack-quantized are`,
+		`{"quantization_config": {"quant_method": "fp8", "scale_fmt": "ue8m0", "weight_block_size": [32, 32]}}`: "quantization_config: FP8 with power-of-two (ue8m0) scales is MLX's mxfp8, which archgen does not run",
+		`{"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}}`:          `quantization_config.format: compressed-tensors in the format "float-quantized" is not supported; only pack-quantized (4-bit integers in groups of 32) is`,
 	} {
 		if _, err := ParseQuantization([]byte(in)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v; want %s", in, err, want)
@@ -103,6 +105,15 @@ func TestParseQuantization(t *testing.T) {
 	if q, err := ParseQuantization([]byte(`{"quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4", "model.layers.0.mlp.router": {"group_size": 64, "bits": 8}}}`)); err != nil ||
 		q.Default != (QuantParams{GroupSize: 32, Bits: 4, Mode: "mxfp4"}) || *q.Modules["model.layers.0.mlp.router"].Params != (QuantParams{GroupSize: 64, Bits: 8, Mode: "affine"}) {
 		t.Errorf("mxfp4 block: %+v %v", q, err)
+	}
+	// DeepSeek's FP8: no quantized modules (the codes are read as floats)
+	if q, err := ParseQuantization([]byte(`{"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}`)); q != nil || err != nil {
+		t.Errorf("fp8 quantization_config: %+v %v", q, err)
+	}
+	// compressed-tensors' pack-quantized: 4-bit affine in groups of 32, packed
+	if q, err := ParseQuantization([]byte(`{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized"}}`)); err != nil ||
+		q.Default != (QuantParams{GroupSize: 32, Bits: 4, Mode: "affine"}) || !q.Packed {
+		t.Errorf("pack-quantized quantization_config: %+v %v", q, err)
 	}
 	if q, err := ParseQuantization([]byte(`{"model_type": "llama"}`)); q != nil || err != nil {
 		t.Errorf("no block: %v %v", q, err)

@@ -8,7 +8,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured bench-embed bench-speculative
+.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured bench-embed bench-speculative bench-latent
 
 all: test
 
@@ -138,7 +138,8 @@ bench-llama:
 # llama.cpp's own llama-bench at every size and format (bench-sizes, with
 # the 1B model's long-context rows and archgen's other settings), beside
 # llama-server at 1-64 streams (bench-serve), the hybrids beside mlx-lm and
-# their attention twins (bench-hybrid), and archgen beside mlx-lm on the
+# their attention twins (bench-hybrid), latent attention with experts beside
+# mlx-lm (bench-latent), and archgen beside mlx-lm on the
 # SmolLM2 checkpoints (bench/bench.py, quick plan). Estimated at 4-5 h on 2
 # cores, most of it the 3B-8B checkpoints (made once; the 8B set peaks at
 # about 63 GB of disk while its F16 GGUF exists).
@@ -149,6 +150,7 @@ ifeq ($(filter-out 0,$(BENCH_QUICK)),)
 	@$(MAKE) -s bench-sizes BENCH_SIZES=$(BENCH_SIZES_FULL) BENCH_LONG=1b BENCH_FLAGS=1b
 	@$(MAKE) -s bench-serve
 	@$(MAKE) -s bench-hybrid
+	@$(MAKE) -s bench-latent
 	BENCH_RUNS=$(BENCH_RUNS) BENCH_QUICK=1 $(PY) bench/bench.py --no-llama
 else
 	@$(MAKE) -s bench-sizes BENCH_SIZES=1b BENCH_LONG=1b BENCH_LONG_DEPTHS=8192
@@ -234,6 +236,10 @@ bench-sizes: setup-py setup-llguidance models setup-llama-tools
 # weight bytes; into out/bench/hybrid (see docs/BENCHMARKS.md).
 bench-hybrid: setup-py setup-llguidance
 	$(PY) bench/hybrid.py --runs $(or $(BENCH_RUNS),3)
+
+# Latent attention with experts (GLM-4.7-Flash's layers, 4-bit) beside mlx-lm.
+bench-latent: setup-py setup-llguidance
+	$(PY) bench/latent.py --runs $(or $(BENCH_RUNS),3)
 
 # Go's own benchmarks: one decode step and one 128-token prefill of the tiny
 # llama, a KV cache write, generating every descriptor; into out/bench/go.txt.

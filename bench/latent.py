@@ -29,12 +29,12 @@ and 2 threads; compare them within one run of this script.
 import argparse
 import json
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sizes import PY, ROOT, fmt, log, prompts, run, timed  # noqa: E402
+from hybrid import measure  # noqa: E402
+from sizes import PY, ROOT, fmt, log, prompts, run  # noqa: E402
 
 # GLM-4.7-Flash's per-layer geometry (zai-org/GLM-4.7-Flash's config as the
 # survey of mlx-lm's modules records it; written by hand).
@@ -50,13 +50,6 @@ GEOMETRY = {
     "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "max_position_embeddings": 202752,
     "vocab_size": 154880, "tie_word_embeddings": False, "attention_bias": False,
 }
-
-
-def measure(cmd):
-    stdout, rss = timed(cmd)
-    res = json.loads(stdout)
-    med = lambda k, f: statistics.median(r[f] for r in res["runs"][k])  # noqa: E731
-    return {"prefill": med("prefill", "prompt_tps"), "decode": med("decode", "generate_tps"), "peak_rss": rss}
 
 
 def main():
@@ -88,9 +81,9 @@ def main():
             it["gen"] = 16
     slow.write_text(json.dumps(items))
     a = measure([bin_dir / "gorun", "-model", q4, "-prompts", pf, "-runs", args.runs, "-loads", "1", "-only", "prefill,decode"])
-    log(f"archgen: decode {fmt(a['decode'])} tok/s, prefill {fmt(a['prefill'])}")
+    log(f"archgen: decode {fmt(a['tg128'])} tok/s, prefill {fmt(a['pp512'])}")
     m = measure([PY, "bench/mlxlm_run.py", "--model", q4, "--prompts", slow, "--runs", args.runs, "--warmup", "1", "--loads", "1"])
-    log(f"mlx-lm: decode {fmt(m['decode'])} tok/s, prefill {fmt(m['prefill'])}")
+    log(f"mlx-lm: decode {fmt(m['tg128'])} tok/s, prefill {fmt(m['pp512'])}")
     latent = (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * args.layers
     expanded = cfg["num_attention_heads"] * (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"] + cfg["v_head_dim"]) * args.layers
     cache = {  # bytes a token of context keeps, all layers
@@ -102,8 +95,8 @@ def main():
                "weight_bytes": sum(p.stat().st_size for p in q4.glob("*.safetensors"))}
     lines = [f"### Latent attention with experts: GLM-4.7-Flash's layers ({args.layers} of 47), 4-bit g64 (bfloat16 scales), random weights, 2 threads", "",
              "| | archgen | mlx-lm | ratio |", "|---|---|---|---|",
-             f"| decode (tok/s; archgen tg128, mlx-lm tg16) | {fmt(a['decode'])} | {fmt(m['decode'])} | {fmt(a['decode'] / m['decode'], 2)}x |",
-             f"| prefill (tok/s; archgen pp512, mlx-lm pp32) | {fmt(a['prefill'])} | {fmt(m['prefill'])} | {fmt(a['prefill'] / m['prefill'], 2)}x |",
+             f"| decode (tok/s; archgen tg128, mlx-lm tg16) | {fmt(a['tg128'])} | {fmt(m['tg128'])} | {fmt(a['tg128'] / m['tg128'], 2)}x |",
+             f"| prefill (tok/s; archgen pp512, mlx-lm pp32) | {fmt(a['pp512'])} | {fmt(m['pp512'])} | {fmt(a['pp512'] / m['pp512'], 2)}x |",
              f"| peak resident memory | {a['peak_rss'] >> 20} MiB | {m['peak_rss'] >> 20} MiB | |", "",
              "Cache bytes a token of context keeps (all layers): " + ", ".join(f"{k} {v:,}" for k, v in cache.items()) + ".", ""]
     text = "\n".join(lines)

@@ -58,6 +58,9 @@ type MultiLinear struct {
 // ([..., heads, n, out]) when transpose, x W otherwise (x's last axis then
 // of out entries, the result's of in).
 func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Array {
+	if m.Q != nil && transpose && m.Q.Mode == "affine" && x.Ndim() >= 3 {
+		return m.byHead(g, x)
+	}
 	if m.Q != nil {
 		return g.QuantizedMatmul(x, *m.Q, transpose)
 	}
@@ -65,6 +68,37 @@ func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Arr
 		return g.Matmul(x, g.Swapaxes(m.Weight, -1, -2))
 	}
 	return g.Matmul(x, m.Weight)
+}
+
+// byHead is the quantized x W^T one head at a time: each head's matrix is
+// a 2-D quantized one, which archgen's product kernels take (libmlx's
+// batched quantized product over the heads runs element by element on
+// the CPU); the heads' products are stacked back on the heads axis.
+func (m *MultiLinear) byHead(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	heads := m.Q.Weight.Dim(0)
+	axis := x.Ndim() - 3 // x's heads axis (of heads or 1 entries)
+	head := func(a *mlx.Array, h int) *mlx.Array {
+		if a == nil {
+			return nil
+		}
+		s := a.Shape()
+		start, stop := make([]int, len(s)), append([]int{}, s...)
+		start[0], stop[0] = h, h+1
+		return g.Squeeze(g.Slice(a, start, stop), 0)
+	}
+	xs := x.Shape()
+	ys := make([]*mlx.Array, heads)
+	for h := range ys {
+		start, stop := make([]int, len(xs)), append([]int{}, xs...)
+		if xs[axis] != 1 {
+			start[axis], stop[axis] = h, h+1
+		}
+		xh := g.Squeeze(g.Slice(x, start, stop), axis)
+		q := *m.Q
+		q.Weight, q.Scales, q.Biases = head(m.Q.Weight, h), head(m.Q.Scales, h), head(m.Q.Biases, h)
+		ys[h] = g.QuantizedMatmul(xh, q, true)
+	}
+	return g.Stack(axis, ys...)
 }
 
 // MultiLinear is the per-head matrices name: weight [heads, out, in],

@@ -48,18 +48,33 @@ func LatentQueries(g *mlx.Graph, x *mlx.Array, proj, a *Linear, norm *RMSNorm, b
 
 // MultiLinear is one matrix per head, stacked [heads, out, in], dense or
 // quantized along in (exactly one of Weight and Q is set): mlx-lm's
-// MultiLinear and its quantized form.
+// MultiLinear and its quantized form. Heads, for an affine Q, are its
+// heads' 2-D quantized matrices (views of Q, made at load).
 type MultiLinear struct {
 	Weight *mlx.Array
 	Q      *mlx.Quantized
+	Heads  []mlx.Quantized
 }
 
 // Apply multiplies x [..., heads or 1, n, in] by each head's matrix: x W^T
 // ([..., heads, n, out]) when transpose, x W otherwise (x's last axis then
-// of out entries, the result's of in).
+// of out entries, the result's of in). A quantized x W^T runs one head at
+// a time on archgen's 2-D product kernels (libmlx's batched quantized
+// product over the heads runs element by element on the CPU); the heads'
+// products are stacked back on the heads axis.
 func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Array {
-	if m.Q != nil && transpose && m.Q.Mode == "affine" && x.Ndim() >= 3 {
-		return m.byHead(g, x)
+	if m.Heads != nil && transpose && x.Ndim() >= 3 {
+		axis := x.Ndim() - 3 // x's heads axis (of heads or 1 entries)
+		xs := x.Shape()
+		ys := make([]*mlx.Array, len(m.Heads))
+		for h, q := range m.Heads {
+			start, stop := make([]int, len(xs)), append([]int{}, xs...)
+			if xs[axis] != 1 {
+				start[axis], stop[axis] = h, h+1
+			}
+			ys[h] = g.QuantizedMatmul(g.Squeeze(g.Slice(x, start, stop), axis), q, true)
+		}
+		return g.Stack(axis, ys...)
 	}
 	if m.Q != nil {
 		return g.QuantizedMatmul(x, *m.Q, transpose)
@@ -70,42 +85,31 @@ func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Arr
 	return g.Matmul(x, m.Weight)
 }
 
-// byHead is the quantized x W^T one head at a time: each head's matrix is
-// a 2-D quantized one, which archgen's product kernels take (libmlx's
-// batched quantized product over the heads runs element by element on
-// the CPU); the heads' products are stacked back on the heads axis.
-func (m *MultiLinear) byHead(g *mlx.Graph, x *mlx.Array) *mlx.Array {
-	heads := m.Q.Weight.Dim(0)
-	axis := x.Ndim() - 3 // x's heads axis (of heads or 1 entries)
-	head := func(a *mlx.Array, h int) *mlx.Array {
-		if a == nil {
-			return nil
-		}
-		s := a.Shape()
-		start, stop := make([]int, len(s)), append([]int{}, s...)
-		start[0], stop[0] = h, h+1
-		return g.Squeeze(g.Slice(a, start, stop), 0)
-	}
-	xs := x.Shape()
-	ys := make([]*mlx.Array, heads)
-	for h := range ys {
-		start, stop := make([]int, len(xs)), append([]int{}, xs...)
-		if xs[axis] != 1 {
-			start[axis], stop[axis] = h, h+1
-		}
-		xh := g.Squeeze(g.Slice(x, start, stop), axis)
-		q := *m.Q
-		q.Weight, q.Scales, q.Biases = head(m.Q.Weight, h), head(m.Q.Scales, h), head(m.Q.Biases, h)
-		ys[h] = g.QuantizedMatmul(xh, q, true)
-	}
-	return g.Stack(axis, ys...)
-}
-
 // MultiLinear is the per-head matrices name: weight [heads, out, in],
 // dense or quantized along in.
 func (w *Weights) MultiLinear(name string, heads, out, in int) *MultiLinear {
 	e := w.Experts(name, heads, out, in, false)
-	return &MultiLinear{Weight: e.Weight, Q: e.Q}
+	m := &MultiLinear{Weight: e.Weight, Q: e.Q}
+	if e.Q == nil || e.Q.Mode != "affine" {
+		return m
+	}
+	g := w.l.g
+	head := func(a *mlx.Array, h int) *mlx.Array {
+		s := a.Shape()
+		start, stop := make([]int, len(s)), append([]int{}, s...)
+		start[0], stop[0] = h, h+1
+		v := g.Squeeze(g.Slice(a, start, stop), 0)
+		g.Keep(v)
+		w.l.params.views = append(w.l.params.views, v)
+		return v
+	}
+	m.Heads = make([]mlx.Quantized, heads)
+	for h := range m.Heads {
+		q := *e.Q
+		q.Weight, q.Scales, q.Biases = head(e.Q.Weight, h), head(e.Q.Scales, h), head(e.Q.Biases, h)
+		m.Heads[h] = q
+	}
+	return m
 }
 
 // LatentAttend is a latent-attention layer's attention, from its queries q

@@ -843,7 +843,10 @@ func (l *loader) closeFiles() {
 // Params owns a loaded model's arrays.
 type Params struct {
 	arrays []*mlx.Array
-	ropes  []Rope
+	// views are arrays over the buffers of arrays (a stack's slices, made
+	// at load): freed with them, not counted in Nbytes.
+	views []*mlx.Array
+	ropes []Rope
 }
 
 // Free releases every array; the model is unusable afterwards.
@@ -851,13 +854,13 @@ func (p *Params) Free() {
 	if p == nil {
 		return
 	}
-	for _, a := range p.arrays {
+	for _, a := range append(p.arrays, p.views...) {
 		a.Free()
 	}
 	for _, r := range p.ropes {
 		FreeRope(r)
 	}
-	p.arrays, p.ropes = nil, nil
+	p.arrays, p.views, p.ropes = nil, nil, nil
 }
 
 // Nbytes is the size of the weights.

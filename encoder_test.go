@@ -3,6 +3,7 @@ package archgen_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ type encoderRef struct {
 	CLS    [][]float64   `json:"cls"`
 	Embeds [][]float64   `json:"embeds"`
 	Scores [][]float64   `json:"scores"`
+	Probs  [][]float64   `json:"probs"`
 }
 
 // mlxEmbeddings runs testdata/encoders/ref.py on jobs, in one process.
@@ -464,18 +466,33 @@ func modernBERTConfig(normBias bool) map[string]any {
 // embeddings (the mean, normalized) are mlx-embeddings' module's
 // (testdata/encoders/ref.py, with transformers' exact GELU), on random
 // checkpoints under model. and bare, with and without norm biases; inputs
-// longer than the local window, run packed.
+// longer than the local window, run packed. A masked LM's checkpoint
+// (head and decoder) embeds with its head dropped and scores nothing; a
+// sequence classifier's (ModernBertForSequenceClassification) logits are
+// the module's head's, pooled by the first token or by the mean of each
+// input's tokens in a padded pack, with one label and with three, and
+// their sigmoid or softmax is the module's own pooler output.
 func TestModernBERTMatchesMLXEmbeddings(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
 		name     string
 		normBias bool
 		layout   string
-	}{{"prefixed", false, "prefixed"}, {"bare_norm_bias", true, "bare"}}
+		labels   int
+		extra    map[string]any
+	}{
+		{"prefixed", false, "prefixed", 0, nil},
+		{"bare_norm_bias", true, "bare", 0, nil},
+		{"masked_lm", false, "masked_lm", 0, nil},
+		{"classifier_cls", false, "classifier", 1, map[string]any{"classifier_pooling": "cls"}},
+		{"classifier_mean_labels", true, "classifier", 3, map[string]any{"classifier_pooling": "mean", "classifier_bias": true}},
+	}
 	var jobs []map[string]any
 	for i, c := range cases {
+		cfg := modernBERTConfig(c.normBias)
+		maps.Copy(cfg, c.extra)
 		jobs = append(jobs, map[string]any{"make": filepath.Join(dir, c.name), "arch": "modernbert",
-			"config": modernBERTConfig(c.normBias), "seed": 30 + i, "layout": c.layout})
+			"config": cfg, "seed": 30 + i, "layout": c.layout, "labels": c.labels})
 	}
 	mlxEmbeddings(t, jobs)
 	jobs = nil
@@ -492,6 +509,33 @@ func TestModernBERTMatchesMLXEmbeddings(t *testing.T) {
 			require.NoError(t, err)
 			assert.Less(t, rowDiff(t, got, refs[i].Embeds), 2e-6)
 			assert.Less(t, hiddenDiff(t, m, encoderInputs, nil, refs[i].Hidden), 1e-4)
+			require.Equal(t, c.labels, m.Labels())
+			if c.labels == 0 {
+				_, err = m.ScoreTokens(context.Background(), encoderInputs, nil)
+				require.ErrorIs(t, err, archgen.ErrNoClassifier)
+				return
+			}
+			scores, err := m.ScoreTokens(context.Background(), encoderInputs, nil)
+			require.NoError(t, err)
+			require.Len(t, scores, len(encoderInputs))
+			for r, row := range scores {
+				require.Len(t, row, c.labels)
+				probs := make([]float64, c.labels)
+				sum := 0.0
+				for j, x := range row {
+					assert.InDelta(t, refs[i].Scores[r][j], x, 2e-5, "input %d's logit %d", r, j)
+					probs[j] = math.Exp(float64(x))
+					sum += probs[j]
+				}
+				for j := range probs {
+					if c.labels == 1 {
+						probs[j] = 1 / (1 + math.Exp(-float64(row[j])))
+					} else {
+						probs[j] /= sum
+					}
+				}
+				assert.InDeltaSlice(t, refs[i].Probs[r], probs, 1e-5, "input %d's probabilities", r)
+			}
 		})
 	}
 }

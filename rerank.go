@@ -94,7 +94,7 @@ func (m *Model) scorePack(s nn.Scorer, inputs, types [][]int32, pack []int) ([][
 	caches := m.packCaches(lengths, tt)
 	var scores *mlx.Array
 	err := m.prefill(tokens, B, caches, func(g *mlx.Graph, h *mlx.Array) *mlx.Array {
-		scores = s.Score(g, h) // [B, labels]
+		scores = s.Score(g, h, lengths) // [B, labels]
 		return scores
 	})
 	if err != nil {

@@ -35,13 +35,19 @@ type EncoderDesc struct {
 }
 
 // ClassifierDesc is the encoder's scoring head, loaded when the checkpoint
-// holds out's weight: the first token's state, through dense (optional)
-// and its activation, then out to one score per label. Both are names of
-// their own, under no prefix (BERT's pooler is bert.pooler.dense, XLM-R's
-// head classifier.dense and classifier.out_proj).
+// holds out's weight: each input's states pooled (pooling: a string
+// expression, cls or mean; default cls), through dense (optional, with a
+// bias unless dense_bias says otherwise), its activation and norm (of the
+// architecture's norm kind; optional), then out to one score per label.
+// All are names of their own, under no prefix (BERT's pooler is
+// bert.pooler.dense, XLM-R's head classifier.dense and
+// classifier.out_proj, ModernBERT's head.dense, head.norm and classifier).
 type ClassifierDesc struct {
+	Pooling    F[Expr]   `yaml:"pooling"`
 	Dense      F[string] `yaml:"dense"`
+	DenseBias  F[Expr]   `yaml:"dense_bias"`
 	Activation F[string] `yaml:"activation"`
+	Norm       F[string] `yaml:"norm"`
 	Out        F[string] `yaml:"out"`
 }
 
@@ -55,9 +61,13 @@ type Encoder struct {
 	types      *Value
 	typesPath  string
 	typesField *field
-	// The classifier's checkpoint names ("" out: none) and its field.
-	dense, act, out string
-	cls             *field
+	// The classifier's checkpoint names ("" out: none), its pooling and
+	// dense bias (nil: cls, true), the architecture's norm its norm is
+	// loaded as, and its field.
+	dense, act, norm, out string
+	pool, denseBias       *Value
+	normKind              **Norm
+	cls                   *field
 	// posPad is structure.encoder.positions_pad (nil: none), padField the
 	// model's copy of it.
 	posPad   *Value
@@ -84,6 +94,8 @@ func (b *builder) resolveEncoder(sc *scope) error {
 			{d.FinalNorm.Set, d.FinalNorm.Pos, "final_norm"},
 			{d.Classifier.Out.IsSet(), d.Classifier.Out.Pos, "classifier"},
 			{d.Classifier.Dense.IsSet(), d.Classifier.Dense.Pos, "classifier"},
+			{d.Classifier.Pooling.IsSet(), d.Classifier.Pooling.Pos, "classifier"},
+			{d.Classifier.Norm.IsSet(), d.Classifier.Norm.Pos, "classifier"},
 			{d.PositionsPad.IsSet(), d.PositionsPad.Pos, "positions_pad"},
 		} {
 			if f.set {
@@ -122,39 +134,73 @@ func (b *builder) resolveEncoder(sc *scope) error {
 		}
 		e.padField = newField("positionsPad", intType, "the id whose tokens take position "+d.PositionsPad.V.Text+"; the others count from one past it")
 	}
-	c := &d.Classifier
-	switch {
-	case c.Out.IsSet():
-		if !checkpointName.MatchString(c.Out.V) {
-			return errAt(c.Out.Pos, "structure.encoder.classifier.out", "%q is not a checkpoint name (dotted names of letters, digits and _)", c.Out.V)
-		}
-		e.out = c.Out.V
-	case c.Dense.IsSet() || c.Activation.IsSet():
-		return errAt(c.Dense.Pos, "structure.encoder.classifier.out", "a classifier needs its output layer's name")
-	}
-	if c.Dense.IsSet() {
-		if !checkpointName.MatchString(c.Dense.V) {
-			return errAt(c.Dense.Pos, "structure.encoder.classifier.dense", "%q is not a checkpoint name (dotted names of letters, digits and _)", c.Dense.V)
-		}
-		e.dense = c.Dense.V
-	}
-	if c.Activation.IsSet() {
-		if e.dense == "" {
-			return errAt(c.Activation.Pos, "structure.encoder.classifier.activation", "activates the dense layer, and classifier.dense names none")
-		}
-		if !slices.Contains(classifierActs, c.Activation.V) {
-			return errAt(c.Activation.Pos, "structure.encoder.classifier.activation", "unknown %q (tanh or gelu)", c.Activation.V)
-		}
-		e.act = c.Activation.V
+	if err := b.resolveClassifier(e, sc); err != nil {
+		return err
 	}
 	if e.types != nil {
 		e.typesPath = a.path(a.Names.TokenTypes)
 		e.typesField = newField(goName(a.Names.TokenTypes), nnType("Embedding"), e.typesPath+": a row for each token type")
 	}
-	if e.out != "" {
-		e.cls = newField("Classifier", nnType("Classifier"), e.out+": the scoring head over the first token; nil when the checkpoint has none")
-	}
 	a.Encoder = e
+	return nil
+}
+
+// resolveClassifier resolves structure.encoder.classifier into e.
+func (b *builder) resolveClassifier(e *Encoder, sc *scope) error {
+	c := &b.d.Structure.Encoder.Classifier
+	const at = "structure.encoder.classifier."
+	switch {
+	case c.Out.IsSet():
+		if !checkpointName.MatchString(c.Out.V) {
+			return errAt(c.Out.Pos, at+"out", "%q is not a checkpoint name (dotted names of letters, digits and _)", c.Out.V)
+		}
+		e.out = c.Out.V
+	default:
+		for _, f := range []struct {
+			set bool
+			pos Pos
+		}{{c.Dense.IsSet(), c.Dense.Pos}, {c.Activation.IsSet(), c.Activation.Pos}, {c.Norm.IsSet(), c.Norm.Pos},
+			{c.Pooling.IsSet(), c.Pooling.Pos}, {c.DenseBias.IsSet(), c.DenseBias.Pos}} {
+			if f.set {
+				return errAt(f.pos, at+"out", "a classifier needs its output layer's name")
+			}
+		}
+		return nil
+	}
+	for _, n := range []struct {
+		f    F[string]
+		key  string
+		into *string
+	}{{c.Dense, "dense", &e.dense}, {c.Norm, "norm", &e.norm}} {
+		if !n.f.IsSet() {
+			continue
+		}
+		if !checkpointName.MatchString(n.f.V) {
+			return errAt(n.f.Pos, at+n.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", n.f.V)
+		}
+		*n.into = n.f.V
+	}
+	if c.Activation.IsSet() {
+		if e.dense == "" {
+			return errAt(c.Activation.Pos, at+"activation", "activates the dense layer, and classifier.dense names none")
+		}
+		if !slices.Contains(classifierActs, c.Activation.V) {
+			return errAt(c.Activation.Pos, at+"activation", "unknown %q (tanh or gelu)", c.Activation.V)
+		}
+		e.act = c.Activation.V
+	}
+	if c.DenseBias.IsSet() && e.dense == "" {
+		return errAt(c.DenseBias.Pos, at+"dense_bias", "is the dense layer's bias, and classifier.dense names none")
+	}
+	var err error
+	if e.pool, err = b.optValue(c.Pooling, at+"pooling", TString, sc); err != nil {
+		return err
+	}
+	if e.denseBias, err = b.optValue(c.DenseBias, at+"dense_bias", TBool, sc); err != nil {
+		return err
+	}
+	e.normKind = &b.a.Norm
+	e.cls = newField("Classifier", nnType("Classifier"), e.out+": the scoring head; nil when the checkpoint has none")
 	return nil
 }
 
@@ -224,7 +270,29 @@ func (e *Encoder) build(s stage) []jen.Code {
 	case s == sBefore && e.typesField != nil:
 		out = append(out, e.typesField.of(rModel).Op("=").Id("w").Dot("Embedding").Call(jen.Lit(e.typesPath), e.types.Code(), fHidden.of(rModel)))
 	case s == sAfter && e.cls != nil:
-		out = append(out, e.cls.of(rModel).Op("=").Id("w").Dot("Classifier").Call(jen.Lit(e.dense), jen.Lit(e.act), jen.Lit(e.out), fHidden.of(rModel)))
+		pool, bias := jen.Lit("cls"), jen.Lit(true)
+		if e.pool != nil {
+			pool = e.pool.Code()
+		}
+		if e.denseBias != nil {
+			bias = e.denseBias.Code()
+		}
+		fields := jen.Dict{jen.Id("Pool"): pool, jen.Id("Out"): jen.Lit(e.out)}
+		for k, v := range map[string]string{"Dense": e.dense, "Act": e.act, "Norm": e.norm} {
+			if v != "" {
+				fields[jen.Id(k)] = jen.Lit(v)
+			}
+		}
+		if e.dense != "" {
+			fields[jen.Id("DenseBias")] = bias
+		}
+		spec := jen.Qual(nnPkg, "ClassifierSpec").Values(fields)
+		out = append(out, e.cls.of(rModel).Op("=").Id("w").Dot("Classifier").Call(spec, fHidden.of(rModel)))
+		if e.norm != "" {
+			out = append(out, jen.If(e.cls.of(rModel).Op("!=").Nil()).Block(
+				e.cls.of(rModel).Dot("Norm").Op("=").Add((*e.normKind).load("w", e.norm, fHidden.of(rModel))),
+			))
+		}
 	}
 	return out
 }
@@ -249,9 +317,9 @@ func (e *Encoder) emitScore(f *jen.File) {
 	if e.cls == nil {
 		return
 	}
-	f.Comment(comment("Score turns the hidden states Hidden gives, [B, L, hidden], into each row's scores by its first token, [B, labels] in float32, with " + e.out + " (a cross-encoder's head). A checkpoint without the head fails g."))
-	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Score").Params(graphParam(), jen.Id("h").Add(arrayType())).Add(arrayType()).Block(
-		jen.Return(e.cls.of(rModel).Dot("Apply").Call(g(), jen.Id("h"))),
+	f.Comment(comment("Score turns the hidden states Hidden gives, [B, L, hidden], whose row r holds lengths[r] tokens before its padding (nil: every row is whole), into each row's scores, [B, labels] in float32, with " + e.out + " (a cross-encoder's head). A checkpoint without the head fails g."))
+	f.Func().Params(jen.Id(rModel).Op("*").Id("Model")).Id("Score").Params(graphParam(), jen.Id("h").Add(arrayType()), jen.Id("lengths").Index().Int()).Add(arrayType()).Block(
+		jen.Return(e.cls.of(rModel).Dot("Apply").Call(g(), jen.Id("h"), jen.Id("lengths"))),
 	)
 	f.Line()
 	f.Comment("Labels is the classifier's score count per input: 0 when the checkpoint has none.")

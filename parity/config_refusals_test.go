@@ -62,8 +62,9 @@ func TestBERTConfigRefusals(t *testing.T) {
 	}
 }
 
-// TestModernBERTConfigRefusals: a ModernBERT config whose MLP activation
-// is not the exact GELU is refused by key.
+// TestModernBERTConfigRefusals: a ModernBERT config whose MLP or
+// classifier activation is not the exact GELU, or whose classifier pools
+// other than by cls or mean, is refused by key.
 func TestModernBERTConfigRefusals(t *testing.T) {
 	a, err := registry.Lookup("modernbert")
 	if err != nil {
@@ -73,10 +74,18 @@ func TestModernBERTConfigRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := strings.Replace(string(config), `"hidden_activation": "gelu"`, `"hidden_activation": "silu"`, 1)
-	_, err = a.Config([]byte(bad))
-	want := "hidden_activation: must be gelu (the exact GELU): the MLP runs no other activation"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %v, want one containing %q", err, want)
+	for _, c := range []struct{ from, to, want string }{
+		{`"hidden_activation": "gelu"`, `"hidden_activation": "silu"`, "hidden_activation: must be gelu (the exact GELU): the MLP runs no other activation"},
+		{`"classifier_activation": "gelu"`, `"classifier_activation": "tanh"`, "classifier_activation: must be gelu (the exact GELU): the classifier's head runs no other activation"},
+		{`"classifier_pooling": "mean"`, `"classifier_pooling": "max"`, "classifier_pooling: must be cls or mean"},
+	} {
+		bad := strings.Replace(string(config), c.from, c.to, 1)
+		if bad == string(config) {
+			t.Fatalf("the config holds no %s", c.from)
+		}
+		_, err := a.Config([]byte(bad))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.to, err, c.want)
+		}
 	}
 }

@@ -35,11 +35,12 @@ func (m *Model) Hidden(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.
 	return h
 }
 
-// Score turns the hidden states Hidden gives, [B, L, hidden], into each row's
-// scores by its first token, [B, labels] in float32, with classifier (a
+// Score turns the hidden states Hidden gives, [B, L, hidden], whose row r
+// holds lengths[r] tokens before its padding (nil: every row is whole), into
+// each row's scores, [B, labels] in float32, with classifier (a
 // cross-encoder's head). A checkpoint without the head fails g.
-func (m *Model) Score(g *mlx.Graph, h *mlx.Array) *mlx.Array {
-	return m.Classifier.Apply(g, h)
+func (m *Model) Score(g *mlx.Graph, h *mlx.Array, lengths []int) *mlx.Array {
+	return m.Classifier.Apply(g, h, lengths)
 }
 
 // Labels is the classifier's score count per input: 0 when the checkpoint has none.

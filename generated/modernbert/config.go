@@ -13,9 +13,12 @@
 // reads them without an attention norm, and a final norm ends the stack.
 // Embeddings pool by the mean unless the checkpoint's sentence-transformers
 // folder says otherwise. Checkpoints hold the stack under model.
-// (ModernBertForMaskedLM, whose head and decoder are dropped) or bare
-// (ModernBertModel). ModernBertForSequenceClassification's head (a dense
-// layer, GELU and a norm before the classifier) is not supported.
+// (ModernBertForMaskedLM, whose head and decoder are dropped;
+// ModernBertForSequenceClassification) or bare (ModernBertModel). A sequence
+// classifier (gte-reranker-modernbert-base) scores pairs: each input's states
+// pooled as classifier_pooling says (the first token's or the mean of the
+// input's), through head.dense (with a bias where classifier_bias says), the
+// exact GELU and head.norm (the layers' norm), then classifier.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -77,6 +80,19 @@ type Config struct {
 	// activation: only the exact GELU runs.
 	HiddenActivation string `json:"hidden_activation"`
 
+	// ClassifierPooling is classifier_pooling; "mean" when absent. How a sequence
+	// classifier pools: cls (the first token) or mean (mlx-embeddings' default;
+	// transformers' is cls, and its configs write the key).
+	ClassifierPooling string `json:"classifier_pooling"`
+
+	// ClassifierBias is classifier_bias; false when absent. Whether a sequence
+	// classifier's head.dense has a bias.
+	ClassifierBias bool `json:"classifier_bias"`
+
+	// ClassifierActivation is classifier_activation; "gelu" when absent. A
+	// sequence classifier's head activation: only the exact GELU runs.
+	ClassifierActivation string `json:"classifier_activation"`
+
 	// HeadDim is hidden_size // num_attention_heads, computed from the config (not
 	// a config.json key).
 	HeadDim int `json:"-"`
@@ -84,7 +100,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"_name_or_path", "architectures", "attention_dropout", "bos_token_id", "classifier_activation", "classifier_bias", "classifier_dropout", "classifier_pooling", "cls_token_id", "decoder_bias", "deterministic_flash_attn", "dtype", "embedding_dropout", "eos_token_id", "gradient_checkpointing", "id2label", "initializer_cutoff_factor", "initializer_range", "is_regression", "label2id", "layer_norm_eps", "layer_types", "mlp_dropout", "model_max_length", "output_hidden_states", "pad_token_id", "pipeline_config", "position_embedding_type", "reference_compile", "repad_logits_with_grad", "rope_parameters", "sentence_transformers", "sep_token_id", "sparse_pred_ignore_index", "sparse_prediction", "tie_word_embeddings", "torch_dtype", "transformers_version", "use_return_dict"}
+var IgnoredKeys = []string{"_name_or_path", "architectures", "attention_dropout", "bos_token_id", "classifier_dropout", "cls_token_id", "decoder_bias", "deterministic_flash_attn", "dtype", "embedding_dropout", "eos_token_id", "gradient_checkpointing", "id2label", "initializer_cutoff_factor", "initializer_range", "is_regression", "label2id", "layer_norm_eps", "layer_types", "mlp_dropout", "model_max_length", "output_hidden_states", "pad_token_id", "pipeline_config", "position_embedding_type", "reference_compile", "repad_logits_with_grad", "rope_parameters", "sentence_transformers", "sep_token_id", "sparse_pred_ignore_index", "sparse_prediction", "tie_word_embeddings", "torch_dtype", "transformers_version", "use_return_dict"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.
@@ -109,6 +125,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
 	c.MLPBias = nn.Default[bool](r, "mlp_bias", false)
 	c.HiddenActivation = nn.Default[string](r, "hidden_activation", "gelu")
+	c.ClassifierPooling = nn.Default[string](r, "classifier_pooling", "mean")
+	c.ClassifierBias = nn.Default[bool](r, "classifier_bias", false)
+	c.ClassifierActivation = nn.Default[string](r, "classifier_activation", "gelu")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "num_attention_heads", c.NumAttentionHeads, 1)
@@ -127,6 +146,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	r.Check(c.HiddenSize%c.NumAttentionHeads == 0, "hidden_size", "must be divisible by num_attention_heads")
 	r.Check(c.HiddenActivation == "gelu", "hidden_activation", "must be gelu (the exact GELU): the MLP runs no other activation")
+	r.Check(c.ClassifierActivation == "gelu", "classifier_activation", "must be gelu (the exact GELU): the classifier's head runs no other activation")
+	r.Check(c.ClassifierPooling == "cls" || c.ClassifierPooling == "mean", "classifier_pooling", "must be cls or mean")
 	if err := r.Err(); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // Forward fails g: an encoder has no head that predicts tokens, so it does not
-// generate. Hidden gives its states; archgen's Embed pools them.
+// generate. Hidden gives its states; archgen's Embed pools them and Rerank
+// scores them (Score).
 func (m *Model) Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array {
 	g.Failf("%s is an encoder: it embeds and scores its input, it does not predict tokens", Name)
 	return tokens
@@ -36,6 +37,19 @@ func (m *Model) Hidden(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.
 	}
 	h = m.FinalNorm.Apply(g, h)
 	return h
+}
+
+// Score turns the hidden states Hidden gives, [B, L, hidden], whose row r
+// holds lengths[r] tokens before its padding (nil: every row is whole), into
+// each row's scores, [B, labels] in float32, with classifier (a
+// cross-encoder's head). A checkpoint without the head fails g.
+func (m *Model) Score(g *mlx.Graph, h *mlx.Array, lengths []int) *mlx.Array {
+	return m.Classifier.Apply(g, h, lengths)
+}
+
+// Labels is the classifier's score count per input: 0 when the checkpoint has none.
+func (m *Model) Labels() int {
+	return m.Classifier.Count()
 }
 
 // forward is a decoder layer with attn_norm, mlp_norm: each sublayer reads a

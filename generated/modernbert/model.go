@@ -45,10 +45,11 @@ var Arch = nn.Arch{
 type Model struct {
 	Config *Config
 
-	EmbeddingsTokEmbeddings *nn.Embedding // model.embeddings.tok_embeddings
-	EmbedNorm               *nn.LayerNorm // model.embeddings.norm: the embeddings' norm
-	Layers                  []Layer       // model.layers.N
-	FinalNorm               *nn.LayerNorm // model.final_norm
+	EmbeddingsTokEmbeddings *nn.Embedding  // model.embeddings.tok_embeddings
+	EmbedNorm               *nn.LayerNorm  // model.embeddings.norm: the embeddings' norm
+	Layers                  []Layer        // model.layers.N
+	Classifier              *nn.Classifier // classifier: the scoring head; nil when the checkpoint has none
+	FinalNorm               *nn.LayerNorm  // model.final_norm
 
 	// What the forward pass reads, from the config.
 	hidden       int
@@ -116,8 +117,6 @@ func Tensors(data []byte) ([]nn.TensorSpec, error) {
 // forward pass reads.
 func build(w *nn.Weights, c *Config) (*Model, error) {
 	w.PrefixBare("model", []string{})
-	w.DropContaining("head.dense.")
-	w.DropContaining("head.norm.")
 	w.DropContaining("decoder.")
 	m := &Model{
 		Config: c,
@@ -171,6 +170,17 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 	var err error
 	m.fullLayer, m.slidingLayer, err = nn.MaskLayers(sliding)
 	w.Fail(err)
+	m.Classifier = w.Classifier(nn.ClassifierSpec{
+		Act:       "gelu",
+		Dense:     "head.dense",
+		DenseBias: c.ClassifierBias,
+		Norm:      "head.norm",
+		Out:       "classifier",
+		Pool:      c.ClassifierPooling,
+	}, m.hidden)
+	if m.Classifier != nil {
+		m.Classifier.Norm = w.LayerNormBias("head.norm", m.hidden, c.NormEps, c.NormBias)
+	}
 	m.FinalNorm = w.LayerNormBias("model.final_norm", m.hidden, c.NormEps, c.NormBias)
 	params, err := w.Finish()
 	if err != nil {

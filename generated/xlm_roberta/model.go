@@ -50,7 +50,7 @@ type Model struct {
 	EmbeddingsPositionEmbeddings  *nn.Embedding  // roberta.embeddings.position_embeddings: a row for each position
 	EncoderLayer                  []Layer        // roberta.encoder.layer.N
 	EmbeddingsTokenTypeEmbeddings *nn.Embedding  // roberta.embeddings.token_type_embeddings: a row for each token type
-	Classifier                    *nn.Classifier // classifier.out_proj: the scoring head over the first token; nil when the checkpoint has none
+	Classifier                    *nn.Classifier // classifier.out_proj: the scoring head; nil when the checkpoint has none
 
 	// What the forward pass reads, from the config.
 	hidden       int
@@ -152,7 +152,13 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		l.AttentionOutputLayerNorm = lw.LayerNorm("attention.output.LayerNorm", m.hidden, c.LayerNormEps)
 		l.OutputLayerNorm = lw.LayerNorm("output.LayerNorm", m.hidden, c.LayerNormEps)
 	}
-	m.Classifier = w.Classifier("classifier.dense", "tanh", "classifier.out_proj", m.hidden)
+	m.Classifier = w.Classifier(nn.ClassifierSpec{
+		Act:       "tanh",
+		Dense:     "classifier.dense",
+		DenseBias: true,
+		Out:       "classifier.out_proj",
+		Pool:      "cls",
+	}, m.hidden)
 	params, err := w.Finish()
 	if err != nil {
 		return nil, err

@@ -40,11 +40,12 @@ type Model interface {
 }
 
 // Scorer is an encoder with a classifier head (a cross-encoder): Score
-// turns the hidden states Hidden gives, [B, L, hidden], into each row's
-// scores by its first token, [B, labels] in float32. A checkpoint without
-// the head fails g.
+// turns the hidden states Hidden gives, [B, L, hidden], whose row r holds
+// lengths[r] tokens before its padding (nil: every row is whole), into each
+// row's scores, [B, labels] in float32. A checkpoint without the head fails
+// g.
 type Scorer interface {
-	Score(g *mlx.Graph, hidden *mlx.Array) *mlx.Array
+	Score(g *mlx.Graph, hidden *mlx.Array, lengths []int) *mlx.Array
 	// Labels is the head's score count per input (0: no head).
 	Labels() int
 }

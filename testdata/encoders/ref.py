@@ -55,14 +55,26 @@ Each job is one of:
       each query to the keys less than sliding_window // 2 + 1 positions
       away, the module's own layers run with those masks.
 
-  {"make": DIR, "arch": "modernbert", "config": {...}, "seed": int, "layout": "bare" | "prefixed"}
+  {"make": DIR, "arch": "modernbert", "config": {...}, "seed": int,
+   "layout": "bare" | "prefixed" | "masked_lm" | "classifier", "labels": int}
   {"run": DIR, "arch": "modernbert", "ids": [[int]]}
       ModernBERT: mlx-embeddings' modernbert model (ModernBertModel) with
       random weights, its norms moved off 1, saved under "model." or bare;
-      run replies the hidden states and text_embeds (mean-pooled and
-      normalized). mlx-embeddings' MLP activates with the tanh-approximate
+      run replies the hidden states and embeddings (mlx-embeddings' mean
+      pooling and normalization). "masked_lm" is ModernBertForMaskedLM's
+      layout: the stack under "model." with the module's head (head.dense,
+      head.norm) and decoder, random. mlx-embeddings' MLP activates with the tanh-approximate
       GELU where transformers' ModernBERT (hidden_activation "gelu") uses
       the exact one: the reference runs the module with the exact GELU.
+      "classifier" makes ModernBertForSequenceClassification (labels rows,
+      id2label written): the module's head (head.dense, head.norm, moved
+      off 1) and classifier, random. Its run also replies "scores", the
+      logits (the module's pooling as classifier_pooling says, its head and
+      classifier), and "probs", the module's own pooler_output (their
+      sigmoid for one label, softmax for more). The module's head runs with
+      transformers' activation, the exact GELU (classifier_activation
+      "gelu"; mlx-embeddings uses the tanh approximation), and with the
+      bias classifier_bias asks for (mlx-embeddings' head never has one).
 
   {"batch": DIR, "arch": "bert", "ids": [[int]]}
       Runs the inputs as one batch, padded after their ends with id 0 and
@@ -186,14 +198,37 @@ def run_gemma(job):
     return out
 
 
-def make_modernbert(job, out, config):
-    config = dict(config, architectures=["ModernBertModel"])
+def modernbert_model(config):
+    """mlx-embeddings' modernbert Model of config, with transformers'
+    activations (the exact GELU) and head bias (see the docstring)."""
     _, model = build("modernbert", config)
+    for layer in model.model.layers:
+        layer.mlp.act = nn.GELU()  # transformers' "gelu": the exact GELU
+    if hasattr(model, "head"):
+        model.head.act = nn.GELU()
+        hidden = config["hidden_size"]
+        model.head.dense = nn.Linear(hidden, hidden, bias=config.get("classifier_bias", False))
+    return model
+
+
+def make_modernbert(job, out, config):
+    layout = job.get("layout")
+    if layout == "classifier":
+        labels = job.get("labels", 1)
+        config = dict(config, architectures=["ModernBertForSequenceClassification"],
+                      id2label={str(i): f"LABEL_{i}" for i in range(labels)})
+    elif layout == "masked_lm":
+        config = dict(config, architectures=["ModernBertForMaskedLM"])
+    else:
+        config = dict(config, architectures=["ModernBertModel"])
+    model = modernbert_model(config)
     params = dict(tree_flatten(model.parameters()))
     for name, p in params.items():
         if name.endswith("norm.weight"):
             params[name] = p + 0.2 * mx.random.normal(p.shape)
-    if job.get("layout") == "bare":
+        elif name.endswith("norm.bias") or name.startswith(("head.dense.bias", "classifier.", "decoder.bias")):
+            params[name] = 0.2 * mx.random.normal(p.shape)
+    if layout == "bare":
         params = {k[len("model."):]: v for k, v in params.items()}
     mx.eval(params)
     mx.save_safetensors(str(out / "model.safetensors"), params)
@@ -204,19 +239,27 @@ def make_modernbert(job, out, config):
 def run_modernbert(job):
     d = Path(job["run"])
     config = json.loads((d / "config.json").read_text())
-    _, model = build("modernbert", config)
-    weights = {(k if k.startswith("model.") else "model." + k): v for k, v in mx.load(str(d / "model.safetensors")).items()}
+    model = modernbert_model(config)
+    weights = {(k if k.startswith(("model.", "head.", "classifier.", "decoder.")) else "model." + k): v
+               for k, v in mx.load(str(d / "model.safetensors")).items()}
     model.load_weights(list(weights.items()))
-    for layer in model.model.layers:
-        layer.mlp.act = nn.GELU()  # transformers' "gelu": the exact GELU
     model.eval()
     mx.eval(model.parameters())
-    out = {"hidden": [], "embeds": []}
+    base = module("base")
+    classifier = hasattr(model, "classifier")
+    out = {"hidden": [], "embeds": [], "scores": [] if classifier else None, "probs": [] if classifier else None}
     for ids in job["ids"]:
         x = mx.array(ids)[None]
-        h = model.model(x, attention_mask=mx.ones(x.shape))["last_hidden_state"][0]
-        out["hidden"].append(np.array(h.astype(mx.float32)).tolist())
-        out["embeds"].append(np.array(model(x).text_embeds[0].astype(mx.float32)).tolist())
+        mask = mx.ones(x.shape)
+        h = model.model(x, attention_mask=mask)["last_hidden_state"]
+        out["hidden"].append(np.array(h[0].astype(mx.float32)).tolist())
+        mean = base.mean_pooling(h, mask)
+        out["embeds"].append(np.array(base.normalize_embeddings(mean)[0].astype(mx.float32)).tolist())
+        if classifier:
+            pooled = h[:, 0] if model.config.classifier_pooling == "cls" else mean
+            logits = model.classifier(model.head(pooled))
+            out["scores"].append(np.array(logits[0].astype(mx.float32)).tolist())
+            out["probs"].append(np.array(model(x).pooler_output[0].astype(mx.float32)).tolist())
     return out
 
 

@@ -1,11 +1,14 @@
 package tokenizer
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 )
 
 // Config is what tokenizer_config.json says about using a tokenizer: its
@@ -15,6 +18,16 @@ type Config struct {
 	EOSToken string
 	UNKToken string
 	PADToken string
+	// CLSToken, SEPToken and MaskToken are read for the classes whose
+	// pipelines Load rebuilds (XLMRobertaTokenizer); "" where the file
+	// does not say.
+	CLSToken  string
+	SEPToken  string
+	MaskToken string
+	// AddedTokensDecoder is added_tokens_decoder: the added tokens by id,
+	// with their options, as transformers writes them; nil where the file
+	// has none.
+	AddedTokensDecoder []AddedToken
 	// AddBOS and AddEOS are add_bos_token and add_eos_token; nil where the
 	// file does not say. Encode adds what tokenizer.json's post_processor
 	// says, which in the checkpoints at hand agrees with them.
@@ -70,6 +83,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c := &Config{}
 	for key, dst := range map[string]*string{
 		"bos_token": &c.BOSToken, "eos_token": &c.EOSToken, "unk_token": &c.UNKToken, "pad_token": &c.PADToken,
+		"cls_token": &c.CLSToken, "sep_token": &c.SEPToken, "mask_token": &c.MaskToken,
 	} {
 		s, err := tokenString(raw[key], key)
 		if err != nil {
@@ -104,6 +118,11 @@ func ParseConfig(data []byte) (*Config, error) {
 			return nil, fmt.Errorf("tool_parser_type: want a string, got %s", v)
 		}
 	}
+	if v := raw["added_tokens_decoder"]; !isNull(v) {
+		if err := c.setAddedTokensDecoder(v); err != nil {
+			return nil, err
+		}
+	}
 	if v := raw["tokenizer_class"]; !isNull(v) {
 		if err := json.Unmarshal(v, &c.TokenizerClass); err != nil {
 			return nil, fmt.Errorf("tokenizer_class: want a string, got %s", v)
@@ -113,6 +132,30 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// setAddedTokensDecoder reads added_tokens_decoder: an object from ids
+// (as strings) to added tokens ({"content", "lstrip", "rstrip",
+// "single_word", "normalized", "special"}), kept in the order of their ids.
+func (c *Config) setAddedTokensDecoder(v json.RawMessage) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		return fmt.Errorf("added_tokens_decoder: want an object from ids to tokens, got %.60s", v)
+	}
+	for key, raw := range m {
+		id, err := strconv.ParseInt(key, 10, 32)
+		if err != nil || id < 0 {
+			return fmt.Errorf("added_tokens_decoder: %q is not a token id", key)
+		}
+		var tk AddedToken
+		if err := json.Unmarshal(raw, &tk); err != nil || tk.Content == "" {
+			return fmt.Errorf("added_tokens_decoder.%s: want a token object with content, got %.60s", key, raw)
+		}
+		tk.ID = int32(id)
+		c.AddedTokensDecoder = append(c.AddedTokensDecoder, tk)
+	}
+	slices.SortFunc(c.AddedTokensDecoder, func(a, b AddedToken) int { return cmp.Compare(a.ID, b.ID) })
+	return nil
 }
 
 // setChatTemplate reads a chat template as a string or as a list of
@@ -167,14 +210,15 @@ type Pretrained struct {
 // if present. A chat template in chat_template.jinja or chat_template.json
 // is used where tokenizer_config.json has none.
 //
-// Load encodes as transformers' AutoTokenizer does, which for one class
+// Load encodes as transformers' AutoTokenizer does, which for two classes
 // differs from tokenizer.json read alone (LoadFile): where tokenizer_class
 // is LlamaTokenizer (Llama 2, Mistral and their kin), transformers replaces
 // the file's normalizer and decoder by a Metaspace pre-tokenizer and a
-// decoder built from the legacy and add_prefix_space options; Load does
-// the same. The two differ after special tokens and on leading spaces.
-// Other classes transformers 5 rebuilds (XLMRobertaTokenizer) keep
-// tokenizer.json's pipeline.
+// decoder built from the legacy and add_prefix_space options; where it is
+// XLMRobertaTokenizer (XLM-R, bge-m3, multilingual-e5), transformers 5
+// builds the whole pipeline anew from the file's pieces and charsmap
+// (xlmRobertaClass). Load does the same. The two differ after special
+// tokens, on leading spaces and, for XLM-R, on runs of whitespace.
 func Load(dir string) (*Pretrained, error) {
 	t, err := LoadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
@@ -212,8 +256,8 @@ func Load(dir string) (*Pretrained, error) {
 }
 
 // NewPretrained pairs a tokenizer with its configuration, as Load does for
-// the files of a folder: the tokenizer class's pipeline (LlamaTokenizer's)
-// and the ids of the bos and eos tokens.
+// the files of a folder: the tokenizer class's pipeline (LlamaTokenizer's,
+// XLMRobertaTokenizer's) and the ids of the bos and eos tokens.
 func NewPretrained(t *Tokenizer, c *Config) (*Pretrained, error) {
 	if c == nil {
 		c = &Config{}
@@ -223,6 +267,12 @@ func NewPretrained(t *Tokenizer, c *Config) (*Pretrained, error) {
 	case "LlamaTokenizer", "LlamaTokenizerFast":
 		p.Tokenizer = t.llamaClass(c)
 		t = p.Tokenizer
+	case "XLMRobertaTokenizer", "XLMRobertaTokenizerFast":
+		u, err := t.xlmRobertaClass(c)
+		if err != nil {
+			return nil, err
+		}
+		p.Tokenizer, t = u, u
 	}
 	for _, x := range []struct {
 		tok string
@@ -239,37 +289,4 @@ func NewPretrained(t *Tokenizer, c *Config) (*Pretrained, error) {
 		*x.id = id
 	}
 	return p, nil
-}
-
-// llamaClass returns t with the pipeline transformers' LlamaTokenizer
-// builds: no normalizer; a Metaspace pre-tokenizer that does not split and
-// prepends ▁ always (legacy), to the first piece only (not legacy) or never
-// (add_prefix_space false); and a decoder that turns ▁ into spaces, reads
-// byte tokens, and strips the one leading space a prefix added.
-func (t *Tokenizer) llamaClass(c *Config) *Tokenizer {
-	prefix := c.AddPrefixSpace == nil || *c.AddPrefixSpace
-	legacy := c.Legacy != nil && *c.Legacy
-	scheme := prependNever
-	if prefix {
-		scheme = prependFirst
-		if legacy {
-			scheme = prependAlways
-		}
-	}
-	dec := decSequence{replaceDec{pattern{lit: "▁", isLit: true}, " "}, byteFallbackDec{}, fuseDec{}}
-	if prefix {
-		dec = append(dec, stripDec{' ', 1, 0})
-	}
-	u := &Tokenizer{
-		pre:    metaspace{repl: '▁', scheme: scheme, split: false},
-		model:  t.model,
-		vocab:  t.vocab,
-		tokens: t.tokens,
-		post:   t.post,
-		dec:    dec,
-		size:   t.size,
-	}
-	u.added = newAddedVocab(t.added.tokens, nil)
-	u.added.encodeSpecial = t.added.encodeSpecial
-	return u
 }

@@ -57,13 +57,14 @@
 //
 // LoadFile reads a tokenizer.json as the tokenizers library does. Load reads
 // a checkpoint folder: it also reads tokenizer_config.json (special tokens,
-// chat template) and, where tokenizer_class is LlamaTokenizer, rebuilds the
-// pipeline as transformers' AutoTokenizer does. Other classes transformers 5
-// rebuilds are read as tokenizer.json says: for XLMRobertaTokenizer,
-// AutoTokenizer splits on whitespace before its Metaspace pre-tokenizer,
-// keeps the Precompiled normalizer alone and adds every special token,
-// which changes the ids of texts with runs of spaces, leading or trailing
-// spaces, or <mask>, <pad> and <unk> written out.
+// chat template) and, where tokenizer_class is LlamaTokenizer or
+// XLMRobertaTokenizer, rebuilds the pipeline as transformers 5's
+// AutoTokenizer does. For XLMRobertaTokenizer that is a whitespace split
+// before its Metaspace pre-tokenizer, the Precompiled normalizer alone, the
+// unknown piece at id 3 and only the configured special tokens (and
+// added_tokens_decoder's) as added tokens, which changes the ids of texts
+// with runs of spaces, leading or trailing spaces, or <mask>, <pad> and
+// <unk> written out, from what tokenizer.json alone gives.
 //
 // A Stream decodes ids one at a time during generation and returns text
 // only once its characters are complete. The chat subpackage renders the

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -128,5 +129,46 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 	}
 	if p.EOS != 5 || p.BOS != -1 || p.Config.ChatTemplate != "{{ messages }}" {
 		t.Errorf("EOS %d BOS %d template %q", p.EOS, p.BOS, p.Config.ChatTemplate)
+	}
+}
+
+// TestXLMRobertaClassErrors: a folder naming XLMRobertaTokenizer whose
+// special token the vocabulary lacks, or whose Unigram vocabulary has no id
+// 3 for the class's unknown piece, is refused naming the key; one whose
+// model is not Unigram keeps its file's pipeline.
+func TestXLMRobertaClassErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unigram := `{"version": "1.0", "model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["▁a", -1.0], ["b", -2.0]]}}`
+	for _, c := range []struct{ tokenizer, config, want string }{
+		{unigram, `{"tokenizer_class": "XLMRobertaTokenizer"}`,
+			"tokenizer_config.json: tokenizer_class XLMRobertaTokenizer: the Unigram vocab holds 3 pieces, and the class reads id 3 as the unknown one"},
+		{strings.Replace(unigram, `["b", -2.0]]`, `["b", -2.0], ["<s>", 0.0], ["</s>", 0.0], ["<pad>", 0.0]]`, 1),
+			`{"tokenizer_class": "XLMRobertaTokenizerFast", "unk_token": "<unk>", "mask_token": "<msk>"}`,
+			`tokenizer_config.json: mask_token "<msk>" is not a token of tokenizer.json`},
+	} {
+		write("tokenizer.json", c.tokenizer)
+		write("tokenizer_config.json", c.config)
+		if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load: %v, want an error holding %q", err, c.want)
+		}
+	}
+	write("tokenizer.json", tiny)
+	write("tokenizer_config.json", `{"tokenizer_class": "XLMRobertaTokenizer"}`)
+	p, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := LoadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Encode("hello world", true), plain.Encode("hello world", true); !slices.Equal(got, want) {
+		t.Errorf("a BPE file under XLMRobertaTokenizer: %v, the file alone %v", got, want)
 	}
 }

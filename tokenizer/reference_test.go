@@ -25,7 +25,10 @@ type reference struct {
 	Name          string `json:"name"`
 	TokenizerJSON string `json:"tokenizer_json"`
 	SamePipeline  *bool  `json:"same_pipeline"`
-	Flags         struct {
+	// Folder is the folder transformers' AutoTokenizer read, where the
+	// tokenizer is the pipeline it built ("" for the others).
+	Folder string `json:"folder"`
+	Flags  struct {
 		SplitSpecialTokens bool `json:"split_special_tokens"`
 	} `json:"flags"`
 	Cases []struct {

@@ -41,7 +41,9 @@ variants of the xlmr one (OUT_DIR/xlmr-*.json): the layout of the Hub's
 XLM-R files (every special token added, <mask> with lstrip; runs of
 spaces replaced by one space, no Strip), RobertaProcessing, and the pipeline
 transformers' AutoTokenizer builds for a folder whose tokenizer_config.json
-names XLMRobertaTokenizer (xlmr-transformers, with its folder).
+names XLMRobertaTokenizer: with the converter's file and the special tokens
+alone (xlmr-transformers) and with the Hub's file and added_tokens_decoder
+(xlmr-hub-transformers), each with its folder ("folder" in the reference).
 OUT_DIR/precompiled.json is what the Precompiled normalizer does: to texts
 and to every code point alone, with xlmr's charsmap, and to every code
 point in contexts that show where grapheme clusters end, with a charsmap
@@ -484,9 +486,9 @@ def variants(modules):
 
 
 def unigram_variants(unigram, out_dir):
-    """Yields (name, tokenizer, flags, auto) for each variant of the xlmr
-    tokenizer; auto, where not None, is the AutoTokenizer whose backend the
-    tokenizer is, read from OUT_DIR/xlmr-folder."""
+    """Yields (name, tokenizer, flags, auto, folder) for each variant of the
+    xlmr tokenizer; auto, where not None, is the AutoTokenizer whose
+    backend the tokenizer is, read from the folder OUT_DIR/folder."""
     from tokenizers import AddedToken, Regex, processors
     from transformers import AutoTokenizer
 
@@ -496,29 +498,45 @@ def unigram_variants(unigram, out_dir):
     # The Hub's XLM-R files (xlm-roberta-base, bge-m3, multilingual-e5):
     # an older converter's normalizer and pre-tokenizer, every special token
     # added.
-    t = Tokenizer.from_file(path)
+    hub = Tokenizer.from_file(path)
     charsmap = base["normalizer"]["normalizers"][0]["precompiled_charsmap"]
-    t.normalizer = normalizers.Sequence([normalizers.Precompiled(base64.b64decode(charsmap)),
-                                         normalizers.Replace(Regex(" {2,}"), " ")])
-    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
-    t.add_special_tokens([AddedToken("<pad>", normalized=False), AddedToken("<unk>", normalized=False),
-                          AddedToken("<mask>", lstrip=True, normalized=False)])
-    yield "xlmr-hub", t, {}, None
+    hub.normalizer = normalizers.Sequence([normalizers.Precompiled(base64.b64decode(charsmap)),
+                                           normalizers.Replace(Regex(" {2,}"), " ")])
+    hub.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    hub.add_special_tokens([AddedToken("<pad>", normalized=False), AddedToken("<unk>", normalized=False),
+                            AddedToken("<mask>", lstrip=True, normalized=False)])
+    yield "xlmr-hub", hub, {}, None, None
 
     t = Tokenizer.from_file(path)
     t.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-    yield "xlmr-roberta-processing", t, {}, None
+    yield "xlmr-roberta-processing", t, {}, None, None
 
+    specials = {"tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>",
+                "cls_token": "<s>", "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                "mask_token": "<mask>", "model_max_length": 512}
+    # A folder with the converter's file and the special tokens alone.
     folder = os.path.join(out_dir, "xlmr-folder")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(base, f, ensure_ascii=False)
     with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>",
-                   "cls_token": "<s>", "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
-                   "mask_token": "<mask>", "model_max_length": 512}, f)
+        json.dump(specials, f)
     auto = AutoTokenizer.from_pretrained(folder)
-    yield "xlmr-transformers", auto.backend_tokenizer, {}, auto
+    yield "xlmr-transformers", auto.backend_tokenizer, {}, auto, "xlmr-folder"
+
+    # The Hub's layout: its tokenizer.json (above) and a tokenizer_config.json
+    # with added_tokens_decoder, <mask> stripping the space on its left as
+    # xlm-roberta-base's does.
+    folder = os.path.join(out_dir, "xlmr-hub-folder")
+    os.makedirs(folder, exist_ok=True)
+    hub.save(os.path.join(folder, "tokenizer.json"))
+    entry = {"lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+    decoder = {str(hub.token_to_id(tok)): dict(entry, content=tok) for tok in ["<s>", "<pad>", "</s>", "<unk>"]}
+    decoder[str(hub.token_to_id("<mask>"))] = dict(entry, content="<mask>", lstrip=True)
+    with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(specials, added_tokens_decoder=decoder), f)
+    auto = AutoTokenizer.from_pretrained(folder)
+    yield "xlmr-hub-transformers", auto.backend_tokenizer, {}, auto, "xlmr-hub-folder"
 
 
 def marker_charsmap():
@@ -710,7 +728,7 @@ def main():
                 json.dump(ref, f, ensure_ascii=False)
             index.append(name)
         xlmr_extra = UNIGRAM_CASES + corpus_lines(os.path.join(unigram, "xlmr", "corpus.txt"))
-        for vname, tok, flags, auto in unigram_variants(unigram, out_dir):
+        for vname, tok, flags, auto, folder in unigram_variants(unigram, out_dir):
             vdir = os.path.join(out_dir, vname)
             os.makedirs(vdir, exist_ok=True)
             vpath = os.path.join(vdir, "tokenizer.json")
@@ -721,7 +739,7 @@ def main():
                 for c in ref["cases"]:
                     if auto(c["text"])["input_ids"] != c["ids"]:
                         sys.exit("%s: AutoTokenizer and its backend disagree on %r" % (vname, c["text"]))
-                ref["folder"] = os.path.join(out_dir, "xlmr-folder")
+                ref["folder"] = os.path.join(out_dir, folder)
             with open(os.path.join(out_dir, vname + ".json"), "w", encoding="utf-8") as f:
                 json.dump(ref, f, ensure_ascii=False)
             index.append(vname)

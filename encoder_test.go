@@ -626,3 +626,68 @@ func TestXLMRobertaTextsMatchMLXEmbeddings(t *testing.T) {
 		assert.InDelta(t, 1/(1+math.Exp(-refs[1].Scores[i][0])), scores[i], 1e-5, "pair %d", i)
 	}
 }
+
+// nomicConfig is a small nomic-bert config.json in Nomic's own key names
+// (hand-written shapes).
+func nomicConfig() map[string]any {
+	return map[string]any{
+		"n_embd": 64, "n_layer": 2, "n_head": 4, "n_inner": 96, "vocab_size": 30528, "type_vocab_size": 2,
+		"n_positions": 8192, "max_trained_positions": 2048, "rotary_emb_base": 1000, "layer_norm_epsilon": 1e-12,
+		"activation_function": "swiglu", "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": false,
+		"rotary_scaling_factor": nil, "rotary_emb_scale_base": nil, "qkv_proj_bias": false, "mlp_fc1_bias": false,
+		"mlp_fc2_bias": false, "prenorm": false, "causal": false, "use_rms_norm": false, "parallel_block": false,
+	}
+}
+
+// TestNomicBERTMatchesLlamaCpp: a nomic-bert checkpoint in Nomic's layout
+// (random weights, testdata/encoders/llama_ref.py) gives the hidden states
+// llama.cpp gives for the GGUF file its converter makes of the same
+// checkpoint, each input alone, within float32 tolerance; run packed, its
+// embeddings are the normalized means of those states; and texts through
+// its folder's tokenizer (all-MiniLM-L6-v2's WordPiece) embed as their
+// ids do.
+func TestNomicBERTMatchesLlamaCpp(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nomic")
+	inputs := [][]int32{
+		{101, 2023, 2003, 1037, 3231, 102},
+		{101, 102},
+		{7592},
+		append([]int32{101}, append(encoderInputs[4], 30000, 30521, 102)...),
+	}
+	var refs []struct {
+		Hidden [][][]float64 `json:"hidden"`
+	}
+	runReference(t, "testdata/encoders/llama_ref.py", []map[string]any{
+		{"make": dir, "arch": "nomic_bert", "config": nomicConfig(), "seed": 51, "tokenizer": miniLM},
+		{"run": filepath.Join(dir, "model.gguf"), "ids": inputs},
+	}, &refs)
+	require.Len(t, refs, 2)
+	want := refs[1].Hidden
+	m := load(t, dir)
+	d := hiddenDiff(t, m, inputs, nil, want)
+	t.Logf("hidden states within %.2g of llama.cpp's", d)
+	assert.Less(t, d, 2e-5)
+	means := make([][]float64, len(want))
+	for i, rows := range want {
+		means[i] = make([]float64, len(rows[0]))
+		for _, r := range rows {
+			for j, x := range r {
+				means[i][j] += x / float64(len(rows))
+			}
+		}
+	}
+	ctx := context.Background()
+	got, err := m.EmbedTokens(ctx, inputs, archgen.EmbedOptions{})
+	require.NoError(t, err)
+	assert.Less(t, rowDiff(t, got, unitRows(means)), 1e-5)
+
+	texts := []string{"The cat sat on the mat.", "search_query: what is rope?"}
+	vecs, err := m.Embed(ctx, texts, archgen.EmbedOptions{})
+	require.NoError(t, err)
+	for i, s := range texts {
+		ids := m.Tokenizer.Encode(s, true)
+		alone, err := m.EmbedTokens(ctx, [][]int32{ids}, archgen.EmbedOptions{})
+		require.NoError(t, err)
+		assert.InDeltaSlice(t, alone[0], vecs[i], 1e-6, "text %d", i)
+	}
+}

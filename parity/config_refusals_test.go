@@ -89,3 +89,44 @@ func TestModernBERTConfigRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestNomicBERTConfigRefusals: a nomic-bert config outside what the
+// published models use (and llama.cpp's converter accepts) is refused by
+// key.
+func TestNomicBERTConfigRefusals(t *testing.T) {
+	a, err := registry.Lookup("nomic_bert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile("../gen/testdata/configs/nomic_bert/handwritten-nomic-embed-text-v1.5-shape.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"activation_function": "swiglu"`, `"activation_function": "gelu"`, "activation_function: must be swiglu: the MLP runs no other activation"},
+		{`"activation_function": "swiglu"`, `"activation_function": "swiglu", "hidden_act": "gelu"`, "hidden_act: must be silu: the MLP's gate runs no other activation"},
+		{`"rotary_emb_fraction": 1.0`, `"rotary_emb_fraction": 0.5`, "rotary_emb_fraction: must be 1.0: a partly rotated head is not supported"},
+		{`"rotary_emb_interleaved": false`, `"rotary_emb_interleaved": true`, "rotary_emb_interleaved: must be false: interleaved rope is not supported"},
+		{`"rotary_scaling_factor": null`, `"rotary_scaling_factor": 2.0`, "rotary_scaling_factor: must be null: dynamic NTK scaling is not supported"},
+		{`"rotary_emb_scale_base": null`, `"rotary_emb_scale_base": 512`, "rotary_emb_scale_base: must be null: xPos scaling is not supported"},
+		{`"qkv_proj_bias": false`, `"qkv_proj_bias": true`, "qkv_proj_bias: must be false: attention biases are not supported"},
+		{`"mlp_fc1_bias": false`, `"mlp_fc1_bias": true`, "mlp_fc1_bias: must be false: MLP biases are not supported"},
+		{`"mlp_fc2_bias": false`, `"mlp_fc2_bias": true`, "mlp_fc2_bias: must be false: MLP biases are not supported"},
+		{`"prenorm": false`, `"prenorm": true`, "prenorm: must be false: pre-norm layers are not supported"},
+		{`"causal": false`, `"causal": true`, "causal: must be false: a causal nomic-bert is not supported"},
+		{`"use_rms_norm": false`, `"use_rms_norm": true`, "use_rms_norm: must be false: RMS norms are not supported"},
+		{`"parallel_block": false`, `"parallel_block": false, "moe_every_n_layers": 2`, "moe_every_n_layers: must be 0: nomic-bert's mixture of experts (nomic-embed-text-v2-moe) is not supported"},
+		{`"parallel_block": false`, `"parallel_block": true`, "parallel_block: must be false: parallel attention and MLP are not supported"},
+		{`"n_head": 12`, `"n_head": 12, "rope_parameters": {"rope_type": "dynamic", "rope_theta": 1000, "factor": 2.0}`, "rope_type: must be default: scaled rope is not supported"},
+		{`"n_embd": 768`, `"n_embd": 780`, "head_dim: must be even: rope rotates pairs"},
+	} {
+		bad := strings.Replace(string(config), c.from, c.to, 1)
+		if bad == string(config) {
+			t.Fatalf("the config holds no %s", c.from)
+		}
+		_, err := a.Config([]byte(bad))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.to, err, c.want)
+		}
+	}
+}

@@ -3,13 +3,17 @@
 // texts, the reference of the GGUF tokenizer tests.
 //
 //   llama-logits MODEL.gguf OUT.npy ID [ID ...]
+//   llama-logits --embed MODEL.gguf OUT.npy ID [ID ...]
 //   llama-logits --tokenize MODEL.gguf TEXTS OUT
 //
 // Runs the ids through the model as one batch (positions 0..n-1, one
 // sequence) and writes every position's logits as a float32 .npy array
 // [n, vocab]. The KV cache is float32 (llama.cpp's default is float16), so
 // that the reference carries the weights' error and llama.cpp's own
-// arithmetic, not a rounding of the cache.
+// arithmetic, not a rounding of the cache. With --embed (an embedding
+// model: BERT, nomic-bert) it writes every position's final hidden state
+// instead, [n, n_embd], unpooled (llama.cpp's pooling "none"), with flash
+// attention off (on, llama.cpp rounds the keys and values to float16).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -79,12 +83,44 @@ static int tokenize(const char* model_path, const char* texts_path, const char* 
   return 0;
 }
 
+// writeNpy writes rows float32 rows of cols values each, row i read from
+// row(i), as a .npy version 1.0 file.
+template <typename Row>
+static int writeNpy(const char* path, int rows, int cols, Row row) {
+  FILE* f = std::fopen(path, "wb");
+  if (f == nullptr) {
+    std::perror(path);
+    return 1;
+  }
+  // magic, header length, a dict padded to 64 bytes
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
+                     ", " + std::to_string(cols) + "), }";
+  size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict.push_back('\n');
+  const unsigned short hlen = static_cast<unsigned short>(dict.size());
+  std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+  std::fwrite(&hlen, 2, 1, f);
+  std::fwrite(dict.data(), 1, dict.size(), f);
+  for (int i = 0; i < rows; i++) {
+    std::fwrite(row(i), sizeof(float), cols, f);
+  }
+  std::fclose(f);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 5 && std::strcmp(argv[1], "--tokenize") == 0) {
     return tokenize(argv[2], argv[3], argv[4]);
   }
+  const bool embed = argc > 1 && std::strcmp(argv[1], "--embed") == 0;
+  if (embed) {
+    argv++;
+    argc--;
+  }
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf OUT.npy ID [ID ...]\n       %s --tokenize MODEL.gguf TEXTS OUT\n", argv[0], argv[0]);
+    std::fprintf(stderr, "usage: %s [--embed] MODEL.gguf OUT.npy ID [ID ...]\n       %s --tokenize MODEL.gguf TEXTS OUT\n",
+                 argv[0], argv[0]);
     return 2;
   }
   std::vector<llama_token> ids;
@@ -108,6 +144,12 @@ int main(int argc, char** argv) {
   cp.n_threads_batch = 2;
   cp.type_k = GGML_TYPE_F32;
   cp.type_v = GGML_TYPE_F32;
+  if (embed) {
+    cp.embeddings = true;
+    cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
+    // Flash attention would cast the keys and values to float16.
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) {
     std::fprintf(stderr, "%s: no context\n", argv[1]);
@@ -127,28 +169,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: llama_decode failed\n", argv[1]);
     return 1;
   }
-  FILE* f = std::fopen(argv[2], "wb");
-  if (f == nullptr) {
-    std::perror(argv[2]);
-    return 1;
+  int rc;
+  if (embed) {
+    rc = writeNpy(argv[2], n, llama_model_n_embd(model), [&](int i) { return llama_get_embeddings_ith(ctx, i); });
+  } else {
+    rc = writeNpy(argv[2], n, vocab, [&](int i) { return llama_get_logits_ith(ctx, i); });
   }
-  // .npy version 1.0: magic, header length, a dict padded to 64 bytes
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) +
-                     ", " + std::to_string(vocab) + "), }";
-  size_t total = 10 + dict.size() + 1;
-  dict.append((64 - total % 64) % 64, ' ');
-  dict.push_back('\n');
-  const unsigned short hlen = static_cast<unsigned short>(dict.size());
-  std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-  std::fwrite(&hlen, 2, 1, f);
-  std::fwrite(dict.data(), 1, dict.size(), f);
-  for (int i = 0; i < n; i++) {
-    std::fwrite(llama_get_logits_ith(ctx, i), sizeof(float), vocab, f);
-  }
-  std::fclose(f);
   llama_batch_free(batch);
   llama_free(ctx);
   llama_model_free(model);
   llama_backend_free();
-  return 0;
+  return rc;
 }

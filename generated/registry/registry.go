@@ -60,6 +60,7 @@ import (
 	"github.com/archgen/archgen/generated/modernbert"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/nemotron_h"
+	"github.com/archgen/archgen/generated/nomic_bert"
 	"github.com/archgen/archgen/generated/olmo2"
 	"github.com/archgen/archgen/generated/olmo3"
 	"github.com/archgen/archgen/generated/olmo_hybrid"
@@ -147,6 +148,7 @@ var catalog = nn.NewCatalog(
 		modernbert.Arch,
 		nemotron.Arch,
 		nemotron_h.Arch,
+		nomic_bert.Arch,
 		olmo2.Arch,
 		olmo3.Arch,
 		olmo_hybrid.Arch,

@@ -76,6 +76,7 @@ func TestLookup(t *testing.T) {
 			"modernbert":         "modernbert",
 			"nemotron":           "nemotron",
 			"nemotron_h":         "nemotron_h",
+			"nomic_bert":         "nomic_bert",
 			"olmo2":              "olmo2",
 			"olmo3":              "olmo3",
 			"olmo_hybrid":        "olmo_hybrid",

@@ -9,7 +9,9 @@ reading the config or building the model from it. A text model's
 model_type that mlx-lm reads only as a wrapper's section (SECTION_OF) is
 read as that wrapper reads its text_config. An encoder mlx-lm has no
 module for (ENCODERS) is read by mlx-embeddings' module of it instead (its
-ModelArgs and Model), the reference its parity tests use. The Go
+ModelArgs and Model), the reference its parity tests use; one that
+neither has (TRANSFORMERS_CONFIGS) by transformers' config class of it
+(its dataclass fields; transformers imports no torch for these). The Go
 registry's TestConfigReference compares each generated ParseConfig with
 these.
 
@@ -39,6 +41,18 @@ SECTION_OF = {"qwen3_5_text": "qwen3_5"}
 ENCODERS = {"bert": "bert", "xlm-roberta": "xlm_roberta", "modernbert": "modernbert"}
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "testdata", "encoders"))
 
+# Encoders neither mlx-lm nor mlx-embeddings has a module for, by
+# model_type: transformers' config class that reads them.
+TRANSFORMERS_CONFIGS = {"nomic_bert": "NomicBertConfig"}
+
+
+def transformers_fields(config):
+    import transformers  # noqa: E402
+
+    cls = getattr(transformers, TRANSFORMERS_CONFIGS[config["model_type"]])
+    cfg = cls.from_dict(config)
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+
 
 def encoder_classes(config):
     from ref import module  # noqa: E402 - testdata/encoders/ref.py
@@ -57,24 +71,27 @@ for path in sorted(glob.glob(os.path.join(here, "*", "*.json"))):
         section_type = config.get("model_type")
         if section_type in SECTION_OF:
             config = {"model_type": SECTION_OF[section_type], "text_config": config}
-        if config.get("model_type") in ENCODERS:
-            model_class, args_class = encoder_classes(config)
+        if config.get("model_type") in TRANSFORMERS_CONFIGS:
+            fields = transformers_fields(config)
         else:
-            model_class, args_class = _get_classes(config)
-        args = args_class.from_dict(config)
-        model = model_class(args)
-        fields = dataclasses.asdict(args)
-        inner = getattr(getattr(model, "language_model", None), "args", None)
-        if isinstance(fields.get("text_config"), dict) and dataclasses.is_dataclass(inner):
-            # A wrapper whose text model reads text_config with its own
-            # ModelArgs: the reference is what that text model reads.
-            fields = {**dataclasses.asdict(inner), "model_type": fields["model_type"]}
-            if section_type in SECTION_OF:
-                fields["model_type"] = section_type
+            if config.get("model_type") in ENCODERS:
+                model_class, args_class = encoder_classes(config)
+            else:
+                model_class, args_class = _get_classes(config)
+            args = args_class.from_dict(config)
+            model = model_class(args)
+            fields = dataclasses.asdict(args)
+            inner = getattr(getattr(model, "language_model", None), "args", None)
+            if isinstance(fields.get("text_config"), dict) and dataclasses.is_dataclass(inner):
+                # A wrapper whose text model reads text_config with its own
+                # ModelArgs: the reference is what that text model reads.
+                fields = {**dataclasses.asdict(inner), "model_type": fields["model_type"]}
+                if section_type in SECTION_OF:
+                    fields["model_type"] = section_type
         out = {"args": fields}
     except Exception as e:  # noqa: BLE001 - any refusal is the reference
         out = {"error": f"{type(e).__name__}: {e}"}
     with open(path[: -len(".json")] + ".mlxlm.json", "w") as f:
-        json.dump(out, f, indent=2, sort_keys=True)
+        json.dump(out, f, indent=2, sort_keys=True, default=str)
         f.write("\n")
     print(os.path.relpath(path, here), "error" if "error" in out else "ok", file=sys.stderr)

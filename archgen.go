@@ -119,6 +119,9 @@ type Model struct {
 	StopTokens []int32
 	// Source is what the path given to Load resolved to.
 	Source Resolved
+	// ggufPooling is the pooling a GGUF file names for its embeddings ("":
+	// none, or not a GGUF file).
+	ggufPooling string
 }
 
 // Free releases the weights.
@@ -211,6 +214,7 @@ func (m *Model) loadGGUF(ctx context.Context, opts LoadOptions) error {
 		g.Free()
 		return err
 	}
+	m.ggufPooling = g.Pooling
 	if m.Net, err = g.Load(opts.Options, registry.Load); err != nil {
 		return err
 	}

@@ -153,6 +153,9 @@ func ggufFacts(a *Arch) jen.Code {
 		}
 		pairs = append(pairs, kvPair{"Flags", jen.Map(jen.String()).String().Values(flags)})
 	}
+	if top := ggufTop(a); len(top) > 0 {
+		pairs = append(pairs, kvPair{"Top", jen.Map(jen.String()).String().Values(top)})
+	}
 	pairs = append(pairs,
 		kvPair{"Tensors", jen.Map(jen.String()).String().Values(tensors)},
 		kvPair{"Layers", jen.Lit(a.Block.Path)},
@@ -161,6 +164,25 @@ func ggufFacts(a *Arch) jen.Code {
 		kvPair{"Head", jen.Lit(a.Head.Name)},
 	)
 	return jen.Op("&").Qual(nnPkg, "GGUF").Values(fieldsOf(pairs)...)
+}
+
+// ggufTop maps llama.cpp's names of the tensors outside the blocks other
+// than token_embd, output_norm and output to the checkpoint's: the
+// embeddings' norm (token_embd_norm), a learned position table
+// (position_embd) and an encoder's token-type table (token_types), where
+// the architecture has them.
+func ggufTop(a *Arch) jen.Dict {
+	top := jen.Dict{}
+	if a.Embed.normFull != "" {
+		top[jen.Lit("token_embd_norm")] = jen.Lit(a.Embed.normFull)
+	}
+	if a.Embed.posPath != "" {
+		top[jen.Lit("position_embd")] = jen.Lit(a.Embed.posPath)
+	}
+	if a.Encoder != nil && a.Encoder.typesPath != "" {
+		top[jen.Lit("token_types")] = jen.Lit(a.Encoder.typesPath)
+	}
+	return top
 }
 
 func strList(xs []string) *jen.Statement {

@@ -85,7 +85,7 @@ func TestReadRefuses(t *testing.T) {
 			"tensor output_norm.weight is stored as Q4_0, which archgen reads for matrices and stacks of them (experts' weights) only"},
 		{"rows that are not whole blocks", halfRows, "tensor token_embd.weight: rows of 128 values are not whole Q4_K blocks of 256"},
 		{"unsupported architecture", filepath.Join(dir, "mamba.gguf"),
-			`GGUF architecture "mamba" is not supported (supported: [apertus cohere2 command-r deepseek dots1 ernie4_5 exaone exaone4 gemma gemma2 gemma3 glm4 glm4moe gpt-oss granite granitemoe hunyuan-dense llama minimax-m2 nemotron olmo2 olmoe phi2 phi3 qwen2 qwen2moe qwen2vl qwen3 qwen3moe qwen3vl qwen3vlmoe seed_oss smollm3 stablelm starcoder2])`},
+			`GGUF architecture "mamba" is not supported (supported: [apertus bert cohere2 command-r deepseek dots1 ernie4_5 exaone exaone4 gemma gemma2 gemma3 glm4 glm4moe gpt-oss granite granitemoe hunyuan-dense llama minimax-m2 nemotron nomic-bert olmo2 olmoe phi2 phi3 qwen2 qwen2moe qwen2vl qwen3 qwen3moe qwen3vl qwen3vlmoe seed_oss smollm3 stablelm starcoder2])`},
 		{"cut in the header", header, "not a valid GGUF file: metadata key llama.block_count: the file ends inside its header (truncated?)"},
 		{"cut in the tensor data", body,
 			fmt.Sprintf("tensor %s: its %d bytes at offset %d run past the end of the file (truncated?)", last.Name, 4*last.Dims[0]*last.Dims[1], last.Offset)},

@@ -46,6 +46,10 @@ type Model struct {
 	// tokenizer_config.json made from the file's vocabulary.
 	TokenizerJSON   map[string]any
 	TokenizerConfig map[string]any
+	// Pooling is how an embedding model's file says its states pool
+	// (ARCH.pooling_type: "mean", "cls" or "last"); "" where it says
+	// none, or pools otherwise (a reranker's "rank").
+	Pooling string
 }
 
 // Free releases the model's tensors.
@@ -185,7 +189,36 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Path: path, Arch: name, Config: cfg, Tensors: tensors, TokenizerJSON: tok, TokenizerConfig: tokCfg}, nil
+	pooling, err := poolingType(md, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Path: path, Arch: name, Config: cfg, Tensors: tensors, TokenizerJSON: tok, TokenizerConfig: tokCfg, Pooling: pooling}, nil
+}
+
+// poolingType is the pooling ARCH.pooling_type names, by llama.cpp's
+// numbers: 1 the mean, 2 the first token, 3 the last; "" for none (0), a
+// reranker's (4) or a file without the key.
+func poolingType(md metadata, name string) (string, error) {
+	k := name + ".pooling_type"
+	if !md.has(k) {
+		return "", nil
+	}
+	n, err := md.int(k)
+	if err != nil {
+		return "", err
+	}
+	switch n {
+	case 1:
+		return "mean", nil
+	case 2:
+		return "cls", nil
+	case 3:
+		return "last", nil
+	case 0, 4:
+		return "", nil
+	}
+	return "", fmt.Errorf("%s: %s %d is not a pooling llama.cpp has (0 none, 1 mean, 2 cls, 3 last, 4 rank)", md.path, k, n)
 }
 
 // config builds config.json from the file's metadata, under the key names
@@ -451,6 +484,7 @@ func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.
 	out := map[string]*mlx.Array{}
 	quant := map[string]quantSpec{}
 	topNames := map[string]string{ggufEmbed: a.Embed, ggufNorm: a.Norm, ggufHead: a.Head}
+	maps.Copy(topNames, a.Top)
 	for _, n := range slices.Sorted(maps.Keys(arrays)) {
 		var module, suffix string
 		if m := blockName.FindStringSubmatch(n); m != nil {

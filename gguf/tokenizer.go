@@ -2,7 +2,9 @@ package gguf
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strings"
 )
 
 // Pre-tokenizer splits of llama.cpp's byte-level vocabularies, by the
@@ -112,8 +114,8 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 	if err != nil {
 		return nil, nil, err
 	}
-	if kind != "gpt2" && kind != "llama" {
-		return nil, nil, fmt.Errorf("%s: tokenizer.ggml.model %q is not supported (byte-level BPE, \"gpt2\", and SentencePiece, \"llama\", are)", md.path, kind)
+	if kind != "gpt2" && kind != "llama" && kind != "bert" {
+		return nil, nil, fmt.Errorf("%s: tokenizer.ggml.model %q is not supported (byte-level BPE, \"gpt2\", SentencePiece, \"llama\", and WordPiece, \"bert\", are)", md.path, kind)
 	}
 	tokens, err := md.strs("tokenizer.ggml.tokens")
 	if err != nil {
@@ -142,9 +144,12 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 		}
 	}
 	var tok map[string]any
-	if kind == "gpt2" {
+	switch kind {
+	case "gpt2":
 		tok, err = byteLevelTokenizer(md, vocab)
-	} else {
+	case "bert":
+		tok, err = wordPieceTokenizer(md, tokens, types)
+	default:
 		tok, err = pieceTokenizer(md, tokens, types, vocab)
 	}
 	if err != nil {
@@ -186,7 +191,7 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 		}
 		tc[k.hf] = tokens[id]
 	}
-	if tc["add_bos_token"] == true {
+	if tc["add_bos_token"] == true && kind != "bert" {
 		bos, ok := tc["bos_token"].(string)
 		if !ok {
 			return nil, nil, fmt.Errorf("%s: add_bos_token is set but there is no bos token", md.path)
@@ -372,6 +377,109 @@ func pieceTokenizer(md metadata, tokens []string, types []int32, vocab map[strin
 			"type": "BPE", "dropout": nil, "unk_token": unk, "continuing_subword_prefix": nil,
 			"end_of_word_suffix": nil, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
 			"vocab": vocab, "merges": pairs,
+		},
+	}, nil
+}
+
+// llama.cpp's special tokens of a WordPiece vocabulary where the file names
+// none: BERT's [UNK], [CLS] and [SEP].
+const (
+	wordPieceUnk = 100
+	wordPieceCLS = 101
+	wordPieceSep = 102
+)
+
+// wordPieceTokenizer is tokenizer.json's model, normalizer, pre-tokenizer,
+// post-processor and decoder for llama.cpp's WordPiece vocabulary ("bert"),
+// which its converter spells with a phantom space: a piece that starts a
+// word has a leading ▁ and one that continues a word has none (BERT's ## is
+// dropped); control tokens are as they are. The pieces are spelled back as
+// BERT's, and the text is split as llama.cpp splits it: NFD and accents
+// dropped (tokenizer.ggml.normalizer.strip_accents, by default what
+// lowercase is), lowercased (tokenizer.ggml.normalizer.lowercase, default
+// true: llama.cpp's converter writes neither key), control characters dropped, words split at whitespace and around
+// punctuation and CJK characters, each word cut into the longest pieces from
+// its start (no limit on a word's length) or, where that fails, the unknown
+// token. Special tokens add the [CLS] (bos) before and the [SEP] after, as
+// llama.cpp adds them; a pair is [CLS] A [SEP] B [SEP], B and its [SEP] of
+// type 1, as BERT's tokenizer makes it.
+func wordPieceTokenizer(md metadata, tokens []string, types []int32) (map[string]any, error) {
+	vocab := make(map[string]any, len(tokens))
+	for i, t := range tokens {
+		piece := t
+		switch {
+		case types[i] == tokenControl:
+		case strings.HasPrefix(t, pieceSpace):
+			piece = t[len(pieceSpace):]
+		default:
+			piece = "##" + t
+		}
+		if _, dup := vocab[piece]; !dup {
+			vocab[piece] = i
+		}
+	}
+	id := func(key string, def int) (int, error) {
+		if !md.has(key) {
+			if def >= len(tokens) {
+				return 0, fmt.Errorf("%s: no %s, and the default %d is outside the %d-token vocabulary", md.path, key, def, len(tokens))
+			}
+			return def, nil
+		}
+		n, err := md.int(key)
+		if err != nil {
+			return 0, err
+		}
+		if n < 0 || n >= len(tokens) {
+			return 0, fmt.Errorf("%s: %s %d is outside the %d-token vocabulary", md.path, key, n, len(tokens))
+		}
+		return n, nil
+	}
+	unk, err := id("tokenizer.ggml.unknown_token_id", wordPieceUnk)
+	if err != nil {
+		return nil, err
+	}
+	cls, err := id("tokenizer.ggml.bos_token_id", wordPieceCLS)
+	if err != nil {
+		return nil, err
+	}
+	sep, err := id("tokenizer.ggml.seperator_token_id", wordPieceSep)
+	if err != nil {
+		return nil, err
+	}
+	flag := func(key string, def bool) (bool, error) {
+		if !md.has(key) {
+			return def, nil
+		}
+		n, err := md.number(key)
+		return n != 0, err
+	}
+	lower, err := flag("tokenizer.ggml.normalizer.lowercase", true)
+	if err != nil {
+		return nil, err
+	}
+	strip, err := flag("tokenizer.ggml.normalizer.strip_accents", lower)
+	if err != nil {
+		return nil, err
+	}
+	clsTok, sepTok := tokens[cls], tokens[sep]
+	specials := map[string]any{
+		clsTok: map[string]any{"id": clsTok, "ids": []any{cls}, "tokens": []any{clsTok}},
+		sepTok: map[string]any{"id": sepTok, "ids": []any{sep}, "tokens": []any{sepTok}},
+	}
+	return map[string]any{
+		"normalizer":    map[string]any{"type": "LlamaCppWordPiece", "strip_accents": strip, "lowercase": lower},
+		"pre_tokenizer": map[string]any{"type": "WhitespaceSplit"},
+		"post_processor": map[string]any{
+			"type":   "TemplateProcessing",
+			"single": []any{special(clsTok), seq("A"), special(sepTok)},
+			"pair": []any{special(clsTok), seq("A"), special(sepTok), seq("B"),
+				map[string]any{"SpecialToken": map[string]any{"id": sepTok, "type_id": 1}}},
+			"special_tokens": specials,
+		},
+		"decoder": map[string]any{"type": "WordPiece", "prefix": "##", "cleanup": true},
+		"model": map[string]any{
+			"type": "WordPiece", "unk_token": tokens[unk], "continuing_subword_prefix": "##",
+			"max_input_chars_per_word": math.MaxInt32, "vocab": vocab,
 		},
 	}, nil
 }

@@ -20,8 +20,11 @@ import (
 // vocabulary (tokenizer.ggml.model "llama", as Llama 2's, Mistral's and
 // Gemma's files carry) with and without add_space_prefix (pieces merged by
 // score, bytes falling back to the byte tokens), and a byte-level BPE one
-// under each pre-tokenizer type make_vocab_cases.py lists. Decoding the ids
-// of a text without control tokens gives the text back.
+// under each pre-tokenizer type make_vocab_cases.py lists, and a WordPiece
+// one ("bert", in the converter's phantom-space spelling) with llama.cpp's
+// default normalizer (lowercased, accents dropped), cased, with accents
+// kept, and with its special tokens at other ids. Decoding the ids of a
+// text without control tokens gives the text back (but WordPiece's).
 func TestVocabularies(t *testing.T) {
 	tool := filepath.Join(llamaTools, "llama-logits")
 	if _, err := os.Stat(tool); err != nil {
@@ -76,7 +79,9 @@ func TestVocabularies(t *testing.T) {
 				}
 				// a text without control tokens comes back whole (after one,
 				// the piece space put before the text that follows stays)
-				if back := tok.Decode(tok.Encode(text, false), false); back != text && !strings.Contains(text, "<|") {
+				// (not a WordPiece vocabulary's, which lowercases and drops
+				// accents and what it cannot spell)
+				if back := tok.Decode(tok.Encode(text, false), false); back != text && !strings.Contains(text, "<|") && !strings.HasPrefix(name, "wpm-") {
 					t.Errorf("%q decodes back as %q", text, back)
 				}
 			}
@@ -107,8 +112,8 @@ func TestPieceTokenizerRefuses(t *testing.T) {
 		change func(v map[string]Value)
 		want   string
 	}{
-		{"unknown model", func(v map[string]Value) { v["tokenizer.ggml.model"] = Value{Kind: ValueString, Str: "bert"} },
-			`tokenizer.ggml.model "bert" is not supported (byte-level BPE, "gpt2", and SentencePiece, "llama", are)`},
+		{"unknown model", func(v map[string]Value) { v["tokenizer.ggml.model"] = Value{Kind: ValueString, Str: "t5"} },
+			`tokenizer.ggml.model "t5" is not supported (byte-level BPE, "gpt2", SentencePiece, "llama", and WordPiece, "bert", are)`},
 		{"no scores", func(v map[string]Value) { delete(v, "tokenizer.ggml.scores") },
 			"metadata key tokenizer.ggml.scores is missing"},
 		{"scores of another length", func(v map[string]Value) {
@@ -125,6 +130,58 @@ func TestPieceTokenizerRefuses(t *testing.T) {
 				t.Fatalf("error %v, want %s", err, want)
 			}
 		})
+	}
+}
+
+// TestWordPieceRefuses: a WordPiece vocabulary's special tokens must be
+// within it, named by key, or at BERT's ids (the file of TestVocabularies,
+// one value changed).
+func TestWordPieceRefuses(t *testing.T) {
+	path, values := vocabFile(t, "wpm-default.gguf")
+	n := len(values["tokenizer.ggml.tokens"].Strs)
+	for _, c := range []struct {
+		name   string
+		change func(v map[string]Value)
+		want   string
+	}{
+		{"a separator past the vocabulary", func(v map[string]Value) {
+			v["tokenizer.ggml.seperator_token_id"] = Value{Kind: ValueNumber, Num: float64(n)}
+		}, fmt.Sprintf("tokenizer.ggml.seperator_token_id %d is outside the %d-token vocabulary", n, n)},
+		{"a vocabulary too short for BERT's ids", func(v map[string]Value) {
+			tok, typ := v["tokenizer.ggml.tokens"], v["tokenizer.ggml.token_type"]
+			tok.Strs, typ.Nums = tok.Strs[:50], typ.Nums[:50]
+			v["tokenizer.ggml.tokens"], v["tokenizer.ggml.token_type"] = tok, typ
+		}, "no tokenizer.ggml.unknown_token_id, and the default 100 is outside the 50-token vocabulary"},
+		{"a lowercase flag that is no bool or number", func(v map[string]Value) {
+			v["tokenizer.ggml.normalizer.lowercase"] = Value{Kind: ValueString, Str: "yes"}
+		}, "metadata key tokenizer.ggml.normalizer.lowercase is not a number"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := maps.Clone(values)
+			c.change(v)
+			_, _, err := tokenizerFiles(metadata{path: path, raw: v}, map[string]any{})
+			if want := path + ": " + c.want; err == nil || err.Error() != want {
+				t.Fatalf("error %v, want %s", err, want)
+			}
+		})
+	}
+}
+
+// TestPoolingType: an embedding file's pooling_type by llama.cpp's numbers;
+// one llama.cpp does not have is refused by name.
+func TestPoolingType(t *testing.T) {
+	path, v := vocabFile(t, "wpm-default.gguf")
+	for n, want := range map[float64]string{0: "", 1: "mean", 2: "cls", 3: "last", 4: ""} {
+		v["bert.pooling_type"] = Value{Kind: ValueNumber, Num: n}
+		got, err := poolingType(metadata{path: path, raw: v}, "bert")
+		if err != nil || got != want {
+			t.Errorf("pooling_type %v: %q, %v; want %q", n, got, err, want)
+		}
+	}
+	v["bert.pooling_type"] = Value{Kind: ValueNumber, Num: 7}
+	_, err := poolingType(metadata{path: path, raw: v}, "bert")
+	if want := path + ": bert.pooling_type 7 is not a pooling llama.cpp has (0 none, 1 mean, 2 cls, 3 last, 4 rank)"; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
 	}
 }
 

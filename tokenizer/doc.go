@@ -31,7 +31,9 @@
 // The parts of tokenizer.json it reads: added_tokens (with single_word,
 // lstrip, rstrip, normalized and special); the normalizers NFC, NFD, NFKC,
 // NFKD, Lowercase, Prepend, Replace, Strip, BertNormalizer, Precompiled and
-// Sequence;
+// Sequence, and archgen's own LlamaCppWordPiece (lowercase, strip_accents:
+// the text prepared as llama.cpp prepares it for a GGUF file's WordPiece
+// vocabulary, which the gguf package writes);
 // the pre-tokenizers ByteLevel, Split, Metaspace, Digits, Whitespace,
 // WhitespaceSplit, BertPreTokenizer and Sequence; the BPE model
 // (byte_fallback, fuse_unk, ignore_merges, continuing_subword_prefix,

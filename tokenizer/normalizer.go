@@ -140,6 +140,12 @@ func parseNormalizer(data json.RawMessage, where string) (normalizer, error) {
 		return unicodeForm{norm.NFKD}, nil
 	case "Lowercase":
 		return lowercase{}, nil
+	case "LlamaCppWordPiece":
+		f, err := objectFields(data, where)
+		if err != nil {
+			return nil, err
+		}
+		return parseLlamaCppWordPiece(f)
 	case "Prepend":
 		return prepend{r.Prepend}, nil
 	case "Replace":

@@ -37,6 +37,37 @@ var Arch = nn.Arch{
 	Ignored: IgnoredKeys,
 	NoShard: "an encoder (structure.encoder) embeds and scores on one machine; tensor parallelism serves generation",
 	Encoder: true,
+	GGUF: &nn.GGUF{
+		Arch:          "bert",
+		Class:         "BertModel",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"attention.layer_norm_epsilon": "layer_norm_eps",
+			"token_type_count":             "type_vocab_size",
+		},
+		Top: map[string]string{
+			"position_embd":   "bert.embeddings.position_embeddings",
+			"token_embd_norm": "bert.embeddings.LayerNorm",
+			"token_types":     "bert.embeddings.token_type_embeddings",
+		},
+		Tensors: map[string]string{
+			"attn_k":            "attention.self.key",
+			"attn_output":       "attention.output.dense",
+			"attn_output_norm":  "attention.output.LayerNorm",
+			"attn_q":            "attention.self.query",
+			"attn_v":            "attention.self.value",
+			"ffn_down":          "output.dense",
+			"ffn_up":            "intermediate.dense",
+			"layer_output_norm": "output.LayerNorm",
+		},
+		Layers: "bert.encoder.layer",
+		Embed:  "bert.embeddings.word_embeddings",
+		Norm:   "bert.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded bert. Its weights are named as in the checkpoint, in Go's

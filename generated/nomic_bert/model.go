@@ -37,6 +37,35 @@ var Arch = nn.Arch{
 	Ignored: IgnoredKeys,
 	NoShard: "its fused attn.Wqkv holds q, k and v parts of unequal sizes (num_attention_heads heads of queries, num_attention_heads of keys and of values), which a plan's equal parts cannot split",
 	Encoder: true,
+	GGUF: &nn.GGUF{
+		Arch:          "nomic-bert",
+		Class:         "NomicBertModel",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"attention.layer_norm_epsilon": "layer_norm_eps",
+			"token_type_count":             "type_vocab_size",
+		},
+		Top: map[string]string{
+			"token_embd_norm": "model.emb_ln",
+			"token_types":     "model.embeddings.token_type_embeddings",
+		},
+		Tensors: map[string]string{
+			"attn_output":       "attn.out_proj",
+			"attn_output_norm":  "norm1",
+			"attn_qkv":          "attn.Wqkv",
+			"ffn_down":          "mlp.fc2",
+			"ffn_gate":          "mlp.fc12",
+			"ffn_up":            "mlp.fc11",
+			"layer_output_norm": "norm2",
+		},
+		Layers: "model.encoder.layers",
+		Embed:  "model.embeddings.word_embeddings",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded nomic_bert. Its weights are named as in the checkpoint, in

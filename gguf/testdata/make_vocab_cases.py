@@ -14,6 +14,16 @@ TOOLS_DIR holds bench/llama-logits (`make setup-llama-tools`). DIR receives:
                      PRE_TYPES; its merges are learned on the test texts
                      whole, across spaces, digits, case and punctuation, so
                      that where a pre-tokenizer splits shows in the ids
+  wpm-<NAME>.gguf    a WordPiece vocabulary (tokenizer.ggml.model "bert")
+                     in the converter's phantom-space spelling, BERT's
+                     special tokens at BERT's ids ([PAD] 0, [UNK] 100,
+                     [CLS] 101, [SEP] 102, [MASK] 103), the words and
+                     suffixes of the texts: wpm-default writes no
+                     normalizer keys and no special ids (llama.cpp's
+                     defaults: lowercased, accents stripped), wpm-cased
+                     tokenizer.ggml.normalizer.lowercase false, wpm-accents
+                     lowercase true and strip_accents false, wpm-ids the
+                     special ids at other tokens
   texts.json         the texts
   ids-<name>.txt     llama.cpp's ids of each text with that file: two lines
                      a text, without and with the vocabulary's BOS
@@ -62,6 +72,9 @@ TEXTS = [
     "\u4f60\u597d\u4e16\u754c the \u3053\u3093\u306b\u3061\u306f 2024\u5e74",
     "cafe\u0301 nai\u0308ve the\u0301fox \u0915\u093f\u0924\u093e\u092c",
     "(see:Foo.Bar)/baz #tag @user 3.14159 \u65e5\u672c2024\u5e74\u306e\u30c6\u30b9\u30c8",
+    "[CLS] the fox [SEP] dogs[MASK]",
+    "\u0130stanbul \u00a0the\u3000fox \x07bell thefoxes",
+    "\uc548\ub155\ud558\uc138\uc694 \u200bthe\u200bfox \u01d5ber \ufb01le \U0001f642 e\u0301t\u00e9 \u0915\u093f",
 ]
 
 # llama.cpp's pre-tokenizer types the byte-level cases cover (see
@@ -126,6 +139,71 @@ def write(path, prefix, vocab):
     w.close()
 
 
+def wordpiece_vocabulary():
+    """BERT's layout: [PAD], 99 unused pieces, [UNK], [CLS], [SEP], [MASK],
+    then every character of the texts (lowercased and not) as a word start
+    and as a continuation, the texts' words as word starts, and a few
+    suffixes as continuations; CJK ideographs but one are left out, so that
+    their words are unknown. Returns the pieces in the converter's
+    phantom-space spelling and their llama.cpp token types."""
+    import unicodedata
+
+    tokens = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    types = [3] + [1] * 99 + [3, 3, 3, 3]
+    tokens[1:100] = [SPACE + t for t in tokens[1:100]]
+    seen = set(tokens)
+
+    def add(piece):
+        if piece not in seen:
+            seen.add(piece)
+            tokens.append(piece)
+            types.append(1)
+
+    text = " ".join(TEXTS + [TEXT])
+    folded = "".join(c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn")
+    for c in sorted(set(text + text.lower() + folded)):
+        if c.isspace() or ("\u4e00" <= c <= "\u9fff" and c != "\u65e5"):
+            continue
+        add(SPACE + c)
+        add(c)
+    for w in sorted(set((text + " " + folded).replace(".", " ").replace(",", " ").replace(";", " ").split())):
+        if w.isalpha() and len(w) > 1:
+            add(SPACE + w)
+    for suffix in ("s", "es", "ing", "er", "ly", "ox", "he"):
+        add(suffix)
+    return tokens, types
+
+
+def write_wordpiece(path, vocab, keys):
+    tokens, types = vocab
+    w = GGUFWriter(path, "llama")
+    config = {"num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 64, "num_hidden_layers": 1,
+              "max_position_embeddings": 512, "intermediate_size": 128, "rope_theta": 10000.0,
+              "rms_norm_eps": 1e-5}
+    add_hparams(w, config, len(tokens))
+    w.add_tokenizer_model("bert")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    for k in ("lowercase", "strip_accents"):
+        if k in keys:
+            w.add_bool("tokenizer.ggml.normalizer." + k, keys[k])
+    if "ids" in keys:
+        unk, cls, sep = keys["ids"]
+        w.add_uint32("tokenizer.ggml.unknown_token_id", unk)
+        w.add_uint32("tokenizer.ggml.bos_token_id", cls)
+        w.add_uint32("tokenizer.ggml.seperator_token_id", sep)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# The WordPiece files: their names and the keys each writes.
+WORDPIECE_CASES = {"default": {}, "cased": {"lowercase": False}, "accents": {"lowercase": True, "strip_accents": False},
+                   "ids": {"ids": (103, 102, 101)}}
+
+
 def bpe_vocabulary(n_merges=400):
     """Control tokens, the 256 bytes in GPT-2's alphabet, and merges learned
     on the texts (and the SentencePiece text) without splitting them."""
@@ -171,6 +249,11 @@ def main():
         path = os.path.join(out, f"bpe-{pre}.gguf")
         write_bpe(path, pre)
         files.append((f"bpe-{pre}", path))
+    wordpiece = wordpiece_vocabulary()
+    for name, keys in WORDPIECE_CASES.items():
+        path = os.path.join(out, f"wpm-{name}.gguf")
+        write_wordpiece(path, wordpiece, keys)
+        files.append((f"wpm-{name}", path))
     with open(os.path.join(out, "files.json"), "w") as f:
         json.dump([n for n, _ in files], f)
     for name, path in files:

@@ -217,6 +217,10 @@ type GGUF struct {
 	// Layers, Embed, Norm and Head are the checkpoint names of the layer
 	// stack and of token_embd, output_norm and output.
 	Layers, Embed, Norm, Head string
+	// Top maps llama.cpp's other names outside the blocks (an encoder's
+	// token_types and token_embd_norm, a learned position_embd) to the
+	// checkpoint's modules.
+	Top map[string]string
 }
 
 // Catalog maps model_types to architectures: their own names, their

@@ -26,6 +26,10 @@ Each job is one of:
       WordPiece vocabulary in the converter's phantom-space spelling
       (bench/bert_gguf.py). Replies {}.
 
+  {"quantize": GGUF, "out": PATH, "type": TYPE}
+      Writes PATH, the GGUF file llama.cpp's llama-quantize makes of GGUF at
+      TYPE (Q8_0, F16, Q4_K_M, ...). Replies {}.
+
   {"run": GGUF, "ids": [[int]]}
       Runs each input alone through llama.cpp and replies {"hidden":
       [[[float]]]}: every position's final hidden state (llama.cpp's
@@ -46,7 +50,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bert_gguf  # noqa: E402 - the converter's BERT vocabulary, and gguf-py from the pinned tree
 
 gguf = bert_gguf.gguf
-LLAMA_LOGITS = ROOT / ".deps" / "llama-tools" / "bin" / "llama-logits"
+LLAMA_TOOLS = ROOT / ".deps" / "llama-tools" / "bin"
+LLAMA_LOGITS = LLAMA_TOOLS / "llama-logits"
 
 
 def hparam(config, *names, default=None):
@@ -156,11 +161,22 @@ def run(job):
     return {"hidden": hidden}
 
 
+def quantize(job):
+    tool = LLAMA_TOOLS / "llama-quantize"
+    if not tool.exists():
+        raise SystemExit(f"{tool} is missing: run make setup-llama-tools")
+    subprocess.run([str(tool), job["quantize"], job["out"], job["type"], "2"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return {}
+
+
 def main():
     replies = []
     for job in json.load(sys.stdin):
         if "make" in job and job.get("arch") == "nomic_bert":
             replies.append(make_nomic(job))
+        elif "quantize" in job:
+            replies.append(quantize(job))
         elif "run" in job:
             replies.append(run(job))
         else:

@@ -80,6 +80,7 @@ import (
 	"github.com/archgen/archgen/generated/rwkv7"
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
+	"github.com/archgen/archgen/generated/solar_open"
 	"github.com/archgen/archgen/generated/stablelm"
 	"github.com/archgen/archgen/generated/starcoder2"
 	"github.com/archgen/archgen/generated/telechat3"
@@ -168,6 +169,7 @@ var catalog = nn.NewCatalog(
 		rwkv7.Arch,
 		seed_oss.Arch,
 		smollm3.Arch,
+		solar_open.Arch,
 		stablelm.Arch,
 		starcoder2.Arch,
 		telechat3.Arch,

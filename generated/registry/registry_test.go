@@ -103,6 +103,7 @@ func TestLookup(t *testing.T) {
 			"rwkv7":              "rwkv7",
 			"seed_oss":           "seed_oss",
 			"smollm3":            "smollm3",
+			"solar_open":         "solar_open",
 			"stablelm":           "stablelm",
 			"starcoder2":         "starcoder2",
 			"telechat3":          "telechat3",

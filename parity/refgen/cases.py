@@ -2137,9 +2137,9 @@ def _moe_cases() -> List[Case]:
 
 
 def _glm4_moe_minimax_cases() -> List[Case]:
-    """GLM-4.5's and MiniMax-M2's mixtures of experts: sigmoid routers with a
-    correction bias; 8 experts, dense and sparse layers mixed in glm4_moe
-    (minimax's layers are all sparse)."""
+    """GLM-4.5's, Solar Open's and MiniMax-M2's mixtures of experts: sigmoid
+    routers with a correction bias; 8 experts, dense and sparse layers mixed
+    in glm4_moe and solar_open (minimax's layers are all sparse)."""
 
     def glm4_moe(**over):
         cfg = _llama_like("glm4_moe", "Glm4MoeForCausalLM", num_hidden_layers=3)
@@ -2163,6 +2163,13 @@ def _glm4_moe_minimax_cases() -> List[Case]:
             num_nextn_predict_layers=1,
             pad_token_id=0,
         )
+        cfg.update(over)
+        return cfg
+
+    def solar_open(**over):
+        cfg = glm4_moe(model_type="solar_open", architectures=["SolarOpenForCausalLM"])
+        for k in ("attention_bias", "use_qk_norm", "n_group", "topk_group", "num_nextn_predict_layers"):
+            del cfg[k]
         cfg.update(over)
         return cfg
 
@@ -2218,6 +2225,14 @@ def _glm4_moe_minimax_cases() -> List[Case]:
                 num_key_value_heads=4,
                 tie_word_embeddings=True,
             ),
+        ),
+        Case(
+            "solar_open",
+            "base",
+            "glm4_moe's network under solar_open's keys, their defaults taken: no "
+            "q/k/v biases, no q/k norms, one group; layer 0 dense, layers 1-2 top-2 "
+            "of 8 renormalised, times 2.5, one shared expert",
+            solar_open(),
         ),
         Case(
             "minimax",

@@ -85,6 +85,7 @@ import (
 	"github.com/archgen/archgen/generated/starcoder2"
 	"github.com/archgen/archgen/generated/telechat3"
 	"github.com/archgen/archgen/generated/xlm_roberta"
+	"github.com/archgen/archgen/generated/youtu_llm"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -174,6 +175,7 @@ var catalog = nn.NewCatalog(
 		starcoder2.Arch,
 		telechat3.Arch,
 		xlm_roberta.Arch,
+		youtu_llm.Arch,
 		{
 			Name:    "gemma3",
 			Tier:    "parity",

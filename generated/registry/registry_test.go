@@ -109,6 +109,7 @@ func TestLookup(t *testing.T) {
 			"telechat3":          "telechat3",
 			"xlm-roberta":        "xlm-roberta",
 			"xverse":             "llama",
+			"youtu_llm":          "youtu_llm",
 		},
 		map[string]string{
 			"deepseek_v41_text": "deepseek_v41",

@@ -4573,6 +4573,49 @@ _KIMI_TOWER = (
 )
 
 
+def _youtu_llm_cases() -> List[Case]:
+    """Youtu-LLM: a dense model with DeepSeek-V2's expanded latent attention
+    under initialize_rope's rope."""
+
+    def youtu(**over):
+        cfg = _llama_like("youtu_llm", "YoutuForCausalLM")
+        cfg.update(
+            q_lora_rank=48,
+            kv_lora_rank=64,
+            qk_nope_head_dim=32,
+            qk_rope_head_dim=16,
+            v_head_dim=32,
+            rms_norm_eps=1e-6,
+            rope_theta=1600000.0,
+            attention_bias=True,
+            tie_word_embeddings=True,
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "youtu_llm",
+            "base",
+            "compressed queries (q rank 48), a latent of 64 over 4 heads (nope 32, rope 16, "
+            "value 32), interleaved rope pairs, biases on q_a/kv_a/o, an untied head",
+            youtu(tie_word_embeddings=False),
+        ),
+        Case(
+            "youtu_llm",
+            "no_q_lora",
+            "queries from q_proj (q_lora_rank null), rope in halves under yarn's scaling "
+            "(factor 4), no biases, tied embeddings",
+            youtu(
+                q_lora_rank=None,
+                rope_traditional=False,
+                rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512},
+                attention_bias=False,
+            ),
+        ),
+    ]
+
+
 def _deepseek_v2_cases() -> List[Case]:
     """DeepSeek-V2's latent attention (mlx-lm expands every head's keys and
     values and caches them; archgen caches the latent) under its own yarn
@@ -4708,6 +4751,7 @@ CASES: List[Case] = (
     + _bailing_moe_cases()
     + _deepseek_v3_cases()
     + _deepseek_v2_cases()
+    + _youtu_llm_cases()
 )
 
 

@@ -54,6 +54,7 @@ import (
 	"github.com/archgen/archgen/generated/mamba2"
 	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/minicpm"
+	"github.com/archgen/archgen/generated/minicpm3"
 	"github.com/archgen/archgen/generated/minimax"
 	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
@@ -144,6 +145,7 @@ var catalog = nn.NewCatalog(
 		mamba2.Arch,
 		mimo.Arch,
 		minicpm.Arch,
+		minicpm3.Arch,
 		minimax.Arch,
 		ministral3.Arch,
 		mixtral.Arch,

@@ -67,6 +67,7 @@ func TestLookup(t *testing.T) {
 			"mamba2":             "mamba2",
 			"mimo":               "mimo",
 			"minicpm":            "minicpm",
+			"minicpm3":           "minicpm3",
 			"minimax":            "minimax",
 			"minimax_m2":         "minimax",
 			"ministral3":         "ministral3",

@@ -2363,6 +2363,62 @@ def _minicpm_cases() -> List[Case]:
     ]
 
 
+def _minicpm3_cases() -> List[Case]:
+    """MiniCPM3: MiniCPM's muP scalings around DeepSeek-V2's expanded latent
+    attention, its shared key and queries turned by Phi-3's SuScaledRoPE."""
+
+    def minicpm3(**over):
+        cfg = _llama_like("minicpm3", "MiniCPM3ForCausalLM", num_key_value_heads=4)
+        cfg.update(
+            dim_model_base=24,
+            scale_depth=1.4,
+            scale_emb=12,
+            rope_theta=10000.0,
+            tie_word_embeddings=False,
+            initializer_range=0.1,
+            q_lora_rank=48,
+            kv_lora_rank=32,
+            qk_nope_head_dim=16,
+            qk_rope_head_dim=16,
+            max_position_embeddings=32768,
+            rope_scaling={
+                "type": "longrope",
+                "original_max_position_embeddings": 4096,
+                "short_factor": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7],
+                "long_factor": [1.0, 1.4, 2.1, 3.3, 5.2, 8.0, 11.5, 14.9],
+            },
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "minicpm3",
+            "base",
+            "q rank 48, a latent of 32 over 4 heads (nope 16, rope 16, values 64 / 4), "
+            "longrope's long factors over 32768 of 4096 positions (its mscale), "
+            "embeddings times 12, residual branches times 1.4 / sqrt(2), the head's "
+            "input divided by 64 / 24, untied; rms_norm_eps 1e-6 (the latent's and "
+            "queries' norms keep 1e-5)",
+            minicpm3(rms_norm_eps=1e-6),
+        ),
+        Case(
+            "minicpm3",
+            "tied_su",
+            "tied embeddings (no division), an su rope_scaling without "
+            "original_max_position_embeddings (4096 taken) over 8192 positions, "
+            "biases on q_a/kv_a/o",
+            minicpm3(
+                tie_word_embeddings=True,
+                attention_bias=True,
+                max_position_embeddings=8192,
+                rope_scaling={"type": "su", "short_factor": [1.0] * 8,
+                              "long_factor": [1.0, 1.2, 1.4, 1.8, 2.2, 2.8, 3.4, 4.0]},
+            ),
+        ),
+    ]
+
+
 def _qwen_cases() -> List[Case]:
     """The first Qwen: one c_attn projection for q, k and v (with a bias),
     a SwiGLU of intermediate_size // 2 with gate w2 and up w1, RMSNorm, the
@@ -4752,6 +4808,7 @@ CASES: List[Case] = (
     + _deepseek_v3_cases()
     + _deepseek_v2_cases()
     + _youtu_llm_cases()
+    + _minicpm3_cases()
 )
 
 

@@ -79,6 +79,13 @@ type ExpertNames struct {
 	// already, gate and up fused in one [E, 2 * hidden, D] tensor.
 	FusedGateUp F[string] `yaml:"fused_gate_up"`
 	FusedDown   F[string] `yaml:"fused_down"`
+	// TransposedGateUp and TransposedDown name a layout whose experts are
+	// stacked with each matrix's axes swapped: gate and up fused in one
+	// [E, D, 2 * hidden] tensor (gate columns first), down [E, hidden, D]
+	// (transformers' Qwen3-VL-MoE files); read where a checkpoint holds
+	// them.
+	TransposedGateUp F[string] `yaml:"transposed_gate_up"`
+	TransposedDown   F[string] `yaml:"transposed_down"`
 	// InterleavedGateUp names, under the stacked experts, gate and up
 	// fused with their rows interleaved, in mxfp4 blocks (moe_experts.go).
 	InterleavedGateUp F[string] `yaml:"interleaved_gate_up"`
@@ -205,6 +212,8 @@ type MoE struct {
 	correction             string // its path under the MLP
 	correctionFrom         string
 	fusedGateUp, fusedDown string
+	// transposedGateUp, transposedDown: weights.experts' transposed layout.
+	transposedGateUp, transposedDown string
 	// stackedProjs are the projections' names in the stacked layout
 	// (stacked_up, stacked_down; the MLP's names by default).
 	stackedProjs [3]string
@@ -322,6 +331,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		key string
 	}{{n.Router, "router"}, {n.Stacked, "stacked"}, {n.PerExpert, "per_expert"}, {n.Gate, "gate"}, {n.Up, "up"}, {n.Down, "down"},
 		{n.Shared, "shared"}, {n.SharedGate, "shared_gate"}, {n.Correction, "correction"}, {n.FusedGateUp, "fused_gate_up"}, {n.FusedDown, "fused_down"},
+		{n.TransposedGateUp, "transposed_gate_up"}, {n.TransposedDown, "transposed_down"},
 		{n.CorrectionFrom, "correction_from"}, {n.Dense, "dense"}} {
 		if x.f.IsSet() && !checkpointName.MatchString(x.f.V) {
 			return nil, errAt(x.f.Pos, "weights.experts."+x.key, "%q is not a checkpoint name (dotted names of letters, digits and _)", x.f.V)
@@ -361,6 +371,17 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, errAt(f.Pos, "weights.experts."+key, "fused_gate_up and fused_down go together")
 	}
 	m.fusedGateUp, m.fusedDown = n.FusedGateUp.V, n.FusedDown.V
+	if n.TransposedGateUp.IsSet() != n.TransposedDown.IsSet() {
+		f, key := n.TransposedGateUp, "transposed_gate_up"
+		if n.TransposedDown.IsSet() {
+			f, key = n.TransposedDown, "transposed_down"
+		}
+		return nil, errAt(f.Pos, "weights.experts."+key, "transposed_gate_up and transposed_down go together")
+	}
+	if n.TransposedGateUp.IsSet() && m.ungated() {
+		return nil, errAt(n.TransposedGateUp.Pos, "weights.experts.transposed_gate_up", "the experts have no gate to fuse with up")
+	}
+	m.transposedGateUp, m.transposedDown = n.TransposedGateUp.V, n.TransposedDown.V
 	m.dense = n.Dense.V
 	switch n.SharedIn.V {
 	case "mlp":
@@ -435,6 +456,12 @@ func (m *MoE) build(scope string) []jen.Code {
 		out = append(out,
 			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedGateUp)), stacked(0), stacked(1)),
 			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedDown)), stacked(2)))
+	}
+	if m.transposedGateUp != "" {
+		stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.stackedProjs[i])) }
+		out = append(out,
+			jen.Id("lw").Dot("UnfuseExpertsTransposed").Call(jen.Lit(path(m.transposedGateUp)), stacked(0), stacked(1)),
+			jen.Id("lw").Dot("UnfuseExpertsTransposed").Call(jen.Lit(path(m.transposedDown)), stacked(2)))
 	}
 	out = append(out, m.uninterleave(path)...)
 	for i, p := range m.stackedProjs {

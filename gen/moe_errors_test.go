@@ -55,6 +55,10 @@ func TestMoEDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:26: weights.experts.stacked_up: "fc 1" is not a checkpoint name (dotted names of letters, digits and _)`},
 		{"fused gate_up alone", moeBase + "weights:\n  experts: {fused_gate_up: input_linear}\n",
 			"descriptors/a.yaml:26: weights.experts.fused_gate_up: fused_gate_up and fused_down go together"},
+		{"transposed down alone", moeBase + "weights:\n  experts: {transposed_down: experts.down_proj}\n",
+			"descriptors/a.yaml:26: weights.experts.transposed_down: transposed_gate_up and transposed_down go together"},
+		{"a transposed name that is no checkpoint name", moeBase + "weights:\n  experts: {transposed_gate_up: \"a b\", transposed_down: c}\n",
+			`descriptors/a.yaml:26: weights.experts.transposed_gate_up: "a b" is not a checkpoint name (dotted names of letters, digits and _)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})

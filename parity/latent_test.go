@@ -147,3 +147,28 @@ func TestLatentQuantizedCache(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposedExpertsErrors: a checkpoint whose experts are stacked
+// transposed (transformers' Qwen3-VL-MoE layout) with a fused gate and up
+// that do not split in two, or with the stacked form beside them, is
+// refused naming the tensor (qwen3_vl_moe/base's float32 checkpoint, in
+// that layout).
+func TestTransposedExpertsErrors(t *testing.T) {
+	_, models, _ := derived(t)
+	c := CaseInfo{Arch: "qwen3_vl_moe", Case: "base"}
+	const mlp = "model.language_model.layers.0.mlp."
+	for _, x := range []struct {
+		name string
+		edit func(g *mlx.Graph, ts map[string]*mlx.Array)
+		want string
+	}{
+		{"an odd fused width", func(g *mlx.Graph, ts map[string]*mlx.Array) {
+			ts[mlp+"experts.gate_up_proj"] = g.Zeros([]int{8, 64, 127}, mlx.Float32)
+		}, "layer 0: mlp.experts.gate_up_proj: shape [8 64 127], want [experts, columns, 2 * rows]"},
+		{"both layouts", func(g *mlx.Graph, ts map[string]*mlx.Array) {
+			ts[mlp+"switch_mlp.down_proj.weight"] = g.Zeros([]int{8, 64, 64}, mlx.Float32)
+		}, "layer 0: mlp.switch_mlp.down_proj.weight: both mlp.experts.down_proj and mlp.switch_mlp.down_proj.weight"},
+	} {
+		t.Run(x.name, func(t *testing.T) { refusesEdited(t, LevelDir(models, c, "float32"), x.edit, x.want) })
+	}
+}

@@ -208,6 +208,8 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		a.QNorm = lw.RMSNorm("self_attn.q_norm", a.headDim, c.RMSNormEps)
 		a.KNorm = lw.RMSNorm("self_attn.k_norm", a.headDim, c.RMSNormEps)
 		if nn.Count(c.MLPOnlyLayers, i) == 0 && c.NumExperts > 0 && (i+1)%c.DecoderSparseStep == 0 {
+			lw.UnfuseExpertsTransposed("mlp.experts.gate_up_proj", "mlp.switch_mlp.gate_proj", "mlp.switch_mlp.up_proj")
+			lw.UnfuseExpertsTransposed("mlp.experts.down_proj", "mlp.switch_mlp.down_proj")
 			lw.StackExperts("mlp.switch_mlp.gate_proj", nn.ExpertName("mlp.experts", "gate_proj"), c.NumExperts)
 			lw.StackExperts("mlp.switch_mlp.up_proj", nn.ExpertName("mlp.experts", "up_proj"), c.NumExperts)
 			lw.StackExperts("mlp.switch_mlp.down_proj", nn.ExpertName("mlp.experts", "down_proj"), c.NumExperts)

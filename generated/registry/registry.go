@@ -413,6 +413,29 @@ var catalog = nn.NewCatalog(
 				Drop: []string{"visual", "vision_tower"},
 			},
 		},
+		{
+			Name:    "qwen3_vl_moe",
+			Tier:    "parity",
+			Aliases: []string{},
+			Doc:     "Alibaba's Qwen3-VL mixtures of experts (Qwen3-VL-30B-A3B, -235B-A22B), their text part: a Qwen3-MoE language model (qwen3_moe) read from text_config.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{},
+				Defaults:        map[string]any{},
+				Set:             map[string]any{},
+				Runs:            "qwen3_moe",
+				Dispatch:        map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"visual", "vision_tower"},
+			},
+		},
 	},
 	map[string]string{
 		"deepseek_v41_text": "deepseek_v41",

@@ -99,6 +99,7 @@ func TestLookup(t *testing.T) {
 			"qwen3_moe":          "qwen3_moe",
 			"qwen3_next":         "qwen3_next",
 			"qwen3_vl":           "qwen3_vl",
+			"qwen3_vl_moe":       "qwen3_vl_moe",
 			"recurrent_gemma":    "recurrent_gemma",
 			"roberta":            "xlm-roberta",
 			"rwkv7":              "rwkv7",

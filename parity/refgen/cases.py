@@ -47,6 +47,11 @@ class Layout:
     # Hugging Face's one kv_b_proj [heads * (nope + value), rank], each
     # head's key rows then its value rows; mlx-lm's sanitize splits it.
     fused_kv_b: bool = False
+    # Each sparse layer's stacked experts (mlx-lm's switch_mlp gate_proj,
+    # up_proj and down_proj, [E, out, in]) stored as transformers'
+    # Qwen3-VL-MoE holds them: experts.gate_up_proj [E, in, 2 * out], the
+    # gate's columns first, and experts.down_proj [E, in, out].
+    transposed_experts: bool = False
 
 
 @dataclass
@@ -1414,6 +1419,53 @@ def _qwen3_vl_cases() -> List[Case]:
                 tie_word_embeddings=True,
             ),
             layout=Layout((), _towers("visual.", _QWEN3_VL_TOWER)),
+        ),
+    ]
+
+
+def _qwen3_vl_moe_cases() -> List[Case]:
+    def text(**over):
+        cfg = _llama_like("qwen3_vl_moe_text", "", rope_theta=5000000.0, rms_norm_eps=1e-6, num_hidden_layers=3)
+        del cfg["architectures"], cfg["torch_dtype"]
+        cfg.update(
+            attention_bias=False,
+            head_dim=32,
+            max_position_embeddings=262144,
+            num_experts=8,
+            num_experts_per_tok=2,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            moe_intermediate_size=64,
+            norm_topk_prob=True,
+            tie_word_embeddings=False,
+            rope_scaling={"mrope_interleaved": True, "mrope_section": [6, 5, 5], "rope_type": "default"},
+        )
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "qwen3_vl_moe",
+            "base",
+            "Qwen3-MoE under text_config: every layer sparse, top-2 of 8 renormalised, "
+            "q/k norms, GQA, head_dim 32, untied; transformers' layout: "
+            "model.language_model.* with each layer's experts stacked transposed "
+            "(experts.gate_up_proj, experts.down_proj), model.visual.* dropped",
+            {
+                "architectures": ["Qwen3VLMoeForConditionalGeneration"],
+                "model_type": "qwen3_vl_moe",
+                "text_config": text(),
+                "vision_config": dict(
+                    _qwen_vl_vision("qwen3_vl_moe"), deepstack_visual_indexes=[0], out_hidden_size=HIDDEN
+                ),
+                "image_token_id": 7,
+                "video_token_id": 8,
+                "vision_start_token_id": 5,
+                "vision_end_token_id": 6,
+                "tie_word_embeddings": False,
+                "torch_dtype": "float32",
+            },
+            layout=Layout(_HF_NESTED, _towers("model.visual.", _QWEN3_VL_TOWER), transposed_experts=True),
         ),
     ]
 
@@ -4775,6 +4827,7 @@ CASES: List[Case] = (
     + _nemotron_cases()
     + _qwen2_vl_cases()
     + _qwen3_vl_cases()
+    + _qwen3_vl_moe_cases()
     + _mistral3_cases()
     + _gemma3_text_cases()
     + _gemma3_cases()

@@ -236,10 +236,12 @@ def relayout(dst: Path, case: Case):
         out[name] = value
     if case.layout.fused_kv_b:
         out = fuse_kv_b(out, case.config)
+    if case.layout.transposed_experts:
+        out = transpose_experts(out)
     for name, shape in case.layout.towers:
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         out[name] = mx.array(rng.standard_normal(shape, dtype=np.float32))
-    fused = sum(1 for k in out if k.endswith(".kv_b_proj.weight"))
+    fused = sum(1 for k in out if k.endswith(".kv_b_proj.weight")) + sum(1 for k in out if k.endswith(".experts.gate_up_proj"))
     if len(out) + fused != len(saved) + len(case.layout.towers):
         raise ValueError(f"{case.key}: the layout maps two tensors to one name")
     out = {k: out[k] for k in sorted(out)}
@@ -265,6 +267,26 @@ def fuse_kv_b(tensors, config):
             kv = mx.concatenate([k, v], axis=1)
             out[prefix + "kv_b_proj.weight"] = mx.contiguous(kv.reshape(-1, kv.shape[-1]))
         elif not name.endswith(".unembed_out.weight"):
+            out[name] = value
+    return out
+
+
+def transpose_experts(tensors):
+    """tensors with each sparse layer's switch_mlp gate_proj, up_proj and
+    down_proj ([E, out, in]) stored as transformers' Qwen3-VL-MoE stores
+    them: experts.gate_up_proj, the gate's and up's matrices transposed and
+    side by side ([E, in, 2 * out]), and experts.down_proj transposed."""
+    out = {}
+    for name, value in tensors.items():
+        if name.endswith(".switch_mlp.gate_proj.weight"):
+            prefix = name[: -len("switch_mlp.gate_proj.weight")]
+            up = tensors[prefix + "switch_mlp.up_proj.weight"]
+            gate_up = mx.concatenate([mx.swapaxes(value, -1, -2), mx.swapaxes(up, -1, -2)], axis=-1)
+            out[prefix + "experts.gate_up_proj"] = mx.contiguous(gate_up)
+        elif name.endswith(".switch_mlp.down_proj.weight"):
+            prefix = name[: -len("switch_mlp.down_proj.weight")]
+            out[prefix + "experts.down_proj"] = mx.contiguous(mx.swapaxes(value, -1, -2))
+        elif not name.endswith(".switch_mlp.up_proj.weight"):
             out[name] = value
     return out
 

@@ -221,6 +221,47 @@ func (w *Weights) UnfuseExperts(from string, to ...string) {
 	w.unfuse(name, from, to, 1, "[experts, %d * rows, columns]")
 }
 
+// UnfuseExpertsTransposed reads a checkpoint whose experts are stacked
+// with each matrix's axes swapped (transformers' Qwen3-VL-MoE files): from
+// [E, in, parts*out] becomes to[i].weight [E, out, in], split in equal
+// parts along its last axis (a fused gate and up, gate first) and each
+// part's last two axes swapped, or only swapped when to has one entry;
+// from.weight is read where from alone is absent. A checkpoint without
+// either is left as it is.
+func (w *Weights) UnfuseExpertsTransposed(from string, to ...string) {
+	if w.l.record {
+		return
+	}
+	l := w.l
+	name := w.prefix + from
+	if _, ok := l.tensors[name]; !ok {
+		name = w.prefix + from + ".weight"
+	}
+	a, ok := l.tensors[name]
+	if !ok {
+		return
+	}
+	delete(l.tensors, name)
+	l.scratch = append(l.scratch, a)
+	if a.Ndim() != 3 || a.Dim(2)%len(to) != 0 {
+		w.failf("%s: shape %v, want [experts, columns, %d * rows]", w.local(from), a.Shape(), len(to))
+		return
+	}
+	parts := []*mlx.Array{a}
+	if len(to) > 1 {
+		parts = l.g.Split(a, len(to), 2)
+	}
+	for i, t := range to {
+		if _, dup := l.tensors[w.prefix+t+".weight"]; dup {
+			w.failf("%s: both %s and %s", w.local(t+".weight"), w.local(from), w.local(t+".weight"))
+			continue
+		}
+		p := l.g.Contiguous(l.g.Transpose(parts[i], 0, 2, 1))
+		l.g.Keep(p)
+		l.tensors[w.prefix+t+".weight"] = p
+	}
+}
+
 // unfuse splits the tensor name (from.weight, or from) into len(to) equal
 // parts along axis, to[i].weight each, the tensor of ndim axes that want
 // (a format of len(to)) describes; a no-op when there is no such tensor.

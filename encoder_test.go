@@ -76,30 +76,7 @@ var encoderTypes = [][]int32{
 func hiddenDiff(t *testing.T, m *archgen.Model, inputs, types [][]int32, want [][][]float64) float64 {
 	t.Helper()
 	require.Len(t, want, len(inputs))
-	worst := 0.0
-	for k, in := range inputs {
-		var tt []int32
-		if types != nil {
-			tt = types[k]
-		}
-		g := mlx.NewGraph(nil)
-		caches := m.Net.NewCaches()
-		e := kv.NewEncoding(nil, tt)
-		for j := range caches {
-			caches[j] = e
-		}
-		h := g.AsType(m.Net.Hidden(g, mlx.FromSlice(g, in, 1, len(in)), caches), mlx.Float32)
-		require.NoError(t, g.Eval(h))
-		vals, err := h.Float32s()
-		require.NoError(t, err)
-		g.Close()
-		d := len(vals) / len(in)
-		for p := range in {
-			for j := range d {
-				worst = math.Max(worst, math.Abs(float64(vals[p*d+j])-want[k][p][j]))
-			}
-		}
-	}
+	_, worst := statesDistance(hiddenStates(t, m, inputs, types), want)
 	return worst
 }
 
@@ -646,15 +623,19 @@ func nomicConfig() map[string]any {
 // one: what nomic-embed-text is published as (F16, Q8_0, Q4_K_M).
 var nomicTypes = []string{"F16", "Q8_0", "Q4_K_M"}
 
-// hiddenStates are m's hidden states for each input run alone,
-// [input][position][value].
-func hiddenStates(t *testing.T, m *archgen.Model, inputs [][]int32) [][][]float64 {
+// hiddenStates are m's hidden states for each input run alone (with its
+// token types, where types is not nil), [input][position][value].
+func hiddenStates(t *testing.T, m *archgen.Model, inputs, types [][]int32) [][][]float64 {
 	t.Helper()
 	out := make([][][]float64, len(inputs))
 	for k, in := range inputs {
+		var tt []int32
+		if types != nil {
+			tt = types[k]
+		}
 		g := mlx.NewGraph(nil)
 		caches := m.Net.NewCaches()
-		e := kv.NewEncoding(nil, nil)
+		e := kv.NewEncoding(nil, tt)
 		for j := range caches {
 			caches[j] = e
 		}
@@ -727,7 +708,7 @@ func TestNomicBERTMatchesLlamaCpp(t *testing.T) {
 	require.Len(t, refs, len(jobs))
 	want := refs[1].Hidden
 	m := load(t, dir)
-	_, d := statesDistance(hiddenStates(t, m, inputs), want)
+	_, d := statesDistance(hiddenStates(t, m, inputs, nil), want)
 	t.Logf("the folder's hidden states within %.2g of llama.cpp's", d)
 	assert.Less(t, d, 5e-5)
 	means := make([][]float64, len(want))
@@ -754,7 +735,7 @@ func TestNomicBERTMatchesLlamaCpp(t *testing.T) {
 	}
 
 	f32 := load(t, filepath.Join(dir, "model.gguf"))
-	base := hiddenStates(t, f32, inputs)
+	base := hiddenStates(t, f32, inputs, nil)
 	baseRMS, baseMax := statesDistance(base, want)
 	t.Logf("F32 GGUF: within %.2g (rms %.2g) of llama.cpp", baseMax, baseRMS)
 	assert.Less(t, baseMax, 5e-5)
@@ -769,7 +750,7 @@ func TestNomicBERTMatchesLlamaCpp(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			q := load(t, filepath.Join(dir, "model-"+typ+".gguf"))
 			llamaRMS, llamaMax := statesDistance(refs[3+2*k].Hidden, want)
-			oursRMS, oursMax := statesDistance(hiddenStates(t, q, inputs), want)
+			oursRMS, oursMax := statesDistance(hiddenStates(t, q, inputs, nil), want)
 			t.Logf("%s: from llama.cpp's F32 states, archgen rms %.3g max %.3g, llama.cpp rms %.3g max %.3g",
 				typ, oursRMS, oursMax, llamaRMS, llamaMax)
 			assert.LessOrEqual(t, oursRMS, 1.1*llamaRMS+baseRMS)
@@ -835,8 +816,8 @@ func TestMiniLMGGUFMatchesLlamaCpp(t *testing.T) {
 	runReference(t, "testdata/encoders/llama_ref.py", []map[string]any{{"run": file, "ids": ids}}, &refs)
 	require.Len(t, refs, 1)
 	folder := load(t, miniLM)
-	ours := hiddenStates(t, m, ids)
-	_, fromFolder := statesDistance(ours, hiddenStates(t, folder, ids))
+	ours := hiddenStates(t, m, ids, nil)
+	_, fromFolder := statesDistance(ours, hiddenStates(t, folder, ids, nil))
 	_, fromLlama := statesDistance(ours, refs[0].Hidden)
 	t.Logf("hidden states within %.2g of the folder's, %.2g of llama.cpp's", fromFolder, fromLlama)
 	assert.Less(t, fromFolder, 1e-5)

@@ -103,25 +103,19 @@ func vocabFile(t *testing.T, name string) (string, map[string]Value) {
 	return path, maps.Clone(hdr.Values)
 }
 
-// TestPieceTokenizerRefuses: what a vocabulary's metadata must hold, by
-// name (the SentencePiece file of TestVocabularies, one value changed).
-func TestPieceTokenizerRefuses(t *testing.T) {
-	path, values := vocabFile(t, "spm-prefix.gguf")
-	for _, c := range []struct {
-		name   string
-		change func(v map[string]Value)
-		want   string
-	}{
-		{"unknown model", func(v map[string]Value) { v["tokenizer.ggml.model"] = Value{Kind: ValueString, Str: "t5"} },
-			`tokenizer.ggml.model "t5" is not supported (byte-level BPE, "gpt2", SentencePiece, "llama", and WordPiece, "bert", are)`},
-		{"no scores", func(v map[string]Value) { delete(v, "tokenizer.ggml.scores") },
-			"metadata key tokenizer.ggml.scores is missing"},
-		{"scores of another length", func(v map[string]Value) {
-			sc := v["tokenizer.ggml.scores"]
-			sc.Nums = sc.Nums[:10]
-			v["tokenizer.ggml.scores"] = sc
-		}, fmt.Sprintf("tokenizer.ggml.scores is not a list of %d numbers (one a token)", len(values["tokenizer.ggml.tokens"].Strs))},
-	} {
+// vocabFault is a change to a vocabulary file's metadata and the error
+// (after the file's path) building its tokenizer then gives.
+type vocabFault struct {
+	name   string
+	change func(v map[string]Value)
+	want   string
+}
+
+// refusesFaults checks each fault on a copy of values, the metadata of the
+// file at path.
+func refusesFaults(t *testing.T, path string, values map[string]Value, faults []vocabFault) {
+	t.Helper()
+	for _, c := range faults {
 		t.Run(c.name, func(t *testing.T) {
 			v := maps.Clone(values)
 			c.change(v)
@@ -133,17 +127,30 @@ func TestPieceTokenizerRefuses(t *testing.T) {
 	}
 }
 
+// TestPieceTokenizerRefuses: what a vocabulary's metadata must hold, by
+// name (the SentencePiece file of TestVocabularies, one value changed).
+func TestPieceTokenizerRefuses(t *testing.T) {
+	path, values := vocabFile(t, "spm-prefix.gguf")
+	refusesFaults(t, path, values, []vocabFault{
+		{"unknown model", func(v map[string]Value) { v["tokenizer.ggml.model"] = Value{Kind: ValueString, Str: "t5"} },
+			`tokenizer.ggml.model "t5" is not supported (byte-level BPE, "gpt2", SentencePiece, "llama", and WordPiece, "bert", are)`},
+		{"no scores", func(v map[string]Value) { delete(v, "tokenizer.ggml.scores") },
+			"metadata key tokenizer.ggml.scores is missing"},
+		{"scores of another length", func(v map[string]Value) {
+			sc := v["tokenizer.ggml.scores"]
+			sc.Nums = sc.Nums[:10]
+			v["tokenizer.ggml.scores"] = sc
+		}, fmt.Sprintf("tokenizer.ggml.scores is not a list of %d numbers (one a token)", len(values["tokenizer.ggml.tokens"].Strs))},
+	})
+}
+
 // TestWordPieceRefuses: a WordPiece vocabulary's special tokens must be
 // within it, named by key, or at BERT's ids (the file of TestVocabularies,
 // one value changed).
 func TestWordPieceRefuses(t *testing.T) {
 	path, values := vocabFile(t, "wpm-default.gguf")
 	n := len(values["tokenizer.ggml.tokens"].Strs)
-	for _, c := range []struct {
-		name   string
-		change func(v map[string]Value)
-		want   string
-	}{
+	refusesFaults(t, path, values, []vocabFault{
 		{"a separator past the vocabulary", func(v map[string]Value) {
 			v["tokenizer.ggml.seperator_token_id"] = Value{Kind: ValueNumber, Num: float64(n)}
 		}, fmt.Sprintf("tokenizer.ggml.seperator_token_id %d is outside the %d-token vocabulary", n, n)},
@@ -155,16 +162,7 @@ func TestWordPieceRefuses(t *testing.T) {
 		{"a lowercase flag that is no bool or number", func(v map[string]Value) {
 			v["tokenizer.ggml.normalizer.lowercase"] = Value{Kind: ValueString, Str: "yes"}
 		}, "metadata key tokenizer.ggml.normalizer.lowercase is not a number"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			v := maps.Clone(values)
-			c.change(v)
-			_, _, err := tokenizerFiles(metadata{path: path, raw: v}, map[string]any{})
-			if want := path + ": " + c.want; err == nil || err.Error() != want {
-				t.Fatalf("error %v, want %s", err, want)
-			}
-		})
-	}
+	})
 }
 
 // TestPoolingType: an embedding file's pooling_type by llama.cpp's numbers;

@@ -232,3 +232,23 @@ func TestBaseIsValid(t *testing.T) {
 func frag(name, more string) string {
 	return "fragment: " + name + "\ndoc: A fragment.\n" + more
 }
+
+// TestInheritedIgnore: a descriptor that reads a key its base ignores
+// takes it off the inherited ignore list (without that, the key would be
+// both read and ignored); a sibling that does not read it keeps it
+// ignored, and an ignore list of its own adds to the base's.
+func TestInheritedIgnore(t *testing.T) {
+	a := strings.Replace(base, "structure:", "  ignore: [attention_bias, pad_token_id]\nstructure:", 1)
+	reads := child + "config:\n  keys:\n    attention_bias: {type: bool, default: false}\n  ignore: [use_cache]\n"
+	keeps := strings.Replace(child, "model_type: b", "model_type: c", 1)
+	set, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(a), "descriptors/b.yaml": []byte(reads), "descriptors/c.yaml": []byte(keeps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"a": {"attention_bias", "pad_token_id"}, "b": {"pad_token_id", "use_cache"}, "c": {"attention_bias", "pad_token_id"}}
+	for _, arch := range set.Archs {
+		if got := strings.Join(arch.Ignored, " "); got != strings.Join(want[arch.Name], " ") {
+			t.Errorf("%s ignores %q, want %q", arch.Name, got, want[arch.Name])
+		}
+	}
+}

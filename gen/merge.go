@@ -13,7 +13,7 @@ import (
 // values, checks, test_config) merge by key, an entry set to null removing
 // the base's. A config key that sets any of required, default, derive or
 // optional replaces the base's choice among them; config.ignore adds to the
-// base's list. model_type, doc, tier, aliases and extends are never
+// base's list, less the keys the descriptor reads itself. model_type, doc, tier, aliases and extends are never
 // inherited.
 
 // inherit merges base into d.
@@ -24,19 +24,33 @@ func inherit(d, base *Descriptor) {
 		aliases, include   F[[]string]
 	}{d.ModelType, d.Doc, d.Extends, d.Fragment, d.Tier, d.Aliases, d.Include}
 	ignore := d.Config.Ignore
+	// keys the descriptor reads itself come off the base's ignore list
+	reads := map[string]bool{}
+	for _, e := range d.Config.Keys.Entries {
+		reads[e.Key] = !e.Null
+	}
 	mergeValue(reflect.ValueOf(d).Elem(), deepCopy(reflect.ValueOf(base).Elem()))
 	d.ModelType, d.Doc, d.Extends, d.Fragment, d.Tier, d.Aliases, d.Include = own.mt, own.doc, own.ext, own.frag, own.tier, own.aliases, own.include
-	if ignore.IsSet() {
-		union := append([]string(nil), base.Config.Ignore.V...)
-		for _, k := range ignore.V {
-			if !slices.Contains(union, k) {
-				union = append(union, k)
-			}
-		}
-		sort.Strings(union)
-		ignore.V = union
-		d.Config.Ignore = ignore
+	if !ignore.IsSet() && !slices.ContainsFunc(base.Config.Ignore.V, func(k string) bool { return reads[k] }) {
+		return
 	}
+	if !ignore.IsSet() {
+		ignore = d.Config.Ignore // the base's, inherited
+	}
+	var union []string
+	for _, k := range base.Config.Ignore.V {
+		if !reads[k] {
+			union = append(union, k)
+		}
+	}
+	for _, k := range ignore.V {
+		if !slices.Contains(union, k) {
+			union = append(union, k)
+		}
+	}
+	sort.Strings(union)
+	ignore.V = union
+	d.Config.Ignore = ignore
 }
 
 func isLeaf(t reflect.Type) bool { s := shapeOf(t); return s == leafShape || s == listShape }

@@ -53,10 +53,6 @@ type Config struct {
 	// latent attention has no key/value heads.
 	NumKeyValueHeads int `json:"num_key_value_heads"`
 
-	// AttentionBias is attention_bias; false when absent. Biases on q_a_proj,
-	// kv_a_proj_with_mqa and o_proj.
-	AttentionBias bool `json:"attention_bias"`
-
 	// RopeTheta is rope_theta; 1000000 when absent.
 	RopeTheta float64 `json:"rope_theta"`
 
@@ -88,6 +84,10 @@ type Config struct {
 
 	// QKRopeHeadDim is qk_rope_head_dim (required).
 	QKRopeHeadDim int `json:"qk_rope_head_dim"`
+
+	// AttentionBias is attention_bias; false when absent. Biases on q_a_proj,
+	// kv_a_proj_with_mqa and o_proj.
+	AttentionBias bool `json:"attention_bias"`
 
 	// RopeScalingType is rope_scaling_type; "" when absent. Read from
 	// rope_scaling.type or rope_scaling.rope_type when rope_scaling_type is
@@ -125,7 +125,6 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.VocabSize = nn.Required[int](r, "vocab_size")
 	c.MaxPositionEmbeddings = nn.Required[int](r, "max_position_embeddings")
 	c.NumKeyValueHeads = nn.Required[int](r, "num_key_value_heads")
-	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
 	c.RopeTheta = nn.Default[float64](r, "rope_theta", 1e+06)
 	c.RopeScaling = nn.Required[*nn.RopeScaling](r, "rope_scaling")
 	c.TieWordEmbeddings = nn.Default[bool](r, "tie_word_embeddings", false)
@@ -136,6 +135,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.KVLoraRank = nn.Required[int](r, "kv_lora_rank")
 	c.QKNoPEHeadDim = nn.Required[int](r, "qk_nope_head_dim")
 	c.QKRopeHeadDim = nn.Required[int](r, "qk_rope_head_dim")
+	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
 	c.RopeScalingType = nn.Default[string](r, "rope_scaling_type", "", "rope_scaling.type", "rope_scaling.rope_type")
 	c.RopeOriginalMaxPositions = nn.Default[int](r, "rope_original_max_positions", 4096, "rope_scaling.original_max_position_embeddings")
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)

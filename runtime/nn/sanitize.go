@@ -232,39 +232,18 @@ func (w *Weights) UnfuseExpertsTransposed(from string, to ...string) {
 	if w.l.record {
 		return
 	}
-	l := w.l
 	name := w.prefix + from
-	if _, ok := l.tensors[name]; !ok {
+	if _, ok := w.l.tensors[name]; !ok {
 		name = w.prefix + from + ".weight"
 	}
-	a, ok := l.tensors[name]
-	if !ok {
-		return
-	}
-	delete(l.tensors, name)
-	l.scratch = append(l.scratch, a)
-	if a.Ndim() != 3 || a.Dim(2)%len(to) != 0 {
-		w.failf("%s: shape %v, want [experts, columns, %d * rows]", w.local(from), a.Shape(), len(to))
-		return
-	}
-	parts := []*mlx.Array{a}
-	if len(to) > 1 {
-		parts = l.g.Split(a, len(to), 2)
-	}
-	for i, t := range to {
-		if _, dup := l.tensors[w.prefix+t+".weight"]; dup {
-			w.failf("%s: both %s and %s", w.local(t+".weight"), w.local(from), w.local(t+".weight"))
-			continue
-		}
-		p := l.g.Contiguous(l.g.Transpose(parts[i], 0, 2, 1))
-		l.g.Keep(p)
-		l.tensors[w.prefix+t+".weight"] = p
-	}
+	w.unfuse(name, from, to, 2, "[experts, columns, %d * rows]")
 }
 
 // unfuse splits the tensor name (from.weight, or from) into len(to) equal
-// parts along axis, to[i].weight each, the tensor of ndim axes that want
+// parts along axis, to[i].weight each, the tensor of axis+2 axes that want
 // (a format of len(to)) describes; a no-op when there is no such tensor.
+// Split along the last of three axes (experts stored [E, in, out]), each
+// part has its last two axes swapped back to [E, out, in].
 func (w *Weights) unfuse(name, from string, to []string, axis int, want string) {
 	l := w.l
 	a, ok := l.tensors[name]
@@ -273,8 +252,9 @@ func (w *Weights) unfuse(name, from string, to []string, axis int, want string) 
 	}
 	delete(l.tensors, name)
 	l.scratch = append(l.scratch, a)
-	if a.Ndim() != axis+2 || a.Dim(axis)%len(to) != 0 {
-		w.failf("%s: shape %v, want "+want, w.local(from+".weight"), a.Shape(), len(to))
+	swap := axis == 2
+	if (a.Ndim() != axis+2 && !swap) || (swap && a.Ndim() != 3) || a.Dim(axis)%len(to) != 0 {
+		w.failf("%s: shape %v, want "+want, w.local(strings.TrimPrefix(name, w.prefix)), a.Shape(), len(to))
 		return
 	}
 	parts := []*mlx.Array{a}
@@ -283,11 +263,14 @@ func (w *Weights) unfuse(name, from string, to []string, axis int, want string) 
 	}
 	for i, t := range to {
 		if _, dup := l.tensors[w.prefix+t+".weight"]; dup {
-			w.failf("%s: both %s and %s", w.local(t+".weight"), w.local(from+".weight"), w.local(t+".weight"))
+			w.failf("%s: both %s and %s", w.local(t+".weight"), w.local(strings.TrimPrefix(name, w.prefix)), w.local(t+".weight"))
 			continue
 		}
 		p := parts[i]
-		if len(to) > 1 {
+		switch {
+		case swap:
+			p = l.g.Contiguous(l.g.Transpose(p, 0, 2, 1))
+		case len(to) > 1:
 			p = l.g.Contiguous(p)
 		}
 		l.g.Keep(p)

@@ -684,6 +684,35 @@ func (m metadata) get(k string) (Value, error) {
 	return v, nil
 }
 
+// flag is the bool (or number, non-zero true) at k; def where the file
+// has no such key.
+func (m metadata) flag(k string, def bool) (bool, error) {
+	if !m.has(k) {
+		return def, nil
+	}
+	n, err := m.number(k)
+	return n != 0, err
+}
+
+// tokenID is the token id at k, which must lie within a vocabulary of n
+// tokens; def where the file has no such key (-1: none, returned as -1).
+func (m metadata) tokenID(k string, n, def int) (int, error) {
+	if !m.has(k) {
+		if def >= n {
+			return 0, fmt.Errorf("%s: no %s, and the default %d is outside the %d-token vocabulary", m.path, k, def, n)
+		}
+		return def, nil
+	}
+	id, err := m.int(k)
+	if err != nil {
+		return 0, err
+	}
+	if id < 0 || id >= n {
+		return 0, fmt.Errorf("%s: %s %d is outside the %d-token vocabulary", m.path, k, id, n)
+	}
+	return id, nil
+}
+
 func (m metadata) str(k string) (string, error) {
 	v, err := m.get(k)
 	if err != nil {

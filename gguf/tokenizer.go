@@ -166,12 +166,8 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 		"add_bos_token":                false,
 		"add_eos_token":                false,
 	}
-	if md.has("tokenizer.ggml.add_bos_token") {
-		b, err := md.number("tokenizer.ggml.add_bos_token")
-		if err != nil {
-			return nil, nil, err
-		}
-		tc["add_bos_token"] = b != 0
+	if tc["add_bos_token"], err = md.flag("tokenizer.ggml.add_bos_token", false); err != nil {
+		return nil, nil, err
 	}
 	for _, k := range []struct{ gguf, hf string }{
 		{"tokenizer.ggml.bos_token_id", "bos_token"},
@@ -179,17 +175,13 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 		{"tokenizer.ggml.unknown_token_id", "unk_token"},
 		{"tokenizer.ggml.padding_token_id", "pad_token"},
 	} {
-		if !md.has(k.gguf) {
-			continue
-		}
-		id, err := md.int(k.gguf)
+		id, err := md.tokenID(k.gguf, len(tokens), -1)
 		if err != nil {
 			return nil, nil, err
 		}
-		if id < 0 || id >= len(tokens) {
-			return nil, nil, fmt.Errorf("%s: %s %d is outside the %d-token vocabulary", md.path, k.gguf, id, len(tokens))
+		if id >= 0 {
+			tc[k.hf] = tokens[id]
 		}
-		tc[k.hf] = tokens[id]
 	}
 	if tc["add_bos_token"] == true && kind != "bert" {
 		bos, ok := tc["bos_token"].(string)
@@ -295,13 +287,9 @@ func pieceTokenizer(md metadata, tokens []string, types []int32, vocab map[strin
 		return nil, fmt.Errorf("%s: tokenizer.ggml.scores is not a list of %d numbers (one a token)", md.path, len(tokens))
 	}
 	scores := v.Nums
-	prefix := true
-	if md.has("tokenizer.ggml.add_space_prefix") {
-		n, err := md.number("tokenizer.ggml.add_space_prefix")
-		if err != nil {
-			return nil, err
-		}
-		prefix = n != 0
+	prefix, err := md.flag("tokenizer.ggml.add_space_prefix", true)
+	if err != nil {
+		return nil, err
 	}
 	// pieces that take part in merges: the normal ones, each by its first id
 	piece := make(map[string]int, len(tokens))
@@ -346,14 +334,11 @@ func pieceTokenizer(md metadata, tokens []string, types []int32, vocab map[strin
 		pairs[i] = []any{m.a, m.b}
 	}
 	var unk any
-	if md.has("tokenizer.ggml.unknown_token_id") {
-		id, err := md.int("tokenizer.ggml.unknown_token_id")
-		if err != nil {
-			return nil, err
-		}
-		if id < 0 || id >= len(tokens) {
-			return nil, fmt.Errorf("%s: tokenizer.ggml.unknown_token_id %d is outside the %d-token vocabulary", md.path, id, len(tokens))
-		}
+	id, err := md.tokenID("tokenizer.ggml.unknown_token_id", len(tokens), -1)
+	if err != nil {
+		return nil, err
+	}
+	if id >= 0 {
 		unk = tokens[id]
 	}
 	replace := map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": pieceSpace}
@@ -418,46 +403,23 @@ func wordPieceTokenizer(md metadata, tokens []string, types []int32) (map[string
 			vocab[piece] = i
 		}
 	}
-	id := func(key string, def int) (int, error) {
-		if !md.has(key) {
-			if def >= len(tokens) {
-				return 0, fmt.Errorf("%s: no %s, and the default %d is outside the %d-token vocabulary", md.path, key, def, len(tokens))
-			}
-			return def, nil
-		}
-		n, err := md.int(key)
-		if err != nil {
-			return 0, err
-		}
-		if n < 0 || n >= len(tokens) {
-			return 0, fmt.Errorf("%s: %s %d is outside the %d-token vocabulary", md.path, key, n, len(tokens))
-		}
-		return n, nil
-	}
-	unk, err := id("tokenizer.ggml.unknown_token_id", wordPieceUnk)
+	unk, err := md.tokenID("tokenizer.ggml.unknown_token_id", len(tokens), wordPieceUnk)
 	if err != nil {
 		return nil, err
 	}
-	cls, err := id("tokenizer.ggml.bos_token_id", wordPieceCLS)
+	cls, err := md.tokenID("tokenizer.ggml.bos_token_id", len(tokens), wordPieceCLS)
 	if err != nil {
 		return nil, err
 	}
-	sep, err := id("tokenizer.ggml.seperator_token_id", wordPieceSep)
+	sep, err := md.tokenID("tokenizer.ggml.seperator_token_id", len(tokens), wordPieceSep)
 	if err != nil {
 		return nil, err
 	}
-	flag := func(key string, def bool) (bool, error) {
-		if !md.has(key) {
-			return def, nil
-		}
-		n, err := md.number(key)
-		return n != 0, err
-	}
-	lower, err := flag("tokenizer.ggml.normalizer.lowercase", true)
+	lower, err := md.flag("tokenizer.ggml.normalizer.lowercase", true)
 	if err != nil {
 		return nil, err
 	}
-	strip, err := flag("tokenizer.ggml.normalizer.strip_accents", lower)
+	strip, err := md.flag("tokenizer.ggml.normalizer.strip_accents", lower)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ type Encoder struct {
 	// loaded as, and its field.
 	dense, act, norm, out string
 	pool, denseBias       *Value
-	normKind              **Norm
+	normKind              *Norm
 	cls                   *field
 	// posPad is structure.encoder.positions_pad (nil: none), padField the
 	// model's copy of it.
@@ -199,7 +199,7 @@ func (b *builder) resolveClassifier(e *Encoder, sc *scope) error {
 	if e.denseBias, err = b.optValue(c.DenseBias, at+"dense_bias", TBool, sc); err != nil {
 		return err
 	}
-	e.normKind = &b.a.Norm
+	e.normKind = b.a.Norm
 	e.cls = newField("Classifier", nnType("Classifier"), e.out+": the scoring head; nil when the checkpoint has none")
 	return nil
 }
@@ -290,7 +290,7 @@ func (e *Encoder) build(s stage) []jen.Code {
 		out = append(out, e.cls.of(rModel).Op("=").Id("w").Dot("Classifier").Call(spec, fHidden.of(rModel)))
 		if e.norm != "" {
 			out = append(out, jen.If(e.cls.of(rModel).Op("!=").Nil()).Block(
-				e.cls.of(rModel).Dot("Norm").Op("=").Add((*e.normKind).load("w", e.norm, fHidden.of(rModel))),
+				e.cls.of(rModel).Dot("Norm").Op("=").Add(e.normKind.load("w", e.norm, fHidden.of(rModel))),
 			))
 		}
 	}

@@ -18,10 +18,10 @@ import (
 // the mean, normalized. A GGUF file's are its pooling_type, normalized (as
 // llama-server gives them). ok is false where the folder has no
 // modules.json (a model saved without sentence-transformers' files) or the
-// GGUF file names no pooling: Embed's own defaults then hold. Dense modules after the pooling (EmbeddingGemma's
-// two) are read into opts.Dense. A folder whose modules ask for what Embed
-// does not do (max pooling, an activation other than Identity or Tanh) is
-// an error naming the file.
+// GGUF file names no pooling: Embed's own defaults then hold. Dense modules
+// after the pooling (EmbeddingGemma's two) are read into opts.Dense. A
+// folder whose modules ask for what Embed does not do (max pooling, an
+// activation other than Identity or Tanh) is an error naming the file.
 func (m *Model) EmbedDefaults() (opts EmbedOptions, ok bool, err error) {
 	if m.Source.Kind == KindGGUF && m.ggufPooling != "" {
 		return EmbedOptions{Pooling: m.ggufPooling}, true, nil

@@ -64,8 +64,7 @@ func (t *Tokenizer) xlmRobertaClass(c *Config) (*Tokenizer, error) {
 	if len(u.tokens) <= xlmRobertaUnk {
 		return nil, fmt.Errorf("tokenizer_class %s: the Unigram vocab holds %d pieces, and the class reads id %d as the unknown one", c.TokenizerClass, len(u.tokens), xlmRobertaUnk)
 	}
-	model := &unigram{vocab: u.vocab, tokens: u.tokens, scores: u.scores, trie: u.trie, unk: xlmRobertaUnk,
-		unkScore: u.unkScore, byteTokens: u.byteTokens, cache: make(map[string][]int32)}
+	model := u.withUnknown(xlmRobertaUnk)
 	scheme := prependAlways
 	if c.AddPrefixSpace != nil && !*c.AddPrefixSpace {
 		scheme = prependNever

@@ -42,6 +42,15 @@ type unigram struct {
 	cache   map[string][]int32
 }
 
+// withUnknown is u with the unknown piece at id unk (an id of its
+// vocabulary) and no byte fallback, as a tokenizer class that rebuilds the
+// model from the file's pieces makes it: the pieces, scores and trie
+// shared, a cache of its own.
+func (u *unigram) withUnknown(unk int32) *unigram {
+	return &unigram{vocab: u.vocab, tokens: u.tokens, scores: u.scores, trie: u.trie, unk: unk,
+		unkScore: u.unkScore, byteTokens: u.byteTokens, cache: make(map[string][]int32)}
+}
+
 // unkPenalty is how much lower than the lowest piece score the tokenizers
 // library scores an unknown character.
 const unkPenalty = 10.0

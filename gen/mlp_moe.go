@@ -363,20 +363,12 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, score_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
 	}
 	m.correctionFrom = n.CorrectionFrom.V
-	if n.FusedGateUp.IsSet() != n.FusedDown.IsSet() {
-		f, key := n.FusedGateUp, "fused_gate_up"
-		if n.FusedDown.IsSet() {
-			f, key = n.FusedDown, "fused_down"
-		}
-		return nil, errAt(f.Pos, "weights.experts."+key, "fused_gate_up and fused_down go together")
+	if err := together(n.FusedGateUp, n.FusedDown, "fused_gate_up", "fused_down"); err != nil {
+		return nil, err
 	}
 	m.fusedGateUp, m.fusedDown = n.FusedGateUp.V, n.FusedDown.V
-	if n.TransposedGateUp.IsSet() != n.TransposedDown.IsSet() {
-		f, key := n.TransposedGateUp, "transposed_gate_up"
-		if n.TransposedDown.IsSet() {
-			f, key = n.TransposedDown, "transposed_down"
-		}
-		return nil, errAt(f.Pos, "weights.experts."+key, "transposed_gate_up and transposed_down go together")
+	if err := together(n.TransposedGateUp, n.TransposedDown, "transposed_gate_up", "transposed_down"); err != nil {
+		return nil, err
 	}
 	if n.TransposedGateUp.IsSet() && m.ungated() {
 		return nil, errAt(n.TransposedGateUp.Pos, "weights.experts.transposed_gate_up", "the experts have no gate to fuse with up")
@@ -451,17 +443,16 @@ func (m *MoE) build(scope string) []jen.Code {
 	var out, late []jen.Code
 	hidden := fHidden.of(rModel)
 	path := func(x string) string { return scope + "." + x }
-	if m.fusedGateUp != "" {
-		stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.stackedProjs[i])) }
-		out = append(out,
-			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedGateUp)), stacked(0), stacked(1)),
-			jen.Id("lw").Dot("UnfuseExperts").Call(jen.Lit(path(m.fusedDown)), stacked(2)))
-	}
-	if m.transposedGateUp != "" {
-		stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.stackedProjs[i])) }
-		out = append(out,
-			jen.Id("lw").Dot("UnfuseExpertsTransposed").Call(jen.Lit(path(m.transposedGateUp)), stacked(0), stacked(1)),
-			jen.Id("lw").Dot("UnfuseExpertsTransposed").Call(jen.Lit(path(m.transposedDown)), stacked(2)))
+	stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.stackedProjs[i])) }
+	for _, u := range []struct{ method, gateUp, down string }{
+		{"UnfuseExperts", m.fusedGateUp, m.fusedDown},
+		{"UnfuseExpertsTransposed", m.transposedGateUp, m.transposedDown},
+	} {
+		if u.gateUp != "" {
+			out = append(out,
+				jen.Id("lw").Dot(u.method).Call(jen.Lit(path(u.gateUp)), stacked(0), stacked(1)),
+				jen.Id("lw").Dot(u.method).Call(jen.Lit(path(u.down)), stacked(2)))
+		}
 	}
 	out = append(out, m.uninterleave(path)...)
 	for i, p := range m.stackedProjs {
@@ -698,4 +689,17 @@ func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
 			plan.tag(p.Name+"."+m.sharedName, Proj{Name: proj}, roles[i], 1)
 		}
 	}
+}
+
+// together refuses one of two names that go together set without the
+// other, naming the one that is set.
+func together(a, b F[string], keyA, keyB string) error {
+	if a.IsSet() == b.IsSet() {
+		return nil
+	}
+	f, key := a, keyA
+	if b.IsSet() {
+		f, key = b, keyB
+	}
+	return errAt(f.Pos, "weights.experts."+key, "%s and %s go together", keyA, keyB)
 }

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -72,17 +73,16 @@ func (n llamaCppWordPiece) normalize(s string) string {
 }
 
 // firstOfDecomposition is the first code point of r's canonical
-// decomposition (r itself where it has none).
+// decomposition (r itself where it has none, which costs no allocation).
 func firstOfDecomposition(r rune) rune {
 	if r < 0xC0 {
 		return r
 	}
-	d := norm.NFD.String(string(r))
-	if d == string(r) {
+	var buf [utf8.UTFMax]byte
+	b := buf[:utf8.EncodeRune(buf[:], r)]
+	if norm.NFD.IsNormal(b) {
 		return r
 	}
-	for _, first := range d {
-		return first
-	}
-	return r
+	first, _ := utf8.DecodeRune(norm.NFD.Bytes(b))
+	return first
 }

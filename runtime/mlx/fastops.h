@@ -86,7 +86,10 @@ std::optional<mlx::core::array> archgen_native_rope(const mlx::core::array& x, i
                                                     mlx::core::Stream s);
 
 // mlx::core::fast::scaled_dot_product_attention, where q, k and v share a
-// dtype.
+// dtype, or float32 queries attend over half-precision keys and values (a
+// cache held at the checkpoint's width under float32 compute), read as
+// stored and widened exactly: what libmlx's promotion to float32 computes,
+// without the float32 copy of the cache.
 std::optional<mlx::core::array> archgen_native_sdpa(
     const mlx::core::array& q, const mlx::core::array& k, const mlx::core::array& v, float scale,
     const std::string& mask_mode, const std::optional<mlx::core::array>& mask,

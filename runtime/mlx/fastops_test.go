@@ -314,6 +314,97 @@ func testNativeSDPA(t *testing.T) {
 	}
 }
 
+// TestNativeSDPAHalfCache checks float32 queries attending over keys and
+// values held in bfloat16 or float16 (a cache at the checkpoint's width
+// under float32 compute): archgen's kernel reads them as stored and
+// widens them exactly, so its output equals, bit for bit, its own over the
+// keys and values cast to float32 first; libmlx (which promotes them)
+// agrees within float32's tolerance. Under each instruction set: decode
+// on the grouped kernel (keys read in place, strided buffers included),
+// prompts on the blocked kernel, masks and sinks on the general one, and
+// keys read across their last axis.
+func TestNativeSDPAHalfCache(t *testing.T) {
+	needFast(t)
+	for _, isa := range ISAs(t) {
+		t.Run(isa.Name, func(t *testing.T) {
+			defer isa.Set()()
+			for _, kvt := range []Dtype{BFloat16, Float16} {
+				for _, c := range []struct {
+					name       string
+					B, Hq, Hk  int
+					L, S, D    int
+					mode       string // "", "causal", "bool"
+					sinks      bool
+					strided    bool // a slice of a larger cache buffer
+					transposed bool // read across the last axis
+				}{
+					{"decode", 1, 9, 3, 1, 256, 64, "", false, true, false},
+					{"decode_group8", 1, 32, 4, 1, 300, 64, "", false, false, false},
+					{"decode_d128_group2", 1, 4, 2, 1, 70, 128, "", false, true, false},
+					{"decode_odd_head_dim", 1, 4, 2, 1, 33, 40, "", false, false, false},
+					{"sinks_decode", 1, 8, 2, 1, 50, 64, "", true, false, false},
+					{"bool_mask", 2, 4, 2, 6, 20, 64, "bool", false, false, false},
+					{"prefill_causal", 1, 8, 2, 40, 40, 64, "causal", false, false, false},
+					{"chunk_offset_causal", 1, 8, 2, 100, 357, 64, "causal", false, true, false},
+					{"small_causal", 1, 4, 2, 5, 9, 64, "causal", false, false, false},
+					{"transposed_causal", 1, 8, 2, 24, 70, 64, "causal", false, false, true},
+					{"transposed_decode", 1, 8, 2, 1, 70, 64, "", false, false, true},
+				} {
+					t.Run(fmt.Sprintf("%s_%s", c.name, kvt), func(t *testing.T) {
+						build := func(g *Graph, widen bool) *Array {
+							q := randn(g, 11, Float32, c.B, c.Hq, c.L, c.D)
+							var k, v *Array
+							switch {
+							case c.strided:
+								k = g.Slice(randn(g, 12, kvt, c.B, c.Hk, c.S+64, c.D), []int{0, 0, 0, 0}, []int{c.B, c.Hk, c.S, c.D})
+								v = g.Slice(randn(g, 13, kvt, c.B, c.Hk, c.S+64, c.D), []int{0, 0, 0, 0}, []int{c.B, c.Hk, c.S, c.D})
+							case c.transposed:
+								k = g.Swapaxes(randn(g, 12, kvt, c.B, c.Hk, c.D, c.S), 2, 3)
+								v = g.Swapaxes(randn(g, 13, kvt, c.B, c.Hk, c.D, c.S), 2, 3)
+							default:
+								k = randn(g, 12, kvt, c.B, c.Hk, c.S, c.D)
+								v = randn(g, 13, kvt, c.B, c.Hk, c.S, c.D)
+							}
+							if widen {
+								k, v = g.AsType(k, Float32), g.AsType(v, Float32)
+							}
+							mask := NoMask
+							switch c.mode {
+							case "causal":
+								mask = CausalMask
+							case "bool":
+								u := g.Uniform([]int{c.B, 1, c.L, c.S}, Float32, g.RandomKey(14))
+								mask = MaskArray(g.Less(u, g.Scalar(0.7, Float32)))
+							}
+							var sinks *Array
+							if c.sinks {
+								sinks = randn(g, 16, Float32, c.Hq)
+							}
+							return g.SDPASinks(q, k, v, float32(1/math.Sqrt(float64(c.D))), mask, sinks)
+						}
+						native, fallback, _ := withFast(t, func(g *Graph) *Array {
+							y := build(g, false)
+							if NativeFastOps() {
+								if name := y.primitiveName(); name != "ArchgenSDPA" {
+									t.Fatalf("primitive %q, want archgen's", name)
+								}
+							}
+							return y
+						})
+						wide, _, _ := withFast(t, func(g *Graph) *Array { return build(g, true) })
+						for i := range wide {
+							if math.Float32bits(native[i]) != math.Float32bits(wide[i]) {
+								t.Fatalf("[%d] = %g over %s keys and values, %g over them widened first", i, native[i], kvt, wide[i])
+							}
+						}
+						compareFast(t, native, fallback, fastTol(Float32))
+					})
+				}
+			}
+		})
+	}
+}
+
 // TestNativeFastOpsSwitch checks that the switch turns the kernels off: a
 // graph built with them off is libmlx's own.
 func TestNativeFastOpsSwitch(t *testing.T) {

@@ -39,7 +39,10 @@ Strided4 strided4(const mx::array& a) {
 
 struct AttnJob {
   Strided4 q, k, v, mask;
-  Kind t;
+  // t: the queries', the mask's, the sinks' and the output's kind; kv: the
+  // keys' and values' (t, or a half kind under float32 queries: a cache
+  // held at half width, widened exactly where it is read).
+  Kind t, kv;
   bool has_mask, bool_mask, causal;
   const void* sinks;  // [Hq] of kind t, or nullptr
   int B, Hq, Hkv, L, S, D, Dv;
@@ -144,16 +147,32 @@ __attribute__((target("avx2,fma,f16c"))) void softmax_row(float* s, int n, const
   for (; j < n; j++) s[j] = round_to(s[j] * norm, t);
 }
 
-// attend for float32 without a mask array, on AVX-512: the REP query
-// heads of one KV head's group together, so that each key and value row is
-// read once for all of them, and each head's output (NV vectors of 16) is
-// kept in registers across the keys. The scores and the softmax are
+// 16 values of kind KV at p, widened to float32 (exactly).
+template <Kind KV>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) inline __m512 load16(
+    const char* p) {
+  if constexpr (KV == Kind::f32) {
+    return _mm512_loadu_ps(p);
+  } else if constexpr (KV == Kind::f16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+}
+
+// attend for float32 queries without a mask array, on AVX-512: the REP
+// query heads of one KV head's group together, so that each key and value
+// row (of kind KV, widened in registers) is read once for all of them, and
+// each head's output (NV vectors of 16) is kept in registers across the
+// keys. The scores and the softmax are
 // attend's; the weighted sum adds the same products per key in the same
 // order, in lanes of 16 rather than 8.
-template <int REP, int NV>
+template <int REP, int NV, Kind KV>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_group512(
-    const AttnJob& j, int b, int h0, int l0, int l1, const float* kp, size_t kld, const float* vp,
+    const AttnJob& j, int b, int h0, int l0, int l1, const char* kp, size_t kld, const char* vp,
     size_t vld) {
+  constexpr size_t esz = KV == Kind::f32 ? 4 : 2;
   thread_local std::vector<float> qf, sc;
   qf.resize(static_cast<size_t>(REP) * j.D);
   sc.resize(static_cast<size_t>(REP) * j.S);
@@ -169,12 +188,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_g
       }
     }
     for (int s = 0; s < n; s++) {
-      const float* k = kp + s * kld;
+      const char* k = kp + s * kld * esz;
       __m512 a[REP];
 #pragma GCC unroll 4
       for (int r = 0; r < REP; r++) a[r] = _mm512_setzero_ps();
       for (int d = 0; d < j.D; d += 16) {
-        const __m512 kv = _mm512_loadu_ps(k + d);
+        const __m512 kv = load16<KV>(k + d * esz);
 #pragma GCC unroll 4
         for (int r = 0; r < REP; r++) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qf.data() + r * j.D + d), kv, a[r]);
       }
@@ -190,10 +209,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_g
       for (int c = 0; c < NV; c++) acc[r][c] = _mm512_setzero_ps();
     }
     for (int s = 0; s < n; s++) {
-      const float* v = vp + s * vld;
+      const char* v = vp + s * vld * esz;
 #pragma GCC unroll 8
       for (int c = 0; c < NV; c++) {
-        const __m512 vv = _mm512_loadu_ps(v + 16 * c);
+        const __m512 vv = load16<KV>(v + 16 * c * esz);
 #pragma GCC unroll 4
         for (int r = 0; r < REP; r++) {
           acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(sc[r * j.S + s]), vv, acc[r][c]);
@@ -211,9 +230,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_g
 
 // Runs attend_group512 where it applies (true): value rows of 64 (in
 // pieces of up to 4 heads of the group) or of 128 (up to 2 heads), each
-// piece reading the group's keys and values once for its heads.
-bool attend_fast(const AttnJob& j, int b, int h0, int rep, int l0, int l1, const float* kp,
-                 size_t kld, const float* vp, size_t vld) {
+// piece reading the group's keys and values once for its heads, as rows of
+// kind kv (kld and vld elements apart).
+bool attend_fast(const AttnJob& j, int b, int h0, int rep, int l0, int l1, Kind kv, const char* kp,
+                 size_t kld, const char* vp, size_t vld) {
   if (archgen_isa_level() != 2 || j.t != Kind::f32 || j.has_mask || j.D % 16 != 0 ||
       (j.causal && l0 + j.S - j.L + 1 <= 0)) {
     return false;
@@ -224,11 +244,16 @@ bool attend_fast(const AttnJob& j, int b, int h0, int rep, int l0, int l1, const
   }
   for (int h = 0; h < rep; h += piece) {
     const int r = std::min(piece, rep - h);
-#define ARCHGEN_GROUP(R, V) \
-  if (r == R && j.Dv == 16 * V) attend_group512<R, V>(j, b, h0 + h, l0, l1, kp, kld, vp, vld);
+#define ARCHGEN_GROUP_KIND(R, V, K) \
+  if (r == R && j.Dv == 16 * V && kv == K) attend_group512<R, V, K>(j, b, h0 + h, l0, l1, kp, kld, vp, vld);
+#define ARCHGEN_GROUP(R, V)                  \
+  ARCHGEN_GROUP_KIND(R, V, Kind::f32)        \
+  ARCHGEN_GROUP_KIND(R, V, Kind::bf16)       \
+  ARCHGEN_GROUP_KIND(R, V, Kind::f16)
     ARCHGEN_GROUP(1, 4) ARCHGEN_GROUP(2, 4) ARCHGEN_GROUP(3, 4) ARCHGEN_GROUP(4, 4)
     ARCHGEN_GROUP(1, 8) ARCHGEN_GROUP(2, 8)
 #undef ARCHGEN_GROUP
+#undef ARCHGEN_GROUP_KIND
   }
   return true;
 }
@@ -239,11 +264,19 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
                                                     int l1) {
   int rep = j.Hq / j.Hkv;
   int h0 = hkv * rep;
-  size_t esz = archgen::kind_size(j.t);
+  size_t esz = archgen::kind_size(j.t), kvsz = archgen::kind_size(j.kv);
   thread_local std::vector<float> kf, vf, qf, sc, acc;
-  // The group's keys and values as float32 rows: read in place where they
-  // are float32 with unit stride along D (a cache's buffer), converted
-  // once otherwise (they are read once per query row).
+  // Rows of unit stride along D (a cache's buffer) are read in place by
+  // the grouped kernel, whatever their kind.
+  const bool unit = j.k.s[3] == 1 && j.v.s[3] == 1;
+  const char* kb = j.k.p + (b * j.k.s[0] + hkv * j.k.s[1]) * kvsz;
+  const char* vb = j.v.p + (b * j.v.s[0] + hkv * j.v.s[1]) * kvsz;
+  if (unit && attend_fast(j, b, h0, rep, l0, l1, j.kv, kb, j.k.s[2], vb, j.v.s[2])) {
+    return;
+  }
+  // Otherwise the group's keys and values as float32 rows: read in place
+  // where they are float32 rows of unit stride, converted once otherwise
+  // (they are read once per query row).
   int jend_all = j.S;
   if (j.causal) jend_all = std::max(0, std::min(j.S, (l1 - 1) + j.S - j.L + 1));
   // A row that sees no key (more queries than keys) reads all of them:
@@ -251,29 +284,28 @@ __attribute__((target("avx2,fma,f16c"))) void attend(const AttnJob& j, int b, in
   if (j.causal && l0 + j.S - j.L + 1 <= 0) jend_all = j.S;
   const float *kp, *vp;
   size_t kld, vld;
-  if (j.t == Kind::f32 && j.k.s[3] == 1 && j.v.s[3] == 1) {
-    kp = reinterpret_cast<const float*>(j.k.p) + b * j.k.s[0] + hkv * j.k.s[1];
-    vp = reinterpret_cast<const float*>(j.v.p) + b * j.v.s[0] + hkv * j.v.s[1];
+  if (j.kv == Kind::f32 && unit) {
+    kp = reinterpret_cast<const float*>(kb);
+    vp = reinterpret_cast<const float*>(vb);
     kld = j.k.s[2];
     vld = j.v.s[2];
   } else {
     kf.resize(static_cast<size_t>(jend_all) * j.D);
     vf.resize(static_cast<size_t>(jend_all) * j.Dv);
     for (int s = 0; s < jend_all; s++) {
-      gather_f32(kf.data() + static_cast<size_t>(s) * j.D,
-                 j.k.p + (b * j.k.s[0] + hkv * j.k.s[1] + s * j.k.s[2]) * esz, j.k.s[3], j.D,
-                 j.t);
-      gather_f32(vf.data() + static_cast<size_t>(s) * j.Dv,
-                 j.v.p + (b * j.v.s[0] + hkv * j.v.s[1] + s * j.v.s[2]) * esz, j.v.s[3], j.Dv,
-                 j.t);
+      gather_f32(kf.data() + static_cast<size_t>(s) * j.D, kb + s * j.k.s[2] * kvsz, j.k.s[3],
+                 j.D, j.kv);
+      gather_f32(vf.data() + static_cast<size_t>(s) * j.Dv, vb + s * j.v.s[2] * kvsz, j.v.s[3],
+                 j.Dv, j.kv);
     }
     kp = kf.data();
     vp = vf.data();
     kld = j.D;
     vld = j.Dv;
-  }
-  if (attend_fast(j, b, h0, rep, l0, l1, kp, kld, vp, vld)) {
-    return;
+    if (!unit && attend_fast(j, b, h0, rep, l0, l1, Kind::f32, reinterpret_cast<const char*>(kp),
+                             kld, reinterpret_cast<const char*>(vp), vld)) {
+      return;
+    }
   }
   qf.resize(j.D);
   sc.resize(j.S);
@@ -539,7 +571,7 @@ struct PrefillJob {
   int lb;      // query positions per block
   int blocks;  // blocks per KV head: ceil(L / lb)
   float* kpack;  // [B * Hkv][Sp / G][D][G]: the keys' panels, zeros past S
-  float* vpack;  // [B * Hkv][S][Dv], or nullptr where the values are read in place
+  float* vpack;  // [B * Hkv][S][Dv], or nullptr where float32 values are read in place
 };
 
 // One task's scratch, per thread.
@@ -559,7 +591,8 @@ __attribute__((target("avx2,fma,f16c"))) void prefill_pack(const PrefillJob& p, 
                                                            int g1) {
   const AttnJob& j = *p.j;
   const int b = bh / j.Hkv, hkv = bh % j.Hkv, G = p.G;
-  const float* kb = reinterpret_cast<const float*>(j.k.p) + b * j.k.s[0] + hkv * j.k.s[1];
+  const size_t kvsz = archgen::kind_size(j.kv);
+  const char* kb = j.k.p + (b * j.k.s[0] + hkv * j.k.s[1]) * kvsz;
   float* dst = p.kpack + static_cast<size_t>(bh) * p.Sp * j.D;
   for (int s = g0 * G; s < g1 * G; s++) {
     float* col = dst + static_cast<size_t>(s / G) * j.D * G + s % G;
@@ -567,18 +600,19 @@ __attribute__((target("avx2,fma,f16c"))) void prefill_pack(const PrefillJob& p, 
       for (int d = 0; d < j.D; d++) col[d * G] = 0.0f;
       continue;
     }
-    const float* kr = kb + s * j.k.s[2];
-    if (j.k.s[3] == 1) {
-      for (int d = 0; d < j.D; d++) col[d * G] = kr[d];
+    const char* kr = kb + s * j.k.s[2] * kvsz;
+    if (j.kv == Kind::f32 && j.k.s[3] == 1) {
+      const float* kf = reinterpret_cast<const float*>(kr);
+      for (int d = 0; d < j.D; d++) col[d * G] = kf[d];
     } else {
-      for (int d = 0; d < j.D; d++) col[d * G] = kr[d * j.k.s[3]];
+      for (int d = 0; d < j.D; d++) col[d * G] = load1(kr, static_cast<size_t>(d * j.k.s[3]), j.kv);
     }
   }
   if (p.vpack != nullptr) {
     for (int s = g0 * G; s < std::min(g1 * G, j.S); s++) {
       gather_f32(p.vpack + (static_cast<size_t>(bh) * j.S + s) * j.Dv,
-                 j.v.p + (b * j.v.s[0] + hkv * j.v.s[1] + s * j.v.s[2]) * 4, j.v.s[3], j.Dv,
-                 Kind::f32);
+                 j.v.p + (b * j.v.s[0] + hkv * j.v.s[1] + s * j.v.s[2]) * kvsz, j.v.s[3], j.Dv,
+                 j.kv);
     }
   }
 }
@@ -745,12 +779,12 @@ bool run_prefill(const AttnJob& j, bool parallel) {
   p.lb = lb;
   p.blocks = (j.L + lb - 1) / lb;
   // The keys in panels (and the values where not float32 rows of unit
-  // stride), once per call, in the calling thread's buffers.
+  // stride: a half-width cache's, widened), once per call, in the calling thread's buffers.
   thread_local std::vector<float> kpack, vpack;
   const int heads = j.B * j.Hkv;
   kpack.resize(static_cast<size_t>(heads) * p.Sp * j.D);
   p.kpack = kpack.data();
-  if (j.v.s[3] != 1) {
+  if (j.v.s[3] != 1 || j.kv != Kind::f32) {
     vpack.resize(static_cast<size_t>(heads) * j.S * j.Dv);
     p.vpack = vpack.data();
   }
@@ -824,7 +858,8 @@ class NativeSDPA : public mx::UnaryPrimitive {
     auto& enc = begin(stream(), in, out);
     const mx::array &q = in[0], &k = in[1], &v = in[2];
     Kind t = kind_of(q.dtype());
-    AttnJob j{strided4(q), strided4(k), strided4(v), {nullptr, {0, 0, 0, 0}}, t, has_mask_,
+    AttnJob j{strided4(q), strided4(k), strided4(v), {nullptr, {0, 0, 0, 0}}, t,
+              kind_of(k.dtype()), has_mask_,
               false, causal_, nullptr, q.shape(0), q.shape(1), k.shape(1), q.shape(2),
               k.shape(2), q.shape(3), v.shape(3), round_to(scale_, t), out.data<void>()};
     int i = 3;
@@ -869,8 +904,9 @@ std::optional<mx::array> archgen_native_sdpa(const mx::array& q, const mx::array
                                              const std::optional<mx::array>& sinks,
                                              mx::Stream s) {
   if (!fast_enabled() || s.device != mx::Device::cpu || q.ndim() != 4 || k.ndim() != 4 ||
-      v.ndim() != 4 || q.dtype() != k.dtype() || q.dtype() != v.dtype() ||
-      !archgen::kernel_float(q.dtype()) || q.size() == 0 || k.shape(2) == 0) {
+      v.ndim() != 4 || k.dtype() != v.dtype() || !archgen::kernel_float(q.dtype()) ||
+      !archgen::kernel_float(k.dtype()) || (q.dtype() != k.dtype() && q.dtype() != mx::float32) ||
+      q.size() == 0 || k.shape(2) == 0) {
     return std::nullopt;
   }
   int B = q.shape(0), Hq = q.shape(1), L = q.shape(2), S = k.shape(2);

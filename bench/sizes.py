@@ -233,7 +233,9 @@ def gorun(model, pf, runs, bin_dir, only, env=None, dtype=None):
     process, as llama-bench runs its tests: ({prompt: (median prompt tok/s,
     median generate tok/s)}, the process's peak RSS, its JSON)."""
     cmd = [bin_dir / "gorun", "-model", model, "-prompts", pf, "-runs", runs, "-loads", "1", "-only", only]
-    if dtype:
+    if dtype and dtype.startswith("kv:"):
+        cmd += ["-kv-dtype", dtype[3:]]
+    elif dtype:
         cmd += ["-dtype", dtype]
     stdout, rss = timed(cmd, env)
     res = json.loads(stdout)
@@ -351,9 +353,11 @@ def long_table(size, res):
 
 
 # archgen's settings a user can choose, beside the default: the checkpoint's
-# own (half-precision) arithmetic, and the prompt products off the tile unit.
+# own (half-precision) arithmetic, the prompt products off the tile unit, and
+# a float32 KV cache (the default holds the checkpoint's half precision).
 FLAG_SETTINGS = {"-dtype checkpoint": ({}, "checkpoint"), "ARCHGEN_MLX_TILES=0": ({"ARCHGEN_MLX_TILES": "0"}, None),
-                 "ARCHGEN_MLX_NATIVE_QMM16=0": ({"ARCHGEN_MLX_NATIVE_QMM16": "0"}, None)}
+                 "ARCHGEN_MLX_NATIVE_QMM16=0": ({"ARCHGEN_MLX_NATIVE_QMM16": "0"}, None),
+                 "-kv-dtype float32": ({}, "kv:float32")}
 FLAG_FORMATS = ["mlx 4-bit g64", "mlx bfloat16", "GGUF Q4_K_M"]
 
 
@@ -426,7 +430,8 @@ def main():
                 fl[name] = {"default": {k: res[name]["archgen"][k] for k in ("tg128", "pp512")}}
                 for setting, (env, dtype) in FLAG_SETTINGS.items():
                     # the half-precision arithmetic is slow: one run
-                    r = archgen(ckpts[name][0], pf, "1" if dtype else args.runs, bin_dir, env, dtype)
+                    slow = dtype == "checkpoint"
+                    r = archgen(ckpts[name][0], pf, "1" if slow else args.runs, bin_dir, env, dtype)
                     fl[name][setting] = {"tg128": r["tg128"], "pp512": r["pp512"], "dtype": r["dtype"]}
                 results["flags"][size] = fl
                 save()

@@ -331,14 +331,14 @@ func emitBuild(f *jen.File, a *Arch) {
 }
 
 func emitAccessors(f *jen.File, a *Arch) {
-	f.Comment(comment("NewCaches makes the empty caches a sequence starts with, as mlx-lm's make_cache does: one per layer, a window cache on sliding layers."))
+	f.Comment(comment("NewCaches makes the empty caches a sequence starts with, as mlx-lm's make_cache does: one per layer, a window cache on sliding layers, holding keys and values in the weights' CacheDtype."))
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("NewCaches").Params().Index().Qual(kvPkg, "Cache").Block(
-		jen.Return(jen.Qual(nnPkg, "DefaultCaches").Call(fCaches.of(rModel))),
+		jen.Return(jen.Qual(nnPkg, "DefaultCaches").Call(fCaches.of(rModel), fParams.of(rModel))),
 	)
 	f.Line()
-	f.Comment(comment("NewCachesWith is NewCaches with options: a bound on every cache (max KV size), quantized keys and values."))
+	f.Comment(comment("NewCachesWith is NewCaches with options: a bound on every cache (max KV size), quantized keys and values, the dtype they are held in (unset: the weights' CacheDtype)."))
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("NewCachesWith").Params(jen.Id("opts").Qual(kvPkg, "Options")).Params(jen.Index().Qual(kvPkg, "Cache"), jen.Error()).Block(
-		jen.Return(jen.Qual(nnPkg, "NewCaches").Call(fCaches.of(rModel), jen.Id("opts"))),
+		jen.Return(jen.Qual(nnPkg, "NewCaches").Call(fCaches.of(rModel), fParams.of(rModel).Dot("CacheOptions").Call(jen.Id("opts")))),
 	)
 	f.Line()
 	info := []kvPair{
@@ -349,6 +349,7 @@ func emitAccessors(f *jen.File, a *Arch) {
 		{"Hidden", fHidden.of(rModel)},
 		{"Dtype", a.Embed.Field.of(rModel).Dot("Dtype").Call()},
 		{"Nbytes", fParams.of(rModel).Dot("Nbytes").Call()},
+		{"CacheDtype", fParams.of(rModel).Dot("CacheDtype").Call()},
 	}
 	if a.Encoder != nil {
 		info = append(info, kvPair{"Encoder", jen.True()}, kvPair{"Pooling", jen.Lit(a.Encoder.Pooling)})

@@ -440,7 +440,8 @@ func (m *MoE) fields() []jen.Code {
 // build are the sparse layer's lines: stack a per-expert checkpoint,
 // load the router and the experts, wire them.
 func (m *MoE) build(scope string) []jen.Code {
-	var out, late []jen.Code
+	// the model routes: its default caches hold what it computes
+	out, late := []jen.Code{jen.Id("lw").Dot("Routes").Call()}, []jen.Code(nil)
 	hidden := fHidden.of(rModel)
 	path := func(x string) string { return scope + "." + x }
 	stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.stackedProjs[i])) }

@@ -282,8 +282,8 @@ func accuracyTable(rs []accuracyResult) string {
 	sortRows(rs, func(r accuracyResult) [3]string { return [3]string{r.arch, r.cas, r.level} })
 	var sb strings.Builder
 	sb.WriteString("The default compute dtype (float32) against mlx-lm's float32 run on each level's weights, beside mlx-lm's own run at the level's dtype:\n")
-	fmt.Fprintf(&sb, "%-12s %-18s %-9s %10s %10s %10s %10s %4s %10s %4s %5s  %s\n",
-		"arch", "case", "level", "prefill", "mlx-lm", "forced", "mlx-lm", "at", "bound", "tie", "free", "")
+	fmt.Fprintf(&sb, "%-12s %-18s %-9s %10s %10s %10s %10s %10s %10s %4s %10s %4s %5s  %s\n",
+		"arch", "case", "level", "prefill", "mlx-lm", "cache", "forced", "mlx-lm", "cache", "at", "bound", "tie", "free", "")
 	pass := 0
 	for _, r := range rs {
 		status := "FAIL"
@@ -292,8 +292,8 @@ func accuracyTable(rs []accuracyResult) string {
 			pass++
 		}
 		if r.acc == nil {
-			fmt.Fprintf(&sb, "%-12s %-18s %-9s %10s %10s %10s %10s %4s %10s %4s %5s  %s %s\n",
-				r.arch, r.cas, r.level, "-", "-", "-", "-", "-", "-", "-", "-", status, r.note)
+			fmt.Fprintf(&sb, "%-12s %-18s %-9s %10s %10s %10s %10s %10s %10s %4s %10s %4s %5s  %s %s\n",
+				r.arch, r.cas, r.level, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", status, r.note)
 			continue
 		}
 		a := r.acc
@@ -303,13 +303,14 @@ func accuracyTable(rs []accuracyResult) string {
 		if a.NearTie < len(a.Steps) {
 			tie = fmt.Sprint(a.NearTie)
 		}
-		fmt.Fprintf(&sb, "%-12s %-18s %-9s %10.3g %10s %10.3g %10s %4d %10.3g %4s %2d/%-2d  %s %s\n",
-			r.arch, r.cas, r.level, a.Prefill.Rel(), relOrNone(a.LevelPrefill), s.Rel(), relOrNone(s.Level), w, Bound(s.Level),
-			tie, a.FreeEqual, len(a.Steps), status, r.note)
+		fmt.Fprintf(&sb, "%-12s %-18s %-9s %10.3g %10s %10s %10.3g %10s %10s %4d %10.3g %4s %2d/%-2d  %s %s\n",
+			r.arch, r.cas, r.level, a.Prefill.Rel(), relOrNone(a.LevelPrefill), relOrNone(a.CachePrefill), s.Rel(), relOrNone(s.Level),
+			relOrNone(s.Cache), w, s.Bound(), tie, a.FreeEqual, len(a.Steps), status, r.note)
 	}
 	fmt.Fprintf(&sb, "%d of %d pass\n", pass, len(rs))
-	sb.WriteString("prefill, forced: our distance from mlx-lm's float32 run, relative to the scale; mlx-lm: its own run's at the level's dtype\n" +
-		"at, bound: the step nearest its bound (max(slack x mlx-lm's, the float32 tolerance); RefusedLevelBound where mlx-lm refuses the level, shown -)\n" +
+	sb.WriteString("prefill, forced: our distance from mlx-lm's float32 run, relative to the scale; mlx-lm: its own run's at the level's dtype; " +
+		"cache: its float32 run's with caches holding the level's half-precision dtype, as ours do\n" +
+		"at, bound: the step nearest its bound (max(slack x mlx-lm's, the float32 tolerance, slack x cache); RefusedLevelBound in place of the first two where mlx-lm refuses the level, shown -)\n" +
 		"tie, free: the float32 run's first near-tie step; the free-running tokens equal to its picks, from the first\n")
 	return sb.String()
 }

@@ -81,7 +81,7 @@ func TestPlantedBugs(t *testing.T) {
 				a := checkAccuracy(t, planted, refs, run)
 				w := a.Steps[a.Worst()]
 				t.Logf("planted, default dtype: prefill %.3g, worst teacher-forced step %d at %.3g of its scale (bound %.3g)",
-					a.Prefill.Rel(), a.Worst(), w.Rel(), Bound(w.Level))
+					a.Prefill.Rel(), a.Worst(), w.Rel(), w.Bound())
 				if a.ForcedOK() || a.Pass() {
 					t.Errorf("the planted bug passes the default dtype's teacher-forced check")
 				}

@@ -267,6 +267,12 @@ type Float32Run struct {
 	// prefill, and the decode fed Run's picks, so that every row has Run's
 	// history. Both nil where mlx-lm cannot run the level.
 	LevelPrefill, LevelDecode []float32
+	// CachePrefill and CacheDecode are the float32 run with its caches
+	// holding keys and values in the level's half-precision dtype, as the
+	// default's caches hold them (nn.Params.CacheDtype): the prefill
+	// through a cache, the decode fed Run's picks. Both nil where the level
+	// holds no half-precision tensor.
+	CachePrefill, CacheDecode []float32
 }
 
 // Float32RunFile is the name of a level's Float32Run in its model dir.
@@ -280,12 +286,18 @@ func LoadFloat32Run(models string, c CaseInfo, level string) (*Float32Run, error
 		if d.LogitsDtype != mlx.Float32 {
 			return fmt.Errorf("%s: logits of %s, want float32", path, d.LogitsDtype)
 		}
-		level := map[string]*[]float32{"level_prefill_logits": &r.LevelPrefill, "level_decode_logits": &r.LevelDecode}
-		rows := map[string]int{"level_prefill_logits": len(d.Prompt), "level_decode_logits": len(d.DecodeTokens)}
+		level := map[string]*[]float32{
+			"level_prefill_logits": &r.LevelPrefill, "level_decode_logits": &r.LevelDecode,
+			"cache_prefill_logits": &r.CachePrefill, "cache_decode_logits": &r.CacheDecode,
+		}
+		rows := map[string]int{
+			"level_prefill_logits": len(d.Prompt), "level_decode_logits": len(d.DecodeTokens),
+			"cache_prefill_logits": len(d.Prompt), "cache_decode_logits": len(d.DecodeTokens),
+		}
 		for name, dst := range level {
 			a, ok := arrays[name]
 			if !ok {
-				continue // mlx-lm refuses the level at its own dtype
+				continue // mlx-lm refuses the level at its own dtype, or the level holds no half-precision tensor
 			}
 			if a.Ndim() != 2 || a.Dim(0) != rows[name] || a.Dim(1) != d.Vocab || a.Dtype() != mlx.Float32 {
 				return fmt.Errorf("%s: tensor %q is %s %v, want float32 [%d %d]", path, name, a.Dtype(), a.Shape(), rows[name], d.Vocab)
@@ -297,6 +309,9 @@ func LoadFloat32Run(models string, c CaseInfo, level string) (*Float32Run, error
 		}
 		if (r.LevelPrefill == nil) != (r.LevelDecode == nil) {
 			return fmt.Errorf("%s: level_prefill_logits and level_decode_logits come together", path)
+		}
+		if (r.CachePrefill == nil) != (r.CacheDecode == nil) {
+			return fmt.Errorf("%s: cache_prefill_logits and cache_decode_logits come together", path)
 		}
 		return nil
 	})

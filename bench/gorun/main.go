@@ -29,6 +29,7 @@ import (
 	"github.com/archgen/archgen/generate"
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/gguf"
+	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
@@ -81,6 +82,8 @@ type Result struct {
 	Side    string           `json:"side"`
 	Model   string           `json:"model"`
 	Dtype   string           `json:"dtype"`
+	// CacheDtype is what the KV cache held keys and values in.
+	CacheDtype string `json:"cache_dtype"`
 	Nbytes  int              `json:"weight_bytes"`
 	LoadS   []float64        `json:"load_s"`
 	Runs    map[string][]Run `json:"runs"`
@@ -111,6 +114,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs here")
 	prefillStep := flag.Int("prefill-step", 0, "prompt tokens per forward call (0: generate's default)")
 	dtype := flag.String("dtype", "", "compute dtype: float32, bfloat16, float16 or checkpoint (default: archgen's, float32 on the CPU)")
+	kvDtype := flag.String("kv-dtype", "", "what the KV cache holds: float32, bfloat16 or float16 (default: archgen's, the checkpoint's half precision under float32 compute)")
 	flag.Parse()
 	var opts nn.Options
 	if *dtype != "" {
@@ -121,13 +125,21 @@ func main() {
 		}
 		opts.Dtype = dt
 	}
-	if err := run(*dir, *promptsPath, *runs, *warmups, *loads, *only, *cpuprofile, *prefillStep, opts); err != nil {
+	var ko kv.Options
+	if *kvDtype != "" {
+		dt, err := mlx.ParseDtype(*kvDtype)
+		if ko.Dtype = dt; err != nil || ko.Check() != nil {
+			fmt.Fprintf(os.Stderr, "gorun: -kv-dtype %q: want float32, bfloat16 or float16\n", *kvDtype)
+			os.Exit(2)
+		}
+	}
+	if err := run(*dir, *promptsPath, *runs, *warmups, *loads, *only, *cpuprofile, *prefillStep, opts, ko); err != nil {
 		fmt.Fprintln(os.Stderr, "gorun:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile string, prefillStep int, opts nn.Options) error {
+func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile string, prefillStep int, opts nn.Options, ko kv.Options) error {
 	if dir == "" || promptsPath == "" {
 		return fmt.Errorf("-model and -prompts are required")
 	}
@@ -172,6 +184,14 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 	defer m.Free()
 	info := m.Info()
 	res.Dtype = info.Dtype.String()
+	switch {
+	case ko.Dtype != 0:
+		res.CacheDtype = ko.Dtype.String()
+	case info.CacheDtype != 0:
+		res.CacheDtype = info.CacheDtype.String()
+	default:
+		res.CacheDtype = res.Dtype
+	}
 	res.Nbytes = info.Nbytes
 
 	if cpuprofile != "" {
@@ -211,8 +231,16 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 						sums1, bytes1 = group.AllSumStats()
 					}
 				}}
+			if ko.Dtype != 0 {
+				if gopts.Caches, err = m.NewCachesWith(ko); err != nil {
+					return err
+				}
+			}
 			st, err := generate.Tokens(context.Background(), m, q.Tokens, gopts,
 				func(t int32) error { out = append(out, int(t)); return nil })
+			for _, c := range gopts.Caches {
+				c.Free()
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}

@@ -40,6 +40,7 @@ type genFlags struct {
 	stops          strs
 	extraEOS       strs
 	ko             kv.Options
+	kvDtype        string
 	templateConfig string
 	vars           map[string]any
 	prefillStep    int
@@ -71,6 +72,7 @@ func (f *genFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.ko.KVBits, "kv-bits", 0, "quantize the KV cache to these bits (0: off)")
 	fs.IntVar(&f.ko.KVGroupSize, "kv-group-size", 0, "KV quantization group size (default 64)")
 	fs.IntVar(&f.ko.QuantizedKVStart, "quantized-kv-start", 0, "position from which the KV cache is quantized")
+	fs.StringVar(&f.kvDtype, "kv-dtype", "", "dtype the KV cache holds: float32, bfloat16 or float16 (default: the checkpoint's half-precision dtype under float32 compute, as computed otherwise)")
 	fs.StringVar(&f.templateConfig, "chat-template-config", "", `JSON object of further chat template variables, e.g. {"enable_thinking": false}`)
 	fs.IntVar(&f.prefillStep, "prefill-step-size", 256, "prompt tokens processed at once (Ctrl-C stops after the chunk under way)")
 	fs.StringVar(&f.jsonSchema, "json-schema", "", "a file holding a JSON schema the reply must match (constrained decoding)")
@@ -95,6 +97,13 @@ func (f *genFlags) check(fs *flag.FlagSet) error {
 	}
 	if err := f.s.Check(0); err != nil {
 		return usageError{err.Error()}
+	}
+	if f.kvDtype != "" {
+		dt, err := mlx.ParseDtype(f.kvDtype)
+		if err != nil || (dt != mlx.Float32 && dt != mlx.BFloat16 && dt != mlx.Float16) {
+			return usagef("-kv-dtype %q: want float32, bfloat16 or float16", f.kvDtype)
+		}
+		f.ko.Dtype = dt
 	}
 	if err := f.ko.Check(); err != nil {
 		return usageError{err.Error()}
@@ -338,6 +347,7 @@ func (a *app) generate(args []string) error {
 	if f.verbose {
 		a.figures(res, f.src.limit)
 		fmt.Fprintln(a.stderr, f.src.computeLine(m.Net.Info().Dtype))
+		fmt.Fprintln(a.stderr, cacheLine(m.Net.Info(), f.ko.Dtype))
 		if g := f.src.group; g != nil && g.Size() > 1 {
 			calls, bytes := g.AllSumStats()
 			fmt.Fprintf(a.stderr, "Shard: rank %d of %d, weights %.3f GB; all_sum: %d ops, %d bytes from each rank over %d tokens\n",

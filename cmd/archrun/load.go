@@ -127,6 +127,18 @@ func (s *source) computeLine(dt mlx.Dtype) string {
 	return fmt.Sprintf("Compute: %s (-dtype %s)", dt, s.dtype)
 }
 
+// cacheLine says what the KV cache held keys and values in (asked: the
+// -kv-dtype flag's, 0 when not given), and why.
+func cacheLine(info nn.Info, asked mlx.Dtype) string {
+	switch {
+	case asked != 0:
+		return fmt.Sprintf("KV cache: %s (-kv-dtype %s)", asked, asked)
+	case info.CacheDtype != 0:
+		return fmt.Sprintf("KV cache: %s, the checkpoint's, as mlx-lm holds it: half the bytes of float32 to hold and read (-kv-dtype float32 for float32)", info.CacheDtype)
+	}
+	return fmt.Sprintf("KV cache: %s, as computed", info.Dtype)
+}
+
 // units are the suffixes parseSize knows, upper-cased.
 var units = map[string]float64{
 	"": 1, "B": 1,

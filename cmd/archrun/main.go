@@ -108,6 +108,12 @@
 //	-max-kv-size N          keep at most N positions per layer (rotating)
 //	-kv-bits B, -kv-group-size G, -quantized-kv-start N
 //	                        quantize the KV cache from position N on
+//	-kv-dtype D             what the KV cache holds: float32, bfloat16 or
+//	                        float16; by default, under float32 compute, the
+//	                        checkpoint's half-precision dtype (its weights'
+//	                        or a quantized checkpoint's scales'): half the
+//	                        bytes of float32 to hold and read each step, as
+//	                        llama.cpp's float16 cache; otherwise as computed
 //	-prefill-step-size N    prompt tokens processed at once (default 256)
 //	-dtype D                compute dtype: float32 (the default on the
 //	                        CPU), bfloat16, float16, or checkpoint. float32

@@ -83,6 +83,7 @@ func TestFlagsCheckedBeforeLoading(t *testing.T) {
 		{[]string{"-n", "0"}, "-max-tokens 0: want at least 1"},
 		{[]string{"-prefill-step-size", "0"}, "-prefill-step-size 0: want at least 1"},
 		{[]string{"-kv-bits", "5", "-kv-group-size", "7"}, "kv"},
+		{[]string{"-kv-dtype", "int8"}, `-kv-dtype "int8": want float32, bfloat16 or float16`},
 		{[]string{"-template-time", "0s"}, "-template-time 0s: want a positive duration"},
 		{[]string{"-template-memory", "0"}, `-template-memory "0": want a positive size (512MiB, 4MiB, bytes)`},
 		{[]string{"-template-output", "lots"}, `-template-output "lots": want a positive size (512MiB, 4MiB, bytes)`},

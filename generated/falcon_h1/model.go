@@ -224,27 +224,30 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 }
 
 // NewCaches makes the empty caches a sequence starts with, as mlx-lm's
-// make_cache does: one per layer, a window cache on sliding layers.
+// make_cache does: one per layer, a window cache on sliding layers, holding
+// keys and values in the weights' CacheDtype.
 func (m *Model) NewCaches() []kv.Cache {
-	return nn.DefaultCaches(m.caches)
+	return nn.DefaultCaches(m.caches, m.params)
 }
 
 // NewCachesWith is NewCaches with options: a bound on every cache (max KV
-// size), quantized keys and values.
+// size), quantized keys and values, the dtype they are held in (unset: the
+// weights' CacheDtype).
 func (m *Model) NewCachesWith(opts kv.Options) ([]kv.Cache, error) {
-	return nn.NewCaches(m.caches, opts)
+	return nn.NewCaches(m.caches, m.params.CacheOptions(opts))
 }
 
 // Info is the model's facts.
 func (m *Model) Info() nn.Info {
 	return nn.Info{
-		ModelType: m.Config.ModelType,
-		Arch:      Name,
-		VocabSize: m.vocab,
-		Layers:    len(m.Layers),
-		Hidden:    m.hidden,
-		Dtype:     m.EmbedTokens.Dtype(),
-		Nbytes:    m.params.Nbytes(),
+		ModelType:  m.Config.ModelType,
+		Arch:       Name,
+		VocabSize:  m.vocab,
+		Layers:     len(m.Layers),
+		Hidden:     m.hidden,
+		Dtype:      m.EmbedTokens.Dtype(),
+		Nbytes:     m.params.Nbytes(),
+		CacheDtype: m.params.CacheDtype(),
 	}
 }
 

@@ -40,7 +40,15 @@ import mlx_lm
 import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_map_with_path, tree_unflatten
 from mlx_lm.generate import generate_step, maybe_quantize_kv_cache
-from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
+from mlx_lm.models.switch_layers import QuantizedSwitchLinear, SwitchLinear
+from mlx_lm.models.cache import (
+    ChunkedKVCache,
+    ConcatenateKVCache,
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+    make_prompt_cache,
+)
 from mlx_lm.utils import (
     _get_classes,
     load_model,
@@ -789,6 +797,48 @@ def decode_rows(model, prompt, kv_cache=None, force=None):
 
 FLOAT32_RUN = "float32-run.safetensors"
 
+# mlx-lm's caches whose update_and_fetch stores a step's keys and values.
+STORING_CACHES = (KVCache, RotatingKVCache, ChunkedKVCache, ConcatenateKVCache, QuantizedKVCache)
+
+
+@contextlib.contextmanager
+def caches_holding(dtype):
+    """mlx-lm's caches storing each step's keys and values cast to dtype
+    (a quantized cache quantizing them from there), and handing attention
+    what they store, as archgen's caches hold them under float32 compute on
+    a half-precision checkpoint (nn.Params.CacheDtype)."""
+    saved = {cls: cls.__dict__["update_and_fetch"] for cls in STORING_CACHES}
+
+    def cast(update):
+        def update_and_fetch(self, keys, values):
+            return update(self, keys.astype(dtype), values.astype(dtype))
+
+        return update_and_fetch
+
+    for cls, update in saved.items():
+        cls.update_and_fetch = cast(update)
+    try:
+        yield
+    finally:
+        for cls, update in saved.items():
+            cls.update_and_fetch = update
+
+
+def half_dtype(model):
+    """The half-precision dtype that holds most of model's parameter bytes
+    (bfloat16 on a tie), or None, and None in a model that routes tokens to
+    experts: archgen's rule for the dtype its caches hold under float32
+    compute (nn.Params.CacheDtype)."""
+    if any(isinstance(m, (SwitchLinear, QuantizedSwitchLinear)) for m in model.modules()):
+        return None
+    held = {mx.bfloat16: 0, mx.float16: 0}
+    for _, v in tree_flatten(model.parameters()):
+        if v.dtype in held:
+            held[v.dtype] += v.nbytes
+    if not any(held.values()):
+        return None
+    return mx.float16 if held[mx.float16] > held[mx.bfloat16] else mx.bfloat16
+
 
 def float32_run(level_dir: Path, prompt, kv_cache=None):
     """What mlx-lm computes in float32 on a level's weights (its floating
@@ -799,8 +849,17 @@ def float32_run(level_dir: Path, prompt, kv_cache=None):
     run_level records a level (float32 logits). level_prefill_logits and
     level_decode_logits: mlx-lm at the level's own dtype, its decode fed the
     float32 run's picks, so that each of its rows has the float32 run's
-    history; absent where mlx-lm cannot run the level."""
+    history; absent where mlx-lm cannot run the level.
+
+    cache_prefill_logits and cache_decode_logits: the float32 run again with
+    its caches holding keys and values in the level's half-precision dtype
+    (caches_holding(half_dtype)), the prefill through a cache, the decode
+    fed the float32 run's picks: what rounding the cache alone costs, as
+    mlx-lm computes it; absent where the level holds no half-precision
+    parameter."""
     tokens = mx.array(prompt, dtype=mx.int32)[None]
+    level_model, _ = load_model(level_dir)
+    held = half_dtype(level_model)
     model = upcast(load_model(level_dir)[0])
     prefill = model(tokens)[0].astype(mx.float32)
     picked, decode = decode_rows(model, prompt, kv_cache)
@@ -810,8 +869,14 @@ def float32_run(level_dir: Path, prompt, kv_cache=None):
         "decode_tokens": mx.array(picked, dtype=mx.int32),
         "decode_logits": decode,
     }
+    if held is not None:
+        with caches_holding(held):
+            cache_prefill = model(tokens, cache=make_prompt_cache(model))[0].astype(mx.float32)
+            _, cache_decode = decode_rows(model, prompt, kv_cache, force=picked)
+            mx.eval(cache_prefill, cache_decode)
+        out["cache_prefill_logits"] = cache_prefill
+        out["cache_decode_logits"] = cache_decode
     del model
-    level_model, _ = load_model(level_dir)
     try:
         level_prefill = level_model(tokens)[0].astype(mx.float32)
         _, level_decode = decode_rows(level_model, prompt, kv_cache, force=picked)

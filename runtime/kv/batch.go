@@ -292,7 +292,7 @@ func single(g *mlx.Graph, c Cache) (*Batched, error) {
 			return nil, fmt.Errorf("the cache is unusable after a failed step: %v", c.s.broken)
 		}
 		b = &Batched{quant: c.quant}
-		b.s.bits, b.s.group = c.s.bits, c.s.group
+		b.s.bits, b.s.group, b.s.dtype = c.s.bits, c.s.group, c.s.dtype
 		if !c.s.empty() && c.offset > 0 {
 			b.s.set(g, fresh(g, slicePos(g, c.s.arrs, 0, c.offset)))
 		}
@@ -309,7 +309,7 @@ func single(g *mlx.Graph, c Cache) (*Batched, error) {
 			return nil, fmt.Errorf("a rotating cache that pins its first %d positions cannot be batched", c.keep)
 		}
 		b = &Batched{window: c.maxSize, quant: c.quant}
-		b.s.bits, b.s.group = c.s.bits, c.s.group
+		b.s.bits, b.s.group, b.s.dtype = c.s.bits, c.s.group, c.s.dtype
 		held, start := 0, 0
 		if n := c.s.length(); n > 0 && c.offset > 0 {
 			arrs := c.s.arrs
@@ -407,7 +407,7 @@ func (c *Batched) extend(g *mlx.Graph, others []*Batched) (int, error) {
 		o := &others[i].s
 		switch {
 		case !formed:
-			c.s.bits, c.s.group = o.bits, o.group
+			c.s.bits, c.s.group, c.s.dtype = o.bits, o.group, o.dtype
 			c.s.heads, c.s.kdim, c.s.vdim = o.heads, o.kdim, o.vdim
 			formed = true
 		case c.s.bits == 0 && o.bits != 0:
@@ -630,7 +630,7 @@ func (c *Batched) Extract(g *mlx.Graph, r int) (Cache, error) {
 		return nil, err
 	}
 	var s store
-	s.bits, s.group = c.s.bits, c.s.group
+	s.bits, s.group, s.dtype = c.s.bits, c.s.group, c.s.dtype
 	if arrs != nil {
 		s.set(g, arrs)
 		s.batch, s.heads, s.kdim, s.vdim = 1, c.s.heads, c.s.kdim, c.s.vdim
@@ -901,7 +901,7 @@ func Clone(g *mlx.Graph, c Cache) (Cache, error) {
 		return cl.clone(g)
 	}
 	copyStore := func(s store, arrs []*mlx.Array) (store, error) {
-		out := store{bits: s.bits, group: s.group, batch: s.batch, heads: s.heads, kdim: s.kdim, vdim: s.vdim}
+		out := store{bits: s.bits, group: s.group, dtype: s.dtype, batch: s.batch, heads: s.heads, kdim: s.kdim, vdim: s.vdim}
 		if s.broken != nil {
 			return out, fmt.Errorf("kv: cloning a cache that is unusable after a failed step: %v", s.broken)
 		}

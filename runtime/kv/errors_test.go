@@ -98,7 +98,8 @@ func TestCacheUsableAfterFailedStep(t *testing.T) {
 }
 
 func TestOptionsCheck(t *testing.T) {
-	good := []Options{{}, {MaxKVSize: 512}, {KVBits: 8}, {KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 5000}}
+	good := []Options{{}, {MaxKVSize: 512}, {KVBits: 8}, {KVBits: 4, KVGroupSize: 32, QuantizedKVStart: 5000},
+		{Dtype: mlx.BFloat16}, {Dtype: mlx.Float16, KVBits: 4}, {Dtype: mlx.Float32}}
 	for _, o := range good {
 		if err := o.Check(); err != nil {
 			t.Errorf("%+v: %v", o, err)
@@ -111,6 +112,7 @@ func TestOptionsCheck(t *testing.T) {
 		"KV bits -1":       {KVBits: -1},
 		"9-bit":            {KVBits: 9},
 		"group size 16 is": {KVBits: 4, KVGroupSize: 16},
+		"not int32":        {Dtype: mlx.Int32},
 	}
 	for want, o := range bad {
 		if err := o.Check(); err == nil || !strings.Contains(err.Error(), want) {
@@ -126,6 +128,12 @@ func TestOptionsCheck(t *testing.T) {
 	}
 	if c, ok := (Options{MaxKVSize: 64}).Sliding(16).(*Rotating); !ok || c.maxSize != 16 || c.keep != 0 {
 		t.Errorf("Sliding: %T %+v", c, c)
+	}
+	if c, ok := (Options{Dtype: mlx.Float16}).Full().(*Plain); !ok || c.s.dtype != mlx.Float16 {
+		t.Errorf("Full holding float16: %T %+v", c, c)
+	}
+	if c, ok := (Options{Dtype: mlx.BFloat16}).Sliding(16).(*Rotating); !ok || c.s.dtype != mlx.BFloat16 {
+		t.Errorf("Sliding holding bfloat16: %T %+v", c, c)
 	}
 }
 

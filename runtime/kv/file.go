@@ -564,6 +564,9 @@ func (r *stateReader) kv(p string, s *store) error {
 		if a.Ndim() != 4 {
 			return r.errf("tensor %q: shape %v, not [B, Hkv, N, D]", name, a.Shape())
 		}
+		if packed := s.bits != 0 && i%3 == 0; !packed && !cacheDtype(a.Dtype()) {
+			return r.errf("tensor %q: dtype %s, want float32, bfloat16 or float16", name, a.Dtype())
+		}
 		if a0 := arrs[0]; i > 0 && (a.Dim(0) != a0.Dim(0) || a.Dim(1) != a0.Dim(1) || a.Dim(2) != a0.Dim(2)) {
 			return r.errf("tensor %q: shape %v disagrees with %q's %v", name, a.Shape(), names[0], a0.Shape())
 		}
@@ -595,6 +598,9 @@ func (r *stateReader) kv(p string, s *store) error {
 		r.taken[name] = true
 	}
 	s.arrs = arrs
+	// Later steps are held as the file holds its keys and values (a
+	// quantized store's scales).
+	s.dtype = arrs[min(s.bits, 1)].Dtype()
 	return nil
 }
 

@@ -190,6 +190,10 @@ func TestLoadErrors(t *testing.T) {
 		{"offset too big", func(a map[string]*mlx.Array, m map[string]string) { a["0.2"] = scalarArray(t, 9) }, "offset 9 outside the 3 positions", false},
 		{"wrong rank", func(a map[string]*mlx.Array, m map[string]string) { a["0.0"] = a["0.2"] }, `tensor "0.0": shape [], not [B, Hkv, N, D]`, false},
 		{"bad pending", func(a map[string]*mlx.Array, m map[string]string) { m["0.kv_quantize_0"] = "bits=9" }, "not a KV quantization", false},
+		{"integer keys", func(a map[string]*mlx.Array, m map[string]string) { a["0.0"] = a["1.0.0"] },
+			`layer 0 (KVCache): tensor "0.0": dtype uint32, want float32, bfloat16 or float16`, false},
+		{"integer scales", func(a map[string]*mlx.Array, m map[string]string) { a["1.1.1"] = a["1.1.0"] },
+			`layer 1 (QuantizedKVCache): tensor "1.1.1": dtype uint32, want float32, bfloat16 or float16`, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

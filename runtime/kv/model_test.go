@@ -1,9 +1,11 @@
 package kv_test
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/archgen/archgen/generated/registry"
@@ -153,6 +155,148 @@ func TestModelDecodeEqualsRecompute(t *testing.T) {
 				}
 				decode(t, m, loaded, want, prompt, seq[prompt:])
 			})
+		})
+	}
+}
+
+// TestCacheDtype: a model computing in float32 on a half-precision
+// checkpoint (bfloat16 or float16 weights, or a quantized one's scales)
+// holds its keys and values in that dtype by default, in its growing and
+// window caches alike: half the bytes of float32 caches, and logits close
+// to theirs (not equal: the keys and values are rounded). Asked for
+// float32 caches, or for the checkpoint's own arithmetic, or on a float32
+// checkpoint, or in a model that routes to experts, it holds what it
+// computes.
+func TestCacheDtype(t *testing.T) {
+	scalesDtype := func(level string) mlx.Dtype {
+		arrays, _, err := mlx.LoadSafetensors(filepath.Join("../../out/parity/llama/sliding", level, "model.safetensors"), nil)
+		if err != nil {
+			t.Fatalf("%v (make parity-models derives it)", err)
+		}
+		dt := mlx.Dtype(0)
+		for name, a := range arrays {
+			if strings.HasSuffix(name, ".scales") {
+				dt = a.Dtype()
+			}
+			a.Free()
+		}
+		return dt
+	}
+	held := func(t *testing.T, caches []kv.Cache) mlx.Dtype {
+		t.Helper()
+		dt := mlx.Dtype(0)
+		for i, c := range caches {
+			st, ok := c.(interface{ State() []*mlx.Array })
+			if !ok || (len(st.State()) != 2 && len(st.State()) != 6) {
+				t.Fatalf("layer %d: a %T holding %d arrays, want a dense or quantized cache", i, c, len(st.State()))
+			}
+			arrs := st.State()
+			if len(arrs) == 6 {
+				arrs = []*mlx.Array{arrs[1], arrs[2], arrs[4], arrs[5]} // scales and biases
+			}
+			for _, a := range arrs {
+				if dt != 0 && a.Dtype() != dt {
+					t.Fatalf("layer %d holds %s beside %s", i, a.Dtype(), dt)
+				}
+				dt = a.Dtype()
+			}
+		}
+		return dt
+	}
+	bytes := func(caches []kv.Cache) int {
+		n := 0
+		for _, c := range caches {
+			n += c.Nbytes()
+		}
+		return n
+	}
+	// decodeAll runs seq's prompt then decodes the rest a token at a time,
+	// returning every step's logits.
+	decodeAll := func(t *testing.T, m nn.Model, caches []kv.Cache) []float32 {
+		t.Helper()
+		var out []float32
+		for _, l := range run(t, m, caches, seq[:prompt]) {
+			out = append(out, l...)
+		}
+		for _, tok := range seq[prompt:] {
+			out = append(out, run(t, m, caches, []int32{tok})[0]...)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		arch, cas, level string
+		dtype            mlx.Dtype // the compute dtype asked for
+		kvBits           int       // in groups of 32
+		want             mlx.Dtype
+	}{
+		{"llama", "sliding", "bfloat16", 0, 0, mlx.BFloat16},
+		{"llama", "sliding", "float16", 0, 0, mlx.Float16},
+		{"llama", "sliding", "q4_g64", 0, 0, scalesDtype("q4_g64")},
+		{"llama", "sliding", "float32", 0, 0, mlx.Float32},
+		{"llama", "sliding", "bfloat16", nn.CheckpointDtype, 0, mlx.BFloat16},
+		{"llama", "sliding", "float16", mlx.Float32, 0, mlx.Float16},
+		{"llama", "base", "bfloat16", 0, 8, mlx.BFloat16},
+		{"qwen3_moe", "base", "bfloat16", 0, 0, mlx.Float32},
+	} {
+		compute := map[mlx.Dtype]string{0: "default", nn.CheckpointDtype: "checkpoint"}[c.dtype]
+		if compute == "" {
+			compute = c.dtype.String()
+		}
+		t.Run(fmt.Sprintf("%s_%s_%s_%s_kv%d", c.arch, c.cas, c.level, compute, c.kvBits), func(t *testing.T) {
+			m := loadLevel(t, c.arch, c.cas+"/"+c.level, c.dtype)
+			if got := m.Info().CacheDtype; (got == 0) != (c.want == mlx.Float32 || c.dtype == nn.CheckpointDtype) {
+				t.Errorf("Info().CacheDtype %s, holding %s", got, c.want)
+			}
+			opts := kv.Options{KVBits: c.kvBits}
+			if c.kvBits > 0 {
+				opts.KVGroupSize = 32
+			}
+			caches, err := m.NewCachesWith(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer freeAll(caches)
+			got := decodeAll(t, m, caches)
+			if dt := held(t, caches); dt != c.want {
+				t.Fatalf("the caches hold %s, want %s", dt, c.want)
+			}
+			opts.Dtype = mlx.Float32
+			wide, err := m.NewCachesWith(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer freeAll(wide)
+			want := decodeAll(t, m, wide)
+			if c.dtype == nn.CheckpointDtype {
+				// computed in bfloat16: float32 caches widen them, and the
+				// attention then runs in float32 (libmlx promotes)
+				return
+			}
+			if dt := held(t, wide); dt != mlx.Float32 {
+				t.Fatalf("asked for float32 caches, they hold %s", dt)
+			}
+			if c.want == mlx.Float32 {
+				if bytes(caches) != bytes(wide) {
+					t.Fatalf("float32 caches of %d and %d bytes", bytes(caches), bytes(wide))
+				}
+				return
+			}
+			switch {
+			case c.kvBits == 0 && 2*bytes(caches) != bytes(wide):
+				t.Fatalf("the %s caches take %d bytes, float32 ones %d", c.want, bytes(caches), bytes(wide))
+			case c.kvBits > 0 && bytes(caches) >= bytes(wide):
+				// the packed values alike, the scales and biases halved
+				t.Fatalf("the quantized caches with %s scales take %d bytes, with float32 ones %d", c.want, bytes(caches), bytes(wide))
+			}
+			scale, diff := 0.0, 0.0
+			for i := range want {
+				scale = math.Max(scale, math.Abs(float64(want[i])))
+				diff = math.Max(diff, math.Abs(float64(got[i]-want[i])))
+			}
+			t.Logf("logits over %s caches within %.3g of float32 caches' (scale %.3g)", c.want, diff, scale)
+			if diff == 0 || diff > 0.02*scale {
+				t.Fatalf("logits over %s caches differ by %g from float32 caches' (scale %g): want a rounding's worth", c.want, diff, scale)
+			}
 		})
 	}
 }

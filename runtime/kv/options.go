@@ -1,6 +1,10 @@
 package kv
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
 
 // Options choose the caches a model makes (a generated model's NewCaches
 // takes them). The zero value is mlx-lm's default: a plain growing cache on
@@ -17,6 +21,14 @@ type Options struct {
 	// it there, in groups of KVGroupSize values along the head dim (64
 	// when 0).
 	KVBits, KVGroupSize, QuantizedKVStart int
+	// Dtype is what the caches hold keys and values in (float32, bfloat16
+	// or float16; quantized, their scales and biases): 0 keeps them as the
+	// forward pass computes them. A model's NewCaches sets it to the
+	// checkpoint's half-precision dtype when it computes in float32 (see
+	// nn.Params.CacheDtype), as llama.cpp keeps float16 caches: half the
+	// bytes to hold and to read per step, at the precision the
+	// checkpoint's own arithmetic would give them.
+	Dtype mlx.Dtype
 }
 
 // MaxKVKeep is the number of first positions a cache bounded by MaxKVSize
@@ -34,6 +46,9 @@ func (o Options) Check() error {
 	if o.KVBits < 0 {
 		return fmt.Errorf("kv: KV bits %d is negative", o.KVBits)
 	}
+	if o.Dtype != 0 && !cacheDtype(o.Dtype) {
+		return fmt.Errorf("kv: a cache holds float32, bfloat16 or float16, not %s", o.Dtype)
+	}
 	if o.KVBits == 0 && o.KVGroupSize != 0 {
 		return fmt.Errorf("kv: KV group size %d without KV bits", o.KVGroupSize)
 	}
@@ -50,13 +65,18 @@ func (o Options) quantization() Quantization {
 // Full is the cache of a full-attention layer.
 func (o Options) Full() Cache {
 	if o.MaxKVSize > 0 {
-		return NewRotating(o.MaxKVSize, MaxKVKeep).Quantize(o.quantization())
+		return NewRotating(o.MaxKVSize, MaxKVKeep).Quantize(o.quantization()).Hold(o.Dtype)
 	}
-	return NewPlain().Quantize(o.quantization())
+	return NewPlain().Quantize(o.quantization()).Hold(o.Dtype)
 }
 
 // Sliding is the cache of a layer that attends over a window of that many
 // positions.
 func (o Options) Sliding(window int) Cache {
-	return NewRotating(window, 0).Quantize(o.quantization())
+	return NewRotating(window, 0).Quantize(o.quantization()).Hold(o.Dtype)
+}
+
+// cacheDtype reports whether caches hold keys and values of dtype dt.
+func cacheDtype(dt mlx.Dtype) bool {
+	return dt == mlx.Float32 || dt == mlx.BFloat16 || dt == mlx.Float16
 }

@@ -29,6 +29,14 @@ func (c *Plain) Quantize(q Quantization) *Plain {
 	return c
 }
 
+// Hold makes c hold keys and values in dt (float32, bfloat16 or float16;
+// quantized, their scales and biases), casting each step's; 0 holds them
+// as computed. It returns c.
+func (c *Plain) Hold(dt mlx.Dtype) *Plain {
+	c.s.dtype = dt
+	return c
+}
+
 // Quantized reports whether c holds its keys and values quantized now.
 func (c *Plain) Quantized() bool { return c.s.quantized() }
 

@@ -41,6 +41,12 @@ func (c *Rotating) Quantize(q Quantization) *Rotating {
 	return c
 }
 
+// Hold makes c hold keys and values in dt (see Plain.Hold) and returns c.
+func (c *Rotating) Hold(dt mlx.Dtype) *Rotating {
+	c.s.dtype = dt
+	return c
+}
+
 // Quantized reports whether c holds its keys and values quantized now.
 func (c *Rotating) Quantized() bool { return c.s.quantized() }
 

@@ -19,6 +19,9 @@ import (
 type store struct {
 	arrs         []*mlx.Array // nil while empty
 	bits, group  int          // bits 0: dense
+	// dtype is what keys and values are held in (a quantized store's
+	// scales and biases too); 0: as each step computes them.
+	dtype        mlx.Dtype
 	batch, heads int          // B and Hkv of what is held
 	kdim, vdim   int          // head dims of keys and values (unpacked)
 	broken       error        // a step failed midway: the arrays are unusable
@@ -78,6 +81,14 @@ func (s *store) settle(g *mlx.Graph) {
 
 // encode turns a step's keys and values into the store's form.
 func (s *store) encode(g *mlx.Graph, k, v *mlx.Array) []*mlx.Array {
+	if s.dtype != 0 {
+		if k.Dtype() != s.dtype {
+			k = g.AsType(k, s.dtype)
+		}
+		if v.Dtype() != s.dtype {
+			v = g.AsType(v, s.dtype)
+		}
+	}
 	if s.bits == 0 {
 		return []*mlx.Array{k, v}
 	}

@@ -72,9 +72,10 @@ func EncoderCaches(n int) []CacheSpec {
 }
 
 // DefaultCaches is NewCaches with mlx-lm's default caches (the zero
-// kv.Options, which are always valid).
-func DefaultCaches(specs []CacheSpec) []kv.Cache {
-	caches, _ := NewCaches(specs, kv.Options{})
+// kv.Options, which are always valid), holding keys and values in p's
+// CacheDtype.
+func DefaultCaches(specs []CacheSpec, p *Params) []kv.Cache {
+	caches, _ := NewCaches(specs, p.CacheOptions(kv.Options{}))
 	return caches
 }
 

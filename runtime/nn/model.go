@@ -97,6 +97,10 @@ type Info struct {
 	Hidden    int       // width of the residual stream
 	Dtype     mlx.Dtype // the compute dtype: the embedding's rows' and the logits'
 	Nbytes    int       // size of the weights
+	// CacheDtype is what NewCaches holds keys and values in: the
+	// checkpoint's half-precision dtype under float32 compute (see
+	// Params.CacheDtype), 0 where they are held as computed.
+	CacheDtype mlx.Dtype
 	// Encoder: the model reads its whole input at once, every position
 	// attending to every other (structure.encoder): it embeds (and, with
 	// a classifier, scores), it does not generate. Pooling is how its

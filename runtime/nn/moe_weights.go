@@ -6,6 +6,11 @@ import (
 	"github.com/archgen/archgen/runtime/mlx"
 )
 
+// Routes records that the model routes tokens to experts (a sparse
+// layer): its caches then hold keys and values as computed, float32 under
+// float32 compute (see Params.CacheDtype).
+func (w *Weights) Routes() { w.l.routes = true }
+
 // Experts is the stacked experts name: weight [n, out, in], dense or
 // quantized, and a bias [n, out] when bias is set.
 //

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/archgen/archgen/runtime/kv"
 	"github.com/archgen/archgen/runtime/mlx"
 )
 
@@ -121,6 +122,7 @@ type loader struct {
 	flipped   map[string]bool
 	quant     *Quantization
 	opts      Options
+	routes    bool // a layer routes tokens to experts (Routes)
 	g         *mlx.Graph   // casts and derived weights
 	scratch   []*mlx.Array // casts that feed derived weights; freed by Finish
 	params    *Params
@@ -767,7 +769,31 @@ func (w *Weights) Finish() (*Params, error) {
 		delete(l.tensors, name)
 	}
 	l.freeScratch(kept)
+	if l.opts.Dtype == mlx.Float32 && !l.routes {
+		l.params.cacheDtype = halfDtype(l.params.arrays)
+	}
 	return l.params, nil
+}
+
+// halfDtype is the half-precision dtype that holds most of arrays' bytes
+// (bfloat16 on a tie), or 0 when none is half precision.
+func halfDtype(arrays []*mlx.Array) mlx.Dtype {
+	var bf, f int
+	for _, a := range arrays {
+		switch a.Dtype() {
+		case mlx.BFloat16:
+			bf += a.Nbytes()
+		case mlx.Float16:
+			f += a.Nbytes()
+		}
+	}
+	switch {
+	case bf == 0 && f == 0:
+		return 0
+	case f > bf:
+		return mlx.Float16
+	}
+	return mlx.BFloat16
 }
 
 // unexpected names an unused tensor by the labeled scope it falls in.
@@ -847,6 +873,38 @@ type Params struct {
 	// at load): freed with them, not counted in Nbytes.
 	views []*mlx.Array
 	ropes []Rope
+	// cacheDtype is the checkpoint's half-precision dtype under float32
+	// compute, 0 otherwise.
+	cacheDtype mlx.Dtype
+}
+
+// CacheDtype is the dtype the model's caches hold keys and values in by
+// default: under float32 compute, the half-precision dtype the
+// checkpoint's weights (or a quantized checkpoint's scales) are stored in,
+// as the checkpoint's own arithmetic would hold them, at half the bytes;
+// 0 (as computed) when the model computes in its checkpoint's dtypes, the
+// checkpoint holds no half-precision tensor, or the model routes tokens to
+// experts (Weights.Routes). A router's choice is discontinuous: where two
+// experts nearly tie, rounding the keys and values moves the hidden state
+// enough to pick the other, and the output then differs by far more than
+// the rounding (measured on the parity matrix's mixtures: 23 of their
+// quantized and bfloat16 levels went from within mlx-lm's own distance of
+// its float32 run to beyond it). A dense model's output moves with the
+// rounding alone, within that distance.
+func (p *Params) CacheDtype() mlx.Dtype {
+	if p == nil {
+		return 0
+	}
+	return p.cacheDtype
+}
+
+// CacheOptions is opts with the model's default cache dtype where opts
+// leave it unset.
+func (p *Params) CacheOptions(opts kv.Options) kv.Options {
+	if opts.Dtype == 0 {
+		opts.Dtype = p.CacheDtype()
+	}
+	return opts
 }
 
 // Free releases every array; the model is unusable afterwards.

@@ -14,7 +14,8 @@ const (
 	// QueryDtype: in the queries' dtype, as MLX's fused kernel runs.
 	QueryDtype Precision = iota
 	// Float32: queries, keys and values widened to float32, the output cast
-	// back to the values' dtype.
+	// back to the queries' dtype (the compute dtype: mlx-lm casts to the
+	// values', which are in it).
 	Float32
 	// Float32AtFloat16: Float32 when the queries are float16, QueryDtype
 	// otherwise (mlx-lm makes the cast in some models only for float16,
@@ -68,14 +69,24 @@ func softcapAttention(g *mlx.Graph, q *mlx.Array, kv KV, sp Spec) *mlx.Array {
 }
 
 // float32Attention attends on q, keys and values widened to float32 and
-// casts the output back.
+// casts the output back to q's dtype. Half-precision keys and values are
+// widened where attention reads them (archgen's kernel widens them
+// exactly as it reads them, libmlx's promotes them), not copied whole.
 func float32Attention(g *mlx.Graph, q *mlx.Array, kv KV, sp Spec) *mlx.Array {
-	q32 := g.AsType(q, mlx.Float32)
-	if kv.QKeys != nil {
-		return g.AsType(quantizedAttention(g, q32, kv, sp.Scale, sp.Mask, sp.Sinks), q.Dtype())
+	q32 := q
+	if q.Dtype() != mlx.Float32 {
+		q32 = g.AsType(q, mlx.Float32)
 	}
-	dt := kv.Values.Dtype()
-	return g.AsType(g.SDPASinks(q32, g.AsType(kv.Keys, mlx.Float32), g.AsType(kv.Values, mlx.Float32), sp.Scale, sp.Mask, sp.Sinks), dt)
+	var out *mlx.Array
+	if kv.QKeys != nil {
+		out = quantizedAttention(g, q32, kv, sp.Scale, sp.Mask, sp.Sinks)
+	} else {
+		out = g.SDPASinks(q32, kv.Keys, kv.Values, sp.Scale, sp.Mask, sp.Sinks)
+	}
+	if q.Dtype() != mlx.Float32 {
+		out = g.AsType(out, q.Dtype())
+	}
+	return out
 }
 
 // Scores is q k^T for attention written out by hand, over dense or

@@ -398,8 +398,13 @@ func (c *Batched) extend(g *mlx.Graph, others []*Batched) (int, error) {
 		copy(start, st)
 	}
 	// The batch keeps its form, or, while it holds nothing, takes the first
-	// joining rows'; a quantized joiner makes a dense batch quantized.
+	// joining rows'; a quantized joiner makes a dense batch quantized. The
+	// dtype it holds is its rows' from the first joiner on, whether or not
+	// that row holds anything yet.
 	formed := !c.s.empty()
+	if !formed && c.s.dtype == 0 && len(others) > 0 {
+		c.s.dtype = others[0].s.dtype
+	}
 	for i, arrs := range srcs {
 		if arrs == nil {
 			continue
@@ -412,7 +417,7 @@ func (c *Batched) extend(g *mlx.Graph, others []*Batched) (int, error) {
 			formed = true
 		case c.s.bits == 0 && o.bits != 0:
 			if !c.s.empty() {
-				c.s.set(g, encodeAll(g, c.s.arrs, o.bits, o.group))
+				c.s.set(g, encodeAll(g, c.s.arrs, o.bits, o.group, c.s.dtype))
 			}
 			c.s.bits, c.s.group = o.bits, o.group
 		}
@@ -425,7 +430,10 @@ func (c *Batched) extend(g *mlx.Graph, others []*Batched) (int, error) {
 		k := len(others[i].rows)
 		if arrs != nil {
 			if others[i].s.bits != c.s.bits {
-				arrs = encodeAll(g, arrs, c.s.bits, c.s.group)
+				arrs = encodeAll(g, arrs, c.s.bits, c.s.group, c.s.dtype)
+			} else if dt := c.s.dtype; c.s.bits == 0 && dt != 0 && arrs[0].Dtype() != dt {
+				// a row held in another dtype joins in the batch's
+				arrs = []*mlx.Array{g.AsType(arrs[0], dt), g.AsType(arrs[1], dt)}
 			}
 			want := c.s.arrs
 			if want == nil {
@@ -514,9 +522,9 @@ func (q Quantization) String() string {
 	return fmt.Sprintf("%d bits in groups of %d from offset %d", q.Bits, q.group(), q.Start)
 }
 
-// encodeAll quantizes dense arrays {keys, values}.
-func encodeAll(g *mlx.Graph, arrs []*mlx.Array, bits, group int) []*mlx.Array {
-	s := store{bits: bits, group: group}
+// encodeAll quantizes dense arrays {keys, values}, from dtype when set.
+func encodeAll(g *mlx.Graph, arrs []*mlx.Array, bits, group int, dtype mlx.Dtype) []*mlx.Array {
+	s := store{bits: bits, group: group, dtype: dtype}
 	return s.encode(g, arrs[0], arrs[1])
 }
 

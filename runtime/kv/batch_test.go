@@ -576,3 +576,31 @@ func TestBatchedLongerSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeHoldsRowsDtype: a batch holds keys and values in its rows'
+// dtype even when its rows join before they hold anything (rows merged
+// before their prompts), and a step's keys are cast into it.
+func TestMergeHoldsRowsDtype(t *testing.T) {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	first := kv.NewPlain().Hold(mlx.BFloat16)
+	second := kv.NewPlain().Hold(mlx.BFloat16)
+	defer first.Free()
+	defer second.Free()
+	b, err := kv.Merge(g, []kv.Cache{first, second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	b.Mask(g, 1, 0, false)
+	step := g.Ones([]int{2, 2, 1, 8}, mlx.Float32)
+	b.Update(g, step, step)
+	if err := g.Eval(b.State()...); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range b.State() {
+		if a.Dtype() != mlx.BFloat16 {
+			t.Fatalf("array %d of the batch holds %s, its rows bfloat16", i, a.Dtype())
+		}
+	}
+}

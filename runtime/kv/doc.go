@@ -22,7 +22,10 @@
 //
 // Options picks the kinds for a model's layers: Full for full-attention
 // layers, Sliding for sliding-window ones, with mlx-lm's max_kv_size and
-// KV quantization.
+// KV quantization, and the dtype they hold keys and values in (Hold: a
+// model computing in float32 on a half-precision checkpoint holds them in
+// the checkpoint's dtype by default, half the bytes to keep and to read;
+// attention widens them exactly where it reads them).
 //
 // # A step
 //

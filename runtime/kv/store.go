@@ -19,9 +19,7 @@ import (
 type store struct {
 	arrs         []*mlx.Array // nil while empty
 	bits, group  int          // bits 0: dense
-	// dtype is what keys and values are held in (a quantized store's
-	// scales and biases too); 0: as each step computes them.
-	dtype        mlx.Dtype
+	dtype        mlx.Dtype    // keys and values held in it (quantized: scales, biases); 0: as computed
 	batch, heads int          // B and Hkv of what is held
 	kdim, vdim   int          // head dims of keys and values (unpacked)
 	broken       error        // a step failed midway: the arrays are unusable

@@ -82,8 +82,7 @@ type Result struct {
 	Side    string           `json:"side"`
 	Model   string           `json:"model"`
 	Dtype   string           `json:"dtype"`
-	// CacheDtype is what the KV cache held keys and values in.
-	CacheDtype string `json:"cache_dtype"`
+	Cache   string           `json:"cache_dtype"` // what the KV cache held keys and values in
 	Nbytes  int              `json:"weight_bytes"`
 	LoadS   []float64        `json:"load_s"`
 	Runs    map[string][]Run `json:"runs"`
@@ -186,11 +185,11 @@ func run(dir, promptsPath string, runs, warmups, loads int, only, cpuprofile str
 	res.Dtype = info.Dtype.String()
 	switch {
 	case ko.Dtype != 0:
-		res.CacheDtype = ko.Dtype.String()
+		res.Cache = ko.Dtype.String()
 	case info.CacheDtype != 0:
-		res.CacheDtype = info.CacheDtype.String()
+		res.Cache = info.CacheDtype.String()
 	default:
-		res.CacheDtype = res.Dtype
+		res.Cache = res.Dtype
 	}
 	res.Nbytes = info.Nbytes
 

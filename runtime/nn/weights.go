@@ -122,7 +122,7 @@ type loader struct {
 	flipped   map[string]bool
 	quant     *Quantization
 	opts      Options
-	routes    bool // a layer routes tokens to experts (Routes)
+	routes    bool         // a layer routes tokens to experts (Routes)
 	g         *mlx.Graph   // casts and derived weights
 	scratch   []*mlx.Array // casts that feed derived weights; freed by Finish
 	params    *Params

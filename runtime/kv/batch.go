@@ -402,7 +402,7 @@ func (c *Batched) extend(g *mlx.Graph, others []*Batched) (int, error) {
 	// dtype it holds is its rows' from the first joiner on, whether or not
 	// that row holds anything yet.
 	formed := !c.s.empty()
-	if !formed && c.s.dtype == 0 && len(others) > 0 {
+	if !formed && len(others) > 0 {
 		c.s.dtype = others[0].s.dtype
 	}
 	for i, arrs := range srcs {
@@ -412,7 +412,7 @@ func (c *Batched) extend(g *mlx.Graph, others []*Batched) (int, error) {
 		o := &others[i].s
 		switch {
 		case !formed:
-			c.s.bits, c.s.group, c.s.dtype = o.bits, o.group, o.dtype
+			c.s.bits, c.s.group = o.bits, o.group
 			c.s.heads, c.s.kdim, c.s.vdim = o.heads, o.kdim, o.vdim
 			formed = true
 		case c.s.bits == 0 && o.bits != 0:

@@ -241,7 +241,11 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 			sizes = []int{4}
 		}
 		for _, B := range sizes {
-			t.Run(fmt.Sprintf("%s_%s_kv%d_B%d", c.arch, strings.ReplaceAll(c.cas, "/", "_"), c.opts.KVBits, B), func(t *testing.T) {
+			name := fmt.Sprintf("%s_%s_kv%d", c.arch, strings.ReplaceAll(c.cas, "/", "_"), c.opts.KVBits)
+			if c.opts.Dtype != 0 {
+				name += "_" + c.opts.Dtype.String()
+			}
+			t.Run(fmt.Sprintf("%s_B%d", name, B), func(t *testing.T) {
 				var m nn.Model
 				if c.arch == "random" {
 					m = slidingQuantizable(t)

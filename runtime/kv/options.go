@@ -24,10 +24,10 @@ type Options struct {
 	// Dtype is what the caches hold keys and values in (float32, bfloat16
 	// or float16; quantized, their scales and biases): 0 keeps them as the
 	// forward pass computes them. A model's NewCaches sets it to the
-	// checkpoint's half-precision dtype when it computes in float32 (see
-	// nn.Params.CacheDtype), as llama.cpp keeps float16 caches: half the
-	// bytes to hold and to read per step, at the precision the
-	// checkpoint's own arithmetic would give them.
+	// checkpoint's half-precision dtype when it computes in float32, unless
+	// it routes to experts (see nn.Params.CacheDtype): half the bytes to
+	// hold and to read per step, at the precision the checkpoint's own
+	// arithmetic would give them.
 	Dtype mlx.Dtype
 }
 

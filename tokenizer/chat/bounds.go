@@ -120,6 +120,9 @@ type renderReply struct {
 	Error string `json:"error,omitempty"`
 	// Output is set when the text passed the output bound.
 	Output int `json:"output,omitempty"`
+	// Memory is set when a builtin was asked for more bytes than the
+	// memory bound (range's list) and refused before allocating them.
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // pools are kept per Bounds for the life of the process: templates with
@@ -178,6 +181,10 @@ func (p *pool) call(name string, req *renderRequest) (string, error) {
 		return "", &BoundError{Template: name, Bound: "output",
 			Detail: fmt.Sprintf("produced %d bytes, more than its bound of %d", reply.Output, p.b.Output)}
 	}
+	if reply.Memory > 0 {
+		return "", &BoundError{Template: name, Bound: "memory",
+			Detail: fmt.Sprintf("asked for %d MiB, past its memory bound of %d MiB", reply.Memory>>20, p.b.Memory>>20)}
+	}
 	if reply.Error != "" {
 		return "", fmt.Errorf("chat template: %s", reply.Error)
 	}
@@ -212,7 +219,7 @@ func startRenderer(b Bounds) (*renderer, error) {
 		in.Close()
 		return nil, fmt.Errorf("%w: %v", ErrRenderer, err)
 	}
-	r := &renderer{in: in, out: out, stderr: &headWriter{max: 4096}, done: make(chan struct{})}
+	r := &renderer{in: in, out: out, stderr: &headWriter{max: 16 << 10}, done: make(chan struct{})}
 	r.cmd = exec.Command(exe)
 	r.cmd.Env = []string{
 		fmt.Sprintf("%s=memory=%d,stack=%d,output=%d", rendererEnv, b.Memory, b.Stack, b.Output),
@@ -298,13 +305,30 @@ func (r *renderer) fail(name string, err error, b Bounds) error {
 	case strings.Contains(msg, "stack exceeds") || strings.Contains(msg, "stack overflow"):
 		return &BoundError{Template: name, Bound: "recursion",
 			Detail: fmt.Sprintf("recursed past its stack bound of %d MiB", b.Stack>>20)}
-	case strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") || nearMemoryBound(r.cmd.ProcessState, b):
+	case strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") ||
+		allocatorFault(msg) || nearMemoryBound(r.cmd.ProcessState, b):
 		// The runtime may also fault in its collector when the kernel
 		// refuses it memory: a process that got near its bound counts here.
 		return &BoundError{Template: name, Bound: "memory",
 			Detail: fmt.Sprintf("ran past its memory bound of %d MiB", b.Memory>>20)}
 	}
 	return &BoundError{Template: name, Bound: "crash", Detail: "stopped the template engine: " + line}
+}
+
+// allocatorFault says whether a renderer's last words are a signal taken
+// inside the Go runtime's allocator: where it ends when the kernel refuses
+// it memory at a point that does not check for that.
+func allocatorFault(msg string) bool {
+	if !strings.Contains(msg, "unexpected signal during runtime execution") && !strings.HasPrefix(msg, "SIGSEGV") {
+		return false
+	}
+	for _, frame := range []string{"runtime.mallocgc", "runtime.(*mheap)", "runtime.sysMap", "runtime.sysAlloc",
+		"runtime.persistentalloc", "runtime.growslice", "runtime.(*mcache)", "runtime.(*mcentral)"} {
+		if strings.Contains(msg, frame) {
+			return true
+		}
+	}
+	return false
 }
 
 // headWriter keeps the first max bytes written to it.

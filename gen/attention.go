@@ -49,6 +49,10 @@ type Attention struct {
 	QueryScale              *QueryScale
 	Sinks                   *field // nil: no attention sinks
 	OutputGate              bool   // q_proj gives [queries | gate] per head; o reads output * sigmoid(gate)
+	// ValuesFromKeys: the layers (a per-layer bool) with no v projection,
+	// whose values are k's projection (nil: none such).
+	ValuesFromKeys *Value
+	VNorm          *field // x / rms(x) over each value head; nil: none
 	// Absent: no layer attends (a mixer kind claims every layer, Mamba2):
 	// attention emits nothing and reads no config key.
 	Absent bool
@@ -129,6 +133,9 @@ func (at *Attention) fields(t goType) []jen.Code {
 		if at.Sinks != nil {
 			out = append(out, at.Sinks.decl())
 		}
+		if at.VNorm != nil {
+			out = append(out, at.VNorm.decl())
+		}
 		if at.kvConv != nil {
 			out = append(out, at.kvConv.field.decl())
 		}
@@ -166,10 +173,20 @@ func (at *Attention) build(s stage) []jen.Code {
 		return nil
 	}
 	var out []jen.Code
-	for _, p := range at.Projs {
+	for i, p := range at.Projs {
+		if at.ValuesFromKeys != nil && i == 2 {
+			// no v projection where values are k's: one product, read twice
+			out = append(out, jen.If(at.ValuesFromKeys.Code()).Block(
+				p.Field.of(rAttn).Op("=").Add(at.Projs[1].Field.of(rAttn)),
+			).Else().Block(p.load(rAttn, at.Name)))
+			continue
+		}
 		out = append(out, p.load(rAttn, at.Name))
 	}
 	out = append(out, at.buildNorms()...)
+	if at.VNorm != nil {
+		out = append(out, at.VNorm.of(rAttn).Op("=").Qual(nnPkg, "NewPlainRMSNorm").Call(at.norm.Eps.Code(), jen.True()))
+	}
 	if at.kvConv != nil {
 		out = append(out, at.kvConv.load(at))
 	}
@@ -273,6 +290,13 @@ func (at *Attention) emitForward(f *jen.File) {
 		)
 	}
 	doc := "forward is grouped-query self-attention over x [B, L, hidden]" + at.rope.doc() + at.attend.doc
+	if at.VNorm != nil {
+		body = append(body, jen.Id("v").Op("=").Add(apply(self(at.VNorm), jen.Id("v"))).Comment("each value head over its rms"))
+		doc += ", each value head divided by its rms"
+	}
+	if at.ValuesFromKeys != nil {
+		doc += "; where " + at.ValuesFromKeys.Text + ", the values are k's projection (v_proj is k_proj)"
+	}
 	if at.kvConv != nil {
 		body = append(body, at.kvConv.forward())
 		doc += ", its keys and values convolved over time"
@@ -507,6 +531,9 @@ func (b *builder) resolveAttention(sc *scope) error {
 	if err := b.resolveAttend(); err != nil {
 		return err
 	}
+	if err := b.resolveValues(sc); err != nil {
+		return err
+	}
 	if (sliding == nil) != (window == nil) {
 		return errAt(at.Sliding.Pos, "structure.attention", "sliding and window go together")
 	}
@@ -515,6 +542,27 @@ func (b *builder) resolveAttention(sc *scope) error {
 		return err
 	}
 	return b.resolveQueryScale(sc)
+}
+
+// resolveValues resolves values_from_keys and v_norm.
+func (b *builder) resolveValues(sc *scope) error {
+	at, a := &b.d.Structure.Attention, b.a.Attn
+	l := b.leaves(sc)
+	a.ValuesFromKeys = l.perLayer(at.ValuesFromKeys, "structure.attention.values_from_keys")
+	if l.err != nil {
+		return l.err
+	}
+	if a.ValuesFromKeys != nil && a.FusedQKV {
+		return errAt(at.ValuesFromKeys.Pos, "structure.attention.values_from_keys", "values taken from k's projection need separate projections, not a fused qkv")
+	}
+	switch v := strings.TrimSpace(at.VNorm.V); {
+	case !at.VNorm.IsSet() || v == "":
+	case v == "unweighted":
+		a.VNorm = newField("VNorm", nnType("PlainRMSNorm"), "x / rms(x) over each value head, no weight")
+	default:
+		return errAt(at.VNorm.Pos, "structure.attention.v_norm", "unknown value norm %q (want unweighted, or none)", v)
+	}
+	return nil
 }
 
 // attentionAbsent: a mixer kind claims every layer (its layers are the

@@ -91,10 +91,14 @@ type Block struct {
 	// ClipResidual: in float16 each residual sum is taken in float32 and
 	// clipped to float16's range (nn.AddClipped).
 	ClipResidual bool
-	norm         *Norm
-	attn         layerMixer // attention, or the mixer slot (mixer.go)
-	mlp          *MLP
-	scales       *Scalars
+	// LayerScale is a learned [1] of each layer multiplying its output
+	// (nil: none); layerScaleName is its checkpoint name in the layer.
+	LayerScale     *field
+	layerScaleName string
+	norm           *Norm
+	attn           layerMixer // attention, or the mixer slot (mixer.go)
+	mlp            *MLP
+	scales         *Scalars
 	// variants are mixer kinds' own blocks (block_variants.go); method is
 	// the name of this block's wiring, forward unless there are variants.
 	variants []blockVariant
@@ -122,6 +126,9 @@ func (b *Block) fields(t goType) []jen.Code {
 		for _, s := range b.Slots {
 			out = append(out, s.Field.decl())
 		}
+		if b.LayerScale != nil {
+			out = append(out, b.LayerScale.decl())
+		}
 		return out
 	}
 	return nil
@@ -142,6 +149,9 @@ func (b *Block) build(s stage) []jen.Code {
 			load = jen.If(jen.Op("!").Parens(absent.Code())).Block(load)
 		}
 		out = append(out, load)
+	}
+	if b.LayerScale != nil {
+		out = append(out, b.LayerScale.of(rLayer).Op("=").Id("lw").Dot("Vector").Call(jen.Lit(b.layerScaleName), jen.Lit(1)))
 	}
 	return out
 }
@@ -243,8 +253,15 @@ func (b *Block) emitWiring(f *jen.File) {
 		body = append(body, jen.Id("h").Op(":=").Add(add("x", "r")))
 		body = append(body, branch(MLPOut, "=", b.mlp.forward(normed(MLPIn, jen.Id("h"))))...)
 	}
-	body = append(body, jen.Return(add("h", "r")))
+	if b.LayerScale != nil {
+		body = append(body, jen.Return(call("Multiply", add("h", "r"), b.LayerScale.of(rLayer))))
+	} else {
+		body = append(body, jen.Return(add("h", "r")))
+	}
 	doc := b.doc()
+	if b.LayerScale != nil {
+		doc += "; the layer's output (the residual stream) is multiplied by its learned " + b.layerScaleName
+	}
 	if b.ClipResidual {
 		doc += "; in float16 each residual sum is taken in float32 and clipped to float16's range"
 	}
@@ -335,6 +352,17 @@ func (b *builder) resolveBlock() error {
 	}
 	if sl := a.Attn.Sliding; sl != nil {
 		sl.stack, sl.count = a.Block.Stack, a.Layers
+	}
+	if ls := s.LayerScale; ls.IsSet() && strings.TrimSpace(ls.V) != "" {
+		switch {
+		case s.Block.V == parallelBlock || s.Block.V == singleBlock || s.Block.V == postResidualBlock:
+			return errAt(ls.Pos, "structure.layer_scale", "a %s block has no layer scale; it goes with a block of attention then the MLP", s.Block.V)
+		case a.Mixers != nil:
+			return errAt(ls.Pos, "structure.layer_scale", "a layer scale goes with attention layers, not with token mixers of other kinds")
+		}
+		a.Block.layerScaleName = strings.TrimSpace(ls.V)
+		a.Block.LayerScale = newField(goName(a.Block.layerScaleName), func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") },
+			a.Block.layerScaleName+": multiplies the layer's output [1]")
 	}
 	if s.Block.V == postResidualBlock {
 		switch {

@@ -90,7 +90,10 @@ type Structure struct {
 	EmbedScale    F[Expr]      `yaml:"embed_scale"`
 	ResidualScale F[Expr]      `yaml:"residual_scale"`
 	ClipResidual  F[bool]      `yaml:"clip_residual"`
-	Attention     AttnDesc     `yaml:"attention"`
+	// LayerScale names a learned [1] tensor of each layer (relative to
+	// it) that multiplies the layer's output, residual stream and all.
+	LayerScale F[string] `yaml:"layer_scale"`
+	Attention  AttnDesc  `yaml:"attention"`
 	// EmbedNorm names a norm applied to the embeddings before the first
 	// layer (embed.go): a checkpoint name under the model's prefix.
 	EmbedNorm F[string] `yaml:"embed_norm"`
@@ -168,6 +171,12 @@ type AttnDesc struct {
 	// OutputGate: q's projection gives each head its queries and a gate;
 	// the output is multiplied by sigmoid(gate) before o.
 	OutputGate F[bool] `yaml:"output_gate"`
+	// ValuesFromKeys is a per-layer bool: the layers with no v projection,
+	// whose values are the keys' projection before the k norm and rope.
+	ValuesFromKeys F[Expr] `yaml:"values_from_keys"`
+	// VNorm is the norm on each value head: null (none) or unweighted
+	// (x / rms(x) over head_dim, at the q and k norms' eps).
+	VNorm F[string] `yaml:"v_norm"`
 }
 
 // QueryScaleDesc scales each query by its position p after the rope:

@@ -102,6 +102,8 @@ func fmtLiteral(v any) string {
 		return fmtFloat(x)
 	case string:
 		return fmt.Sprintf("%q", x)
+	case ropeDefault:
+		return string(x)
 	case []any:
 		var parts []string
 		for _, it := range x {
@@ -157,6 +159,10 @@ func parseBody(a *Arch) []jen.Code {
 		case "default":
 			if k.Null != nil {
 				body = append(body, c(k.Field).Op("=").Qual(nnPkg, "DefaultOrNull").Types(tp).Call(append(append(args, lit(k.Default, k.Type), lit(k.Null, k.Type)), fallbacks...)...))
+				break
+			}
+			if rd, ok := k.Default.(ropeDefault); ok {
+				body = append(body, c(k.Field).Op("=").Qual(nnPkg, "DefaultRopeScaling").Call(append(append(args, jen.Lit(string(rd))), fallbacks...)...))
 				break
 			}
 			body = append(body, c(k.Field).Op("=").Qual(nnPkg, "Default").Types(tp).Call(append(append(args, lit(k.Default, k.Type)), fallbacks...)...))

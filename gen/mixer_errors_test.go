@@ -98,6 +98,16 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:16: structure.attention.fused_qkv: a fused qkv projection has one bias for q, k and v: their bias expressions must be the same`},
 		{"an output gate on a fused qkv", attn(base, "    fused_qkv: true\n    output_gate: true\n"),
 			"descriptors/a.yaml:17: structure.attention.output_gate: an output gate comes from q's own projection, not a fused qkv"},
+		{"values from keys on a fused qkv", attn(base, "    fused_qkv: true\n    values_from_keys: \"i % 2 == 1\"\n"),
+			"descriptors/a.yaml:17: structure.attention.values_from_keys: values taken from k's projection need separate projections, not a fused qkv"},
+		{"values from keys that are no bool", attn(base, "    values_from_keys: \"i\"\n"),
+			`descriptors/a.yaml:16: structure.attention.values_from_keys: "i" is int, want bool`},
+		{"an unknown value norm", attn(base, "    v_norm: rms\n"),
+			`descriptors/a.yaml:16: structure.attention.v_norm: unknown value norm "rms" (want unweighted, or none)`},
+		{"a layer scale in a parallel block", strings.Replace(base, "structure:\n", "structure:\n  block: parallel\n  layer_scale: layer_scalar\n", 1),
+			"descriptors/a.yaml:16: structure.layer_scale: a parallel block has no layer scale; it goes with a block of attention then the MLP"},
+		{"a rope_scaling default that is no object", strings.Replace(base, "    vocab_size: {type: int, required: true}\n", "    vocab_size: {type: int, required: true}\n    rope_scaling: {type: rope_scaling, default: linear}\n", 1),
+			"descriptors/a.yaml:14: config.keys.rope_scaling.default: a rope_scaling key's default is an object of its settings, not linear"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})

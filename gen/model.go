@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -900,6 +901,9 @@ func (b *builder) testConfig() error {
 	return nil
 }
 
+// ropeDefault is a rope_scaling key's default, as JSON.
+type ropeDefault string
+
 // literalValue checks a default literal against its type and converts it
 // to the Go value generated code spells.
 func literalValue(v any, t Type) (any, error) {
@@ -939,7 +943,17 @@ func literalValue(v any, t Type) (any, error) {
 		}
 		return out, nil
 	case TRope:
-		return nil, fmt.Errorf("a rope_scaling key has no default; make it optional")
+		// an object, kept as its JSON text, which the config parser reads
+		// as it reads the config's own
+		m, ok := v.(map[string]any)
+		if !ok || len(m) == 0 {
+			return nil, fmt.Errorf("a rope_scaling key's default is an object of its settings, not %v", v)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("a rope_scaling default: %v", err)
+		}
+		return ropeDefault(b), nil
 	}
 	return nil, bad()
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/archgen/archgen/generated/gemma"
 	"github.com/archgen/archgen/generated/gemma2"
 	"github.com/archgen/archgen/generated/gemma3_text"
+	"github.com/archgen/archgen/generated/gemma4_text"
 	"github.com/archgen/archgen/generated/glm"
 	"github.com/archgen/archgen/generated/glm4"
 	"github.com/archgen/archgen/generated/glm4_moe"
@@ -119,6 +120,7 @@ var catalog = nn.NewCatalog(
 		gemma.Arch,
 		gemma2.Arch,
 		gemma3_text.Arch,
+		gemma4_text.Arch,
 		glm.Arch,
 		glm4.Arch,
 		glm4_moe.Arch,

@@ -4186,6 +4186,70 @@ def _plamo2_cases() -> List[Case]:
     ]
 
 
+def _gemma4_text_cases() -> List[Case]:
+    def gemma4_text(**over):
+        cfg = {
+            "architectures": ["Gemma4ForCausalLM"],
+            "model_type": "gemma4_text",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "global_head_dim": 32,
+            "num_kv_shared_layers": 0,
+            "hidden_size_per_layer_input": 0,
+            "rms_norm_eps": 1e-6,
+            "sliding_window": SLIDING_WINDOW,
+            "sliding_window_pattern": 2,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "gemma4_text",
+            "k_eq_v",
+            "layers 1 and 3 full (sliding_window_pattern 2) with heads of 32 "
+            "and one kv head whose values are its keys' projection (no v_proj), "
+            "rotated by a proportional rope (a quarter of each head, base 1e6, "
+            f"factor 2); layers 0 and 2 within {SLIDING_WINDOW}, heads of 16, "
+            "2 kv heads, a plain rope of base 100; values divided by their "
+            "rms; each layer's output times its layer_scalar; logits capped at "
+            "30; tied head",
+            gemma4_text(
+                attention_k_eq_v=True,
+                num_global_key_value_heads=1,
+                final_logit_softcapping=30.0,
+                rope_parameters={
+                    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                       "rope_theta": 1000000.0, "factor": 2.0},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                },
+            ),
+        ),
+        Case(
+            "gemma4_text",
+            "layer_types_untied",
+            "layer_types given (0 and 3 full, 1 and 2 sliding), every layer with "
+            "a v_proj (attention_k_eq_v false), global_head_dim null (every head "
+            "16 wide), no rope_parameters (mlx-lm's defaults: the full layers' "
+            "proportional rope, the sliding layers' base 1e4), no logit cap "
+            "(null), an lm_head (untied)",
+            gemma4_text(
+                layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                global_head_dim=None,
+                final_logit_softcapping=None,
+                tie_word_embeddings=False,
+            ),
+        ),
+    ]
+
+
 def _baichuan_m1_cases() -> List[Case]:
     def baichuan_m1(**over):
         cfg = {
@@ -4855,6 +4919,7 @@ CASES: List[Case] = (
     + _hybrid_cases()
     + _plamo2_cases()
     + _baichuan_m1_cases()
+    + _gemma4_text_cases()
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()

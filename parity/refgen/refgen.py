@@ -197,6 +197,10 @@ def random_weights(model, seed: int):
         elif leaf == "r_k" and len(shape) == 2:
             # the per-head bonus of the current token [heads, head_dim]
             v = HEAD_SCALE_SPREAD * z
+        elif leaf == "layer_scalar" and shape == (1,):
+            # a learned gain on a layer's whole output, [1]: around
+            # mlx-lm's 1, never exactly it
+            v = 1.0 + NORM_WEIGHT_SPREAD * z
         elif len(shape) == 0:
             v = np.array(p, dtype=np.float32)
             if leaf != "eps":

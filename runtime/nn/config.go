@@ -148,6 +148,20 @@ func Default[T Value](r *ConfigReader, key string, def T, alts ...string) T {
 	return def
 }
 
+// DefaultRopeScaling is Default for a rope_scaling key whose default is a
+// scaling of its own (def, a JSON object): the config's, where it holds
+// one, else def's.
+func DefaultRopeScaling(r *ConfigReader, key, def string, alts ...string) *RopeScaling {
+	if v, _, ok := read[*RopeScaling](r, key, alts); ok {
+		return v
+	}
+	rs, err := ParseRopeScaling(json.RawMessage(def))
+	if err != nil {
+		r.fail(key, "its default %s: %v", def, err)
+	}
+	return rs
+}
+
 // DefaultOrNull is Default, except that a key the config holds as null
 // reads as null: mlx-lm's dataclass takes an explicit None over a default
 // that is a value (DeepSeek-V3's q_lora_rank: null means no compressed

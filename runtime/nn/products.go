@@ -1,6 +1,10 @@
 package nn
 
-import "github.com/archgen/archgen/runtime/mlx"
+import (
+	"slices"
+
+	"github.com/archgen/archgen/runtime/mlx"
+)
 
 // Products applies linear layers that read one input x (a layer's q, k and
 // v projections; gate and up) and returns their outputs in order. Where
@@ -9,7 +13,9 @@ import "github.com/archgen/archgen/runtime/mlx"
 // once and the kernel's threads take every layer's rows in one hand-off.
 // Each output is what its layer's Apply gives, bit for bit; layers the
 // kernel cannot take together (a mix of kinds, a float layer with a bias,
-// a layer summed over a group) are applied one by one.
+// a layer summed over a group) are applied one by one. A layer given more
+// than once (values that are the keys' projection) is applied once, its
+// output returned at each of its places.
 func Products(g *mlx.Graph, x *mlx.Array, ls ...*Linear) []*mlx.Array {
 	return products(g, x, 0, ls)
 }
@@ -25,6 +31,14 @@ func ProductsByHead(g *mlx.Graph, x *mlx.Array, headDim int, ls ...*Linear) []*m
 }
 
 func products(g *mlx.Graph, x *mlx.Array, headDim int, ls []*Linear) []*mlx.Array {
+	if at, uniq := distinct(ls); len(uniq) < len(ls) {
+		ys := products(g, x, headDim, uniq)
+		out := make([]*mlx.Array, len(ls))
+		for i, j := range at {
+			out[i] = ys[j]
+		}
+		return out
+	}
 	out := make([]*mlx.Array, len(ls))
 	// A bias [out] added to a product by heads is [heads, 1, headDim].
 	bias := func(b *mlx.Array) *mlx.Array {
@@ -97,4 +111,19 @@ func plainFloat(ls []*Linear) bool {
 		}
 	}
 	return true
+}
+
+// distinct lists each layer of ls once, in order, and where each of ls
+// sits in that list.
+func distinct(ls []*Linear) (at []int, uniq []*Linear) {
+	at = make([]int, len(ls))
+	for i, l := range ls {
+		j := slices.Index(uniq, l)
+		if j < 0 {
+			j = len(uniq)
+			uniq = append(uniq, l)
+		}
+		at[i] = j
+	}
+	return at, uniq
 }

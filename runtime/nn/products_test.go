@@ -59,6 +59,17 @@ func TestProducts(t *testing.T) {
 		{"float with biases", []*Linear{linear(64, false, true), linear(32, false, true)}},
 		{"a mix", []*Linear{linear(64, true, false), linear(32, false, false)}},
 	}
+	// a layer given twice, as values that are the keys' projection are
+	qk, fk := linear(32, true, false), linear(32, false, false)
+	cases = append(cases,
+		struct {
+			name string
+			ls   []*Linear
+		}{"quantized, keys as values", []*Linear{linear(64, true, false), qk, qk}},
+		struct {
+			name string
+			ls   []*Linear
+		}{"float, keys as values", []*Linear{linear(64, false, false), fk, fk}})
 	for _, c := range cases {
 		for _, L := range []int{1, 5} {
 			t.Run(fmt.Sprintf("%s/L%d", c.name, L), func(t *testing.T) {
@@ -70,6 +81,11 @@ func TestProducts(t *testing.T) {
 					wantHeads := g.Transpose(g.Reshape(want, 2, L, want.Dim(-1)/headDim, headDim), 0, 2, 1, 3)
 					same(t, g, fmt.Sprintf("layer %d", i), got[i], want)
 					same(t, g, fmt.Sprintf("layer %d by heads", i), heads[i], wantHeads)
+				}
+				for i := 1; i < len(c.ls); i++ {
+					if c.ls[i] == c.ls[i-1] && (got[i] != got[i-1] || heads[i] != heads[i-1]) {
+						t.Errorf("layer %d, given again, was applied again", i)
+					}
 				}
 			})
 		}

@@ -53,6 +53,11 @@ type Attention struct {
 	// whose values are k's projection (nil: none such).
 	ValuesFromKeys *Value
 	VNorm          *field // x / rms(x) over each value head; nil: none
+	// KVFrom: the layer (a per-layer int) whose keys and values a layer
+	// attends over, where it is not the layer itself or -1 (nil: each its
+	// own); shares marks those layers.
+	KVFrom *Value
+	shares *field
 	// Absent: no layer attends (a mixer kind claims every layer, Mamba2):
 	// attention emits nothing and reads no config key.
 	Absent bool
@@ -148,7 +153,11 @@ func (at *Attention) params(t goType) []jen.Code {
 	if t != tAttention || at.Absent {
 		return nil
 	}
-	return append([]jen.Code{at.heads.decl(), at.kvHeads.decl(), at.headDim.decl(), at.scale.decl()}, at.QueryScale.params(t)...)
+	out := []jen.Code{at.heads.decl(), at.kvHeads.decl(), at.headDim.decl(), at.scale.decl()}
+	if at.shares != nil {
+		out = append(out, at.shares.decl())
+	}
+	return append(out, at.QueryScale.params(t)...)
 }
 
 func (at *Attention) inits(t goType) []kvPair {
@@ -165,25 +174,56 @@ func (at *Attention) inits(t goType) []kvPair {
 
 func (at *Attention) build(s stage) []jen.Code {
 	switch {
-	case at.Absent || at.kvConv == nil && s != sLayer:
+	case at.Absent || at.kvConv == nil && at.KVFrom == nil && s != sLayer:
 		return nil
+	case s == sAfter && at.KVFrom != nil:
+		return []jen.Code{jen.Id("w").Dot("Fail").Call(jen.Qual(nnPkg, "CheckShared").Call(fCaches.of(rModel)))}
 	case s == sAfter:
 		return []jen.Code{at.kvConv.caches()}
 	case s != sLayer:
 		return nil
 	}
-	var out []jen.Code
+	var out, own []jen.Code // own: the keys' and values' weights, where the layer has them
 	for i, p := range at.Projs {
-		if at.ValuesFromKeys != nil && i == 2 {
+		switch {
+		case at.ValuesFromKeys != nil && i == 2 && at.KVFrom == nil:
 			// no v projection where values are k's: one product, read twice
 			out = append(out, jen.If(at.ValuesFromKeys.Code()).Block(
 				p.Field.of(rAttn).Op("=").Add(at.Projs[1].Field.of(rAttn)),
 			).Else().Block(p.load(rAttn, at.Name)))
-			continue
+		case at.ValuesFromKeys != nil && i == 2:
+			own = append(own, jen.If(at.ValuesFromKeys.Code()).Block(
+				p.Field.of(rAttn).Op("=").Add(at.Projs[1].Field.of(rAttn)),
+			).Else().Block(p.load(rAttn, at.Name)))
+		case at.KVFrom != nil && (i == 1 || i == 2):
+			own = append(own, p.load(rAttn, at.Name))
+		default:
+			out = append(out, p.load(rAttn, at.Name))
 		}
-		out = append(out, p.load(rAttn, at.Name))
 	}
-	out = append(out, at.buildNorms()...)
+	norms := at.buildNorms()
+	if at.KVFrom != nil && len(norms) == 2 {
+		out, own = append(out, norms[0]), append(own, norms[1])
+	} else {
+		out = append(out, norms...)
+	}
+	if at.KVFrom != nil {
+		spec := fCaches.of(rModel).Index(jen.Id("i"))
+		shared := []jen.Code{
+			jen.Comment("no keys or values of its own: it attends over layer from's"),
+			at.shares.of(rAttn).Op("=").Id(rAttn).Dot("forwardShared"),
+			jen.Id("lw").Dot("DropModule").Call(jen.Lit(at.Name + "." + at.Projs[1].Name)).Comment("the weights a checkpoint may hold for them"),
+			jen.Id("lw").Dot("DropModule").Call(jen.Lit(at.Name + "." + at.Projs[2].Name)),
+			jen.List(spec.Clone().Dot("None"), spec.Clone().Dot("Shares"), spec.Clone().Dot("From")).Op("=").List(jen.True(), jen.True(), jen.Id("from")),
+		}
+		if at.KNorm != nil {
+			shared = append(shared, jen.Id("lw").Dot("DropModule").Call(jen.Lit(at.Name+"."+at.kNormName)))
+		}
+		own = append([]jen.Code{at.shares.of(rAttn).Op("=").Id(rAttn).Dot("forwardOwn")}, own...)
+		out = append(out, jen.If(jen.Id("from").Op(":=").Add(at.KVFrom.Code()), jen.Id("from").Op(">=").Lit(0).Op("&&").Id("from").Op("!=").Id("i")).Block(shared...).Else().Block(own...))
+	} else {
+		out = append(out, own...)
+	}
 	if at.VNorm != nil {
 		out = append(out, at.VNorm.of(rAttn).Op("=").Qual(nnPkg, "NewPlainRMSNorm").Call(at.norm.Eps.Code(), jen.True()))
 	}
@@ -316,8 +356,55 @@ func (at *Attention) emitForward(f *jen.File) {
 		doc += ", its output gated by sigmoid(gate) from q's projection"
 	}
 	body = append(body, jen.Return(apply(self(at.Projs[len(at.Projs)-1].Field), jen.Id("o"))))
+	method := "forward"
+	if at.KVFrom != nil {
+		method = "forwardOwn"
+		doc = strings.Replace(doc, "forward is", "forwardOwn is", 1) + "; the attention of a layer with keys and values of its own"
+		f.Comment(comment("forward is the layer's attention as build chose it: over its own keys and values (forwardOwn), or over an earlier layer's (forwardShared, where " + at.KVFrom.Text + " names another layer)."))
+		f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
+			graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
+		).Add(arrayType()).Block(jen.Return(self(at.shares).Call(g(), jen.Id("x"), jen.Id("mask"), jen.Id("c"))))
+		f.Line()
+	}
 	f.Comment(comment(doc + "."))
-	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forward").Params(
+	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id(method).Params(
+		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
+	).Add(arrayType()).Block(body...)
+	f.Line()
+	if at.KVFrom != nil {
+		at.emitForwardShared(f)
+	}
+}
+
+// emitForwardShared writes Attention.forwardShared, the attention of a
+// layer that computes only queries and attends over the keys and values
+// an earlier layer stored this step (its cache is a kv.Reader of that
+// layer's):
+//
+//	func (a *Attention) forwardShared(g, x, mask, c) *mlx.Array {
+//		q := q's projection of x by heads, normed, rotated from c.Offset()
+//		o := kv.Attend(g, q, c.Update(g, nil, nil), kv.Spec{...})
+//		return a.OProj.Apply(g, o back to [B, L, heads*head_dim])
+//	}
+func (at *Attention) emitForwardShared(f *jen.File) {
+	self := func(fl *field) *jen.Statement { return fl.of(rAttn) }
+	body := []jen.Code{
+		jen.List(jen.Id("B"), jen.Id("L")).Op(":=").List(jen.Id("x").Dot("Dim").Call(jen.Lit(0)), jen.Id("x").Dot("Dim").Call(jen.Lit(1))),
+		jen.Id("q").Op(":=").Qual(nnPkg, "ProductsByHead").Call(g(), jen.Id("x"), self(at.headDim), self(at.Projs[0].Field)).Index(jen.Lit(0)).Comment("[B, heads, L, head_dim]"),
+	}
+	if at.QNorm != nil {
+		body = append(body, jen.Id("q").Op("=").Add(apply(self(at.QNorm), jen.Id("q"))))
+	}
+	if at.rope.Rotates() {
+		body = append(body, jen.Id("q").Op("=").Add(at.rope.field.of(rAttn)).Dot("Apply").Call(g(), jen.Id("q"), jen.Id("c").Dot("Offset").Call()).Comment("from the position the owner's keys started at"))
+	}
+	body = append(body,
+		jen.Id("o").Op(":=").Add(at.attend.call(at, jen.Id("c").Dot("Update").Call(g(), jen.Nil(), jen.Nil()))).Comment("over the owner's keys and values"),
+		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), self(at.heads).Op("*").Add(self(at.headDim)))).Comment("[B, L, heads*head_dim]"),
+		jen.Return(apply(self(at.Projs[len(at.Projs)-1].Field), jen.Id("o"))),
+	)
+	f.Comment(comment("forwardShared is the attention of a layer with no keys or values of its own: its queries attend over those an earlier layer stored this step (c reads that layer's cache)."))
+	f.Func().Params(jen.Id(rAttn).Op("*").Id("Attention")).Id("forwardShared").Params(
 		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
 	).Add(arrayType()).Block(body...)
 	f.Line()
@@ -554,6 +641,29 @@ func (b *builder) resolveValues(sc *scope) error {
 	}
 	if a.ValuesFromKeys != nil && a.FusedQKV {
 		return errAt(at.ValuesFromKeys.Pos, "structure.attention.values_from_keys", "values taken from k's projection need separate projections, not a fused qkv")
+	}
+	if at.KVFrom.IsSet() {
+		a.KVFrom = l.mustLayer(at.KVFrom, "structure.attention.kv_from", TInt)
+		if l.err != nil {
+			return l.err
+		}
+		why := ""
+		switch {
+		case a.FusedQKV:
+			why = "a fused qkv projection"
+		case a.qk.place != qkNowhere && (a.qk.place != qkPerHead || a.qk.headLayout || a.QKNormWhen != nil || a.qk.module != nil):
+			why = "q and k norms other than per_head"
+		case a.OutputGate:
+			why = "an output gate"
+		case at.KVConv.IsSet():
+			why = "keys and values convolved over time"
+		case at.QueryScale.Beta.IsSet():
+			why = "position-scaled queries"
+		}
+		if why != "" {
+			return errAt(at.KVFrom.Pos, "structure.attention.kv_from", "layers that read another layer's keys and values go with separate q, k and v projections and per_head norms, not %s", why)
+		}
+		a.shares = newField("run", func() *jen.Statement { return jen.Qual(nnPkg, "Mixer") }, "forwardOwn, or forwardShared where the layer attends over an earlier layer's keys and values (kv_from)")
 	}
 	switch v := strings.TrimSpace(at.VNorm.V); {
 	case !at.VNorm.IsSet() || v == "":

@@ -174,6 +174,10 @@ type AttnDesc struct {
 	// ValuesFromKeys is a per-layer bool: the layers with no v projection,
 	// whose values are the keys' projection before the k norm and rope.
 	ValuesFromKeys F[Expr] `yaml:"values_from_keys"`
+	// KVFrom is a per-layer int: the earlier layer whose keys and values
+	// a layer attends over (it has no k and v of its own and keeps no
+	// cache); -1 or the layer's own index: its own.
+	KVFrom F[Expr] `yaml:"kv_from"`
 	// VNorm is the norm on each value head: null (none) or unweighted
 	// (x / rms(x) over head_dim, at the q and k norms' eps).
 	VNorm F[string] `yaml:"v_norm"`

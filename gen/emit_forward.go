@@ -28,8 +28,9 @@ func emitForward(a *Arch) ([]byte, error) {
 func emitForwardFunc(f *jen.File, a *Arch) {
 	stack := a.Block.Stack.of(rModel)
 	check := jen.Id("caches").Op("=").Qual(nnPkg, "CheckCaches").Call(g(), jen.Id("caches"), jen.Len(stack.Clone()))
-	if a.MLP.single {
+	if a.MLP.single || a.Attn.KVFrom != nil {
 		// the caches of the layers that keep one, spread over every layer
+		// (readers of their owners' on layers that share keys and values)
 		check = jen.Id("caches").Op("=").Qual(nnPkg, "LayerCaches").Call(g(), jen.Id("caches"), fCaches.of(rModel))
 	}
 	body := []jen.Code{

@@ -331,7 +331,11 @@ func emitBuild(f *jen.File, a *Arch) {
 }
 
 func emitAccessors(f *jen.File, a *Arch) {
-	f.Comment(comment("NewCaches makes the empty caches a sequence starts with, as mlx-lm's make_cache does: one per layer, a window cache on sliding layers, holding keys and values in the weights' CacheDtype."))
+	which := "one per layer"
+	if a.Attn.KVFrom != nil {
+		which = "one per layer that keeps keys and values of its own (none for the layers that read an earlier layer's)"
+	}
+	f.Comment(comment("NewCaches makes the empty caches a sequence starts with, as mlx-lm's make_cache does: " + which + ", a window cache on sliding layers, holding keys and values in the weights' CacheDtype."))
 	f.Func().Params(jen.Id("m").Op("*").Id("Model")).Id("NewCaches").Params().Index().Qual(kvPkg, "Cache").Block(
 		jen.Return(jen.Qual(nnPkg, "DefaultCaches").Call(fCaches.of(rModel), fParams.of(rModel))),
 	)

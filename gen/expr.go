@@ -701,6 +701,13 @@ func (sc *scope) call(n *callExpr) (*typed, error) {
 		if e := args[0].t.elem(); e != "" && (e == args[1].t) {
 			return atom(TInts, jen.Qual(nnPkg, "Indices").Call(args[0].code, args[1].code), r), nil
 		}
+	case "last_index":
+		if err := want(3); err != nil {
+			return nil, err
+		}
+		if e := args[0].t.elem(); e != "" && e == args[1].t && args[2].t == TInt {
+			return atom(TInt, jen.Qual(nnPkg, "LastIndex").Call(args[0].code, args[1].code, args[2].code), r), nil
+		}
 	case "at":
 		if err := want(2); err != nil {
 			return nil, err
@@ -713,7 +720,7 @@ func (sc *scope) call(n *callExpr) (*typed, error) {
 	case "if":
 		return sc.cond(args)
 	default:
-		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, log, min, max, round, bfloat16, if, len, count, indices, at or layers)", n.fn)
+		return nil, fmt.Errorf("unknown function %s (want int, float, sqrt, log, min, max, round, bfloat16, if, len, count, indices, last_index, at or layers)", n.fn)
 	}
 	var ts []string
 	for _, a := range args {

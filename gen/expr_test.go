@@ -83,7 +83,7 @@ func TestExpressions(t *testing.T) {
 		"list[0]":       "only lists of a fixed length (length: an int literal) can be indexed by a literal",
 		"limits[2]":     "index 2 is outside a list of 2 entries",
 		"limits[a]":     "lists can only be indexed by i, the layer index, in a per-layer expression, or by an int literal where their length is one",
-		"mean(a, b)":    "unknown function mean (want int, float, sqrt, log, min, max, round, bfloat16, if, len, count, indices, at or layers)",
+		"mean(a, b)":    "unknown function mean (want int, float, sqrt, log, min, max, round, bfloat16, if, len, count, indices, last_index, at or layers)",
 		"at(kinds, x)":  "at does not take (strings, float)",
 		"if(a, a, b)":   "if's condition is a bool, got int",
 		"if(on, a, s)":  "if's values are int and string, want one type",

@@ -267,7 +267,7 @@ func (b *builder) resolveMLP(sc *scope) error {
 	l := b.leaves(sc)
 	m := &MLP{
 		Kind:   s.Kind.V,
-		Hidden: l.must(s.Hidden, "structure.mlp.hidden", TInt),
+		Hidden: l.mustLayer(s.Hidden, "structure.mlp.hidden", TInt),
 		Bias:   l.must(s.Bias, "structure.mlp.bias", TBool),
 	}
 	if l.err != nil {

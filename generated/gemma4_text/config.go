@@ -11,10 +11,12 @@
 // take their values from k's projection with num_global_key_value_heads heads;
 // the others attend within sliding_window and rotate fully with the
 // sliding_attention rope. Each layer's output is multiplied by its learned
-// layer_scalar, and the logits are soft-capped at final_logit_softcapping.
-// Layers that reuse earlier layers' keys and values (num_kv_shared_layers: E2B
-// and E4B), per-layer input embeddings (hidden_size_per_layer_input) and the
-// MoE block (enable_moe_block: 26B-A4B) are refused by ParseConfig.
+// layer_scalar, and the logits are soft-capped at final_logit_softcapping. The
+// last num_kv_shared_layers layers compute only queries: each attends over the
+// keys and values the last earlier layer of its type stored this step, keeps
+// no cache, and (use_double_wide_mlp) has an MLP twice as wide. Per-layer
+// input embeddings (hidden_size_per_layer_input: E2B and E4B) and the MoE
+// block (enable_moe_block: 26B-A4B) are refused by ParseConfig.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -64,8 +66,13 @@ type Config struct {
 	NumGlobalKeyValueHeads int `json:"num_global_key_value_heads"`
 
 	// NumKVSharedLayers is num_kv_shared_layers; 20 when absent. The last this
-	// many layers reuse earlier layers' keys and values; only 0 is supported.
+	// many layers compute no keys or values: each attends over those of the last
+	// earlier layer of its type.
 	NumKVSharedLayers int `json:"num_kv_shared_layers"`
+
+	// UseDoubleWideMLP is use_double_wide_mlp; true when absent. The layers that
+	// share keys and values have an MLP twice intermediate_size wide.
+	UseDoubleWideMLP bool `json:"use_double_wide_mlp"`
 
 	// HiddenSizePerLayerInput is hidden_size_per_layer_input; 256 when absent. 0
 	// when null. The width of per-layer input embeddings; only 0 (none) is
@@ -127,11 +134,18 @@ type Config struct {
 
 	// TieWordEmbeddings is tie_word_embeddings; true when absent.
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
+
+	// KVSource is layers(if(num_kv_shared_layers > 0 && i >= num_hidden_layers -
+	// num_kv_shared_layers, last_index(layer_types, layer_types[i],
+	// num_hidden_layers - num_kv_shared_layers), i)), computed from the config
+	// (not a config.json key). Each layer's keys and values: its own, or on the
+	// last num_kv_shared_layers layers the last earlier layer's of its type.
+	KVSource []int `json:"-"`
 }
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype", "eos_token_id", "global_partial_rotary_factor", "hidden_activation", "initializer_range", "moe_intermediate_size", "num_experts", "pad_token_id", "partial_rotary_factor", "rope_parameters", "top_k_experts", "torch_dtype", "transformers_version", "use_cache", "use_double_wide_mlp", "vocab_size_per_layer_input"}
+var IgnoredKeys = []string{"architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype", "eos_token_id", "global_partial_rotary_factor", "hidden_activation", "initializer_range", "moe_intermediate_size", "num_experts", "pad_token_id", "partial_rotary_factor", "rope_parameters", "top_k_experts", "torch_dtype", "transformers_version", "use_cache", "vocab_size_per_layer_input"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.
@@ -153,6 +167,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.NumKeyValueHeads = nn.Default[int](r, "num_key_value_heads", 1)
 	c.NumGlobalKeyValueHeads, hasNumGlobalKeyValueHeads = nn.Optional[int](r, "num_global_key_value_heads")
 	c.NumKVSharedLayers = nn.Default[int](r, "num_kv_shared_layers", 20)
+	c.UseDoubleWideMLP = nn.Default[bool](r, "use_double_wide_mlp", true)
 	c.HiddenSizePerLayerInput = nn.DefaultOrNull[int](r, "hidden_size_per_layer_input", 256, 0)
 	c.EnableMoeBlock = nn.Default[bool](r, "enable_moe_block", false)
 	c.AttentionKEqV = nn.Default[bool](r, "attention_k_eq_v", false)
@@ -191,6 +206,9 @@ func ParseConfig(data []byte) (*Config, error) {
 			return nn.If((i+1)%c.SlidingWindowPattern == 0, "full_attention", "sliding_attention")
 		})
 	}
+	c.KVSource = nn.PerLayer(c.NumHiddenLayers, func(i int) int {
+		return nn.If(c.NumKVSharedLayers > 0 && i >= c.NumHiddenLayers-c.NumKVSharedLayers, nn.LastIndex(c.LayerTypes, c.LayerTypes[i], c.NumHiddenLayers-c.NumKVSharedLayers), i)
+	})
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
@@ -198,7 +216,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	r.Check(c.NumAttentionHeads%c.NumKeyValueHeads == 0, "num_key_value_heads", "must divide num_attention_heads")
 	r.Check(c.NumGlobalKeyValueHeads == 0 || c.NumAttentionHeads%c.NumGlobalKeyValueHeads == 0, "num_global_key_value_heads", "must divide num_attention_heads")
 	r.Check(nn.Count(c.LayerTypes, "full_attention")+nn.Count(c.LayerTypes, "sliding_attention") == c.NumHiddenLayers, "layer_types", "each entry must be full_attention or sliding_attention")
-	r.Check(c.NumKVSharedLayers == 0, "num_kv_shared_layers", "layers that reuse earlier layers' keys and values (Gemma 4 E2B and E4B) are not supported yet; only 0 is")
+	r.Check(c.NumKVSharedLayers < c.NumHiddenLayers, "num_kv_shared_layers", "must be below num_hidden_layers, so that a layer keeps keys and values of its own")
+	r.Check(nn.Count(c.KVSource, -1) == 0, "num_kv_shared_layers", "each layer that shares keys and values needs a layer of its type among the ones before them (layer_types)")
 	r.Check(c.HiddenSizePerLayerInput == 0, "hidden_size_per_layer_input", "per-layer input embeddings (Gemma 4 E2B and E4B) are not supported yet; only 0 (or null) is")
 	r.Check(!c.EnableMoeBlock, "enable_moe_block", "the routed expert block (Gemma 4 26B-A4B) is not supported yet")
 	r.Check(c.SlidingRopeType == "default", "sliding_rope_type", "must be default (rope_parameters' sliding_attention rope_type)")

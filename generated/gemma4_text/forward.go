@@ -22,7 +22,7 @@ func (m *Model) Forward(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx
 // final norm gives, which the head turns into logits (embeddings pool them).
 // It attends over and extends caches as Forward does.
 func (m *Model) Hidden(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.Array {
-	caches = nn.CheckCaches(g, caches, len(m.Layers))
+	caches = nn.LayerCaches(g, caches, m.caches)
 	L := nn.SeqLen(g, tokens)
 	h := m.EmbedTokens.Apply(g, tokens)   // [B, L, hidden]
 	h = g.MultiplyScalar(h, m.embedScale) // hidden_size ** 0.5
@@ -53,11 +53,19 @@ func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv
 	return g.Multiply(g.Add(h, r), l.LayerScalar)
 }
 
-// forward is grouped-query self-attention over x [B, L, hidden], with rotary
-// positions (the sliding layers' of their own), each value head divided by its
-// rms; where attention_k_eq_v && layer_types[i] == "full_attention", the
-// values are k's projection (v_proj is k_proj).
+// forward is the layer's attention as build chose it: over its own keys and
+// values (forwardOwn), or over an earlier layer's (forwardShared, where
+// kv_source[i] names another layer).
 func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
+	return a.run(g, x, mask, c)
+}
+
+// forwardOwn is grouped-query self-attention over x [B, L, hidden], with
+// rotary positions (the sliding layers' of their own), each value head divided
+// by its rms; where attention_k_eq_v && layer_types[i] == "full_attention",
+// the values are k's projection (v_proj is k_proj); the attention of a layer
+// with keys and values of its own.
+func (a *Attention) forwardOwn(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
 	B, L := x.Dim(0), x.Dim(1)
 	qkv := nn.ProductsByHead(g, x, a.headDim, a.QProj, a.KProj, a.VProj)
 	q, k, v := qkv[0], qkv[1], qkv[2] // [B, heads, L, head_dim], [B, kv_heads, L, head_dim] twice
@@ -68,6 +76,19 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 	q, k = nn.RotateQK(g, a.rope, q, k, offset)
 	o := kv.Attend(g, q, c.Update(g, k, v), kv.Spec{Scale: a.scale, Mask: mask}) // [B, heads, L, head_dim]
 	o = g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, a.heads*a.headDim)           // [B, L, heads*head_dim]
+	return a.OProj.Apply(g, o)
+}
+
+// forwardShared is the attention of a layer with no keys or values of its own:
+// its queries attend over those an earlier layer stored this step (c reads
+// that layer's cache).
+func (a *Attention) forwardShared(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
+	B, L := x.Dim(0), x.Dim(1)
+	q := nn.ProductsByHead(g, x, a.headDim, a.QProj)[0] // [B, heads, L, head_dim]
+	q = a.QNorm.Apply(g, q)
+	q = a.rope.Apply(g, q, c.Offset())                                               // from the position the owner's keys started at
+	o := kv.Attend(g, q, c.Update(g, nil, nil), kv.Spec{Scale: a.scale, Mask: mask}) // over the owner's keys and values
+	o = g.Reshape(g.Transpose(o, 0, 2, 1, 3), B, L, a.heads*a.headDim)               // [B, L, heads*head_dim]
 	return a.OProj.Apply(g, o)
 }
 

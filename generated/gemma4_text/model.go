@@ -87,8 +87,9 @@ type Attention struct {
 	heads   int
 	kvHeads int
 	headDim int
-	scale   float32 // 1.0
-	rope    nn.Rope // the rope of this layer (the sliding layers' where layer_types[i] == "sliding_attention")
+	scale   float32  // 1.0
+	run     nn.Mixer // forwardOwn, or forwardShared where the layer attends over an earlier layer's keys and values (kv_from)
+	rope    nn.Rope  // the rope of this layer (the sliding layers' where layer_types[i] == "sliding_attention")
 }
 
 // MLP is a layer's feed-forward block (mlp).
@@ -170,19 +171,29 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		a := &l.SelfAttn
 		p := &l.MLP
 		a.QProj = lw.Linear("self_attn.q_proj", a.heads*a.headDim, m.hidden, false)
-		a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, false)
-		if c.AttentionKEqV && c.LayerTypes[i] == "full_attention" {
-			a.VProj = a.KProj
-		} else {
-			a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, false)
-		}
 		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads*a.headDim, false)
 		a.QNorm = lw.RMSNorm("self_attn.q_norm", a.headDim, c.RMSNormEps)
-		a.KNorm = lw.RMSNorm("self_attn.k_norm", a.headDim, c.RMSNormEps)
+		if from := c.KVSource[i]; from >= 0 && from != i {
+			// no keys or values of its own: it attends over layer from's
+			a.run = a.forwardShared
+			lw.DropModule("self_attn.k_proj") // the weights a checkpoint may hold for them
+			lw.DropModule("self_attn.v_proj")
+			m.caches[i].None, m.caches[i].Shares, m.caches[i].From = true, true, from
+			lw.DropModule("self_attn.k_norm")
+		} else {
+			a.run = a.forwardOwn
+			a.KProj = lw.Linear("self_attn.k_proj", a.kvHeads*a.headDim, m.hidden, false)
+			if c.AttentionKEqV && c.LayerTypes[i] == "full_attention" {
+				a.VProj = a.KProj
+			} else {
+				a.VProj = lw.Linear("self_attn.v_proj", a.kvHeads*a.headDim, m.hidden, false)
+			}
+			a.KNorm = lw.RMSNorm("self_attn.k_norm", a.headDim, c.RMSNormEps)
+		}
 		a.VNorm = nn.NewPlainRMSNorm(c.RMSNormEps, true)
-		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, false)
-		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize, m.hidden, false)
-		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize, false)
+		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize*nn.If(c.UseDoubleWideMLP && c.KVSource[i] != i, 2, 1), m.hidden, false)
+		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize*nn.If(c.UseDoubleWideMLP && c.KVSource[i] != i, 2, 1), m.hidden, false)
+		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize*nn.If(c.UseDoubleWideMLP && c.KVSource[i] != i, 2, 1), false)
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
 		l.PreFeedforwardLayernorm = lw.RMSNorm("pre_feedforward_layernorm", m.hidden, c.RMSNormEps)
@@ -194,6 +205,7 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 			m.caches[i].Window = m.window
 		}
 	}
+	w.Fail(nn.CheckShared(m.caches))
 	var err error
 	m.fullLayer, m.slidingLayer, err = nn.MaskLayers(sliding)
 	w.Fail(err)
@@ -212,8 +224,9 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 }
 
 // NewCaches makes the empty caches a sequence starts with, as mlx-lm's
-// make_cache does: one per layer, a window cache on sliding layers, holding
-// keys and values in the weights' CacheDtype.
+// make_cache does: one per layer that keeps keys and values of its own (none
+// for the layers that read an earlier layer's), a window cache on sliding
+// layers, holding keys and values in the weights' CacheDtype.
 func (m *Model) NewCaches() []kv.Cache {
 	return nn.DefaultCaches(m.caches, m.params)
 }

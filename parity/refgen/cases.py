@@ -4247,6 +4247,23 @@ def _gemma4_text_cases() -> List[Case]:
                 tie_word_embeddings=False,
             ),
         ),
+        Case(
+            "gemma4_text",
+            "shared_kv",
+            "six layers, every 3rd full (2 and 5); the last two (num_kv_shared_layers "
+            "2) compute only queries and attend over the keys and values of the last "
+            "earlier layer of their type (4 over 3's sliding window, 5 over 2's full "
+            "cache, whose values are its keys: attention_k_eq_v) and have MLPs twice "
+            "as wide (use_double_wide_mlp); proportional rope with mlx-lm's defaults",
+            gemma4_text(
+                num_hidden_layers=6,
+                sliding_window_pattern=3,
+                num_kv_shared_layers=2,
+                use_double_wide_mlp=True,
+                attention_k_eq_v=True,
+                num_global_key_value_heads=1,
+            ),
+        ),
     ]
 
 

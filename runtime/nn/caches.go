@@ -24,6 +24,31 @@ type CacheSpec struct {
 	// Encoder: the layer attends over its whole input at once and keeps
 	// nothing (kv.Encoding); Window is then its local span, if any.
 	Encoder bool
+	// Shares, with None: the layer computes no keys or values and attends
+	// over those layer From (an earlier one that keeps a cache, of the
+	// same window) stores in the same forward pass.
+	Shares bool
+	From   int
+}
+
+// CheckShared reports a layer that shares another's keys and values where
+// it cannot: a layer not before it, one that keeps no cache of its own,
+// or one with another window.
+func CheckShared(specs []CacheSpec) error {
+	for i, s := range specs {
+		if !s.Shares {
+			continue
+		}
+		switch {
+		case s.From < 0 || s.From >= i:
+			return fmt.Errorf("nn: layer %d reads the keys and values of layer %d, which is not before it", i, s.From)
+		case specs[s.From].None:
+			return fmt.Errorf("nn: layer %d reads the keys and values of layer %d, which keeps none of its own", i, s.From)
+		case specs[s.From].Window != s.Window || len(specs[s.From].Parts) > 0 || specs[s.From].States > 0:
+			return fmt.Errorf("nn: layer %d reads the keys and values of layer %d, whose attention is of another kind", i, s.From)
+		}
+	}
+	return nil
 }
 
 // NewCaches makes one empty cache per layer spec, as opts choose: a full
@@ -96,8 +121,10 @@ func CheckCaches(g *mlx.Graph, caches []kv.Cache, layers int) []kv.Cache {
 
 // LayerCaches is caches, one per layer that keeps one (specs' layers
 // without None, in order), spread over every layer: nil at a layer that
-// keeps none. A list of another length is recorded on g, and stand-ins let
-// the forward pass finish building (and fail at Eval with that error).
+// keeps none, and a kv.Reader of its owner's at a layer that shares an
+// earlier layer's keys and values (whose cache is then a kv.Owner). A
+// list of another length is recorded on g, and stand-ins let the forward
+// pass finish building (and fail at Eval with that error).
 func LayerCaches(g *mlx.Graph, caches []kv.Cache, specs []CacheSpec) []kv.Cache {
 	n := 0
 	for _, s := range specs {
@@ -111,14 +138,25 @@ func LayerCaches(g *mlx.Graph, caches []kv.Cache, specs []CacheSpec) []kv.Cache 
 		for i := range out {
 			out[i] = failedCache{}
 		}
-		return out
-	}
-	k := 0
-	for i, s := range specs {
-		if !s.None {
-			out[i] = caches[k]
-			k++
+	} else {
+		k := 0
+		for i, s := range specs {
+			if !s.None {
+				out[i] = caches[k]
+				k++
+			}
 		}
+	}
+	for i, s := range specs {
+		if !s.Shares || s.From < 0 || s.From >= i {
+			continue // CheckShared refused such a model at load
+		}
+		o, ok := out[s.From].(*kv.Owner)
+		if !ok {
+			o = kv.NewOwner(out[s.From])
+			out[s.From] = o
+		}
+		out[i] = kv.NewReader(o)
 	}
 	return out
 }

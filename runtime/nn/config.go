@@ -414,6 +414,17 @@ func Indices[T comparable](list []T, v T) []int {
 	return out
 }
 
+// LastIndex is the last position of list below end that holds v, or -1
+// where none does (the descriptors' last_index(list, v, end)).
+func LastIndex[T comparable](list []T, v T, end int) int {
+	for i := min(end, len(list)) - 1; i >= 0; i-- {
+		if list[i] == v {
+			return i
+		}
+	}
+	return -1
+}
+
 // Btoi is 1 for true and 0 for false, as Python's int(bool).
 func Btoi(b bool) int {
 	if b {

@@ -320,6 +320,15 @@ func (w *Weights) DropLayer(base string, i int) {
 	w.l.drop(func(name string) bool { return strings.HasPrefix(name, prefix) })
 }
 
+// DropModule forgets every tensor of the module name (name.weight,
+// name.bias, name.scales, ...) under w's prefix: the weights a checkpoint
+// holds for a part of a layer that does not run (the keys and values of a
+// layer that reads an earlier layer's).
+func (w *Weights) DropModule(name string) {
+	prefix := w.prefix + name + "."
+	w.l.drop(func(n string) bool { return strings.HasPrefix(n, prefix) })
+}
+
 // DropContaining forgets every tensor whose name contains sub.
 func (w *Weights) DropContaining(sub string) {
 	w.l.drop(func(name string) bool { return strings.Contains(name, sub) })

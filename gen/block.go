@@ -95,6 +95,7 @@ type Block struct {
 	// (nil: none); layerScaleName is its checkpoint name in the layer.
 	LayerScale     *field
 	layerScaleName string
+	perLayer       *PerLayerInputs // nil: no per-layer inputs
 	norm           *Norm
 	attn           layerMixer // attention, or the mixer slot (mixer.go)
 	mlp            *MLP
@@ -253,12 +254,18 @@ func (b *Block) emitWiring(f *jen.File) {
 		body = append(body, jen.Id("h").Op(":=").Add(add("x", "r")))
 		body = append(body, branch(MLPOut, "=", b.mlp.forward(normed(MLPIn, jen.Id("h"))))...)
 	}
-	if b.LayerScale != nil {
-		body = append(body, jen.Return(call("Multiply", add("h", "r"), b.LayerScale.of(rLayer))))
-	} else {
-		body = append(body, jen.Return(add("h", "r")))
+	out := add("h", "r")
+	if b.perLayer != nil {
+		out = b.perLayer.mix(out)
 	}
+	if b.LayerScale != nil {
+		out = call("Multiply", out, b.LayerScale.of(rLayer))
+	}
+	body = append(body, jen.Return(out))
 	doc := b.doc()
+	if b.perLayer != nil {
+		doc += "; the layer's input vector in (nil without them) is mixed into its output by its gate"
+	}
 	if b.LayerScale != nil {
 		doc += "; the layer's output (the residual stream) is multiplied by its learned " + b.layerScaleName
 	}
@@ -269,10 +276,12 @@ func (b *Block) emitWiring(f *jen.File) {
 	if method == "" {
 		method = "forward"
 	}
+	params := []jen.Code{graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache")}
+	if b.perLayer != nil {
+		params = append(params, jen.Id("in").Add(arrayType()))
+	}
 	f.Comment(comment(fmt.Sprintf("%s is %s.", method, doc)))
-	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id(method).Params(
-		graphParam(), jen.Id("x").Add(arrayType()), jen.Id("mask").Qual(mlxPkg, "AttentionMask"), jen.Id("c").Qual(kvPkg, "Cache"),
-	).Add(arrayType()).Block(body...)
+	f.Func().Params(jen.Id(rLayer).Op("*").Id("Layer")).Id(method).Params(params...).Add(arrayType()).Block(body...)
 	f.Line()
 }
 
@@ -331,7 +340,7 @@ func (b *builder) resolveBlock() error {
 		mix = a.Mixers
 	}
 	a.Block = &Block{Kind: s.Block.V, norm: a.Norm, attn: mix, mlp: a.MLP, scales: &a.Scalars, Count: a.Layers,
-		Path: a.path(a.Names.Layers), ClipResidual: s.ClipResidual.V}
+		Path: a.path(a.Names.Layers), ClipResidual: s.ClipResidual.V, perLayer: a.PerLayer}
 	a.Block.Stack = newField(goName(a.Names.Layers), func() *jen.Statement { return jen.Index().Id("Layer") }, a.Block.Path+".N")
 	n := &b.d.Weights.Names
 	defaults := slotNames(s.Block.V)

@@ -67,6 +67,9 @@ func (a *Arch) components() []component {
 	if a.Encoder != nil {
 		cs = append(cs, a.Encoder)
 	}
+	if a.PerLayer != nil {
+		cs = append(cs, a.PerLayer)
+	}
 	return append(cs, a.Head, &a.Scalars)
 }
 

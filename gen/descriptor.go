@@ -90,6 +90,9 @@ type Structure struct {
 	EmbedScale    F[Expr]      `yaml:"embed_scale"`
 	ResidualScale F[Expr]      `yaml:"residual_scale"`
 	ClipResidual  F[bool]      `yaml:"clip_residual"`
+	// PerLayerInputs gives each layer a vector of its own per token
+	// (per_layer_inputs.go); unset: none.
+	PerLayerInputs PerLayerInputsDesc `yaml:"per_layer_inputs"`
 	// LayerScale names a learned [1] tensor of each layer (relative to
 	// it) that multiplies the layer's output, residual stream and all.
 	LayerScale F[string] `yaml:"layer_scale"`
@@ -114,6 +117,13 @@ type Structure struct {
 	// Encoder makes the network an encoder (encoder.go): absent (a
 	// decoder) unless its pooling is set.
 	Encoder EncoderDesc `yaml:"encoder"`
+}
+
+// PerLayerInputsDesc sizes the per-layer inputs: their width per layer
+// (0 at load: none) and the rows of their table.
+type PerLayerInputsDesc struct {
+	Width F[Expr] `yaml:"width"`
+	Vocab F[Expr] `yaml:"vocab"`
 }
 
 // NormDesc is the norm of every layer (and the final one).

@@ -52,9 +52,14 @@ func emitForwardFunc(f *jen.File, a *Arch) {
 		mask = jen.Id("mask")
 	}
 	body = append(body, a.Embed.positionsForward()...)
+	args := []jen.Code{g(), jen.Id("h"), mask, jen.Id("caches").Index(jen.Id("i"))}
+	if a.PerLayer != nil {
+		body = append(body, a.PerLayer.forward())
+		args = append(args, a.PerLayer.arg())
+	}
 	body = append(body,
 		jen.For(jen.Id("i").Op(":=").Range().Add(stack.Clone())).Block(
-			jen.Id("h").Op("=").Add(stack.Clone()).Index(jen.Id("i")).Dot("forward").Call(g(), jen.Id("h"), mask, jen.Id("caches").Index(jen.Id("i"))),
+			jen.Id("h").Op("=").Add(stack.Clone()).Index(jen.Id("i")).Dot("forward").Call(args...),
 		),
 	)
 	if a.Head.hasNorm() {

@@ -104,6 +104,8 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:16: structure.attention.values_from_keys: "i" is int, want bool`},
 		{"keys and values from another layer with a fused qkv", attn(base, "    fused_qkv: true\n    kv_from: \"i - 1\"\n"),
 			"descriptors/a.yaml:17: structure.attention.kv_from: layers that read another layer's keys and values go with separate q, k and v projections and per_head norms, not a fused qkv projection"},
+		{"per-layer inputs in a parallel block", strings.Replace(base, "structure:\n", "structure:\n  block: parallel\n  per_layer_inputs: {width: \"8\", vocab: vocab_size}\n", 1),
+			"descriptors/a.yaml:16: structure.per_layer_inputs: a parallel block takes no per-layer inputs; they go with a block of attention then the MLP"},
 		{"an unknown value norm", attn(base, "    v_norm: rms\n"),
 			`descriptors/a.yaml:16: structure.attention.v_norm: unknown value norm "rms" (want unweighted, or none)`},
 		{"a layer scale in a parallel block", strings.Replace(base, "structure:\n", "structure:\n  block: parallel\n  layer_scale: layer_scalar\n", 1),

@@ -47,6 +47,8 @@ type Arch struct {
 	MLP       *MLP
 	Head      *Head
 	Encoder   *Encoder // nil: a decoder
+	// PerLayer are the per-layer inputs; nil: none (per_layer_inputs.go).
+	PerLayer *PerLayerInputs
 	// Variants run configs of the model_type on other descriptors
 	// (variant.go).
 	Variants []*Variant
@@ -530,6 +532,9 @@ func (b *builder) structure() error {
 		return err
 	}
 	if err := b.resolveEncoder(sc); err != nil {
+		return err
+	}
+	if err := b.resolvePerLayerInputs(sc); err != nil {
 		return err
 	}
 	a := b.a

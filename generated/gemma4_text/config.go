@@ -14,9 +14,12 @@
 // layer_scalar, and the logits are soft-capped at final_logit_softcapping. The
 // last num_kv_shared_layers layers compute only queries: each attends over the
 // keys and values the last earlier layer of its type stored this step, keeps
-// no cache, and (use_double_wide_mlp) has an MLP twice as wide. Per-layer
-// input embeddings (hidden_size_per_layer_input: E2B and E4B) and the MoE
-// block (enable_moe_block: 26B-A4B) are refused by ParseConfig.
+// no cache, and (use_double_wide_mlp) has an MLP twice as wide. With
+// hidden_size_per_layer_input (E2B, E4B), each layer also reads a vector of
+// that width per token, made before the first layer from a wide embedding
+// table and a projection of the scaled embeddings, and mixed in by a gate
+// after its MLP. The MoE block (enable_moe_block: 26B-A4B) is refused by
+// ParseConfig.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -75,9 +78,12 @@ type Config struct {
 	UseDoubleWideMLP bool `json:"use_double_wide_mlp"`
 
 	// HiddenSizePerLayerInput is hidden_size_per_layer_input; 256 when absent. 0
-	// when null. The width of per-layer input embeddings; only 0 (none) is
-	// supported.
+	// when null. The width of each layer's input vector; 0 (null): none.
 	HiddenSizePerLayerInput int `json:"hidden_size_per_layer_input"`
+
+	// VocabSizePerLayerInput is vocab_size_per_layer_input; 262144 when absent.
+	// The rows of the per-layer inputs' table.
+	VocabSizePerLayerInput int `json:"vocab_size_per_layer_input"`
 
 	// EnableMoeBlock is enable_moe_block; false when absent. A routed expert block
 	// beside each dense MLP; not supported.
@@ -145,7 +151,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype", "eos_token_id", "global_partial_rotary_factor", "hidden_activation", "initializer_range", "moe_intermediate_size", "num_experts", "pad_token_id", "partial_rotary_factor", "rope_parameters", "top_k_experts", "torch_dtype", "transformers_version", "use_cache", "vocab_size_per_layer_input"}
+var IgnoredKeys = []string{"architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype", "eos_token_id", "global_partial_rotary_factor", "hidden_activation", "initializer_range", "moe_intermediate_size", "num_experts", "pad_token_id", "partial_rotary_factor", "rope_parameters", "top_k_experts", "torch_dtype", "transformers_version", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.
@@ -169,6 +175,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.NumKVSharedLayers = nn.Default[int](r, "num_kv_shared_layers", 20)
 	c.UseDoubleWideMLP = nn.Default[bool](r, "use_double_wide_mlp", true)
 	c.HiddenSizePerLayerInput = nn.DefaultOrNull[int](r, "hidden_size_per_layer_input", 256, 0)
+	c.VocabSizePerLayerInput = nn.Default[int](r, "vocab_size_per_layer_input", 262144)
 	c.EnableMoeBlock = nn.Default[bool](r, "enable_moe_block", false)
 	c.AttentionKEqV = nn.Default[bool](r, "attention_k_eq_v", false)
 	c.RopeTraditional = nn.Default[bool](r, "rope_traditional", false)
@@ -195,6 +202,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	nn.Min(r, "num_kv_shared_layers", c.NumKVSharedLayers, 0)
 	nn.Min(r, "hidden_size_per_layer_input", c.HiddenSizePerLayerInput, 0)
+	nn.Min(r, "vocab_size_per_layer_input", c.VocabSizePerLayerInput, 1)
 	nn.Min(r, "sliding_window", c.SlidingWindow, 1)
 	nn.Min(r, "sliding_window_pattern", c.SlidingWindowPattern, 1)
 	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)
@@ -218,7 +226,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	r.Check(nn.Count(c.LayerTypes, "full_attention")+nn.Count(c.LayerTypes, "sliding_attention") == c.NumHiddenLayers, "layer_types", "each entry must be full_attention or sliding_attention")
 	r.Check(c.NumKVSharedLayers < c.NumHiddenLayers, "num_kv_shared_layers", "must be below num_hidden_layers, so that a layer keeps keys and values of its own")
 	r.Check(nn.Count(c.KVSource, -1) == 0, "num_kv_shared_layers", "each layer that shares keys and values needs a layer of its type among the ones before them (layer_types)")
-	r.Check(c.HiddenSizePerLayerInput == 0, "hidden_size_per_layer_input", "per-layer input embeddings (Gemma 4 E2B and E4B) are not supported yet; only 0 (or null) is")
+	r.Check(c.HiddenSizePerLayerInput == 0 || c.VocabSizePerLayerInput >= c.VocabSize, "vocab_size_per_layer_input", "must be at least vocab_size, so that every token has a row of per-layer inputs")
 	r.Check(!c.EnableMoeBlock, "enable_moe_block", "the routed expert block (Gemma 4 26B-A4B) is not supported yet")
 	r.Check(c.SlidingRopeType == "default", "sliding_rope_type", "must be default (rope_parameters' sliding_attention rope_type)")
 	var ropeErr error

@@ -32,8 +32,9 @@ func (m *Model) Hidden(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.
 		caches[m.fullLayer].Mask(g, L, 0, false),
 		caches[m.slidingLayer].Mask(g, L, m.window, false),
 	}
+	perLayer := m.PerLayerInputs.Apply(g, tokens, h) // [B, L, layers, width]; nil without per-layer inputs
 	for i := range m.Layers {
-		h = m.Layers[i].forward(g, h, masks[m.Layers[i].mask], caches[i])
+		h = m.Layers[i].forward(g, h, masks[m.Layers[i].mask], caches[i], m.PerLayerInputs.Layer(g, perLayer, i))
 	}
 	h = m.Norm.Apply(g, h)
 	return h
@@ -42,15 +43,16 @@ func (m *Model) Hidden(g *mlx.Graph, tokens *mlx.Array, caches []kv.Cache) *mlx.
 // forward is a decoder layer with input_layernorm, post_attention_layernorm,
 // pre_feedforward_layernorm, post_feedforward_layernorm: each sublayer reads a
 // normed copy of the residual stream, and its output is normed before it is
-// added back; the layer's output (the residual stream) is multiplied by its
-// learned layer_scalar.
-func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache) *mlx.Array {
+// added back; the layer's input vector in (nil without them) is mixed into its
+// output by its gate; the layer's output (the residual stream) is multiplied
+// by its learned layer_scalar.
+func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv.Cache, in *mlx.Array) *mlx.Array {
 	r := l.SelfAttn.forward(g, l.InputLayernorm.Apply(g, x), mask, c)
 	r = l.PostAttentionLayernorm.Apply(g, r)
 	h, hn := l.PreFeedforwardLayernorm.AddApply(g, x, r) // x + r, and it normed
 	r = l.MLP.forward(g, hn)
 	r = l.PostFeedforwardLayernorm.Apply(g, r)
-	return g.Multiply(g.Add(h, r), l.LayerScalar)
+	return g.Multiply(l.PerLayerGate.Apply(g, g.Add(h, r), in), l.LayerScalar)
 }
 
 // forward is the layer's attention as build chose it: over its own keys and

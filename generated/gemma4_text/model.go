@@ -44,10 +44,11 @@ var Arch = nn.Arch{
 type Model struct {
 	Config *Config
 
-	EmbedTokens *nn.Embedding // model.embed_tokens
-	Layers      []Layer       // model.layers.N
-	Norm        *nn.RMSNorm   // model.norm
-	LMHead      *nn.Linear    // lm_head; the embedding table itself when the head is tied
+	EmbedTokens    *nn.Embedding      // model.embed_tokens
+	Layers         []Layer            // model.layers.N
+	PerLayerInputs *nn.PerLayerInputs // each layer's input vectors; nil without them
+	Norm           *nn.RMSNorm        // model.norm
+	LMHead         *nn.Linear         // lm_head; the embedding table itself when the head is tied
 
 	// What the forward pass reads, from the config.
 	hidden       int
@@ -63,13 +64,14 @@ type Model struct {
 
 // Layer is one decoder layer (model.layers.N).
 type Layer struct {
-	SelfAttn                 Attention   // self_attn
-	MLP                      MLP         // mlp
-	InputLayernorm           *nn.RMSNorm // input_layernorm
-	PostAttentionLayernorm   *nn.RMSNorm // post_attention_layernorm
-	PreFeedforwardLayernorm  *nn.RMSNorm // pre_feedforward_layernorm
-	PostFeedforwardLayernorm *nn.RMSNorm // post_feedforward_layernorm
-	LayerScalar              *mlx.Array  // layer_scalar: multiplies the layer's output [1]
+	SelfAttn                 Attention        // self_attn
+	MLP                      MLP              // mlp
+	InputLayernorm           *nn.RMSNorm      // input_layernorm
+	PostAttentionLayernorm   *nn.RMSNorm      // post_attention_layernorm
+	PreFeedforwardLayernorm  *nn.RMSNorm      // pre_feedforward_layernorm
+	PostFeedforwardLayernorm *nn.RMSNorm      // post_feedforward_layernorm
+	LayerScalar              *mlx.Array       // layer_scalar: multiplies the layer's output [1]
+	PerLayerGate             *nn.PerLayerGate // mixes the layer's input vector into its output; nil without them
 
 	mask int // the mask it attends with: 0 full, 1 sliding window
 }
@@ -158,6 +160,16 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 	})
 	m.Layers = make([]Layer, c.NumHiddenLayers)
 	sliding := make([]bool, c.NumHiddenLayers)
+	if width := c.HiddenSizePerLayerInput; width > 0 {
+		m.PerLayerInputs = &nn.PerLayerInputs{
+			Hidden: m.hidden,
+			Layers: c.NumHiddenLayers,
+			Norm:   w.RMSNorm("model.per_layer_projection_norm", width, c.RMSNormEps),
+			Proj:   w.Linear("model.per_layer_model_projection", c.NumHiddenLayers*width, m.hidden, false),
+			Table:  w.Embedding("model.embed_tokens_per_layer", c.VocabSizePerLayerInput, c.NumHiddenLayers*width),
+			Width:  width,
+		}
+	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := w.Layer("model.layers", i)
@@ -203,6 +215,13 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		if sliding[i] {
 			l.mask = 1
 			m.caches[i].Window = m.window
+		}
+		if width := c.HiddenSizePerLayerInput; width > 0 {
+			l.PerLayerGate = &nn.PerLayerGate{
+				Gate: lw.Linear("per_layer_input_gate", width, m.hidden, false),
+				Norm: lw.RMSNorm("post_per_layer_input_norm", m.hidden, c.RMSNormEps),
+				Proj: lw.Linear("per_layer_projection", m.hidden, width, false),
+			}
 		}
 	}
 	w.Fail(nn.CheckShared(m.caches))

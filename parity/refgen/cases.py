@@ -4264,6 +4264,24 @@ def _gemma4_text_cases() -> List[Case]:
                 num_global_key_value_heads=1,
             ),
         ),
+        Case(
+            "gemma4_text",
+            "per_layer_inputs",
+            "the E2B form: each layer reads an input vector of 8 per token "
+            "(hidden_size_per_layer_input) from a table of 8 x 5 columns and a "
+            "normed projection of the scaled embeddings, mixed in by a gate after "
+            "its MLP; five layers, every 2nd full (1 and 3), the last two sharing "
+            "keys and values (3 over 1's full cache, 4 over 2's sliding window) "
+            "with double-wide MLPs; untied head",
+            gemma4_text(
+                num_hidden_layers=5,
+                sliding_window_pattern=2,
+                num_kv_shared_layers=2,
+                hidden_size_per_layer_input=8,
+                vocab_size_per_layer_input=VOCAB,
+                tie_word_embeddings=False,
+            ),
+        ),
     ]
 
 

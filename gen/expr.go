@@ -370,6 +370,10 @@ type scope struct {
 	code func(name string) jen.Code
 	// perLayer allows i, the layer index, and indexing lists by it.
 	perLayer bool
+	// unchecked: the lists' lengths are not checked yet (ParseConfig's
+	// derivations run before its length checks), so indexing by i reads
+	// the zero value past a list's end instead of failing.
+	unchecked bool
 	// layers spells the layer count, for layers(...).
 	layers jen.Code
 	// positive reports names validated to be at least 1 (divisors).
@@ -491,6 +495,9 @@ func (sc *scope) check(n node) (*typed, error) {
 		}
 		if name, ok := n.x.(*ident); !ok || !sc.indexable(name.name) {
 			return nil, fmt.Errorf("only lists with one entry per layer (length: the layer count) can be indexed by i")
+		}
+		if sc.unchecked {
+			return atom(x.t.elem(), jen.Qual(nnPkg, "At").Call(x.code.Clone(), jen.Id("i")), x.refs), nil
 		}
 		return atom(x.t.elem(), x.code.Clone().Index(jen.Id("i")), x.refs), nil
 	}

@@ -215,7 +215,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		})
 	}
 	c.KVSource = nn.PerLayer(c.NumHiddenLayers, func(i int) int {
-		return nn.If(c.NumKVSharedLayers > 0 && i >= c.NumHiddenLayers-c.NumKVSharedLayers, nn.LastIndex(c.LayerTypes, c.LayerTypes[i], c.NumHiddenLayers-c.NumKVSharedLayers), i)
+		return nn.If(c.NumKVSharedLayers > 0 && i >= c.NumHiddenLayers-c.NumKVSharedLayers, nn.LastIndex(c.LayerTypes, nn.At(c.LayerTypes, i), c.NumHiddenLayers-c.NumKVSharedLayers), i)
 	})
 	if err := r.Err(); err != nil {
 		return nil, err

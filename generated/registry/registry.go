@@ -208,6 +208,33 @@ var catalog = nn.NewCatalog(
 			},
 		},
 		{
+			Name:    "gemma4",
+			Tier:    "parity",
+			Aliases: []string{"gemma4_unified"},
+			Doc:     "Google's Gemma 4 checkpoints (E2B, E4B, 31B: text, vision and audio), their text part: a Gemma 4 text model (gemma4_text) whose config is text_config and whose tensors are under language_model.",
+			Wrapper: &nn.Wrapper{
+				Section:         "text_config",
+				SectionOptional: false,
+				TopWins:         []string{"vocab_size"},
+				Defaults: map[string]any{
+					"num_attention_heads": 8,
+					"num_key_value_heads": 1,
+				},
+				TopDefaults: map[string]any{"vocab_size": 262144},
+				Set:         map[string]any{},
+				Runs:        "gemma4_text",
+				Dispatch:    map[string]string{},
+				Prefixes: []nn.Prefix{{
+					From: "model.language_model.",
+					To:   "model.",
+				}, {
+					From: "language_model.",
+					To:   "",
+				}},
+				Drop: []string{"vision_tower", "multi_modal_projector", "audio_tower", "embed_audio", "embed_vision", "vision_embedder"},
+			},
+		},
+		{
 			Name:    "kimi_k25",
 			Tier:    "parity",
 			Aliases: []string{},
@@ -441,7 +468,6 @@ var catalog = nn.NewCatalog(
 	},
 	map[string]string{
 		"deepseek_v41_text": "deepseek_v41",
-		"gemma4_unified":    "gemma4",
 		"phi-msft":          "phixtral",
 	},
 	[]string{"gemma4_assistant"},

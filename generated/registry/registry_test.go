@@ -34,7 +34,9 @@ func TestLookup(t *testing.T) {
 			"gemma2":             "gemma2",
 			"gemma3":             "gemma3",
 			"gemma3_text":        "gemma3_text",
+			"gemma4":             "gemma4",
 			"gemma4_text":        "gemma4_text",
+			"gemma4_unified":     "gemma4",
 			"glm":                "glm",
 			"glm4":               "glm4",
 			"glm4_moe":           "glm4_moe",
@@ -116,7 +118,6 @@ func TestLookup(t *testing.T) {
 		},
 		map[string]string{
 			"deepseek_v41_text": "deepseek_v41",
-			"gemma4_unified":    "gemma4",
 			"phi-msft":          "phixtral",
 		},
 		[]string{"gemma4_assistant"},

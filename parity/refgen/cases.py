@@ -4285,6 +4285,80 @@ def _gemma4_text_cases() -> List[Case]:
     ]
 
 
+_GEMMA4_TOWERS = (
+    ("model.vision_tower.patch_embedder.input_proj.weight", (32, 48)),
+    ("model.vision_tower.encoder.layers.0.mlp.gate_proj.weight", (64, 32)),
+    ("model.embed_vision.embedding_projection.weight", (64, 32)),
+    ("model.audio_tower.subsample_conv_projection.input_proj_linear.weight", (32, 64)),
+    ("model.audio_tower.layers.0.feed_forward1.ffw_layer_1.weight", (64, 32)),
+    ("model.embed_audio.embedding_projection.weight", (64, 32)),
+)
+
+
+def _gemma4_cases() -> List[Case]:
+    text = {
+        "model_type": "gemma4_text",
+        "hidden_size": HIDDEN,
+        "intermediate_size": 128,
+        "num_hidden_layers": 5,
+        "head_dim": 16,
+        "global_head_dim": 32,
+        "num_kv_shared_layers": 2,
+        "hidden_size_per_layer_input": 8,
+        "vocab_size_per_layer_input": VOCAB,
+        "rms_norm_eps": 1e-6,
+        "sliding_window": SLIDING_WINDOW,
+        "sliding_window_pattern": 2,
+        "vocab_size": VOCAB,
+        "hidden_activation": "gelu_pytorch_tanh",
+    }
+    return [
+        Case(
+            "gemma4",
+            "e2b_layout",
+            "a gemma4_text (per-layer inputs, the last two layers sharing keys and "
+            "values) read from text_config, which has no num_attention_heads or "
+            "num_key_value_heads (8 and 1); tensors in Hugging Face's layout (model.language_model.) "
+            "beside vision and audio towers and their embedders, which loading "
+            "drops; tied head",
+            {
+                "architectures": ["Gemma4ForConditionalGeneration"],
+                "model_type": "gemma4",
+                "text_config": text,
+                "vision_config": {"model_type": "gemma4_vision", "hidden_size": 32},
+                "audio_config": {"model_type": "gemma4_audio", "hidden_size": 32},
+                "vocab_size": VOCAB,
+                "torch_dtype": "bfloat16",
+            },
+            layout=Layout((("language_model.model.", "model.language_model."),), _GEMMA4_TOWERS),
+        ),
+        Case(
+            "gemma4_unified",
+            "dense_untied",
+            "mlx-lm's remapping of gemma4_unified to gemma4: the dense form (every "
+            "layer with keys and values, full layers' values their keys, no "
+            "per-layer inputs) with 4 heads and 2 kv heads, an untied head "
+            "(language_model.lm_head), in mlx-lm's saved layout",
+            {
+                "architectures": ["Gemma4ForConditionalGeneration"],
+                "model_type": "gemma4_unified",
+                "text_config": dict(
+                    text,
+                    num_attention_heads=4,
+                    num_key_value_heads=2,
+                    num_global_key_value_heads=1,
+                    attention_k_eq_v=True,
+                    num_kv_shared_layers=0,
+                    hidden_size_per_layer_input=0,
+                    tie_word_embeddings=False,
+                ),
+                "vocab_size": VOCAB,
+                "torch_dtype": "bfloat16",
+            },
+        ),
+    ]
+
+
 def _baichuan_m1_cases() -> List[Case]:
     def baichuan_m1(**over):
         cfg = {
@@ -4955,6 +5029,7 @@ CASES: List[Case] = (
     + _plamo2_cases()
     + _baichuan_m1_cases()
     + _gemma4_text_cases()
+    + _gemma4_cases()
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()

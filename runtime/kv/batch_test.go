@@ -198,6 +198,10 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 		{"granite", "base", kv.Options{}, 0},
 		{"qwen2", "base", kv.Options{}, 0},
 		{"qwen3", "base", kv.Options{}, 0},
+		// later layers attending over earlier layers' keys and values (owner
+		// and reader caches over a batch), per-layer inputs
+		{"gemma4_text", "shared_kv", kv.Options{}, 0},
+		{"gemma4_text", "per_layer_inputs", kv.Options{}, 0},
 		// Keys that differ in the last float32 place (kernelRounding) may fall
 		// into another quantization step.
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}, 1e-2},

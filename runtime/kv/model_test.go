@@ -96,7 +96,7 @@ func decode(t *testing.T, m nn.Model, caches []kv.Cache, want [][]float32, from 
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestModelDecodeEqualsRecompute(t *testing.T) {
-	for _, c := range []struct{ arch, cas string }{{"llama", "sliding"}, {"llama", "base"}, {"gemma2", "capped"}} {
+	for _, c := range []struct{ arch, cas string }{{"llama", "sliding"}, {"llama", "base"}, {"gemma2", "capped"}, {"gemma4_text", "shared_kv"}, {"gemma4_text", "per_layer_inputs"}} {
 		t.Run(c.arch+"/"+c.cas, func(t *testing.T) {
 			m := load(t, c.arch, c.cas)
 			want := full(t, m)

@@ -16,7 +16,7 @@ func TestAttentionErrors(t *testing.T) {
 		{"float32 not a bool", strings.Replace(base, "  mlp:", "  attention:\n    float32: fp32\n  mlp:", 1),
 			`descriptors/a.yaml:16: structure.attention.float32: want true or false, got "fp32"`},
 		{"unknown qk_norm", strings.Replace(base, "  mlp:", "  attention:\n    qk_norm: after_rope\n  mlp:", 1),
-			`descriptors/a.yaml:16: structure.attention.qk_norm: unknown "after_rope" (want one of none, per_head, full_width, per_head_after_rope, per_head_unweighted, each_head)`},
+			`descriptors/a.yaml:16: structure.attention.qk_norm: unknown "after_rope" (want one of none, per_head, full_width, per_head_after_rope, per_head_unweighted, per_head_unweighted_after_rope, each_head)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Resolve(map[string][]byte{"descriptors/a.yaml": []byte(c.yaml)})

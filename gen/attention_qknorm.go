@@ -58,6 +58,7 @@ var qkNormKinds = []qkNormKind{
 		return at.loadNorms(at.headDim.of(rAttn), at.headDim.of(rAttn))
 	}},
 	{name: "per_head_unweighted", place: qkPerHead, module: nnType("PlainRMSNorm"), doc: "x / rms(x) over each head, no weight"},
+	{name: "per_head_unweighted_after_rope", place: qkAfterRope, module: nnType("PlainRMSNorm"), doc: "x / rms(x) over each head after the rope, no weight"},
 	// each_head normalises each head over head_dim without affine
 	// parameters (a LayerNorm's, or an RMSNorm's), then scales it by its
 	// own weight [heads, head_dim].

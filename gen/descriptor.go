@@ -219,6 +219,8 @@ type RopeDesc struct {
 	OriginalMaxPositions F[Expr]         `yaml:"original_max_positions"`
 	Layers               F[Expr]         `yaml:"layers"`
 	Sliding              RopeSlidingDesc `yaml:"sliding"`
+	// Negate turns the rotation the other way (negative frequencies).
+	Negate F[bool] `yaml:"negate"`
 }
 
 // RopeSlidingDesc is the rope of the layers that attend within a window,

@@ -106,6 +106,8 @@ func TestMixerDescriptorErrors(t *testing.T) {
 			"descriptors/a.yaml:17: structure.attention.kv_from: layers that read another layer's keys and values go with separate q, k and v projections and per_head norms, not a fused qkv projection"},
 		{"per-layer inputs in a parallel block", strings.Replace(base, "structure:\n", "structure:\n  block: parallel\n  per_layer_inputs: {width: \"8\", vocab: vocab_size}\n", 1),
 			"descriptors/a.yaml:16: structure.per_layer_inputs: a parallel block takes no per-layer inputs; they go with a block of attention then the MLP"},
+		{"a negated scaled rope", strings.Replace(base, "structure:\n", "structure:\n  rope:\n    kind: scaled\n    scaling: rope_scaling\n    negate: true\n", 1),
+			"descriptors/a.yaml:18: structure.rope.negate: a scaled rope does not turn the other way; only a plain one does"},
 		{"an unknown value norm", attn(base, "    v_norm: rms\n"),
 			`descriptors/a.yaml:16: structure.attention.v_norm: unknown value norm "rms" (want unweighted, or none)`},
 		{"a layer scale in a parallel block", strings.Replace(base, "structure:\n", "structure:\n  block: parallel\n  layer_scale: layer_scalar\n", 1),

@@ -18,6 +18,7 @@ var normKinds = []struct {
 	{"rms_one_plus", "RMSNorm", "RMSNormOnePlus"},            // x / rms(x) * (1 + w)
 	{"layer_norm", "LayerNorm", "LayerNorm"},                 // with weight and bias
 	{"layer_norm_one_plus", "LayerNorm", "LayerNormOnePlus"}, // scaled by 1 + w, with bias
+	{"rms_unweighted", "PlainRMSNorm", ""},                   // x / rms(x), no weight
 }
 
 func (NormKind) values() []string {
@@ -65,6 +66,10 @@ func (n *Norm) field(goName, name string) *field { return newField(goName, n.goT
 // load spells w.<loader>(name, dims, eps): loading one norm by checkpoint
 // name.
 func (n *Norm) load(w, name string, dims jen.Code) *jen.Statement {
+	if n.loader == "" {
+		// no weight to read: made in place
+		return jen.Qual(nnPkg, "NewPlainRMSNorm").Call(n.Eps.Code(), jen.True())
+	}
 	if n.Bias != nil {
 		return jen.Id(w).Dot("LayerNormBias").Call(jen.Lit(name), dims, n.Eps.Code(), n.Bias.Code())
 	}

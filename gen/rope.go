@@ -45,6 +45,7 @@ type Rope struct {
 	MaxPositions         *Value
 	OriginalMaxPositions *Value
 	Layers               *Value // per-layer bool; nil: every layer rotates
+	Negate               bool   // rotates the other way
 	// Sliding is the rope of the layers that attend within a window, where
 	// it differs; nil: one rope for all.
 	Sliding *SlidingRope
@@ -150,6 +151,9 @@ func (r *Rope) spec() jen.Code {
 	}
 	if r.OriginalMaxPositions != nil {
 		spec = append(spec, kvPair{"OriginalMaxPositions", r.OriginalMaxPositions.Code()})
+	}
+	if r.Negate {
+		spec = append(spec, kvPair{"Negate", jen.True()})
 	}
 	return jen.Qual(nnPkg, "RopeSpec").Values(fieldsOf(spec)...)
 }
@@ -257,6 +261,12 @@ func (b *builder) resolveRope(sc *scope) error {
 	rope.Layers = l.perLayer(r.Layers, "structure.rope.layers")
 	if l.err != nil {
 		return l.err
+	}
+	if r.Negate.IsSet() && r.Negate.V {
+		if rope.Kind != "plain" {
+			return errAt(r.Negate.Pos, "structure.rope.negate", "a %s rope does not turn the other way; only a plain one does", rope.Kind)
+		}
+		rope.Negate = true
 	}
 	switch {
 	case rope.readsScaling():

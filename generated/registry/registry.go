@@ -60,6 +60,7 @@ import (
 	"github.com/archgen/archgen/generated/ministral3"
 	"github.com/archgen/archgen/generated/mixtral"
 	"github.com/archgen/archgen/generated/modernbert"
+	"github.com/archgen/archgen/generated/nanochat"
 	"github.com/archgen/archgen/generated/nemotron"
 	"github.com/archgen/archgen/generated/nemotron_h"
 	"github.com/archgen/archgen/generated/nomic_bert"
@@ -152,6 +153,7 @@ var catalog = nn.NewCatalog(
 		ministral3.Arch,
 		mixtral.Arch,
 		modernbert.Arch,
+		nanochat.Arch,
 		nemotron.Arch,
 		nemotron_h.Arch,
 		nomic_bert.Arch,

@@ -78,6 +78,7 @@ func TestLookup(t *testing.T) {
 			"mistral3":           "mistral3",
 			"mixtral":            "mixtral",
 			"modernbert":         "modernbert",
+			"nanochat":           "nanochat",
 			"nemotron":           "nemotron",
 			"nemotron_h":         "nemotron_h",
 			"nomic_bert":         "nomic_bert",

@@ -4359,6 +4359,42 @@ def _gemma4_cases() -> List[Case]:
     ]
 
 
+def _nanochat_cases() -> List[Case]:
+    def nanochat(**over):
+        cfg = {
+            "architectures": ["NanoChatForCausalLM"],
+            "model_type": "nanochat",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "intermediate_size": 256,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 2048,
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "nanochat",
+            "base",
+            "weightless RMS norms after the embedding, before each sublayer and at "
+            "the end; a rope turning the other way, then weightless q and k norms; "
+            "relu² MLP; logits capped at 15",
+            nanochat(),
+        ),
+        Case(
+            "nanochat",
+            "gqa_base",
+            "2 kv heads for 4 query heads, rope_theta 500",
+            nanochat(num_key_value_heads=2, rope_theta=500.0),
+        ),
+    ]
+
+
 def _baichuan_m1_cases() -> List[Case]:
     def baichuan_m1(**over):
         cfg = {
@@ -5030,6 +5066,7 @@ CASES: List[Case] = (
     + _baichuan_m1_cases()
     + _gemma4_text_cases()
     + _gemma4_cases()
+    + _nanochat_cases()
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()

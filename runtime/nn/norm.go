@@ -118,6 +118,12 @@ func (n *PlainRMSNorm) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	return g.RMSNorm(x, nil, n.Eps)
 }
 
+// AddApply is x + r and that sum normalized, as RMSNorm's.
+func (n *PlainRMSNorm) AddApply(g *mlx.Graph, x, r *mlx.Array) (h, normed *mlx.Array) {
+	h = g.Add(x, r)
+	return h, n.Apply(g, h)
+}
+
 // HeadNorm normalises x [..., heads, head_dim] over head_dim (a LayerNorm
 // without weight or bias, or with RMS x / rms(x)), then scales each head by
 // its own row of Weight [heads, head_dim]. A nil HeadNorm leaves x as it is: a layer whose

@@ -229,6 +229,9 @@ type RopeSpec struct {
 	MaxPositions int
 	// OriginalMaxPositions is phi3's top-level original_max_position_embeddings.
 	OriginalMaxPositions int
+	// Negate turns a plain rope the other way: its frequencies negated,
+	// -exp(j * ln(base) / (dims/2)) for pair j, each product in float32.
+	Negate bool
 }
 
 // NewRope builds the rope spec asks for, computing any frequency table on
@@ -239,6 +242,12 @@ func NewRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
 	}
 	r := spec.Scaling
 	plain := &plainRope{mlx.RoPE{Dims: spec.Dims, Traditional: spec.Traditional, Base: float32(spec.Base), Scale: 1}}
+	if spec.Negate {
+		if spec.Kind != RopePlain {
+			return nil, fmt.Errorf("rope: only a plain rope turns the other way")
+		}
+		return negatedRope(spec, s)
+	}
 	if spec.Kind == RopePlain || r == nil {
 		return plain, nil
 	}
@@ -280,6 +289,21 @@ func NewRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
 	}
 	g.Keep(fr.r.Freqs)
 	return fr, nil
+}
+
+// negatedRope is a plain rope turning the other way: a table of negated
+// frequencies, computed as the float32 products of mlx's arange.
+func negatedRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	half := spec.Dims / 2
+	step := g.MultiplyScalar(g.Arange(0, float64(half), 1, mlx.Float32), math.Log(spec.Base)/float64(half))
+	freqs := g.Negative(g.Exp(step))
+	if err := g.Eval(freqs); err != nil {
+		return nil, fmt.Errorf("rope frequencies: %w", err)
+	}
+	g.Keep(freqs)
+	return &freqRope{r: mlx.RoPE{Dims: spec.Dims, Traditional: spec.Traditional, Scale: 1, Freqs: freqs}, mscale: 1}, nil
 }
 
 // FreeRope releases the arrays r holds, if any.

@@ -53,6 +53,9 @@ type Attention struct {
 	// whose values are k's projection (nil: none such).
 	ValuesFromKeys *Value
 	VNorm          *field // x / rms(x) over each value head; nil: none
+	// HeadGate is the per-head output gate's projection (hidden -> heads);
+	// nil: none.
+	HeadGate *Proj
 	// KVFrom: the layer (a per-layer int) whose keys and values a layer
 	// attends over, where it is not the layer itself or -1 (nil: each its
 	// own); shares marks those layers.
@@ -141,6 +144,9 @@ func (at *Attention) fields(t goType) []jen.Code {
 		if at.VNorm != nil {
 			out = append(out, at.VNorm.decl())
 		}
+		if at.HeadGate != nil {
+			out = append(out, at.HeadGate.Field.decl())
+		}
 		if at.kvConv != nil {
 			out = append(out, at.kvConv.field.decl())
 		}
@@ -226,6 +232,9 @@ func (at *Attention) build(s stage) []jen.Code {
 	}
 	if at.VNorm != nil {
 		out = append(out, at.VNorm.of(rAttn).Op("=").Qual(nnPkg, "NewPlainRMSNorm").Call(at.norm.Eps.Code(), jen.True()))
+	}
+	if at.HeadGate != nil {
+		out = append(out, at.HeadGate.load(rAttn, at.Name))
 	}
 	if at.kvConv != nil {
 		out = append(out, at.kvConv.load(at))
@@ -348,9 +357,18 @@ func (at *Attention) emitForward(f *jen.File) {
 	}
 	update := jen.Id("c").Dot("Update").Call(g(), jen.Id("k"), jen.Id("v"))
 	body = append(body, jen.Id("o").Op(":=").Add(at.attend.call(at, update)).Comment("[B, heads, L, head_dim]"))
-	body = append(body,
-		jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
-	)
+	if at.HeadGate != nil {
+		body = append(body,
+			jen.Id("o").Op("=").Add(call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, L, heads, head_dim]"),
+			jen.Id("o").Op("=").Qual(nnPkg, "HeadGate").Call(g(), jen.Id("o"), apply(self(at.HeadGate.Field), jen.Id("x"))).Comment("each head times sigmoid of its gate logit"),
+			jen.Id("o").Op("=").Add(call("Reshape", jen.Id("o"), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
+		)
+		doc += ", each head's output gated by the sigmoid of " + at.HeadGate.Name + "(x)"
+	} else {
+		body = append(body,
+			jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
+		)
+	}
 	if at.OutputGate {
 		body = append(body, jen.Id("o").Op("=").Add(call("Multiply", jen.Id("o"), call("Sigmoid", jen.Id("gate")))))
 		doc += ", its output gated by sigmoid(gate) from q's projection"
@@ -566,6 +584,9 @@ func (at *Attention) shard(p *ShardPlan, a *Arch) {
 	if at.Sinks != nil {
 		p.tag(at.Name, Proj{Name: "sinks"}, AllToSharded, 1) // a logit per head: each process its heads'
 	}
+	if at.HeadGate != nil {
+		p.tag(at.Name, *at.HeadGate, AllToSharded, 1) // a gate logit per head: each process its heads'
+	}
 }
 
 // resolveAttention resolves structure.attention: heads, head_dim, scale,
@@ -642,6 +663,18 @@ func (b *builder) resolveValues(sc *scope) error {
 	if a.ValuesFromKeys != nil && a.FusedQKV {
 		return errAt(at.ValuesFromKeys.Pos, "structure.attention.values_from_keys", "values taken from k's projection need separate projections, not a fused qkv")
 	}
+	if hg := at.HeadGate; hg.Name.IsSet() && strings.TrimSpace(hg.Name.V) != "" {
+		name := strings.TrimSpace(hg.Name.V)
+		bias := l.must(hg.Bias, "structure.attention.head_gate.bias", TBool)
+		if l.err != nil {
+			return l.err
+		}
+		if a.OutputGate {
+			return errAt(hg.Name.Pos, "structure.attention.head_gate", "attention has one output gate: output_gate or head_gate, not both")
+		}
+		a.HeadGate = &Proj{Field: linear(name), Name: name, Out: func() *jen.Statement { return a.heads.of(rAttn) },
+			In: func() *jen.Statement { return fHidden.of(rModel) }, Bias: bias}
+	}
 	if at.KVFrom.IsSet() {
 		a.KVFrom = l.mustLayer(at.KVFrom, "structure.attention.kv_from", TInt)
 		if l.err != nil {
@@ -659,6 +692,8 @@ func (b *builder) resolveValues(sc *scope) error {
 			why = "keys and values convolved over time"
 		case at.QueryScale.Beta.IsSet():
 			why = "position-scaled queries"
+		case a.HeadGate != nil:
+			why = "a head gate"
 		}
 		if why != "" {
 			return errAt(at.KVFrom.Pos, "structure.attention.kv_from", "layers that read another layer's keys and values go with separate q, k and v projections and per_head norms, not %s", why)
@@ -706,7 +741,7 @@ func attentionDefaults(d *Descriptor) {
 	setDefault(&a.FusedQKV, false, f)
 	setDefault(&a.FusedQKVPerHead, false, f)
 	setDefault(&a.Float32, false, f)
-	for _, b := range []*F[Expr]{&a.Bias.Q, &a.Bias.K, &a.Bias.V, &a.Bias.O} {
+	for _, b := range []*F[Expr]{&a.Bias.Q, &a.Bias.K, &a.Bias.V, &a.Bias.O, &a.HeadGate.Bias} {
 		exprDefault(b, "false", f)
 	}
 	setDefault(&a.QKNorm, QKNorm("none"), f)

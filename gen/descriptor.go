@@ -184,6 +184,10 @@ type AttnDesc struct {
 	// ValuesFromKeys is a per-layer bool: the layers with no v projection,
 	// whose values are the keys' projection before the k norm and rope.
 	ValuesFromKeys F[Expr] `yaml:"values_from_keys"`
+	// HeadGate is a linear from the layer's input to one logit per head;
+	// each head's output is multiplied by its sigmoid (taken in float32)
+	// before o. Unset: none.
+	HeadGate HeadGateDesc `yaml:"head_gate"`
 	// KVFrom is a per-layer int: the earlier layer whose keys and values
 	// a layer attends over (it has no k and v of its own and keeps no
 	// cache); -1 or the layer's own index: its own.
@@ -191,6 +195,13 @@ type AttnDesc struct {
 	// VNorm is the norm on each value head: null (none) or unweighted
 	// (x / rms(x) over head_dim, at the q and k norms' eps).
 	VNorm F[string] `yaml:"v_norm"`
+}
+
+// HeadGateDesc is attention's per-head output gate: its checkpoint name
+// under the attention and whether it has a bias.
+type HeadGateDesc struct {
+	Name F[string] `yaml:"name"`
+	Bias F[Expr]   `yaml:"bias"`
 }
 
 // QueryScaleDesc scales each query by its position p after the rope:

@@ -84,6 +84,7 @@ import (
 	"github.com/archgen/archgen/generated/seed_oss"
 	"github.com/archgen/archgen/generated/smollm3"
 	"github.com/archgen/archgen/generated/solar_open"
+	"github.com/archgen/archgen/generated/spark2_5"
 	"github.com/archgen/archgen/generated/stablelm"
 	"github.com/archgen/archgen/generated/starcoder2"
 	"github.com/archgen/archgen/generated/telechat3"
@@ -177,6 +178,7 @@ var catalog = nn.NewCatalog(
 		seed_oss.Arch,
 		smollm3.Arch,
 		solar_open.Arch,
+		spark2_5.Arch,
 		stablelm.Arch,
 		starcoder2.Arch,
 		telechat3.Arch,

@@ -110,6 +110,7 @@ func TestLookup(t *testing.T) {
 			"seed_oss":           "seed_oss",
 			"smollm3":            "smollm3",
 			"solar_open":         "solar_open",
+			"spark2_5":           "spark2_5",
 			"stablelm":           "stablelm",
 			"starcoder2":         "starcoder2",
 			"telechat3":          "telechat3",

@@ -4395,6 +4395,53 @@ def _nanochat_cases() -> List[Case]:
     ]
 
 
+def _spark2_5_cases() -> List[Case]:
+    def spark(**over):
+        cfg = {
+            "architectures": ["Spark2_5ForCausalLM"],
+            "model_type": "spark2_5",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "sliding_window": SLIDING_WINDOW,
+            "rope_parameters": {
+                "full_attention": {"rope_theta": 5000000.0, "partial_rotary_factor": 0.25},
+                "sliding_attention": {"rope_theta": 100.0, "partial_rotary_factor": 1.0},
+            },
+            "hidden_act": "gelu",
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "spark2_5",
+            "tied",
+            f"layers 0-2 within {SLIDING_WINDOW} rotating whole heads at base 100, layer 3 "
+            "full rotating a quarter of each head at base 5e6; each head's output "
+            "gated by sigmoid(g_proj(x)); exact-GELU gated MLP; tied head",
+            spark(),
+        ),
+        Case(
+            "spark2_5",
+            "biases_untied",
+            "layer_types given (0 and 2 full); biases on q_k_v_proj, g_proj, "
+            "out_proj and the MLP; an untied lm_head",
+            spark(
+                layer_types=["full_attention", "sliding_attention", "full_attention", "sliding_attention"],
+                attention_bias=True,
+                mlp_bias=True,
+                tie_word_embeddings=False,
+            ),
+        ),
+    ]
+
+
 def _baichuan_m1_cases() -> List[Case]:
     def baichuan_m1(**over):
         cfg = {
@@ -5067,6 +5114,7 @@ CASES: List[Case] = (
     + _gemma4_text_cases()
     + _gemma4_cases()
     + _nanochat_cases()
+    + _spark2_5_cases()
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()

@@ -191,20 +191,17 @@ func (at *Attention) build(s stage) []jen.Code {
 	}
 	var out, own []jen.Code // own: the keys' and values' weights, where the layer has them
 	for i, p := range at.Projs {
-		switch {
-		case at.ValuesFromKeys != nil && i == 2 && at.KVFrom == nil:
+		var load jen.Code = p.load(rAttn, at.Name)
+		if at.ValuesFromKeys != nil && i == 2 {
 			// no v projection where values are k's: one product, read twice
-			out = append(out, jen.If(at.ValuesFromKeys.Code()).Block(
+			load = jen.If(at.ValuesFromKeys.Code()).Block(
 				p.Field.of(rAttn).Op("=").Add(at.Projs[1].Field.of(rAttn)),
-			).Else().Block(p.load(rAttn, at.Name)))
-		case at.ValuesFromKeys != nil && i == 2:
-			own = append(own, jen.If(at.ValuesFromKeys.Code()).Block(
-				p.Field.of(rAttn).Op("=").Add(at.Projs[1].Field.of(rAttn)),
-			).Else().Block(p.load(rAttn, at.Name)))
-		case at.KVFrom != nil && (i == 1 || i == 2):
-			own = append(own, p.load(rAttn, at.Name))
-		default:
-			out = append(out, p.load(rAttn, at.Name))
+			).Else().Block(load)
+		}
+		if at.KVFrom != nil && (i == 1 || i == 2) {
+			own = append(own, load)
+		} else {
+			out = append(out, load)
 		}
 	}
 	norms := at.buildNorms()

@@ -363,11 +363,8 @@ func (b *builder) resolveBlock() error {
 		sl.stack, sl.count = a.Block.Stack, a.Layers
 	}
 	if ls := s.LayerScale; ls.IsSet() && strings.TrimSpace(ls.V) != "" {
-		switch {
-		case s.Block.V == parallelBlock || s.Block.V == singleBlock || s.Block.V == postResidualBlock:
-			return errAt(ls.Pos, "structure.layer_scale", "a %s block has no layer scale; it goes with a block of attention then the MLP", s.Block.V)
-		case a.Mixers != nil:
-			return errAt(ls.Pos, "structure.layer_scale", "a layer scale goes with attention layers, not with token mixers of other kinds")
+		if err := b.wiredAfter(ls.Pos, "structure.layer_scale", "layer scale"); err != nil {
+			return err
 		}
 		a.Block.layerScaleName = strings.TrimSpace(ls.V)
 		a.Block.LayerScale = newField(goName(a.Block.layerScaleName), func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") },
@@ -393,6 +390,20 @@ func (b *builder) resolveBlock() error {
 		case a.Scalars.Get(ResidualScale) != nil:
 			return errAt(s.ResidualScale.Pos, "structure.residual_scale", "a mixer kind beside attention (with_attention) adds to the stream unscaled; a residual scale is not supported with it")
 		}
+	}
+	return nil
+}
+
+// wiredAfter refuses what acts on a layer's output after its two residual
+// sums (noun, at key) where the block is not attention then the MLP in its
+// own wiring (emitWiring): a parallel, single or post_residual block, or
+// token mixers of other kinds.
+func (b *builder) wiredAfter(pos Pos, key, noun string) error {
+	switch k := b.d.Structure.Block.V; {
+	case k == parallelBlock || k == singleBlock || k == postResidualBlock:
+		return errAt(pos, key, "a %s block takes no %s: that needs a block of attention then the MLP", k, noun)
+	case b.a.Mixers != nil:
+		return errAt(pos, key, "no %s beside token mixers of other kinds: that needs attention layers", noun)
 	}
 	return nil
 }

@@ -111,12 +111,10 @@ func (b *builder) resolvePerLayerInputs(sc *scope) error {
 	if l.err != nil {
 		return l.err
 	}
-	switch k := b.d.Structure.Block.V; {
-	case k == parallelBlock || k == singleBlock || k == postResidualBlock:
-		return errAt(d.Width.Pos, "structure.per_layer_inputs", "a %s block takes no per-layer inputs; they go with a block of attention then the MLP", k)
-	case a.Mixers != nil:
-		return errAt(d.Width.Pos, "structure.per_layer_inputs", "per-layer inputs go with attention layers, not with token mixers of other kinds")
-	case a.Encoder != nil:
+	if err := b.wiredAfter(d.Width.Pos, "structure.per_layer_inputs", "per-layer inputs"); err != nil {
+		return err
+	}
+	if a.Encoder != nil {
 		return errAt(d.Width.Pos, "structure.per_layer_inputs", "an encoder takes no per-layer inputs")
 	}
 	a.PerLayer = p

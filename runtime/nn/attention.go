@@ -16,3 +16,11 @@ func SeqLen(g *mlx.Graph, tokens *mlx.Array) int {
 	}
 	return tokens.Dim(1)
 }
+
+// HeadGate is o [B, L, heads, head_dim] with each head multiplied by the
+// sigmoid of its gate logit (logits [B, L, heads]), the sigmoid taken in
+// float32 and cast to o's dtype.
+func HeadGate(g *mlx.Graph, o, logits *mlx.Array) *mlx.Array {
+	gate := g.AsType(g.Sigmoid(g.AsType(logits, mlx.Float32)), o.Dtype())
+	return g.Multiply(o, g.ExpandDims(gate, -1))
+}

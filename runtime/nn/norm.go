@@ -161,11 +161,3 @@ func (w *Weights) HeadRMSNorm(name string, heads, dims int, eps float64) *HeadNo
 	n.RMS = true
 	return n
 }
-
-// HeadGate is o [B, L, heads, head_dim] with each head multiplied by the
-// sigmoid of its gate logit (logits [B, L, heads]), the sigmoid taken in
-// float32 and cast to o's dtype.
-func HeadGate(g *mlx.Graph, o, logits *mlx.Array) *mlx.Array {
-	gate := g.AsType(g.Sigmoid(g.AsType(logits, mlx.Float32)), o.Dtype())
-	return g.Multiply(o, g.ExpandDims(gate, -1))
-}

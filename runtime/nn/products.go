@@ -31,7 +31,8 @@ func ProductsByHead(g *mlx.Graph, x *mlx.Array, headDim int, ls ...*Linear) []*m
 }
 
 func products(g *mlx.Graph, x *mlx.Array, headDim int, ls []*Linear) []*mlx.Array {
-	if at, uniq := distinct(ls); len(uniq) < len(ls) {
+	if repeats(ls) {
+		at, uniq := distinct(ls)
 		ys := products(g, x, headDim, uniq)
 		out := make([]*mlx.Array, len(ls))
 		for i, j := range at {
@@ -111,6 +112,19 @@ func plainFloat(ls []*Linear) bool {
 		}
 	}
 	return true
+}
+
+// repeats reports whether a layer stands twice in ls (a handful of
+// layers: compared pairwise, nothing allocated on the common path).
+func repeats(ls []*Linear) bool {
+	for i := range ls {
+		for j := i + 1; j < len(ls); j++ {
+			if ls[i] == ls[j] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // distinct lists each layer of ls once, in order, and where each of ls

@@ -242,19 +242,22 @@ func NewRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
 	}
 	r := spec.Scaling
 	plain := &plainRope{mlx.RoPE{Dims: spec.Dims, Traditional: spec.Traditional, Base: float32(spec.Base), Scale: 1}}
-	if spec.Negate {
-		if spec.Kind != RopePlain {
-			return nil, fmt.Errorf("rope: only a plain rope turns the other way")
-		}
-		return negatedRope(spec, s)
+	if spec.Negate && spec.Kind != RopePlain {
+		return nil, fmt.Errorf("rope: only a plain rope turns the other way")
 	}
-	if spec.Kind == RopePlain || r == nil {
+	if !spec.Negate && (spec.Kind == RopePlain || r == nil) {
 		return plain, nil
 	}
 	g := mlx.NewGraph(s)
 	defer g.Close()
 	var fr *freqRope
-	switch k := r.Kind(); {
+	k := "" // a negated plain rope has no scaling
+	if r != nil {
+		k = r.Kind()
+	}
+	switch {
+	case spec.Negate:
+		fr = negatedRope(g, spec)
 	case spec.Kind == RopeSu && r.Type == "linear", spec.Kind == RopeScaled && k == "linear":
 		plain.r.Scale = float32(1 / *r.Factor)
 		return plain, nil
@@ -292,18 +295,12 @@ func NewRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
 }
 
 // negatedRope is a plain rope turning the other way: a table of negated
-// frequencies, computed as the float32 products of mlx's arange.
-func negatedRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
-	g := mlx.NewGraph(s)
-	defer g.Close()
+// frequencies, -exp(j * ln(base) / (dims/2)), made as mlx's float32
+// products.
+func negatedRope(g *mlx.Graph, spec RopeSpec) *freqRope {
 	half := spec.Dims / 2
 	step := g.MultiplyScalar(g.Arange(0, float64(half), 1, mlx.Float32), math.Log(spec.Base)/float64(half))
-	freqs := g.Negative(g.Exp(step))
-	if err := g.Eval(freqs); err != nil {
-		return nil, fmt.Errorf("rope frequencies: %w", err)
-	}
-	g.Keep(freqs)
-	return &freqRope{r: mlx.RoPE{Dims: spec.Dims, Traditional: spec.Traditional, Scale: 1, Freqs: freqs}, mscale: 1}, nil
+	return &freqRope{r: mlx.RoPE{Dims: spec.Dims, Traditional: spec.Traditional, Scale: 1, Freqs: g.Negative(g.Exp(step))}, mscale: 1}
 }
 
 // FreeRope releases the arrays r holds, if any.

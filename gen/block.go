@@ -249,10 +249,10 @@ func (b *Block) emitWiring(f *jen.File) {
 	if n := b.slot(MLPIn); n != nil && !b.ClipResidual {
 		// The residual update and the MLP's norm in one op.
 		body = append(body, jen.List(jen.Id("h"), jen.Id("hn")).Op(":=").Add(n.Field.of(rLayer).Dot("AddApply").Call(g(), jen.Id("x"), jen.Id("r"))).Comment("x + r, and it normed"))
-		body = append(body, branch(MLPOut, "=", b.mlp.forward(jen.Id("hn")))...)
+		body = append(body, branch(MLPOut, "=", b.mlp.forwardFrom(jen.Id("h"), jen.Id("hn")))...)
 	} else {
 		body = append(body, jen.Id("h").Op(":=").Add(add("x", "r")))
-		body = append(body, branch(MLPOut, "=", b.mlp.forward(normed(MLPIn, jen.Id("h"))))...)
+		body = append(body, branch(MLPOut, "=", b.mlp.forwardFrom(jen.Id("h"), normed(MLPIn, jen.Id("h"))))...)
 	}
 	out := add("h", "r")
 	if b.perLayer != nil {
@@ -369,6 +369,11 @@ func (b *builder) resolveBlock() error {
 		a.Block.layerScaleName = strings.TrimSpace(ls.V)
 		a.Block.LayerScale = newField(goName(a.Block.layerScaleName), func() *jen.Statement { return jen.Op("*").Qual(mlxPkg, "Array") },
 			a.Block.layerScaleName+": multiplies the layer's output [1]")
+	}
+	if a.MLP.beside() {
+		if err := b.wiredAfter(b.d.Structure.MoE.Beside.Pos, "structure.moe.beside_dense", "experts beside the dense MLP"); err != nil {
+			return err
+		}
 	}
 	if s.Block.V == postResidualBlock {
 		switch {

@@ -53,6 +53,14 @@ type MoEDesc struct {
 	Limit      F[Expr]          `yaml:"limit"`
 	// Jitter: sparsemixer's band around each round's pick.
 	Jitter F[Expr] `yaml:"jitter"`
+	// Precise: topk_softmax's softmax accumulates in float32 (default
+	// true; false: in the logits' dtype).
+	Precise F[bool] `yaml:"precise"`
+	// The router's input norm, its per-expert scale, and experts that run
+	// beside the dense MLP (moe_beside.go).
+	RouterNorm  F[Expr] `yaml:"router_norm"`
+	ExpertScale F[bool] `yaml:"expert_scale"`
+	Beside      F[bool] `yaml:"beside_dense"`
 }
 
 // ExpertNames is weights.experts: the checkpoint's names of the sparse
@@ -108,6 +116,17 @@ type ExpertNames struct {
 	// shared expert (fused, at its place); loading moves it to the dense
 	// names, its gate and up split.
 	DenseFromShared F[bool] `yaml:"dense_from_shared"`
+	// At is the module the router and the experts are under: the MLP
+	// (default) or the layer (moe_beside.go).
+	At F[string] `yaml:"at"`
+	// RouterScale and ExpertScale name the router norm's learned scale
+	// and the per-expert scale; DenseNorm, InNorm and OutNorm the norms of
+	// experts beside the dense MLP, under the layer (moe_beside.go).
+	RouterScale F[string] `yaml:"router_scale"`
+	ExpertScale F[string] `yaml:"expert_scale"`
+	DenseNorm   F[string] `yaml:"dense_norm"`
+	InNorm      F[string] `yaml:"in_norm"`
+	OutNorm     F[string] `yaml:"out_norm"`
 }
 
 // RouterKind is how the router turns logits into k experts and weights.
@@ -186,6 +205,7 @@ func moeDefaults(d *Descriptor) {
 	if m.Router.V.corrected() {
 		exprDefault(&m.Correction, "true", f)
 	}
+	besideDefaults(d)
 }
 
 // MoE is the sparse block, resolved.
@@ -208,6 +228,17 @@ type MoE struct {
 	RouterBias             *Value
 	Act                    ExpertActKind
 	Alpha, Limit           *Value // clamped_swiglu
+	Imprecise              bool   // topk_softmax's softmax in the logits' dtype
+	// RouterNorm is the factor of the router's input norm (nil: none);
+	// ExpertScale weighs each picked expert by a learned scale; Beside
+	// runs the experts beside the dense MLP (nil: instead of it); atLayer
+	// puts the router and experts under the layer (moe_beside.go).
+	RouterNorm                       *Value
+	ExpertScale                      bool
+	Beside                           *ExpertsBeside
+	atLayer                          bool
+	routerScaleName, expertScaleName string
+	routerNormEps                    *Value // the router norm's eps: the architecture's norms'
 	interleaved            string
 	correction             string // its path under the MLP
 	correctionFrom         string
@@ -316,6 +347,9 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	}
 	if err == nil {
 		err = b.buildMoEAct(m, sc)
+	}
+	if err == nil {
+		err = b.buildBeside(m, sc)
 	}
 	if err != nil {
 		return nil, err
@@ -443,7 +477,7 @@ func (m *MoE) build(scope string) []jen.Code {
 	// the model routes: its default caches hold what it computes
 	out, late := []jen.Code{jen.Id("lw").Dot("Routes").Call()}, []jen.Code(nil)
 	hidden := fHidden.of(rModel)
-	path := func(x string) string { return scope + "." + x }
+	path := func(x string) string { return m.under(scope, x) }
 	stacked := func(i int) jen.Code { return jen.Lit(path(m.stacked + "." + m.stackedProjs[i])) }
 	for _, u := range []struct{ method, gateUp, down string }{
 		{"UnfuseExperts", m.fusedGateUp, m.fusedDown},
@@ -502,6 +536,7 @@ func (m *MoE) build(scope string) []jen.Code {
 	if m.Float32 {
 		router[jen.Id("Float32")] = jen.True()
 	}
+	m.routerExtras(router, path)
 	if m.Sigmoid != nil && !m.Sigmoid.IsFalse() {
 		router[jen.Id("Sigmoid")] = m.Sigmoid.Code()
 	}
@@ -601,6 +636,9 @@ func (m *MoE) sparseBody() []jen.Code {
 // (for the dense layers, unless every layer is sparse), then the sparse
 // block's.
 func (p *MLP) sparseFields() []jen.Code {
+	if p.beside() {
+		return p.besideFields()
+	}
 	var out []jen.Code
 	if !p.Sparse.allSparse() {
 		for _, x := range p.Projs {
@@ -613,6 +651,9 @@ func (p *MLP) sparseFields() []jen.Code {
 // sparseBuild loads a layer's MLP with experts: sparse or dense as the
 // per-layer choice says, with the forward it runs.
 func (p *MLP) sparseBuild() []jen.Code {
+	if p.beside() {
+		return p.besideBuild()
+	}
 	m := p.Sparse
 	sparse := m.build(p.Name)
 	if m.allSparse() {
@@ -637,6 +678,10 @@ func (p *MLP) sparseBuild() []jen.Code {
 // emitSparseForward writes MLP.forward with experts: the sparse block
 // alone, or the layer's choice of it and the dense one.
 func (p *MLP) emitSparseForward(f *jen.File) {
+	if p.beside() {
+		p.emitBesideForward(f)
+		return
+	}
 	m := p.Sparse
 	method := func(name, doc string, body []jen.Code) {
 		f.Comment(comment(name + " is " + doc + "."))
@@ -659,6 +704,10 @@ func (p *MLP) emitSparseForward(f *jen.File) {
 // shared expert splits as a dense MLP does, and the dense layers' MLP as
 // its kind does.
 func (m *MoE) shard(plan *ShardPlan, a *Arch, p *MLP) {
+	if m.Beside != nil || m.atLayer {
+		plan.refuse("its experts are under the layer, beside the dense MLP, which no tensor-parallel plan splits yet")
+		return
+	}
 	if !m.allSparse() {
 		if m.dense != p.Name {
 			plan.refuse("its dense layers' MLP (%s) is not under the MLP's name (%s), which no tensor-parallel plan follows yet", m.dense, p.Name)

@@ -12,7 +12,9 @@ import "github.com/dave/jennifer/jen"
 // ExpertActKind is how a gated expert combines its gate and up halves.
 type ExpertActKind string
 
-func (ExpertActKind) values() []string { return []string{"swiglu", "clamped_swiglu", "relu2"} }
+func (ExpertActKind) values() []string {
+	return []string{"swiglu", "clamped_swiglu", "relu2", "geglu"}
+}
 
 // ungated: the experts (and a shared expert) have no gate projection:
 // down(relu(up(x))²).
@@ -68,6 +70,10 @@ func (m *MoE) actFields(glu jen.Dict) {
 		glu[jen.Id("Act")] = jen.Qual(nnPkg, "ActReLU2")
 		return
 	}
+	if m.Act == "geglu" {
+		glu[jen.Id("Act")] = jen.Qual(nnPkg, "ActGeGLU")
+		return
+	}
 	if m.Act != "clamped_swiglu" {
 		return
 	}
@@ -83,6 +89,8 @@ func (m *MoE) actDoc() string {
 		return "clamped SwiGLU"
 	case "relu2":
 		return "relu² (ungated)"
+	case "geglu":
+		return "GeGLU (tanh-approximate GELU)"
 	}
 	return "SwiGLU"
 }

@@ -18,8 +18,14 @@
 // hidden_size_per_layer_input (E2B, E4B), each layer also reads a vector of
 // that width per token, made before the first layer from a wide embedding
 // table and a projection of the scaled embeddings, and mixed in by a gate
-// after its MLP. The MoE block (enable_moe_block: 26B-A4B) is refused by
-// ParseConfig.
+// after its MLP. With enable_moe_block (26B-A4B), routed experts run beside
+// each layer's dense MLP: a router on the residual stream, RMS-normed by its
+// learned scale times hidden_size^-0.5, takes the top_k_experts largest of
+// num_experts logits, a softmax over them in their own dtype, each weight
+// times its expert's learned scale; the experts are GeGLUs of
+// moe_intermediate_size reading the stream through a norm of their own, and
+// their weighted sum and the dense MLP's output are each normed and added
+// before the layer's norm after its MLP.
 //
 // Its support tier is parity (see descriptors/README.md). Load reads a model
 // directory as mlx-lm saves it; Forward runs tokens to logits over the caches
@@ -85,9 +91,21 @@ type Config struct {
 	// The rows of the per-layer inputs' table.
 	VocabSizePerLayerInput int `json:"vocab_size_per_layer_input"`
 
-	// EnableMoeBlock is enable_moe_block; false when absent. A routed expert block
-	// beside each dense MLP; not supported.
+	// EnableMoeBlock is enable_moe_block; false when absent. Routed experts beside
+	// each layer's dense MLP.
 	EnableMoeBlock bool `json:"enable_moe_block"`
+
+	// NumExperts is num_experts; 0 when absent. The experts of each layer
+	// (enable_moe_block).
+	NumExperts int `json:"num_experts"`
+
+	// TopKExperts is top_k_experts; 0 when absent. The experts each token is
+	// routed to (enable_moe_block).
+	TopKExperts int `json:"top_k_experts"`
+
+	// MoeIntermediateSize is moe_intermediate_size; 0 when absent. Each expert's
+	// inner width (enable_moe_block).
+	MoeIntermediateSize int `json:"moe_intermediate_size"`
 
 	// AttentionKEqV is attention_k_eq_v; false when absent. The full-attention
 	// layers' values are their keys' projection (no v_proj).
@@ -151,7 +169,7 @@ type Config struct {
 
 // IgnoredKeys are config.json keys of published checkpoints that this
 // architecture deliberately does not read.
-var IgnoredKeys = []string{"architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype", "eos_token_id", "global_partial_rotary_factor", "hidden_activation", "initializer_range", "moe_intermediate_size", "num_experts", "pad_token_id", "partial_rotary_factor", "rope_parameters", "top_k_experts", "torch_dtype", "transformers_version", "use_cache"}
+var IgnoredKeys = []string{"architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype", "eos_token_id", "global_partial_rotary_factor", "hidden_activation", "initializer_range", "pad_token_id", "partial_rotary_factor", "rope_parameters", "torch_dtype", "transformers_version", "use_cache"}
 
 // ParseConfig reads a config.json, applying defaults as mlx-lm's ModelArgs
 // does, and reports every missing or bad key by name.
@@ -161,7 +179,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ModelType: r.ModelType()}
-	var hasNumGlobalKeyValueHeads, hasLayerTypes bool
+	var hasNumGlobalKeyValueHeads, hasNumExperts, hasTopKExperts, hasMoeIntermediateSize, hasLayerTypes bool
 	c.HiddenSize = nn.Default[int](r, "hidden_size", 1536)
 	c.NumHiddenLayers = nn.Default[int](r, "num_hidden_layers", 35)
 	c.IntermediateSize = nn.Default[int](r, "intermediate_size", 6144)
@@ -177,6 +195,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.HiddenSizePerLayerInput = nn.DefaultOrNull[int](r, "hidden_size_per_layer_input", 256, 0)
 	c.VocabSizePerLayerInput = nn.Default[int](r, "vocab_size_per_layer_input", 262144)
 	c.EnableMoeBlock = nn.Default[bool](r, "enable_moe_block", false)
+	c.NumExperts, hasNumExperts = nn.Optional[int](r, "num_experts")
+	c.TopKExperts, hasTopKExperts = nn.Optional[int](r, "top_k_experts")
+	c.MoeIntermediateSize, hasMoeIntermediateSize = nn.Optional[int](r, "moe_intermediate_size")
 	c.AttentionKEqV = nn.Default[bool](r, "attention_k_eq_v", false)
 	c.RopeTraditional = nn.Default[bool](r, "rope_traditional", false)
 	c.SlidingWindow = nn.Default[int](r, "sliding_window", 512)
@@ -203,6 +224,15 @@ func ParseConfig(data []byte) (*Config, error) {
 	nn.Min(r, "num_kv_shared_layers", c.NumKVSharedLayers, 0)
 	nn.Min(r, "hidden_size_per_layer_input", c.HiddenSizePerLayerInput, 0)
 	nn.Min(r, "vocab_size_per_layer_input", c.VocabSizePerLayerInput, 1)
+	if hasNumExperts {
+		nn.Min(r, "num_experts", c.NumExperts, 1)
+	}
+	if hasTopKExperts {
+		nn.Min(r, "top_k_experts", c.TopKExperts, 1)
+	}
+	if hasMoeIntermediateSize {
+		nn.Min(r, "moe_intermediate_size", c.MoeIntermediateSize, 1)
+	}
 	nn.Min(r, "sliding_window", c.SlidingWindow, 1)
 	nn.Min(r, "sliding_window_pattern", c.SlidingWindowPattern, 1)
 	nn.LayerCount(r, "num_hidden_layers", c.NumHiddenLayers)
@@ -227,7 +257,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	r.Check(c.NumKVSharedLayers < c.NumHiddenLayers, "num_kv_shared_layers", "must be below num_hidden_layers, so that a layer keeps keys and values of its own")
 	r.Check(nn.Count(c.KVSource, -1) == 0, "num_kv_shared_layers", "each layer that shares keys and values needs a layer of its type among the ones before them (layer_types)")
 	r.Check(c.HiddenSizePerLayerInput == 0 || c.VocabSizePerLayerInput >= c.VocabSize, "vocab_size_per_layer_input", "must be at least vocab_size, so that every token has a row of per-layer inputs")
-	r.Check(!c.EnableMoeBlock, "enable_moe_block", "the routed expert block (Gemma 4 26B-A4B) is not supported yet")
+	r.Check(!c.EnableMoeBlock || c.NumExperts > 0, "num_experts", "must be set with enable_moe_block")
+	r.Check(!c.EnableMoeBlock || c.TopKExperts > 0 && c.TopKExperts <= c.NumExperts, "top_k_experts", "must be set with enable_moe_block, at most num_experts")
+	r.Check(!c.EnableMoeBlock || c.MoeIntermediateSize > 0, "moe_intermediate_size", "must be set with enable_moe_block")
 	r.Check(c.SlidingRopeType == "default", "sliding_rope_type", "must be default (rope_parameters' sliding_attention rope_type)")
 	var ropeErr error
 	c.FullRope, ropeErr = nn.CheckRopeScaling(nn.RopeScaled, c.FullRope, c.MaxPositionEmbeddings)

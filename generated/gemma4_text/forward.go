@@ -50,7 +50,7 @@ func (l *Layer) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, c kv
 	r := l.SelfAttn.forward(g, l.InputLayernorm.Apply(g, x), mask, c)
 	r = l.PostAttentionLayernorm.Apply(g, r)
 	h, hn := l.PreFeedforwardLayernorm.AddApply(g, x, r) // x + r, and it normed
-	r = l.MLP.forward(g, hn)
+	r = l.MLP.forward(g, h, hn)
 	r = l.PostFeedforwardLayernorm.Apply(g, r)
 	return g.Multiply(l.PerLayerGate.Apply(g, g.Add(h, r), in), l.LayerScalar)
 }
@@ -94,9 +94,20 @@ func (a *Attention) forwardShared(g *mlx.Graph, x *mlx.Array, mask mlx.Attention
 	return a.OProj.Apply(g, o)
 }
 
-// forward is the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)),
-// tanh-approximate GELU.
-func (p *MLP) forward(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+// forward is the layer's feed-forward block on x, its normed input: the dense
+// MLP, and on the sparse layers the sparse feed-forward block: a router picks
+// each token's experts (the k largest logits, then a softmax over them), whose
+// GeGLU (tanh-approximate GELU) outputs are summed by their weights, beside
+// it; the router reads h, the residual stream, as it is, the experts read it
+// normed by their own norm, and the two outputs are normed each and summed
+// (nn.ExpertsBeside).
+func (p *MLP) forward(g *mlx.Graph, h, x *mlx.Array) *mlx.Array {
+	return p.Beside.Apply(g, h, p.dense(g, x))
+}
+
+// dense is the GELU-gated feed-forward block: down(gelu(gate(x)) * up(x)),
+// tanh-approximate GELU, on every layer.
+func (p *MLP) dense(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	gateUp := nn.Products(g, x, p.GateProj, p.UpProj) // gate(x), up(x): [B, L, intermediate] each
 	return p.DownProj.Apply(g, g.Multiply(g.GELUApprox(gateUp[0]), gateUp[1]))
 }

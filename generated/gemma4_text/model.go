@@ -96,9 +96,18 @@ type Attention struct {
 
 // MLP is a layer's feed-forward block (mlp).
 type MLP struct {
-	GateProj *nn.Linear // gate_proj
-	UpProj   *nn.Linear // up_proj
-	DownProj *nn.Linear // down_proj
+	GateProj         *nn.Linear    // gate_proj
+	UpProj           *nn.Linear    // up_proj
+	DownProj         *nn.Linear    // down_proj
+	RouterProj       *nn.Linear    // router.proj: the router (sparse layers)
+	ExpertsSwitchGlu *nn.SwitchGLU // experts.switch_glu: the experts, stacked (sparse layers)
+
+	PostFeedforwardLayernorm1 *nn.RMSNorm // post_feedforward_layernorm_1: the dense MLP's output (sparse layers)
+	PreFeedforwardLayernorm2  *nn.RMSNorm // pre_feedforward_layernorm_2: the experts' input (sparse layers)
+	PostFeedforwardLayernorm2 *nn.RMSNorm // post_feedforward_layernorm_2: the experts' output (sparse layers)
+
+	MoE    nn.MoE            // the router and experts, wired (sparse layers)
+	Beside *nn.ExpertsBeside // the experts beside the dense MLP, wired (sparse layers; nil on the others)
 }
 
 // Load reads a model directory as mlx-lm saves it: config.json, and
@@ -206,6 +215,42 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize*nn.If(c.UseDoubleWideMLP && c.KVSource[i] != i, 2, 1), m.hidden, false)
 		p.UpProj = lw.Linear("mlp.up_proj", c.IntermediateSize*nn.If(c.UseDoubleWideMLP && c.KVSource[i] != i, 2, 1), m.hidden, false)
 		p.DownProj = lw.Linear("mlp.down_proj", m.hidden, c.IntermediateSize*nn.If(c.UseDoubleWideMLP && c.KVSource[i] != i, 2, 1), false)
+		if c.EnableMoeBlock {
+			lw.Routes()
+			lw.UnfuseExperts("experts.gate_up_proj", "experts.switch_glu.gate_proj", "experts.switch_glu.up_proj")
+			lw.UnfuseExperts("experts.down_proj", "experts.switch_glu.down_proj")
+			lw.StackExperts("experts.switch_glu.gate_proj", nn.ExpertName("experts", "gate_proj"), c.NumExperts)
+			lw.StackExperts("experts.switch_glu.up_proj", nn.ExpertName("experts", "up_proj"), c.NumExperts)
+			lw.StackExperts("experts.switch_glu.down_proj", nn.ExpertName("experts", "down_proj"), c.NumExperts)
+			p.RouterProj = lw.Linear("router.proj", c.NumExperts, m.hidden, false)
+			p.ExpertsSwitchGlu = &nn.SwitchGLU{
+				Act:  nn.ActGeGLU,
+				Down: lw.Experts("experts.switch_glu.down_proj", c.NumExperts, m.hidden, c.MoeIntermediateSize, false),
+				Gate: lw.Experts("experts.switch_glu.gate_proj", c.NumExperts, c.MoeIntermediateSize, m.hidden, false),
+				Up:   lw.Experts("experts.switch_glu.up_proj", c.NumExperts, c.MoeIntermediateSize, m.hidden, false),
+			}
+			p.MoE = nn.MoE{
+				Experts: p.ExpertsSwitchGlu,
+				Router: nn.Router{
+					ExpertScale: lw.Vector("router.per_expert_scale", c.NumExperts),
+					Gate:        p.RouterProj,
+					Imprecise:   true,
+					K:           c.TopKExperts,
+					Kind:        nn.RouteTopKSoftmax,
+					Norm:        lw.RouterNorm("router.scale", m.hidden, math.Pow(float64(c.HiddenSize), -0.5), c.RMSNormEps),
+					TopLast:     true,
+				},
+			}
+			p.PostFeedforwardLayernorm1 = lw.RMSNorm("post_feedforward_layernorm_1", m.hidden, c.RMSNormEps)
+			p.PreFeedforwardLayernorm2 = lw.RMSNorm("pre_feedforward_layernorm_2", m.hidden, c.RMSNormEps)
+			p.PostFeedforwardLayernorm2 = lw.RMSNorm("post_feedforward_layernorm_2", m.hidden, c.RMSNormEps)
+			p.Beside = &nn.ExpertsBeside{
+				DenseNorm: p.PostFeedforwardLayernorm1,
+				InNorm:    p.PreFeedforwardLayernorm2,
+				MoE:       &p.MoE,
+				OutNorm:   p.PostFeedforwardLayernorm2,
+			}
+		}
 		l.InputLayernorm = lw.RMSNorm("input_layernorm", m.hidden, c.RMSNormEps)
 		l.PostAttentionLayernorm = lw.RMSNorm("post_attention_layernorm", m.hidden, c.RMSNormEps)
 		l.PreFeedforwardLayernorm = lw.RMSNorm("pre_feedforward_layernorm", m.hidden, c.RMSNormEps)

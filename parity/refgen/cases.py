@@ -52,6 +52,12 @@ class Layout:
     # Qwen3-VL-MoE holds them: experts.gate_up_proj [E, in, 2 * out], the
     # gate's columns first, and experts.down_proj [E, in, out].
     transposed_experts: bool = False
+    # The stacked experts' module (mlx-lm's <module>.gate_proj, up_proj and
+    # down_proj, [E, out, in]) whose matrices are stored as Hugging Face's
+    # Gemma 4 holds them, under the module's parent: experts.gate_up_proj
+    # [E, 2 * out, in], the gate's rows first, and experts.down_proj, both
+    # without a .weight suffix; "" for none.
+    fused_experts: str = ""
 
 
 @dataclass
@@ -4281,6 +4287,26 @@ def _gemma4_text_cases() -> List[Case]:
                 vocab_size_per_layer_input=VOCAB,
                 tie_word_embeddings=False,
             ),
+        ),
+        Case(
+            "gemma4_text",
+            "moe_beside",
+            "the 26B-A4B form (enable_moe_block): on every layer 8 experts of 32 "
+            "(GeGLU) beside the dense MLP, routed from the un-normed stream by a "
+            "router RMS-normed with its learned scale over sqrt(hidden), the top 3 "
+            "logits' softmax in their own dtype times each expert's learned scale; "
+            "the dense and expert outputs each normed, summed, then normed; full "
+            "layers' values from their keys; Hugging Face's fused expert tensors "
+            "(experts.gate_up_proj [E, 2*32, 64], experts.down_proj)",
+            gemma4_text(
+                enable_moe_block=True,
+                num_experts=8,
+                top_k_experts=3,
+                moe_intermediate_size=32,
+                attention_k_eq_v=True,
+                num_global_key_value_heads=1,
+            ),
+            layout=Layout((), (), fused_experts="experts.switch_glu"),
         ),
     ]
 

@@ -197,6 +197,11 @@ def random_weights(model, seed: int):
         elif leaf == "r_k" and len(shape) == 2:
             # the per-head bonus of the current token [heads, head_dim]
             v = HEAD_SCALE_SPREAD * z
+        elif leaf in ("scale", "per_expert_scale") and len(shape) == 1 and ".router." in path:
+            # a router's learned gains, on its input's channels (scale) and
+            # on each expert's weight (per_expert_scale): around mlx-lm's 1,
+            # never exactly it
+            v = 1.0 + NORM_WEIGHT_SPREAD * z
         elif leaf == "layer_scalar" and shape == (1,):
             # a learned gain on a layer's whole output, [1]: around
             # mlx-lm's 1, never exactly it
@@ -250,6 +255,8 @@ def relayout(dst: Path, case: Case):
         out = fuse_kv_b(out, case.config)
     if case.layout.transposed_experts:
         out = transpose_experts(out)
+    if case.layout.fused_experts:
+        out = fuse_experts(out, case.layout.fused_experts)
     for name, shape in case.layout.towers:
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         out[name] = mx.array(rng.standard_normal(shape, dtype=np.float32))
@@ -279,6 +286,27 @@ def fuse_kv_b(tensors, config):
             kv = mx.concatenate([k, v], axis=1)
             out[prefix + "kv_b_proj.weight"] = mx.contiguous(kv.reshape(-1, kv.shape[-1]))
         elif not name.endswith(".unembed_out.weight"):
+            out[name] = value
+    return out
+
+
+def fuse_experts(tensors, module):
+    """tensors with the stacked experts under module (gate_proj, up_proj
+    and down_proj, [E, out, in]) stored as Hugging Face's Gemma 4 stores
+    them, under module's parent: experts.gate_up_proj, the gate's and up's
+    matrices stacked by rows ([E, 2 * out, in]), and experts.down_proj, with
+    no .weight suffix."""
+    parent = module.rpartition(".")[0]
+    out = {}
+    for name, value in tensors.items():
+        if name.endswith(f".{module}.gate_proj.weight"):
+            prefix = name[: -len(f"{module}.gate_proj.weight")]
+            up = tensors[prefix + f"{module}.up_proj.weight"]
+            out[prefix + f"{parent}.gate_up_proj"] = mx.contiguous(mx.concatenate([value, up], axis=-2))
+        elif name.endswith(f".{module}.down_proj.weight"):
+            prefix = name[: -len(f"{module}.down_proj.weight")]
+            out[prefix + f"{parent}.down_proj"] = value
+        elif not name.endswith(f".{module}.up_proj.weight"):
             out[name] = value
     return out
 

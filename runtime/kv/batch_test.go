@@ -202,6 +202,7 @@ func TestBatchedDecodeMatchesSolo(t *testing.T) {
 		// and reader caches over a batch), per-layer inputs
 		{"gemma4_text", "shared_kv", kv.Options{}, 0},
 		{"gemma4_text", "per_layer_inputs", kv.Options{}, 0},
+		{"gemma4_text", "moe_beside", kv.Options{}, 0}, // experts routed per row beside the dense MLP
 		// Keys that differ in the last float32 place (kernelRounding) may fall
 		// into another quantization step.
 		{"llama", "base", kv.Options{KVBits: 8, KVGroupSize: 32}, 1e-2},

@@ -50,6 +50,8 @@ const (
 	ActGELU
 	// ActReLU2 is relu(up)², for ungated experts (no gate).
 	ActReLU2
+	// ActGeGLU is gelu(gate) * up, the tanh-approximate GELU.
+	ActGeGLU
 )
 
 // SwitchGLU are gated experts: down(act(gate(x), up(x))), each by the
@@ -96,6 +98,8 @@ func (s *SwitchGLU) Apply(g *mlx.Graph, x, idx *mlx.Array) *mlx.Array {
 		h = g.GELU(up)
 	case s.Act == ActReLU2:
 		h = ReLUSquared(g, up)
+	case s.Act == ActGeGLU:
+		h = g.Multiply(g.GELUApprox(s.Gate.Apply(g, x, rows, sorted)), up)
 	case s.Act == ActClampedSwiGLU:
 		gate := g.BinaryScalar(mlx.OpMinimum, s.Gate.Apply(g, x, rows, sorted), s.Limit)
 		u := g.Clip(up, -s.Limit, s.Limit)
@@ -185,6 +189,13 @@ func (h *ExpertHits) Count() error {
 // weights: [..., D].
 func (m *MoE) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	idx, w := m.Router.Route(g, x)
+	return m.combine(g, x, idx, w)
+}
+
+// combine is x [..., D] through the experts idx [..., k] names for each
+// token, summed by their weights w [..., k], plus the shared expert on x
+// where there is one.
+func (m *MoE) combine(g *mlx.Graph, x, idx, w *mlx.Array) *mlx.Array {
 	if m.Hits != nil {
 		c := g.Contiguous(idx)
 		g.Keep(c)
@@ -207,6 +218,27 @@ func (m *MoE) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		s = g.Multiply(g.Sigmoid(m.SharedGate.Apply(g, x)), s)
 	}
 	return g.Add(y, s)
+}
+
+// ExpertsBeside is a sparse block that runs beside a layer's dense MLP,
+// each branch with norms of its own: the router reads the residual stream
+// h as it is, the experts read it normed by InNorm, and the dense MLP's
+// output normed by DenseNorm is added to the experts' normed by OutNorm.
+type ExpertsBeside struct {
+	MoE                        *MoE
+	InNorm, OutNorm, DenseNorm Normalizer
+}
+
+// Apply is the sum of the dense MLP's output dense [..., D] and the
+// experts' on h [..., D], each normed; a nil block (a layer without
+// experts) is dense as it is.
+func (b *ExpertsBeside) Apply(g *mlx.Graph, h, dense *mlx.Array) *mlx.Array {
+	if b == nil {
+		return dense
+	}
+	idx, w := b.MoE.Router.Route(g, h)
+	y := b.MoE.combine(g, b.InNorm.Apply(g, h), idx, w)
+	return g.Add(b.DenseNorm.Apply(g, dense), b.OutNorm.Apply(g, y))
 }
 
 // gatherMM is x [..., 1, in] times the matrices w [E, in, out] that idx

@@ -11,6 +11,12 @@ import (
 // float32 compute (see Params.CacheDtype).
 func (w *Weights) Routes() { w.l.routes = true }
 
+// RouterNorm is a router's input norm: its learned scale, the vector name
+// [dims], times factor, with eps.
+func (w *Weights) RouterNorm(name string, dims int, factor, eps float64) *RouterNorm {
+	return &RouterNorm{Scale: w.Vector(name, dims), Factor: factor, Eps: eps}
+}
+
 // Experts is the stacked experts name: weight [n, out, in], dense or
 // quantized, and a bias [n, out] when bias is set.
 //

@@ -73,6 +73,15 @@ type Router struct {
 	TopLast bool
 	// Float32: RouteTopKSoftmax's softmax in float32.
 	Float32 bool
+	// Imprecise: RouteTopKSoftmax's softmax accumulates in the logits'
+	// dtype (mlx's softmax without precise).
+	Imprecise bool
+	// Norm, when set, norms the router's input first: an RMS norm whose
+	// weight is its learned scale times a factor.
+	Norm *RouterNorm
+	// ExpertScale, when set, is a learned [E] multiplying each picked
+	// expert's weight.
+	ExpertScale *mlx.Array
 	// Sigmoid: RouteScoreTopKNorm and RouteScoreGroup score by a sigmoid.
 	Sigmoid bool
 	// RouteSigmoidGroup's (and RouteSigmoidBias's) correction bias [E];
@@ -103,8 +112,28 @@ func (r *Router) topK(g *mlx.Graph, s *mlx.Array) *mlx.Array {
 	return g.Slice(g.Argpartition(g.Negative(s), r.K-1, -1), start, stop)
 }
 
+// RouterNorm is an RMS norm of a router's input whose weight is Scale
+// [D] times Factor, taken in Scale's dtype.
+type RouterNorm struct {
+	Scale  *mlx.Array
+	Factor float64
+	Eps    float64
+}
+
 // Route is x [..., D]'s experts [..., k] and their weights [..., k].
 func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
+	if n := r.Norm; n != nil {
+		x = g.RMSNorm(x, g.MultiplyScalar(n.Scale, n.Factor), float32(n.Eps))
+	}
+	idx, weights = r.route(g, x)
+	if r.ExpertScale != nil {
+		weights = g.Multiply(weights, g.Take(r.ExpertScale, idx, 0))
+	}
+	return idx, weights
+}
+
+// route is Route on the router's (normed) input.
+func (r *Router) route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 	if r.Kind == RouteSigmoidBias {
 		return r.sigmoidBias(g, x)
 	}
@@ -113,9 +142,12 @@ func (r *Router) Route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 	case RouteTopKSoftmax:
 		idx = r.topK(g, logits)
 		top := g.TakeAlongAxis(logits, idx, -1)
-		if r.Float32 {
+		switch {
+		case r.Float32:
 			weights = g.Softmax(g.AsType(top, mlx.Float32), false, -1)
-		} else {
+		case r.Imprecise:
+			weights = g.Softmax(top, false, -1)
+		default:
 			weights = g.Softmax(top, true, -1)
 		}
 	case RouteSigmoidGroup:

@@ -49,6 +49,8 @@ type Attention struct {
 	QueryScale              *QueryScale
 	Sinks                   *field // nil: no attention sinks
 	OutputGate              bool   // q_proj gives [queries | gate] per head; o reads output * sigmoid(gate)
+	// KVTiled: query head h reads key-value head h mod kv_heads.
+	KVTiled bool
 	// ValuesFromKeys: the layers (a per-layer bool) with no v projection,
 	// whose values are k's projection (nil: none such).
 	ValuesFromKeys *Value
@@ -352,8 +354,15 @@ func (at *Attention) emitForward(f *jen.File) {
 	if at.qk.place == qkAfterRope {
 		body = append(body, qkNorm...)
 	}
+	if at.KVTiled {
+		body = append(body, jen.Id("q").Op("=").Qual(nnPkg, "GroupTiledHeads").Call(g(), jen.Id("q"), self(at.kvHeads)).Comment("query heads in the order that groups each key-value head's readers"))
+		doc += ", its key-value heads tiled across the query heads (head h reads h mod kv_heads)"
+	}
 	update := jen.Id("c").Dot("Update").Call(g(), jen.Id("k"), jen.Id("v"))
 	body = append(body, jen.Id("o").Op(":=").Add(at.attend.call(at, update)).Comment("[B, heads, L, head_dim]"))
+	if at.KVTiled {
+		body = append(body, jen.Id("o").Op("=").Qual(nnPkg, "UngroupTiledHeads").Call(g(), jen.Id("o"), self(at.kvHeads)).Comment("back in the query heads' own order"))
+	}
 	if at.HeadGate != nil {
 		body = append(body,
 			jen.Id("o").Op("=").Add(call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, L, heads, head_dim]"),
@@ -696,6 +705,15 @@ func (b *builder) resolveValues(sc *scope) error {
 			return errAt(at.KVFrom.Pos, "structure.attention.kv_from", "layers that read another layer's keys and values go with separate q, k and v projections and per_head norms, not %s", why)
 		}
 		a.shares = newField("run", func() *jen.Statement { return jen.Qual(nnPkg, "Mixer") }, "forwardOwn, or forwardShared where the layer attends over an earlier layer's keys and values (kv_from)")
+	}
+	if at.KVTiled.V {
+		switch {
+		case a.KVFrom != nil:
+			return errAt(at.KVTiled.Pos, "structure.attention.kv_tiled", "layers that read another layer's keys and values take them grouped, not tiled")
+		case at.Sinks.V:
+			return errAt(at.KVTiled.Pos, "structure.attention.kv_tiled", "attention sinks, one per head, go with grouped key-value heads, not tiled")
+		}
+		a.KVTiled = true
 	}
 	switch v := strings.TrimSpace(at.VNorm.V); {
 	case !at.VNorm.IsSet() || v == "":

@@ -195,6 +195,10 @@ type AttnDesc struct {
 	// VNorm is the norm on each value head: null (none) or unweighted
 	// (x / rms(x) over head_dim, at the q and k norms' eps).
 	VNorm F[string] `yaml:"v_norm"`
+	// KVTiled: the key-value heads are tiled across the query heads
+	// (query head h reads key-value head h mod kv_heads), not grouped
+	// (h // (heads / kv_heads)).
+	KVTiled F[bool] `yaml:"kv_tiled"`
 }
 
 // HeadGateDesc is attention's per-head output gate: its checkpoint name
@@ -232,6 +236,9 @@ type RopeDesc struct {
 	Sliding              RopeSlidingDesc `yaml:"sliding"`
 	// Negate turns the rotation the other way (negative frequencies).
 	Negate F[bool] `yaml:"negate"`
+	// Unscaled are rope types the architecture reads as an unscaled rope
+	// (its scaling's factor and other fields unread).
+	Unscaled F[[]string] `yaml:"unscaled"`
 }
 
 // RopeSlidingDesc is the rope of the layers that attend within a window,
@@ -240,6 +247,9 @@ type RopeSlidingDesc struct {
 	Kind F[RopeKind] `yaml:"kind"`
 	Base F[Expr]     `yaml:"base"`
 	Dims F[Expr]     `yaml:"dims"`
+	// Scaling names the sliding layers' own rope_scaling key (a scaled
+	// kind's); unset: the rope's.
+	Scaling F[Expr] `yaml:"scaling"`
 }
 
 // MLPDesc is the feed-forward block.

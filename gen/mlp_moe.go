@@ -210,25 +210,25 @@ func moeDefaults(d *Descriptor) {
 
 // MoE is the sparse block, resolved.
 type MoE struct {
-	Experts, TopK, Hidden  *Value
-	Sparse                 *Value // per layer
-	Router                 RouterKind
-	Renorm                 *Value
-	Correction             *Value // a corrected router's bias is there (nil: no such router)
-	TopLast                bool
-	Bias                   *Value
-	Shared                 *Value // nil: no shared expert
-	SharedGate             bool
-	Float32, Matrix        bool
-	Groups, TopKGroups     *Value // sigmoid_group
-	Scale                  *Value
-	Sigmoid                *Value // score_topk_norm
-	RenormEps              *Value // sigmoid_group, score_group; nil: none
-	Jitter                 *Value // sparsemixer
-	RouterBias             *Value
-	Act                    ExpertActKind
-	Alpha, Limit           *Value // clamped_swiglu
-	Imprecise              bool   // topk_softmax's softmax in the logits' dtype
+	Experts, TopK, Hidden *Value
+	Sparse                *Value // per layer
+	Router                RouterKind
+	Renorm                *Value
+	Correction            *Value // a corrected router's bias is there (nil: no such router)
+	TopLast               bool
+	Bias                  *Value
+	Shared                *Value // nil: no shared expert
+	SharedGate            bool
+	Float32, Matrix       bool
+	Groups, TopKGroups    *Value // sigmoid_group
+	Scale                 *Value
+	Sigmoid               *Value // score_topk_norm
+	RenormEps             *Value // sigmoid_group, score_group; nil: none
+	Jitter                *Value // sparsemixer
+	RouterBias            *Value
+	Act                   ExpertActKind
+	Alpha, Limit          *Value // clamped_swiglu
+	Imprecise             bool   // topk_softmax's softmax in the logits' dtype
 	// RouterNorm is the factor of the router's input norm (nil: none);
 	// ExpertScale weighs each picked expert by a learned scale; Beside
 	// runs the experts beside the dense MLP (nil: instead of it); atLayer
@@ -239,10 +239,10 @@ type MoE struct {
 	atLayer                          bool
 	routerScaleName, expertScaleName string
 	routerNormEps                    *Value // the router norm's eps: the architecture's norms'
-	interleaved            string
-	correction             string // its path under the MLP
-	correctionFrom         string
-	fusedGateUp, fusedDown string
+	interleaved                      string
+	correction                       string // its path under the MLP
+	correctionFrom                   string
+	fusedGateUp, fusedDown           string
 	// transposedGateUp, transposedDown: weights.experts' transposed layout.
 	transposedGateUp, transposedDown string
 	// stackedProjs are the projections' names in the stacked layout
@@ -384,7 +384,10 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		}
 	}
 	if m.ungated() && (n.FusedGateUp.IsSet() || n.InterleavedGateUp.IsSet() || m.SharedGate) {
-		return nil, errAt(s.Act.Pos, "structure.moe.act", "relu2 experts are ungated: no fused or interleaved gate, and no shared expert gate")
+		return nil, errAt(s.Act.Pos, "structure.moe.act", "%s experts are ungated: no fused or interleaved gate, and no shared expert gate", m.Act)
+	}
+	if m.Act == "gelu_tanh" && m.Shared != nil {
+		return nil, errAt(s.Act.Pos, "structure.moe.act", "gelu_tanh experts take no shared expert (a shared expert is a SwiGLU, or relu2 beside relu2 experts)")
 	}
 	m.hfProjs = [3]string{n.Gate.V, n.Up.V, n.Down.V}
 	m.routerField = newField(goName(m.routerName), nnType("Linear"), m.routerName+": the router (sparse layers)")

@@ -336,7 +336,7 @@ func (b *builder) scope(stage string) *scope {
 		},
 		indexable: func(name string) bool { return b.indexable(name) },
 		fixed:     func(name string) int { return b.fixedLength(name) },
-		unchecked: stage == "parse",
+		unchecked: stage == "parse" || stage == "check",
 	}
 	if b.a.Layers != nil {
 		sc.layers = b.a.Layers.Code()

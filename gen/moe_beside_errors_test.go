@@ -27,6 +27,8 @@ func TestMoEBesideErrors(t *testing.T) {
 			`descriptors/a.yaml:26: weights.experts.in_norm: "pre ff" is not a checkpoint name (dotted names of letters, digits and _)`},
 		{"a shared expert beside the dense MLP", moe("    shared: intermediate_size\n    beside_dense: true\n"),
 			"descriptors/a.yaml:24: structure.moe.beside_dense: experts beside the dense MLP take no shared expert: the dense MLP is on every token already"},
+		{"gelu_tanh experts with a shared expert", moe("    act: gelu_tanh\n    shared: intermediate_size\n"),
+			"descriptors/a.yaml:23: structure.moe.act: gelu_tanh experts take no shared expert (a shared expert is a SwiGLU, or relu2 beside relu2 experts)"},
 		{"experts beside the dense MLP in a parallel block", strings.Replace(moe("    beside_dense: true\n"), "structure:\n", "structure:\n  block: parallel\n", 1),
 			"descriptors/a.yaml:24: structure.moe.beside_dense: a parallel block takes no experts beside the dense MLP: that needs a block of attention then the MLP"},
 	} {

@@ -13,12 +13,12 @@ import "github.com/dave/jennifer/jen"
 type ExpertActKind string
 
 func (ExpertActKind) values() []string {
-	return []string{"swiglu", "clamped_swiglu", "relu2", "geglu"}
+	return []string{"swiglu", "clamped_swiglu", "relu2", "geglu", "gelu_tanh"}
 }
 
 // ungated: the experts (and a shared expert) have no gate projection:
-// down(relu(up(x))²).
-func (m *MoE) ungated() bool { return m.Act == "relu2" }
+// down(relu(up(x))²), or down(gelu(up(x))) with the tanh-approximate GELU.
+func (m *MoE) ungated() bool { return m.Act == "relu2" || m.Act == "gelu_tanh" }
 
 // moeActDefaults fills the added parts' defaults.
 func moeActDefaults(d *Descriptor) {
@@ -66,6 +66,10 @@ func (b *builder) buildMoEAct(m *MoE, sc *scope) error {
 
 // actFields adds the activation's fields to the SwitchGLU literal.
 func (m *MoE) actFields(glu jen.Dict) {
+	if m.Act == "gelu_tanh" {
+		glu[jen.Id("Act")] = jen.Qual(nnPkg, "ActGELUTanh")
+		return
+	}
 	if m.ungated() {
 		glu[jen.Id("Act")] = jen.Qual(nnPkg, "ActReLU2")
 		return
@@ -91,6 +95,8 @@ func (m *MoE) actDoc() string {
 		return "relu² (ungated)"
 	case "geglu":
 		return "GeGLU (tanh-approximate GELU)"
+	case "gelu_tanh":
+		return "GELU (tanh-approximate, ungated)"
 	}
 	return "SwiGLU"
 }

@@ -46,6 +46,8 @@ type Rope struct {
 	OriginalMaxPositions *Value
 	Layers               *Value // per-layer bool; nil: every layer rotates
 	Negate               bool   // rotates the other way
+	// Unscaled are the rope types read as an unscaled rope.
+	Unscaled []string
 	// Sliding is the rope of the layers that attend within a window, where
 	// it differs; nil: one rope for all.
 	Sliding *SlidingRope
@@ -59,6 +61,7 @@ type Rope struct {
 type SlidingRope struct {
 	Kind       RopeKind
 	Base, Dims *Value
+	Scaling    *Key   // its own rope_scaling key; nil: the rope's
 	Layers     *Value // which layers attend within a window (attention.sliding)
 }
 
@@ -66,6 +69,9 @@ type SlidingRope struct {
 func (r *Rope) variant() *Rope {
 	v := *r
 	v.Kind, v.Base, v.Dims, v.Sliding = r.Sliding.Kind, r.Sliding.Base, r.Sliding.Dims, nil
+	if r.Sliding.Scaling != nil {
+		v.Scaling = r.Sliding.Scaling
+	}
 	return &v
 }
 
@@ -155,6 +161,13 @@ func (r *Rope) spec() jen.Code {
 	if r.Negate {
 		spec = append(spec, kvPair{"Negate", jen.True()})
 	}
+	if len(r.Unscaled) > 0 && r.Scaling != nil && r.readsScaling() {
+		var types []jen.Code
+		for _, t := range r.Unscaled {
+			types = append(types, jen.Lit(t))
+		}
+		spec = append(spec, kvPair{"Unscaled", jen.Index().String().Values(types...)})
+	}
 	return jen.Qual(nnPkg, "RopeSpec").Values(fieldsOf(spec)...)
 }
 
@@ -185,11 +198,11 @@ func (r *Rope) doc() string {
 }
 
 // slidingRope resolves structure.rope.sliding: the rope of the layers that
-// attend within a window, where its kind, base or dims differ from the
-// rest's.
+// attend within a window, where its kind, base, dims or scaling differ
+// from the rest's.
 func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 	d := &b.d.Structure.Rope.Sliding
-	if !d.Kind.IsSet() && !d.Base.IsSet() && !d.Dims.IsSet() {
+	if !d.Kind.IsSet() && !d.Base.IsSet() && !d.Dims.IsSet() && !d.Scaling.IsSet() {
 		return nil
 	}
 	at := d.Kind.Pos
@@ -214,7 +227,7 @@ func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 		switch {
 		case !probe.Rotates():
 			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "none: layers without positions are structure.rope.layers")
-		case probe.readsScaling() && r.Scaling == nil:
+		case probe.readsScaling() && r.Scaling == nil && !d.Scaling.IsSet():
 			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "a %s rope needs structure.rope.scaling, which the %s rope does not read", v.Kind, r.Kind)
 		case v.Kind == "su", v.Kind == "su_mscale":
 			return errAt(d.Kind.Pos, "structure.rope.sliding.kind", "an su rope is one architecture's whole rope, not a sliding variant")
@@ -233,6 +246,16 @@ func (b *builder) slidingRope(sliding *Value, sc *scope) error {
 			return err
 		}
 		v.Dims = dims
+	}
+	if d.Scaling.IsSet() {
+		if !(&Rope{Kind: v.Kind}).readsScaling() {
+			return errAt(d.Scaling.Pos, "structure.rope.sliding.scaling", "a %s rope reads no rope_scaling", v.Kind)
+		}
+		k := b.key(strings.TrimSpace(d.Scaling.V.Text))
+		if k == nil || k.Type != TRope {
+			return errAt(d.Scaling.Pos, "structure.rope.sliding.scaling", "%q is not a config key of type rope_scaling", d.Scaling.V.Text)
+		}
+		v.Scaling = k
 	}
 	r.Sliding = v
 	return nil
@@ -285,6 +308,17 @@ func (b *builder) resolveRope(sc *scope) error {
 		if r.Scaling.IsSet() {
 			return errAt(r.Scaling.Pos, "structure.rope.scaling", "a %s rope reads no rope_scaling", rope.Kind)
 		}
+	}
+	if r.Unscaled.IsSet() {
+		if rope.Kind != "scaled" {
+			return errAt(r.Unscaled.Pos, "structure.rope.unscaled", "only a scaled rope reads rope types, and so reads some as unscaled")
+		}
+		for _, t := range r.Unscaled.V {
+			if strings.TrimSpace(t) == "" {
+				return errAt(r.Unscaled.Pos, "structure.rope.unscaled", "an empty rope type")
+			}
+		}
+		rope.Unscaled = r.Unscaled.V
 	}
 	if !rope.Rotates() && rope.Layers != nil {
 		return errAt(r.Layers.Pos, "structure.rope.layers", "there is no rope to turn off")

@@ -32,7 +32,7 @@ func TestSinksAndExpertActErrors(t *testing.T) {
 		{"sinks not a bool", attn("    sinks: 2\n"),
 			`descriptors/a.yaml:16: structure.attention.sinks: want true or false, got 2`},
 		{"unknown expert activation", moe("    act: swish\n"),
-			`descriptors/a.yaml:23: structure.moe.act: unknown "swish" (want one of swiglu, clamped_swiglu, relu2, geglu)`},
+			`descriptors/a.yaml:23: structure.moe.act: unknown "swish" (want one of swiglu, clamped_swiglu, relu2, geglu, gelu_tanh)`},
 		{"clamped swiglu without limit", moe("    act: clamped_swiglu\n    alpha: 1.702\n"),
 			"descriptors/a.yaml:23: structure.moe.limit: the clamped_swiglu activation needs limit"},
 		{"alpha without clamped swiglu", moe("    alpha: 1.702\n"),

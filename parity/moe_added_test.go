@@ -62,24 +62,32 @@ func TestMoEAddedConfigErrors(t *testing.T) {
 	}
 }
 
-// TestMoEAddedPerExpertLayout loads phimoe's and exaone_moe's parity
-// checkpoints rewritten in Hugging Face's per-expert layout (phimoe's
-// experts named w1, w3, w2; a quantized level's scales and biases apart
-// too) and checks their prefill logits equal the stacked checkpoints' bit
-// for bit.
+// TestMoEAddedPerExpertLayout loads phimoe's, exaone_moe's and
+// phixtral's parity checkpoints rewritten in Hugging Face's per-expert
+// layout (phimoe's experts named w1, w3, w2; phixtral's under mlp, each
+// fc1 and fc2 with their biases; a quantized level's scales and biases
+// apart too) and checks their prefill logits equal the stacked
+// checkpoints' bit for bit.
 func TestMoEAddedPerExpertLayout(t *testing.T) {
 	_, models, _ := derived(t)
 	for _, x := range []struct {
 		arch, cas, level string
 		rename           map[string]string
+		perExpert        string // default experts
 	}{
-		{"phimoe", "base", "float32", map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}},
-		{"phimoe", "wide_band_top4", "q4_g32", map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}},
-		{"exaone_moe", "base", "float32", nil},
-		{"exaone_moe", "groups_top4_allrope", "q8_g64", nil},
+		{"phimoe", "base", "float32", map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}, ""},
+		{"phimoe", "wide_band_top4", "q4_g32", map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}, ""},
+		{"exaone_moe", "base", "float32", nil, ""},
+		{"exaone_moe", "groups_top4_allrope", "q8_g64", nil, ""},
+		{"phixtral", "base", "float32", nil, "mlp"},
+		{"phi-msft", "six_experts", "q4_g32", nil, "mlp"},
 	} {
 		t.Run(x.arch+"/"+x.cas+"/"+x.level, func(t *testing.T) {
-			perExpertMatches(t, models, x.arch, x.cas, x.level, x.rename)
+			at := x.perExpert
+			if at == "" {
+				at = "experts"
+			}
+			perExpertMatchesAt(t, models, x.arch, x.cas, x.level, at, x.rename)
 		})
 	}
 }

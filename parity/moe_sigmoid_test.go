@@ -40,6 +40,13 @@ func TestSigmoidRouterLayouts(t *testing.T) {
 // bit.
 func perExpertMatches(t *testing.T, models, arch, cas, level string, rename map[string]string) {
 	t.Helper()
+	perExpertMatchesAt(t, models, arch, cas, level, "experts", rename)
+}
+
+// perExpertMatchesAt is perExpertMatches with the experts apart under
+// perExpert (<mlp>.<perExpert>.<e>.<proj>).
+func perExpertMatchesAt(t *testing.T, models, arch, cas, level, perExpert string, rename map[string]string) {
+	t.Helper()
 	c := CaseInfo{Arch: arch, Case: cas}
 	dir := LevelDir(models, c, level)
 	refs, err := LoadRefs(RefsDir(), c)
@@ -47,7 +54,7 @@ func perExpertMatches(t *testing.T, models, arch, cas, level string, rename map[
 		t.Fatal(err)
 	}
 	hf := filepath.Join(t.TempDir(), "hf")
-	unstack(t, dir, hf, "switch_mlp", "experts", rename, nil)
+	unstack(t, dir, hf, "switch_mlp", perExpert, rename, nil)
 	if !slices.Equal(prefillDir(t, hf, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
 		t.Fatal("the per-expert checkpoint's logits differ from the stacked one's")
 	}

@@ -53,6 +53,7 @@ import (
 	"github.com/archgen/archgen/generated/llama4_text"
 	"github.com/archgen/archgen/generated/mamba"
 	"github.com/archgen/archgen/generated/mamba2"
+	"github.com/archgen/archgen/generated/mellum"
 	"github.com/archgen/archgen/generated/mimo"
 	"github.com/archgen/archgen/generated/minicpm"
 	"github.com/archgen/archgen/generated/minicpm3"
@@ -68,9 +69,12 @@ import (
 	"github.com/archgen/archgen/generated/olmo3"
 	"github.com/archgen/archgen/generated/olmo_hybrid"
 	"github.com/archgen/archgen/generated/olmoe"
+	"github.com/archgen/archgen/generated/openelm"
 	"github.com/archgen/archgen/generated/phi"
 	"github.com/archgen/archgen/generated/phi3"
 	"github.com/archgen/archgen/generated/phimoe"
+	"github.com/archgen/archgen/generated/phixtral"
+	"github.com/archgen/archgen/generated/plamo"
 	"github.com/archgen/archgen/generated/plamo2"
 	"github.com/archgen/archgen/generated/qwen"
 	"github.com/archgen/archgen/generated/qwen2"
@@ -147,6 +151,7 @@ var catalog = nn.NewCatalog(
 		llama4_text.Arch,
 		mamba.Arch,
 		mamba2.Arch,
+		mellum.Arch,
 		mimo.Arch,
 		minicpm.Arch,
 		minicpm3.Arch,
@@ -162,9 +167,12 @@ var catalog = nn.NewCatalog(
 		olmo3.Arch,
 		olmo_hybrid.Arch,
 		olmoe.Arch,
+		openelm.Arch,
 		phi.Arch,
 		phi3.Arch,
 		phimoe.Arch,
+		phixtral.Arch,
+		plamo.Arch,
 		plamo2.Arch,
 		qwen.Arch,
 		qwen2.Arch,
@@ -470,10 +478,7 @@ var catalog = nn.NewCatalog(
 			},
 		},
 	},
-	map[string]string{
-		"deepseek_v41_text": "deepseek_v41",
-		"phi-msft":          "phixtral",
-	},
+	map[string]string{"deepseek_v41_text": "deepseek_v41"},
 	[]string{"gemma4_assistant"},
 )
 

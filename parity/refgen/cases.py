@@ -4359,6 +4359,37 @@ def _gemma4_cases() -> List[Case]:
             layout=Layout((("language_model.model.", "model.language_model."),), _GEMMA4_TOWERS),
         ),
         Case(
+            "gemma4",
+            "moe_layout",
+            "the 26B-A4B form read from text_config: 8 experts of 32 beside each "
+            "dense MLP (enable_moe_block, 2 per token), 4 heads and 2 kv heads, no "
+            "shared keys and values or per-layer inputs; tensors in Hugging Face's "
+            "layout (model.language_model., experts.gate_up_proj and "
+            "experts.down_proj fused and bare) beside the towers loading drops",
+            {
+                "architectures": ["Gemma4ForConditionalGeneration"],
+                "model_type": "gemma4",
+                "text_config": dict(
+                    text,
+                    num_hidden_layers=4,
+                    num_attention_heads=4,
+                    num_key_value_heads=2,
+                    num_kv_shared_layers=0,
+                    hidden_size_per_layer_input=0,
+                    enable_moe_block=True,
+                    num_experts=8,
+                    top_k_experts=2,
+                    moe_intermediate_size=32,
+                ),
+                "vision_config": {"model_type": "gemma4_vision", "hidden_size": 32},
+                "audio_config": {"model_type": "gemma4_audio", "hidden_size": 32},
+                "vocab_size": VOCAB,
+                "torch_dtype": "bfloat16",
+            },
+            layout=Layout((("language_model.model.", "model.language_model."),), _GEMMA4_TOWERS,
+                          fused_experts="experts.switch_glu"),
+        ),
+        Case(
             "gemma4_unified",
             "dense_untied",
             "mlx-lm's remapping of gemma4_unified to gemma4: the dense form (every "
@@ -5083,6 +5114,176 @@ def _deepseek_v2_cases() -> List[Case]:
     ]
 
 
+def _mellum_cases() -> List[Case]:
+    def mellum(**over):
+        cfg = {
+            "architectures": ["MellumForCausalLM"],
+            "model_type": "mellum",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": 4,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": False,
+            "max_position_embeddings": 4096,
+            "norm_topk_prob": True,
+            "sliding_window": SLIDING_WINDOW,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+            "rope_parameters": {
+                "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                                   "original_max_position_embeddings": 8},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+            },
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "mellum",
+            "base",
+            f"layers 0 and 2 within {SLIDING_WINDOW} with a plain rope of base 100, 1 "
+            "and 3 full with a yarn rope (factor 4 over an original 8 positions, base "
+            "5e5); q and k RMS-normed per head; every layer a softmax router over 8 "
+            "experts of 32, the 2 most probable renormalised; untied head",
+            mellum(),
+        ),
+        Case(
+            "mellum",
+            "linear_tied",
+            "every layer full; rope_type linear (factor 8), which mlx-lm reads as an "
+            "unscaled rope of its base 1e4; the top-2 weights not renormalised; tied "
+            "head",
+            mellum(
+                layer_types=["full_attention"] * 4,
+                rope_parameters={"full_attention": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 8.0}},
+                norm_topk_prob=False,
+                tie_word_embeddings=True,
+            ),
+        ),
+    ]
+
+
+def _phixtral_cases() -> List[Case]:
+    def phixtral(**over):
+        cfg = {
+            "model_type": "phixtral",
+            "num_vocab": VOCAB,
+            "vocab_size": VOCAB,  # read by the prompt maker; phixtral reads num_vocab
+            "model_dim": HIDDEN,
+            "num_heads": 4,
+            "num_layers": 3,
+            "rotary_dim": 8,
+            "num_experts_per_tok": 2,
+            "num_local_experts": 8,
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "phixtral",
+            "base",
+            "parallel layers behind one LayerNorm; attention from a biased Wqkv, "
+            "4 heads of 16, a rope over 8 of each head's features, in float32; "
+            "the 2 largest of 8 router logits, a softmax over them, each expert "
+            "an ungated fc2(gelu(fc1(x))) of 256 (tanh-approximate GELU) with biases; head lm_head.ln "
+            "then lm_head.linear with a bias",
+            phixtral(),
+        ),
+        Case(
+            "phi-msft",
+            "six_experts",
+            "the phi-msft model_type (mlx-lm's remapping to phixtral), 6 experts with two per "
+            "token, 8 heads of 8 turned over 4 features",
+            phixtral(model_type="phi-msft", num_local_experts=6, num_heads=8, rotary_dim=4),
+        ),
+    ]
+
+
+def _plamo_cases() -> List[Case]:
+    def plamo(**over):
+        cfg = {
+            "architectures": ["PlamoForCausalLM"],
+            "model_type": "plamo",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": 3,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "n_shared_head": 2,
+            "rms_norm_eps": 1e-6,
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "plamo",
+            "base",
+            "parallel layers behind one RMSNorm; 4 query heads over 2 key-value "
+            "heads tiled across them (head h reads h mod 2, n_shared_head 2); "
+            "SwiGLU; untied head",
+            plamo(),
+        ),
+        Case(
+            "plamo",
+            "tiled_four",
+            "8 query heads of 8 over 2 key-value heads tiled four times "
+            "(n_shared_head 4), a traditional rope of base 500",
+            plamo(num_attention_heads=8, n_shared_head=4, rope_traditional=True, rope_theta=500.0),
+        ),
+    ]
+
+
+def _openelm_cases() -> List[Case]:
+    def openelm(**over):
+        cfg = {
+            "architectures": ["OpenELMForCausalLM"],
+            "model_type": "openelm",
+            "vocab_size": VOCAB,
+            "model_dim": HIDDEN,
+            "num_transformer_layers": 4,
+            "head_dim": 16,
+            "num_query_heads": [2, 4, 4, 2],
+            "num_kv_heads": [1, 2, 1, 2],
+            "ffn_multipliers": [0.7, 1.0, 1.5, 2.0],
+            "ffn_dim_divisor": 32,
+            "rope_freq_constant": 10000,
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "openelm",
+            "base",
+            "four layers of their own geometry: 2, 4, 4, 2 query heads over 1, 2, 1, "
+            "2 kv heads of 16 from one qkv_proj; q and k RMS-normed per head; MLP "
+            "widths 64 (0.7 * 64 rounded down to 32 lost more than a tenth: up a "
+            "step), 64, 96 and 128, gate and up fused in proj_1; tied head",
+            openelm(),
+        ),
+        Case(
+            "openelm",
+            "untied_no_qk_norm",
+            "normalize_qk_projections false (no q and k norms), an lm_head "
+            "(share_input_output_layers false), rope base 500, eps 1e-5",
+            openelm(normalize_qk_projections=False, share_input_output_layers=False,
+                    rope_freq_constant=500.0, rms_norm_eps=1e-5),
+        ),
+    ]
+
+
 CASES: List[Case] = (
     _llama_cases()
     + _smollm3_cases()
@@ -5141,6 +5342,10 @@ CASES: List[Case] = (
     + _gemma4_cases()
     + _nanochat_cases()
     + _spark2_5_cases()
+    + _openelm_cases()
+    + _plamo_cases()
+    + _phixtral_cases()
+    + _mellum_cases()
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()

@@ -26,12 +26,15 @@ import contextlib
 import hashlib
 import io
 import json
+import multiprocessing
+import os
 import re
 import shutil
 import struct
 import sys
 import tempfile
 import zlib
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import mlx.core as mx
@@ -137,7 +140,10 @@ def random_weights(model, seed: int):
             # scan's B, C and dt norms; per-head q and k scales [heads, dim])
             v = 1.0 + NORM_WEIGHT_SPREAD * z
         elif leaf == "weight" and len(shape) == 2:
-            if module.endswith("embed_tokens"):
+            if module.endswith(("embed_tokens", "embd.wte")):
+                # token embeddings of unit scale (phixtral's table is
+                # embd.wte), above the biases every layer adds to all
+                # tokens alike
                 v = z
             else:
                 gain = HEAD_GAIN if module == "lm_head" else 1.0
@@ -662,9 +668,20 @@ def generate(out: Path, levels_out: Path, only=None):
         # function of cases.py, so remaking a few (--only) keeps it whole.
         "cases": [{"arch": c.arch, "case": c.name, "doc": c.doc} for c in CASES],
     }
-    for case in CASES:
-        if only and case.key not in only:
-            continue
+    keys = [c.key for c in CASES if not only or c.key in only]
+    for printed in in_workers(generate_case, [(k, out, levels_out) for k in keys]):
+        print(printed, end="", flush=True)
+    write_json(out / "index.json", index)
+
+
+def generate_case(job):
+    """One case of generate: its float32 checkpoint, its levels under
+    levels_out, and its references under out; job is (case key, out,
+    levels_out). Returns what it printed."""
+    key, out, levels_out = job
+    case = next(c for c in CASES if c.key == key)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
         case_dir = out / case.arch / case.name
         if case_dir.exists():
             shutil.rmtree(case_dir)
@@ -736,7 +753,7 @@ def generate(out: Path, levels_out: Path, only=None):
                 flush=True,
             )
         write_json(case_dir / "refs.json", refs)
-    write_json(out / "index.json", index)
+    return buf.getvalue()
 
 
 def levels_key(src: Path) -> str:
@@ -771,17 +788,44 @@ def levels(src: Path, out: Path):
         and all((d / "config.json").is_file() for d in dirs)
     ):
         return
-    by_name = {lv.name: lv for lv in LEVELS}
-    by_name.update(EXTRA_LEVELS)
     if out.exists():
         shutil.rmtree(out)
-    for (arch, case), ns in names.items():
-        model_dir = src / arch / case / "model"
-        for name in ns:
-            derive_level(model_dir, by_name[name], out / arch / case / name)
+    jobs = [(src / arch / case / "model", name, out / arch / case / name) for (arch, case), ns in names.items() for name in ns]
+    in_workers(derive_level_job, jobs)
     stamp.write_text(key + "\n")
     print(f"refgen: derived {len(index['cases'])} cases x {len(index['levels'])} "
           f"levels into {out}")
+
+
+def derive_level_job(job):
+    """derive_level of job, (model dir, level name, level dir)."""
+    model_dir, name, level_dir = job
+    by_name = {lv.name: lv for lv in LEVELS}
+    by_name.update(EXTRA_LEVELS)
+    derive_level(model_dir, by_name[name], level_dir)
+
+
+def jobs_wanted() -> int:
+    """How many worker processes take the per-case work: ARCHGEN_REFGEN_JOBS,
+    or one per CPU."""
+    env = os.environ.get("ARCHGEN_REFGEN_JOBS", "")
+    if env:
+        n = int(env)
+        if n < 1:
+            raise ValueError(f"ARCHGEN_REFGEN_JOBS={env}: want a count of at least 1")
+        return n
+    return os.cpu_count() or 1
+
+
+def in_workers(fn, jobs):
+    """[fn(j) for j in jobs], in order, fanned out to fresh worker processes
+    (each job is independent: its own files, its own seeds), or in this one
+    where one worker is wanted."""
+    n = min(jobs_wanted(), len(jobs))
+    if n <= 1:
+        return [fn(j) for j in jobs]
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as ex:
+        return list(ex.map(fn, jobs, chunksize=1))
 
 
 def upcast(model):
@@ -920,6 +964,23 @@ def float32_run(level_dir: Path, prompt, kv_cache=None):
     return out
 
 
+def float32_run_job(job):
+    """float32_run of job, (level dir, case key, level name, prompt, kv cache
+    options), saved beside the level as FLOAT32_RUN."""
+    level_dir, key, name, prompt, kv_cache = job
+    dumps = float32_run(level_dir, prompt, kv_cache)
+    mx.save_safetensors(
+        str(level_dir / FLOAT32_RUN),
+        dumps,
+        metadata={
+            "format": "archgen-parity-float32-run",
+            "case": key,
+            "level": name,
+            **versions(),
+        },
+    )
+
+
 def float32_runs_key(src: Path) -> str:
     return levels_key(src) + "-float32-runs"
 
@@ -934,25 +995,15 @@ def float32_runs(src: Path, out: Path):
     if stamp.is_file() and stamp.read_text().strip() == key:
         return
     index = json.loads((src / "index.json").read_text())
-    n = 0
+    jobs = []
     for entry in index["cases"]:
         refs = json.loads((src / entry["arch"] / entry["case"] / "refs.json").read_text())
         for name in refs["levels"]:
-            if name == "float32":
-                continue
-            level_dir = out / entry["arch"] / entry["case"] / name
-            dumps = float32_run(level_dir, refs["prompt"], refs.get("kv_cache"))
-            mx.save_safetensors(
-                str(level_dir / FLOAT32_RUN),
-                dumps,
-                metadata={
-                    "format": "archgen-parity-float32-run",
-                    "case": f"{entry['arch']}/{entry['case']}",
-                    "level": name,
-                    **versions(),
-                },
-            )
-            n += 1
+            if name != "float32":
+                jobs.append((out / entry["arch"] / entry["case"] / name, f"{entry['arch']}/{entry['case']}", name,
+                             refs["prompt"], refs.get("kv_cache")))
+    in_workers(float32_run_job, jobs)
+    n = len(jobs)
     stamp.write_text(key + "\n")
     print(f"refgen: mlx-lm's float32 runs of {n} levels into {out}")
 

@@ -24,3 +24,38 @@ func HeadGate(g *mlx.Graph, o, logits *mlx.Array) *mlx.Array {
 	gate := g.AsType(g.Sigmoid(g.AsType(logits, mlx.Float32)), o.Dtype())
 	return g.Multiply(o, g.ExpandDims(gate, -1))
 }
+
+// GroupTiledHeads reorders q [B, heads, L, head_dim], whose heads read
+// key-value heads tiled across them (head h reads h mod kvHeads, mlx's
+// tile of the keys), so that grouped-query attention, which gives head p
+// key-value head p / (heads / kvHeads), pairs each with its own: position
+// j * n + a takes head a * kvHeads + j (n = heads / kvHeads).
+// UngroupTiledHeads puts the attention's output back in the heads' order.
+func GroupTiledHeads(g *mlx.Graph, q *mlx.Array, kvHeads int) *mlx.Array {
+	return g.Take(q, tiledOrder(g, q, kvHeads, false), 1)
+}
+
+// UngroupTiledHeads is GroupTiledHeads undone on o [B, heads, L, head_dim]:
+// head a * kvHeads + j from position j * n + a.
+func UngroupTiledHeads(g *mlx.Graph, o *mlx.Array, kvHeads int) *mlx.Array {
+	return g.Take(o, tiledOrder(g, o, kvHeads, true), 1)
+}
+
+// tiledOrder is GroupTiledHeads' order of x's heads (axis 1), or with
+// back the inverse one.
+func tiledOrder(g *mlx.Graph, x *mlx.Array, kvHeads int, back bool) *mlx.Array {
+	if !x.Valid() || kvHeads < 1 {
+		return x // a failed op's result: g reports its error
+	}
+	heads := x.Dim(1)
+	n := heads / kvHeads
+	idx := make([]int32, heads)
+	for p := range idx {
+		if back {
+			idx[p] = int32((p%kvHeads)*n + p/kvHeads)
+		} else {
+			idx[p] = int32((p%n)*kvHeads + p/n)
+		}
+	}
+	return mlx.FromSlice(g, idx, heads)
+}

@@ -169,7 +169,16 @@ func parseConfig(arch *nn.Arch, data []byte) (any, error) {
 
 // allDefaults are the architectures whose ModelArgs in mlx-lm give every
 // size a default, so that a config may leave hidden_size out.
-var allDefaults = map[string]bool{"phi": true, "cohere": true, "cohere2": true, "qwen": true}
+var allDefaults = map[string]bool{"phi": true, "cohere": true, "cohere2": true, "qwen": true, "phixtral": true}
+
+// ownSizeKeys are the size keys of architectures that name them their own
+// way where a published config may hold the usual names unread (phixtral's
+// phi-msft configs carry n_embd and vocab_size; mlx-lm reads model_dim and
+// num_vocab): hidden, layers and vocab, by role.
+var ownSizeKeys = map[string][3]string{
+	"phixtral": {"model_dim", "num_layers", "num_vocab"},
+	"openelm":  {"model_dim", "num_transformer_layers", "vocab_size"},
+}
 
 // firstKey is the first of keys that m (or its text_config) holds, else
 // the first of keys.
@@ -195,6 +204,10 @@ func TestConfigFaults(t *testing.T) {
 			base := publishedConfig(t, arch.Name)
 			layers := layersKey(base)
 			hidden := firstKey(base, "hidden_size", "n_embd")
+			vocab := "vocab_size"
+			if own, ok := ownSizeKeys[arch.Name]; ok {
+				hidden, layers, vocab = own[0], own[1], own[2]
+			}
 			heads := firstKey(base, "num_attention_heads", "n_head")
 			kv := firstKey(base, "num_key_value_heads", "n_kv_heads")
 			width := mlpWidthKey(base)
@@ -223,19 +236,19 @@ func TestConfigFaults(t *testing.T) {
 				{"zero size", with(base, map[string]any{hidden: 0}), hidden + ": must be at least 1, got 0"},
 				{"negative layers", with(base, map[string]any{layers: -2}), layers + ": must be at least 1, got -2"},
 				{"absurd layer count", with(base, map[string]any{layers: 1e12}), layers + ": 1000000000000 layers are more than archgen builds (at most 4096)"},
-				{"zero vocabulary", with(base, map[string]any{"vocab_size": 0}), "vocab_size: must be at least 1, got 0"},
+				{"zero vocabulary", with(base, map[string]any{vocab: 0}), vocab + ": must be at least 1, got 0"},
 				{"zero MLP width", with(base, map[string]any{width: 0}), width + ": must be at least 1, got 0"},
 				{"kv heads not dividing heads", with(base, badKV),
 					kv + ": must divide " + heads},
 				{"zero kv heads", with(base, map[string]any{kv: 0}), kv + ": must be at least 1, got 0"},
-				{"two problems", with(base, map[string]any{hidden: nil, "vocab_size": true}),
-					hidden + ": missing (required)\nvocab_size: want an integer, got true"},
+				{"two problems", with(base, map[string]any{hidden: nil, vocab: true}),
+					hidden + ": missing (required)\n" + vocab + ": want an integer, got true"},
 			} {
 				if allDefaults[arch.Name] && strings.Contains(c.want, hidden+": missing") {
 					// Nothing is required: a missing hidden_size is mlx-lm's default.
 					// The same problems with hidden_size present and wrong instead.
-					c.data = with(base, map[string]any{hidden: "x", "vocab_size": true})
-					c.want = hidden + ": want an integer, got \"x\"\nvocab_size: want an integer, got true"
+					c.data = with(base, map[string]any{hidden: "x", vocab: true})
+					c.want = hidden + ": want an integer, got \"x\"\n" + vocab + ": want an integer, got true"
 					if c.name == "required key missing" {
 						c.data = with(base, map[string]any{hidden: "x"})
 						c.want = hidden + ": want an integer, got \"x\""
@@ -330,6 +343,19 @@ func TestConfigFaultsByArch(t *testing.T) {
 		{"gemma4_text", map[string]any{"layer_types": []string{"full_attention"}, "num_kv_shared_layers": 2}, "layer_types: has 1 entries, want 60 (num_hidden_layers)\nnum_kv_shared_layers: each layer that shares keys and values needs a layer of its type among the ones before them (layer_types)"},
 		{"gemma4_text", map[string]any{"hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 10}, "vocab_size_per_layer_input: must be at least vocab_size, so that every token has a row of per-layer inputs"},
 		{"gemma4_text", map[string]any{"rope_parameters": map[string]any{"sliding_attention": map[string]any{"rope_type": "linear", "factor": 2.0}}}, "sliding_rope_type: must be default (rope_parameters' sliding_attention rope_type)"},
+		{"openelm", map[string]any{"num_kv_heads": []int{5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5}}, "num_kv_heads: each entry must be at least 1 and divide the layer's num_query_heads"},
+		{"openelm", map[string]any{"num_kv_heads": []int{0, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5}}, "num_kv_heads: each entry must be at least 1 and divide the layer's num_query_heads"},
+		{"openelm", map[string]any{"num_query_heads": []int{12, 12}}, "num_query_heads: has 2 entries, want 16 (num_transformer_layers)"},
+		{"openelm", map[string]any{"ffn_multipliers": []float64{0.5, 0.73, 0.97, 1.2, 1.43, 1.67, 1.9, 2.13, 2.37, 2.6, 2.83, 3.07, 3.3, 3.53, 3.77, -4}}, "ffn_multipliers: each entry must be above 0"},
+		{"plamo", map[string]any{"n_shared_head": 3}, "n_shared_head: must divide num_attention_heads (mlx-lm tiles the key-value heads n_shared_head times, which must give one per query head)"},
+		{"phixtral", map[string]any{"num_experts_per_tok": 3}, "num_experts_per_tok: must not exceed num_local_experts"},
+		{"phixtral", map[string]any{"rotary_dim": 33}, "rotary_dim: must be even and at most a head's width (model_dim / num_heads)"},
+		{"phixtral", map[string]any{"rotary_dim": 96}, "rotary_dim: must be even and at most a head's width (model_dim / num_heads)"},
+		{"phixtral", map[string]any{"model_dim": 2500}, "model_dim: must be divisible by num_heads"},
+		{"mellum", map[string]any{"layer_types": []string{"sliding_attention"}, "num_hidden_layers": 1}, "layer_types: each entry must be full_attention or sliding_attention, and one at least full_attention"},
+		{"mellum", map[string]any{"rope_parameters": map[string]any{"sliding_attention": map[string]any{"rope_theta": 10000.0}}}, "full_rope_theta: rope_parameters.full_attention.rope_theta is required (and above 0)"},
+		{"mellum", map[string]any{"rope_parameters": map[string]any{"full_attention": map[string]any{"rope_theta": 10000.0}}}, "sliding_rope_theta: rope_parameters.sliding_attention.rope_theta is required where layers slide (and above 0)"},
+		{"mellum", map[string]any{"num_experts_per_tok": 65}, "num_experts_per_tok: must not exceed num_experts"},
 		{"spark2_5", map[string]any{"hidden_act": "silu"}, "hidden_act: must be gelu (mlx-lm's spark2_5 requires it)"},
 		{"spark2_5", map[string]any{"headwise_attn_output_gate": false}, "headwise_attn_output_gate: must be true (mlx-lm's spark2_5 requires head-wise output gates)"},
 		{"spark2_5", map[string]any{"rope_parameters": map[string]any{"full_attention": map[string]any{"partial_rotary_factor": 0.001}, "sliding_attention": map[string]any{}}}, "full_rotary_factor: rope_parameters' full_attention partial_rotary_factor must rotate an even number of a head's features, at least 2"},
@@ -405,9 +431,9 @@ func TestConfigFaultsByArch(t *testing.T) {
 // config handed to the wrong architecture.
 func TestModelTypeFaults(t *testing.T) {
 	for mt, want := range map[string]string{
-		"bailing_hybrid":   `model_type "bailing_hybrid" is not supported (supported: `,
-		"phi-msft":         `model_type "phi-msft" is an alias of "phixtral", which archgen does not support`,
-		"gemma4_assistant": `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
+		"bailing_hybrid":    `model_type "bailing_hybrid" is not supported (supported: `,
+		"deepseek_v41_text": `model_type "deepseek_v41_text" is an alias of "deepseek_v41", which archgen does not support`,
+		"gemma4_assistant":  `model_type "gemma4_assistant" is a speculative-decoding drafter, which runs beside a target model, not on its own`,
 	} {
 		dir := configDir(t, []byte(`{"model_type": "`+mt+`", "hidden_size": 64}`))
 		err := loadErr(t, dir)

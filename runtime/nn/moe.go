@@ -52,6 +52,9 @@ const (
 	ActReLU2
 	// ActGeGLU is gelu(gate) * up, the tanh-approximate GELU.
 	ActGeGLU
+	// ActGELUTanh is gelu(up), tanh-approximate, for ungated experts (no
+	// gate).
+	ActGELUTanh
 )
 
 // SwitchGLU are gated experts: down(act(gate(x), up(x))), each by the
@@ -98,6 +101,8 @@ func (s *SwitchGLU) Apply(g *mlx.Graph, x, idx *mlx.Array) *mlx.Array {
 		h = g.GELU(up)
 	case s.Act == ActReLU2:
 		h = ReLUSquared(g, up)
+	case s.Act == ActGELUTanh:
+		h = g.GELUApprox(up)
 	case s.Act == ActGeGLU:
 		h = g.Multiply(g.GELUApprox(s.Gate.Apply(g, x, rows, sorted)), up)
 	case s.Act == ActClampedSwiGLU:

@@ -232,6 +232,9 @@ type RopeSpec struct {
 	// Negate turns a plain rope the other way: its frequencies negated,
 	// -exp(j * ln(base) / (dims/2)) for pair j, each product in float32.
 	Negate bool
+	// Unscaled are the rope types an architecture reads as an unscaled
+	// rope: a Scaling of one of them is not applied.
+	Unscaled []string
 }
 
 // NewRope builds the rope spec asks for, computing any frequency table on
@@ -241,6 +244,9 @@ func NewRope(spec RopeSpec, s *mlx.Stream) (Rope, error) {
 		return nil, fmt.Errorf("rope: %d dimensions; want a positive even number", spec.Dims)
 	}
 	r := spec.Scaling
+	if r != nil && slices.Contains(spec.Unscaled, r.Kind()) {
+		r = nil
+	}
 	plain := &plainRope{mlx.RoPE{Dims: spec.Dims, Traditional: spec.Traditional, Base: float32(spec.Base), Scale: 1}}
 	if spec.Negate && spec.Kind != RopePlain {
 		return nil, fmt.Errorf("rope: only a plain rope turns the other way")

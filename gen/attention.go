@@ -26,6 +26,22 @@ func (p Proj) load(recv, prefix string) jen.Code {
 	return p.Field.of(recv).Op("=").Id("lw").Dot("Linear").Call(jen.Lit(joinName(prefix, p.Name)), p.Out(), p.In(), p.Bias.Code())
 }
 
+// headGateFunc is runtime/nn's function of the head gate's kind.
+func (at *Attention) headGateFunc() string {
+	if at.headGateSoftplus {
+		return "HeadGateSoftplus"
+	}
+	return "HeadGate"
+}
+
+// headGateAct names the head gate's function of its logit.
+func (at *Attention) headGateAct() string {
+	if at.headGateSoftplus {
+		return "softplus"
+	}
+	return "sigmoid"
+}
+
 // Attention is self-attention, resolved.
 type Attention struct {
 	none
@@ -55,6 +71,10 @@ type Attention struct {
 	// whose values are k's projection (nil: none such).
 	ValuesFromKeys *Value
 	VNorm          *field // x / rms(x) over each value head; nil: none
+	// headGateSoftplus: the head gate is softplus(logit), not its
+	// sigmoid; headGateWhen, where set, says at load whether it is there.
+	headGateSoftplus bool
+	headGateWhen     *Value
 	// HeadGate is the per-head output gate's projection (hidden -> heads);
 	// nil: none.
 	HeadGate *Proj
@@ -233,7 +253,11 @@ func (at *Attention) build(s stage) []jen.Code {
 		out = append(out, at.VNorm.of(rAttn).Op("=").Qual(nnPkg, "NewPlainRMSNorm").Call(at.norm.Eps.Code(), jen.True()))
 	}
 	if at.HeadGate != nil {
-		out = append(out, at.HeadGate.load(rAttn, at.Name))
+		load := at.HeadGate.load(rAttn, at.Name)
+		if at.headGateWhen != nil && !at.headGateWhen.IsTrue() {
+			load = jen.If(at.headGateWhen.Code()).Block(load)
+		}
+		out = append(out, load)
 	}
 	if at.kvConv != nil {
 		out = append(out, at.kvConv.load(at))
@@ -366,10 +390,10 @@ func (at *Attention) emitForward(f *jen.File) {
 	if at.HeadGate != nil {
 		body = append(body,
 			jen.Id("o").Op("=").Add(call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3))).Comment("[B, L, heads, head_dim]"),
-			jen.Id("o").Op("=").Qual(nnPkg, "HeadGate").Call(g(), jen.Id("o"), apply(self(at.HeadGate.Field), jen.Id("x"))).Comment("each head times sigmoid of its gate logit"),
+			jen.Id("o").Op("=").Qual(nnPkg, at.headGateFunc()).Call(g(), jen.Id("o"), self(at.HeadGate.Field), jen.Id("x")).Comment("each head times "+at.headGateAct()+" of its gate logit"),
 			jen.Id("o").Op("=").Add(call("Reshape", jen.Id("o"), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
 		)
-		doc += ", each head's output gated by the sigmoid of " + at.HeadGate.Name + "(x)"
+		doc += ", each head's output gated by the " + at.headGateAct() + " of " + at.HeadGate.Name + "(x)"
 	} else {
 		body = append(body,
 			jen.Id("o").Op("=").Add(call("Reshape", call("Transpose", jen.Id("o"), jen.Lit(0), jen.Lit(2), jen.Lit(1), jen.Lit(3)), jen.Id("B"), jen.Id("L"), width(at.heads))).Comment("[B, L, heads*head_dim]"),
@@ -680,6 +704,18 @@ func (b *builder) resolveValues(sc *scope) error {
 		}
 		a.HeadGate = &Proj{Field: linear(name), Name: name, Out: func() *jen.Statement { return a.heads.of(rAttn) },
 			In: func() *jen.Statement { return fHidden.of(rModel) }, Bias: bias}
+		switch strings.TrimSpace(hg.Act.V) {
+		case "", "sigmoid":
+		case "softplus":
+			a.headGateSoftplus = true
+		default:
+			return errAt(hg.Act.Pos, "structure.attention.head_gate.act", "unknown %q (want sigmoid or softplus)", hg.Act.V)
+		}
+		if hg.When.IsSet() {
+			if a.headGateWhen = l.must(hg.When, "structure.attention.head_gate.when", TBool); l.err != nil {
+				return l.err
+			}
+		}
 	}
 	if at.KVFrom.IsSet() {
 		a.KVFrom = l.mustLayer(at.KVFrom, "structure.attention.kv_from", TInt)

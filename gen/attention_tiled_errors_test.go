@@ -19,6 +19,10 @@ func TestKVTiledErrors(t *testing.T) {
 			"descriptors/a.yaml:16: structure.attention.kv_tiled: attention sinks, one per head, go with grouped key-value heads, not tiled"},
 		{"tiled with shared keys and values", attn("    kv_tiled: true\n    kv_from: i\n"),
 			"descriptors/a.yaml:16: structure.attention.kv_tiled: layers that read another layer's keys and values take them grouped, not tiled"},
+		{"an unknown head gate function", attn("    head_gate: {name: g_proj, act: tanh}\n"),
+			`descriptors/a.yaml:16: structure.attention.head_gate.act: unknown "tanh" (want sigmoid or softplus)`},
+		{"a head gate's when not a bool", attn("    head_gate: {name: g_proj, when: head_dim}\n"),
+			`descriptors/a.yaml:16: structure.attention.head_gate.when: "head_dim" is int, want bool`},
 		{"tiled not a bool", attn("    kv_tiled: 2\n"),
 			"descriptors/a.yaml:16: structure.attention.kv_tiled: want true or false, got 2"},
 	} {

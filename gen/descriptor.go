@@ -206,6 +206,12 @@ type AttnDesc struct {
 type HeadGateDesc struct {
 	Name F[string] `yaml:"name"`
 	Bias F[Expr]   `yaml:"bias"`
+	// Act is the gate's function of its logit: sigmoid (default) or
+	// softplus.
+	Act F[string] `yaml:"act"`
+	// When (a bool expression, decided at load) says whether the layers
+	// have the gate at all; default true.
+	When F[Expr] `yaml:"when"`
 }
 
 // QueryScaleDesc scales each query by its position p after the rope:

@@ -100,6 +100,15 @@ func (p *MLP) link(a *Arch) {
 		p.Field.typ = func() *jen.Statement { return jen.Op("*").Id("MLP") }
 	}
 	p.Projs = p.kind.projs(n, func() *jen.Statement { return fHidden.of(rModel) }, p.Hidden.Code, p.Bias)
+	if m := p.Sparse; m != nil {
+		// a router whose checkpoint name spells a dense projection's Go
+		// name (laguna's gate.proj beside gate_proj) is the MLP's Router
+		for _, x := range p.Projs {
+			if x.Field.name == m.routerField.name {
+				m.routerField.name = "Router"
+			}
+		}
+	}
 	if act, ok := p.kind.(mlpActivation); ok {
 		name, typ, _ := act.activation()
 		p.act = newField(goName(name), nnType(typ), name)

@@ -53,6 +53,10 @@ type MoEDesc struct {
 	Limit      F[Expr]          `yaml:"limit"`
 	// Jitter: sparsemixer's band around each round's pick.
 	Jitter F[Expr] `yaml:"jitter"`
+	// Softcap and SqrtSoftplus: float32_score_norm's logit cap (a float
+	// expression; 0: none) and score function (a bool expression).
+	Softcap      F[Expr] `yaml:"softcap"`
+	SqrtSoftplus F[Expr] `yaml:"sqrt_softplus"`
 	// Precise: topk_softmax's softmax accumulates in float32 (default
 	// true; false: in the logits' dtype).
 	Precise F[bool] `yaml:"precise"`
@@ -148,6 +152,7 @@ var routerKinds = []struct {
 	{"sigmoid_topk", "RouteSigmoidTopK", "sigmoid scores; the k best (after a correction bias where there is one), weighted by their scores (renormalised when renorm holds) times a scaling factor", nil},
 	{"score_group", "RouteScoreGroup", "a softmax or a sigmoid over the experts in float32; the k best (after a correction bias where there is one) within the best groups of experts, weighted by their scores (renormalised when renorm holds) times a scaling factor, in the input's dtype", nil},
 	{"softmax_group_max", "RouteSoftmaxGroupMax", "a softmax over the experts; the k most probable within the groups whose best probability is highest, weighted by their probabilities times a scaling factor", nil},
+	{"float32_score_norm", "RouteFloat32ScoreNorm", "float32 logits, soft-capped where a cap is set, scored by a sigmoid or sqrt(softplus); the k best after a correction bias, weighted by their scores over their sum in float32, the weighted sum times a scaling factor", nil},
 }
 
 func (RouterKind) values() []string {
@@ -199,8 +204,12 @@ func moeDefaults(d *Descriptor) {
 		exprDefault(&m.Groups, "1", f)
 		exprDefault(&m.TopKGroups, "1", f)
 	}
-	if m.Router.V.grouped() || m.Router.V == "sigmoid_topk" {
+	if m.Router.V.grouped() || m.Router.V == "sigmoid_topk" || m.Router.V == "float32_score_norm" {
 		exprDefault(&m.Scale, "1.0", f)
+	}
+	if m.Router.V == "float32_score_norm" {
+		exprDefault(&m.Softcap, "0.0", f)
+		exprDefault(&m.SqrtSoftplus, "false", f)
 	}
 	if m.Router.V.corrected() {
 		exprDefault(&m.Correction, "true", f)
@@ -225,6 +234,7 @@ type MoE struct {
 	Sigmoid               *Value // score_topk_norm
 	RenormEps             *Value // sigmoid_group, score_group; nil: none
 	Jitter                *Value // sparsemixer
+	Softcap, SqrtSoftplus *Value // float32_score_norm
 	RouterBias            *Value
 	Act                   ExpertActKind
 	Alpha, Limit          *Value // clamped_swiglu
@@ -304,21 +314,21 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		m.Groups = must(s.Groups, "structure.moe.groups", TInt)
 		m.TopKGroups = must(s.TopKGroups, "structure.moe.topk_groups", TInt)
 		m.Scale = must(s.Scale, "structure.moe.scale", TFloat)
-	case "sigmoid_topk":
+	case "sigmoid_topk", "float32_score_norm":
 		m.Scale = must(s.Scale, "structure.moe.scale", TFloat)
 		groups = groups[:2]
 		fallthrough
 	default:
 		for _, x := range groups {
 			if x.f.IsSet() {
-				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups and topk_groups belong to a sigmoid_group, score_group or softmax_group_max router, scale to them and sigmoid_topk")
+				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "groups and topk_groups belong to a sigmoid_group, score_group or softmax_group_max router, scale to them, sigmoid_topk and float32_score_norm")
 			}
 		}
 	}
 	if m.Router.corrected() {
 		m.Correction = must(s.Correction, "structure.moe.correction", TBool)
 	} else if s.Correction.IsSet() {
-		return nil, errAt(s.Correction.Pos, "structure.moe.correction", "only a sigmoid_group, score_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
+		return nil, errAt(s.Correction.Pos, "structure.moe.correction", "only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
 	}
 	if m.Router == "score_topk_norm" || m.Router == "score_group" {
 		m.Sigmoid = must(s.Sigmoid, "structure.moe.sigmoid", TBool)
@@ -330,6 +340,19 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 			return nil, errAt(s.RenormEps.Pos, "structure.moe.renorm_eps", "only a sigmoid_group or score_group router adds an eps to its renormalisation")
 		}
 		m.RenormEps = must(s.RenormEps, "structure.moe.renorm_eps", TFloat)
+	}
+	if m.Router == "float32_score_norm" {
+		m.Softcap = must(s.Softcap, "structure.moe.softcap", TFloat)
+		m.SqrtSoftplus = must(s.SqrtSoftplus, "structure.moe.sqrt_softplus", TBool)
+	} else {
+		for _, x := range []struct {
+			f   F[Expr]
+			key string
+		}{{s.Softcap, "softcap"}, {s.SqrtSoftplus, "sqrt_softplus"}} {
+			if x.f.IsSet() {
+				return nil, errAt(x.f.Pos, "structure.moe."+x.key, "only a float32_score_norm router caps its logits or scores by sqrt(softplus)")
+			}
+		}
 	}
 	if m.Router == "sparsemixer" {
 		if !s.Jitter.IsSet() {
@@ -397,7 +420,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, err
 	}
 	if n.CorrectionFrom.IsSet() && !m.Router.corrected() {
-		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, score_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias")
+		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
 	}
 	m.correctionFrom = n.CorrectionFrom.V
 	if err := together(n.FusedGateUp, n.FusedDown, "fused_gate_up", "fused_down"); err != nil {
@@ -566,12 +589,22 @@ func (m *MoE) build(scope string) []jen.Code {
 		router[jen.Id("Groups")] = m.Groups.Code()
 		router[jen.Id("TopKGroups")] = m.TopKGroups.Code()
 	}
-	if m.Scale != nil {
+	if m.Scale != nil && m.Router != "float32_score_norm" {
 		router[jen.Id("Scale")] = m.Scale.Code()
+	}
+	if m.Softcap != nil && !m.Softcap.IsZero() {
+		router[jen.Id("Softcap")] = m.Softcap.Code()
+	}
+	if m.SqrtSoftplus != nil && !m.SqrtSoftplus.IsFalse() {
+		router[jen.Id("SqrtSoftplus")] = m.SqrtSoftplus.Code()
 	}
 	moe := jen.Dict{
 		jen.Id("Router"):  jen.Qual(nnPkg, "Router").Values(router),
 		jen.Id("Experts"): m.expertsField.of(rMLP),
+	}
+	if m.Router == "float32_score_norm" {
+		// the scale on the weighted sum, in its dtype
+		moe[jen.Id("OutScale")] = m.Scale.Code()
 	}
 	if m.Shared != nil {
 		at := m.sharedPath(scope)

@@ -126,6 +126,17 @@ func (v *Value) Code() *jen.Statement { return v.code.Clone() }
 func (v *Value) IsTrue() bool  { b, ok := v.lit.(bool); return v.isLit && ok && b }
 func (v *Value) IsFalse() bool { b, ok := v.lit.(bool); return v.isLit && ok && !b }
 
+// IsZero tells a literal 0 (an int or a float) apart from other values.
+func (v *Value) IsZero() bool {
+	switch x := v.lit.(type) {
+	case float64:
+		return v.isLit && x == 0
+	case int:
+		return v.isLit && x == 0
+	}
+	return false
+}
+
 // Float32 spells the value as a float32 (for kernels that take one).
 func (v *Value) Float32() *jen.Statement { return jen.Float32().Call(v.Code()) }
 

@@ -29,6 +29,8 @@ func TestMoEBesideErrors(t *testing.T) {
 			"descriptors/a.yaml:24: structure.moe.beside_dense: experts beside the dense MLP take no shared expert: the dense MLP is on every token already"},
 		{"gelu_tanh experts with a shared expert", moe("    act: gelu_tanh\n    shared: intermediate_size\n"),
 			"descriptors/a.yaml:23: structure.moe.act: gelu_tanh experts take no shared expert (a shared expert is a SwiGLU, or relu2 beside relu2 experts)"},
+		{"a logit cap on another router", moe("    softcap: \"5.0\"\n"),
+			"descriptors/a.yaml:23: structure.moe.softcap: only a float32_score_norm router caps its logits or scores by sqrt(softplus)"},
 		{"experts beside the dense MLP in a parallel block", strings.Replace(moe("    beside_dense: true\n"), "structure:\n", "structure:\n  block: parallel\n", 1),
 			"descriptors/a.yaml:24: structure.moe.beside_dense: a parallel block takes no experts beside the dense MLP: that needs a block of attention then the MLP"},
 	} {

@@ -18,11 +18,11 @@ func TestMoEDescriptorErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    router: greedy\n", 1),
-			`descriptors/a.yaml:23: structure.moe.router: unknown "greedy" (want one of softmax_topk, topk_softmax, score_topk_norm, sigmoid_group, sigmoid_bias_norm, sparsemixer, sigmoid_topk, score_group, softmax_group_max)`},
+			`descriptors/a.yaml:23: structure.moe.router: unknown "greedy" (want one of softmax_topk, topk_softmax, score_topk_norm, sigmoid_group, sigmoid_bias_norm, sparsemixer, sigmoid_topk, score_group, softmax_group_max, float32_score_norm)`},
 		{"shared gate without a shared expert", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    shared_gate: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.shared_gate: there is no shared expert to gate"},
 		{"groups on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    groups: 4\n", 1),
-			"descriptors/a.yaml:23: structure.moe.groups: groups and topk_groups belong to a sigmoid_group, score_group or softmax_group_max router, scale to them and sigmoid_topk"},
+			"descriptors/a.yaml:23: structure.moe.groups: groups and topk_groups belong to a sigmoid_group, score_group or softmax_group_max router, scale to them, sigmoid_topk and float32_score_norm"},
 		{"float32 on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    float32: true\n", 1),
 			"descriptors/a.yaml:23: structure.moe.float32: only a topk_softmax router has a float32 softmax"},
 		{"renorm_eps on another router", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    renorm_eps: \"1.0e-20\"\n", 1),
@@ -44,7 +44,7 @@ func TestMoEDescriptorErrors(t *testing.T) {
 		{"ungated experts with a fused gate", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    act: relu2\n", 1) + "weights:\n  experts: {fused_gate_up: input_linear, fused_down: output_linear}\n",
 			"descriptors/a.yaml:23: structure.moe.act: relu2 experts are ungated: no fused or interleaved gate, and no shared expert gate"},
 		{"a correction bias on a router that reads none", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    correction: \"true\"\n", 1),
-			"descriptors/a.yaml:23: structure.moe.correction: only a sigmoid_group, score_group, sigmoid_bias_norm or sigmoid_topk router reads a correction bias"},
+			"descriptors/a.yaml:23: structure.moe.correction: only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias"},
 		{"a rename to itself", moeBase + "weights:\n  rename:\n    - {from: w1.weight, to: w1.weight}\n",
 			`descriptors/a.yaml:27: weights.rename[0].to: renames "w1.weight" to itself`},
 		{"a rename without its target", moeBase + "weights:\n  rename:\n    - {from: w1.weight}\n",

@@ -2,9 +2,14 @@ package parity
 
 import (
 	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/archgen/archgen/generated/registry"
+	"github.com/archgen/archgen/runtime/mlx"
 )
 
 // TestMoEAddedConfigErrors: phimoe's and exaone_moe's bad configs are
@@ -88,6 +93,46 @@ func TestMoEAddedPerExpertLayout(t *testing.T) {
 				at = "experts"
 			}
 			perExpertMatchesAt(t, models, x.arch, x.cas, x.level, at, x.rename)
+		})
+	}
+}
+
+// TestLagunaPublishedLayout loads laguna's parity checkpoints rewritten as
+// the published files hold them (every name under language_model., the
+// router a bare gate.weight, its correction bias under experts., each
+// expert's projections apart) and checks their prefill logits equal the
+// checkpoints' in mlx-lm's layout bit for bit.
+func TestLagunaPublishedLayout(t *testing.T) {
+	_, models, _ := derived(t)
+	for _, x := range []struct{ cas, level string }{{"base", "float32"}, {"sqrt_softplus_capped", "q8_g32"}} {
+		t.Run(x.cas+"/"+x.level, func(t *testing.T) {
+			c := CaseInfo{Arch: "laguna", Case: x.cas}
+			dir := LevelDir(models, c, x.level)
+			refs, err := LoadRefs(RefsDir(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			published := filepath.Join(t.TempDir(), "published")
+			renamed := 0
+			unstack(t, dir, published, "switch_mlp", "experts", nil, func(g *mlx.Graph, ts map[string]*mlx.Array) {
+				r := strings.NewReplacer(".mlp.gate.proj.weight", ".mlp.gate.weight",
+					".mlp.gate.e_score_correction_bias", ".mlp.experts.e_score_correction_bias")
+				for _, name := range slices.Collect(maps.Keys(ts)) {
+					a := ts[name]
+					to := r.Replace(name)
+					if to != name {
+						renamed++
+					}
+					delete(ts, name)
+					ts["language_model."+to] = a
+				}
+			})
+			if renamed == 0 {
+				t.Fatal("no router tensor renamed: the layout test tests nothing")
+			}
+			if !slices.Equal(prefillDir(t, published, refs.Prompt), prefillDir(t, dir, refs.Prompt)) {
+				t.Fatal("the published layout's logits differ from mlx-lm's layout's")
+			}
 		})
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/archgen/archgen/generated/internlm2"
 	"github.com/archgen/archgen/generated/internlm3"
 	"github.com/archgen/archgen/generated/jamba"
+	"github.com/archgen/archgen/generated/laguna"
 	"github.com/archgen/archgen/generated/lfm2"
 	"github.com/archgen/archgen/generated/lfm2_moe"
 	"github.com/archgen/archgen/generated/lille_130m"
@@ -144,6 +145,7 @@ var catalog = nn.NewCatalog(
 		internlm2.Arch,
 		internlm3.Arch,
 		jamba.Arch,
+		laguna.Arch,
 		lfm2.Arch,
 		lfm2_moe.Arch,
 		lille_130m.Arch,

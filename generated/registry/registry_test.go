@@ -59,6 +59,7 @@ func TestLookup(t *testing.T) {
 			"kimi_k2":            "deepseek_v3",
 			"kimi_k25":           "kimi_k25",
 			"kimi_vl":            "kimi_vl",
+			"laguna":             "laguna",
 			"lfm2":               "lfm2",
 			"lfm2-vl":            "lfm2-vl",
 			"lfm2_moe":           "lfm2_moe",

@@ -64,7 +64,7 @@ func (a *Attention) forward(g *mlx.Graph, x *mlx.Array, mask mlx.AttentionMask, 
 	q, k = nn.RotateQK(g, a.rope, q, k, offset)
 	o := kv.Attend(g, q, c.Update(g, k, v), kv.Spec{Scale: a.scale, Mask: mask}) // [B, heads, L, head_dim]
 	o = g.Transpose(o, 0, 2, 1, 3)                                               // [B, L, heads, head_dim]
-	o = nn.HeadGate(g, o, a.GProj.Apply(g, x))                                   // each head times sigmoid of its gate logit
+	o = nn.HeadGate(g, o, a.GProj, x)                                            // each head times sigmoid of its gate logit
 	o = g.Reshape(o, B, L, a.heads*a.headDim)                                    // [B, L, heads*head_dim]
 	return a.OutProj.Apply(g, o)
 }

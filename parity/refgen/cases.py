@@ -5114,6 +5114,76 @@ def _deepseek_v2_cases() -> List[Case]:
     ]
 
 
+def _laguna_cases() -> List[Case]:
+    def laguna(**over):
+        cfg = {
+            "architectures": ["LagunaForCausalLM"],
+            "model_type": "laguna",
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-6,
+            "sliding_window": SLIDING_WINDOW,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+            "num_attention_heads_per_layer": [4, 2, 4, 2],
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 32,
+            "moe_routed_scaling_factor": 2.5,
+            "partial_rotary_factor": 0.75,
+            "rope_parameters": {
+                "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                                   "original_max_position_embeddings": 8, "partial_rotary_factor": 0.5},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+            },
+            "torch_dtype": "bfloat16",
+        }
+        cfg.update(over)
+        return cfg
+
+    return [
+        Case(
+            "laguna",
+            "base",
+            f"layers 0 and 2 within {SLIDING_WINDOW} with 4 query heads, a plain rope of "
+            "base 100 over 12 of 16 features (the top-level partial_rotary_factor); 1 "
+            "and 3 full with 2 query heads and a yarn rope over 8 (their own factor); "
+            "q and k normed per head; each head's output times softplus of g_proj(x); "
+            "layer 0 dense, the others a sigmoid router (float32, correction bias) over "
+            "8 experts, top 2 renormalised, times 2.5, plus a shared expert; untied head",
+            laguna(),
+        ),
+        Case(
+            "laguna",
+            "sqrt_softplus_capped",
+            "every layer full with 4 heads and a plain rope (no rope_parameters); "
+            "router logits capped at 5 and scored by sqrt(softplus); layers 0 and 2 "
+            "sparse (mlp_layer_types); no head gate (gating false); biases on q, k, v "
+            "and o; tied head",
+            laguna(
+                layer_types=["full_attention"] * 4,
+                num_attention_heads_per_layer=None,
+                rope_parameters=None,
+                partial_rotary_factor=None,
+                moe_router_score_func="sqrtsoftplus",
+                moe_router_logit_softcapping=5.0,
+                mlp_layer_types=["sparse", "dense", "sparse", "dense"],
+                gating=False,
+                qkv_bias=True,
+                attention_bias=True,
+                tie_word_embeddings=True,
+                moe_routed_scaling_factor=1.0,
+            ),
+        ),
+    ]
+
+
 def _mellum_cases() -> List[Case]:
     def mellum(**over):
         cfg = {
@@ -5346,6 +5416,7 @@ CASES: List[Case] = (
     + _plamo_cases()
     + _phixtral_cases()
     + _mellum_cases()
+    + _laguna_cases()
     + _rwkv7_cases()
     + _bailing_moe_linear_cases()
     + _bailing_moe_cases()

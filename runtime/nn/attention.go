@@ -18,11 +18,29 @@ func SeqLen(g *mlx.Graph, tokens *mlx.Array) int {
 }
 
 // HeadGate is o [B, L, heads, head_dim] with each head multiplied by the
-// sigmoid of its gate logit (logits [B, L, heads]), the sigmoid taken in
-// float32 and cast to o's dtype.
-func HeadGate(g *mlx.Graph, o, logits *mlx.Array) *mlx.Array {
-	gate := g.AsType(g.Sigmoid(g.AsType(logits, mlx.Float32)), o.Dtype())
-	return g.Multiply(o, g.ExpandDims(gate, -1))
+// sigmoid of its gate logit (gate(x) [B, L, heads]), the sigmoid taken in
+// float32 and cast to o's dtype. A nil gate (a layer or config without
+// one) leaves o as it is.
+func HeadGate(g *mlx.Graph, o *mlx.Array, gate *Linear, x *mlx.Array) *mlx.Array {
+	if gate == nil {
+		return o
+	}
+	return headGate(g, o, g.Sigmoid(g.AsType(gate.Apply(g, x), mlx.Float32)))
+}
+
+// HeadGateSoftplus is HeadGate with softplus(logit), log(1 + e^logit), for
+// the sigmoid.
+func HeadGateSoftplus(g *mlx.Graph, o *mlx.Array, gate *Linear, x *mlx.Array) *mlx.Array {
+	if gate == nil {
+		return o
+	}
+	return headGate(g, o, g.Softplus(g.AsType(gate.Apply(g, x), mlx.Float32)))
+}
+
+// headGate is o times each head's float32 gate [B, L, heads], cast to o's
+// dtype.
+func headGate(g *mlx.Graph, o, gate *mlx.Array) *mlx.Array {
+	return g.Multiply(o, g.ExpandDims(g.AsType(gate, o.Dtype()), -1))
 }
 
 // GroupTiledHeads reorders q [B, heads, L, head_dim], whose heads read

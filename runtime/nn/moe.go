@@ -131,6 +131,9 @@ type MoE struct {
 	SharedGate *Linear
 	// Hits, when set, is handed each routing's experts; nil in use.
 	Hits *ExpertHits
+	// OutScale, when set (not 0), multiplies the routed experts' weighted
+	// sum, in its dtype, before the shared expert is added.
+	OutScale float64
 }
 
 // GLU is a dense SwiGLU block: down(silu(gate(x)) * up(x)).
@@ -211,6 +214,9 @@ func (m *MoE) combine(g *mlx.Graph, x, idx, w *mlx.Array) *mlx.Array {
 	y = g.Sum(g.Multiply(y, g.ExpandDims(w, -1)), false, -2)
 	if y.Dtype() != dt { // float32 weights: the sum is cast back
 		y = g.AsType(y, dt)
+	}
+	if m.OutScale != 0 {
+		y = g.MultiplyScalar(y, m.OutScale)
 	}
 	if grp := m.Experts.Down.Sum; grp != nil {
 		y = g.AllSum(y, grp)

@@ -57,6 +57,13 @@ const (
 	// (DeepSeek-V2's group-limited greedy router; plain greedy with one
 	// group).
 	RouteSoftmaxGroupMax
+	// RouteFloat32ScoreNorm: the logits widened to float32, soft-capped
+	// as tanh(l / Softcap) * Softcap where Softcap is set, scored by a
+	// sigmoid (by sqrt(softplus) where SqrtSoftplus); the experts are
+	// picked by the scores plus Bias (where there is one), and weighted by
+	// their plain scores over their sum, in float32, so that the weighted
+	// sum is taken in float32 and cast back.
+	RouteFloat32ScoreNorm
 )
 
 // Router picks each token's experts: Gate [E, D] gives the logits.
@@ -91,6 +98,10 @@ type Router struct {
 	Scale              float64
 	// Jitter: RouteSparseMixer's band, relative to each round's pick.
 	Jitter float64
+	// Softcap and SqrtSoftplus: RouteFloat32ScoreNorm's logit cap (0:
+	// none) and score function.
+	Softcap      float64
+	SqrtSoftplus bool
 	// Eps: RouteSigmoidGroup's and RouteScoreGroup's renormalisation divides by the weights' sum
 	// plus Eps (0: the sum alone).
 	Eps float64
@@ -166,6 +177,8 @@ func (r *Router) route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 		return idx, g.MultiplyScalar(g.TakeAlongAxis(p, idx, -1), r.Scale)
 	case RouteSparseMixer:
 		return r.sparseMixer(g, logits)
+	case RouteFloat32ScoreNorm:
+		return r.float32ScoreNorm(g, logits)
 	case RouteSigmoidTopK:
 		return r.sigmoidTopK(g, logits, x.Dtype())
 	case RouteScoreTopKNorm:
@@ -263,6 +276,27 @@ func (r *Router) sigmoidBias(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Arra
 	weights = g.TakeAlongAxis(p, idx, -1)
 	weights = g.Divide(weights, g.AddScalar(g.Sum(weights, true, -1), 1e-20))
 	return idx, g.AsType(weights, x.Dtype())
+}
+
+// float32ScoreNorm is RouteFloat32ScoreNorm's choice from logits [..., E].
+func (r *Router) float32ScoreNorm(g *mlx.Graph, logits *mlx.Array) (idx, weights *mlx.Array) {
+	f := g.AsType(logits, mlx.Float32)
+	if r.Softcap > 0 {
+		f = Softcap(g, f, r.Softcap)
+	}
+	var p *mlx.Array
+	if r.SqrtSoftplus {
+		p = g.Sqrt(g.Softplus(f))
+	} else {
+		p = g.Sigmoid(f)
+	}
+	s := p
+	if r.Bias != nil {
+		s = g.Add(p, r.Bias)
+	}
+	idx = r.topK(g, s)
+	weights = g.TakeAlongAxis(p, idx, -1)
+	return idx, g.Divide(weights, g.Sum(weights, true, -1))
 }
 
 // sparseMixer is RouteSparseMixer's choice from logits [..., E], in the

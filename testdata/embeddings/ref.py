@@ -75,6 +75,20 @@ WITH_HEAD = {
 }
 
 
+def phixtral_hidden(model, x):
+    """Phixtral's hidden states: its inner model (which takes the mask
+    positionally) stops before the final norm, which its head holds
+    (lm_head.ln)."""
+    from mlx_lm.models.base import create_attention_mask
+
+    return model.lm_head.ln(model.transformer(x, create_attention_mask(x, None), None))
+
+
+# Models whose inner model stops before the final norm, by module: their
+# hidden states from the whole model's parts.
+NORM_IN_HEAD = {"mlx_lm.models.phixtral": phixtral_hidden}
+
+
 def call(body, x):
     """body's hidden states for x with no cache (some inner models take one
     positionally)."""
@@ -101,12 +115,14 @@ def run(job):
         widen = lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p  # noqa: E731
         model.update(tree_map(widen, model.parameters()))
         mx.eval(model.parameters())
-    body = inner(model)
+    whole = NORM_IN_HEAD.get(type(model).__module__)
+    body = model if whole else inner(model)
     d = job["dimensions"]
     out = {"tokens": [list(ids) for ids in inputs]}
     pooled = {"last": [], "mean": []}
     for ids in inputs:
-        h = np.array(call(body, mx.array(ids)[None])[0].astype(mx.float32))  # [L, hidden]
+        x = mx.array(ids)[None]
+        h = np.array((whole(body, x) if whole else call(body, x))[0].astype(mx.float32))  # [L, hidden]
         pooled["last"].append(h[-1])
         pooled["mean"].append(h.mean(axis=0, dtype=np.float64).astype(np.float32))
     for pooling, rows in pooled.items():

@@ -85,14 +85,9 @@ func (b *builder) buildBeside(m *MoE, sc *scope) error {
 	for i, name := range bs.names {
 		bs.fields[i] = bs.norm.field(goName(name), name+": "+[...]string{"the dense MLP's output", "the experts' input", "the experts' output"}[i]+" (sparse layers)")
 	}
-	bs.field = newField("Beside", nnPtr("ExpertsBeside"), "the experts beside the dense MLP, wired (sparse layers; nil on the others)")
+	bs.field = newField("Beside", nnType("ExpertsBeside"), "the experts beside the dense MLP, wired (sparse layers; nil on the others)")
 	m.Beside = bs
 	return nil
-}
-
-// nnPtr is the pointer type to runtime/nn's typ.
-func nnPtr(typ string) func() *jen.Statement {
-	return func() *jen.Statement { return jen.Op("*").Qual(nnPkg, typ) }
 }
 
 // under is the checkpoint path of a part x of the sparse block, whose
@@ -176,7 +171,7 @@ func (p *MLP) emitBesideForward(f *jen.File) {
 // forwardFrom spells the layer's MLP on x, the normed copy of the residual
 // stream h (which experts beside the dense MLP route from).
 func (p *MLP) forwardFrom(h, x jen.Code) *jen.Statement {
-	if p.Sparse != nil && p.Sparse.Beside != nil {
+	if p.beside() {
 		return p.Field.of(rLayer).Dot("forward").Call(g(), h, x)
 	}
 	return p.forward(x)

@@ -3,6 +3,7 @@ package mlx_test
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -79,7 +80,12 @@ func TestDistWorker(t *testing.T) {
 	case "stopped":
 		read(g.AllSum(mlx.FromSlice(g, []float32{1}, 1), grp))
 		if r == 1 {
-			syscall.Kill(os.Getpid(), syscall.SIGSTOP) // alive, silent
+			// Alive and silent. The stop goes to this thread, not the
+			// process: a process-wide SIGSTOP may be taken by another,
+			// idle thread while this one runs on into the next all_sum
+			// before the group stop reaches it.
+			runtime.LockOSThread()
+			syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 		}
 		read(g.AllSum(mlx.FromSlice(g, make([]float32, 1024), 1024), grp))
 		disttest.Report(collectives{Rank: r, Err: "the all_sum returned"})

@@ -379,6 +379,7 @@ type GGUFDesc struct {
 	Requires      F[string]       `yaml:"requires"`
 	Aliases       F[[]string]     `yaml:"aliases"`
 	PermuteQK     F[bool]         `yaml:"permute_qk"`
+	QKVByHead     F[bool]         `yaml:"qkv_by_head"`
 	AlwaysHeadDim F[bool]         `yaml:"always_head_dim"`
 	NormShift     F[float64]      `yaml:"norm_shift"`
 	RopeFraction  F[string]       `yaml:"rope_fraction"`
@@ -387,6 +388,7 @@ type GGUFDesc struct {
 	SlidingLayers GGUFLayerRule   `yaml:"sliding_layers"`
 	Config        OMap[Raw]       `yaml:"config"`
 	Keys          OMap[F[string]] `yaml:"keys"`
+	Copy          OMap[F[string]] `yaml:"copy"`
 	Flags         OMap[F[string]] `yaml:"flags"`
 	LayerValues   OMap[F[string]] `yaml:"layer_values"`
 	Tensors       OMap[F[string]] `yaml:"tensors"`

@@ -113,6 +113,9 @@ func ggufFacts(a *Arch) jen.Code {
 		}
 		pairs = append(pairs, kvPair{"Aliases", jen.Index().String().Values(names...)})
 	}
+	if g.QKVByHead {
+		pairs = append(pairs, kvPair{"QKVByHead", jen.Lit(true)})
+	}
 	if g.NormShift != 0 {
 		pairs = append(pairs, kvPair{"NormShift", jen.Lit(g.NormShift)})
 	}
@@ -138,6 +141,13 @@ func ggufFacts(a *Arch) jen.Code {
 			keys[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
 		}
 		pairs = append(pairs, kvPair{"Keys", jen.Map(jen.String()).String().Values(keys)})
+	}
+	if len(g.Copy) > 0 {
+		copies := jen.Dict{}
+		for _, e := range g.Copy {
+			copies[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
+		}
+		pairs = append(pairs, kvPair{"Copy", jen.Map(jen.String()).String().Values(copies)})
 	}
 	if len(g.LayerValues) > 0 {
 		values := jen.Dict{}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -758,6 +759,7 @@ type GGUF struct {
 	// descriptor reads the same way (a vision-language model's text).
 	Aliases       []string
 	PermuteQK     bool
+	QKVByHead     bool
 	AlwaysHeadDim bool
 	NormShift     float64
 	// RopeFraction is the config key that rope.dimension_count over
@@ -775,6 +777,9 @@ type GGUF struct {
 	SlidingKey, SlidingForm string
 	Config                  []Entry[Raw]
 	Keys                    []Entry[F[string]]
+	// Copy: config keys that take another config key's value (one
+	// metadata key read into two config keys).
+	Copy []Entry[F[string]]
 	// Flags: config keys that are true exactly when layer 0 holds the
 	// tensor named (llama.cpp's name within blk.0, with its suffix).
 	Flags []Entry[F[string]]
@@ -783,6 +788,13 @@ type GGUF struct {
 	LayerValues []Entry[F[string]]
 	Tensors     []Entry[F[string]]
 }
+
+// ggufReaderKeys are the config keys gguf.Read writes from every file
+// (its standard metadata, the tokenizer's ids, the head's presence),
+// which gguf.copy may take values from.
+var ggufReaderKeys = []string{"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+	"max_position_embeddings", "num_key_value_heads", "head_dim", "rope_theta", "rms_norm_eps", "vocab_size",
+	"tie_word_embeddings", "bos_token_id", "eos_token_id"}
 
 // ggufFlagTensor is llama.cpp's name of a tensor within a layer.
 var ggufFlagTensor = regexp.MustCompile(`^[a-z0-9_]+\.(weight|bias)$`)
@@ -831,6 +843,18 @@ func (b *builder) gguf() error {
 		}
 		if e.Null || b.key(e.Val.V) == nil {
 			return errAt(e.Pos, path, "want a config key of the descriptor, got %q", e.Val.V)
+		}
+	}
+	if g.QKVByHead.V && !slices.ContainsFunc(g.Tensors.Entries, func(e Entry[F[string]]) bool { return e.Key == "attn_qkv" }) {
+		return errAt(g.QKVByHead.Pos, "gguf.qkv_by_head", "needs the fused projection's tensor (attn_qkv) in gguf.tensors")
+	}
+	for _, e := range g.Copy.Entries {
+		path := "gguf.copy." + e.Key
+		if b.key(e.Key) == nil {
+			return errAt(e.Pos, path, "want a config key of the descriptor")
+		}
+		if e.Null || b.key(e.Val.V) == nil && !slices.Contains(ggufReaderKeys, e.Val.V) {
+			return errAt(e.Pos, path, "want a config key of the descriptor, or one the reader writes (%s), to take the value of, got %q", strings.Join(ggufReaderKeys, ", "), e.Val.V)
 		}
 	}
 	for _, e := range g.LayerValues.Entries {
@@ -899,10 +923,10 @@ func (b *builder) gguf() error {
 	if g.Requires.Set && !ggufKey.MatchString(g.Requires.V) {
 		return errAt(g.Requires.Pos, "gguf.requires", "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots)", g.Requires.V)
 	}
-	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
+	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
-		Config: g.Config.Entries, Keys: g.Keys.Entries, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
+		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }
 

@@ -107,6 +107,7 @@ const (
 	ggufHead  = "output"
 	ggufQ     = "attn_q" // rows reordered under PermuteQK, by heads
 	ggufK     = "attn_k" // by key/value heads
+	ggufQKV   = "attn_qkv" // rows regrouped by head under QKVByHead
 )
 
 // blockIndex is the block number of any tensor of a block.
@@ -174,6 +175,11 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	}
 	if a.PermuteQK {
 		if err := unpermute(tensors, cfg, a, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if a.QKVByHead {
+		if err := regroupQKV(tensors, cfg, a, s); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -372,6 +378,11 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 			continue
 		}
 		cfg[a.Keys[k]] = v
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Copy)) {
+		if v, ok := cfg[a.Copy[k]]; ok {
+			cfg[k] = v
+		}
 	}
 	if k := key("attention.sliding_window_pattern"); a.SlidingKey != "" && md.has(k) {
 		v, err := slidingLayers(md, k, cfg["num_hidden_layers"].(int), a.SlidingForm)
@@ -591,6 +602,37 @@ func unpermute(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.S
 		x = g.Contiguous(g.Reshape(x, sh...))
 		names = append(names, n)
 		fixed = append(fixed, x)
+	}
+	return replaceEvaluated(g, t, names, fixed)
+}
+
+// regroupQKV undoes llama.cpp's regrouping of a fused qkv projection whose
+// checkpoint holds each head's q, k and v rows together ([heads, 3,
+// head_dim], GPT-NeoX's): its converter stores all q rows, then all k, then
+// all v ([3, heads, head_dim]). Every head has its own keys and values.
+func regroupQKV(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.Stream) error {
+	heads := cfg["num_attention_heads"].(int)
+	if kv := cfg["num_key_value_heads"].(int); kv != heads {
+		return fmt.Errorf("%d key/value heads for %d query heads: a fused qkv grouped by head needs one of each a head", kv, heads)
+	}
+	qkv := "." + a.Tensors[ggufQKV] + "."
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	var names []string
+	var fixed []*mlx.Array
+	for _, n := range slices.Sorted(maps.Keys(t)) {
+		if !strings.Contains(n, qkv) {
+			continue
+		}
+		x := t[n]
+		sh := x.Shape()
+		if sh[0]%(3*heads) != 0 {
+			return fmt.Errorf("tensor %s (llama.cpp's %s): %d rows do not split into q, k and v of %d heads", n, ggufQKV, sh[0], heads)
+		}
+		view := append([]int{3, heads, sh[0] / 3 / heads}, sh[1:]...)
+		y := g.Swapaxes(g.Reshape(x, view...), 0, 1)
+		names = append(names, n)
+		fixed = append(fixed, g.Contiguous(g.Reshape(y, sh...)))
 	}
 	return replaceEvaluated(g, t, names, fixed)
 }

@@ -36,6 +36,35 @@ var Arch = nn.Arch{
 	Derived: []string{"num_key_value_heads"},
 	Ignored: IgnoredKeys,
 	NoShard: "its fused attn.c_attn holds q, k and v parts of unequal sizes (n_head heads of queries, n_head of keys and of values), which a plan's equal parts cannot split",
+	GGUF: &nn.GGUF{
+		Arch:          "gpt2",
+		Class:         "GPT2LMHeadModel",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"attention.head_count":         "n_head",
+			"attention.layer_norm_epsilon": "layer_norm_epsilon",
+			"block_count":                  "n_layer",
+			"context_length":               "n_positions",
+			"embedding_length":             "n_embd",
+		},
+		Copy: map[string]string{"n_ctx": "n_positions"},
+		Top:  map[string]string{"position_embd": "model.wpe"},
+		Tensors: map[string]string{
+			"attn_norm":   "ln_1",
+			"attn_output": "attn.c_proj",
+			"attn_qkv":    "attn.c_attn",
+			"ffn_down":    "mlp.c_proj",
+			"ffn_norm":    "ln_2",
+			"ffn_up":      "mlp.c_fc",
+		},
+		Layers: "model.h",
+		Embed:  "model.wte",
+		Norm:   "model.ln_f",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded gpt2. Its weights are named as in the checkpoint, in Go's

@@ -36,6 +36,33 @@ var Arch = nn.Arch{
 	Derived: []string{"num_key_value_heads"},
 	Ignored: IgnoredKeys,
 	NoShard: "its fused attention.query_key_value holds q, k and v parts of unequal sizes (num_attention_heads heads of queries, num_attention_heads of keys and of values), which a plan's equal parts cannot split",
+	GGUF: &nn.GGUF{
+		Arch:          "gptneox",
+		Class:         "GPTNeoXForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		QKVByHead:     true,
+		RopeFraction:  "rotary_pct",
+		Keys: map[string]string{
+			"attention.layer_norm_epsilon": "layer_norm_eps",
+			"rope.freq_base":               "rotary_emb_base",
+			"use_parallel_residual":        "use_parallel_residual",
+		},
+		Tensors: map[string]string{
+			"attn_norm":   "input_layernorm",
+			"attn_output": "attention.dense",
+			"attn_qkv":    "attention.query_key_value",
+			"ffn_down":    "mlp.dense_4h_to_h",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.dense_h_to_4h",
+		},
+		Layers: "model.h",
+		Embed:  "model.embed_in",
+		Norm:   "model.final_layer_norm",
+		Head:   "model.embed_out",
+	},
 }
 
 // Model is a loaded gpt_neox. Its weights are named as in the checkpoint, in

@@ -36,6 +36,32 @@ var Arch = nn.Arch{
 	Derived: []string{},
 	Ignored: IgnoredKeys,
 	NoShard: "its fused attn.c_attn holds q, k and v parts of unequal sizes (num_attention_heads heads of queries, num_attention_heads of keys and of values), which a plan's equal parts cannot split",
+	GGUF: &nn.GGUF{
+		Arch:          "qwen",
+		Class:         "QWenLMHeadModel",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{"no_bias": true},
+		Keys: map[string]string{
+			"attention.layer_norm_epsilon":     "layer_norm_epsilon",
+			"attention.layer_norm_rms_epsilon": "layer_norm_epsilon",
+		},
+		Copy: map[string]string{"kv_channels": "head_dim"},
+		Tensors: map[string]string{
+			"attn_norm":   "ln_1",
+			"attn_output": "attn.c_proj",
+			"attn_qkv":    "attn.c_attn",
+			"ffn_down":    "mlp.c_proj",
+			"ffn_gate":    "mlp.w2",
+			"ffn_norm":    "ln_2",
+			"ffn_up":      "mlp.w1",
+		},
+		Layers: "transformer.h",
+		Embed:  "transformer.wte",
+		Norm:   "transformer.ln_f",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded qwen. Its weights are named as in the checkpoint, in Go's

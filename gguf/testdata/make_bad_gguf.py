@@ -11,6 +11,9 @@ Usage: make_bad_gguf.py DIR
                which the tests rewrite to rows of 128
   mamba.gguf   a file of architecture mamba, which has no mapping
   f32.gguf     a llama file of F32 tensors, which the tests cut short
+  gptneox_qkv.gguf a gptneox file whose fused qkv has 190 rows, which do
+               not split into q, k and v of its 4 heads
+  gptneox_kv.gguf  a gptneox file of 2 key/value heads for 4 query heads
 """
 
 import os
@@ -26,6 +29,25 @@ def write(path, arch, tensors):
     w.add_uint32(arch + ".block_count", 1)
     for name, data, kind in tensors:
         w.add_tensor(name, data, raw_dtype=kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def gptneox(path, kv_heads, qkv_rows, rng, x):
+    """A one-layer gptneox file of 4 heads of 16 (kv_heads key and value
+    heads) whose fused qkv has qkv_rows rows."""
+    w = GGUFWriter(path, "gptneox")
+    for k, v in (("block_count", 1), ("embedding_length", 64), ("feed_forward_length", 256), ("context_length", 64),
+                 ("attention.head_count", 4), ("attention.head_count_kv", kv_heads), ("rope.dimension_count", 4)):
+        w.add_uint32("gptneox." + k, v)
+    w.add_float32("gptneox.attention.layer_norm_epsilon", 1e-5)
+    w.add_bool("gptneox.use_parallel_residual", True)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    w.add_tensor("blk.0.attn_qkv.weight", rng.standard_normal((qkv_rows, 64)).astype(np.float32), raw_dtype=T.F32)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -59,6 +81,8 @@ def main():
         ("token_embd.weight", np.zeros((4, 256 // block * size), dtype=np.uint8), T.Q4_K),
     ])
     write(os.path.join(d, "mamba.gguf"), "mamba", [("token_embd.weight", x, T.F32)])
+    gptneox(os.path.join(d, "gptneox_qkv.gguf"), 4, 190, rng, x)
+    gptneox(os.path.join(d, "gptneox_kv.gguf"), 2, 128, rng, x)
     write(os.path.join(d, "f32.gguf"), "llama", [
         ("output_norm.weight", norm, T.F32),
         ("token_embd.weight", x, T.F32),

@@ -152,6 +152,16 @@ ARCH_BLOCK = {
                "attn.attention.v_proj": "attn_v", "attn.attention.out_proj": "attn_output", "ln_2": "ffn_norm",
                "mlp.c_fc_0": "ffn_gate", "mlp.c_fc_1": "ffn_up", "mlp.c_proj": "ffn_down"},
     "exaone4": {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"},
+    # GPT-2's and StarCoder's layers (Qwen 1's, whose MLP multiplies up
+    # by the activation of gate: w1 is up, w2 gate)
+    "gpt2": {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+             "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
+    "starcoder": {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+                  "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
+    "qwen": {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+             "mlp.w1": "ffn_up", "mlp.w2": "ffn_gate", "mlp.c_proj": "ffn_down"},
+    "gptneox": {"attention.query_key_value": "attn_qkv", "attention.dense": "attn_output",
+                "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down"},
     "glm4": {"post_self_attn_layernorm": "post_attention_norm", "post_attention_layernorm": "ffn_norm",
              "post_mlp_layernorm": "post_ffw_norm"},
     "gpt-oss": {"post_attention_layernorm": "post_attention_norm"},
@@ -163,7 +173,12 @@ ARCH_BLOCK = {
                "post_feedforward_layernorm": "post_ffw_norm"},
 }
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.final_layernorm": "output_norm",
-       "transformer.wte": "token_embd", "transformer.ln_f": "output_norm", "lm_head": "output"}
+       "transformer.wte": "token_embd", "transformer.ln_f": "output_norm", "lm_head": "output",
+       # GPT-2's (under model.) and StarCoder's learned positions
+       "model.wte": "token_embd", "model.wpe": "position_embd", "model.ln_f": "output_norm",
+       "transformer.wpe": "position_embd",
+       # GPT-NeoX's
+       "model.embed_in": "token_embd", "model.final_layer_norm": "output_norm", "model.embed_out": "output"}
 
 
 def gguf_name(hf, arch="llama"):
@@ -172,7 +187,7 @@ def gguf_name(hf, arch="llama"):
     if hf.endswith(".e_score_correction_bias"):  # DeepSeek-V3-style routers' bias
         return f"blk.{hf.split('.')[2]}.exp_probs_b.bias"
     module, _, suffix = hf.rpartition(".")
-    stack = next((p for p in ("model.layers.", "transformer.h.") if module.startswith(p)), None)
+    stack = next((p for p in ("model.layers.", "transformer.h.", "model.h.") if module.startswith(p)), None)
     if stack:
         _, _, rest = module.partition(stack)
         layer, _, part = rest.partition(".")
@@ -242,11 +257,11 @@ def random_model(model_type, deltas, n_vocab, hidden, intermediate, seed, embed_
     model = model_class(args_class.from_dict(config))
     params = dict(tree_flatten(model.parameters()))
     for k, v in params.items():
-        if k.endswith("norm.weight"):
+        if k.endswith("norm.weight") or k.split(".")[-2].startswith("ln_"):
             params[k] = 1 + 0.2 * mx.random.normal(v.shape)
         elif k.endswith(".bias") or k.endswith("correction_bias"):
             params[k] = 0.1 * mx.random.normal(v.shape)
-        elif embed_scale is not None and k.endswith("embed_tokens.weight"):
+        elif embed_scale is not None and k.endswith(("embed_tokens.weight", "wte.weight", "embed_in.weight")):
             params[k] = embed_scale * mx.random.normal(v.shape)
     model.load_weights(list(params.items()))
     mx.eval(model.parameters())

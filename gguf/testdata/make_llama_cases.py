@@ -154,6 +154,22 @@ CASES = {
                                          "sliding_window_pattern": 6, "rope_theta": 1000000.0,
                                          "rope_local_base_freq": 10000.0,
                                          "rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
+    # classic architectures: learned positions and LayerNorm (GPT-2;
+    # StarCoder's one key and value head), Qwen 1's fused projections
+    "gpt2": ("gpt2", "gpt2", {"n_embd": 256, "n_head": 4, "n_layer": 2, "n_positions": 512, "n_ctx": 512,
+                              "layer_norm_epsilon": 1e-5, "num_key_value_heads": 4, "intermediate_size": 1024}),
+    "starcoder": ("gpt_bigcode", "starcoder", {"n_embd": 256, "n_head": 4, "n_layer": 2, "n_inner": 1024,
+                                               "n_positions": 512, "layer_norm_epsilon": 1e-5, "multi_query": True,
+                                               "num_key_value_heads": 1, "intermediate_size": 1024,
+                                               "tie_word_embeddings": False}),
+    # a quarter of each head rotated; parallel attention and MLP
+    "gptneox": ("gpt_neox", "gptneox", {"num_attention_heads": 4, "num_key_value_heads": 4, "layer_norm_eps": 1e-5,
+                                        "rotary_pct": 0.25, "partial_rotary_factor": 0.25, "rotary_emb_base": 10000,
+                                        "use_parallel_residual": True, "intermediate_size": 1024,
+                                        "tie_word_embeddings": False}),
+    # intermediate_size is twice the MLP's width
+    "qwen": ("qwen", "qwen", {"num_attention_heads": 4, "kv_channels": 64, "num_key_value_heads": 4,
+                              "intermediate_size": 1024, "layer_norm_epsilon": 1e-5, "no_bias": True}),
     # four layers: the fourth has no positions
     "smollm3": ("smollm3", "smollm3", {"num_key_value_heads": 2, "tie_word_embeddings": True, "num_hidden_layers": 4}),
 }
@@ -190,7 +206,7 @@ NORM_SHIFT = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0, "nemotron": 1.0}
 
 # the LayerNorm architectures' config key of their epsilon, which the
 # converter writes as attention.layer_norm_epsilon
-LAYER_NORM_EPS = {"starcoder2": "norm_epsilon", "stablelm": "layer_norm_eps", "command-r": "layer_norm_eps",
+LAYER_NORM_EPS = {"starcoder2": "norm_epsilon", "gpt2": "layer_norm_epsilon", "starcoder": "layer_norm_epsilon", "gptneox": "layer_norm_eps", "stablelm": "layer_norm_eps", "command-r": "layer_norm_eps",
                   "cohere2": "layer_norm_eps",
                   "phi2": "layer_norm_eps", "nemotron": "norm_eps"}
 
@@ -314,6 +330,9 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_tensor(f"blk.{extra}.nextn.eh_proj.weight", rng.standard_normal((hidden, 2 * hidden)).astype(np.float32) * 0.05)
         for n in ("enorm", "hnorm", "shared_head_norm"):
             w.add_tensor(f"blk.{extra}.nextn.{n}.weight", np.ones(hidden, dtype=np.float32))
+    if arch == "gptneox":
+        # as llama.cpp's GPTNeoXModel writes it
+        w.add_parallel_residual(config["use_parallel_residual"])
     if arch == "deepseek":
         # as llama.cpp's DeepseekModel writes the mixture
         routed_mixture(w, config, 1.0, sigmoid=False)
@@ -368,6 +387,10 @@ def write_f32(path, arch, config, weights, vocab):
         x = np.array(weights[hf].astype(mx.float32))
         if arch in PERMUTED and (".q_proj." in hf or ".k_proj." in hf):
             x = llama_cpp_permute(x, heads if ".q_proj." in hf else kv)
+        if arch == "gptneox" and ".query_key_value." in hf:
+            # as GPTNeoXModel regroups the rows: each head's q, k and v
+            # together in the checkpoint, all q, all k, all v in the file
+            x = x.reshape(heads, 3, -1, *x.shape[1:]).swapaxes(0, 1).reshape(x.shape)
         if arch in NORM_SHIFT and hf.endswith("norm.weight"):
             x = x + NORM_SHIFT[arch]
         w.add_tensor(gguf_name(hf, arch), x)

@@ -171,6 +171,10 @@ type GGUF struct {
 	// PermuteQK: llama.cpp's converter reordered the rows of attn_q and
 	// attn_k for its interleaved rope; reading puts them back.
 	PermuteQK bool
+	// QKVByHead: the checkpoint's fused qkv holds each head's q, k and v
+	// rows together (GPT-NeoX's), which llama.cpp's converter regrouped
+	// as all q, all k, all v; reading groups them back by head.
+	QKVByHead bool
 	// AlwaysHeadDim: config.json always carries head_dim (else only
 	// where it differs from hidden_size / num_attention_heads).
 	AlwaysHeadDim bool
@@ -206,6 +210,10 @@ type GGUF struct {
 	// (attention.scale, for ARCH.attention.scale) to the config.json keys
 	// their numbers are, where the file has them.
 	Keys map[string]string
+	// Copy sets config keys to another config key's value, after Keys
+	// (GPT-2's n_ctx, which is n_positions: the file has one
+	// context_length for both).
+	Copy map[string]string
 	// Flags are config keys set true where layer 0 holds the tensor named
 	// (llama.cpp's name within blk.0: attn_q.bias), false where not: what
 	// the file records only by the tensors it has.

@@ -389,6 +389,8 @@ type GGUFDesc struct {
 	Config        OMap[Raw]       `yaml:"config"`
 	Keys          OMap[F[string]] `yaml:"keys"`
 	Copy          OMap[F[string]] `yaml:"copy"`
+	StoredAs      OMap[F[string]] `yaml:"stored_as"`
+	TrailingAxis  F[[]string]     `yaml:"trailing_axis"`
 	Flags         OMap[F[string]] `yaml:"flags"`
 	LayerValues   OMap[F[string]] `yaml:"layer_values"`
 	Tensors       OMap[F[string]] `yaml:"tensors"`

@@ -142,6 +142,16 @@ func ggufFacts(a *Arch) jen.Code {
 		}
 		pairs = append(pairs, kvPair{"Keys", jen.Map(jen.String()).String().Values(keys)})
 	}
+	if len(g.StoredAs) > 0 {
+		forms := jen.Dict{}
+		for _, e := range g.StoredAs {
+			forms[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
+		}
+		pairs = append(pairs, kvPair{"StoredAs", jen.Map(jen.String()).String().Values(forms)})
+	}
+	if len(g.TrailingAxis) > 0 {
+		pairs = append(pairs, kvPair{"TrailingAxis", strList(g.TrailingAxis)})
+	}
 	if len(g.Copy) > 0 {
 		copies := jen.Dict{}
 		for _, e := range g.Copy {

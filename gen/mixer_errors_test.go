@@ -45,7 +45,7 @@ func TestMixerDescriptorErrors(t *testing.T) {
 		{"a module that is no name", section("    ssd:\n      layers: \"i % 2 == 0\"\n      module: \"Mamba Mixer\"\n"),
 			`descriptors/a.yaml:23: structure.mixers.ssd.module: "Mamba Mixer" is not a module name (dotted lower-case words)`},
 		{"unknown option", mixer("      heads: 4\n"),
-			"descriptors/a.yaml:23: structure.mixers.gated_delta.heads: unknown key of a gated_delta mixer (want one of allow_neg_eigval, block, conv_kernel, key_dim, key_heads, layers, norm_eps, projections, value_dim, value_heads)"},
+			"descriptors/a.yaml:23: structure.mixers.gated_delta.heads: unknown key of a gated_delta mixer (want one of allow_neg_eigval, block, conv_kernel, key_dim, key_heads, layers, norm_eps, projections, tiled_heads, value_dim, value_heads)"},
 		{"no layers", section("    gated_delta:\n      projections: grouped\n"),
 			"descriptors/a.yaml:21: structure.mixers.gated_delta.layers: missing: which layers the gated_delta mixer mixes (a per-layer bool; attention takes the others)"},
 		{"layers not a bool", section("    gated_delta:\n      layers: \"i + 1\"\n"),

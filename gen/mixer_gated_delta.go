@@ -24,6 +24,7 @@ func init() {
 			{key: "norm_eps", typ: TFloat, def: "rms_norm_eps"},
 			{key: "projections", words: []string{"grouped", "flat", "separate"}, def: "flat"},
 			{key: "allow_neg_eigval", typ: TBool, def: "false"},
+			{key: "tiled_heads", typ: TBool, def: "false"},
 		},
 		resolve: resolveGatedDelta,
 	})
@@ -39,6 +40,9 @@ type GatedDelta struct {
 	Separate bool
 	// NegEigval: the write strength is 2 sigmoid(b), in [0, 2].
 	NegEigval *Value
+	// TiledHeads: value head h reads key head h mod key_heads (the order
+	// of llama.cpp's GGUF files), not h / (value_heads / key_heads).
+	TiledHeads *Value
 
 	name     string
 	self     *field // the Layer's *GatedDelta
@@ -59,10 +63,11 @@ func resolveGatedDelta(o *mixerOptions, a *Arch) (mixer, error) {
 		KeyHeads: o.value("key_heads"), ValueHeads: o.value("value_heads"),
 		KeyDim: o.value("key_dim"), ValueDim: o.value("value_dim"),
 		Kernel: o.value("conv_kernel"), Eps: o.value("norm_eps"),
-		Grouped:   o.word("projections") == "grouped",
-		Separate:  o.word("projections") == "separate",
-		NegEigval: o.value("allow_neg_eigval"),
-		name:      "linear_attn",
+		Grouped:    o.word("projections") == "grouped",
+		Separate:   o.word("projections") == "separate",
+		NegEigval:  o.value("allow_neg_eigval"),
+		TiledHeads: o.value("tiled_heads"),
+		name:       "linear_attn",
 	}
 	d.self = newField(goName(d.name), func() *jen.Statement { return jen.Op("*").Id("GatedDelta") }, d.name)
 	d.heads = newField("heads", func() *jen.Statement { return jen.Qual(nnPkg, "DeltaHeads") }, "")
@@ -171,6 +176,9 @@ func (d *GatedDelta) inits(t goType) []kvPair {
 	}
 	if !d.NegEigval.IsFalse() {
 		heads = append(heads, kvPair{"NegEigval", d.NegEigval.Code()})
+	}
+	if !d.TiledHeads.IsFalse() {
+		heads = append(heads, kvPair{"Tiled", d.TiledHeads.Code()})
 	}
 	return []kvPair{{d.heads.key(), jen.Qual(nnPkg, "DeltaHeads").Values(fieldsOf(heads)...)}}
 }

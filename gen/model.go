@@ -780,6 +780,11 @@ type GGUF struct {
 	// Copy: config keys that take another config key's value (one
 	// metadata key read into two config keys).
 	Copy []Entry[F[string]]
+	// StoredAs: llama.cpp's tensor names whose values the file holds
+	// transformed (negative_exp: -exp(x)); TrailingAxis: those the
+	// checkpoint holds with a trailing unit axis the file drops.
+	StoredAs     []Entry[F[string]]
+	TrailingAxis []string
 	// Flags: config keys that are true exactly when layer 0 holds the
 	// tensor named (llama.cpp's name within blk.0, with its suffix).
 	Flags []Entry[F[string]]
@@ -847,6 +852,23 @@ func (b *builder) gguf() error {
 	}
 	if g.QKVByHead.V && !slices.ContainsFunc(g.Tensors.Entries, func(e Entry[F[string]]) bool { return e.Key == "attn_qkv" }) {
 		return errAt(g.QKVByHead.Pos, "gguf.qkv_by_head", "needs the fused projection's tensor (attn_qkv) in gguf.tensors")
+	}
+	mapped := func(name string) bool {
+		return slices.ContainsFunc(g.Tensors.Entries, func(e Entry[F[string]]) bool { return e.Key == name })
+	}
+	for _, e := range g.StoredAs.Entries {
+		path := "gguf.stored_as." + e.Key
+		if !mapped(e.Key) {
+			return errAt(e.Pos, path, "want a tensor name of gguf.tensors")
+		}
+		if e.Null || e.Val.V != "negative_exp" {
+			return errAt(e.Pos, path, "want negative_exp (the file holds -exp(x) of the checkpoint's x), got %q", e.Val.V)
+		}
+	}
+	for _, n := range g.TrailingAxis.V {
+		if !mapped(n) {
+			return errAt(g.TrailingAxis.Pos, "gguf.trailing_axis", "%q is not a tensor name of gguf.tensors", n)
+		}
 	}
 	for _, e := range g.Copy.Entries {
 		path := "gguf.copy." + e.Key
@@ -926,7 +948,7 @@ func (b *builder) gguf() error {
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
-		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
+		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }
 

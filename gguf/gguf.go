@@ -113,7 +113,7 @@ const (
 // blockIndex is the block number of any tensor of a block.
 var blockIndex = regexp.MustCompile(`^blk\.(\d+)\.`)
 
-var blockName = regexp.MustCompile(`^blk\.(\d+)\.([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
+var blockName = regexp.MustCompile(`^blk\.(\d+)\.([a-z0-9_]+)(?:\.(weight|bias|scales|biases))?$`)
 var topName = regexp.MustCompile(`^([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
 
 // Read loads a GGUF file on stream s (the default when nil), as the one of
@@ -177,6 +177,9 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 		if err := unpermute(tensors, cfg, a, s); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+	}
+	if err := restoreForms(tensors, cfg["num_hidden_layers"].(int), a, s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if a.QKVByHead {
 		if err := regroupQKV(tensors, cfg, a, s); err != nil {
@@ -499,7 +502,16 @@ func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.
 	for _, n := range slices.Sorted(maps.Keys(arrays)) {
 		var module, suffix string
 		if m := blockName.FindStringSubmatch(n); m != nil {
-			if hf, ok := a.Tensors[m[2]+"."+m[3]]; ok {
+			whole := m[2]
+			if m[3] != "" {
+				whole += "." + m[3]
+			}
+			if hf, ok := a.Tensors[whole]; ok || m[3] == "" {
+				// a tensor without a suffix in the file (an SSM's
+				// ssm_a) is mapped whole too
+				if !ok {
+					return nil, nil, fmt.Errorf("%s: unexpected tensor %s", path, n)
+				}
 				// a tensor mapped whole: the checkpoint's name has no suffix
 				// (gpt-oss's self_attn.sinks)
 				if t := arrays[n]; t.scales != nil || t.block != nil {
@@ -602,6 +614,65 @@ func unpermute(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.S
 		x = g.Contiguous(g.Reshape(x, sh...))
 		names = append(names, n)
 		fixed = append(fixed, x)
+	}
+	return replaceEvaluated(g, t, names, fixed)
+}
+
+// restoreForms undoes the forms the file holds some tensors in
+// (StoredAs, then TrailingAxis): each layer's tensor of such a name, mapped
+// whole or as a module's weight.
+func restoreForms(t map[string]*mlx.Array, layers int, a *nn.GGUF, s *mlx.Stream) error {
+	if len(a.StoredAs) == 0 && len(a.TrailingAxis) == 0 {
+		return nil
+	}
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	done := map[string]*mlx.Array{} // each tensor's form so far
+	each := func(gg string, f func(n string, x *mlx.Array) (*mlx.Array, error)) error {
+		hf := a.Tensors[gg]
+		for i := range layers {
+			base := fmt.Sprintf("%s.%d.%s", a.Layers, i, hf)
+			for _, n := range []string{base, base + ".weight"} {
+				x, ok := t[n]
+				if !ok {
+					continue
+				}
+				if _, q := t[strings.TrimSuffix(n, ".weight")+".scales"]; q || !x.Dtype().IsFloat() {
+					return fmt.Errorf("tensor %s (llama.cpp's %s) is quantized, which archgen reads for matrices only", n, gg)
+				}
+				if y, ok := done[n]; ok {
+					x = y
+				}
+				y, err := f(n, x)
+				if err != nil {
+					return err
+				}
+				done[n] = y
+			}
+		}
+		return nil
+	}
+	for _, gg := range slices.Sorted(maps.Keys(a.StoredAs)) {
+		err := each(gg, func(n string, x *mlx.Array) (*mlx.Array, error) {
+			// x = -exp(v): v = log(-x), in float32
+			return g.AsType(g.Log(g.Negative(g.AsType(x, mlx.Float32))), x.Dtype()), nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, gg := range a.TrailingAxis {
+		err := each(gg, func(n string, x *mlx.Array) (*mlx.Array, error) {
+			return g.Reshape(x, append(x.Shape(), 1)...), nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	names := slices.Sorted(maps.Keys(done))
+	fixed := make([]*mlx.Array, len(names))
+	for i, n := range names {
+		fixed[i] = done[n]
 	}
 	return replaceEvaluated(g, t, names, fixed)
 }

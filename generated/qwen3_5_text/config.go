@@ -105,6 +105,12 @@ type Config struct {
 	// AttentionBias is attention_bias; false when absent.
 	AttentionBias bool `json:"attention_bias"`
 
+	// LinearValueHeadsTiled is linear_value_heads_tiled; false when absent. Not a
+	// Hugging Face key: true where the gated delta layers' value heads come in
+	// llama.cpp's tiled order (value head h reads key head h mod
+	// linear_num_key_heads), as reading a GGUF file sets it.
+	LinearValueHeadsTiled bool `json:"linear_value_heads_tiled"`
+
 	// RopeDims is int(head_dim * partial_rotary_factor), computed from the config
 	// (not a config.json key).
 	RopeDims int `json:"-"`
@@ -149,6 +155,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.PartialRotaryFactor = nn.Prefer[float64](r, c.PartialRotaryFactor, "rope_parameters.partial_rotary_factor")
 	c.FullAttentionInterval = nn.Default[int](r, "full_attention_interval", 4)
 	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
+	c.LinearValueHeadsTiled = nn.Default[bool](r, "linear_value_heads_tiled", false)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)

@@ -14,6 +14,8 @@ Usage: make_bad_gguf.py DIR
   gptneox_qkv.gguf a gptneox file whose fused qkv has 190 rows, which do
                not split into q, k and v of its 4 heads
   gptneox_kv.gguf  a gptneox file of 2 key/value heads for 4 query heads
+  qwen35_conv_q8.gguf a qwen35 file whose gated delta convolution is Q8_0,
+               which the reader cannot give back its unit axis
 """
 
 import os
@@ -83,6 +85,22 @@ def main():
     write(os.path.join(d, "mamba.gguf"), "mamba", [("token_embd.weight", x, T.F32)])
     gptneox(os.path.join(d, "gptneox_qkv.gguf"), 4, 190, rng, x)
     gptneox(os.path.join(d, "gptneox_kv.gguf"), 2, 128, rng, x)
+    w = GGUFWriter(os.path.join(d, "qwen35_conv_q8.gguf"), "qwen35")
+    for k, v in (("block_count", 1), ("embedding_length", 64), ("feed_forward_length", 256), ("context_length", 64),
+                 ("attention.head_count", 4), ("attention.head_count_kv", 2), ("attention.key_length", 16),
+                 ("ssm.conv_kernel", 32), ("ssm.state_size", 8), ("ssm.group_count", 1), ("ssm.time_step_rank", 1),
+                 ("full_attention_interval", 2)):
+        w.add_uint32("qwen35." + k, v)
+    w.add_float32("qwen35.attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    block, size = GGML_QUANT_SIZES[T.Q8_0]
+    w.add_tensor("blk.0.ssm_conv1d.weight", np.zeros((24, 32 // block * size), dtype=np.uint8), raw_dtype=T.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     write(os.path.join(d, "f32.gguf"), "llama", [
         ("output_norm.weight", norm, T.F32),
         ("token_embd.weight", x, T.F32),

@@ -162,6 +162,16 @@ ARCH_BLOCK = {
              "mlp.w1": "ffn_up", "mlp.w2": "ffn_gate", "mlp.c_proj": "ffn_down"},
     "gptneox": {"attention.query_key_value": "attn_qkv", "attention.dense": "attn_output",
                 "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down"},
+    # Qwen3.5's gated delta layers (A_log and dt_bias, tensors without a
+    # module, are named by make_llama_cases.py)
+    "qwen35": {"post_attention_layernorm": "post_attention_norm", "linear_attn.in_proj_qkv": "attn_qkv",
+               "linear_attn.in_proj_z": "attn_gate", "linear_attn.in_proj_b": "ssm_beta",
+               "linear_attn.in_proj_a": "ssm_alpha", "linear_attn.conv1d": "ssm_conv1d",
+               "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"},
+    "qwen35moe": {"post_attention_layernorm": "post_attention_norm", "linear_attn.in_proj_qkv": "attn_qkv",
+                  "linear_attn.in_proj_z": "attn_gate", "linear_attn.in_proj_b": "ssm_beta",
+                  "linear_attn.in_proj_a": "ssm_alpha", "linear_attn.conv1d": "ssm_conv1d",
+                  "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"},
     "glm4": {"post_self_attn_layernorm": "post_attention_norm", "post_attention_layernorm": "ffn_norm",
              "post_mlp_layernorm": "post_ffw_norm"},
     "gpt-oss": {"post_attention_layernorm": "post_attention_norm"},

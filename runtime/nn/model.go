@@ -214,6 +214,15 @@ type GGUF struct {
 	// (GPT-2's n_ctx, which is n_positions: the file has one
 	// context_length for both).
 	Copy map[string]string
+	// StoredAs maps llama.cpp's names of a layer's tensors (keys of
+	// Tensors) to the form the file holds their values in, which reading
+	// undoes: negative_exp, -exp(x) of the checkpoint's x (a state-space
+	// layer's A from its A_log).
+	StoredAs map[string]string
+	// TrailingAxis lists llama.cpp's names of a layer's tensors that the
+	// checkpoint holds with a trailing unit axis the file drops (a
+	// depthwise convolution's [channels, taps, 1]).
+	TrailingAxis []string
 	// Flags are config keys set true where layer 0 holds the tensor named
 	// (llama.cpp's name within blk.0: attn_q.bias), false where not: what
 	// the file records only by the tensors it has.

@@ -48,9 +48,11 @@ func FirstLayer(first, i int) int {
 // ones.
 type ShortConv struct {
 	Weight, Bias *mlx.Array
-	// Taps is Weight as the float32 kernel reads it, [kernel, channels]:
-	// each tap's weights over the channels. Loading makes it where Weight
-	// is float32 and the kernel spans more than one step; elsewhere
+	// Taps is the weight as the float32 kernel reads it, [kernel,
+	// channels]: each tap's weights over the channels. Loading makes it
+	// where the weight is float32 and the kernel spans more than one step,
+	// and then keeps it in place of Weight (nil; the composed ops read the
+	// taps transposed), so that the weights are held once; elsewhere
 	// (half-precision weights, which the composed ops read) it is nil.
 	Taps   *mlx.Array
 	Kernel int
@@ -92,10 +94,25 @@ func (w *Weights) ShortConv(name string, channels, kernel int, bias bool) *Short
 			w.failf("%s: its taps: %v", w.local(name+".weight"), err)
 		} else {
 			g.Keep(t)
+			// the taps stand for the weight: it goes when loading ends
+			if p := &w.l.params.arrays; slices.Contains(*p, c.Weight) {
+				*p = slices.DeleteFunc(*p, func(a *mlx.Array) bool { return a == c.Weight })
+				w.l.scratch = append(w.l.scratch, c.Weight)
+				c.Weight = nil
+			}
 			c.Taps = w.keep(t)
 		}
 	}
 	return c
+}
+
+// weight is the convolution's weight [channels, kernel, 1], from the taps
+// where loading kept only them.
+func (c *ShortConv) weight(g *mlx.Graph) *mlx.Array {
+	if c.Weight != nil || c.Taps == nil {
+		return c.Weight
+	}
+	return g.ExpandDims(g.Transpose(c.Taps, 1, 0), 2)
 }
 
 // Apply convolves x [B, L, channels] after the state in slot of s (zeros
@@ -128,7 +145,7 @@ func (c *ShortConv) apply(g *mlx.Graph, s *kv.States, slot int, x *mlx.Array, si
 	}
 	in := g.Concatenate(1, state, x) // [B, keep + L, C]
 	s.SetSlot(g, slot, g.Contiguous(g.Slice(in, []int{0, L, 0}, []int{B, keep + L, C})))
-	y := g.Conv1D(in, c.Weight, 1, 0, 1, C)
+	y := g.Conv1D(in, c.weight(g), 1, 0, 1, C)
 	if c.Bias != nil {
 		y = g.Add(y, c.Bias)
 	}
@@ -188,6 +205,10 @@ type DeltaHeads struct {
 	// NegEigval: the write strength is 2 sigmoid(b), in [0, 2] (OLMo
 	// hybrid's allow_neg_eigval).
 	NegEigval bool
+	// Tiled: value head h reads key head h mod KeyHeads (the order
+	// llama.cpp's GGUF files hold the value heads in), not h / (ValueHeads
+	// / KeyHeads).
+	Tiled bool
 }
 
 // ConvWidth is the width the convolution runs over: q, k and v side by side.
@@ -238,6 +259,9 @@ func FlatDeltaInputs(g *mlx.Graph, qkv, z, b, a *mlx.Array, h DeltaHeads) DeltaI
 // returns y [B, L, value heads, ValueDim].
 func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, rate, dtBias *mlx.Array, h DeltaHeads) *mlx.Array {
 	B, L := qkv.Dim(0), qkv.Dim(1)
+	if h.Tiled && h.ValueHeads > h.KeyHeads {
+		qkv, h = tileKeyHeads(g, qkv, h)
+	}
 	if allFloat32(qkv, b, a, dtBias) {
 		// In float32 (the CPU's default compute) one op takes the
 		// projections' outputs as they are: the norms, gates and rule
@@ -274,6 +298,27 @@ func GatedDelta(g *mlx.Graph, s *kv.States, slot int, qkv, b, a, rate, dtBias *m
 	y, last := g.GatedDelta(q, k, v, decay, beta, state, nil)
 	s.SetSlot(g, slot, last)
 	return y
+}
+
+// tileKeyHeads repeats q's and k's heads in turn, as many times as there
+// are value heads to each key head ([k0 k1 k0 k1] for two of each), so
+// that value head h reads copy h, key head h mod KeyHeads, by the rule's
+// grouped reading (one key head a value head).
+func tileKeyHeads(g *mlx.Graph, qkv *mlx.Array, h DeltaHeads) (*mlx.Array, DeltaHeads) {
+	kd := h.KeyHeads * h.KeyDim
+	parts := g.SplitAt(qkv, []int{kd, 2 * kd}, -1)
+	r := h.ValueHeads / h.KeyHeads
+	tile := func(x *mlx.Array) []*mlx.Array {
+		xs := make([]*mlx.Array, r)
+		for i := range xs {
+			xs[i] = x
+		}
+		return xs
+	}
+	q := g.Concatenate(-1, tile(parts[0])...)
+	k := g.Concatenate(-1, tile(parts[1])...)
+	h.KeyHeads, h.Tiled = h.ValueHeads, false
+	return g.Concatenate(-1, q, k, parts[2]), h
 }
 
 // allFloat32 reports whether every array is float32.

@@ -10,15 +10,22 @@ import (
 )
 
 // TestShortConvTaps: a short convolution loaded at float32 keeps its
-// weights' taps [kernel, channels] beside them (from MLX's layout and from
-// Hugging Face's), which its float32 step reads, within float32 rounding
-// of the composed ops and with the same next state; loaded at bfloat16 it
-// keeps none.
+// weights as taps [kernel, channels] in their place (from MLX's layout and
+// from Hugging Face's; the weights are held once), which its float32 step
+// reads, within float32 rounding of the composed ops on the weights they
+// stand for and with the same next state; loaded at bfloat16 it keeps the
+// weights and no taps.
 func TestShortConvTaps(t *testing.T) {
 	const C, K = 20, 4
 	dir := t.TempDir()
+	var wv []float32 // the weights saved, [C, K, 1]
 	save(t, dir, "model.safetensors", func(g *mlx.Graph) map[string]*mlx.Array {
 		w := g.AsType(g.Normal([]int{C, K, 1}, mlx.Float32, 0, 1, g.RandomKey(5)), mlx.BFloat16)
+		wf := g.AsType(w, mlx.Float32)
+		if err := g.Eval(wf); err != nil {
+			t.Fatal(err)
+		}
+		wv, _ = wf.Float32s()
 		return map[string]*mlx.Array{
 			"mlx.weight": w,
 			"hf.weight":  g.Transpose(w, 0, 2, 1), // [C, 1, K]
@@ -39,15 +46,17 @@ func TestShortConvTaps(t *testing.T) {
 			defer params.Free()
 			for i, c := range convs {
 				if dt != mlx.Float32 {
-					if c.Taps != nil {
-						t.Errorf("conv %d: taps at %s", i, dt)
+					if c.Taps != nil || c.Weight == nil {
+						t.Errorf("conv %d: taps %v and weight %v at %s", i, c.Taps, c.Weight, dt)
 					}
 					continue
+				}
+				if c.Weight != nil {
+					t.Errorf("conv %d: the weight kept beside its taps", i)
 				}
 				if c.Taps == nil || c.Taps.Dtype() != mlx.Float32 || fmt.Sprint(c.Taps.Shape()) != fmt.Sprint([]int{K, C}) {
 					t.Fatalf("conv %d: taps %v", i, c.Taps)
 				}
-				wv, _ := c.Weight.Float32s()
 				tv, _ := c.Taps.Float32s()
 				for ch := range C {
 					for k := range K {
@@ -57,11 +66,18 @@ func TestShortConvTaps(t *testing.T) {
 					}
 				}
 				// Two calls (a prompt, then a step) through the kernel and
-				// through the composed ops (no taps).
+				// through the composed ops (no taps) on the weight the taps
+				// stand for.
 				g := mlx.NewGraph(nil)
 				x := g.Normal([]int{2, 5, C}, mlx.Float32, 0, 1, g.RandomKey(7))
 				composed := *c
-				composed.Taps = nil
+				composed.Weight, composed.Taps = c.weight(g), nil
+				if err := g.Eval(composed.Weight); err != nil {
+					t.Fatal(err)
+				}
+				if back, _ := composed.Weight.Float32s(); fmt.Sprint(back) != fmt.Sprint(wv) || fmt.Sprint(composed.Weight.Shape()) != fmt.Sprint([]int{C, K, 1}) {
+					t.Fatalf("conv %d: the weight from the taps %v %v, saved %v", i, composed.Weight.Shape(), back, wv)
+				}
 				sk, so := kv.NewStates(1), kv.NewStates(1)
 				for _, part := range [][2]int{{0, 4}, {4, 5}} {
 					xi := g.Slice(x, []int{0, part[0], 0}, []int{2, part[1], C})

@@ -386,6 +386,8 @@ type GGUFDesc struct {
 	ExtraLayers   F[string]       `yaml:"extra_layers"`
 	WidthPerHead  GGUFWidthRule   `yaml:"width_per_head"`
 	SlidingLayers GGUFLayerRule   `yaml:"sliding_layers"`
+	KVLayers      GGUFKVLayers    `yaml:"kv_layers"`
+	FinalNorm     F[string]       `yaml:"final_norm"`
 	Config        OMap[Raw]       `yaml:"config"`
 	Keys          OMap[F[string]] `yaml:"keys"`
 	Copy          OMap[F[string]] `yaml:"copy"`
@@ -415,6 +417,17 @@ type GGUFLayerRule struct {
 	Key  F[string] `yaml:"key"`
 	Form F[string] `yaml:"form"`
 	Pos  Pos       `yaml:"-"`
+}
+
+// GGUFKVLayers spells a file's key/value head count a layer
+// (attention.head_count_kv as a list, 0 on the layers without attention)
+// as a config key: a list of words, attention on the layers with heads,
+// other on the others.
+type GGUFKVLayers struct {
+	Key       F[string] `yaml:"key"`
+	Attention F[string] `yaml:"attention"`
+	Other     F[string] `yaml:"other"`
+	Pos       Pos       `yaml:"-"`
 }
 
 // WrapperDesc makes a descriptor a wrapper: its checkpoints hold a text

@@ -122,6 +122,12 @@ func ggufFacts(a *Arch) jen.Code {
 	if g.SlidingKey != "" {
 		pairs = append(pairs, kvPair{"SlidingKey", jen.Lit(g.SlidingKey)}, kvPair{"SlidingForm", jen.Lit(g.SlidingForm)})
 	}
+	if g.KVKey != "" {
+		pairs = append(pairs, kvPair{"KVLayersKey", jen.Lit(g.KVKey)}, kvPair{"KVLayersWords", jen.Index(jen.Lit(2)).String().Values(jen.Lit(g.KVAttention), jen.Lit(g.KVOther))})
+	}
+	if g.FinalNorm != "" {
+		pairs = append(pairs, kvPair{"FinalNorm", jen.Lit(g.FinalNorm)})
+	}
 	if g.ExtraLayers != "" {
 		pairs = append(pairs, kvPair{"ExtraLayers", jen.Lit(g.ExtraLayers)})
 	}

@@ -775,8 +775,15 @@ type GGUF struct {
 	// SlidingKey is the config key the file's sliding-window pattern
 	// becomes, in SlidingForm (letters or types).
 	SlidingKey, SlidingForm string
-	Config                  []Entry[Raw]
-	Keys                    []Entry[F[string]]
+	// KVKey, KVAttention, KVOther: the config key a per-layer key/value
+	// head count becomes, and its words for layers with and without
+	// attention.
+	KVKey, KVAttention, KVOther string
+	// FinalNorm: llama.cpp's name of the final norm, where it is not
+	// output_norm.
+	FinalNorm string
+	Config    []Entry[Raw]
+	Keys      []Entry[F[string]]
 	// Copy: config keys that take another config key's value (one
 	// metadata key read into two config keys).
 	Copy []Entry[F[string]]
@@ -785,8 +792,8 @@ type GGUF struct {
 	// checkpoint holds with a trailing unit axis the file drops.
 	StoredAs     []Entry[F[string]]
 	TrailingAxis []string
-	// Flags: config keys that are true exactly when layer 0 holds the
-	// tensor named (llama.cpp's name within blk.0, with its suffix).
+	// Flags: config keys that are true exactly when a layer holds the
+	// tensor named (llama.cpp's name within a block, with its suffix).
 	Flags []Entry[F[string]]
 	// LayerValues: metadata keys (whole) holding a number a layer, each
 	// made the tensor named (within the layer) of that layer.
@@ -802,12 +809,12 @@ var ggufReaderKeys = []string{"hidden_size", "intermediate_size", "num_hidden_la
 	"tie_word_embeddings", "bos_token_id", "eos_token_id"}
 
 // ggufFlagTensor is llama.cpp's name of a tensor within a layer.
-var ggufFlagTensor = regexp.MustCompile(`^[a-z0-9_]+\.(weight|bias)$`)
+var ggufFlagTensor = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*\.(weight|bias)$`)
 
 // ggufTensor is llama.cpp's name of a module of a layer, or of one tensor
 // of it (attn_sinks.weight: mapped whole, to a checkpoint name without a
 // suffix).
-var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+(\.(weight|bias))?$`)
+var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
 // ggufKey is a metadata key within the architecture's namespace
 // (attention.scale for ARCH.attention.scale).
@@ -835,7 +842,7 @@ func (b *builder) gguf() error {
 	for _, e := range g.Tensors.Entries {
 		path := "gguf.tensors." + e.Key
 		if !ggufTensor.MatchString(e.Key) {
-			return errAt(e.Pos, path, "%q is not a llama.cpp tensor name (lower-case letters, digits and _, with .weight or .bias to map one tensor whole)", e.Key)
+			return errAt(e.Pos, path, "%q is not a llama.cpp tensor name (words of lower-case letters, digits and _ joined by dots; ending .weight or .bias to map one tensor whole)", e.Key)
 		}
 		if e.Null || !checkpointName.MatchString(e.Val.V) {
 			return errAt(e.Pos, path, "want a checkpoint name within the layer, got %q", e.Val.V)
@@ -936,6 +943,17 @@ func (b *builder) gguf() error {
 			return errAt(r.Form.Pos, "gguf.sliding_layers.form", "want letters or types, got %q", r.Form.V)
 		}
 	}
+	if r := g.KVLayers; r.Key.Set || r.Attention.Set || r.Other.Set {
+		if b.key(r.Key.V) == nil {
+			return errAt(r.Key.Pos, "gguf.kv_layers.key", "want a config key of the descriptor, got %q", r.Key.V)
+		}
+		if r.Attention.V == "" || r.Other.V == "" || r.Attention.V == r.Other.V {
+			return errAt(r.Key.Pos, "gguf.kv_layers", "want two different words: attention (layers with key/value heads) and other")
+		}
+	}
+	if g.FinalNorm.Set && !ggufTensor.MatchString(g.FinalNorm.V) {
+		return errAt(g.FinalNorm.Pos, "gguf.final_norm", "%q is not a llama.cpp tensor name", g.FinalNorm.V)
+	}
 	if g.ExtraLayers.Set && !ggufKey.MatchString(g.ExtraLayers.V) {
 		return errAt(g.ExtraLayers.Pos, "gguf.extra_layers", "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots)", g.ExtraLayers.V)
 	}
@@ -948,6 +966,7 @@ func (b *builder) gguf() error {
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
+		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, FinalNorm: g.FinalNorm.V,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }

@@ -105,15 +105,15 @@ const (
 	ggufEmbed = "token_embd"
 	ggufNorm  = "output_norm"
 	ggufHead  = "output"
-	ggufQ     = "attn_q" // rows reordered under PermuteQK, by heads
-	ggufK     = "attn_k" // by key/value heads
+	ggufQ     = "attn_q"   // rows reordered under PermuteQK, by heads
+	ggufK     = "attn_k"   // by key/value heads
 	ggufQKV   = "attn_qkv" // rows regrouped by head under QKVByHead
 )
 
 // blockIndex is the block number of any tensor of a block.
 var blockIndex = regexp.MustCompile(`^blk\.(\d+)\.`)
 
-var blockName = regexp.MustCompile(`^blk\.(\d+)\.([a-z0-9_]+)(?:\.(weight|bias|scales|biases))?$`)
+var blockName = regexp.MustCompile(`^blk\.(\d+)\.([a-z0-9_]+(?:\.[a-z0-9_]+)*?)(?:\.(weight|bias|scales|biases))?$`)
 var topName = regexp.MustCompile(`^([a-z0-9_]+)\.(weight|bias|scales|biases)$`)
 
 // Read loads a GGUF file on stream s (the default when nil), as the one of
@@ -267,9 +267,14 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 	}
 	heads := cfg["num_attention_heads"].(int)
 	kv := heads
-	if md.has(key("attention.head_count_kv")) {
+	if k := key("attention.head_count_kv"); md.raw[k].Kind == ValueNumbers && a.KVLayersKey != "" {
 		var err error
-		if kv, err = md.int(key("attention.head_count_kv")); err != nil {
+		if kv, err = kvLayers(md, k, cfg["num_hidden_layers"].(int), a, cfg); err != nil {
+			return nil, err
+		}
+	} else if md.has(k) {
+		var err error
+		if kv, err = md.int(k); err != nil {
 			return nil, err
 		}
 	}
@@ -395,13 +400,47 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		cfg[a.SlidingKey] = v
 	}
 	for k, t := range a.Flags {
-		_, ok := arrays["blk.0."+t]
-		cfg[k] = ok
+		// on any layer: the layers of a hybrid differ
+		cfg[k] = slices.ContainsFunc(slices.Collect(maps.Keys(arrays)), func(n string) bool {
+			m := blockIndex.FindString(n)
+			return m != "" && n[len(m):] == t
+		})
 	}
 	if a.WidthKey != "" && slices.Contains(a.WidthLayers, cfg["num_hidden_layers"].(int)) {
 		cfg[a.WidthKey] = hidden / heads
 	}
 	return cfg, nil
+}
+
+// kvLayers reads the key/value head count a layer at k (0 where the layer
+// has no attention), which must be one count on every layer with
+// attention: the config key a.KVLayersKey is set to a word a layer, and
+// the count is returned.
+func kvLayers(md metadata, k string, layers int, a *nn.GGUF, cfg map[string]any) (int, error) {
+	counts, err := md.ints(k)
+	if err != nil {
+		return 0, err
+	}
+	if len(counts) != layers {
+		return 0, fmt.Errorf("%s: %s holds %d counts, for %d layers", md.path, k, len(counts), layers)
+	}
+	kv := 0
+	words := make([]string, layers)
+	for i, n := range counts {
+		switch {
+		case n < 0 || n > 0 && kv > 0 && int(n) != kv:
+			return 0, fmt.Errorf("%s: %s: layer %d has %d key/value heads, where the others with attention have %d", md.path, k, i, n, kv)
+		case n == 0:
+			words[i] = a.KVLayersWords[1]
+		default:
+			kv, words[i] = int(n), a.KVLayersWords[0]
+		}
+	}
+	if kv == 0 {
+		return 0, fmt.Errorf("%s: %s: no layer has attention", md.path, k)
+	}
+	cfg[a.KVLayersKey] = words
+	return kv, nil
 }
 
 // slidingLayers spells the sliding-window pattern at k (a number a layer,
@@ -497,7 +536,11 @@ type quantSpec struct {
 func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.Array, map[string]quantSpec, error) {
 	out := map[string]*mlx.Array{}
 	quant := map[string]quantSpec{}
-	topNames := map[string]string{ggufEmbed: a.Embed, ggufNorm: a.Norm, ggufHead: a.Head}
+	norm := ggufNorm
+	if a.FinalNorm != "" {
+		norm = a.FinalNorm
+	}
+	topNames := map[string]string{ggufEmbed: a.Embed, norm: a.Norm, ggufHead: a.Head}
 	maps.Copy(topNames, a.Top)
 	for _, n := range slices.Sorted(maps.Keys(arrays)) {
 		var module, suffix string

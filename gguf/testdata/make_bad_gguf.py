@@ -16,6 +16,10 @@ Usage: make_bad_gguf.py DIR
   gptneox_kv.gguf  a gptneox file of 2 key/value heads for 4 query heads
   qwen35_conv_q8.gguf a qwen35 file whose gated delta convolution is Q8_0,
                which the reader cannot give back its unit axis
+  lfm2_kv_mixed.gguf, lfm2_kv_none.gguf, lfm2_kv_short.gguf
+               lfm2 files whose key/value head counts a layer differ
+               between attention layers, give no layer attention, or are
+               fewer than the layers
 """
 
 import os
@@ -50,6 +54,23 @@ def gptneox(path, kv_heads, qkv_rows, rng, x):
     w.add_token_list([chr(65 + i) for i in range(4)])
     w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
     w.add_tensor("blk.0.attn_qkv.weight", rng.standard_normal((qkv_rows, 64)).astype(np.float32), raw_dtype=T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def lfm2(path, layers, kv, x):
+    """An lfm2 file of layers blocks whose key/value head counts a layer
+    are kv."""
+    w = GGUFWriter(path, "lfm2")
+    for k, v in (("block_count", layers), ("embedding_length", 64), ("feed_forward_length", 256),
+                 ("context_length", 64), ("attention.head_count", 4)):
+        w.add_uint32("lfm2." + k, v)
+    w.add_array("lfm2.attention.head_count_kv", kv)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -101,6 +122,9 @@ def main():
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    lfm2(os.path.join(d, "lfm2_kv_mixed.gguf"), 3, [0, 2, 4], x)
+    lfm2(os.path.join(d, "lfm2_kv_none.gguf"), 2, [0, 0], x)
+    lfm2(os.path.join(d, "lfm2_kv_short.gguf"), 3, [0, 2], x)
     write(os.path.join(d, "f32.gguf"), "llama", [
         ("output_norm.weight", norm, T.F32),
         ("token_embd.weight", x, T.F32),

@@ -172,6 +172,20 @@ ARCH_BLOCK = {
                   "linear_attn.in_proj_z": "attn_gate", "linear_attn.in_proj_b": "ssm_beta",
                   "linear_attn.in_proj_a": "ssm_alpha", "linear_attn.conv1d": "ssm_conv1d",
                   "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"},
+    # LFM2's convolution layers and its attention's names
+    "lfm2": {"operator_norm": "attn_norm", "ffn_norm": "ffn_norm", "conv.conv": "shortconv.conv",
+             "conv.in_proj": "shortconv.in_proj", "conv.out_proj": "shortconv.out_proj",
+             "self_attn.out_proj": "attn_output", "self_attn.q_layernorm": "attn_q_norm",
+             "self_attn.k_layernorm": "attn_k_norm", "feed_forward.w1": "ffn_gate", "feed_forward.w3": "ffn_up",
+             "feed_forward.w2": "ffn_down"},
+    "lfm2moe": {"operator_norm": "attn_norm", "ffn_norm": "ffn_norm", "conv.conv": "shortconv.conv",
+                "conv.in_proj": "shortconv.in_proj", "conv.out_proj": "shortconv.out_proj",
+                "self_attn.out_proj": "attn_output", "self_attn.q_layernorm": "attn_q_norm",
+                "self_attn.k_layernorm": "attn_k_norm", "feed_forward.gate_proj": "ffn_gate",
+                "feed_forward.up_proj": "ffn_up", "feed_forward.down_proj": "ffn_down",
+                "feed_forward.gate": "ffn_gate_inp", "feed_forward.switch_mlp.gate_proj": "ffn_gate_exps",
+                "feed_forward.switch_mlp.up_proj": "ffn_up_exps",
+                "feed_forward.switch_mlp.down_proj": "ffn_down_exps"},
     "glm4": {"post_self_attn_layernorm": "post_attention_norm", "post_attention_layernorm": "ffn_norm",
              "post_mlp_layernorm": "post_ffw_norm"},
     "gpt-oss": {"post_attention_layernorm": "post_attention_norm"},
@@ -188,13 +202,15 @@ TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.f
        "model.wte": "token_embd", "model.wpe": "position_embd", "model.ln_f": "output_norm",
        "transformer.wpe": "position_embd",
        # GPT-NeoX's
-       "model.embed_in": "token_embd", "model.final_layer_norm": "output_norm", "model.embed_out": "output"}
+       "model.embed_in": "token_embd", "model.final_layer_norm": "output_norm", "model.embed_out": "output",
+       # LFM2's final norm, which llama.cpp names as the embeddings'
+       "model.embedding_norm": "token_embd_norm"}
 
 
 def gguf_name(hf, arch="llama"):
     if hf.endswith(".self_attn.sinks"):  # gpt-oss's, a tensor without a suffix
         return f"blk.{hf.split('.')[2]}.attn_sinks.weight"
-    if hf.endswith(".e_score_correction_bias"):  # DeepSeek-V3-style routers' bias
+    if hf.endswith((".e_score_correction_bias", ".expert_bias")):  # DeepSeek-V3-style routers' bias
         return f"blk.{hf.split('.')[2]}.exp_probs_b.bias"
     module, _, suffix = hf.rpartition(".")
     stack = next((p for p in ("model.layers.", "transformer.h.", "model.h.") if module.startswith(p)), None)
@@ -269,7 +285,7 @@ def random_model(model_type, deltas, n_vocab, hidden, intermediate, seed, embed_
     for k, v in params.items():
         if k.endswith("norm.weight") or k.split(".")[-2].startswith("ln_"):
             params[k] = 1 + 0.2 * mx.random.normal(v.shape)
-        elif k.endswith(".bias") or k.endswith("correction_bias"):
+        elif k.endswith((".bias", "correction_bias", "expert_bias")):
             params[k] = 0.1 * mx.random.normal(v.shape)
         elif embed_scale is not None and k.endswith(("embed_tokens.weight", "wte.weight", "embed_in.weight")):
             params[k] = embed_scale * mx.random.normal(v.shape)

@@ -187,6 +187,27 @@ CASES = {
                                                                "partial_rotary_factor": 0.25},
                                            "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
                                            "shared_expert_intermediate_size": 256, "norm_topk_prob": True}),
+    # LFM2: convolution layers (a count of 0 key/value heads) beside
+    # attention, the feed-forward width adjusted as its config says
+    "lfm2": ("lfm2", "lfm2", {"num_hidden_layers": 4, "num_key_value_heads": 2, "norm_eps": 1e-5,
+                              "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+                              "conv_bias": False, "conv_L_cache": 3, "block_dim": 256, "block_ff_dim": 768,
+                              "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0,
+                              "block_auto_adjust_ff_dim": True, "rope_theta": 1000000.0,
+                              "tie_word_embeddings": True}),
+    # and its mixture: a dense first layer, then sigmoid routing with an
+    # expert bias. Four of eight experts: with two of four or eight, the
+    # Q5_1 or Q6_K file's weights moved a router choice of this seed
+    # across a near-tie in archgen's run (one logit of 128 off by 3.5
+    # where llama.cpp's own distance allowed 3.2, the root mean square
+    # closer than llama.cpp's), a discrete change the bounds do not model
+    "lfm2moe": ("lfm2_moe", "lfm2moe", {"num_hidden_layers": 4, "num_key_value_heads": 2, "norm_eps": 1e-5,
+                                        "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+                                        "conv_bias": False, "conv_L_cache": 3, "num_experts": 8,
+                                        "num_experts_per_tok": 4, "moe_intermediate_size": 256,
+                                        "num_dense_layers": 1, "use_expert_bias": True, "norm_topk_prob": True,
+                                        "routed_scaling_factor": 1.0, "rope_theta": 1000000.0,
+                                        "tie_word_embeddings": True}),
     # intermediate_size is twice the MLP's width
     "qwen": ("qwen", "qwen", {"num_attention_heads": 4, "kv_channels": 64, "num_key_value_heads": 4,
                               "intermediate_size": 1024, "layer_norm_epsilon": 1e-5, "no_bias": True}),
@@ -354,7 +375,20 @@ def write_f32(path, arch, config, weights, vocab):
     eps = config[LAYER_NORM_EPS[arch]] if arch in LAYER_NORM_EPS else None
     nextn = 1 if arch == "glm4moe" else 0
     # block_count counts the multi-token prediction blocks
-    w = writer(path, arch, {**config, "num_hidden_layers": config["num_hidden_layers"] + nextn}, vocab, eps)
+    header = {**config, "num_hidden_layers": config["num_hidden_layers"] + nextn}
+    if arch in ("lfm2", "lfm2moe"):
+        # as llama.cpp's LFM2Model and LFM2MoeModel write them: the
+        # key/value heads a layer, none on the convolution layers
+        header["num_key_value_heads"] = [0 if t == "conv" else config["num_key_value_heads"]
+                                         for t in config["layer_types"]]
+        header["rms_norm_eps"] = config["norm_eps"]
+    if arch == "lfm2":
+        # and LFM2's adjusted width
+        ff = int(2 * config["block_ff_dim"] / 3 * config["block_ffn_dim_multiplier"])
+        m = config["block_multiple_of"]
+        header["intermediate_size"] = m * ((ff + m - 1) // m)
+        header["rms_norm_eps"] = config["norm_eps"]
+    w = writer(path, arch, header, vocab, eps)
     w.add_file_type(0)
     if arch in ("command-r", "cohere2"):
         w.add_logit_scale(config["logit_scale"])
@@ -412,6 +446,14 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_full_attention_interval(config["full_attention_interval"])
         w.add_rope_dimension_sections([3, 3, 2, 0])
         weights = qwen35_tensors(weights, config)
+    if arch == "lfm2moe":
+        # (the mixture's sizes below, with every other mixture's)
+        w.add_leading_dense_block_count(config["num_dense_layers"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if arch in ("lfm2", "lfm2moe"):
+        w.add_shortconv_l_cache(config["conv_L_cache"])
+        # the convolution [channels, taps, 1] without its unit axis
+        weights = {k: (v[..., 0] if k.endswith("conv.conv.weight") else v) for k, v in weights.items()}
     if arch == "deepseek":
         # as llama.cpp's DeepseekModel writes the mixture
         routed_mixture(w, config, 1.0, sigmoid=False)

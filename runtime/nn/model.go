@@ -203,6 +203,17 @@ type GGUF struct {
 	// a string of L (sliding) and G (full) a layer; "types", a list of
 	// sliding_attention and full_attention.
 	SlidingKey, SlidingForm string
+	// KVLayersKey is the config key a per-layer key/value head count
+	// (attention.head_count_kv as a list, 0 on the layers without
+	// attention: LFM2's convolution layers) becomes, a list of
+	// KVLayersWords[0] (layers with heads) and KVLayersWords[1]; the
+	// count itself becomes num_key_value_heads. Files of an architecture
+	// without one hold a single count.
+	KVLayersKey   string
+	KVLayersWords [2]string
+	// FinalNorm is llama.cpp's name of the final norm where it is not
+	// output_norm (LFM2's token_embd_norm).
+	FinalNorm string
 	// Config are config.json values every checkpoint has and the file does
 	// not record.
 	Config map[string]any
@@ -223,9 +234,9 @@ type GGUF struct {
 	// checkpoint holds with a trailing unit axis the file drops (a
 	// depthwise convolution's [channels, taps, 1]).
 	TrailingAxis []string
-	// Flags are config keys set true where layer 0 holds the tensor named
-	// (llama.cpp's name within blk.0: attn_q.bias), false where not: what
-	// the file records only by the tensors it has.
+	// Flags are config keys set true where a layer holds the tensor named
+	// (llama.cpp's name within a block: attn_q.bias), false where none
+	// does: what the file records only by the tensors it has.
 	Flags map[string]string
 	// LayerValues maps metadata keys (whole, outside the architecture's
 	// namespace) holding a number a layer (Apertus's xielu.alpha_n) to the

@@ -388,6 +388,7 @@ type GGUFDesc struct {
 	SlidingLayers GGUFLayerRule   `yaml:"sliding_layers"`
 	KVLayers      GGUFKVLayers    `yaml:"kv_layers"`
 	FinalNorm     F[string]       `yaml:"final_norm"`
+	RopeScaling   F[string]       `yaml:"rope_scaling"`
 	Config        OMap[Raw]       `yaml:"config"`
 	Keys          OMap[F[string]] `yaml:"keys"`
 	Copy          OMap[F[string]] `yaml:"copy"`

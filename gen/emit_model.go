@@ -125,6 +125,9 @@ func ggufFacts(a *Arch) jen.Code {
 	if g.KVKey != "" {
 		pairs = append(pairs, kvPair{"KVLayersKey", jen.Lit(g.KVKey)}, kvPair{"KVLayersWords", jen.Index(jen.Lit(2)).String().Values(jen.Lit(g.KVAttention), jen.Lit(g.KVOther))})
 	}
+	if g.RopeScaling != "" {
+		pairs = append(pairs, kvPair{"RopeScalingKey", jen.Lit(g.RopeScaling)})
+	}
 	if g.FinalNorm != "" {
 		pairs = append(pairs, kvPair{"FinalNorm", jen.Lit(g.FinalNorm)})
 	}

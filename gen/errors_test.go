@@ -179,6 +179,8 @@ func TestDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:22: gguf.kv_layers: want two different words: attention (layers with key/value heads) and other`},
 		{"gguf final norm that is no tensor name", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  final_norm: Final Norm\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.final_norm: "Final Norm" is not a llama.cpp tensor name`},
+		{"gguf rope scaling under no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  rope_scaling: no_such_key\n  tensors: {attn_q: q_proj}\n"},
+			`descriptors/a.yaml:22: gguf.rope_scaling: want a config key of the descriptor, got "no_such_key"`},
 		{"gguf copy into no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  copy: {no_such_key: hidden_size}\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.copy.no_such_key: want a config key of the descriptor`},
 		{"gguf copy of no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  copy: {hidden_size: no_such_key}\n  tensors: {attn_q: q_proj}\n"},

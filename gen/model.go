@@ -782,8 +782,11 @@ type GGUF struct {
 	// FinalNorm: llama.cpp's name of the final norm, where it is not
 	// output_norm.
 	FinalNorm string
-	Config    []Entry[Raw]
-	Keys      []Entry[F[string]]
+	// RopeScaling: the config key the file's rope scaling map goes under,
+	// where it is not rope_scaling.
+	RopeScaling string
+	Config      []Entry[Raw]
+	Keys        []Entry[F[string]]
 	// Copy: config keys that take another config key's value (one
 	// metadata key read into two config keys).
 	Copy []Entry[F[string]]
@@ -951,6 +954,9 @@ func (b *builder) gguf() error {
 			return errAt(r.Key.Pos, "gguf.kv_layers", "want two different words: attention (layers with key/value heads) and other")
 		}
 	}
+	if g.RopeScaling.Set && b.key(g.RopeScaling.V) == nil {
+		return errAt(g.RopeScaling.Pos, "gguf.rope_scaling", "want a config key of the descriptor, got %q", g.RopeScaling.V)
+	}
 	if g.FinalNorm.Set && !ggufTensor.MatchString(g.FinalNorm.V) {
 		return errAt(g.FinalNorm.Pos, "gguf.final_norm", "%q is not a llama.cpp tensor name", g.FinalNorm.V)
 	}
@@ -966,7 +972,7 @@ func (b *builder) gguf() error {
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
-		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, FinalNorm: g.FinalNorm.V,
+		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }

@@ -340,7 +340,30 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 				}
 				rs["original_max_position_embeddings"] = n
 			}
-			cfg["rope_scaling"] = rs
+			// YaRN's settings where the file has them: the correction
+			// range, and the log multiplier as mscale_all_dim (with mscale
+			// 1, as llama.cpp reads it)
+			for _, k := range []struct{ gguf, hf string }{
+				{"rope.scaling.yarn_beta_fast", "beta_fast"},
+				{"rope.scaling.yarn_beta_slow", "beta_slow"},
+				{"rope.scaling.yarn_log_multiplier", "mscale_all_dim"},
+			} {
+				if t == "yarn" && md.has(key(k.gguf)) {
+					v, err := md.float(key(k.gguf))
+					if err != nil {
+						return nil, err
+					}
+					rs[k.hf] = v
+				}
+			}
+			if _, ok := rs["mscale_all_dim"]; ok {
+				rs["mscale"] = 1.0
+			}
+			rsKey := "rope_scaling"
+			if a.RopeScalingKey != "" {
+				rsKey = a.RopeScalingKey
+			}
+			cfg[rsKey] = rs
 		default:
 			return nil, fmt.Errorf("%s: %s %q is not supported", md.path, key("rope.scaling.type"), t)
 		}

@@ -54,6 +54,7 @@ var Arch = nn.Arch{
 		PermuteQK:     true,
 		AlwaysHeadDim: false,
 		Config:        map[string]any{},
+		Aliases:       []string{"mistral3"},
 		Tensors: map[string]string{
 			"attn_k":      "self_attn.k_proj",
 			"attn_norm":   "input_layernorm",

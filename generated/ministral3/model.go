@@ -47,6 +47,35 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:           "mistral3",
+		Class:          "Ministral3ForCausalLM",
+		Requires:       "attention.temperature_scale",
+		PermuteQK:      true,
+		AlwaysHeadDim:  false,
+		Config:         map[string]any{},
+		RopeScalingKey: "rope_parameters",
+		Keys: map[string]string{
+			"attention.temperature_scale":          "llama_4_scaling_beta",
+			"rope.scaling.original_context_length": "query_scale_positions",
+		},
+		Copy: map[string]string{"rope_parameters_rope_theta": "rope_theta"},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded ministral3. Its weights are named as in the checkpoint, in

@@ -208,6 +208,20 @@ CASES = {
                                         "num_dense_layers": 1, "use_expert_bias": True, "norm_topk_prob": True,
                                         "routed_scaling_factor": 1.0, "rope_theta": 1000000.0,
                                         "tie_word_embeddings": True}),
+    # Ministral 3: YaRN over an original context of 8 and the attention's
+    # temperature scale, so that both act within the 16 positions (at 4,
+    # YaRN's correction range is empty, high below low, which llama.cpp
+    # and mlx-lm read differently: no real model has one); and Mistral
+    # Small 3's mistral3 files, llama's layers without them
+    "ministral3": ("ministral3", "mistral3", {"num_key_value_heads": 2, "head_dim": 64, "tie_word_embeddings": False,
+                                              "rope_theta": 1000000.0,
+                                              "rope_parameters": {"type": "yarn", "rope_type": "yarn", "factor": 4.0,
+                                                                  "original_max_position_embeddings": 8,
+                                                                  "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
+                                                                  "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1,
+                                                                  "rope_theta": 1000000.0}}),
+    "mistral3": ("llama", "mistral3", {"num_key_value_heads": 2, "head_dim": 64, "tie_word_embeddings": False,
+                                       "rope_theta": 1000000.0}),
     # intermediate_size is twice the MLP's width
     "qwen": ("qwen", "qwen", {"num_attention_heads": 4, "kv_channels": 64, "num_key_value_heads": 4,
                               "intermediate_size": 1024, "layer_norm_epsilon": 1e-5, "no_bias": True}),
@@ -239,7 +253,7 @@ CASE_TYPES = {"gpt-oss": {"MXFP4_MOE": ("MXFP4_MOE", False)}}
 
 # the architectures whose converter reorders q and k rows for llama.cpp's
 # rope (LlamaModel's subclasses)
-PERMUTED = {"llama", "smollm3", "granite", "granitemoe", "deepseek"}
+PERMUTED = {"llama", "smollm3", "granite", "granitemoe", "deepseek", "mistral3"}
 
 # what the converter adds to every norm weight (Gemma's norms scale by
 # 1 + weight; llama.cpp's by the weight)
@@ -454,6 +468,16 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_shortconv_l_cache(config["conv_L_cache"])
         # the convolution [channels, taps, 1] without its unit axis
         weights = {k: (v[..., 0] if k.endswith("conv.conv.weight") else v) for k, v in weights.items()}
+    if arch == "mistral3" and "rope_parameters" in config:
+        # as llama.cpp's TextModel and Ministral3Model write Ministral 3's
+        rp = config["rope_parameters"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rp["factor"])
+        w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_beta_fast(rp["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(rp["beta_slow"])
+        w.add_rope_scaling_yarn_log_mul(rp["mscale_all_dim"])
+        w.add_attn_temperature_scale(rp["llama_4_scaling_beta"])
     if arch == "deepseek":
         # as llama.cpp's DeepseekModel writes the mixture
         routed_mixture(w, config, 1.0, sigmoid=False)

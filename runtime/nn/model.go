@@ -211,6 +211,10 @@ type GGUF struct {
 	// without one hold a single count.
 	KVLayersKey   string
 	KVLayersWords [2]string
+	// RopeScalingKey is the config key the file's rope scaling (a map of
+	// type, factor, ...) goes under where it is not rope_scaling
+	// (Ministral 3's rope_parameters).
+	RopeScalingKey string
 	// FinalNorm is llama.cpp's name of the final norm where it is not
 	// output_norm (LFM2's token_embd_norm).
 	FinalNorm string

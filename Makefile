@@ -225,7 +225,7 @@ setup-llama-tools:
 # sizes that also get the long-context rows (8k and 32k, or BENCH_LONG_DEPTHS)
 # and the rows of archgen's other settings.
 BENCH_SIZES ?= 1b,qwen2.5-1.5b,smollm2-135m
-BENCH_SIZES_FULL ?= 1b,3b,8b,qwen3-1.7b,qwen3-4b,qwen2.5-1.5b,smollm2-135m
+BENCH_SIZES_FULL ?= 1b,3b,8b,qwen3-1.7b,qwen3-4b,qwen2.5-1.5b,qwen3.5-0.8b,smollm2-135m
 bench-sizes: setup-py setup-llguidance models setup-llama-tools
 	$(PY) bench/sizes.py --sizes $(BENCH_SIZES) --runs $(or $(BENCH_RUNS),3) \
 	  $(if $(BENCH_LONG),--long $(BENCH_LONG)) $(if $(BENCH_LONG_DEPTHS),--long-depths $(BENCH_LONG_DEPTHS)) \

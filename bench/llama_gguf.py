@@ -1,8 +1,11 @@
-"""Writes a llama or qwen3 model dir (mlx-lm's layout, float weights) as an
-F16 GGUF file the way llama.cpp's converter lays one out, for llama-quantize
-to quantize further: llama.cpp's tensor names and metadata keys (gguf-py, the
-`gguf` package pinned with mlx-lm's venv), llama's q and k rows in the
-converter's order for its rope (qwen3's rope needs none), norms kept float32,
+"""Writes a llama, qwen3 or qwen3_5 model dir (mlx-lm's layout, float
+weights) as an F16 GGUF file the way llama.cpp's converter lays one out, for
+llama-quantize to quantize further: llama.cpp's tensor names and metadata
+keys (gguf-py, the `gguf` package pinned with mlx-lm's venv), llama's q and
+k rows in the converter's order for its rope (qwen3's rope needs none),
+Qwen3.5's gated delta layers as its converter stores them (value heads in
+tiled order, A as -exp(A_log), the convolution float32 without its unit
+axis), norms kept float32,
 and the tokenizer of another GGUF file of the same vocabulary (its
 tokenizer.* keys copied as they are). Tensors go through a temporary file as
 they are converted, so an 8B model needs memory for one tensor at a time,
@@ -25,7 +28,7 @@ import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gguf" / "testdata"))
-from make_gguf import add_hparams, gguf_name, llama_cpp_permute  # noqa: E402
+from make_gguf import add_hparams, gguf_name, llama_cpp_permute, qwen35_metadata, qwen35_tensors  # noqa: E402
 
 
 def copy_tokenizer(src, w):
@@ -43,9 +46,9 @@ def copy_tokenizer(src, w):
 def main(model_dir, tok_gguf, out):
     model_dir = Path(model_dir)
     config = json.loads((model_dir / "config.json").read_text())
-    arch = config["model_type"]
-    if arch not in ("llama", "qwen3"):
-        sys.exit(f"llama_gguf: {model_dir}: model_type {arch!r}, want llama or qwen3")
+    arch = {"qwen3_5": "qwen35"}.get(config["model_type"], config["model_type"])
+    if arch not in ("llama", "qwen3", "qwen35"):
+        sys.exit(f"llama_gguf: {model_dir}: model_type {config['model_type']!r}, want llama, qwen3 or qwen3_5")
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
     w = GGUFWriter(out, arch, use_temp_file=True)
     w.add_name(model_dir.name)
@@ -57,6 +60,16 @@ def main(model_dir, tok_gguf, out):
     weights = {}
     for f in sorted(model_dir.glob("model*.safetensors")):
         weights.update(mx.load(str(f)))
+    if arch == "qwen35":
+        # its rope's sections (pairs of dimensions) as Qwen3.5's configs give them
+        rp = config["rope_parameters"]
+        qwen35_metadata(w, arch, config, [*rp["mrope_section"], 0])
+        weights = qwen35_tensors(weights, config)
+        for hf in sorted(weights):
+            x = weights.pop(hf)
+            name = hf.removeprefix("gguf:") if hf.startswith("gguf:") else gguf_name(hf, arch)
+            w.add_tensor(name, x.astype(np.float16) if x.ndim == 2 and "ssm_conv1d" not in name else x)
+        weights = {}
     for hf in sorted(weights):
         x = np.array(weights.pop(hf).astype(mx.float32))
         if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):

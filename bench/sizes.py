@@ -90,6 +90,18 @@ SIZES = {
         "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
         "num_attention_heads": 12, "num_key_value_heads": 2, "head_dim": 128,
         "rope_theta": 1000000.0}),
+    # Qwen3.5-0.8B's text geometry (gen/testdata/configs/qwen3_5_text's
+    # hand-written 0.8B config): gated delta layers (16 key and value heads
+    # of 128) and gated attention on every fourth layer
+    "qwen3.5-0.8b": ("Qwen3.5-0.8B geometry (hand-written)", {
+        "model_type": "qwen3_5", "architectures": ["Qwen3_5ForCausalLM"], "rms_norm_eps": 1e-06,
+        "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 16, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
+        "attn_output_gate": True, "partial_rotary_factor": 0.25, "rope_theta": 10000000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                            "mrope_section": [11, 11, 10], "mrope_interleaved": True}}),
     # the real SmolLM2-135M-Instruct (no geometry: its own file)
     "smollm2-135m": ("SmolLM2-135M-Instruct, its Q4_1 file requantized", None),
 }
@@ -108,6 +120,7 @@ COMMON_FORMATS = ["mlx 4-bit g64", "mlx 8-bit g64", "mlx bfloat16", "GGUF Q4_0",
 SIZE_FORMATS = {
     "1b": [*MLX_FORMATS, *GGUF_FORMATS],
     "qwen2.5-1.5b": ["mlx 4-bit g64", "GGUF Q4_K_M"],
+    "qwen3.5-0.8b": ["mlx 4-bit g64", "GGUF Q4_K_M"],
     "smollm2-135m": ["GGUF Q4_1", "GGUF Q4_K_M", "GGUF Q6_K", "GGUF Q8_0"],
 }
 

@@ -244,6 +244,68 @@ def add_hparams(w, config, n_vocab, layer_norm_eps=None):
     w.add_rope_dimension_count(config.get("rotary_dim") or int(head_dim * config.get("partial_rotary_factor", 1.0)))
 
 
+def tiled(x, axis, groups, per, width):
+    """x with the heads along axis moved from grouped order ([groups, per]
+    heads of width, per heads to each key head) to llama.cpp's tiled order
+    ([per, groups])."""
+    x = np.moveaxis(x, axis, 0)
+    shape = x.shape
+    x = x.reshape(groups, per, width, *shape[1:]).swapaxes(0, 1).reshape(shape)
+    return np.moveaxis(x, 0, axis)
+
+
+def qwen35_tensors(weights, config):
+    """A Qwen3.5 model's tensors (mlx-lm's, under language_model.) as
+    llama.cpp's converter writes them, by the names gguf_name reads: the
+    value heads of the gated delta layers in tiled order, the convolution
+    without its unit axis, A_log as -exp(A_log); the norms as mlx-lm holds
+    them (Hugging Face's plus one, which is what the converter adds)."""
+    nk, nv = config["linear_num_key_heads"], config["linear_num_value_heads"]
+    dk, dv = config["linear_key_head_dim"], config["linear_value_head_dim"]
+    per = nv // nk
+    out = {}
+    for name, a in weights.items():
+        name = name.removeprefix("language_model.")
+        x = np.array(a.astype(mx.float32))
+        if ".linear_attn." in name:
+            if ".in_proj_qkv." in name or ".conv1d." in name:
+                if ".conv1d." in name:
+                    x = x[..., 0]
+                qk = 2 * nk * dk
+                x = np.concatenate([x[:qk], tiled(x[qk:], 0, nk, per, dv)])
+            elif ".in_proj_z." in name:
+                x = tiled(x, 0, nk, per, dv)
+            elif ".in_proj_b." in name or ".in_proj_a." in name or name.endswith((".A_log", ".dt_bias")):
+                x = tiled(x, 0, nk, per, 1)
+            elif ".out_proj." in name:
+                x = tiled(x, 1, nk, per, dv)
+            if name.endswith(".A_log"):
+                layer = name.split(".")[2]
+                out[f"gguf:blk.{layer}.ssm_a"] = -np.exp(x)
+                continue
+            if name.endswith(".dt_bias"):
+                out[f"gguf:blk.{name.split('.')[2]}.ssm_dt.bias"] = x
+                continue
+        out[name] = x
+    return out
+
+
+def qwen35_metadata(w, arch, config, sections):
+    """A Qwen3.5 model's gated delta and layer-pattern keys, as llama.cpp's
+    Qwen3NextModel and Qwen3_5TextModel write them; sections are the
+    multi-section rope's (pairs of dimensions each)."""
+    n = config["num_hidden_layers"]
+    w.add_ssm_conv_kernel(config["linear_conv_kernel_dim"])
+    w.add_ssm_state_size(config["linear_key_head_dim"])
+    w.add_ssm_group_count(config["linear_num_key_heads"])
+    w.add_ssm_time_step_rank(config["linear_num_value_heads"])
+    w.add_ssm_inner_size(config["linear_value_head_dim"] * config["linear_num_value_heads"])
+    # (add_recurrent_layers of the tree's gguf-py, which the installed one lacks)
+    w.add_array(f"{arch}.attention.recurrent_layers", [(i + 1) % config["full_attention_interval"] != 0 for i in range(n)])
+    w.add_full_attention_interval(config["full_attention_interval"])
+    w.add_rope_dimension_sections(sections)
+
+
 def llama_cpp_permute(w, n_head):
     """The row order llama.cpp's converter gives q and k on llama."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)

@@ -31,7 +31,8 @@ import mlx.core as mx
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_gguf import gguf_name, llama_cpp_permute, random_model, vocabulary, writer  # noqa: E402
+from make_gguf import (gguf_name, llama_cpp_permute, qwen35_metadata, qwen35_tensors, random_model,  # noqa: E402
+                       vocabulary, writer)
 
 CASES = {
     # name: (model_type, gguf arch, config deltas)
@@ -338,52 +339,6 @@ def routed_mixture(w, config, scale, sigmoid):
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
 
 
-def tiled(x, axis, groups, per, width):
-    """x with the heads along axis moved from grouped order ([groups, per]
-    heads of width, per heads to each key head) to llama.cpp's tiled order
-    ([per, groups])."""
-    x = np.moveaxis(x, axis, 0)
-    shape = x.shape
-    x = x.reshape(groups, per, width, *shape[1:]).swapaxes(0, 1).reshape(shape)
-    return np.moveaxis(x, 0, axis)
-
-
-def qwen35_tensors(weights, config):
-    """A Qwen3.5 model's tensors (mlx-lm's, under language_model.) as
-    llama.cpp's converter writes them, by the names gguf_name reads: the
-    value heads of the gated delta layers in tiled order, the convolution
-    without its unit axis, A_log as -exp(A_log); the norms as mlx-lm holds
-    them (Hugging Face's plus one, which is what the converter adds)."""
-    nk, nv = config["linear_num_key_heads"], config["linear_num_value_heads"]
-    dk, dv = config["linear_key_head_dim"], config["linear_value_head_dim"]
-    per = nv // nk
-    out = {}
-    for name, a in weights.items():
-        name = name.removeprefix("language_model.")
-        x = np.array(a.astype(mx.float32))
-        if ".linear_attn." in name:
-            if ".in_proj_qkv." in name or ".conv1d." in name:
-                if ".conv1d." in name:
-                    x = x[..., 0]
-                qk = 2 * nk * dk
-                x = np.concatenate([x[:qk], tiled(x[qk:], 0, nk, per, dv)])
-            elif ".in_proj_z." in name:
-                x = tiled(x, 0, nk, per, dv)
-            elif ".in_proj_b." in name or ".in_proj_a." in name or name.endswith((".A_log", ".dt_bias")):
-                x = tiled(x, 0, nk, per, 1)
-            elif ".out_proj." in name:
-                x = tiled(x, 1, nk, per, dv)
-            if name.endswith(".A_log"):
-                layer = name.split(".")[2]
-                out[f"gguf:blk.{layer}.ssm_a"] = -np.exp(x)
-                continue
-            if name.endswith(".dt_bias"):
-                out[f"gguf:blk.{name.split('.')[2]}.ssm_dt.bias"] = x
-                continue
-        out[name] = x
-    return out
-
-
 def write_f32(path, arch, config, weights, vocab):
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
     eps = config[LAYER_NORM_EPS[arch]] if arch in LAYER_NORM_EPS else None
@@ -448,17 +403,7 @@ def write_f32(path, arch, config, weights, vocab):
         # as llama.cpp's GPTNeoXModel writes it
         w.add_parallel_residual(config["use_parallel_residual"])
     if arch in ("qwen35", "qwen35moe"):
-        # as llama.cpp's Qwen3NextModel and Qwen3_5TextModel write them
-        n = config["num_hidden_layers"]
-        w.add_ssm_conv_kernel(config["linear_conv_kernel_dim"])
-        w.add_ssm_state_size(config["linear_key_head_dim"])
-        w.add_ssm_group_count(config["linear_num_key_heads"])
-        w.add_ssm_time_step_rank(config["linear_num_value_heads"])
-        w.add_ssm_inner_size(config["linear_value_head_dim"] * config["linear_num_value_heads"])
-        # (add_recurrent_layers of the tree's gguf-py, which the installed one lacks)
-        w.add_array(f"{arch}.attention.recurrent_layers", [(i + 1) % config["full_attention_interval"] != 0 for i in range(n)])
-        w.add_full_attention_interval(config["full_attention_interval"])
-        w.add_rope_dimension_sections([3, 3, 2, 0])
+        qwen35_metadata(w, arch, config, [3, 3, 2, 0])
         weights = qwen35_tensors(weights, config)
     if arch == "lfm2moe":
         # (the mixture's sizes below, with every other mixture's)

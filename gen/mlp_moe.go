@@ -328,7 +328,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 	if m.Router.corrected() {
 		m.Correction = must(s.Correction, "structure.moe.correction", TBool)
 	} else if s.Correction.IsSet() {
-		return nil, errAt(s.Correction.Pos, "structure.moe.correction", "only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
+		return nil, errAt(s.Correction.Pos, "structure.moe.correction", "only a sigmoid_group, score_group, score_topk_norm, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
 	}
 	if m.Router == "score_topk_norm" || m.Router == "score_group" {
 		m.Sigmoid = must(s.Sigmoid, "structure.moe.sigmoid", TBool)
@@ -420,7 +420,7 @@ func (b *builder) buildMoE(sc *scope) (*MoE, error) {
 		return nil, err
 	}
 	if n.CorrectionFrom.IsSet() && !m.Router.corrected() {
-		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
+		return nil, errAt(n.CorrectionFrom.Pos, "weights.experts.correction_from", "only a sigmoid_group, score_group, score_topk_norm, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
 	}
 	m.correctionFrom = n.CorrectionFrom.V
 	if err := together(n.FusedGateUp, n.FusedDown, "fused_gate_up", "fused_down"); err != nil {

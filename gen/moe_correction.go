@@ -7,7 +7,7 @@ package gen
 
 // corrected: the router reads a correction bias.
 func (k RouterKind) corrected() bool {
-	return k == "sigmoid_group" || k == "score_group" || k == "sigmoid_bias_norm" || k == "sigmoid_topk" || k == "float32_score_norm"
+	return k == "sigmoid_group" || k == "score_group" || k == "sigmoid_bias_norm" || k == "sigmoid_topk" || k == "float32_score_norm" || k == "score_topk_norm"
 }
 
 // grouped: the router picks its experts within the best groups of them.
@@ -25,7 +25,7 @@ func correctionPath(n ExpertNames, k RouterKind) (string, error) {
 			key string
 		}{{n.Correction, "correction"}, {n.CorrectionIn, "correction_in"}} {
 			if x.f.IsSet() && x.f.Origin != FromDefault {
-				return "", errAt(x.f.Pos, "weights.experts."+x.key, "only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
+				return "", errAt(x.f.Pos, "weights.experts."+x.key, "only a sigmoid_group, score_group, score_topk_norm, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias")
 			}
 		}
 	}

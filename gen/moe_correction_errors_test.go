@@ -14,7 +14,7 @@ func TestCorrectionAndLayerDropErrors(t *testing.T) {
 		{"correction under an unknown module", sigmoid + "weights:\n  experts: {correction_in: block}\n",
 			`descriptors/a.yaml:27: weights.experts.correction_in: unknown "block" (want router or mlp)`},
 		{"a correction bias for a softmax router", moeBase + "weights:\n  experts: {correction_in: mlp}\n",
-			"descriptors/a.yaml:26: weights.experts.correction_in: only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias"},
+			"descriptors/a.yaml:26: weights.experts.correction_in: only a sigmoid_group, score_group, score_topk_norm, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias"},
 		{"a drop rule with a name and a layer", moeBase + "weights:\n  drop:\n    - {name: lm_head.weight, layer: num_hidden_layers}\n",
 			"descriptors/a.yaml:27: weights.drop[0]: needs exactly one of name, contains and layer"},
 		{"a drop rule with nothing to drop", moeBase + "weights:\n  drop:\n    - {when: true}\n",

@@ -44,7 +44,7 @@ func TestMoEDescriptorErrors(t *testing.T) {
 		{"ungated experts with a fused gate", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    act: relu2\n", 1) + "weights:\n  experts: {fused_gate_up: input_linear, fused_down: output_linear}\n",
 			"descriptors/a.yaml:23: structure.moe.act: relu2 experts are ungated: no fused or interleaved gate, and no shared expert gate"},
 		{"a correction bias on a router that reads none", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    correction: \"true\"\n", 1),
-			"descriptors/a.yaml:23: structure.moe.correction: only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias"},
+			"descriptors/a.yaml:23: structure.moe.correction: only a sigmoid_group, score_group, score_topk_norm, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias"},
 		{"a rename to itself", moeBase + "weights:\n  rename:\n    - {from: w1.weight, to: w1.weight}\n",
 			`descriptors/a.yaml:27: weights.rename[0].to: renames "w1.weight" to itself`},
 		{"a rename without its target", moeBase + "weights:\n  rename:\n    - {from: w1.weight}\n",

@@ -10,7 +10,7 @@ import (
 func TestMoERouterErrors(t *testing.T) {
 	for _, c := range []struct{ name, yaml, want string }{
 		{"correction_from on another router", moeBase + "weights:\n  experts: {correction_from: e_score_correction_bias}\n",
-			"descriptors/a.yaml:26: weights.experts.correction_from: only a sigmoid_group, score_group, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias"},
+			"descriptors/a.yaml:26: weights.experts.correction_from: only a sigmoid_group, score_group, score_topk_norm, sigmoid_bias_norm, sigmoid_topk or float32_score_norm router reads a correction bias"},
 		{"a bad correction_from name", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    router: sigmoid_group\n", 1) + "weights:\n  experts: {correction_from: \"e score\"}\n",
 			`descriptors/a.yaml:27: weights.experts.correction_from: "e score" is not a checkpoint name (dotted names of letters, digits and _)`},
 		{"sparsemixer without jitter", strings.Replace(moeBase, "    hidden: intermediate_size\n", "    hidden: intermediate_size\n    router: sparsemixer\n", 1),

@@ -85,7 +85,7 @@ func TestReadRefuses(t *testing.T) {
 			"tensor output_norm.weight is stored as Q4_0, which archgen reads for matrices and stacks of them (experts' weights) only"},
 		{"rows that are not whole blocks", halfRows, "tensor token_embd.weight: rows of 128 values are not whole Q4_K blocks of 256"},
 		{"unsupported architecture", filepath.Join(dir, "mamba.gguf"),
-			`GGUF architecture "mamba" is not supported (supported: [apertus bert cohere2 command-r deepseek dots1 ernie4_5 exaone exaone4 gemma gemma2 gemma3 glm4 glm4moe gpt-oss gpt2 gptneox granite granitemoe hunyuan-dense lfm2 lfm2moe llama minimax-m2 mistral3 nemotron nomic-bert olmo2 olmoe phi2 phi3 qwen qwen2 qwen2moe qwen2vl qwen3 qwen35 qwen35moe qwen3moe qwen3vl qwen3vlmoe seed_oss smollm3 stablelm starcoder starcoder2])`},
+			`GGUF architecture "mamba" is not supported (supported: [apertus bert cohere2 command-r deepseek dots1 ernie4_5 ernie4_5-moe exaone exaone4 gemma gemma2 gemma3 glm4 glm4moe gpt-oss gpt2 gptneox granite granitemoe hunyuan-dense lfm2 lfm2moe llama minimax-m2 mistral3 nemotron nomic-bert olmo2 olmoe phi2 phi3 qwen qwen2 qwen2moe qwen2vl qwen3 qwen35 qwen35moe qwen3moe qwen3vl qwen3vlmoe seed_oss smollm3 stablelm starcoder starcoder2])`},
 		{"fused qkv that does not split by head", filepath.Join(dir, "gptneox_qkv.gguf"),
 			"tensor model.h.0.attention.query_key_value.weight (llama.cpp's attn_qkv): 190 rows do not split into q, k and v of 4 heads"},
 		{"quantized tensor whose form is undone", filepath.Join(dir, "qwen35_conv_q8.gguf"),

@@ -88,6 +88,13 @@ type Config struct {
 	// MoeGateAct is moe_gate_act; "softmax" when absent.
 	MoeGateAct string `json:"moe_gate_act"`
 
+	// MoeSelectionBias is moe_selection_bias; false when absent. Not a Hugging
+	// Face key: true where the router adds each expert's e_score_correction_bias
+	// to its score to pick (never to weigh) the experts, as llama.cpp does with a
+	// GGUF file's bias; mlx-lm drops the bias from Hugging Face's checkpoints, and
+	// so does loading them.
+	MoeSelectionBias bool `json:"moe_selection_bias"`
+
 	// ExpertSize is moe_intermediate_size + intermediate_size *
 	// int(moe_intermediate_size == 0), computed from the config (not a config.json
 	// key).
@@ -128,6 +135,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.MoeNumSharedExperts = nn.Default[int](r, "moe_num_shared_experts", 0)
 	c.MoeLayerEndIndex, hasMoeLayerEndIndex = nn.Optional[int](r, "moe_layer_end_index")
 	c.MoeGateAct = nn.Default[string](r, "moe_gate_act", "softmax")
+	c.MoeSelectionBias = nn.Default[bool](r, "moe_selection_bias", false)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)
 	nn.Min(r, "num_hidden_layers", c.NumHiddenLayers, 1)
 	nn.Min(r, "intermediate_size", c.IntermediateSize, 1)

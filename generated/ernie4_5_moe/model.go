@@ -36,6 +36,49 @@ var Arch = nn.Arch{
 	Derived: []string{"head_dim", "moe_layer_end_index"},
 	Ignored: IgnoredKeys,
 	NoShard: "structure.moe.hidden is \"expert_size\", not a config key the group size can divide",
+	GGUF: &nn.GGUF{
+		Arch:          "ernie4_5-moe",
+		Class:         "Ernie4_5_MoeForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: true,
+		Config:        map[string]any{"moe_gate_act": "softmax"},
+		Keys: map[string]string{
+			"expert_count":               "moe_num_experts",
+			"expert_feed_forward_length": "moe_intermediate_size",
+			"expert_shared_count":        "moe_num_shared_experts",
+			"expert_used_count":          "moe_k",
+			"interleave_moe_layer_step":  "moe_layer_interval",
+			"leading_dense_block_count":  "moe_layer_start_index",
+		},
+		Flags: map[string]string{
+			"moe_selection_bias": "exp_probs_b.bias",
+			"use_bias":           "attn_q.bias",
+		},
+		Tensors: map[string]string{
+			"attn_k":           "self_attn.k_proj",
+			"attn_norm":        "input_layernorm",
+			"attn_output":      "self_attn.o_proj",
+			"attn_q":           "self_attn.q_proj",
+			"attn_v":           "self_attn.v_proj",
+			"exp_probs_b.bias": "mlp.moe_statics.e_score_correction_bias",
+			"ffn_down":         "mlp.down_proj",
+			"ffn_down_exps":    "mlp.switch_mlp.down_proj",
+			"ffn_down_shexp":   "mlp.shared_experts.down_proj",
+			"ffn_gate":         "mlp.gate_proj",
+			"ffn_gate_exps":    "mlp.switch_mlp.gate_proj",
+			"ffn_gate_inp":     "mlp.gate",
+			"ffn_gate_shexp":   "mlp.shared_experts.gate_proj",
+			"ffn_norm":         "post_attention_layernorm",
+			"ffn_up":           "mlp.up_proj",
+			"ffn_up_exps":      "mlp.switch_mlp.up_proj",
+			"ffn_up_shexp":     "mlp.shared_experts.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded ernie4_5_moe. Its weights are named as in the checkpoint,
@@ -122,7 +165,9 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 	w.DropContaining("mtp_linear_proj.")
 	w.DropContaining("mtp_hidden_norm.")
 	w.DropContaining("mtp_emb_norm.")
-	w.DropContaining("e_score_correction_bias")
+	if !c.MoeSelectionBias {
+		w.DropContaining("e_score_correction_bias")
+	}
 	m := &Model{
 		Config: c,
 		hidden: c.HiddenSize,
@@ -181,6 +226,9 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 				},
 			}
 			p.MoE.Shared = p.SharedExperts
+			if c.MoeSelectionBias {
+				p.MoE.Router.Bias = lw.PreciseVector("mlp.moe_statics.e_score_correction_bias", c.MoeNumExperts)
+			}
 			p.run = p.sparse
 		} else {
 			p.GateProj = lw.Linear("mlp.gate_proj", c.IntermediateSize, m.hidden, c.UseBias)

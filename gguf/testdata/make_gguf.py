@@ -186,6 +186,8 @@ ARCH_BLOCK = {
                 "feed_forward.gate": "ffn_gate_inp", "feed_forward.switch_mlp.gate_proj": "ffn_gate_exps",
                 "feed_forward.switch_mlp.up_proj": "ffn_up_exps",
                 "feed_forward.switch_mlp.down_proj": "ffn_down_exps"},
+    "ernie4_5-moe": {"mlp.shared_experts.gate_proj": "ffn_gate_shexp", "mlp.shared_experts.up_proj": "ffn_up_shexp",
+                     "mlp.shared_experts.down_proj": "ffn_down_shexp"},
     "glm4": {"post_self_attn_layernorm": "post_attention_norm", "post_attention_layernorm": "ffn_norm",
              "post_mlp_layernorm": "post_ffw_norm"},
     "gpt-oss": {"post_attention_layernorm": "post_attention_norm"},

@@ -223,6 +223,15 @@ CASES = {
                                                                   "rope_theta": 1000000.0}}),
     "mistral3": ("llama", "mistral3", {"num_key_value_heads": 2, "head_dim": 64, "tie_word_embeddings": False,
                                        "rope_theta": 1000000.0}),
+    # Ernie 4.5's mixture after a dense first layer, with a shared expert
+    # and the router's correction bias, which llama.cpp picks with (the
+    # converter's exp_probs_b from Hugging Face's moe_statics; mlx-lm's
+    # model has none, so it is drawn here)
+    "ernie4_5-moe": ("ernie4_5_moe", "ernie4_5-moe", {"num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 3,
+                                                     "use_bias": False, "tie_word_embeddings": False,
+                                                     "moe_num_experts": 8, "moe_k": 4, "moe_intermediate_size": 256,
+                                                     "moe_layer_start_index": 1, "moe_layer_interval": 1,
+                                                     "moe_num_shared_experts": 1, "moe_use_aux_free": True}),
     # intermediate_size is twice the MLP's width
     "qwen": ("qwen", "qwen", {"num_attention_heads": 4, "kv_channels": 64, "num_key_value_heads": 4,
                               "intermediate_size": 1024, "layer_norm_epsilon": 1e-5, "no_bias": True}),
@@ -423,6 +432,23 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_rope_scaling_yarn_beta_slow(rp["beta_slow"])
         w.add_rope_scaling_yarn_log_mul(rp["mscale_all_dim"])
         w.add_attn_temperature_scale(rp["llama_4_scaling_beta"])
+    if arch == "ernie4_5-moe":
+        # as llama.cpp's Ernie4_5MoeModel writes the mixture (the shared
+        # expert's width as intermediate_size over the key/value heads,
+        # which is its width in Ernie 4.5's configs and here)
+        w.add_expert_count(config["moe_num_experts"])
+        w.add_expert_used_count(config["moe_k"])
+        w.add_interleave_moe_layer_step(config["moe_layer_interval"])
+        w.add_leading_dense_block_count(config["moe_layer_start_index"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+        w.add_expert_shared_count(config["moe_num_shared_experts"])
+        w.add_expert_shared_feed_forward_length(config["intermediate_size"] // config["num_key_value_heads"])
+        assert config["intermediate_size"] // config["num_key_value_heads"] == (
+            config["moe_intermediate_size"] * config["moe_num_shared_experts"])
+        rng = np.random.default_rng(4)
+        weights = dict(weights)
+        for i in range(config["moe_layer_start_index"], config["num_hidden_layers"]):
+            weights[f"gguf:blk.{i}.exp_probs_b.bias"] = 0.05 * rng.standard_normal(config["moe_num_experts"])
     if arch == "deepseek":
         # as llama.cpp's DeepseekModel writes the mixture
         routed_mixture(w, config, 1.0, sigmoid=False)

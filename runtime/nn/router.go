@@ -27,8 +27,8 @@ const (
 	// plain scores, renormalised when Renorm (and k > 1), times Scale.
 	RouteSigmoidGroup
 	// RouteScoreTopKNorm: a softmax (or a sigmoid, when Sigmoid) of the
-	// logits in float32, the k highest, divided by their sum (at least
-	// 1e-12).
+	// logits in float32, the k highest (with Bias added, where there is
+	// one), divided by their sum (at least 1e-12).
 	RouteScoreTopKNorm
 	// RouteSigmoidBias: the logits of the input cast to float32, sigmoid
 	// scores; the experts are picked by the scores plus Bias, and weighted
@@ -189,7 +189,11 @@ func (r *Router) route(g *mlx.Graph, x *mlx.Array) (idx, weights *mlx.Array) {
 		} else {
 			p = g.Softmax(f, false, -1)
 		}
-		idx = r.topK(g, p)
+		if r.Bias != nil {
+			idx = r.topK(g, g.Add(p, r.Bias)) // picked with the bias, weighed without
+		} else {
+			idx = r.topK(g, p)
+		}
 		weights = g.TakeAlongAxis(p, idx, -1)
 		weights = g.Divide(weights, g.BinaryScalar(mlx.OpMaximum, g.Sum(weights, true, -1), 1e-12))
 	default:

@@ -145,42 +145,22 @@ func ggufFacts(a *Arch) jen.Code {
 		pairs = append(pairs, kvPair{"WidthKey", jen.Lit(g.WidthKey)}, kvPair{"WidthLayers", jen.Index().Int().Values(layers...)})
 	}
 	if len(g.Keys) > 0 {
-		keys := jen.Dict{}
-		for _, e := range g.Keys {
-			keys[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
-		}
-		pairs = append(pairs, kvPair{"Keys", jen.Map(jen.String()).String().Values(keys)})
+		pairs = append(pairs, kvPair{"Keys", strMap(g.Keys)})
 	}
 	if len(g.StoredAs) > 0 {
-		forms := jen.Dict{}
-		for _, e := range g.StoredAs {
-			forms[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
-		}
-		pairs = append(pairs, kvPair{"StoredAs", jen.Map(jen.String()).String().Values(forms)})
+		pairs = append(pairs, kvPair{"StoredAs", strMap(g.StoredAs)})
 	}
 	if len(g.TrailingAxis) > 0 {
 		pairs = append(pairs, kvPair{"TrailingAxis", strList(g.TrailingAxis)})
 	}
 	if len(g.Copy) > 0 {
-		copies := jen.Dict{}
-		for _, e := range g.Copy {
-			copies[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
-		}
-		pairs = append(pairs, kvPair{"Copy", jen.Map(jen.String()).String().Values(copies)})
+		pairs = append(pairs, kvPair{"Copy", strMap(g.Copy)})
 	}
 	if len(g.LayerValues) > 0 {
-		values := jen.Dict{}
-		for _, e := range g.LayerValues {
-			values[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
-		}
-		pairs = append(pairs, kvPair{"LayerValues", jen.Map(jen.String()).String().Values(values)})
+		pairs = append(pairs, kvPair{"LayerValues", strMap(g.LayerValues)})
 	}
 	if len(g.Flags) > 0 {
-		flags := jen.Dict{}
-		for _, e := range g.Flags {
-			flags[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
-		}
-		pairs = append(pairs, kvPair{"Flags", jen.Map(jen.String()).String().Values(flags)})
+		pairs = append(pairs, kvPair{"Flags", strMap(g.Flags)})
 	}
 	if top := ggufTop(a); len(top) > 0 {
 		pairs = append(pairs, kvPair{"Top", jen.Map(jen.String()).String().Values(top)})
@@ -212,6 +192,15 @@ func ggufTop(a *Arch) jen.Dict {
 		top[jen.Lit("token_types")] = jen.Lit(a.Encoder.typesPath)
 	}
 	return top
+}
+
+// strMap is a map[string]string literal of entries' keys and values.
+func strMap(entries []Entry[F[string]]) *jen.Statement {
+	d := jen.Dict{}
+	for _, e := range entries {
+		d[jen.Lit(e.Key)] = jen.Lit(e.Val.V)
+	}
+	return jen.Map(jen.String()).String().Values(d)
 }
 
 func strList(xs []string) *jen.Statement {

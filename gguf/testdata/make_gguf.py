@@ -156,8 +156,6 @@ ARCH_BLOCK = {
     # by the activation of gate: w1 is up, w2 gate)
     "gpt2": {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
              "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
-    "starcoder": {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
-                  "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
     "qwen": {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
              "mlp.w1": "ffn_up", "mlp.w2": "ffn_gate", "mlp.c_proj": "ffn_down"},
     "gptneox": {"attention.query_key_value": "attn_qkv", "attention.dense": "attn_output",
@@ -168,24 +166,12 @@ ARCH_BLOCK = {
                "linear_attn.in_proj_z": "attn_gate", "linear_attn.in_proj_b": "ssm_beta",
                "linear_attn.in_proj_a": "ssm_alpha", "linear_attn.conv1d": "ssm_conv1d",
                "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"},
-    "qwen35moe": {"post_attention_layernorm": "post_attention_norm", "linear_attn.in_proj_qkv": "attn_qkv",
-                  "linear_attn.in_proj_z": "attn_gate", "linear_attn.in_proj_b": "ssm_beta",
-                  "linear_attn.in_proj_a": "ssm_alpha", "linear_attn.conv1d": "ssm_conv1d",
-                  "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"},
     # LFM2's convolution layers and its attention's names
     "lfm2": {"operator_norm": "attn_norm", "ffn_norm": "ffn_norm", "conv.conv": "shortconv.conv",
              "conv.in_proj": "shortconv.in_proj", "conv.out_proj": "shortconv.out_proj",
              "self_attn.out_proj": "attn_output", "self_attn.q_layernorm": "attn_q_norm",
              "self_attn.k_layernorm": "attn_k_norm", "feed_forward.w1": "ffn_gate", "feed_forward.w3": "ffn_up",
              "feed_forward.w2": "ffn_down"},
-    "lfm2moe": {"operator_norm": "attn_norm", "ffn_norm": "ffn_norm", "conv.conv": "shortconv.conv",
-                "conv.in_proj": "shortconv.in_proj", "conv.out_proj": "shortconv.out_proj",
-                "self_attn.out_proj": "attn_output", "self_attn.q_layernorm": "attn_q_norm",
-                "self_attn.k_layernorm": "attn_k_norm", "feed_forward.gate_proj": "ffn_gate",
-                "feed_forward.up_proj": "ffn_up", "feed_forward.down_proj": "ffn_down",
-                "feed_forward.gate": "ffn_gate_inp", "feed_forward.switch_mlp.gate_proj": "ffn_gate_exps",
-                "feed_forward.switch_mlp.up_proj": "ffn_up_exps",
-                "feed_forward.switch_mlp.down_proj": "ffn_down_exps"},
     "ernie4_5-moe": {"mlp.shared_experts.gate_proj": "ffn_gate_shexp", "mlp.shared_experts.up_proj": "ffn_up_shexp",
                      "mlp.shared_experts.down_proj": "ffn_down_shexp"},
     "glm4": {"post_self_attn_layernorm": "post_attention_norm", "post_attention_layernorm": "ffn_norm",
@@ -198,6 +184,15 @@ ARCH_BLOCK = {
     "gemma3": {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
                "post_feedforward_layernorm": "post_ffw_norm"},
 }
+# the same names under other architectures' files
+ARCH_BLOCK["starcoder"] = ARCH_BLOCK["gpt2"]
+ARCH_BLOCK["qwen35moe"] = ARCH_BLOCK["qwen35"]
+ARCH_BLOCK["lfm2moe"] = {
+    **{k: v for k, v in ARCH_BLOCK["lfm2"].items() if not k.startswith("feed_forward.w")},
+    # LFM2-MoE's dense MLP under mlx-lm's names, and its mixture
+    "feed_forward.gate_proj": "ffn_gate", "feed_forward.up_proj": "ffn_up", "feed_forward.down_proj": "ffn_down",
+    "feed_forward.gate": "ffn_gate_inp", "feed_forward.switch_mlp.gate_proj": "ffn_gate_exps",
+    "feed_forward.switch_mlp.up_proj": "ffn_up_exps", "feed_forward.switch_mlp.down_proj": "ffn_down_exps"}
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.final_layernorm": "output_norm",
        "transformer.wte": "token_embd", "transformer.ln_f": "output_norm", "lm_head": "output",
        # GPT-2's (under model.) and StarCoder's learned positions

@@ -389,6 +389,8 @@ type GGUFDesc struct {
 	KVLayers      GGUFKVLayers    `yaml:"kv_layers"`
 	FinalNorm     F[string]       `yaml:"final_norm"`
 	RopeScaling   F[string]       `yaml:"rope_scaling"`
+	YarnLogTenth  F[bool]         `yaml:"yarn_log_tenth"`
+	Computed      OMap[F[string]] `yaml:"computed"`
 	Config        OMap[Raw]       `yaml:"config"`
 	Keys          OMap[F[string]] `yaml:"keys"`
 	Copy          OMap[F[string]] `yaml:"copy"`

@@ -147,6 +147,12 @@ func ggufFacts(a *Arch) jen.Code {
 	if len(g.Keys) > 0 {
 		pairs = append(pairs, kvPair{"Keys", strMap(g.Keys)})
 	}
+	if len(g.Computed) > 0 {
+		pairs = append(pairs, kvPair{"Computed", strMap(g.Computed)})
+	}
+	if g.YarnLogTenth {
+		pairs = append(pairs, kvPair{"YarnLogTenth", jen.Lit(true)})
+	}
 	if len(g.StoredAs) > 0 {
 		pairs = append(pairs, kvPair{"StoredAs", strMap(g.StoredAs)})
 	}

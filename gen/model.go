@@ -752,8 +752,9 @@ func (b *builder) drops() error {
 type GGUF struct {
 	Arch, Class string
 	// Requires: a metadata key (within the architecture's namespace) a
-	// file must hold, non-zero, to be this descriptor's; it tells apart
-	// descriptors that share a GGUF architecture name.
+	// file must hold, non-zero (or, as "key == N", equal to N), to be
+	// this descriptor's; it tells apart descriptors that share a GGUF
+	// architecture name.
 	Requires string
 	// Aliases are other general.architecture names whose files this
 	// descriptor reads the same way (a vision-language model's text).
@@ -785,8 +786,14 @@ type GGUF struct {
 	// RopeScaling: the config key the file's rope scaling map goes under,
 	// where it is not rope_scaling.
 	RopeScaling string
-	Config      []Entry[Raw]
-	Keys        []Entry[F[string]]
+	// YarnLogTenth: the file's rope.scaling.yarn_log_multiplier is a
+	// tenth of mscale_all_dim, and mscale equals mscale_all_dim.
+	YarnLogTenth bool
+	// Computed: config keys that are a sum, difference or product of two
+	// metadata keys (within the architecture's namespace).
+	Computed []Entry[F[string]]
+	Config   []Entry[Raw]
+	Keys     []Entry[F[string]]
 	// Copy: config keys that take another config key's value (one
 	// metadata key read into two config keys).
 	Copy []Entry[F[string]]
@@ -822,6 +829,14 @@ var ggufTensor = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 // ggufKey is a metadata key within the architecture's namespace
 // (attention.scale for ARCH.attention.scale).
 var ggufKey = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
+
+// ggufRequires is gguf.requires: a metadata key, or a key and the whole
+// number it must equal.
+var ggufRequires = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*( == -?[0-9]+)?$`)
+
+// ggufComputed is a gguf.computed value: two metadata keys and the
+// operation between them.
+var ggufComputed = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)* [-+*] [a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
 func (b *builder) gguf() error {
 	g := b.d.GGUF
@@ -966,13 +981,23 @@ func (b *builder) gguf() error {
 	if g.RopeFraction.Set && b.key(g.RopeFraction.V) == nil {
 		return errAt(g.RopeFraction.Pos, "gguf.rope_fraction", "want a config key of the descriptor, got %q", g.RopeFraction.V)
 	}
-	if g.Requires.Set && !ggufKey.MatchString(g.Requires.V) {
-		return errAt(g.Requires.Pos, "gguf.requires", "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots)", g.Requires.V)
+	if g.Requires.Set && !ggufRequires.MatchString(g.Requires.V) {
+		return errAt(g.Requires.Pos, "gguf.requires", "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots), alone or as \"key == N\" (a whole number)", g.Requires.V)
+	}
+	for _, e := range g.Computed.Entries {
+		path := "gguf.computed." + e.Key
+		if b.key(e.Key) == nil {
+			return errAt(e.Pos, path, "want a config key of the descriptor")
+		}
+		if e.Null || !ggufComputed.MatchString(e.Val.V) {
+			return errAt(e.Pos, path, "want two GGUF metadata keys within the architecture's and an operation between them, spaced (\"attention.key_length - rope.dimension_count\"; + - *), got %q", e.Val.V)
+		}
 	}
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
+		YarnLogTenth: g.YarnLogTenth.V, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }

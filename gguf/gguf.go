@@ -26,6 +26,7 @@ package gguf
 import (
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -87,7 +88,8 @@ func find(archs []nn.Arch, name string, md metadata) (string, *nn.GGUF, bool) {
 			continue
 		}
 		if r := a.GGUF.Requires; r != "" {
-			if v, err := md.number(name + "." + r); err == nil && v != 0 {
+			k, want, exact := requirement(r)
+			if v, err := md.number(name + "." + k); err == nil && (v == want && exact || v != 0 && !exact) {
 				return a.Name, a.GGUF, true
 			}
 			continue
@@ -98,6 +100,17 @@ func find(archs []nn.Arch, name string, md metadata) (string, *nn.GGUF, bool) {
 		return "", nil, false
 	}
 	return plain.Name, plain.GGUF, true
+}
+
+// requirement splits a GGUF.Requires: the metadata key, and the number
+// it must equal where exact (else any but 0).
+func requirement(r string) (key string, want float64, exact bool) {
+	k, n, ok := strings.Cut(r, " == ")
+	if !ok {
+		return r, 0, false
+	}
+	v, err := strconv.ParseFloat(n, 64)
+	return k, v, err == nil
 }
 
 // llama.cpp's names of the tensors outside the layers.
@@ -356,8 +369,13 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 					rs[k.hf] = v
 				}
 			}
-			if _, ok := rs["mscale_all_dim"]; ok {
+			if m, ok := rs["mscale_all_dim"]; ok {
 				rs["mscale"] = 1.0
+				if a.YarnLogTenth {
+					// a tenth of it in the file, and mscale its equal
+					rs["mscale_all_dim"] = 10 * m.(float64)
+					rs["mscale"] = rs["mscale_all_dim"]
+				}
 			}
 			rsKey := "rope_scaling"
 			if a.RopeScalingKey != "" {
@@ -410,6 +428,15 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		}
 		cfg[a.Keys[k]] = v
 	}
+	for _, k := range slices.Sorted(maps.Keys(a.Computed)) {
+		v, ok, err := computed(md, name, a.Computed[k])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			cfg[k] = v
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(a.Copy)) {
 		if v, ok := cfg[a.Copy[k]]; ok {
 			cfg[k] = v
@@ -433,6 +460,43 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		cfg[a.WidthKey] = hidden / heads
 	}
 	return cfg, nil
+}
+
+// computed is the value of expr ("a - b": two metadata keys within the
+// architecture's namespace and +, - or *) on the file's metadata, a whole
+// number where both are; ok is false where the file lacks either key.
+func computed(md metadata, name, expr string) (v any, ok bool, err error) {
+	f := strings.Fields(expr)
+	if len(f) != 3 {
+		return nil, false, fmt.Errorf("%s: %q is not two keys and an operation", md.path, expr)
+	}
+	a, b := name+"."+f[0], name+"."+f[2]
+	if !md.has(a) || !md.has(b) {
+		return nil, false, nil
+	}
+	x, err := md.float(a)
+	if err != nil {
+		return nil, false, err
+	}
+	y, err := md.float(b)
+	if err != nil {
+		return nil, false, err
+	}
+	var r float64
+	switch f[1] {
+	case "+":
+		r = x + y
+	case "-":
+		r = x - y
+	case "*":
+		r = x * y
+	default:
+		return nil, false, fmt.Errorf("%s: %q: %s is not +, - or *", md.path, expr, f[1])
+	}
+	if r == math.Trunc(r) && x == math.Trunc(x) && y == math.Trunc(y) {
+		return int(r), true, nil
+	}
+	return r, true, nil
 }
 
 // kvLayers reads the key/value head count a layer at k (0 where the layer

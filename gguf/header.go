@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/archgen/archgen/runtime/mlx"
@@ -398,6 +400,26 @@ func (p *headerReader) header() (*Header, error) {
 func (h *Header) check(path string, archs []nn.Arch) error {
 	if name, ok := h.Strings["general.architecture"]; ok {
 		if _, _, ok := find(archs, name, metadata{path: path, raw: h.Values}); !ok {
+			// the name is read, but only from files holding what this one lacks
+			var needs []string
+			for _, a := range archs {
+				if a.GGUF != nil && a.GGUF.Requires != "" && (a.GGUF.Arch == name || slices.Contains(a.GGUF.Aliases, name)) {
+					k, _, _ := requirement(a.GGUF.Requires)
+					held := "absent"
+					if v, ok := h.Values[name+"."+k]; ok {
+						switch v.Kind {
+						case ValueNumber:
+							held = strconv.FormatFloat(v.Num, 'g', -1, 64)
+						default:
+							held = "not a number"
+						}
+					}
+					needs = append(needs, fmt.Sprintf("%s.%s (%s's; this file's: %s)", name, a.GGUF.Requires, a.Name, held))
+				}
+			}
+			if len(needs) > 0 {
+				return fmt.Errorf("%s: GGUF architecture %q is read only from files with %s", path, name, strings.Join(needs, " or "))
+			}
 			return fmt.Errorf("%s: GGUF architecture %q is not supported (supported: %v)", path, name, Supported(archs))
 		}
 	}

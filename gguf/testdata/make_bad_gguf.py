@@ -20,6 +20,9 @@ Usage: make_bad_gguf.py DIR
                lfm2 files whose key/value head counts a layer differ
                between attention layers, give no layer attention, or are
                fewer than the layers
+  deepseek2_softmax.gguf a deepseek2 file routing by softmax
+               (expert_gating_func 1: DeepSeek-V2's), which no descriptor
+               reads
 """
 
 import os
@@ -125,6 +128,14 @@ def main():
     lfm2(os.path.join(d, "lfm2_kv_mixed.gguf"), 3, [0, 2, 4], x)
     lfm2(os.path.join(d, "lfm2_kv_none.gguf"), 2, [0, 0], x)
     lfm2(os.path.join(d, "lfm2_kv_short.gguf"), 3, [0, 2], x)
+    w = GGUFWriter(os.path.join(d, "deepseek2_softmax.gguf"), "deepseek2")
+    w.add_uint32("deepseek2.block_count", 1)
+    w.add_uint32("deepseek2.expert_gating_func", 1)
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     write(os.path.join(d, "f32.gguf"), "llama", [
         ("output_norm.weight", norm, T.F32),
         ("token_embd.weight", x, T.F32),

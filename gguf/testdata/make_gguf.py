@@ -179,6 +179,13 @@ ARCH_BLOCK = {
     "gpt-oss": {"post_attention_layernorm": "post_attention_norm"},
     "apertus": {"attention_layernorm": "attn_norm", "feedforward_layernorm": "ffn_norm"},
     "glm4moe": {"post_attention_layernorm": "post_attention_norm"},
+    # DeepSeek-V3's latent attention: the key and value up-projections are
+    # mlx-lm's embed_q and unembed_out, which is how the converter splits
+    # Hugging Face's kv_b_proj
+    "deepseek2": {"self_attn.q_a_proj": "attn_q_a", "self_attn.q_a_layernorm": "attn_q_a_norm",
+                  "self_attn.q_b_proj": "attn_q_b", "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa",
+                  "self_attn.kv_a_layernorm": "attn_kv_a_norm", "self_attn.embed_q": "attn_k_b",
+                  "self_attn.unembed_out": "attn_v_b"},
     "gemma2": {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
                "post_feedforward_layernorm": "post_ffw_norm"},
     "gemma3": {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
@@ -230,15 +237,17 @@ def add_hparams(w, config, n_vocab, layer_norm_eps=None):
     w.add_feed_forward_length(config["intermediate_size"])
     w.add_head_count(heads)
     w.add_head_count_kv(config["num_key_value_heads"])
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
+    # (latent attention's widths differ: the header gives them)
+    w.add_key_length(config.get("gguf_key_length", head_dim))
+    w.add_value_length(config.get("gguf_value_length", head_dim))
     w.add_rope_freq_base(config["rope_theta"])
     if layer_norm_eps is None:
         w.add_layer_norm_rms_eps(config["rms_norm_eps"])
     else:
         w.add_layer_norm_eps(layer_norm_eps)
     w.add_vocab_size(n_vocab)
-    w.add_rope_dimension_count(config.get("rotary_dim") or int(head_dim * config.get("partial_rotary_factor", 1.0)))
+    w.add_rope_dimension_count(config.get("qk_rope_head_dim") or config.get("rotary_dim")
+                               or int(head_dim * config.get("partial_rotary_factor", 1.0)))
 
 
 def tiled(x, axis, groups, per, width):

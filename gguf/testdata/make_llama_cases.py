@@ -232,6 +232,23 @@ CASES = {
                                                      "moe_num_experts": 8, "moe_k": 4, "moe_intermediate_size": 256,
                                                      "moe_layer_start_index": 1, "moe_layer_interval": 1,
                                                      "moe_num_shared_experts": 1, "moe_use_aux_free": True}),
+    # DeepSeek-V3: latent attention with compressed queries and YaRN (over
+    # an original context of 8, so that it acts within the 16 positions;
+    # mscale and mscale_all_dim equal, as in DeepSeek's configs), a dense
+    # first layer, then sigmoid routing within groups with the correction
+    # bias and a shared expert. The key's nope part is 128 wide, as in
+    # DeepSeek's models: the key up-projection's rows take llama.cpp's
+    # fallback types under the K-quants
+    "deepseek2": ("deepseek_v3", "deepseek2", {"num_hidden_layers": 3, "num_key_value_heads": 4, "q_lora_rank": 256, "kv_lora_rank": 256,
+                                               "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                                               "first_k_dense_replace": 1, "moe_intermediate_size": 256,
+                                               "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                                               "n_group": 2, "topk_group": 1, "norm_topk_prob": True,
+                                               "routed_scaling_factor": 2.5, "topk_method": "noaux_tc",
+                                               "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                                "original_max_position_embeddings": 8,
+                                                                "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.8,
+                                                                "mscale_all_dim": 0.8}}),
     # intermediate_size is twice the MLP's width
     "qwen": ("qwen", "qwen", {"num_attention_heads": 4, "kv_channels": 64, "num_key_value_heads": 4,
                               "intermediate_size": 1024, "layer_norm_epsilon": 1e-5, "no_bias": True}),
@@ -360,6 +377,11 @@ def write_f32(path, arch, config, weights, vocab):
         header["num_key_value_heads"] = [0 if t == "conv" else config["num_key_value_heads"]
                                          for t in config["layer_types"]]
         header["rms_norm_eps"] = config["norm_eps"]
+    if arch == "deepseek2":
+        # latent attention as one key/value head, its key the latent and
+        # the rotated part, its value the latent
+        header.update(num_key_value_heads=1, gguf_key_length=config["kv_lora_rank"] + config["qk_rope_head_dim"],
+                      gguf_value_length=config["kv_lora_rank"])
     if arch == "lfm2":
         # and LFM2's adjusted width
         ff = int(2 * config["block_ff_dim"] / 3 * config["block_ffn_dim_multiplier"])
@@ -449,6 +471,22 @@ def write_f32(path, arch, config, weights, vocab):
         weights = dict(weights)
         for i in range(config["moe_layer_start_index"], config["num_hidden_layers"]):
             weights[f"gguf:blk.{i}.exp_probs_b.bias"] = 0.05 * rng.standard_normal(config["moe_num_experts"])
+    if arch == "deepseek2":
+        # as llama.cpp's DeepseekV2Model and TextModel write them
+        routed_mixture(w, config, config["routed_scaling_factor"], sigmoid=True)
+        w.add_expert_group_count(config["n_group"])
+        w.add_expert_group_used_count(config["topk_group"])
+        w.add_q_lora_rank(config["q_lora_rank"])
+        w.add_kv_lora_rank(config["kv_lora_rank"])
+        w.add_key_length_mla(config["qk_nope_head_dim"] + config["qk_rope_head_dim"])
+        w.add_value_length_mla(config["v_head_dim"])
+        rs = config["rope_scaling"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rs["factor"])
+        w.add_rope_scaling_orig_ctx_len(rs["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_beta_fast(rs["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(rs["beta_slow"])
+        w.add_rope_scaling_yarn_log_mul(0.1 * rs["mscale_all_dim"])
     if arch == "deepseek":
         # as llama.cpp's DeepseekModel writes the mixture
         routed_mixture(w, config, 1.0, sigmoid=False)

@@ -48,8 +48,9 @@ func LatentQueries(g *mlx.Graph, x *mlx.Array, proj, a *Linear, norm *RMSNorm, b
 
 // MultiLinear is one matrix per head, stacked [heads, out, in], dense or
 // quantized along in (exactly one of Weight and Q is set): mlx-lm's
-// MultiLinear and its quantized form. Heads, for an affine Q, are its
-// heads' 2-D quantized matrices (views of Q, made at load).
+// MultiLinear and its quantized form, or a GGUF file's blocks. Heads, for
+// an affine or block-quantized Q, are its heads' 2-D quantized matrices
+// (views of Q, made at load).
 type MultiLinear struct {
 	Weight *mlx.Array
 	Q      *mlx.Quantized
@@ -61,7 +62,9 @@ type MultiLinear struct {
 // of out entries, the result's of in). A quantized x W^T runs one head at
 // a time on archgen's 2-D product kernels (libmlx's batched quantized
 // product over the heads runs element by element on the CPU); the heads'
-// products are stacked back on the heads axis.
+// products are stacked back on the heads axis. A block-quantized x W,
+// which the block kernels (reducing along in) do not compute, reads W
+// dequantized to x's dtype for the product.
 func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Array {
 	if m.Heads != nil && transpose && x.Ndim() >= 3 {
 		axis := x.Ndim() - 3 // x's heads axis (of heads or 1 entries)
@@ -77,6 +80,9 @@ func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Arr
 		return g.Stack(axis, ys...)
 	}
 	if m.Q != nil {
+		if _, block := mlx.BlockFormatOfMode(m.Q.Mode); block && !transpose {
+			return g.Matmul(x, g.Dequantize(*m.Q, x.Dtype()))
+		}
 		return g.QuantizedMatmul(x, *m.Q, transpose)
 	}
 	if transpose {
@@ -90,11 +96,17 @@ func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Arr
 func (w *Weights) MultiLinear(name string, heads, out, in int) *MultiLinear {
 	e := w.Experts(name, heads, out, in, false)
 	m := &MultiLinear{Weight: e.Weight, Q: e.Q}
-	if e.Q == nil || e.Q.Mode != "affine" {
+	if e.Q == nil {
+		return m
+	}
+	if _, block := mlx.BlockFormatOfMode(e.Q.Mode); e.Q.Mode != "affine" && !block {
 		return m
 	}
 	g := w.l.g
 	head := func(a *mlx.Array, h int) *mlx.Array {
+		if a == nil {
+			return nil // a block format's scales and biases, inside its blocks
+		}
 		s := a.Shape()
 		start, stop := make([]int, len(s)), append([]int{}, s...)
 		start[0], stop[0] = h, h+1

@@ -162,8 +162,10 @@ type GGUF struct {
 	Class string // config.json's "architectures" entry
 	// Requires: a metadata key within the architecture's namespace that a
 	// file must hold, non-zero, to be read as this architecture (Mixtral's
-	// files are llama's with expert_count); an architecture without one
-	// reads the name's other files.
+	// files are llama's with expert_count), or "key == N": a key whose
+	// number must be N (DeepSeek-V3's files are deepseek2 files with
+	// expert_gating_func 2, sigmoid); an architecture without one reads
+	// the name's other files.
 	Requires string
 	// Aliases are other general.architecture names read the same way (a
 	// vision-language model's text layers: Qwen2-VL's qwen2vl files).
@@ -215,6 +217,16 @@ type GGUF struct {
 	// type, factor, ...) goes under where it is not rope_scaling
 	// (Ministral 3's rope_parameters).
 	RopeScalingKey string
+	// YarnLogTenth: the file holds rope.scaling.yarn_log_multiplier as a
+	// tenth of the YaRN's mscale_all_dim, and its mscale is mscale_all_dim
+	// (llama.cpp's reading of its DeepSeek-V2-style files; elsewhere the
+	// multiplier is mscale_all_dim and mscale 1).
+	YarnLogTenth bool
+	// Computed sets config keys to the sum, difference or product of two
+	// metadata keys within the architecture's namespace
+	// ("attention.key_length_mla - rope.dimension_count"), where the file
+	// holds both.
+	Computed map[string]string
 	// FinalNorm is llama.cpp's name of the final norm where it is not
 	// output_norm (LFM2's token_embd_norm).
 	FinalNorm string

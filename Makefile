@@ -8,7 +8,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED := 1
 
-.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured bench-embed bench-speculative bench-latent
+.PHONY: all setup setup-mlx setup-py setup-npm setup-llguidance test vet demo cgo-env models refs refs-check parity-models parity config-reference rope-reference generate fuzz race bench bench-more bench-go bench-llama bench-serve bench-dist setup-llama-tools bench-sizes bench-soak bench-admission bench-hybrid bench-structured bench-embed bench-speculative bench-latent setup-llama-quantize
 
 all: test
 
@@ -43,7 +43,7 @@ cgo-env: setup-mlx setup-llguidance
 	@echo 'export CGO_LDFLAGS="$$CGO_LDFLAGS -L$(CURDIR)/.deps/llguidance/lib"'
 
 # The whole test suite, as CI runs it.
-test: setup models refs-check parity-models setup-llama-tools
+test: setup models refs-check parity-models setup-llama-quantize
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	$(MAKE) -s race
@@ -216,6 +216,10 @@ bench-admission: setup-mlx setup-llguidance models
 # .deps/llama-tools: about 5 minutes on 2 cores, once.
 setup-llama-tools:
 	@bash bench/setup-llama-tools.sh
+
+# llama-quantize alone (with llama-logits): what the tests run of llama.cpp.
+setup-llama-quantize:
+	@LLAMA_TOOLS=llama-quantize bash bench/setup-llama-tools.sh
 
 # archgen at the sizes people run in mlx-community's formats and llama.cpp's
 # GGUF quantizations, beside llama-bench (bench/sizes.py); into

@@ -10,11 +10,15 @@
 # (AVX-512 where this machine runs it), with the tools and the server on
 # and everything linked statically. About 5
 # minutes on two cores, once: a stamp records the pins and flags, and a
-# second run with the same ones returns at once.
+# second run with the same ones builds only the tools it lacks.
 #
 #   .deps/llama-tools/bin/llama-bench, llama-quantize, llama-server,
 #                                llama-logits (ours, for the GGUF parity tests)
 #   .deps/llama-tools/src/       the sdist's vendored llama.cpp tree (gguf-py too)
+#
+# LLAMA_TOOLS names the tools to build (all three by default): the tests
+# need llama-quantize alone (and the libraries llama-logits links), which
+# spares them the server's build.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +31,7 @@ version=$(sed -n 's/^llama-cpp-python==//p' "$req")
 # shellcheck source=bench/llama-cpu-flags.sh
 . "$root/bench/llama-cpu-flags.sh"
 cmake_args="-DCMAKE_BUILD_TYPE=Release $llama_cpu_args -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF"
-targets="llama-bench llama-quantize llama-server"
+targets=${LLAMA_TOOLS:-llama-bench llama-quantize llama-server}
 
 # llama-logits (bench/llama-logits/main.cpp): llama.cpp's logits for a
 # sequence of ids, the reference of the GGUF parity tests; compiled against
@@ -44,13 +48,37 @@ build_logits() {
   mv "$dst/bin/llama-logits.tmp" "$dst/bin/llama-logits"
 }
 
-key=$( (echo "$version"; cat "$cons" "$0" "$root/bench/llama-cpu-flags.sh"; echo "$cmake_args $targets") | sha256sum | cut -c1-16)
+# the tools built for this stamp's pins and flags, and those still to build
+key=$( (echo "$version"; cat "$cons" "$0" "$root/bench/llama-cpu-flags.sh"; echo "$cmake_args") | sha256sum | cut -c1-16)
 stamp="$dst/.setup-$key"
-if [ -f "$stamp" ]; then
+missing() {
+  local out="" t
+  for t in $targets; do
+    if [ ! -f "$stamp" ] || [ ! -f "$dst/bin/$t" ] || ! grep -qx "built $t" "$stamp"; then
+      out="$out $t"
+    fi
+  done
+  echo "$out"
+}
+todo=$(missing)
+if [ -z "$todo" ]; then
   build_logits
   exit 0
 fi
 start=$(date +%s)
+if [ -f "$stamp" ] && [ -d "$dst/build" ]; then
+  echo "setup-llama-tools: building$todo" >&2
+  # shellcheck disable=SC2086
+  cmake --build "$dst/build" --parallel "$(nproc)" --target $todo >"$dst/build.log" 2>&1 ||
+    { tail -30 "$dst/build.log" >&2; exit 1; }
+  for t in $todo; do
+    cp "$dst/build/bin/$t" "$dst/bin/$t"
+    echo "built $t" >>"$stamp"
+  done
+  build_logits
+  echo "setup-llama-tools: done in $(( $(date +%s) - start ))s" >&2
+  exit 0
+fi
 echo "setup-llama-tools: llama.cpp from llama-cpp-python $version's sdist, AVX-512 $avx512 (about 5 minutes on 2 cores, once)" >&2
 mkdir -p "$dst/dl"
 sdist=$(ls "$dst/dl"/llama_cpp_python-"$version".tar.gz 2>/dev/null || true)
@@ -76,12 +104,13 @@ cmake -S "$dst/src" -B "$dst/build" $cmake_args >"$dst/cmake.log" 2>&1 ||
 # shellcheck disable=SC2086
 cmake --build "$dst/build" --parallel "$(nproc)" --target $targets >"$dst/build.log" 2>&1 ||
   { tail -30 "$dst/build.log" >&2; exit 1; }
+rm -f "$dst"/.setup-*
+echo "$cmake_args" >"$stamp"
+rm -rf "$dst/bin"
 mkdir -p "$dst/bin"
 for t in $targets; do
   cp "$dst/build/bin/$t" "$dst/bin/$t"
+  echo "built $t" >>"$stamp"
 done
-"$dst/bin/llama-bench" --help >/dev/null
-rm -f "$dst"/.setup-*
-echo "$cmake_args" >"$stamp"
 build_logits
 echo "setup-llama-tools: done in $(( $(date +%s) - start ))s" >&2

@@ -390,6 +390,8 @@ type GGUFDesc struct {
 	FinalNorm     F[string]       `yaml:"final_norm"`
 	RopeScaling   F[string]       `yaml:"rope_scaling"`
 	YarnLogTenth  F[bool]         `yaml:"yarn_log_tenth"`
+	NoAttention   F[bool]         `yaml:"no_attention"`
+	Flatten       F[[]string]     `yaml:"flatten"`
 	Computed      OMap[F[string]] `yaml:"computed"`
 	Config        OMap[Raw]       `yaml:"config"`
 	Keys          OMap[F[string]] `yaml:"keys"`

@@ -2,6 +2,8 @@ package gen
 
 import (
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/dave/jennifer/jen"
 )
@@ -85,11 +87,32 @@ func ggufFacts(a *Arch) jen.Code {
 		case int64:
 			cfg[jen.Lit(e.Key)] = jen.Lit(int(v))
 		case []any:
+			ints := !slices.ContainsFunc(v, func(it any) bool { _, ok := it.(int64); return !ok })
 			items := make([]jen.Code, len(v))
 			for i, it := range v {
-				items[i] = jen.Lit(int(it.(int64)))
+				switch x := it.(type) {
+				case int64:
+					items[i] = jen.Lit(int(x))
+					if !ints {
+						items[i] = jen.Lit(float64(x))
+					}
+				case float64:
+					// infinities as transformers tags them in config.json
+					switch {
+					case math.IsInf(x, 1):
+						items[i] = jen.Map(jen.String()).Any().Values(jen.Dict{jen.Lit("__float__"): jen.Lit("Infinity")})
+					case math.IsInf(x, -1):
+						items[i] = jen.Map(jen.String()).Any().Values(jen.Dict{jen.Lit("__float__"): jen.Lit("-Infinity")})
+					default:
+						items[i] = jen.Lit(x)
+					}
+				}
 			}
-			cfg[jen.Lit(e.Key)] = jen.Index().Int().Values(items...)
+			if ints {
+				cfg[jen.Lit(e.Key)] = jen.Index().Int().Values(items...)
+			} else {
+				cfg[jen.Lit(e.Key)] = jen.Index().Any().Values(items...)
+			}
 		default:
 			cfg[jen.Lit(e.Key)] = jen.Lit(v)
 		}
@@ -149,6 +172,16 @@ func ggufFacts(a *Arch) jen.Code {
 	}
 	if len(g.Computed) > 0 {
 		pairs = append(pairs, kvPair{"Computed", strMap(g.Computed)})
+	}
+	if g.NoAttention {
+		pairs = append(pairs, kvPair{"NoAttention", jen.Lit(true)})
+	}
+	if len(g.Flatten) > 0 {
+		names := make([]jen.Code, len(g.Flatten))
+		for i, n := range g.Flatten {
+			names[i] = jen.Lit(n)
+		}
+		pairs = append(pairs, kvPair{"Flatten", jen.Index().String().Values(names...)})
 	}
 	if g.YarnLogTenth {
 		pairs = append(pairs, kvPair{"YarnLogTenth", jen.Lit(true)})

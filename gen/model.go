@@ -789,8 +789,14 @@ type GGUF struct {
 	// YarnLogTenth: the file's rope.scaling.yarn_log_multiplier is a
 	// tenth of mscale_all_dim, and mscale equals mscale_all_dim.
 	YarnLogTenth bool
-	// Computed: config keys that are a sum, difference or product of two
-	// metadata keys (within the architecture's namespace).
+	// NoAttention: the file's head and feed-forward counts are 0 (a
+	// state-space model's), and not read.
+	NoAttention bool
+	// Flatten: llama.cpp's names of tensors the checkpoint holds 1-D and
+	// the file with more axes.
+	Flatten []string
+	// Computed: config keys that are a sum, difference, product or exact
+	// quotient of two metadata keys (within the architecture's namespace).
 	Computed []Entry[F[string]]
 	Config   []Entry[Raw]
 	Keys     []Entry[F[string]]
@@ -836,7 +842,7 @@ var ggufRequires = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*( == -?[0-9]+)?
 
 // ggufComputed is a gguf.computed value: two metadata keys and the
 // operation between them.
-var ggufComputed = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)* [-+*] [a-z0-9_]+(\.[a-z0-9_]+)*$`)
+var ggufComputed = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)* [-+*/] [a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
 func (b *builder) gguf() error {
 	g := b.d.GGUF
@@ -890,6 +896,11 @@ func (b *builder) gguf() error {
 			return errAt(e.Pos, path, "want negative_exp (the file holds -exp(x) of the checkpoint's x), got %q", e.Val.V)
 		}
 	}
+	for _, n := range g.Flatten.V {
+		if !mapped(n) {
+			return errAt(g.Flatten.Pos, "gguf.flatten", "%q is not a tensor name of gguf.tensors", n)
+		}
+	}
 	for _, n := range g.TrailingAxis.V {
 		if !mapped(n) {
 			return errAt(g.TrailingAxis.Pos, "gguf.trailing_axis", "%q is not a tensor name of gguf.tensors", n)
@@ -927,12 +938,14 @@ func (b *builder) gguf() error {
 		case bool, int64, float64, string:
 		case []any:
 			for _, it := range v {
-				if _, ok := it.(int64); !ok {
-					return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string, true/false or a list of integers")
+				switch it.(type) {
+				case int64, float64:
+				default:
+					return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string, true/false or a list of numbers")
 				}
 			}
 		default:
-			return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string, true/false or a list of integers")
+			return errAt(e.Pos, "gguf.config."+e.Key, "want a number, a string, true/false or a list of numbers")
 		}
 	}
 	var widthLayers []int
@@ -990,14 +1003,14 @@ func (b *builder) gguf() error {
 			return errAt(e.Pos, path, "want a config key of the descriptor")
 		}
 		if e.Null || !ggufComputed.MatchString(e.Val.V) {
-			return errAt(e.Pos, path, "want two GGUF metadata keys within the architecture's and an operation between them, spaced (\"attention.key_length - rope.dimension_count\"; + - *), got %q", e.Val.V)
+			return errAt(e.Pos, path, "want two GGUF metadata keys within the architecture's and an operation between them, spaced (\"attention.key_length - rope.dimension_count\"; + - * /), got %q", e.Val.V)
 		}
 	}
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
-		YarnLogTenth: g.YarnLogTenth.V, Computed: g.Computed.Entries,
+		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }

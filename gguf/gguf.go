@@ -258,6 +258,12 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		{"attention.head_count", "num_attention_heads"},
 		{"context_length", "max_position_embeddings"},
 	}
+	if a.NoAttention {
+		// a state-space model's: no heads and no feed-forward block
+		ints = slices.DeleteFunc(ints, func(k struct{ gguf, hf string }) bool {
+			return k.hf == "intermediate_size" || k.hf == "num_attention_heads"
+		})
+	}
 	for _, k := range ints {
 		v, err := md.int(key(k.gguf))
 		if err != nil {
@@ -278,43 +284,45 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		}
 		cfg["num_hidden_layers"] = cfg["num_hidden_layers"].(int) - n
 	}
-	heads := cfg["num_attention_heads"].(int)
-	kv := heads
-	if k := key("attention.head_count_kv"); md.raw[k].Kind == ValueNumbers && a.KVLayersKey != "" {
-		var err error
-		if kv, err = kvLayers(md, k, cfg["num_hidden_layers"].(int), a, cfg); err != nil {
-			return nil, err
+	if !a.NoAttention {
+		heads := cfg["num_attention_heads"].(int)
+		kv := heads
+		if k := key("attention.head_count_kv"); md.raw[k].Kind == ValueNumbers && a.KVLayersKey != "" {
+			var err error
+			if kv, err = kvLayers(md, k, cfg["num_hidden_layers"].(int), a, cfg); err != nil {
+				return nil, err
+			}
+		} else if md.has(k) {
+			var err error
+			if kv, err = md.int(k); err != nil {
+				return nil, err
+			}
 		}
-	} else if md.has(k) {
-		var err error
-		if kv, err = md.int(k); err != nil {
-			return nil, err
+		if kv <= 0 || heads%kv != 0 {
+			return nil, fmt.Errorf("%s: %d attention heads are not a multiple of %d key/value heads", md.path, heads, kv)
 		}
-	}
-	if kv <= 0 || heads%kv != 0 {
-		return nil, fmt.Errorf("%s: %d attention heads are not a multiple of %d key/value heads", md.path, heads, kv)
-	}
-	cfg["num_key_value_heads"] = kv
-	hidden := cfg["hidden_size"].(int)
-	headDim := hidden / heads
-	if md.has(key("attention.key_length")) {
-		var err error
-		if headDim, err = md.int(key("attention.key_length")); err != nil {
-			return nil, err
+		cfg["num_key_value_heads"] = kv
+		hidden := cfg["hidden_size"].(int)
+		headDim := hidden / heads
+		if md.has(key("attention.key_length")) {
+			var err error
+			if headDim, err = md.int(key("attention.key_length")); err != nil {
+				return nil, err
+			}
 		}
-	}
-	if headDim != hidden/heads || a.AlwaysHeadDim {
-		cfg["head_dim"] = headDim
-	}
-	if k := key("rope.dimension_count"); a.RopeFraction != "" && md.has(k) {
-		dims, err := md.int(k)
-		if err != nil {
-			return nil, err
+		if headDim != hidden/heads || a.AlwaysHeadDim {
+			cfg["head_dim"] = headDim
 		}
-		if dims <= 0 || dims > headDim || dims%2 != 0 {
-			return nil, fmt.Errorf("%s: %s is %d, for heads of %d", md.path, k, dims, headDim)
+		if k := key("rope.dimension_count"); a.RopeFraction != "" && md.has(k) {
+			dims, err := md.int(k)
+			if err != nil {
+				return nil, err
+			}
+			if dims <= 0 || dims > headDim || dims%2 != 0 {
+				return nil, fmt.Errorf("%s: %s is %d, for heads of %d", md.path, k, dims, headDim)
+			}
+			cfg[a.RopeFraction] = float64(dims) / float64(headDim)
 		}
-		cfg[a.RopeFraction] = float64(dims) / float64(headDim)
 	}
 	// an RMSNorm's epsilon; a LayerNorm's (attention.layer_norm_epsilon)
 	// goes by the descriptor's keys, under its own config name
@@ -456,15 +464,16 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 			return m != "" && n[len(m):] == t
 		})
 	}
-	if a.WidthKey != "" && slices.Contains(a.WidthLayers, cfg["num_hidden_layers"].(int)) {
-		cfg[a.WidthKey] = hidden / heads
+	if a.WidthKey != "" && slices.Contains(a.WidthLayers, cfg["num_hidden_layers"].(int)) && !a.NoAttention {
+		cfg[a.WidthKey] = cfg["hidden_size"].(int) / cfg["num_attention_heads"].(int)
 	}
 	return cfg, nil
 }
 
 // computed is the value of expr ("a - b": two metadata keys within the
-// architecture's namespace and +, - or *) on the file's metadata, a whole
-// number where both are; ok is false where the file lacks either key.
+// architecture's namespace and +, -, * or /) on the file's metadata, a
+// whole number where both are (a quotient must be exact); ok is false
+// where the file lacks either key.
 func computed(md metadata, name, expr string) (v any, ok bool, err error) {
 	f := strings.Fields(expr)
 	if len(f) != 3 {
@@ -490,8 +499,13 @@ func computed(md metadata, name, expr string) (v any, ok bool, err error) {
 		r = x - y
 	case "*":
 		r = x * y
+	case "/":
+		if y == 0 || math.Mod(x, y) != 0 {
+			return nil, false, fmt.Errorf("%s: %s (%g) is not a whole multiple of %s (%g)", md.path, a, x, b, y)
+		}
+		r = x / y
 	default:
-		return nil, false, fmt.Errorf("%s: %q: %s is not +, - or *", md.path, expr, f[1])
+		return nil, false, fmt.Errorf("%s: %q: %s is not +, -, * or /", md.path, expr, f[1])
 	}
 	if r == math.Trunc(r) && x == math.Trunc(x) && y == math.Trunc(y) {
 		return int(r), true, nil
@@ -749,10 +763,10 @@ func unpermute(t map[string]*mlx.Array, cfg map[string]any, a *nn.GGUF, s *mlx.S
 }
 
 // restoreForms undoes the forms the file holds some tensors in
-// (StoredAs, then TrailingAxis): each layer's tensor of such a name, mapped
-// whole or as a module's weight.
+// (StoredAs, then TrailingAxis and Flatten): each layer's tensor of such a
+// name, mapped whole or as a module's weight.
 func restoreForms(t map[string]*mlx.Array, layers int, a *nn.GGUF, s *mlx.Stream) error {
-	if len(a.StoredAs) == 0 && len(a.TrailingAxis) == 0 {
+	if len(a.StoredAs) == 0 && len(a.TrailingAxis) == 0 && len(a.Flatten) == 0 {
 		return nil
 	}
 	g := mlx.NewGraph(s)
@@ -794,6 +808,14 @@ func restoreForms(t map[string]*mlx.Array, layers int, a *nn.GGUF, s *mlx.Stream
 	for _, gg := range a.TrailingAxis {
 		err := each(gg, func(n string, x *mlx.Array) (*mlx.Array, error) {
 			return g.Reshape(x, append(x.Shape(), 1)...), nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, gg := range a.Flatten {
+		err := each(gg, func(n string, x *mlx.Array) (*mlx.Array, error) {
+			return g.Reshape(x, x.Size()), nil
 		})
 		if err != nil {
 			return err

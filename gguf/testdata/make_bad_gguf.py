@@ -20,6 +20,8 @@ Usage: make_bad_gguf.py DIR
                lfm2 files whose key/value head counts a layer differ
                between attention layers, give no layer attention, or are
                fewer than the layers
+  mamba2_heads.gguf a mamba2 file whose scan width (ssm.inner_size, 100)
+               does not split into its heads (ssm.time_step_rank, 3)
   deepseek2_softmax.gguf a deepseek2 file routing by softmax
                (expert_gating_func 1: DeepSeek-V2's), which no descriptor
                reads
@@ -128,6 +130,17 @@ def main():
     lfm2(os.path.join(d, "lfm2_kv_mixed.gguf"), 3, [0, 2, 4], x)
     lfm2(os.path.join(d, "lfm2_kv_none.gguf"), 2, [0, 0], x)
     lfm2(os.path.join(d, "lfm2_kv_short.gguf"), 3, [0, 2], x)
+    w = GGUFWriter(os.path.join(d, "mamba2_heads.gguf"), "mamba2")
+    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 0),
+                 ("attention.head_count", 0), ("ssm.inner_size", 100), ("ssm.time_step_rank", 3)):
+        w.add_uint32("mamba2." + k, v)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     w = GGUFWriter(os.path.join(d, "deepseek2_softmax.gguf"), "deepseek2")
     w.add_uint32("deepseek2.block_count", 1)
     w.add_uint32("deepseek2.expert_gating_func", 1)

@@ -191,6 +191,10 @@ ARCH_BLOCK = {
     "gemma3": {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
                "post_feedforward_layernorm": "post_ffw_norm"},
 }
+# Mamba2's layers (A_log, D and dt_bias, tensors without a module, are
+# named by make_llama_cases.py)
+ARCH_BLOCK["mamba2"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
+                        "mixer.norm": "ssm_norm", "mixer.out_proj": "ssm_out"}
 # the same names under other architectures' files
 ARCH_BLOCK["starcoder"] = ARCH_BLOCK["gpt2"]
 ARCH_BLOCK["qwen35moe"] = ARCH_BLOCK["qwen35"]
@@ -208,7 +212,9 @@ TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.f
        # GPT-NeoX's
        "model.embed_in": "token_embd", "model.final_layer_norm": "output_norm", "model.embed_out": "output",
        # LFM2's final norm, which llama.cpp names as the embeddings'
-       "model.embedding_norm": "token_embd_norm"}
+       "model.embedding_norm": "token_embd_norm",
+       # Mamba's
+       "backbone.embeddings": "token_embd", "backbone.norm_f": "output_norm"}
 
 
 def gguf_name(hf, arch="llama"):
@@ -217,7 +223,8 @@ def gguf_name(hf, arch="llama"):
     if hf.endswith((".e_score_correction_bias", ".expert_bias")):  # DeepSeek-V3-style routers' bias
         return f"blk.{hf.split('.')[2]}.exp_probs_b.bias"
     module, _, suffix = hf.rpartition(".")
-    stack = next((p for p in ("model.layers.", "transformer.h.", "model.h.") if module.startswith(p)), None)
+    stack = next((p for p in ("model.layers.", "transformer.h.", "model.h.", "backbone.layers.") if module.startswith(p)),
+                 None)
     if stack:
         _, _, rest = module.partition(stack)
         layer, _, part = rest.partition(".")
@@ -362,14 +369,16 @@ def random_model(model_type, deltas, n_vocab, hidden, intermediate, seed, embed_
     return config, dict(tree_flatten(model.parameters()))
 
 
-def writer(path, arch, config, vocab, layer_norm_eps=None, pre="gpt-2"):
-    """A GGUFWriter with the model's hyperparameters and the vocabulary's
-    tokenizer, as llama.cpp's converter writes them (a LayerNorm's epsilon
-    where layer_norm_eps is given, else the RMSNorm's), under the
-    pre-tokenizer type pre (llama.cpp's name; GPT-2's by default)."""
+def writer(path, arch, config, vocab, layer_norm_eps=None, pre="gpt-2", hparams=True):
+    """A GGUFWriter with the model's hyperparameters (unless not hparams:
+    the caller writes them) and the vocabulary's tokenizer, as llama.cpp's
+    converter writes them (a LayerNorm's epsilon where layer_norm_eps is
+    given, else the RMSNorm's), under the pre-tokenizer type pre (llama.cpp's
+    name; GPT-2's by default)."""
     tokens, token_types, merges = vocab
     w = GGUFWriter(path, arch)
-    add_hparams(w, config, len(tokens), layer_norm_eps)
+    if hparams:
+        add_hparams(w, config, len(tokens), layer_norm_eps)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)

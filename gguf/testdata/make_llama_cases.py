@@ -249,6 +249,13 @@ CASES = {
                                                                 "original_max_position_embeddings": 8,
                                                                 "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.8,
                                                                 "mscale_all_dim": 0.8}}),
+    # Mamba2: state-space layers alone (one group: llama.cpp norms the
+    # gated output by group, mlx-lm over its full width, which is the same
+    # for one)
+    "mamba2": ("mamba2", "mamba2", {"num_heads": 8, "head_dim": 64, "intermediate_size": 512, "state_size": 16,
+                                    "layer_norm_epsilon": 1e-5, "conv_kernel": 4, "n_groups": 1, "use_bias": False,
+                                    "use_conv_bias": True, "tie_word_embeddings": False, "time_step_rank": "auto",
+                                    "time_step_limit": [0.0, float("inf")]}),
     # intermediate_size is twice the MLP's width
     "qwen": ("qwen", "qwen", {"num_attention_heads": 4, "kv_channels": 64, "num_key_value_heads": 4,
                               "intermediate_size": 1024, "layer_norm_epsilon": 1e-5, "no_bias": True}),
@@ -365,7 +372,50 @@ def routed_mixture(w, config, scale, sigmoid):
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
 
 
+def mamba2_file(w, config, weights):
+    """A Mamba2 model's header and tensors as llama.cpp's Mamba2Model writes
+    them: no heads and no feed-forward width, the scan's sizes; the
+    convolution without its unit axis, A as -exp(A_log) and D each with a
+    unit axis added, the gated norm's weight a row a group. Returns the
+    tensors, under gguf_name's names or as gguf: names."""
+    inner = config["num_heads"] * config["head_dim"]
+    w.add_context_length(2**20)
+    w.add_embedding_length(config["hidden_size"])
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_ssm_conv_kernel(config["conv_kernel"])
+    w.add_ssm_inner_size(inner)
+    w.add_ssm_state_size(config["state_size"])
+    w.add_ssm_time_step_rank(config["num_heads"])
+    w.add_ssm_group_count(config["n_groups"])
+    w.add_layer_norm_rms_eps(config["layer_norm_epsilon"])
+    out = {}
+    for name, a in weights.items():
+        x = np.array(a.astype(mx.float32))
+        layer = name.split(".")[2] if name.startswith("backbone.layers.") else None
+        if name.endswith(".mixer.A_log"):
+            out[f"gguf:blk.{layer}.ssm_a"] = -np.exp(x)[:, None]
+        elif name.endswith(".mixer.D"):
+            out[f"gguf:blk.{layer}.ssm_d"] = x[:, None]
+        elif name.endswith(".mixer.dt_bias"):
+            out[f"gguf:blk.{layer}.ssm_dt.bias"] = x
+        elif name.endswith(".mixer.conv1d.weight"):
+            out[name] = x[..., 0]
+        elif name.endswith(".mixer.norm.weight"):
+            out[f"gguf:blk.{layer}.ssm_norm.weight"] = x.reshape(config["n_groups"], -1)
+        else:
+            out[name] = x
+    return out
+
+
 def write_f32(path, arch, config, weights, vocab):
+    if arch == "mamba2":
+        w = writer(path, arch, config, vocab, hparams=False)
+        w.add_file_type(0)
+        weights = mamba2_file(w, config, weights)
+        finish(w, arch, config, weights)
+        return
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
     eps = config[LAYER_NORM_EPS[arch]] if arch in LAYER_NORM_EPS else None
     nextn = 1 if arch == "glm4moe" else 0
@@ -537,6 +587,13 @@ def write_f32(path, arch, config, weights, vocab):
             values = [float(np.array(weights.pop(f"model.layers.{i}.mlp.act_fn.{p}").astype(mx.float32)).reshape(-1)[0])
                       + (0.05 * i if p != "eps" else 0.0) for i in layers]
             getattr(w, f"add_xielu_{p}")(values)
+    finish(w, arch, config, weights)
+
+
+def finish(w, arch, config, weights):
+    """Writes the tensors (by gguf_name's names, gguf: ones as named, in
+    llama.cpp's row orders) and closes the file."""
+    heads, kv = config.get("num_attention_heads"), config.get("num_key_value_heads")
     for hf in sorted(weights):
         if hf.startswith("gguf:"):  # named as the file names it
             w.add_tensor(hf.removeprefix("gguf:"), weights[hf].astype(np.float32))

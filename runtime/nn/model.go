@@ -222,8 +222,16 @@ type GGUF struct {
 	// (llama.cpp's reading of its DeepSeek-V2-style files; elsewhere the
 	// multiplier is mscale_all_dim and mscale 1).
 	YarnLogTenth bool
-	// Computed sets config keys to the sum, difference or product of two
-	// metadata keys within the architecture's namespace
+	// NoAttention: the file's attention.head_count and
+	// feed_forward_length are 0 (a state-space model's, which has
+	// neither): they, the key/value heads and head_dim are not read.
+	NoAttention bool
+	// Flatten lists llama.cpp's names of a layer's tensors that the
+	// checkpoint holds 1-D where the file has more axes (an SSM's A and D
+	// as [heads, 1], a grouped norm's weight as [groups, width / groups]).
+	Flatten []string
+	// Computed sets config keys to the sum, difference, product or exact
+	// quotient of two metadata keys within the architecture's namespace
 	// ("attention.key_length_mla - rope.dimension_count"), where the file
 	// holds both.
 	Computed map[string]string

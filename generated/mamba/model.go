@@ -35,6 +35,43 @@ var Arch = nn.Arch{
 	Derived: []string{"time_step_rank", "use_bcdt_rms"},
 	Ignored: IgnoredKeys,
 	NoShard: "its selective_scan layers (mixer) have no tensor-parallel plan: their inner channels, states and time-step projections would split together",
+	GGUF: &nn.GGUF{
+		Arch:          "mamba",
+		Class:         "MambaForCausalLM",
+		Requires:      "",
+		PermuteQK:     false,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{},
+		Keys: map[string]string{
+			"ssm.conv_kernel":    "conv_kernel",
+			"ssm.dt_b_c_rms":     "use_bcdt_rms",
+			"ssm.inner_size":     "intermediate_size",
+			"ssm.state_size":     "state_size",
+			"ssm.time_step_rank": "time_step_rank",
+		},
+		NoAttention:  true,
+		StoredAs:     map[string]string{"ssm_a": "negative_exp"},
+		TrailingAxis: []string{"ssm_conv1d"},
+		Copy:         map[string]string{"mixer_rms_eps": "rms_norm_eps"},
+		Flags: map[string]string{
+			"use_bias":      "ssm_in.bias",
+			"use_conv_bias": "ssm_conv1d.bias",
+		},
+		Tensors: map[string]string{
+			"attn_norm":  "norm",
+			"ssm_a":      "mixer.A_log",
+			"ssm_conv1d": "mixer.conv1d",
+			"ssm_d":      "mixer.D",
+			"ssm_dt":     "mixer.dt_proj",
+			"ssm_in":     "mixer.in_proj",
+			"ssm_out":    "mixer.out_proj",
+			"ssm_x":      "mixer.x_proj",
+		},
+		Layers: "backbone.layers",
+		Embed:  "backbone.embeddings",
+		Norm:   "backbone.norm_f",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded mamba. Its weights are named as in the checkpoint, in Go's

@@ -9,7 +9,7 @@ Usage: make_bad_gguf.py DIR
   q4_norm.gguf a llama file whose output_norm.weight (a vector) is Q4_0
   q4_k.gguf    a llama file whose token_embd.weight is Q4_K (rows of 256),
                which the tests rewrite to rows of 128
-  mamba.gguf   a file of architecture mamba, which has no mapping
+  rwkv6.gguf   a file of architecture rwkv6, which has no mapping
   f32.gguf     a llama file of F32 tensors, which the tests cut short
   gptneox_qkv.gguf a gptneox file whose fused qkv has 190 rows, which do
                not split into q, k and v of its 4 heads
@@ -108,7 +108,7 @@ def main():
         ("output_norm.weight", norm, T.F32),
         ("token_embd.weight", np.zeros((4, 256 // block * size), dtype=np.uint8), T.Q4_K),
     ])
-    write(os.path.join(d, "mamba.gguf"), "mamba", [("token_embd.weight", x, T.F32)])
+    write(os.path.join(d, "rwkv6.gguf"), "rwkv6", [("token_embd.weight", x, T.F32)])
     gptneox(os.path.join(d, "gptneox_qkv.gguf"), 4, 190, rng, x)
     gptneox(os.path.join(d, "gptneox_kv.gguf"), 2, 128, rng, x)
     w = GGUFWriter(os.path.join(d, "qwen35_conv_q8.gguf"), "qwen35")

@@ -195,6 +195,8 @@ ARCH_BLOCK = {
 # named by make_llama_cases.py)
 ARCH_BLOCK["mamba2"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
                         "mixer.norm": "ssm_norm", "mixer.out_proj": "ssm_out"}
+ARCH_BLOCK["mamba"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
+                       "mixer.x_proj": "ssm_x", "mixer.dt_proj": "ssm_dt", "mixer.out_proj": "ssm_out"}
 # the same names under other architectures' files
 ARCH_BLOCK["starcoder"] = ARCH_BLOCK["gpt2"]
 ARCH_BLOCK["qwen35moe"] = ARCH_BLOCK["qwen35"]

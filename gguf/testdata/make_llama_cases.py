@@ -256,6 +256,9 @@ CASES = {
                                     "layer_norm_epsilon": 1e-5, "conv_kernel": 4, "n_groups": 1, "use_bias": False,
                                     "use_conv_bias": True, "tie_word_embeddings": False, "time_step_rank": "auto",
                                     "time_step_limit": [0.0, float("inf")]}),
+    # Mamba: selective-scan layers alone
+    "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
+                                 "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
     # intermediate_size is twice the MLP's width
     "qwen": ("qwen", "qwen", {"num_attention_heads": 4, "kv_channels": 64, "num_key_value_heads": 4,
                               "intermediate_size": 1024, "layer_norm_epsilon": 1e-5, "no_bias": True}),
@@ -409,11 +412,42 @@ def mamba2_file(w, config, weights):
     return out
 
 
+def mamba_file(w, config, weights):
+    """A Mamba model's header and tensors as llama.cpp's MambaModel writes
+    them: no heads and no feed-forward width, the scan's sizes; the
+    convolution without its unit axis, A as -exp(A_log). Returns the
+    tensors, under gguf_name's names or as gguf: names."""
+    w.add_context_length(2**20)
+    w.add_embedding_length(config["hidden_size"])
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_ssm_conv_kernel(config["conv_kernel"])
+    w.add_ssm_inner_size(config["intermediate_size"])
+    w.add_ssm_state_size(config["state_size"])
+    w.add_ssm_time_step_rank(config["time_step_rank"])
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_ssm_dt_b_c_rms(False)
+    out = {}
+    for name, a in weights.items():
+        x = np.array(a.astype(mx.float32))
+        layer = name.split(".")[2] if name.startswith("backbone.layers.") else None
+        if name.endswith(".mixer.A_log"):
+            out[f"gguf:blk.{layer}.ssm_a"] = -np.exp(x)
+        elif name.endswith(".mixer.D"):
+            out[f"gguf:blk.{layer}.ssm_d"] = x
+        elif name.endswith(".mixer.conv1d.weight"):
+            out[name] = x[..., 0]
+        else:
+            out[name] = x
+    return out
+
+
 def write_f32(path, arch, config, weights, vocab):
-    if arch == "mamba2":
+    if arch in ("mamba", "mamba2"):
         w = writer(path, arch, config, vocab, hparams=False)
         w.add_file_type(0)
-        weights = mamba2_file(w, config, weights)
+        weights = (mamba_file if arch == "mamba" else mamba2_file)(w, config, weights)
         finish(w, arch, config, weights)
         return
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]

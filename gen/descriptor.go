@@ -374,34 +374,35 @@ type DropRule struct {
 // GGUFDesc is how llama.cpp's GGUF files of the architecture read. It is
 // never inherited: a GGUF architecture name belongs to one model_type.
 type GGUFDesc struct {
-	Arch          F[string]       `yaml:"arch"`
-	Class         F[string]       `yaml:"class"`
-	Requires      F[string]       `yaml:"requires"`
-	Aliases       F[[]string]     `yaml:"aliases"`
-	PermuteQK     F[bool]         `yaml:"permute_qk"`
-	QKVByHead     F[bool]         `yaml:"qkv_by_head"`
-	AlwaysHeadDim F[bool]         `yaml:"always_head_dim"`
-	NormShift     F[float64]      `yaml:"norm_shift"`
-	RopeFraction  F[string]       `yaml:"rope_fraction"`
-	ExtraLayers   F[string]       `yaml:"extra_layers"`
-	WidthPerHead  GGUFWidthRule   `yaml:"width_per_head"`
-	SlidingLayers GGUFLayerRule   `yaml:"sliding_layers"`
-	KVLayers      GGUFKVLayers    `yaml:"kv_layers"`
-	FinalNorm     F[string]       `yaml:"final_norm"`
-	RopeScaling   F[string]       `yaml:"rope_scaling"`
-	YarnLogTenth  F[bool]         `yaml:"yarn_log_tenth"`
-	NoAttention   F[bool]         `yaml:"no_attention"`
-	Flatten       F[[]string]     `yaml:"flatten"`
-	Computed      OMap[F[string]] `yaml:"computed"`
-	Config        OMap[Raw]       `yaml:"config"`
-	Keys          OMap[F[string]] `yaml:"keys"`
-	Copy          OMap[F[string]] `yaml:"copy"`
-	StoredAs      OMap[F[string]] `yaml:"stored_as"`
-	TrailingAxis  F[[]string]     `yaml:"trailing_axis"`
-	Flags         OMap[F[string]] `yaml:"flags"`
-	LayerValues   OMap[F[string]] `yaml:"layer_values"`
-	Tensors       OMap[F[string]] `yaml:"tensors"`
-	Pos           Pos             `yaml:"-"`
+	Arch          F[string]         `yaml:"arch"`
+	Class         F[string]         `yaml:"class"`
+	Requires      F[string]         `yaml:"requires"`
+	Aliases       F[[]string]       `yaml:"aliases"`
+	PermuteQK     F[bool]           `yaml:"permute_qk"`
+	QKVByHead     F[bool]           `yaml:"qkv_by_head"`
+	AlwaysHeadDim F[bool]           `yaml:"always_head_dim"`
+	NormShift     F[float64]        `yaml:"norm_shift"`
+	RopeFraction  F[string]         `yaml:"rope_fraction"`
+	ExtraLayers   F[string]         `yaml:"extra_layers"`
+	WidthPerHead  GGUFWidthRule     `yaml:"width_per_head"`
+	SlidingLayers GGUFLayerRule     `yaml:"sliding_layers"`
+	KVLayers      GGUFKVLayers      `yaml:"kv_layers"`
+	FinalNorm     F[string]         `yaml:"final_norm"`
+	RopeScaling   F[string]         `yaml:"rope_scaling"`
+	YarnLogTenth  F[bool]           `yaml:"yarn_log_tenth"`
+	NoAttention   F[bool]           `yaml:"no_attention"`
+	Flatten       F[[]string]       `yaml:"flatten"`
+	Join          OMap[F[[]string]] `yaml:"join"`
+	Computed      OMap[F[string]]   `yaml:"computed"`
+	Config        OMap[Raw]         `yaml:"config"`
+	Keys          OMap[F[string]]   `yaml:"keys"`
+	Copy          OMap[F[string]]   `yaml:"copy"`
+	StoredAs      OMap[F[string]]   `yaml:"stored_as"`
+	TrailingAxis  F[[]string]       `yaml:"trailing_axis"`
+	Flags         OMap[F[string]]   `yaml:"flags"`
+	LayerValues   OMap[F[string]]   `yaml:"layer_values"`
+	Tensors       OMap[F[string]]   `yaml:"tensors"`
+	Pos           Pos               `yaml:"-"`
 }
 
 // GGUFWidthRule sets a config key to hidden_size / num_attention_heads

@@ -183,6 +183,17 @@ func ggufFacts(a *Arch) jen.Code {
 		}
 		pairs = append(pairs, kvPair{"Flatten", jen.Index().String().Values(names...)})
 	}
+	if len(g.Join) > 0 {
+		joins := jen.Dict{}
+		for _, e := range g.Join {
+			parts := make([]jen.Code, len(e.Val.V))
+			for i, n := range e.Val.V {
+				parts[i] = jen.Lit(n)
+			}
+			joins[jen.Lit(e.Key)] = jen.Index().String().Values(parts...)
+		}
+		pairs = append(pairs, kvPair{"Join", jen.Map(jen.String()).Index().String().Values(joins)})
+	}
 	if g.YarnLogTenth {
 		pairs = append(pairs, kvPair{"YarnLogTenth", jen.Lit(true)})
 	}

@@ -165,6 +165,8 @@ func TestDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:22: gguf.computed.no_such_key: want a config key of the descriptor`},
 		{"gguf computed from no expression", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  computed: {hidden_size: a.b % c}\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.computed.hidden_size: want two GGUF metadata keys within the architecture's and an operation between them, spaced ("attention.key_length - rope.dimension_count"; + - * /), got "a.b % c"`},
+		{"gguf join of a module no tensor maps to", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  join: {qkv_proj: [q_proj, k_proj]}\n  tensors: {attn_q: q_proj}\n"},
+			`descriptors/a.yaml:22: gguf.join.qkv_proj: "k_proj" is not a checkpoint module gguf.tensors maps to`},
 		{"gguf flatten of no mapped tensor", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  flatten: [ssm_a]\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.flatten: "ssm_a" is not a tensor name of gguf.tensors`},
 		{"gguf rope fraction on no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  rope_fraction: no_such_key\n  tensors: {attn_q: q_proj}\n"},

@@ -795,6 +795,10 @@ type GGUF struct {
 	// Flatten: llama.cpp's names of tensors the checkpoint holds 1-D and
 	// the file with more axes.
 	Flatten []string
+	// Join: checkpoint modules (within a layer) whose weights are other
+	// mapped modules' rows one after another (a projection llama.cpp's
+	// converter split).
+	Join []Entry[F[[]string]]
 	// Computed: config keys that are a sum, difference, product or exact
 	// quotient of two metadata keys (within the architecture's namespace).
 	Computed []Entry[F[string]]
@@ -894,6 +898,20 @@ func (b *builder) gguf() error {
 		}
 		if e.Null || e.Val.V != "negative_exp" {
 			return errAt(e.Pos, path, "want negative_exp (the file holds -exp(x) of the checkpoint's x), got %q", e.Val.V)
+		}
+	}
+	for _, e := range g.Join.Entries {
+		path := "gguf.join." + e.Key
+		if !checkpointName.MatchString(e.Key) {
+			return errAt(e.Pos, path, "want a checkpoint module name within the layer")
+		}
+		if e.Null || len(e.Val.V) < 2 {
+			return errAt(e.Pos, path, "want two or more checkpoint modules that gguf.tensors maps to, whose rows it joins")
+		}
+		for _, part := range e.Val.V {
+			if !slices.ContainsFunc(g.Tensors.Entries, func(t Entry[F[string]]) bool { return t.Val.V == part }) {
+				return errAt(e.Pos, path, "%q is not a checkpoint module gguf.tensors maps to", part)
+			}
 		}
 	}
 	for _, n := range g.Flatten.V {
@@ -1010,7 +1028,7 @@ func (b *builder) gguf() error {
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
-		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Computed: g.Computed.Entries,
+		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }

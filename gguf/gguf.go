@@ -194,6 +194,9 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	if err := restoreForms(tensors, cfg["num_hidden_layers"].(int), a, s); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := joinRows(tensors, quant, cfg["num_hidden_layers"].(int), a, s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if a.QKVByHead {
 		if err := regroupQKV(tensors, cfg, a, s); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -827,6 +830,88 @@ func restoreForms(t map[string]*mlx.Array, layers int, a *nn.GGUF, s *mlx.Stream
 		fixed[i] = done[n]
 	}
 	return replaceEvaluated(g, t, names, fixed)
+}
+
+// joinRows puts back the projections llama.cpp's converter split (Join):
+// in each layer holding every part, the parts' weights (and scales and
+// biases, quantized) are stacked row after row as the joined module's,
+// which must be stored alike (one type, the same columns).
+func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a *nn.GGUF, s *mlx.Stream) error {
+	if len(a.Join) == 0 {
+		return nil
+	}
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	var names []string
+	var fixed []*mlx.Array
+	var drop []string
+	for _, to := range slices.Sorted(maps.Keys(a.Join)) {
+		parts := a.Join[to]
+		for i := range layers {
+			at := func(m string) string { return fmt.Sprintf("%s.%d.%s", a.Layers, i, m) }
+			if _, ok := t[at(parts[0])+".weight"]; !ok {
+				continue
+			}
+			spec, specOK := quant[at(parts[0])]
+			for _, suffix := range []string{".weight", ".scales", ".biases", ".bias"} {
+				var xs []*mlx.Array
+				for _, p := range parts {
+					x, ok := t[at(p)+suffix]
+					if !ok {
+						continue
+					}
+					xs = append(xs, x)
+				}
+				if len(xs) == 0 {
+					continue
+				}
+				if len(xs) != len(parts) {
+					return fmt.Errorf("layer %d: %s is joined from %s, of which only some have %s", i, at(to), strings.Join(parts, ", "), strings.TrimPrefix(suffix, "."))
+				}
+				for j, x := range xs[1:] {
+					s2, ok2 := quant[at(parts[j+1])]
+					if ok2 != specOK || s2 != spec || x.Dtype() != xs[0].Dtype() || x.Ndim() != xs[0].Ndim() || x.Dim(-1) != xs[0].Dim(-1) {
+						return fmt.Errorf("tensor %s is stored as %s, %s as %s: archgen joins the rows of %s only where its parts are stored alike",
+							at(parts[0])+".weight", storedAs(t[at(parts[0])+".weight"], spec, specOK), at(parts[j+1])+".weight", storedAs(t[at(parts[j+1])+".weight"], s2, ok2), at(to))
+					}
+				}
+				names = append(names, at(to)+suffix)
+				fixed = append(fixed, g.Concatenate(0, xs...))
+				for _, p := range parts {
+					drop = append(drop, at(p)+suffix)
+				}
+			}
+			if specOK {
+				quant[at(to)] = spec
+				for _, p := range parts {
+					delete(quant, at(p))
+				}
+			}
+		}
+	}
+	if err := g.Eval(fixed...); err != nil {
+		return err
+	}
+	for i, n := range names {
+		g.Keep(fixed[i])
+		t[n] = fixed[i]
+	}
+	for _, n := range drop {
+		t[n].Free()
+		delete(t, n)
+	}
+	return nil
+}
+
+// storedAs describes a weight's form: its quantization, or its dtype.
+func storedAs(w *mlx.Array, q quantSpec, quantized bool) string {
+	if !quantized {
+		return w.Dtype().String()
+	}
+	if q.mode == "affine" {
+		return fmt.Sprintf("%d-bit affine groups of %d", q.bits, q.values)
+	}
+	return q.mode
 }
 
 // regroupQKV undoes llama.cpp's regrouping of a fused qkv projection whose

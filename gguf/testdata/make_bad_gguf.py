@@ -20,6 +20,9 @@ Usage: make_bad_gguf.py DIR
                lfm2 files whose key/value head counts a layer differ
                between attention layers, give no layer attention, or are
                fewer than the layers
+  granitehybrid_join.gguf a granitehybrid file whose shared expert's gate
+               is Q8_0 and up Q4_0, which reading cannot join into one
+               projection
   mamba2_heads.gguf a mamba2 file whose scan width (ssm.inner_size, 100)
                does not split into its heads (ssm.time_step_rank, 3)
   deepseek2_softmax.gguf a deepseek2 file routing by softmax
@@ -33,6 +36,7 @@ import sys
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 from gguf import GGUFWriter
+from gguf.quants import quantize
 
 
 def write(path, arch, tensors):
@@ -130,6 +134,22 @@ def main():
     lfm2(os.path.join(d, "lfm2_kv_mixed.gguf"), 3, [0, 2, 4], x)
     lfm2(os.path.join(d, "lfm2_kv_none.gguf"), 2, [0, 0], x)
     lfm2(os.path.join(d, "lfm2_kv_short.gguf"), 3, [0, 2], x)
+    w = GGUFWriter(os.path.join(d, "granitehybrid_join.gguf"), "granitehybrid")
+    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
+                 ("attention.head_count", 4)):
+        w.add_uint32("granitehybrid." + k, v)
+    w.add_array("granitehybrid.attention.head_count_kv", [4])
+    w.add_bool("granitehybrid.rope.scaling.finetuned", False)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    shexp = rng.standard_normal((64, 64)).astype(np.float32)
+    w.add_tensor("blk.0.ffn_gate_shexp.weight", quantize(shexp, T.Q8_0), raw_dtype=T.Q8_0)
+    w.add_tensor("blk.0.ffn_up_shexp.weight", quantize(shexp, T.Q4_0), raw_dtype=T.Q4_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     w = GGUFWriter(os.path.join(d, "mamba2_heads.gguf"), "mamba2")
     for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 0),
                  ("attention.head_count", 0), ("ssm.inner_size", 100), ("ssm.time_step_rank", 3)):

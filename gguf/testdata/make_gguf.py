@@ -195,6 +195,15 @@ ARCH_BLOCK = {
 # named by make_llama_cases.py)
 ARCH_BLOCK["mamba2"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
                         "mixer.norm": "ssm_norm", "mixer.out_proj": "ssm_out"}
+# Granite 4.0's hybrids: Mamba2 layers under mamba., attention layers,
+# routed experts and a shared expert (whose gate and up the converter
+# splits, named by make_llama_cases.py)
+ARCH_BLOCK["granitehybrid"] = {"mamba.in_proj": "ssm_in", "mamba.conv1d": "ssm_conv1d", "mamba.norm": "ssm_norm",
+                               "mamba.out_proj": "ssm_out", "shared_mlp.output_linear": "ffn_down_shexp",
+                               "block_sparse_moe.router.layer": "ffn_gate_inp",
+                               "block_sparse_moe.switch_mlp.gate_proj": "ffn_gate_exps",
+                               "block_sparse_moe.switch_mlp.up_proj": "ffn_up_exps",
+                               "block_sparse_moe.switch_mlp.down_proj": "ffn_down_exps"}
 ARCH_BLOCK["mamba"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
                        "mixer.x_proj": "ssm_x", "mixer.dt_proj": "ssm_dt", "mixer.out_proj": "ssm_out"}
 # the same names under other architectures' files

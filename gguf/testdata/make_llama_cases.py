@@ -256,6 +256,16 @@ CASES = {
                                     "layer_norm_epsilon": 1e-5, "conv_kernel": 4, "n_groups": 1, "use_bias": False,
                                     "use_conv_bias": True, "tie_word_embeddings": False, "time_step_rank": "auto",
                                     "time_step_limit": [0.0, float("inf")]}),
+    # Granite 4.0's hybrids: Mamba2 layers and one attention layer without
+    # positions, each with routed experts and a shared expert
+    "granitehybrid": ("granitemoehybrid", "granitehybrid", {
+        "num_hidden_layers": 4, "num_key_value_heads": 2, "layer_types": ["mamba", "attention", "mamba", "mamba"],
+        "position_embedding_type": "nope", "num_local_experts": 8, "num_experts_per_tok": 2,
+        "shared_intermediate_size": 512, "intermediate_size": 256, "mamba_n_heads": 8, "mamba_d_head": 64,
+        "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_n_groups": 1, "mamba_conv_bias": True,
+        "mamba_proj_bias": False, "mamba_expand": 2, "logits_scaling": 4.0, "attention_multiplier": 0.0078125,
+        "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_bias": False,
+        "tie_word_embeddings": False, "time_step_limit": [0.0, float("inf")]}),
     # Mamba: selective-scan layers alone
     "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
                                  "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
@@ -290,7 +300,7 @@ CASE_TYPES = {"gpt-oss": {"MXFP4_MOE": ("MXFP4_MOE", False)}}
 
 # the architectures whose converter reorders q and k rows for llama.cpp's
 # rope (LlamaModel's subclasses)
-PERMUTED = {"llama", "smollm3", "granite", "granitemoe", "deepseek", "mistral3"}
+PERMUTED = {"llama", "smollm3", "granite", "granitemoe", "granitehybrid", "deepseek", "mistral3"}
 
 # what the converter adds to every norm weight (Gemma's norms scale by
 # 1 + weight; llama.cpp's by the weight)
@@ -377,10 +387,9 @@ def routed_mixture(w, config, scale, sigmoid):
 
 def mamba2_file(w, config, weights):
     """A Mamba2 model's header and tensors as llama.cpp's Mamba2Model writes
-    them: no heads and no feed-forward width, the scan's sizes; the
-    convolution without its unit axis, A as -exp(A_log) and D each with a
-    unit axis added, the gated norm's weight a row a group. Returns the
-    tensors, under gguf_name's names or as gguf: names."""
+    them: no heads and no feed-forward width, the scan's sizes, and
+    ssd_tensors. Returns the tensors, under gguf_name's names or as gguf:
+    names."""
     inner = config["num_heads"] * config["head_dim"]
     w.add_context_length(2**20)
     w.add_embedding_length(config["hidden_size"])
@@ -393,23 +402,7 @@ def mamba2_file(w, config, weights):
     w.add_ssm_time_step_rank(config["num_heads"])
     w.add_ssm_group_count(config["n_groups"])
     w.add_layer_norm_rms_eps(config["layer_norm_epsilon"])
-    out = {}
-    for name, a in weights.items():
-        x = np.array(a.astype(mx.float32))
-        layer = name.split(".")[2] if name.startswith("backbone.layers.") else None
-        if name.endswith(".mixer.A_log"):
-            out[f"gguf:blk.{layer}.ssm_a"] = -np.exp(x)[:, None]
-        elif name.endswith(".mixer.D"):
-            out[f"gguf:blk.{layer}.ssm_d"] = x[:, None]
-        elif name.endswith(".mixer.dt_bias"):
-            out[f"gguf:blk.{layer}.ssm_dt.bias"] = x
-        elif name.endswith(".mixer.conv1d.weight"):
-            out[name] = x[..., 0]
-        elif name.endswith(".mixer.norm.weight"):
-            out[f"gguf:blk.{layer}.ssm_norm.weight"] = x.reshape(config["n_groups"], -1)
-        else:
-            out[name] = x
-    return out
+    return ssd_tensors(weights, "mixer", config["n_groups"])
 
 
 def mamba_file(w, config, weights):
@@ -443,6 +436,30 @@ def mamba_file(w, config, weights):
     return out
 
 
+def ssd_tensors(weights, module, groups):
+    """Mamba2 layers' tensors (module: the mixer's name within a layer) as
+    llama.cpp's Mamba2Model writes them: the convolution without its unit
+    axis, A as -exp(A_log) and D each with a unit axis added, the gated
+    norm's weight a row a group, dt_bias as ssm_dt.bias. Others are kept."""
+    out = {}
+    for name, a in weights.items():
+        x = np.array(a.astype(mx.float32)) if isinstance(a, mx.array) else a
+        layer = name.split(".")[2] if name.startswith(("backbone.layers.", "model.layers.")) else None
+        if name.endswith(f".{module}.A_log"):
+            out[f"gguf:blk.{layer}.ssm_a"] = -np.exp(x)[:, None]
+        elif name.endswith(f".{module}.D"):
+            out[f"gguf:blk.{layer}.ssm_d"] = x[:, None]
+        elif name.endswith(f".{module}.dt_bias"):
+            out[f"gguf:blk.{layer}.ssm_dt.bias"] = x
+        elif name.endswith(f".{module}.conv1d.weight"):
+            out[name] = x[..., 0]
+        elif name.endswith(f".{module}.norm.weight"):
+            out[f"gguf:blk.{layer}.ssm_norm.weight"] = x.reshape(groups, -1)
+        else:
+            out[name] = x
+    return out
+
+
 def write_f32(path, arch, config, weights, vocab):
     if arch in ("mamba", "mamba2"):
         w = writer(path, arch, config, vocab, hparams=False)
@@ -461,6 +478,12 @@ def write_f32(path, arch, config, weights, vocab):
         header["num_key_value_heads"] = [0 if t == "conv" else config["num_key_value_heads"]
                                          for t in config["layer_types"]]
         header["rms_norm_eps"] = config["norm_eps"]
+    if arch == "granitehybrid":
+        # as llama.cpp's GraniteHybridModel writes them: key/value heads
+        # on the attention layers alone, no positions
+        header["num_key_value_heads"] = [config["num_key_value_heads"] if t == "attention" else 0
+                                         for t in config["layer_types"]]
+        header["max_position_embeddings"] = 2**20
     if arch == "deepseek2":
         # latent attention as one key/value head, its key the latent and
         # the rotated part, its value the latent
@@ -555,6 +578,26 @@ def write_f32(path, arch, config, weights, vocab):
         weights = dict(weights)
         for i in range(config["moe_layer_start_index"], config["num_hidden_layers"]):
             weights[f"gguf:blk.{i}.exp_probs_b.bias"] = 0.05 * rng.standard_normal(config["moe_num_experts"])
+    if arch == "granitehybrid":
+        # as llama.cpp's GraniteHybridModel (after GraniteMoeModel and
+        # GraniteModel) writes them
+        w.add_attention_scale(config["attention_multiplier"])
+        w.add_embedding_scale(config["embedding_multiplier"])
+        w.add_residual_scale(config["residual_multiplier"])
+        w.add_logit_scale(config["logits_scaling"])
+        w.add_expert_shared_feed_forward_length(config["shared_intermediate_size"])
+        w.add_ssm_conv_kernel(config["mamba_d_conv"])
+        w.add_ssm_state_size(config["mamba_d_state"])
+        w.add_ssm_group_count(config["mamba_n_groups"])
+        w.add_ssm_inner_size(config["mamba_n_heads"] * config["mamba_d_head"])
+        w.add_ssm_time_step_rank(config["mamba_n_heads"])
+        w.add_rope_scaling_finetuned(False)
+        weights = ssd_tensors(weights, "mamba", config["mamba_n_groups"])
+        for name in [n for n in weights if n.endswith(".shared_mlp.input_linear.weight")]:
+            x, layer = weights.pop(name), name.split(".")[2]
+            gate, up = np.split(x, 2)
+            weights[f"gguf:blk.{layer}.ffn_gate_shexp.weight"] = gate
+            weights[f"gguf:blk.{layer}.ffn_up_shexp.weight"] = up
     if arch == "deepseek2":
         # as llama.cpp's DeepseekV2Model and TextModel write them
         routed_mixture(w, config, config["routed_scaling_factor"], sigmoid=True)

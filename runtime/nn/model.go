@@ -230,6 +230,11 @@ type GGUF struct {
 	// checkpoint holds 1-D where the file has more axes (an SSM's A and D
 	// as [heads, 1], a grouped norm's weight as [groups, width / groups]).
 	Flatten []string
+	// Join maps a checkpoint module within a layer to the modules (names
+	// Tensors maps to) whose weights' rows, one after another, are its
+	// weight: a projection llama.cpp's converter split (a shared expert's
+	// fused gate and up). The parts must be stored alike.
+	Join map[string][]string
 	// Computed sets config keys to the sum, difference, product or exact
 	// quotient of two metadata keys within the architecture's namespace
 	// ("attention.key_length_mla - rope.dimension_count"), where the file

@@ -428,11 +428,17 @@ type GGUFLayerRule struct {
 // GGUFKVLayers spells a file's key/value head count a layer
 // (attention.head_count_kv as a list, 0 on the layers without attention)
 // as a config key: a list of words, attention on the layers with heads,
-// other on the others.
+// other on the others; with ffn, the layers without heads whose
+// feed-forward width (feed_forward_length as a list) is not 0 are ffn,
+// or experts where they hold a router (ffn_gate_inp). Form letters joins
+// the words (one letter each) into one string.
 type GGUFKVLayers struct {
 	Key       F[string] `yaml:"key"`
 	Attention F[string] `yaml:"attention"`
 	Other     F[string] `yaml:"other"`
+	FFN       F[string] `yaml:"ffn"`
+	Experts   F[string] `yaml:"experts"`
+	Form      F[string] `yaml:"form"`
 	Pos       Pos       `yaml:"-"`
 }
 

@@ -147,6 +147,15 @@ func ggufFacts(a *Arch) jen.Code {
 	}
 	if g.KVKey != "" {
 		pairs = append(pairs, kvPair{"KVLayersKey", jen.Lit(g.KVKey)}, kvPair{"KVLayersWords", jen.Index(jen.Lit(2)).String().Values(jen.Lit(g.KVAttention), jen.Lit(g.KVOther))})
+		if g.KVFFN != "" {
+			pairs = append(pairs, kvPair{"KVLayersFFN", jen.Lit(g.KVFFN)})
+		}
+		if g.KVExperts != "" {
+			pairs = append(pairs, kvPair{"KVLayersExperts", jen.Lit(g.KVExperts)})
+		}
+		if g.KVLetters {
+			pairs = append(pairs, kvPair{"KVLayersLetters", jen.Lit(true)})
+		}
 	}
 	if g.RopeScaling != "" {
 		pairs = append(pairs, kvPair{"RopeScalingKey", jen.Lit(g.RopeScaling)})

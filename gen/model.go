@@ -780,6 +780,11 @@ type GGUF struct {
 	// head count becomes, and its words for layers with and without
 	// attention.
 	KVKey, KVAttention, KVOther string
+	// KVFFN, KVExperts: the words of layers without heads whose
+	// feed-forward width is not 0, without and with a router; KVLetters:
+	// the words joined into one string.
+	KVFFN, KVExperts string
+	KVLetters        bool
 	// FinalNorm: llama.cpp's name of the final norm, where it is not
 	// output_norm.
 	FinalNorm string
@@ -999,6 +1004,26 @@ func (b *builder) gguf() error {
 		if r.Attention.V == "" || r.Other.V == "" || r.Attention.V == r.Other.V {
 			return errAt(r.Key.Pos, "gguf.kv_layers", "want two different words: attention (layers with key/value heads) and other")
 		}
+		words := []string{r.Attention.V, r.Other.V}
+		for _, w := range []F[string]{r.FFN, r.Experts} {
+			if w.Set && (w.V == "" || slices.Contains(words, w.V)) {
+				return errAt(w.Pos, "gguf.kv_layers", "want a word of its own for each kind of layer, got %q twice", w.V)
+			}
+			words = append(words, w.V)
+		}
+		if r.Experts.Set && !r.FFN.Set {
+			return errAt(r.Experts.Pos, "gguf.kv_layers.experts", "needs ffn: the word of feed-forward layers without a router")
+		}
+		if r.Form.Set && r.Form.V != "letters" && r.Form.V != "words" {
+			return errAt(r.Form.Pos, "gguf.kv_layers.form", "want letters or words, got %q", r.Form.V)
+		}
+		if r.Form.V == "letters" {
+			for _, w := range words {
+				if len([]rune(w)) != 1 {
+					return errAt(r.Form.Pos, "gguf.kv_layers.form", "letters: each word must be one letter, got %q", w)
+				}
+			}
+		}
 	}
 	if g.RopeScaling.Set && b.key(g.RopeScaling.V) == nil {
 		return errAt(g.RopeScaling.Pos, "gguf.rope_scaling", "want a config key of the descriptor, got %q", g.RopeScaling.V)
@@ -1027,7 +1052,7 @@ func (b *builder) gguf() error {
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
-		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
+		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, KVFFN: g.KVLayers.FFN.V, KVExperts: g.KVLayers.Experts.V, KVLetters: g.KVLayers.Form.V == "letters", FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
 		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil

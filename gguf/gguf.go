@@ -268,6 +268,17 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		})
 	}
 	for _, k := range ints {
+		if k.hf == "intermediate_size" && md.raw[key(k.gguf)].Kind == ValueNumbers {
+			// a width a layer (0 where a layer has none): the widest
+			ws, err := md.ints(key(k.gguf))
+			if err != nil {
+				return nil, err
+			}
+			if w := slices.Max(append(ws, 0)); w > 0 {
+				cfg[k.hf] = int(w)
+				continue
+			}
+		}
 		v, err := md.int(key(k.gguf))
 		if err != nil {
 			return nil, err
@@ -292,7 +303,7 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		kv := heads
 		if k := key("attention.head_count_kv"); md.raw[k].Kind == ValueNumbers && a.KVLayersKey != "" {
 			var err error
-			if kv, err = kvLayers(md, k, cfg["num_hidden_layers"].(int), a, cfg); err != nil {
+			if kv, err = kvLayers(md, k, cfg["num_hidden_layers"].(int), a, cfg, arrays); err != nil {
 				return nil, err
 			}
 		} else if md.has(k) {
@@ -518,9 +529,10 @@ func computed(md metadata, name, expr string) (v any, ok bool, err error) {
 
 // kvLayers reads the key/value head count a layer at k (0 where the layer
 // has no attention), which must be one count on every layer with
-// attention: the config key a.KVLayersKey is set to a word a layer, and
-// the count is returned.
-func kvLayers(md metadata, k string, layers int, a *nn.GGUF, cfg map[string]any) (int, error) {
+// attention: the config key a.KVLayersKey is set to a word a layer (with
+// KVLayersFFN, the layers without heads and with a feed-forward width
+// have words of their own), and the count is returned.
+func kvLayers(md metadata, k string, layers int, a *nn.GGUF, cfg map[string]any, arrays map[string]tensor) (int, error) {
 	counts, err := md.ints(k)
 	if err != nil {
 		return 0, err
@@ -528,12 +540,29 @@ func kvLayers(md metadata, k string, layers int, a *nn.GGUF, cfg map[string]any)
 	if len(counts) != layers {
 		return 0, fmt.Errorf("%s: %s holds %d counts, for %d layers", md.path, k, len(counts), layers)
 	}
+	// the feed-forward width a layer, where the layers without heads are
+	// told apart by it
+	var widths []int32
+	ffKey := strings.TrimSuffix(k, "attention.head_count_kv") + "feed_forward_length"
+	if a.KVLayersFFN != "" && md.raw[ffKey].Kind == ValueNumbers {
+		if widths, err = md.ints(ffKey); err != nil {
+			return 0, err
+		}
+		if len(widths) != layers {
+			return 0, fmt.Errorf("%s: %s holds %d widths, for %d layers", md.path, ffKey, len(widths), layers)
+		}
+	}
 	kv := 0
 	words := make([]string, layers)
 	for i, n := range counts {
 		switch {
 		case n < 0 || n > 0 && kv > 0 && int(n) != kv:
 			return 0, fmt.Errorf("%s: %s: layer %d has %d key/value heads, where the others with attention have %d", md.path, k, i, n, kv)
+		case n == 0 && widths != nil && widths[i] > 0:
+			words[i] = a.KVLayersFFN
+			if _, router := arrays[fmt.Sprintf("blk.%d.ffn_gate_inp.weight", i)]; router && a.KVLayersExperts != "" {
+				words[i] = a.KVLayersExperts
+			}
 		case n == 0:
 			words[i] = a.KVLayersWords[1]
 		default:
@@ -543,7 +572,11 @@ func kvLayers(md metadata, k string, layers int, a *nn.GGUF, cfg map[string]any)
 	if kv == 0 {
 		return 0, fmt.Errorf("%s: %s: no layer has attention", md.path, k)
 	}
-	cfg[a.KVLayersKey] = words
+	if a.KVLayersLetters {
+		cfg[a.KVLayersKey] = strings.Join(words, "")
+	} else {
+		cfg[a.KVLayersKey] = words
+	}
 	return kv, nil
 }
 

@@ -20,6 +20,8 @@ Usage: make_bad_gguf.py DIR
                lfm2 files whose key/value head counts a layer differ
                between attention layers, give no layer attention, or are
                fewer than the layers
+  nemotron_h_widths.gguf a nemotron_h file of 3 layers whose feed-forward
+               widths a layer are 2
   granitehybrid_join.gguf a granitehybrid file whose shared expert's gate
                is Q8_0 and up Q4_0, which reading cannot join into one
                projection
@@ -134,6 +136,18 @@ def main():
     lfm2(os.path.join(d, "lfm2_kv_mixed.gguf"), 3, [0, 2, 4], x)
     lfm2(os.path.join(d, "lfm2_kv_none.gguf"), 2, [0, 0], x)
     lfm2(os.path.join(d, "lfm2_kv_short.gguf"), 3, [0, 2], x)
+    w = GGUFWriter(os.path.join(d, "nemotron_h_widths.gguf"), "nemotron_h")
+    for k, v in (("block_count", 3), ("embedding_length", 64), ("context_length", 64), ("attention.head_count", 4)):
+        w.add_uint32("nemotron_h." + k, v)
+    w.add_array("nemotron_h.attention.head_count_kv", [0, 2, 0])
+    w.add_array("nemotron_h.feed_forward_length", [0, 64])
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     w = GGUFWriter(os.path.join(d, "granitehybrid_join.gguf"), "granitehybrid")
     for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
                  ("attention.head_count", 4)):

@@ -204,6 +204,15 @@ ARCH_BLOCK["granitehybrid"] = {"mamba.in_proj": "ssm_in", "mamba.conv1d": "ssm_c
                                "block_sparse_moe.switch_mlp.gate_proj": "ffn_gate_exps",
                                "block_sparse_moe.switch_mlp.up_proj": "ffn_up_exps",
                                "block_sparse_moe.switch_mlp.down_proj": "ffn_down_exps"}
+# Nemotron-H's: one sublayer a layer, all under mixer.
+ARCH_BLOCK["nemotron_h"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
+                            "mixer.norm": "ssm_norm", "mixer.out_proj": "ssm_out", "mixer.q_proj": "attn_q",
+                            "mixer.k_proj": "attn_k", "mixer.v_proj": "attn_v", "mixer.o_proj": "attn_output",
+                            "mixer.up_proj": "ffn_up", "mixer.down_proj": "ffn_down", "mixer.gate": "ffn_gate_inp",
+                            "mixer.switch_mlp.fc1": "ffn_up_exps", "mixer.switch_mlp.fc2": "ffn_down_exps",
+                            "mixer.shared_experts.up_proj": "ffn_up_shexp",
+                            "mixer.shared_experts.down_proj": "ffn_down_shexp"}
+ARCH_BLOCK["nemotron_h_moe"] = ARCH_BLOCK["nemotron_h"]
 ARCH_BLOCK["mamba"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
                        "mixer.x_proj": "ssm_x", "mixer.dt_proj": "ssm_dt", "mixer.out_proj": "ssm_out"}
 # the same names under other architectures' files

@@ -34,6 +34,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_gguf import (gguf_name, llama_cpp_permute, qwen35_metadata, qwen35_tensors, random_model,  # noqa: E402
                        vocabulary, writer)
 
+# Nemotron-H's sizes (both cases)
+NEMOTRON_H = {"num_hidden_layers": 4, "num_key_value_heads": 2, "mamba_num_heads": 8, "mamba_head_dim": 64,
+              "mamba_proj_bias": False, "ssm_state_size": 16, "conv_kernel": 4, "n_groups": 2, "mlp_bias": False,
+              "layer_norm_epsilon": 1e-5, "use_bias": False, "use_conv_bias": True, "attention_bias": False,
+              "head_dim": 64, "time_step_limit": [0.0, float("inf")], "tie_word_embeddings": False}
+
 CASES = {
     # name: (model_type, gguf arch, config deltas)
     "llama": ("llama", "llama", {"num_key_value_heads": 2, "tie_word_embeddings": False}),
@@ -266,6 +272,15 @@ CASES = {
         "mamba_proj_bias": False, "mamba_expand": 2, "logits_scaling": 4.0, "attention_multiplier": 0.0078125,
         "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_bias": False,
         "tie_word_embeddings": False, "time_step_limit": [0.0, float("inf")]}),
+    # Nemotron-H: one sublayer a layer (Mamba2 in groups of heads,
+    # attention without positions, a relu² MLP); and Nemotron 3 Nano's
+    # mixture of relu² experts (sigmoid routing with the correction bias,
+    # a shared expert) in place of the MLP
+    "nemotron_h": ("nemotron_h", "nemotron_h", {**NEMOTRON_H, "hybrid_override_pattern": "M*-M"}),
+    "nemotron_h_moe": ("nemotron_h", "nemotron_h_moe", {
+        **NEMOTRON_H, "hybrid_override_pattern": "M*EM", "moe_intermediate_size": 256,
+        "moe_shared_expert_intermediate_size": 512, "n_group": 1, "topk_group": 1, "n_routed_experts": 8,
+        "n_shared_experts": 1, "num_experts_per_tok": 2, "norm_topk_prob": True, "routed_scaling_factor": 2.5}),
     # Mamba: selective-scan layers alone
     "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
                                  "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
@@ -310,7 +325,8 @@ NORM_SHIFT = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0, "nemotron": 1.0}
 # converter writes as attention.layer_norm_epsilon
 LAYER_NORM_EPS = {"starcoder2": "norm_epsilon", "gpt2": "layer_norm_epsilon", "starcoder": "layer_norm_epsilon", "gptneox": "layer_norm_eps", "stablelm": "layer_norm_eps", "command-r": "layer_norm_eps",
                   "cohere2": "layer_norm_eps",
-                  "phi2": "layer_norm_eps", "nemotron": "norm_eps"}
+                  "phi2": "layer_norm_eps", "nemotron": "norm_eps", "nemotron_h": "layer_norm_epsilon",
+                  "nemotron_h_moe": "layer_norm_epsilon"}
 
 TOKENS = [5, 60, 61, 62, 100, 200, 7, 8, 9, 10, 150, 250, 33, 90, 120, 64]
 
@@ -478,6 +494,16 @@ def write_f32(path, arch, config, weights, vocab):
         header["num_key_value_heads"] = [0 if t == "conv" else config["num_key_value_heads"]
                                          for t in config["layer_types"]]
         header["rms_norm_eps"] = config["norm_eps"]
+    if arch in ("nemotron_h", "nemotron_h_moe"):
+        # as llama.cpp's NemotronHModel writes them: key/value heads on the
+        # attention layers, a feed-forward width on the MLP or expert
+        # layers, no positions
+        pattern = config["hybrid_override_pattern"]
+        header["num_key_value_heads"] = [config["num_key_value_heads"] if c == "*" else 0 for c in pattern]
+        width = config.get("moe_intermediate_size") if arch == "nemotron_h_moe" else config["intermediate_size"]
+        header["intermediate_size"] = [width if c in "-E" else 0 for c in pattern]
+        header["max_position_embeddings"] = 2**20
+        # (the LayerNorm key, which the RMSNorms read: LAYER_NORM_EPS)
     if arch == "granitehybrid":
         # as llama.cpp's GraniteHybridModel writes them: key/value heads
         # on the attention layers alone, no positions
@@ -578,6 +604,24 @@ def write_f32(path, arch, config, weights, vocab):
         weights = dict(weights)
         for i in range(config["moe_layer_start_index"], config["num_hidden_layers"]):
             weights[f"gguf:blk.{i}.exp_probs_b.bias"] = 0.05 * rng.standard_normal(config["moe_num_experts"])
+    if arch in ("nemotron_h", "nemotron_h_moe"):
+        # as llama.cpp's NemotronHModel (after GraniteHybridModel) writes them
+        w.add_ssm_conv_kernel(config["conv_kernel"])
+        w.add_ssm_state_size(config["ssm_state_size"])
+        w.add_ssm_group_count(config["n_groups"])
+        w.add_ssm_inner_size(config["mamba_num_heads"] * config["mamba_head_dim"])
+        w.add_ssm_time_step_rank(config["mamba_num_heads"])
+        w.add_rope_scaling_finetuned(False)
+        if arch == "nemotron_h_moe":
+            w.add_expert_used_count(config["num_experts_per_tok"])
+            w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+            w.add_expert_shared_feed_forward_length(config["moe_shared_expert_intermediate_size"])
+            w.add_expert_count(config["n_routed_experts"])
+            w.add_expert_shared_count(config["n_shared_experts"])
+            w.add_expert_weights_norm(config["norm_topk_prob"])
+            w.add_expert_weights_scale(config["routed_scaling_factor"])
+            w.add_expert_group_count(config["n_group"])
+        weights = ssd_tensors(weights, "mixer", config["n_groups"])
     if arch == "granitehybrid":
         # as llama.cpp's GraniteHybridModel (after GraniteMoeModel and
         # GraniteModel) writes them

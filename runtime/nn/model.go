@@ -213,6 +213,14 @@ type GGUF struct {
 	// without one hold a single count.
 	KVLayersKey   string
 	KVLayersWords [2]string
+	// KVLayersFFN, where set, is the word of the layers without heads
+	// whose feed-forward width (feed_forward_length as a list, a width a
+	// layer) is not 0, and KVLayersExperts that of those holding a router
+	// (ffn_gate_inp): Nemotron-H's MLP and expert layers beside its
+	// state-space ones. KVLayersLetters joins the words (a letter each)
+	// into one string.
+	KVLayersFFN, KVLayersExperts string
+	KVLayersLetters              bool
 	// RopeScalingKey is the config key the file's rope scaling (a map of
 	// type, factor, ...) goes under where it is not rope_scaling
 	// (Ministral 3's rope_parameters).

@@ -393,6 +393,12 @@ type GGUFDesc struct {
 	NoAttention   F[bool]           `yaml:"no_attention"`
 	Flatten       F[[]string]       `yaml:"flatten"`
 	Join          OMap[F[[]string]] `yaml:"join"`
+	Split         OMap[F[[]string]] `yaml:"split"`
+	Lacking       OMap[F[[]string]] `yaml:"lacking"`
+	WindowRope    F[string]         `yaml:"window_rope"`
+	KVWindow      F[string]         `yaml:"kv_window"`
+	DoubleWidth   F[string]         `yaml:"double_width"`
+	UnreadInLast  GGUFUnread        `yaml:"unread_in_last"`
 	Computed      OMap[F[string]]   `yaml:"computed"`
 	Config        OMap[Raw]         `yaml:"config"`
 	Keys          OMap[F[string]]   `yaml:"keys"`
@@ -423,6 +429,15 @@ type GGUFLayerRule struct {
 	Key  F[string] `yaml:"key"`
 	Form F[string] `yaml:"form"`
 	Pos  Pos       `yaml:"-"`
+}
+
+// GGUFUnread names tensors the last Count layers of a file hold and the
+// model does not run (Gemma 4's key and value projections on the layers
+// that share earlier layers' keys and values).
+type GGUFUnread struct {
+	Count   F[string]   `yaml:"count"`
+	Tensors F[[]string] `yaml:"tensors"`
+	Pos     Pos         `yaml:"-"`
 }
 
 // GGUFKVLayers spells a file's key/value head count a layer

@@ -192,16 +192,25 @@ func ggufFacts(a *Arch) jen.Code {
 		}
 		pairs = append(pairs, kvPair{"Flatten", jen.Index().String().Values(names...)})
 	}
-	if len(g.Join) > 0 {
-		joins := jen.Dict{}
-		for _, e := range g.Join {
-			parts := make([]jen.Code, len(e.Val.V))
-			for i, n := range e.Val.V {
-				parts[i] = jen.Lit(n)
+	for _, m := range []struct {
+		field   string
+		entries []Entry[F[[]string]]
+	}{{"Join", g.Join}, {"Split", g.Split}, {"Lacking", g.Lacking}} {
+		if len(m.entries) > 0 {
+			d := jen.Dict{}
+			for _, e := range m.entries {
+				d[jen.Lit(e.Key)] = strList(e.Val.V)
 			}
-			joins[jen.Lit(e.Key)] = jen.Index().String().Values(parts...)
+			pairs = append(pairs, kvPair{m.field, jen.Map(jen.String()).Index().String().Values(d)})
 		}
-		pairs = append(pairs, kvPair{"Join", jen.Map(jen.String()).Index().String().Values(joins)})
+	}
+	if g.UnreadCount != "" {
+		pairs = append(pairs, kvPair{"UnreadCount", jen.Lit(g.UnreadCount)}, kvPair{"UnreadTensors", strList(g.UnreadTensors)})
+	}
+	for _, k := range []struct{ field, v string }{{"WindowRope", g.WindowRope}, {"KVWindow", g.KVWindow}, {"DoubleWidth", g.DoubleWidth}} {
+		if k.v != "" {
+			pairs = append(pairs, kvPair{k.field, jen.Lit(k.v)})
+		}
 	}
 	if g.YarnLogTenth {
 		pairs = append(pairs, kvPair{"YarnLogTenth", jen.Lit(true)})
@@ -237,8 +246,9 @@ func ggufFacts(a *Arch) jen.Code {
 // ggufTop maps llama.cpp's names of the tensors outside the blocks other
 // than token_embd, output_norm and output to the checkpoint's: the
 // embeddings' norm (token_embd_norm), a learned position table
-// (position_embd) and an encoder's token-type table (token_types), where
-// the architecture has them.
+// (position_embd), an encoder's token-type table (token_types) and the
+// per-layer inputs' table, projection and norm, where the architecture
+// has them.
 func ggufTop(a *Arch) jen.Dict {
 	top := jen.Dict{}
 	if a.Embed.normFull != "" {
@@ -249,6 +259,11 @@ func ggufTop(a *Arch) jen.Dict {
 	}
 	if a.Encoder != nil && a.Encoder.typesPath != "" {
 		top[jen.Lit("token_types")] = jen.Lit(a.Encoder.typesPath)
+	}
+	if p := a.PerLayer; p != nil {
+		top[jen.Lit("per_layer_token_embd")] = jen.Lit(p.path(perLayerNames.table))
+		top[jen.Lit("per_layer_model_proj")] = jen.Lit(p.path(perLayerNames.proj))
+		top[jen.Lit("per_layer_proj_norm")] = jen.Lit(p.path(perLayerNames.norm))
 	}
 	return top
 }

@@ -695,6 +695,19 @@ func (b *builder) key(name string) *Key {
 	return nil
 }
 
+// readsUnder tells whether some config key reads a place under the
+// config key root (root.x...: its fallback or prefer paths).
+func (b *builder) readsUnder(root string) bool {
+	for _, k := range b.a.Keys {
+		for _, p := range append(slices.Clone(k.Fallback), k.Prefer...) {
+			if strings.HasPrefix(p, root+".") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (b *builder) checks() error {
 	sc := b.scope("check")
 	for _, e := range b.d.Config.Checks.Entries {
@@ -804,6 +817,26 @@ type GGUF struct {
 	// mapped modules' rows one after another (a projection llama.cpp's
 	// converter split).
 	Join []Entry[F[[]string]]
+	// Split: mapped modules whose rows, in equal parts, are the listed
+	// modules' (a projection the converter fused).
+	Split []Entry[F[[]string]]
+	// Lacking: config keys true where a layer holds the first tensor
+	// named and not the second.
+	Lacking []Entry[F[[]string]]
+	// WindowRope: the config key (rope_parameters) the file's two ropes
+	// go under, the full-attention layers' proportional one (rope_freqs)
+	// and the sliding layers'.
+	WindowRope string
+	// KVWindow: the config key the full-attention layers' key/value head
+	// count is, where the file holds a count a layer.
+	KVWindow string
+	// DoubleWidth: the config key true where some layers' feed-forward
+	// width (a width a layer) is twice the others'.
+	DoubleWidth string
+	// UnreadCount, UnreadTensors: the config key counting the last layers
+	// whose tensors of these names (llama.cpp's) the model does not run.
+	UnreadCount   string
+	UnreadTensors []string
 	// Computed: config keys that are a sum, difference, product or exact
 	// quotient of two metadata keys (within the architecture's namespace).
 	Computed []Entry[F[string]]
@@ -904,6 +937,46 @@ func (b *builder) gguf() error {
 		if e.Null || e.Val.V != "negative_exp" {
 			return errAt(e.Pos, path, "want negative_exp (the file holds -exp(x) of the checkpoint's x), got %q", e.Val.V)
 		}
+	}
+	for _, e := range g.Split.Entries {
+		path := "gguf.split." + e.Key
+		if !slices.ContainsFunc(g.Tensors.Entries, func(t Entry[F[string]]) bool { return t.Val.V == e.Key }) {
+			return errAt(e.Pos, path, "%q is not a checkpoint module gguf.tensors maps to", e.Key)
+		}
+		if e.Null || len(e.Val.V) < 2 || slices.ContainsFunc(e.Val.V, func(n string) bool { return !checkpointName.MatchString(n) }) {
+			return errAt(e.Pos, path, "want two or more checkpoint module names within the layer, which its rows split into")
+		}
+	}
+	for _, e := range g.Lacking.Entries {
+		path := "gguf.lacking." + e.Key
+		if b.key(e.Key) == nil {
+			return errAt(e.Pos, path, "want a config key of the descriptor")
+		}
+		if e.Null || len(e.Val.V) != 2 || !ggufFlagTensor.MatchString(e.Val.V[0]) || !ggufFlagTensor.MatchString(e.Val.V[1]) {
+			return errAt(e.Pos, path, "want two of llama.cpp's tensor names within a layer ([attn_k.weight, attn_v.weight]: true where a layer holds the first and not the second)")
+		}
+	}
+	for _, k := range []struct {
+		f    F[string]
+		name string
+	}{{g.KVWindow, "kv_window"}, {g.DoubleWidth, "double_width"}} {
+		if k.f.Set && b.key(k.f.V) == nil {
+			return errAt(k.f.Pos, "gguf."+k.name, "want a config key of the descriptor, got %q", k.f.V)
+		}
+	}
+	if g.WindowRope.Set && !b.readsUnder(g.WindowRope.V) {
+		return errAt(g.WindowRope.Pos, "gguf.window_rope", "want a config key whose full_attention and sliding_attention entries the descriptor reads (a key's fallback or prefer path under it), got %q", g.WindowRope.V)
+	}
+	if u := g.UnreadInLast; u.Count.Set || u.Tensors.Set {
+		if b.key(u.Count.V) == nil {
+			return errAt(u.Count.Pos, "gguf.unread_in_last.count", "want a config key of the descriptor, got %q", u.Count.V)
+		}
+		if len(u.Tensors.V) == 0 || slices.ContainsFunc(u.Tensors.V, func(n string) bool { return !mapped(n) }) {
+			return errAt(u.Tensors.Pos, "gguf.unread_in_last.tensors", "want tensor names of gguf.tensors")
+		}
+	}
+	if g.KVWindow.Set && !g.SlidingLayers.Key.Set {
+		return errAt(g.KVWindow.Pos, "gguf.kv_window", "needs sliding_layers: which layers are full-attention ones")
 	}
 	for _, e := range g.Join.Entries {
 		path := "gguf.join." + e.Key
@@ -1053,7 +1126,9 @@ func (b *builder) gguf() error {
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, KVFFN: g.KVLayers.FFN.V, KVExperts: g.KVLayers.Experts.V, KVLetters: g.KVLayers.Form.V == "letters", FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
-		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Computed: g.Computed.Entries,
+		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, Lacking: g.Lacking.Entries,
+		WindowRope: g.WindowRope.V, KVWindow: g.KVWindow.V, DoubleWidth: g.DoubleWidth.V,
+		UnreadCount: g.UnreadInLast.Count.V, UnreadTensors: g.UnreadInLast.Tensors.V, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil
 }

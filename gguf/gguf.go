@@ -169,6 +169,21 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	if err := longRope(arrays, cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if a.WindowRope != "" {
+		var freqs *tensor
+		if t, ok := arrays[ropeFreqs]; ok {
+			freqs = &t
+		}
+		rp, err := windowRope(md, name, freqs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		cfg[a.WindowRope] = rp
+		if freqs != nil {
+			freqs.free()
+			delete(arrays, ropeFreqs)
+		}
+	}
 	if t, ok := arrays[ropeFreqs]; ok {
 		if err := ropeScaling(md, name, t, cfg); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -178,6 +193,10 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	}
 	if a.ExtraLayers != "" {
 		dropExtraLayers(arrays, cfg["num_hidden_layers"].(int))
+	}
+	for _, n := range unread(arrays, cfg, a) {
+		arrays[n].free()
+		delete(arrays, n)
 	}
 	tensors, quant, err := rename(path, arrays, a)
 	if err != nil {
@@ -192,6 +211,9 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 		}
 	}
 	if err := restoreForms(tensors, cfg["num_hidden_layers"].(int), a, s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := splitRows(tensors, quant, cfg["num_hidden_layers"].(int), a, s); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := joinRows(tensors, quant, cfg["num_hidden_layers"].(int), a, s); err != nil {
@@ -269,13 +291,14 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 	}
 	for _, k := range ints {
 		if k.hf == "intermediate_size" && md.raw[key(k.gguf)].Kind == ValueNumbers {
-			// a width a layer (0 where a layer has none): the widest
-			ws, err := md.ints(key(k.gguf))
+			// a width a layer (0 where a layer has none): the narrowest
+			// (a double-wide layer's is twice it, DoubleWidth)
+			w, err := ffnWidth(md, key(k.gguf), a, cfg)
 			if err != nil {
 				return nil, err
 			}
-			if w := slices.Max(append(ws, 0)); w > 0 {
-				cfg[k.hf] = int(w)
+			if w > 0 {
+				cfg[k.hf] = w
 				continue
 			}
 		}
@@ -287,6 +310,9 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 			return nil, fmt.Errorf("%s: %s is %d", md.path, key(k.gguf), v)
 		}
 		cfg[k.hf] = v
+	}
+	if _, ok := cfg[a.DoubleWidth]; a.DoubleWidth != "" && !ok {
+		cfg[a.DoubleWidth] = false // one width
 	}
 	if k := key(a.ExtraLayers); a.ExtraLayers != "" && md.has(k) {
 		n, err := md.int(k)
@@ -301,7 +327,12 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 	if !a.NoAttention {
 		heads := cfg["num_attention_heads"].(int)
 		kv := heads
-		if k := key("attention.head_count_kv"); md.raw[k].Kind == ValueNumbers && a.KVLayersKey != "" {
+		if k := key("attention.head_count_kv"); md.raw[k].Kind == ValueNumbers && a.KVWindow != "" {
+			var err error
+			if kv, err = kvWindow(md, k, key("attention.sliding_window_pattern"), cfg["num_hidden_layers"].(int), a, cfg); err != nil {
+				return nil, err
+			}
+		} else if md.raw[k].Kind == ValueNumbers && a.KVLayersKey != "" {
 			var err error
 			if kv, err = kvLayers(md, k, cfg["num_hidden_layers"].(int), a, cfg, arrays); err != nil {
 				return nil, err
@@ -478,6 +509,16 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 			return m != "" && n[len(m):] == t
 		})
 	}
+	for k, pair := range a.Lacking {
+		cfg[k] = false
+		for i := range cfg["num_hidden_layers"].(int) {
+			_, has := arrays[fmt.Sprintf("blk.%d.%s", i, pair[0])]
+			_, other := arrays[fmt.Sprintf("blk.%d.%s", i, pair[1])]
+			if has && !other {
+				cfg[k] = true
+			}
+		}
+	}
 	if a.WidthKey != "" && slices.Contains(a.WidthLayers, cfg["num_hidden_layers"].(int)) && !a.NoAttention {
 		cfg[a.WidthKey] = cfg["hidden_size"].(int) / cfg["num_attention_heads"].(int)
 	}
@@ -525,6 +566,143 @@ func computed(md metadata, name, expr string) (v any, ok bool, err error) {
 		return int(r), true, nil
 	}
 	return r, true, nil
+}
+
+// unread lists the tensors of arrays (llama.cpp's names) that the last
+// layers hold and the model does not run (UnreadCount, UnreadTensors).
+func unread(arrays map[string]tensor, cfg map[string]any, a *nn.GGUF) []string {
+	n, _ := cfg[a.UnreadCount].(int)
+	if a.UnreadCount == "" || n <= 0 {
+		return nil
+	}
+	layers := cfg["num_hidden_layers"].(int)
+	var out []string
+	for name := range arrays {
+		m := blockName.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		i, _ := strconv.Atoi(m[1])
+		if i >= layers-n && i < layers && slices.Contains(a.UnreadTensors, m[2]) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ffnWidth is the narrowest non-zero feed-forward width of the widths a
+// layer at k; with DoubleWidth, the others must be twice it, and the
+// config key says whether any is.
+func ffnWidth(md metadata, k string, a *nn.GGUF, cfg map[string]any) (int, error) {
+	ws, err := md.ints(k)
+	if err != nil {
+		return 0, err
+	}
+	narrow := 0
+	for _, w := range ws {
+		if w > 0 && (narrow == 0 || int(w) < narrow) {
+			narrow = int(w)
+		}
+	}
+	if a.DoubleWidth == "" {
+		return narrow, nil
+	}
+	double := false
+	for i, w := range ws {
+		switch int(w) {
+		case narrow:
+		case 2 * narrow:
+			double = true
+		default:
+			return 0, fmt.Errorf("%s: %s: layer %d is %d wide, where the narrowest is %d (archgen reads widths of it and twice it)", md.path, k, i, w, narrow)
+		}
+	}
+	cfg[a.DoubleWidth] = double
+	return narrow, nil
+}
+
+// kvWindow reads the key/value head count a layer at k where the
+// sliding and full-attention layers (the pattern at swa, a bool a layer)
+// have counts of their own: the sliding layers' is returned, the full
+// layers' set as a.KVWindow.
+func kvWindow(md metadata, k, swa string, layers int, a *nn.GGUF, cfg map[string]any) (int, error) {
+	counts, err := md.ints(k)
+	if err != nil {
+		return 0, err
+	}
+	pattern := md.raw[swa]
+	if len(counts) != layers || pattern.Kind != ValueNumbers || len(pattern.Nums) != layers {
+		return 0, fmt.Errorf("%s: %s holds %d counts and %s %d entries, for %d layers", md.path, k, len(counts), swa, len(pattern.Nums), layers)
+	}
+	got := [2]int{} // sliding, full
+	for i, n := range counts {
+		kind := 1
+		if pattern.Nums[i] != 0 {
+			kind = 0
+		}
+		switch {
+		case n <= 0:
+			return 0, fmt.Errorf("%s: %s: layer %d has %d key/value heads", md.path, k, i, n)
+		case got[kind] != 0 && int(n) != got[kind]:
+			return 0, fmt.Errorf("%s: %s: layer %d has %d key/value heads, where the others of its kind (%s) have %d", md.path, k, i, n, [2]string{"sliding", "full attention"}[kind], got[kind])
+		}
+		got[kind] = int(n)
+	}
+	if got[1] != 0 {
+		cfg[a.KVWindow] = got[1]
+	}
+	if got[0] == 0 {
+		return got[1], nil
+	}
+	return got[0], nil
+}
+
+// windowRope is the file's two ropes as a rope_parameters map: the
+// full-attention layers' (proportional: the pairs whose rope_freqs
+// factor is 1 turn at rope.freq_base, those at 1e30 or more do not; all
+// of them without rope_freqs) and the sliding layers' (at
+// rope.freq_base_swa).
+func windowRope(md metadata, name string, freqs *tensor) (map[string]any, error) {
+	base := 10000.0
+	var err error
+	if k := name + ".rope.freq_base"; md.has(k) {
+		if base, err = md.float(k); err != nil {
+			return nil, err
+		}
+	}
+	swaBase := base
+	if k := name + ".rope.freq_base_swa"; md.has(k) {
+		if swaBase, err = md.float(k); err != nil {
+			return nil, err
+		}
+	}
+	fraction := 1.0
+	if freqs != nil {
+		t := *freqs
+		if t.block != nil || t.scales != nil || t.array.Dtype() != mlx.Float32 || len(t.array.Shape()) != 1 {
+			return nil, fmt.Errorf("tensor %s: %s %v, want a float32 vector", ropeFreqs, t.array.Dtype(), t.array.Shape())
+		}
+		f, err := t.array.Float32s()
+		if err != nil {
+			return nil, err
+		}
+		turning := 0
+		for i, v := range f {
+			switch {
+			case v == 1 && turning == i:
+				turning++
+			case v >= 1e29:
+			default:
+				return nil, fmt.Errorf("tensor %s: entry %d is %g: archgen reads factors of 1 (the pairs that turn, first) and 1e30 (those that do not)", ropeFreqs, i, v)
+			}
+		}
+		fraction = float64(turning) / float64(len(f))
+	}
+	return map[string]any{
+		"full_attention":    map[string]any{"rope_type": "proportional", "partial_rotary_factor": fraction, "rope_theta": base},
+		"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": swaBase},
+	}, nil
 }
 
 // kvLayers reads the key/value head count a layer at k (0 where the layer
@@ -919,6 +1097,66 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a
 				for _, p := range parts {
 					delete(quant, at(p))
 				}
+			}
+		}
+	}
+	if err := g.Eval(fixed...); err != nil {
+		return err
+	}
+	for i, n := range names {
+		g.Keep(fixed[i])
+		t[n] = fixed[i]
+	}
+	for _, n := range drop {
+		t[n].Free()
+		delete(t, n)
+	}
+	return nil
+}
+
+// splitRows takes apart the projections llama.cpp's converter fused
+// (Split): in each layer holding the module, its weight's rows (and its
+// scales' and biases', quantized; of each expert, stacked) split into
+// equal parts, one a module, in order.
+func splitRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a *nn.GGUF, s *mlx.Stream) error {
+	if len(a.Split) == 0 {
+		return nil
+	}
+	g := mlx.NewGraph(s)
+	defer g.Close()
+	var names, drop []string
+	var fixed []*mlx.Array
+	for _, from := range slices.Sorted(maps.Keys(a.Split)) {
+		parts := a.Split[from]
+		for i := range layers {
+			at := func(m string) string { return fmt.Sprintf("%s.%d.%s", a.Layers, i, m) }
+			spec, quantized := quant[at(from)]
+			for _, suffix := range []string{".weight", ".scales", ".biases", ".bias"} {
+				x, ok := t[at(from)+suffix]
+				if !ok {
+					continue
+				}
+				axis := x.Ndim() - 2 // rows
+				if suffix == ".bias" {
+					axis = x.Ndim() - 1
+				}
+				if axis < 0 || x.Dim(axis)%len(parts) != 0 {
+					return fmt.Errorf("tensor %s %v does not split into %d equal parts of rows (%s)", at(from)+suffix, x.Shape(), len(parts), strings.Join(parts, ", "))
+				}
+				n := x.Dim(axis) / len(parts)
+				for j, p := range parts {
+					start, stop := make([]int, x.Ndim()), x.Shape()
+					start[axis], stop[axis] = j*n, (j+1)*n
+					names = append(names, at(p)+suffix)
+					fixed = append(fixed, g.Contiguous(g.Slice(x, start, stop)))
+				}
+				drop = append(drop, at(from)+suffix)
+			}
+			if quantized {
+				for _, p := range parts {
+					quant[at(p)] = spec
+				}
+				delete(quant, at(from))
 			}
 		}
 	}

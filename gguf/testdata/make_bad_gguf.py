@@ -20,6 +20,12 @@ Usage: make_bad_gguf.py DIR
                lfm2 files whose key/value head counts a layer differ
                between attention layers, give no layer attention, or are
                fewer than the layers
+  gemma4_widths.gguf, gemma4_kv.gguf, gemma4_rope.gguf, gemma4_split.gguf
+               gemma4 files whose feed-forward widths a layer are not one
+               width and twice it, whose full-attention layers have
+               different key/value head counts, whose rope_freqs holds a
+               factor other than 1 and 1e30, and whose fused experts' gate
+               and up have rows that do not halve
   nemotron_h_widths.gguf a nemotron_h file of 3 layers whose feed-forward
                widths a layer are 2
   granitehybrid_join.gguf a granitehybrid file whose shared expert's gate
@@ -136,6 +142,32 @@ def main():
     lfm2(os.path.join(d, "lfm2_kv_mixed.gguf"), 3, [0, 2, 4], x)
     lfm2(os.path.join(d, "lfm2_kv_none.gguf"), 2, [0, 0], x)
     lfm2(os.path.join(d, "lfm2_kv_short.gguf"), 3, [0, 2], x)
+    for name, ff, kv, freqs, fused in (
+            ("gemma4_widths", [64, 96, 64, 64], 2, None, None),
+            ("gemma4_kv", 64, [2, 1, 2, 3], None, None),
+            ("gemma4_rope", 64, 2, [1.0, 0.5, 1e30, 1e30], None),
+            ("gemma4_split", 64, 2, None, rng.standard_normal((2, 3, 64)).astype(np.float32))):
+        w = GGUFWriter(os.path.join(d, name + ".gguf"), "gemma4")
+        for k, v in (("block_count", 4), ("embedding_length", 64), ("context_length", 64), ("attention.head_count", 4),
+                     ("attention.key_length", 16), ("attention.key_length_swa", 8)):
+            w.add_uint32("gemma4." + k, v)
+        for k, v in (("feed_forward_length", ff), ("attention.head_count_kv", kv)):
+            if isinstance(v, list):
+                w.add_array("gemma4." + k, v)
+            else:
+                w.add_uint32("gemma4." + k, v)
+        w.add_array("gemma4.attention.sliding_window_pattern", [True, False, True, False])
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list([chr(65 + i) for i in range(4)])
+        w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+        if freqs is not None:
+            w.add_tensor("rope_freqs.weight", np.array(freqs, dtype=np.float32), raw_dtype=T.F32)
+        if fused is not None:
+            w.add_tensor("blk.0.ffn_gate_up_exps.weight", fused, raw_dtype=T.F32)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
     w = GGUFWriter(os.path.join(d, "nemotron_h_widths.gguf"), "nemotron_h")
     for k, v in (("block_count", 3), ("embedding_length", 64), ("context_length", 64), ("attention.head_count", 4)):
         w.add_uint32("nemotron_h." + k, v)

@@ -213,6 +213,16 @@ ARCH_BLOCK["nemotron_h"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mix
                             "mixer.shared_experts.up_proj": "ffn_up_shexp",
                             "mixer.shared_experts.down_proj": "ffn_down_shexp"}
 ARCH_BLOCK["nemotron_h_moe"] = ARCH_BLOCK["nemotron_h"]
+# Gemma 4's: sandwich norms, a mixture beside the MLP with norms of its
+# own, per-layer inputs (the layer scalar, the router's scales and the
+# fused experts are named by make_llama_cases.py)
+ARCH_BLOCK["gemma4"] = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+                        "post_feedforward_layernorm": "post_ffw_norm", "router.proj": "ffn_gate_inp",
+                        "experts.switch_glu.down_proj": "ffn_down_exps",
+                        "pre_feedforward_layernorm_2": "pre_ffw_norm_2",
+                        "post_feedforward_layernorm_1": "post_ffw_norm_1",
+                        "post_feedforward_layernorm_2": "post_ffw_norm_2", "per_layer_input_gate": "inp_gate",
+                        "per_layer_projection": "proj", "post_per_layer_input_norm": "post_norm"}
 ARCH_BLOCK["mamba"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
                        "mixer.x_proj": "ssm_x", "mixer.dt_proj": "ssm_dt", "mixer.out_proj": "ssm_out"}
 # the same names under other architectures' files
@@ -234,7 +244,11 @@ TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.f
        # LFM2's final norm, which llama.cpp names as the embeddings'
        "model.embedding_norm": "token_embd_norm",
        # Mamba's
-       "backbone.embeddings": "token_embd", "backbone.norm_f": "output_norm"}
+       "backbone.embeddings": "token_embd", "backbone.norm_f": "output_norm",
+       # Gemma 4's per-layer inputs
+       "model.embed_tokens_per_layer": "per_layer_token_embd",
+       "model.per_layer_model_projection": "per_layer_model_proj",
+       "model.per_layer_projection_norm": "per_layer_proj_norm"}
 
 
 def gguf_name(hf, arch="llama"):

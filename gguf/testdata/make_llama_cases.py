@@ -281,6 +281,38 @@ CASES = {
         **NEMOTRON_H, "hybrid_override_pattern": "M*EM", "moe_intermediate_size": 256,
         "moe_shared_expert_intermediate_size": 512, "n_group": 1, "topk_group": 1, "n_routed_experts": 8,
         "n_shared_experts": 1, "num_experts_per_tok": 2, "norm_topk_prob": True, "routed_scaling_factor": 2.5}),
+    # Gemma 4 as its 26B-A4B and 31B are: sliding layers with heads of
+    # head_dim, full-attention layers with heads of global_head_dim whose
+    # values are their keys (fewer key/value heads), the proportional rope
+    # on a quarter of the full layers' heads, routed experts beside the
+    # MLP, layer scalars, the logits soft-capped
+    "gemma4": ("gemma4_text", "gemma4", {
+        "num_hidden_layers": 4, "num_key_value_heads": 2, "num_global_key_value_heads": 1, "head_dim": 64,
+        "global_head_dim": 128, "attention_k_eq_v": True, "enable_moe_block": True, "num_experts": 8,
+        "top_k_experts": 4, "moe_intermediate_size": 256, "hidden_size_per_layer_input": 0,
+        "num_kv_shared_layers": 0, "use_double_wide_mlp": False, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        "final_logit_softcapping": 30.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+        "rope_parameters": {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                               "rope_theta": 1000000.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
+    # Gemma 4 as its E2B and E4B are: per-layer inputs, the last layers
+    # attending over the keys and values of the last earlier layer of
+    # their kind with MLPs twice as wide, one key/value head count. The
+    # layers before the sharing ones end sliding, full, as in E2B and E4B:
+    # llama.cpp takes the shared keys and values from the last two of
+    # those by kind, where mlx-lm takes each kind's last
+    "gemma4_e": ("gemma4_text", "gemma4", {
+        "num_hidden_layers": 5, "num_key_value_heads": 2, "head_dim": 64, "global_head_dim": 128,
+        "attention_k_eq_v": False, "enable_moe_block": False, "hidden_size_per_layer_input": 256,
+        "vocab_size_per_layer_input": 299, "num_kv_shared_layers": 2, "use_double_wide_mlp": True,
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                        "full_attention"],
+        "final_logit_softcapping": 30.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+        "rope_parameters": {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                               "rope_theta": 1000000.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
     # Mamba: selective-scan layers alone
     "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
                                  "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
@@ -476,6 +508,67 @@ def ssd_tensors(weights, module, groups):
     return out
 
 
+def gemma4_file(w, config, weights):
+    """A Gemma 4 model's header keys beyond add_hparams' and its tensors,
+    as llama.cpp's Gemma4Model (after Gemma3Model and TextModel) writes
+    them: the two head widths, ropes and key/value head counts, the
+    sliding pattern, the double-wide MLP's widths; the proportional rope
+    as rope_freqs (1 on the pairs that turn, 1e30 on the others), the
+    experts' gate and up fused, the router's scales and the layer scalars
+    under llama.cpp's names. The scalars and scales, ones in mlx-lm's
+    init, are drawn here, so that a value read into the wrong place
+    shows."""
+    n = config["num_hidden_layers"]
+    types = config["layer_types"]
+    swa = [t == "sliding_attention" for t in types]
+    rp = config["rope_parameters"]
+    full_dim, swa_dim = config["global_head_dim"], config["head_dim"]
+    w.add_rope_freq_base_swa(rp["sliding_attention"]["rope_theta"])
+    w.add_key_length_swa(swa_dim)
+    w.add_value_length_swa(swa_dim)
+    w.add_final_logit_softcapping(config["final_logit_softcapping"])
+    w.add_sliding_window(config["sliding_window"])
+    w.add_sliding_window_pattern(swa)
+    w.add_shared_kv_layers(config["num_kv_shared_layers"])
+    w.add_embedding_length_per_layer_input(config["hidden_size_per_layer_input"])
+    w.add_rope_dimension_count_swa(swa_dim)
+    if config["enable_moe_block"]:
+        w.add_expert_count(config["num_experts"])
+        w.add_expert_used_count(config["top_k_experts"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
+    rot = int(full_dim * rp["full_attention"]["partial_rotary_factor"] / 2)
+    w.add_tensor("rope_freqs.weight", np.array([1.0] * rot + [1e30] * (full_dim // 2 - rot), dtype=np.float32))
+    rng = np.random.default_rng(6)
+    out = {}
+    for name, a in weights.items():
+        x = np.array(a.astype(mx.float32))
+        layer = name.split(".")[2] if name.startswith("model.layers.") else None
+        if name.endswith(".layer_scalar"):
+            out[f"gguf:blk.{layer}.layer_output_scale.weight"] = 0.5 + rng.random(x.shape)
+        elif name.endswith(".router.scale"):
+            out[f"gguf:blk.{layer}.ffn_gate_inp.scale"] = 0.5 + rng.random(x.shape)
+        elif name.endswith(".router.per_expert_scale"):
+            out[f"gguf:blk.{layer}.ffn_down_exps.scale"] = 0.5 + rng.random(x.shape)
+        elif name.endswith(".experts.switch_glu.gate_proj.weight"):
+            up = np.array(weights[name.replace(".gate_proj.", ".up_proj.")].astype(mx.float32))
+            out[f"gguf:blk.{layer}.ffn_gate_up_exps.weight"] = np.concatenate([x, up], axis=1)
+        elif name.endswith(".experts.switch_glu.up_proj.weight"):
+            continue
+        else:
+            out[name] = x
+    # the layers sharing keys and values keep projections of their own in
+    # Hugging Face's checkpoints, which the converter writes (and neither
+    # llama.cpp nor mlx-lm runs)
+    kv = config["num_key_value_heads"]
+    for i in range(n - config["num_kv_shared_layers"], n):
+        dim = full_dim if types[i] == "full_attention" else swa_dim
+        hidden = config["hidden_size"]
+        out[f"gguf:blk.{i}.attn_k.weight"] = 0.05 * rng.standard_normal((kv * dim, hidden))
+        out[f"gguf:blk.{i}.attn_v.weight"] = 0.05 * rng.standard_normal((kv * dim, hidden))
+        out[f"gguf:blk.{i}.attn_k_norm.weight"] = 1 + 0.2 * rng.standard_normal(dim)
+    return out
+
+
 def write_f32(path, arch, config, weights, vocab):
     if arch in ("mamba", "mamba2"):
         w = writer(path, arch, config, vocab, hparams=False)
@@ -504,6 +597,21 @@ def write_f32(path, arch, config, weights, vocab):
         header["intermediate_size"] = [width if c in "-E" else 0 for c in pattern]
         header["max_position_embeddings"] = 2**20
         # (the LayerNorm key, which the RMSNorms read: LAYER_NORM_EPS)
+    if arch == "gemma4":
+        # as llama.cpp's Gemma4Model writes them: the full-attention
+        # layers' head width, rope and rotated width, a key/value head
+        # count a layer where the full layers' differ, the MLP's widths a
+        # layer where the layers sharing keys and values are twice as wide
+        header["head_dim"] = config["global_head_dim"]
+        header["rope_theta"] = config["rope_parameters"]["full_attention"]["rope_theta"]
+        if config.get("num_global_key_value_heads"):
+            header["num_key_value_heads"] = [config["num_key_value_heads"] if t == "sliding_attention"
+                                             else config["num_global_key_value_heads"] for t in config["layer_types"]]
+        if config["use_double_wide_mlp"]:
+            first_shared = config["num_hidden_layers"] - config["num_kv_shared_layers"]
+            header["intermediate_size"] = [config["intermediate_size"] * (2 if i >= first_shared else 1)
+                                           for i in range(config["num_hidden_layers"])]
+        header["qk_rope_head_dim"] = config["global_head_dim"]
     if arch == "granitehybrid":
         # as llama.cpp's GraniteHybridModel writes them: key/value heads
         # on the attention layers alone, no positions
@@ -622,6 +730,8 @@ def write_f32(path, arch, config, weights, vocab):
             w.add_expert_weights_scale(config["routed_scaling_factor"])
             w.add_expert_group_count(config["n_group"])
         weights = ssd_tensors(weights, "mixer", config["n_groups"])
+    if arch == "gemma4":
+        weights = gemma4_file(w, config, weights)
     if arch == "granitehybrid":
         # as llama.cpp's GraniteHybridModel (after GraniteMoeModel and
         # GraniteModel) writes them
@@ -677,7 +787,7 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_attn_logit_softcapping(config["attn_logit_softcapping"])
         w.add_final_logit_softcapping(config["final_logit_softcapping"])
         w.add_sliding_window(config["sliding_window"])
-    if "num_experts" in config or "num_local_experts" in config:
+    if ("num_experts" in config or "num_local_experts" in config) and arch != "gemma4":
         # as llama.cpp's TextModel and Qwen2MoeModel write a mixture's sizes
         w.add_expert_count(config.get("num_experts") or config["num_local_experts"])
         w.add_expert_used_count(config["num_experts_per_tok"])

@@ -243,6 +243,38 @@ type GGUF struct {
 	// weight: a projection llama.cpp's converter split (a shared expert's
 	// fused gate and up). The parts must be stored alike.
 	Join map[string][]string
+	// Split maps a module (a name Tensors maps to) to the modules its
+	// weight's rows are, in equal parts one after another: a projection
+	// llama.cpp's converter fused (Gemma 4's experts' gate and up, stacked:
+	// the rows of each expert).
+	Split map[string][]string
+	// Lacking maps config keys to two of llama.cpp's tensor names within a
+	// layer: true where a layer holds the first and not the second (Gemma
+	// 4's full-attention layers whose values are their keys: attn_k
+	// without attn_v).
+	Lacking map[string][]string
+	// WindowRope is the config key (rope_parameters) the file's two ropes
+	// go under: the full-attention layers' (full_attention: proportional,
+	// at rope.freq_base, its rotated fraction from rope_freqs, whose
+	// unrotated pairs hold 1e30) and the sliding layers' (sliding_attention:
+	// default, at rope.freq_base_swa).
+	WindowRope string
+	// KVWindow is the config key the full-attention layers' key/value head
+	// count is where the file holds a count a layer (attention.head_count_kv
+	// as a list): the sliding layers' count is num_key_value_heads.
+	KVWindow string
+	// DoubleWidth is the config key that is true where the file's
+	// feed-forward widths a layer are the narrowest and twice it (Gemma
+	// 4's double-wide MLPs on the layers sharing keys and values), false
+	// where they are one width.
+	DoubleWidth string
+	// UnreadCount is the config key counting the last layers whose
+	// tensors named in UnreadTensors (llama.cpp's names within a block)
+	// the model does not run: they are not read (Gemma 4's key and value
+	// projections on the layers that share earlier layers' keys and
+	// values, which its converter writes from Hugging Face's checkpoints).
+	UnreadCount   string
+	UnreadTensors []string
 	// Computed sets config keys to the sum, difference, product or exact
 	// quotient of two metadata keys within the architecture's namespace
 	// ("attention.key_length_mla - rope.dimension_count"), where the file

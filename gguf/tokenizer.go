@@ -114,8 +114,8 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 	if err != nil {
 		return nil, nil, err
 	}
-	if kind != "gpt2" && kind != "llama" && kind != "bert" {
-		return nil, nil, fmt.Errorf("%s: tokenizer.ggml.model %q is not supported (byte-level BPE, \"gpt2\", SentencePiece, \"llama\", and WordPiece, \"bert\", are)", md.path, kind)
+	if kind != "gpt2" && kind != "llama" && kind != "bert" && kind != "gemma4" {
+		return nil, nil, fmt.Errorf("%s: tokenizer.ggml.model %q is not supported (byte-level BPE, \"gpt2\", SentencePiece, \"llama\", WordPiece, \"bert\", and Gemma 4's BPE of pieces, \"gemma4\", are)", md.path, kind)
 	}
 	tokens, err := md.strs("tokenizer.ggml.tokens")
 	if err != nil {
@@ -149,6 +149,8 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 		tok, err = byteLevelTokenizer(md, vocab)
 	case "bert":
 		tok, err = wordPieceTokenizer(md, tokens, types)
+	case "gemma4":
+		tok, err = pieceBPETokenizer(md, vocab)
 	default:
 		tok, err = pieceTokenizer(md, tokens, types, vocab)
 	}
@@ -168,6 +170,9 @@ func tokenizerFiles(md metadata, cfg map[string]any) (map[string]any, map[string
 	}
 	if tc["add_bos_token"], err = md.flag("tokenizer.ggml.add_bos_token", false); err != nil {
 		return nil, nil, err
+	}
+	if kind == "gemma4" {
+		tc["add_bos_token"] = true // whatever the file says, as llama.cpp reads Gemma 4's
 	}
 	for _, k := range []struct{ gguf, hf string }{
 		{"tokenizer.ggml.bos_token_id", "bos_token"},
@@ -361,6 +366,43 @@ func pieceTokenizer(md metadata, tokens []string, types []int32, vocab map[strin
 		"model": map[string]any{
 			"type": "BPE", "dropout": nil, "unk_token": unk, "continuing_subword_prefix": nil,
 			"end_of_word_suffix": nil, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+			"vocab": vocab, "merges": pairs,
+		},
+	}, nil
+}
+
+// pieceBPETokenizer is tokenizer.json for Gemma 4's vocabulary
+// (tokenizer.ggml.model "gemma4"): BPE over the text's UTF-8 characters
+// with the file's merges, its pieces spelled with the piece space; spaces
+// become the piece space, the text is split only into runs of newlines and
+// runs of anything else, and characters no piece spells fall back to the
+// <0xXX> tokens of their bytes, as llama.cpp tokenizes it.
+func pieceBPETokenizer(md metadata, vocab map[string]any) (map[string]any, error) {
+	merges, err := md.strs("tokenizer.ggml.merges")
+	if err != nil {
+		return nil, err
+	}
+	pairs := make([]any, len(merges))
+	for i, m := range merges {
+		a, b, ok := cutSpace(m)
+		if !ok {
+			return nil, fmt.Errorf("%s: merge %d (%q) is not two tokens", md.path, i, m)
+		}
+		pairs[i] = []any{a, b}
+	}
+	return map[string]any{
+		"normalizer": map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": pieceSpace},
+		"pre_tokenizer": map[string]any{"type": "Split", "pattern": map[string]any{"Regex": "[^\n]+|[\n]+"},
+			"behavior": "Isolated", "invert": false},
+		"post_processor": nil,
+		"decoder": map[string]any{"type": "Sequence", "decoders": []any{
+			map[string]any{"type": "Replace", "pattern": map[string]any{"String": pieceSpace}, "content": " "},
+			map[string]any{"type": "ByteFallback"},
+			map[string]any{"type": "Fuse"},
+		}},
+		"model": map[string]any{
+			"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
+			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": true, "ignore_merges": false,
 			"vocab": vocab, "merges": pairs,
 		},
 	}, nil

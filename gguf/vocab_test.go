@@ -133,7 +133,7 @@ func TestPieceTokenizerRefuses(t *testing.T) {
 	path, values := vocabFile(t, "spm-prefix.gguf")
 	refusesFaults(t, path, values, []vocabFault{
 		{"unknown model", func(v map[string]Value) { v["tokenizer.ggml.model"] = Value{Kind: ValueString, Str: "t5"} },
-			`tokenizer.ggml.model "t5" is not supported (byte-level BPE, "gpt2", SentencePiece, "llama", and WordPiece, "bert", are)`},
+			`tokenizer.ggml.model "t5" is not supported (byte-level BPE, "gpt2", SentencePiece, "llama", WordPiece, "bert", and Gemma 4's BPE of pieces, "gemma4", are)`},
 		{"no scores", func(v map[string]Value) { delete(v, "tokenizer.ggml.scores") },
 			"metadata key tokenizer.ggml.scores is missing"},
 		{"scores of another length", func(v map[string]Value) {

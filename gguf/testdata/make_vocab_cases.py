@@ -24,6 +24,13 @@ TOOLS_DIR holds bench/llama-logits (`make setup-llama-tools`). DIR receives:
                      tokenizer.ggml.normalizer.lowercase false, wpm-accents
                      lowercase true and strip_accents false, wpm-ids the
                      special ids at other tokens
+  gemma4.gguf        Gemma 4's BPE of pieces (tokenizer.ggml.model
+                     "gemma4"): <pad>, <eos>, <bos>, <unk>, the control
+                     tokens, the 256 <0xXX> byte tokens, the characters of
+                     the SentencePiece text and "\n", and merges learned
+                     on the texts with spaces as the piece space, across
+                     words (llama.cpp splits only at newlines); capitals,
+                     accented letters and CJK fall back to bytes
   texts.json         the texts
   ids-<name>.txt     llama.cpp's ids of each text with that file: two lines
                      a text, without and with the vocabulary's BOS
@@ -230,6 +237,55 @@ def write_bpe(path, pre):
     w.close()
 
 
+def gemma4_vocabulary(n_merges=300):
+    """Gemma 4's layout: its four specials, the control tokens, the byte
+    tokens, the characters, then the merged pieces, and the merges."""
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>"] + SPECIALS
+    types = [3, 3, 3, 2] + [3] * len(SPECIALS)
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(6)
+    chars = sorted(set(SPACE + "\n" + TEXT.replace(" ", "")))
+    tokens += chars
+    types += [1] * len(chars)
+    lines = [t.replace(" ", SPACE) for text in TEXTS + [TEXT] if text and "<|" not in text for t in text.split("\n")]
+    words = Counter(tuple(c for c in line) for line in lines if line and all(c in chars for c in line))
+    words[("\n", "\n")] += 3
+    words[("\n", "\n", "\n")] += 1
+    merges = merge_pairs(words, n_merges)
+    for a, b in merges:
+        if a + b not in tokens:
+            tokens.append(a + b)
+            types.append(1)
+    return tokens, types, merges
+
+
+def write_gemma4(path):
+    tokens, types, merges = gemma4_vocabulary()
+    w = GGUFWriter(path, "llama")
+    config = {"num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 64, "num_hidden_layers": 1,
+              "max_position_embeddings": 512, "intermediate_size": 128, "rope_theta": 10000.0,
+              "rms_norm_eps": 1e-5}
+    add_hparams(w, config, len(tokens))
+    # as llama.cpp's Gemma4Model writes it (scores too, which its BPE
+    # does not read)
+    w.add_tokenizer_model("gemma4")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * len(tokens))
+    w.add_token_types(types)
+    w.add_token_merges([f"{a} {b}" for a, b in merges])
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_space_prefix(False)
+    w.add_add_bos_token(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     out, tools = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
@@ -254,6 +310,9 @@ def main():
         path = os.path.join(out, f"wpm-{name}.gguf")
         write_wordpiece(path, wordpiece, keys)
         files.append((f"wpm-{name}", path))
+    path = os.path.join(out, "gemma4.gguf")
+    write_gemma4(path)
+    files.append(("gemma4", path))
     with open(os.path.join(out, "files.json"), "w") as f:
         json.dump([n for n, _ in files], f)
     for name, path in files:

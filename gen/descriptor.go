@@ -398,6 +398,7 @@ type GGUFDesc struct {
 	WindowRope    F[string]         `yaml:"window_rope"`
 	KVWindow      F[string]         `yaml:"kv_window"`
 	DoubleWidth   F[string]         `yaml:"double_width"`
+	SparseLayers  F[string]         `yaml:"sparse_layers"`
 	UnreadInLast  GGUFUnread        `yaml:"unread_in_last"`
 	Computed      OMap[F[string]]   `yaml:"computed"`
 	Config        OMap[Raw]         `yaml:"config"`

@@ -207,7 +207,7 @@ func ggufFacts(a *Arch) jen.Code {
 	if g.UnreadCount != "" {
 		pairs = append(pairs, kvPair{"UnreadCount", jen.Lit(g.UnreadCount)}, kvPair{"UnreadTensors", strList(g.UnreadTensors)})
 	}
-	for _, k := range []struct{ field, v string }{{"WindowRope", g.WindowRope}, {"KVWindow", g.KVWindow}, {"DoubleWidth", g.DoubleWidth}} {
+	for _, k := range []struct{ field, v string }{{"WindowRope", g.WindowRope}, {"KVWindow", g.KVWindow}, {"DoubleWidth", g.DoubleWidth}, {"SparseLayers", g.SparseLayers}} {
 		if k.v != "" {
 			pairs = append(pairs, kvPair{k.field, jen.Lit(k.v)})
 		}

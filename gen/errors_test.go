@@ -185,6 +185,8 @@ func TestDescriptorErrors(t *testing.T) {
 			`descriptors/a.yaml:22: gguf.kv_window: needs sliding_layers: which layers are full-attention ones`},
 		{"gguf unread tensors not mapped", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  unread_in_last: {count: head_dim, tensors: [attn_k]}\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.unread_in_last.tensors: want tensor names of gguf.tensors`},
+		{"gguf sparse layers under no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  sparse_layers: is_moe_layer\n  tensors: {attn_q: q_proj}\n"},
+			`descriptors/a.yaml:22: gguf.sparse_layers: want a config key of the descriptor, got "is_moe_layer"`},
 		{"gguf flatten of no mapped tensor", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  flatten: [ssm_a]\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.flatten: "ssm_a" is not a tensor name of gguf.tensors`},
 		{"gguf rope fraction on no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  rope_fraction: no_such_key\n  tensors: {attn_q: q_proj}\n"},

@@ -833,6 +833,9 @@ type GGUF struct {
 	// DoubleWidth: the config key true where some layers' feed-forward
 	// width (a width a layer) is twice the others'.
 	DoubleWidth string
+	// SparseLayers: the config key (a bool a layer) true on the layers
+	// after leading_dense_block_count.
+	SparseLayers string
 	// UnreadCount, UnreadTensors: the config key counting the last layers
 	// whose tensors of these names (llama.cpp's) the model does not run.
 	UnreadCount   string
@@ -959,7 +962,7 @@ func (b *builder) gguf() error {
 	for _, k := range []struct {
 		f    F[string]
 		name string
-	}{{g.KVWindow, "kv_window"}, {g.DoubleWidth, "double_width"}} {
+	}{{g.KVWindow, "kv_window"}, {g.DoubleWidth, "double_width"}, {g.SparseLayers, "sparse_layers"}} {
 		if k.f.Set && b.key(k.f.V) == nil {
 			return errAt(k.f.Pos, "gguf."+k.name, "want a config key of the descriptor, got %q", k.f.V)
 		}
@@ -1127,7 +1130,7 @@ func (b *builder) gguf() error {
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, KVFFN: g.KVLayers.FFN.V, KVExperts: g.KVLayers.Experts.V, KVLetters: g.KVLayers.Form.V == "letters", FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
 		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, Lacking: g.Lacking.Entries,
-		WindowRope: g.WindowRope.V, KVWindow: g.KVWindow.V, DoubleWidth: g.DoubleWidth.V,
+		WindowRope: g.WindowRope.V, KVWindow: g.KVWindow.V, DoubleWidth: g.DoubleWidth.V, SparseLayers: g.SparseLayers.V,
 		UnreadCount: g.UnreadInLast.Count.V, UnreadTensors: g.UnreadInLast.Tensors.V, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}
 	return nil

@@ -509,6 +509,20 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 			return m != "" && n[len(m):] == t
 		})
 	}
+	if a.SparseLayers != "" {
+		lead := 0
+		if k := key("leading_dense_block_count"); md.has(k) {
+			var err error
+			if lead, err = md.int(k); err != nil {
+				return nil, err
+			}
+		}
+		sparse := make([]bool, cfg["num_hidden_layers"].(int))
+		for i := range sparse {
+			sparse[i] = i >= lead
+		}
+		cfg[a.SparseLayers] = sparse
+	}
 	for k, pair := range a.Lacking {
 		cfg[k] = false
 		for i := range cfg["num_hidden_layers"].(int) {

@@ -313,6 +313,15 @@ CASES = {
         "rope_parameters": {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                                "rope_theta": 1000000.0},
                             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
+    # EXAONE MoE (K-EXAONE): pre-norm layers with q and k norms, rope on the
+    # sliding layers alone, a dense first layer, then sigmoid routing with
+    # the correction bias and a shared expert
+    "exaone-moe": ("exaone_moe", "exaone-moe", {
+        "num_hidden_layers": 3, "num_key_value_heads": 2, "head_dim": 64, "moe_intermediate_size": 256,
+        "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "is_moe_layer": [False, True, True], "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.5,
+        "norm_topk_prob": True, "tie_word_embeddings": False}),
     # Mamba: selective-scan layers alone
     "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
                                  "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
@@ -752,6 +761,19 @@ def write_f32(path, arch, config, weights, vocab):
             gate, up = np.split(x, 2)
             weights[f"gguf:blk.{layer}.ffn_gate_shexp.weight"] = gate
             weights[f"gguf:blk.{layer}.ffn_up_shexp.weight"] = up
+    if arch == "exaone-moe":
+        # as llama.cpp's ExaoneMoEModel (after Exaone4Model and TextModel)
+        # writes them, the gating function from Hugging Face's scoring_func
+        w.add_sliding_window(config["sliding_window"])
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in config["layer_types"]])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        w.add_expert_shared_count(config["num_shared_experts"])
+        w.add_expert_shared_feed_forward_length(config["moe_intermediate_size"] * config["num_shared_experts"])
+        w.add_expert_weights_scale(config["routed_scaling_factor"])
+        w.add_expert_weights_norm(config["norm_topk_prob"])
+        w.add_leading_dense_block_count(config["is_moe_layer"].index(True))
+        w.add_nextn_predict_layers(0)
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
     if arch == "deepseek2":
         # as llama.cpp's DeepseekV2Model and TextModel write them
         routed_mixture(w, config, config["routed_scaling_factor"], sigmoid=True)

@@ -268,6 +268,10 @@ type GGUF struct {
 	// 4's double-wide MLPs on the layers sharing keys and values), false
 	// where they are one width.
 	DoubleWidth string
+	// SparseLayers is the config key, a bool a layer, that the file's
+	// leading_dense_block_count sets: false on that many first layers,
+	// true on the others (EXAONE MoE's is_moe_layer).
+	SparseLayers string
 	// UnreadCount is the config key counting the last layers whose
 	// tensors named in UnreadTensors (llama.cpp's names within a block)
 	// the model does not run: they are not read (Gemma 4's key and value

@@ -394,6 +394,8 @@ type GGUFDesc struct {
 	Flatten       F[[]string]       `yaml:"flatten"`
 	Join          OMap[F[[]string]] `yaml:"join"`
 	Split         OMap[F[[]string]] `yaml:"split"`
+	SplitGroups   OMap[F[string]]   `yaml:"split_groups"`
+	AliasConfig   OMap[Raw]         `yaml:"alias_config"`
 	Lacking       OMap[F[[]string]] `yaml:"lacking"`
 	WindowRope    F[string]         `yaml:"window_rope"`
 	KVWindow      F[string]         `yaml:"kv_window"`

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -203,6 +204,23 @@ func ggufFacts(a *Arch) jen.Code {
 			}
 			pairs = append(pairs, kvPair{m.field, jen.Map(jen.String()).Index().String().Values(d)})
 		}
+	}
+	if len(g.SplitGroups) > 0 {
+		pairs = append(pairs, kvPair{"SplitGroups", strMap(g.SplitGroups)})
+	}
+	if len(g.AliasConfig) > 0 {
+		outer := jen.Dict{}
+		for _, alias := range slices.Sorted(maps.Keys(g.AliasConfig)) {
+			inner := jen.Dict{}
+			for k, v := range g.AliasConfig[alias] {
+				if i, ok := v.(int64); ok {
+					v = int(i)
+				}
+				inner[jen.Lit(k)] = jen.Lit(v)
+			}
+			outer[jen.Lit(alias)] = jen.Map(jen.String()).Any().Values(inner)
+		}
+		pairs = append(pairs, kvPair{"AliasConfig", jen.Map(jen.String()).Map(jen.String()).Any().Values(outer)})
 	}
 	if g.UnreadCount != "" {
 		pairs = append(pairs, kvPair{"UnreadCount", jen.Lit(g.UnreadCount)}, kvPair{"UnreadTensors", strList(g.UnreadTensors)})

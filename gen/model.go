@@ -820,6 +820,12 @@ type GGUF struct {
 	// Split: mapped modules whose rows, in equal parts, are the listed
 	// modules' (a projection the converter fused).
 	Split []Entry[F[[]string]]
+	// SplitGroups: config keys counting the groups a split module's rows
+	// come in, each holding every part's rows in turn.
+	SplitGroups []Entry[F[string]]
+	// AliasConfig: config values by the alias a file names, set after
+	// Config.
+	AliasConfig map[string]map[string]any
 	// Lacking: config keys true where a layer holds the first tensor
 	// named and not the second.
 	Lacking []Entry[F[[]string]]
@@ -949,6 +955,37 @@ func (b *builder) gguf() error {
 		if e.Null || len(e.Val.V) < 2 || slices.ContainsFunc(e.Val.V, func(n string) bool { return !checkpointName.MatchString(n) }) {
 			return errAt(e.Pos, path, "want two or more checkpoint module names within the layer, which its rows split into")
 		}
+	}
+	for _, e := range g.SplitGroups.Entries {
+		path := "gguf.split_groups." + e.Key
+		if !slices.ContainsFunc(g.Split.Entries, func(x Entry[F[[]string]]) bool { return x.Key == e.Key }) {
+			return errAt(e.Pos, path, "want a module of gguf.split")
+		}
+		if e.Null || b.key(e.Val.V) == nil {
+			return errAt(e.Pos, path, "want a config key of the descriptor (the groups' count), got %q", e.Val.V)
+		}
+	}
+	aliasConfig := map[string]map[string]any{}
+	for _, e := range g.AliasConfig.Entries {
+		path := "gguf.alias_config." + e.Key
+		if !slices.Contains(g.Aliases.V, e.Key) {
+			return errAt(e.Pos, path, "want one of gguf.aliases")
+		}
+		m, ok := e.Val.V.(map[string]any)
+		if !ok || len(m) == 0 {
+			return errAt(e.Pos, path, "want config keys and their values (numbers, strings, true/false)")
+		}
+		for k, v := range m {
+			switch v.(type) {
+			case bool, int64, float64, string:
+			default:
+				return errAt(e.Pos, path+"."+k, "want a number, a string or true/false")
+			}
+			if b.key(k) == nil {
+				return errAt(e.Pos, path+"."+k, "want a config key of the descriptor")
+			}
+		}
+		aliasConfig[e.Key] = m
 	}
 	for _, e := range g.Lacking.Entries {
 		path := "gguf.lacking." + e.Key
@@ -1129,7 +1166,7 @@ func (b *builder) gguf() error {
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, KVFFN: g.KVLayers.FFN.V, KVExperts: g.KVLayers.Experts.V, KVLetters: g.KVLayers.Form.V == "letters", FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
-		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, Lacking: g.Lacking.Entries,
+		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, SplitGroups: g.SplitGroups.Entries, AliasConfig: aliasConfig, Lacking: g.Lacking.Entries,
 		WindowRope: g.WindowRope.V, KVWindow: g.KVWindow.V, DoubleWidth: g.DoubleWidth.V, SparseLayers: g.SparseLayers.V,
 		UnreadCount: g.UnreadInLast.Count.V, UnreadTensors: g.UnreadInLast.Tensors.V, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}

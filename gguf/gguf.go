@@ -213,7 +213,7 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	if err := restoreForms(tensors, cfg["num_hidden_layers"].(int), a, s); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := splitRows(tensors, quant, cfg["num_hidden_layers"].(int), a, s); err != nil {
+	if err := splitRows(tensors, quant, cfg, a, s); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := joinRows(tensors, quant, cfg["num_hidden_layers"].(int), a, s); err != nil {
@@ -465,6 +465,9 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 		}
 	}
 	for k, v := range a.Config {
+		cfg[k] = v
+	}
+	for k, v := range a.AliasConfig[name] {
 		cfg[k] = v
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Keys)) {
@@ -1131,8 +1134,10 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a
 // splitRows takes apart the projections llama.cpp's converter fused
 // (Split): in each layer holding the module, its weight's rows (and its
 // scales' and biases', quantized; of each expert, stacked) split into
-// equal parts, one a module, in order.
-func splitRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a *nn.GGUF, s *mlx.Stream) error {
+// equal parts, one a module, in order, or, in groups (SplitGroups), each
+// part taking its share of every group.
+func splitRows(t map[string]*mlx.Array, quant map[string]quantSpec, cfg map[string]any, a *nn.GGUF, s *mlx.Stream) error {
+	layers := cfg["num_hidden_layers"].(int)
 	if len(a.Split) == 0 {
 		return nil
 	}
@@ -1157,12 +1162,34 @@ func splitRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, 
 				if axis < 0 || x.Dim(axis)%len(parts) != 0 {
 					return fmt.Errorf("tensor %s %v does not split into %d equal parts of rows (%s)", at(from)+suffix, x.Shape(), len(parts), strings.Join(parts, ", "))
 				}
-				n := x.Dim(axis) / len(parts)
+				// in groups: each group holds every part's rows in turn
+				groups := 1
+				if k := a.SplitGroups[from]; k != "" {
+					switch v := cfg[k].(type) {
+					case int:
+						groups = v
+					case float64:
+						groups = int(v)
+						if float64(groups) != v {
+							groups = 0
+						}
+					default:
+						groups = 0
+					}
+					if groups <= 0 || x.Dim(axis)%(groups*len(parts)) != 0 {
+						return fmt.Errorf("tensor %s %v does not split into %d groups (%s) of %d equal parts of rows (%s)", at(from)+suffix, x.Shape(), groups, k, len(parts), strings.Join(parts, ", "))
+					}
+				}
+				shape := x.Shape()
+				grouped := append(append(append([]int{}, shape[:axis]...), groups, shape[axis]/groups), shape[axis+1:]...)
+				y := g.Reshape(x, grouped...)
+				n := shape[axis] / groups / len(parts)
 				for j, p := range parts {
-					start, stop := make([]int, x.Ndim()), x.Shape()
-					start[axis], stop[axis] = j*n, (j+1)*n
+					start, stop := make([]int, y.Ndim()), y.Shape()
+					start[axis+1], stop[axis+1] = j*n, (j+1)*n
+					out := append(append(append([]int{}, shape[:axis]...), groups*n), shape[axis+1:]...)
 					names = append(names, at(p)+suffix)
-					fixed = append(fixed, g.Contiguous(g.Slice(x, start, stop)))
+					fixed = append(fixed, g.Contiguous(g.Reshape(g.Slice(y, start, stop), out...)))
 				}
 				drop = append(drop, at(from)+suffix)
 			}

@@ -26,6 +26,9 @@ Usage: make_bad_gguf.py DIR
                different key/value head counts, whose rope_freqs holds a
                factor other than 1 and 1e30, and whose fused experts' gate
                and up have rows that do not halve
+  qwen3next_groups.gguf a qwen3next file of 3 key heads whose fused beta
+               and alpha projection has 8 rows, which do not split into
+               3 groups of two parts
   nemotron_h_widths.gguf a nemotron_h file of 3 layers whose feed-forward
                widths a layer are 2
   granitehybrid_join.gguf a granitehybrid file whose shared expert's gate
@@ -168,6 +171,18 @@ def main():
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
+    w = GGUFWriter(os.path.join(d, "qwen3next_groups.gguf"), "qwen3next")
+    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
+                 ("attention.head_count", 4), ("attention.head_count_kv", 2), ("ssm.group_count", 3)):
+        w.add_uint32("qwen3next." + k, v)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    w.add_tensor("blk.0.ssm_ba.weight", rng.standard_normal((8, 64)).astype(np.float32), raw_dtype=T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     w = GGUFWriter(os.path.join(d, "nemotron_h_widths.gguf"), "nemotron_h")
     for k, v in (("block_count", 3), ("embedding_length", 64), ("context_length", 64), ("attention.head_count", 4)):
         w.add_uint32("nemotron_h." + k, v)

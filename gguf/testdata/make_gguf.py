@@ -225,6 +225,9 @@ ARCH_BLOCK["gemma4"] = {"post_attention_layernorm": "post_attention_norm", "pre_
                         "per_layer_projection": "proj", "post_per_layer_input_norm": "post_norm"}
 ARCH_BLOCK["mamba"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
                        "mixer.x_proj": "ssm_x", "mixer.dt_proj": "ssm_dt", "mixer.out_proj": "ssm_out"}
+# Qwen3-Next's, as the converter splits and names them
+ARCH_BLOCK["qwen3next"] = {"post_attention_layernorm": "post_attention_norm", "linear_attn.in_proj_ba": "ssm_ba", "linear_attn.conv1d": "ssm_conv1d",
+                           "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"}
 # the same names under other architectures' files
 ARCH_BLOCK["starcoder"] = ARCH_BLOCK["gpt2"]
 ARCH_BLOCK["qwen35moe"] = ARCH_BLOCK["qwen35"]

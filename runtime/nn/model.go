@@ -248,6 +248,15 @@ type GGUF struct {
 	// llama.cpp's converter fused (Gemma 4's experts' gate and up, stacked:
 	// the rows of each expert).
 	Split map[string][]string
+	// SplitGroups maps a Split module to the config key counting the
+	// groups its rows come in, each group holding every part's rows in
+	// turn (Qwen3-Next's fused beta and alpha projections, grouped by key
+	// head): each part takes its rows of every group.
+	SplitGroups map[string]string
+	// AliasConfig holds config values by the alias a file's
+	// general.architecture is, set after Config (files of one alias laid
+	// out otherwise than the name's own).
+	AliasConfig map[string]map[string]any
 	// Lacking maps config keys to two of llama.cpp's tensor names within a
 	// layer: true where a layer holds the first and not the second (Gemma
 	// 4's full-attention layers whose values are their keys: attn_k

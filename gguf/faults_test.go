@@ -85,7 +85,7 @@ func TestReadRefuses(t *testing.T) {
 			"tensor output_norm.weight is stored as Q4_0, which archgen reads for matrices and stacks of them (experts' weights) only"},
 		{"rows that are not whole blocks", halfRows, "tensor token_embd.weight: rows of 128 values are not whole Q4_K blocks of 256"},
 		{"unsupported architecture", filepath.Join(dir, "rwkv6.gguf"),
-			`GGUF architecture "rwkv6" is not supported (supported: [apertus bert cohere2 command-r deepseek deepseek2 dots1 ernie4_5 ernie4_5-moe exaone exaone-moe exaone4 gemma gemma2 gemma3 gemma4 glm4 glm4moe gpt-oss gpt2 gptneox granite granitehybrid granitemoe hunyuan-dense lfm2 lfm2moe llama mamba mamba2 minimax-m2 mistral3 nemotron nemotron_h nemotron_h_moe nomic-bert olmo2 olmoe phi2 phi3 qwen qwen2 qwen2moe qwen2vl qwen3 qwen35 qwen35moe qwen3moe qwen3next qwen3vl qwen3vlmoe seed_oss smollm3 stablelm starcoder starcoder2])`},
+			`GGUF architecture "rwkv6" is not supported (supported: [apertus bert cohere2 command-r deepseek deepseek2 dots1 ernie4_5 ernie4_5-moe exaone exaone-moe exaone4 falcon-h1 gemma gemma2 gemma3 gemma4 glm4 glm4moe gpt-oss gpt2 gptneox granite granitehybrid granitemoe hunyuan-dense lfm2 lfm2moe llama mamba mamba2 minimax-m2 mistral3 nemotron nemotron_h nemotron_h_moe nomic-bert olmo2 olmoe phi2 phi3 qwen qwen2 qwen2moe qwen2vl qwen3 qwen35 qwen35moe qwen3moe qwen3next qwen3vl qwen3vlmoe seed_oss smollm3 stablelm starcoder starcoder2])`},
 		{"architecture read only from other files", filepath.Join(dir, "deepseek2_softmax.gguf"),
 			`GGUF architecture "deepseek2" is read only from files with deepseek2.expert_gating_func == 2 (deepseek_v3's; this file's: 1)`},
 		{"feed-forward widths that are not one and twice it", filepath.Join(dir, "gemma4_widths.gguf"),

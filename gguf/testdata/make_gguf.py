@@ -228,6 +228,10 @@ ARCH_BLOCK["mamba"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.co
 # Qwen3-Next's, as the converter splits and names them
 ARCH_BLOCK["qwen3next"] = {"post_attention_layernorm": "post_attention_norm", "linear_attn.in_proj_ba": "ssm_ba", "linear_attn.conv1d": "ssm_conv1d",
                            "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"}
+# Falcon-H1's: attention and Mamba2 side by side, then the MLP
+ARCH_BLOCK["falcon-h1"] = {"pre_ff_layernorm": "ffn_norm", "mamba.in_proj": "ssm_in", "mamba.conv1d": "ssm_conv1d",
+                           "mamba.norm": "ssm_norm", "mamba.out_proj": "ssm_out", "feed_forward.gate_proj": "ffn_gate",
+                           "feed_forward.up_proj": "ffn_up", "feed_forward.down_proj": "ffn_down"}
 # the same names under other architectures' files
 ARCH_BLOCK["starcoder"] = ARCH_BLOCK["gpt2"]
 ARCH_BLOCK["qwen35moe"] = ARCH_BLOCK["qwen35"]

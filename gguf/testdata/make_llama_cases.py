@@ -340,6 +340,16 @@ CASES = {
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
         "is_moe_layer": [False, True, True], "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.5,
         "norm_topk_prob": True, "tie_word_embeddings": False}),
+    # Falcon-H1: attention and Mamba2 side by side in each layer, then the
+    # MLP; its multipliers (drawn away from 1), which the converter folds
+    # into the weights
+    "falcon-h1": ("falcon_h1", "falcon-h1", {
+        "num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 64, "mamba_d_ssm": 512, "mamba_n_heads": 8,
+        "mamba_d_head": 64, "mamba_d_state": 16, "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_rms_norm": True,
+        "tie_word_embeddings": False, "rope_theta": 10000.0, "embedding_multiplier": 1.5, "lm_head_multiplier": 0.5,
+        "attention_in_multiplier": 1.1, "attention_out_multiplier": 0.9, "key_multiplier": 0.4,
+        "ssm_in_multiplier": 1.25, "ssm_out_multiplier": 0.8, "mlp_multipliers": [0.9, 0.6],
+        "ssm_multipliers": [0.35, 0.25, 0.35, 0.5, 0.35]}),
     # Mamba: selective-scan layers alone
     "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
                                  "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
@@ -633,6 +643,42 @@ def qwen3next_tensors(w, config, weights):
     return out
 
 
+def falcon_h1_tensors(w, config, weights):
+    """A Falcon-H1 model's scan keys and tensors as llama.cpp's
+    FalconH1Model writes them: every multiplier folded into the weights it
+    scales (in_proj by segment), then ssd_tensors."""
+    d, gs, nh = config["mamba_d_ssm"], config["mamba_n_groups"] * config["mamba_d_state"], config["mamba_n_heads"]
+    w.add_ssm_conv_kernel(config["mamba_d_conv"])
+    w.add_ssm_inner_size(d)
+    w.add_ssm_state_size(config["mamba_d_state"])
+    w.add_ssm_time_step_rank(d // config["mamba_d_head"])
+    w.add_ssm_group_count(config["mamba_n_groups"])
+    attn_in = config["attention_in_multiplier"]
+    scale = {"feed_forward.down_proj": config["mlp_multipliers"][1], "feed_forward.gate_proj": config["mlp_multipliers"][0],
+             "self_attn.k_proj": config["key_multiplier"] * attn_in, "self_attn.q_proj": attn_in,
+             "self_attn.v_proj": attn_in, "self_attn.o_proj": config["attention_out_multiplier"],
+             "mamba.out_proj": config["ssm_out_multiplier"], "lm_head": config["lm_head_multiplier"],
+             "embed_tokens": config["embedding_multiplier"]}
+    out = {}
+    for name, a in weights.items():
+        x = np.array(a.astype(mx.float32))
+        module = name.rsplit(".", 1)[0]
+        for m, f in scale.items():
+            if module.endswith(m):
+                x = x * f
+        if name.endswith(".pre_ff_layernorm.weight"):
+            # (its converter's name, without .weight)
+            out[f"gguf:blk.{name.split('.')[2]}.ffn_norm"] = x
+            continue
+        if name.endswith("mamba.in_proj.weight"):
+            x = x * config["ssm_in_multiplier"]
+            cuts = [0, d, 2 * d, 2 * d + gs, 2 * d + 2 * gs, 2 * d + 2 * gs + nh]
+            for i, m in enumerate(config["ssm_multipliers"]):
+                x[cuts[i]:cuts[i + 1]] *= m
+        out[name] = x
+    return ssd_tensors(out, "mamba", config["mamba_n_groups"])
+
+
 def write_f32(path, arch, config, weights, vocab):
     if arch in ("mamba", "mamba2"):
         w = writer(path, arch, config, vocab, hparams=False)
@@ -740,6 +786,8 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_parallel_residual(config["use_parallel_residual"])
     if arch == "qwen3next":
         weights = qwen3next_tensors(w, config, weights)
+    if arch == "falcon-h1":
+        weights = falcon_h1_tensors(w, config, weights)
     if arch in ("qwen35", "qwen35moe"):
         qwen35_metadata(w, arch, config, [3, 3, 2, 0])
         weights = qwen35_tensors(weights, config)

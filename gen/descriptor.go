@@ -401,6 +401,7 @@ type GGUFDesc struct {
 	KVWindow      F[string]         `yaml:"kv_window"`
 	DoubleWidth   F[string]         `yaml:"double_width"`
 	SparseLayers  F[string]         `yaml:"sparse_layers"`
+	Enums         OMap[GGUFEnum]    `yaml:"enums"`
 	UnreadInLast  GGUFUnread        `yaml:"unread_in_last"`
 	Computed      OMap[F[string]]   `yaml:"computed"`
 	Config        OMap[Raw]         `yaml:"config"`
@@ -432,6 +433,14 @@ type GGUFLayerRule struct {
 	Key  F[string] `yaml:"key"`
 	Form F[string] `yaml:"form"`
 	Pos  Pos       `yaml:"-"`
+}
+
+// GGUFEnum spells a metadata key's number as a word of a config key
+// (llama.cpp's expert_gating_func 2 as score_function "sigmoid").
+type GGUFEnum struct {
+	Key   F[string]       `yaml:"key"`
+	Words OMap[F[string]] `yaml:"words"`
+	Pos   Pos             `yaml:"-"`
 }
 
 // GGUFUnread names tensors the last Count layers of a file hold and the

@@ -205,6 +205,21 @@ func ggufFacts(a *Arch) jen.Code {
 			pairs = append(pairs, kvPair{m.field, jen.Map(jen.String()).Index().String().Values(d)})
 		}
 	}
+	if len(g.Enums) > 0 {
+		outer := jen.Dict{}
+		for _, k := range slices.Sorted(maps.Keys(g.Enums)) {
+			e := g.Enums[k]
+			words := jen.Dict{}
+			for n, w := range e.Words {
+				words[jen.Lit(n)] = jen.Lit(w)
+			}
+			outer[jen.Lit(k)] = jen.Qual(nnPkg, "GGUFEnum").Values(jen.Dict{
+				jen.Id("Key"):   jen.Lit(e.Key),
+				jen.Id("Words"): jen.Map(jen.Int()).String().Values(words),
+			})
+		}
+		pairs = append(pairs, kvPair{"Enums", jen.Map(jen.String()).Qual(nnPkg, "GGUFEnum").Values(outer)})
+	}
 	if len(g.SplitGroups) > 0 {
 		pairs = append(pairs, kvPair{"SplitGroups", strMap(g.SplitGroups)})
 	}

@@ -839,6 +839,9 @@ type GGUF struct {
 	// DoubleWidth: the config key true where some layers' feed-forward
 	// width (a width a layer) is twice the others'.
 	DoubleWidth string
+	// Enums: metadata keys whose numbers become words of a config key:
+	// key -> {config key, number -> word}.
+	Enums map[string]Enum
 	// SparseLayers: the config key (a bool a layer) true on the layers
 	// after leading_dense_block_count.
 	SparseLayers string
@@ -866,6 +869,12 @@ type GGUF struct {
 	// made the tensor named (within the layer) of that layer.
 	LayerValues []Entry[F[string]]
 	Tensors     []Entry[F[string]]
+}
+
+// Enum is a gguf.enums entry: the config key and the word of each number.
+type Enum struct {
+	Key   string
+	Words map[int]string
 }
 
 // ggufReaderKeys are the config keys gguf.Read writes from every file
@@ -964,6 +973,28 @@ func (b *builder) gguf() error {
 		if e.Null || b.key(e.Val.V) == nil {
 			return errAt(e.Pos, path, "want a config key of the descriptor (the groups' count), got %q", e.Val.V)
 		}
+	}
+	enums := map[string]Enum{}
+	for _, e := range g.Enums.Entries {
+		path := "gguf.enums." + e.Key
+		if !ggufKey.MatchString(e.Key) {
+			return errAt(e.Pos, path, "%q is not a GGUF metadata key within the architecture's (lower-case words joined by dots)", e.Key)
+		}
+		if b.key(e.Val.Key.V) == nil {
+			return errAt(e.Pos, path+".key", "want a config key of the descriptor, got %q", e.Val.Key.V)
+		}
+		words := map[int]string{}
+		for _, w := range e.Val.Words.Entries {
+			n, err := strconv.Atoi(w.Key)
+			if err != nil || w.Null || w.Val.V == "" {
+				return errAt(w.Pos, path+".words", "want whole numbers and the words they are, got %q: %q", w.Key, w.Val.V)
+			}
+			words[n] = w.Val.V
+		}
+		if len(words) == 0 {
+			return errAt(e.Pos, path+".words", "want whole numbers and the words they are")
+		}
+		enums[e.Key] = Enum{Key: e.Val.Key.V, Words: words}
 	}
 	aliasConfig := map[string]map[string]any{}
 	for _, e := range g.AliasConfig.Entries {
@@ -1166,7 +1197,7 @@ func (b *builder) gguf() error {
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, KVFFN: g.KVLayers.FFN.V, KVExperts: g.KVLayers.Experts.V, KVLetters: g.KVLayers.Form.V == "letters", FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
-		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, SplitGroups: g.SplitGroups.Entries, AliasConfig: aliasConfig, Lacking: g.Lacking.Entries,
+		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, SplitGroups: g.SplitGroups.Entries, AliasConfig: aliasConfig, Enums: enums, Lacking: g.Lacking.Entries,
 		WindowRope: g.WindowRope.V, KVWindow: g.KVWindow.V, DoubleWidth: g.DoubleWidth.V, SparseLayers: g.SparseLayers.V,
 		UnreadCount: g.UnreadInLast.Count.V, UnreadTensors: g.UnreadInLast.Tensors.V, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}

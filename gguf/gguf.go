@@ -512,6 +512,22 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 			return m != "" && n[len(m):] == t
 		})
 	}
+	for _, k := range slices.Sorted(maps.Keys(a.Enums)) {
+		if !md.has(key(k)) {
+			continue
+		}
+		n, err := md.int(key(k))
+		if err != nil {
+			return nil, err
+		}
+		e := a.Enums[k]
+		w, ok := e.Words[n]
+		if !ok {
+			known := slices.Sorted(maps.Keys(e.Words))
+			return nil, fmt.Errorf("%s: %s is %d, which archgen does not read (it reads %v)", md.path, key(k), n, known)
+		}
+		cfg[e.Key] = w
+	}
 	if a.SparseLayers != "" {
 		lead := 0
 		if k := key("leading_dense_block_count"); md.has(k) {

@@ -26,6 +26,8 @@ Usage: make_bad_gguf.py DIR
                different key/value head counts, whose rope_freqs holds a
                factor other than 1 and 1e30, and whose fused experts' gate
                and up have rows that do not halve
+  bailingmoe2_gating.gguf a bailingmoe2 file whose expert_gating_func is 3
+               (llama.cpp's sqrt-softplus), which no config word names
   qwen3next_groups.gguf a qwen3next file of 3 key heads whose fused beta
                and alpha projection has 8 rows, which do not split into
                3 groups of two parts
@@ -171,6 +173,17 @@ def main():
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
+    w = GGUFWriter(os.path.join(d, "bailingmoe2_gating.gguf"), "bailingmoe2")
+    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
+                 ("attention.head_count", 4), ("expert_gating_func", 3)):
+        w.add_uint32("bailingmoe2." + k, v)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(65 + i) for i in range(4)])
+    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     w = GGUFWriter(os.path.join(d, "qwen3next_groups.gguf"), "qwen3next")
     for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
                  ("attention.head_count", 4), ("attention.head_count_kv", 2), ("ssm.group_count", 3)):

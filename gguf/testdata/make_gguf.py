@@ -232,6 +232,10 @@ ARCH_BLOCK["qwen3next"] = {"post_attention_layernorm": "post_attention_norm", "l
 ARCH_BLOCK["falcon-h1"] = {"pre_ff_layernorm": "ffn_norm", "mamba.in_proj": "ssm_in", "mamba.conv1d": "ssm_conv1d",
                            "mamba.norm": "ssm_norm", "mamba.out_proj": "ssm_out", "feed_forward.gate_proj": "ffn_gate",
                            "feed_forward.up_proj": "ffn_up", "feed_forward.down_proj": "ffn_down"}
+# Ling 2.0's (BailingMoeV2)
+ARCH_BLOCK["bailingmoe2"] = {"attention.query_key_value": "attn_qkv", "attention.dense": "attn_output",
+                             "attention.query_layernorm": "attn_q_norm", "attention.key_layernorm": "attn_k_norm",
+                             "mlp.gate.gate_proj": "ffn_gate_inp"}
 # the same names under other architectures' files
 ARCH_BLOCK["starcoder"] = ARCH_BLOCK["gpt2"]
 ARCH_BLOCK["qwen35moe"] = ARCH_BLOCK["qwen35"]
@@ -252,6 +256,8 @@ TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.f
        "model.embedding_norm": "token_embd_norm",
        # Mamba's
        "backbone.embeddings": "token_embd", "backbone.norm_f": "output_norm",
+       # Ling's
+       "model.word_embeddings": "token_embd",
        # Gemma 4's per-layer inputs
        "model.embed_tokens_per_layer": "per_layer_token_embd",
        "model.per_layer_model_projection": "per_layer_model_proj",

@@ -350,6 +350,16 @@ CASES = {
         "attention_in_multiplier": 1.1, "attention_out_multiplier": 0.9, "key_multiplier": 0.4,
         "ssm_in_multiplier": 1.25, "ssm_out_multiplier": 0.8, "mlp_multipliers": [0.9, 0.6],
         "ssm_multipliers": [0.35, 0.25, 0.35, 0.5, 0.35]}),
+    # Ling 2.0 (BailingMoeV2): fused qkv with q and k norms, rope over half
+    # of each head, a dense first layer, then sigmoid routing within
+    # groups with the expert bias, a shared expert
+    "bailingmoe2": ("bailing_moe", "bailingmoe2", {
+        "num_hidden_layers": 3, "num_key_value_heads": 2, "max_position_embeddings": 512, "rope_theta": 10000.0,
+        "moe_intermediate_size": 256, "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1,
+        "first_k_dense_replace": 1, "norm_topk_prob": True, "use_qk_norm": True, "partial_rotary_factor": 0.5,
+        "score_function": "sigmoid", "moe_router_enable_expert_bias": True, "n_group": 2, "topk_group": 1,
+        "routed_scaling_factor": 2.5, "use_bias": False, "use_qkv_bias": False, "norm_head": False,
+        "tie_word_embeddings": False}),
     # Mamba: selective-scan layers alone
     "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
                                  "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
@@ -866,6 +876,16 @@ def write_f32(path, arch, config, weights, vocab):
             gate, up = np.split(x, 2)
             weights[f"gguf:blk.{layer}.ffn_gate_shexp.weight"] = gate
             weights[f"gguf:blk.{layer}.ffn_up_shexp.weight"] = up
+    if arch == "bailingmoe2":
+        # as llama.cpp's BailingMoeV2Model and TextModel write them
+        w.add_leading_dense_block_count(config["first_k_dense_replace"])
+        w.add_expert_shared_feed_forward_length(config["moe_intermediate_size"] * config["num_shared_experts"])
+        w.add_expert_weights_scale(config["routed_scaling_factor"])
+        w.add_expert_shared_count(config["num_shared_experts"])
+        w.add_expert_weights_norm(config["norm_topk_prob"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        w.add_expert_group_count(config["n_group"])
+        w.add_expert_group_used_count(config["topk_group"])
     if arch == "exaone-moe":
         # as llama.cpp's ExaoneMoEModel (after Exaone4Model and TextModel)
         # writes them, the gating function from Hugging Face's scoring_func

@@ -153,6 +153,13 @@ type Arch struct {
 	Wrapper *Wrapper
 }
 
+// GGUFEnum is a config key and the word each number of a metadata key
+// sets it to.
+type GGUFEnum struct {
+	Key   string
+	Words map[int]string
+}
+
 // GGUF is what reading an architecture's GGUF checkpoints needs to know:
 // the name llama.cpp gives it, its tensors' names, and what the file does
 // not record. The gguf package reads files with it and knows no
@@ -277,6 +284,11 @@ type GGUF struct {
 	// 4's double-wide MLPs on the layers sharing keys and values), false
 	// where they are one width.
 	DoubleWidth string
+	// Enums maps metadata keys within the architecture's namespace whose
+	// numbers stand for words (llama.cpp's expert_gating_func: 1 softmax,
+	// 2 sigmoid) to the config key the word is; a number without a word is
+	// an error naming the key.
+	Enums map[string]GGUFEnum
 	// SparseLayers is the config key, a bool a layer, that the file's
 	// leading_dense_block_count sets: false on that many first layers,
 	// true on the others (EXAONE MoE's is_moe_layer).

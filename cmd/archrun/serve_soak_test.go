@@ -15,8 +15,8 @@ import (
 	"github.com/archgen/archgen/internal/soak"
 )
 
-// TestServeSoak: eight clients drive `archrun serve` on SmolLM2 for a
-// minute with the soak's mix (whole and streamed chats and completions,
+// TestServeSoak: eight clients drive `archrun serve` on SmolLM2 for
+// thirty seconds with the soak's mix (whole and streamed chats and completions,
 // cancels mid-stream, slow readers, malformed requests, and the agents'
 // mix: the Responses and Messages APIs, forced tool calls, JSON-schema
 // replies and embeddings, with a chat template that writes tool calls)
@@ -45,7 +45,7 @@ func TestServeSoak(t *testing.T) {
 	resp.Body.Close()
 	require.Positive(t, health.Weights, "/health reports the weights' bytes")
 	rep, err := soak.Run(context.Background(), soak.Config{
-		Root: root, Model: "smollm2", Clients: 8, Duration: time.Minute, Seed: 1,
+		Root: root, Model: "smollm2", Clients: 8, Duration: 30 * time.Second, Seed: 1,
 		PID: cmd.Process.Pid, MaxGrowth: health.Weights + budget - health.Resident, Agents: true, Embeddings: true,
 	})
 	require.NoError(t, err)

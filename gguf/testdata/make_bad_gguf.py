@@ -82,6 +82,29 @@ def gptneox(path, kv_heads, qkv_rows, rng, x):
     w.close()
 
 
+def small(path, arch, keys, tensors, vocab=True):
+    """A file of arch with keys (within its namespace: whole numbers as
+    uint32, lists as arrays, bools as bools), a four-token vocabulary
+    unless not vocab, and tensors (name, data, type)."""
+    w = GGUFWriter(path, arch)
+    for k, v in keys.items():
+        if isinstance(v, list):
+            w.add_array(f"{arch}.{k}", v)
+        elif isinstance(v, bool):
+            w.add_bool(f"{arch}.{k}", v)
+        else:
+            w.add_uint32(f"{arch}.{k}", v)
+    if vocab:
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list([chr(65 + i) for i in range(4)])
+    for name, data, kind in tensors:
+        w.add_tensor(name, data, raw_dtype=kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def lfm2(path, layers, kv, x):
     """An lfm2 file of layers blocks whose key/value head counts a layer
     are kv."""
@@ -152,97 +175,37 @@ def main():
             ("gemma4_kv", 64, [2, 1, 2, 3], None, None),
             ("gemma4_rope", 64, 2, [1.0, 0.5, 1e30, 1e30], None),
             ("gemma4_split", 64, 2, None, rng.standard_normal((2, 3, 64)).astype(np.float32))):
-        w = GGUFWriter(os.path.join(d, name + ".gguf"), "gemma4")
-        for k, v in (("block_count", 4), ("embedding_length", 64), ("context_length", 64), ("attention.head_count", 4),
-                     ("attention.key_length", 16), ("attention.key_length_swa", 8)):
-            w.add_uint32("gemma4." + k, v)
-        for k, v in (("feed_forward_length", ff), ("attention.head_count_kv", kv)):
-            if isinstance(v, list):
-                w.add_array("gemma4." + k, v)
-            else:
-                w.add_uint32("gemma4." + k, v)
-        w.add_array("gemma4.attention.sliding_window_pattern", [True, False, True, False])
-        w.add_tokenizer_model("gpt2")
-        w.add_token_list([chr(65 + i) for i in range(4)])
-        w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+        tensors = [("token_embd.weight", x, T.F32)]
         if freqs is not None:
-            w.add_tensor("rope_freqs.weight", np.array(freqs, dtype=np.float32), raw_dtype=T.F32)
+            tensors.append(("rope_freqs.weight", np.array(freqs, dtype=np.float32), T.F32))
         if fused is not None:
-            w.add_tensor("blk.0.ffn_gate_up_exps.weight", fused, raw_dtype=T.F32)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-    w = GGUFWriter(os.path.join(d, "bailingmoe2_gating.gguf"), "bailingmoe2")
-    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
-                 ("attention.head_count", 4), ("expert_gating_func", 3)):
-        w.add_uint32("bailingmoe2." + k, v)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([chr(65 + i) for i in range(4)])
-    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    w = GGUFWriter(os.path.join(d, "qwen3next_groups.gguf"), "qwen3next")
-    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
-                 ("attention.head_count", 4), ("attention.head_count_kv", 2), ("ssm.group_count", 3)):
-        w.add_uint32("qwen3next." + k, v)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([chr(65 + i) for i in range(4)])
-    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
-    w.add_tensor("blk.0.ssm_ba.weight", rng.standard_normal((8, 64)).astype(np.float32), raw_dtype=T.F32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    w = GGUFWriter(os.path.join(d, "nemotron_h_widths.gguf"), "nemotron_h")
-    for k, v in (("block_count", 3), ("embedding_length", 64), ("context_length", 64), ("attention.head_count", 4)):
-        w.add_uint32("nemotron_h." + k, v)
-    w.add_array("nemotron_h.attention.head_count_kv", [0, 2, 0])
-    w.add_array("nemotron_h.feed_forward_length", [0, 64])
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([chr(65 + i) for i in range(4)])
-    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    w = GGUFWriter(os.path.join(d, "granitehybrid_join.gguf"), "granitehybrid")
-    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 64),
-                 ("attention.head_count", 4)):
-        w.add_uint32("granitehybrid." + k, v)
-    w.add_array("granitehybrid.attention.head_count_kv", [4])
-    w.add_bool("granitehybrid.rope.scaling.finetuned", False)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([chr(65 + i) for i in range(4)])
-    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
+            tensors.append(("blk.0.ffn_gate_up_exps.weight", fused, T.F32))
+        small(os.path.join(d, name + ".gguf"), "gemma4",
+              {"block_count": 4, "embedding_length": 64, "context_length": 64, "attention.head_count": 4,
+               "attention.key_length": 16, "attention.key_length_swa": 8, "feed_forward_length": ff,
+               "attention.head_count_kv": kv, "attention.sliding_window_pattern": [True, False, True, False]},
+              tensors)
+    small(os.path.join(d, "bailingmoe2_gating.gguf"), "bailingmoe2",
+          {"block_count": 1, "embedding_length": 64, "context_length": 64, "feed_forward_length": 64,
+           "attention.head_count": 4, "expert_gating_func": 3}, [("token_embd.weight", x, T.F32)])
+    small(os.path.join(d, "qwen3next_groups.gguf"), "qwen3next",
+          {"block_count": 1, "embedding_length": 64, "context_length": 64, "feed_forward_length": 64,
+           "attention.head_count": 4, "attention.head_count_kv": 2, "ssm.group_count": 3},
+          [("token_embd.weight", x, T.F32), ("blk.0.ssm_ba.weight", rng.standard_normal((8, 64)).astype(np.float32), T.F32)])
+    small(os.path.join(d, "nemotron_h_widths.gguf"), "nemotron_h",
+          {"block_count": 3, "embedding_length": 64, "context_length": 64, "attention.head_count": 4,
+           "attention.head_count_kv": [0, 2, 0], "feed_forward_length": [0, 64]}, [("token_embd.weight", x, T.F32)])
     shexp = rng.standard_normal((64, 64)).astype(np.float32)
-    w.add_tensor("blk.0.ffn_gate_shexp.weight", quantize(shexp, T.Q8_0), raw_dtype=T.Q8_0)
-    w.add_tensor("blk.0.ffn_up_shexp.weight", quantize(shexp, T.Q4_0), raw_dtype=T.Q4_0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    w = GGUFWriter(os.path.join(d, "mamba2_heads.gguf"), "mamba2")
-    for k, v in (("block_count", 1), ("embedding_length", 64), ("context_length", 64), ("feed_forward_length", 0),
-                 ("attention.head_count", 0), ("ssm.inner_size", 100), ("ssm.time_step_rank", 3)):
-        w.add_uint32("mamba2." + k, v)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([chr(65 + i) for i in range(4)])
-    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    w = GGUFWriter(os.path.join(d, "deepseek2_softmax.gguf"), "deepseek2")
-    w.add_uint32("deepseek2.block_count", 1)
-    w.add_uint32("deepseek2.expert_gating_func", 1)
-    w.add_tensor("token_embd.weight", x, raw_dtype=T.F32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    small(os.path.join(d, "granitehybrid_join.gguf"), "granitehybrid",
+          {"block_count": 1, "embedding_length": 64, "context_length": 64, "feed_forward_length": 64,
+           "attention.head_count": 4, "attention.head_count_kv": [4], "rope.scaling.finetuned": False},
+          [("token_embd.weight", x, T.F32), ("blk.0.ffn_gate_shexp.weight", quantize(shexp, T.Q8_0), T.Q8_0),
+           ("blk.0.ffn_up_shexp.weight", quantize(shexp, T.Q4_0), T.Q4_0)])
+    small(os.path.join(d, "mamba2_heads.gguf"), "mamba2",
+          {"block_count": 1, "embedding_length": 64, "context_length": 64, "feed_forward_length": 0,
+           "attention.head_count": 0, "ssm.inner_size": 100, "ssm.time_step_rank": 3}, [("token_embd.weight", x, T.F32)])
+    small(os.path.join(d, "deepseek2_softmax.gguf"), "deepseek2", {"block_count": 1, "expert_gating_func": 1},
+          [("token_embd.weight", x, T.F32)], vocab=False)
     write(os.path.join(d, "f32.gguf"), "llama", [
         ("output_norm.weight", norm, T.F32),
         ("token_embd.weight", x, T.F32),

@@ -34,6 +34,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_gguf import (gguf_name, llama_cpp_permute, qwen35_metadata, qwen35_tensors, random_model,  # noqa: E402
                        vocabulary, writer)
 
+# Gemma 4's sizes and ropes (both cases)
+GEMMA4 = {"num_key_value_heads": 2, "head_dim": 64, "global_head_dim": 128, "sliding_window": 4,
+          "final_logit_softcapping": 30.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+          "rope_parameters": {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                 "rope_theta": 1000000.0},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}
+
 # Nemotron-H's sizes (both cases)
 NEMOTRON_H = {"num_hidden_layers": 4, "num_key_value_heads": 2, "mamba_num_heads": 8, "mamba_head_dim": 64,
               "mamba_proj_bias": False, "ssm_state_size": 16, "conv_kernel": 4, "n_groups": 2, "mlp_bias": False,
@@ -305,15 +312,10 @@ CASES = {
     # across a near-tie in archgen's run (3.2 off llama.cpp's where its own
     # distance allowed 0.83), a discrete change the bounds do not model
     "gemma4": ("gemma4_text", "gemma4", {
-        "num_hidden_layers": 4, "num_key_value_heads": 2, "num_global_key_value_heads": 1, "head_dim": 64,
-        "global_head_dim": 128, "attention_k_eq_v": True, "enable_moe_block": True, "num_experts": 8,
-        "top_k_experts": 4, "moe_intermediate_size": 256, "hidden_size_per_layer_input": 0,
-        "num_kv_shared_layers": 0, "use_double_wide_mlp": False, "sliding_window": 4,
-        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-        "final_logit_softcapping": 30.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
-        "rope_parameters": {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
-                                               "rope_theta": 1000000.0},
-                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
+        **GEMMA4, "num_hidden_layers": 4, "num_global_key_value_heads": 1, "attention_k_eq_v": True,
+        "enable_moe_block": True, "num_experts": 8, "top_k_experts": 4, "moe_intermediate_size": 256,
+        "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "use_double_wide_mlp": False,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}),
     # Gemma 4 as its E2B and E4B are: per-layer inputs, the last layers
     # attending over the keys and values of the last earlier layer of
     # their kind with MLPs twice as wide, one key/value head count. The
@@ -321,16 +323,11 @@ CASES = {
     # llama.cpp takes the shared keys and values from the last two of
     # those by kind, where mlx-lm takes each kind's last
     "gemma4_e": ("gemma4_text", "gemma4", {
-        "num_hidden_layers": 5, "num_key_value_heads": 2, "head_dim": 64, "global_head_dim": 128,
-        "attention_k_eq_v": False, "enable_moe_block": False, "hidden_size_per_layer_input": 256,
-        "vocab_size_per_layer_input": 299, "num_kv_shared_layers": 2, "use_double_wide_mlp": True,
-        "sliding_window": 4,
+        **GEMMA4, "num_hidden_layers": 5, "attention_k_eq_v": False, "enable_moe_block": False,
+        "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 299, "num_kv_shared_layers": 2,
+        "use_double_wide_mlp": True,
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
-                        "full_attention"],
-        "final_logit_softcapping": 30.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
-        "rope_parameters": {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
-                                               "rope_theta": 1000000.0},
-                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
+                        "full_attention"]}),
     # EXAONE MoE (K-EXAONE): pre-norm layers with q and k norms, rope on the
     # sliding layers alone, a dense first layer, then sigmoid routing with
     # the correction bias and a shared expert
@@ -486,6 +483,14 @@ def mamba2_file(w, config, weights):
     ssd_tensors. Returns the tensors, under gguf_name's names or as gguf:
     names."""
     inner = config["num_heads"] * config["head_dim"]
+    ssm_header(w, config, inner, config["num_heads"], config["layer_norm_epsilon"])
+    w.add_ssm_group_count(config["n_groups"])
+    return ssd_tensors(weights, "mixer", config["n_groups"])
+
+
+def ssm_header(w, config, inner, dt_rank, eps):
+    """The keys Mamba's and Mamba2's converters write alike: no heads and no
+    feed-forward width, an arbitrary context, the scan's sizes."""
     w.add_context_length(2**20)
     w.add_embedding_length(config["hidden_size"])
     w.add_feed_forward_length(0)
@@ -494,10 +499,8 @@ def mamba2_file(w, config, weights):
     w.add_ssm_conv_kernel(config["conv_kernel"])
     w.add_ssm_inner_size(inner)
     w.add_ssm_state_size(config["state_size"])
-    w.add_ssm_time_step_rank(config["num_heads"])
-    w.add_ssm_group_count(config["n_groups"])
-    w.add_layer_norm_rms_eps(config["layer_norm_epsilon"])
-    return ssd_tensors(weights, "mixer", config["n_groups"])
+    w.add_ssm_time_step_rank(dt_rank)
+    w.add_layer_norm_rms_eps(eps)
 
 
 def mamba_file(w, config, weights):
@@ -505,16 +508,7 @@ def mamba_file(w, config, weights):
     them: no heads and no feed-forward width, the scan's sizes; the
     convolution without its unit axis, A as -exp(A_log). Returns the
     tensors, under gguf_name's names or as gguf: names."""
-    w.add_context_length(2**20)
-    w.add_embedding_length(config["hidden_size"])
-    w.add_feed_forward_length(0)
-    w.add_head_count(0)
-    w.add_block_count(config["num_hidden_layers"])
-    w.add_ssm_conv_kernel(config["conv_kernel"])
-    w.add_ssm_inner_size(config["intermediate_size"])
-    w.add_ssm_state_size(config["state_size"])
-    w.add_ssm_time_step_rank(config["time_step_rank"])
-    w.add_layer_norm_rms_eps(1e-5)
+    ssm_header(w, config, config["intermediate_size"], config["time_step_rank"], 1e-5)
     w.add_ssm_dt_b_c_rms(False)
     out = {}
     for name, a in weights.items():

@@ -114,6 +114,11 @@ type Config struct {
 	// factor (required: mlx-lm reads it); no published config has this key itself.
 	RopeScalingFactor float64 `json:"rope_scaling_factor"`
 
+	// LatentNormEps is latent_norm_eps; 1e-06 when absent. The latent's and the
+	// compressed queries' RMSNorm epsilon; no published config has this key (GGUF
+	// files set it from their one epsilon, as llama.cpp norms them).
+	LatentNormEps float64 `json:"latent_norm_eps"`
+
 	// RopeScalingMscaleAllDim is rope_scaling_mscale_all_dim; 0 when absent. Read
 	// from rope_scaling.mscale_all_dim when rope_scaling_mscale_all_dim is absent.
 	// rope_scaling's mscale_all_dim; no published config has this key itself.
@@ -174,6 +179,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.RopeScaling = nn.Required[*nn.RopeScaling](r, "rope_scaling")
 	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
 	c.RopeScalingFactor = nn.Required[float64](r, "rope_scaling_factor", "rope_scaling.factor")
+	c.LatentNormEps = nn.Default[float64](r, "latent_norm_eps", 1e-06)
 	c.RopeScalingMscaleAllDim = nn.Default[float64](r, "rope_scaling_mscale_all_dim", 0.0, "rope_scaling.mscale_all_dim")
 	c.RopeScalingType = nn.Default[string](r, "rope_scaling_type", "", "rope_scaling.type", "rope_scaling.rope_type")
 	nn.Min(r, "vocab_size", c.VocabSize, 1)

@@ -156,13 +156,13 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		a := l.LatentAttention
 		if c.QLoraRank > 0 {
 			a.QAProj = lw.Linear("self_attn.q_a_proj", c.QLoraRank, m.hidden, c.AttentionBias)
-			a.QALayernorm = lw.RMSNorm("self_attn.q_a_layernorm", c.QLoraRank, 1e-06)
+			a.QALayernorm = lw.RMSNorm("self_attn.q_a_layernorm", c.QLoraRank, c.LatentNormEps)
 			a.QBProj = lw.Linear("self_attn.q_b_proj", a.heads.QueryWidth(), c.QLoraRank, false)
 		} else {
 			a.QProj = lw.Linear("self_attn.q_proj", a.heads.QueryWidth(), m.hidden, false)
 		}
 		a.KVAProjWithMqa = lw.Linear("self_attn.kv_a_proj_with_mqa", c.KVLoraRank+c.QKRopeHeadDim, m.hidden, c.AttentionBias)
-		a.KvALayernorm = lw.RMSNorm("self_attn.kv_a_layernorm", c.KVLoraRank, 1e-06)
+		a.KvALayernorm = lw.RMSNorm("self_attn.kv_a_layernorm", c.KVLoraRank, c.LatentNormEps)
 		a.KVBProj = lw.Linear("self_attn.kv_b_proj", c.NumAttentionHeads*(c.QKNoPEHeadDim+c.VHeadDim), c.KVLoraRank, false)
 		a.OProj = lw.Linear("self_attn.o_proj", m.hidden, a.heads.OutputWidth(), c.AttentionBias)
 		l.mix = a.forward

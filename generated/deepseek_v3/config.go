@@ -129,6 +129,11 @@ type Config struct {
 	// factor; no published config has this key itself.
 	RopeScalingFactor float64 `json:"rope_scaling_factor"`
 
+	// LatentNormEps is latent_norm_eps; 1e-06 when absent. The latent's and the
+	// compressed queries' RMSNorm epsilon; no published config has this key (GGUF
+	// files set it from their one epsilon, as llama.cpp norms them).
+	LatentNormEps float64 `json:"latent_norm_eps"`
+
 	// RopeScalingMscaleAllDim is rope_scaling_mscale_all_dim; 0 when absent. Read
 	// from rope_scaling.mscale_all_dim when rope_scaling_mscale_all_dim is absent.
 	// rope_scaling's mscale_all_dim; no published config has this key itself.
@@ -181,6 +186,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c.RopeScaling, _ = nn.Optional[*nn.RopeScaling](r, "rope_scaling")
 	c.AttentionBias = nn.Default[bool](r, "attention_bias", false)
 	c.RopeScalingFactor = nn.Default[float64](r, "rope_scaling_factor", 1.0, "rope_scaling.factor")
+	c.LatentNormEps = nn.Default[float64](r, "latent_norm_eps", 1e-06)
 	c.RopeScalingMscaleAllDim = nn.Default[float64](r, "rope_scaling_mscale_all_dim", 0.0, "rope_scaling.mscale_all_dim")
 	nn.Min(r, "vocab_size", c.VocabSize, 1)
 	nn.Min(r, "hidden_size", c.HiddenSize, 1)

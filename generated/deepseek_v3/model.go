@@ -63,6 +63,7 @@ var Arch = nn.Arch{
 		},
 		Computed:     map[string]string{"qk_nope_head_dim": "attention.key_length_mla - rope.dimension_count"},
 		YarnLogTenth: true,
+		Copy:         map[string]string{"latent_norm_eps": "rms_norm_eps"},
 		Tensors: map[string]string{
 			"attn_k_b":         "self_attn.embed_q",
 			"attn_kv_a_mqa":    "self_attn.kv_a_proj_with_mqa",
@@ -215,13 +216,13 @@ func build(w *nn.Weights, c *Config) (*Model, error) {
 		a := l.LatentAttention
 		if c.QLoraRank > 0 {
 			a.QAProj = lw.Linear("self_attn.q_a_proj", c.QLoraRank, m.hidden, c.AttentionBias)
-			a.QALayernorm = lw.RMSNorm("self_attn.q_a_layernorm", c.QLoraRank, 1e-06)
+			a.QALayernorm = lw.RMSNorm("self_attn.q_a_layernorm", c.QLoraRank, c.LatentNormEps)
 			a.QBProj = lw.Linear("self_attn.q_b_proj", a.heads.QueryWidth(), c.QLoraRank, false)
 		} else {
 			a.QProj = lw.Linear("self_attn.q_proj", a.heads.QueryWidth(), m.hidden, false)
 		}
 		a.KVAProjWithMqa = lw.Linear("self_attn.kv_a_proj_with_mqa", c.KVLoraRank+c.QKRopeHeadDim, m.hidden, c.AttentionBias)
-		a.KvALayernorm = lw.RMSNorm("self_attn.kv_a_layernorm", c.KVLoraRank, 1e-06)
+		a.KvALayernorm = lw.RMSNorm("self_attn.kv_a_layernorm", c.KVLoraRank, c.LatentNormEps)
 		lw.SplitLatentKV("self_attn.kv_b_proj", "self_attn.embed_q", "self_attn.unembed_out", c.NumAttentionHeads, c.QKNoPEHeadDim, c.VHeadDim, c.KVLoraRank)
 		a.EmbedQ = lw.MultiLinear("self_attn.embed_q", c.NumAttentionHeads, c.KVLoraRank, c.QKNoPEHeadDim)
 		a.UnembedOut = lw.MultiLinear("self_attn.unembed_out", c.NumAttentionHeads, c.VHeadDim, c.KVLoraRank)

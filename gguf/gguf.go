@@ -174,10 +174,16 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 		if t, ok := arrays[ropeFreqs]; ok {
 			freqs = &t
 		}
-		rp, err := windowRope(md, name, freqs)
+		rsKey := "rope_scaling"
+		if a.RopeScalingKey != "" {
+			rsKey = a.RopeScalingKey
+		}
+		scaling, _ := cfg[rsKey].(map[string]any)
+		rp, err := windowRope(md, name, freqs, scaling)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		delete(cfg, rsKey)
 		cfg[a.WindowRope] = rp
 		if freqs != nil {
 			freqs.free()
@@ -692,11 +698,11 @@ func kvWindow(md metadata, k, swa string, layers int, a *nn.GGUF, cfg map[string
 }
 
 // windowRope is the file's two ropes as a rope_parameters map: the
-// full-attention layers' (proportional: the pairs whose rope_freqs
-// factor is 1 turn at rope.freq_base, those at 1e30 or more do not; all
-// of them without rope_freqs) and the sliding layers' (at
-// rope.freq_base_swa).
-func windowRope(md metadata, name string, freqs *tensor) (map[string]any, error) {
+// full-attention layers' (proportional where the file has rope_freqs: the
+// pairs whose factor is 1 turn at rope.freq_base, those at 1e30 or more
+// do not; else the file's rope scaling, where it has one, or a plain rope)
+// and the sliding layers' (a plain rope at rope.freq_base_swa, unscaled).
+func windowRope(md metadata, name string, freqs *tensor, scaling map[string]any) (map[string]any, error) {
 	base := 10000.0
 	var err error
 	if k := name + ".rope.freq_base"; md.has(k) {
@@ -710,8 +716,19 @@ func windowRope(md metadata, name string, freqs *tensor) (map[string]any, error)
 			return nil, err
 		}
 	}
+	sliding := map[string]any{"rope_type": "default", "rope_theta": swaBase}
+	if freqs == nil {
+		full := map[string]any{"rope_type": "default", "rope_theta": base}
+		for k, v := range scaling {
+			if k == "type" {
+				k = "rope_type"
+			}
+			full[k] = v
+		}
+		return map[string]any{"full_attention": full, "sliding_attention": sliding}, nil
+	}
 	fraction := 1.0
-	if freqs != nil {
+	{
 		t := *freqs
 		if t.block != nil || t.scales != nil || t.array.Dtype() != mlx.Float32 || len(t.array.Shape()) != 1 {
 			return nil, fmt.Errorf("tensor %s: %s %v, want a float32 vector", ropeFreqs, t.array.Dtype(), t.array.Shape())
@@ -734,7 +751,7 @@ func windowRope(md metadata, name string, freqs *tensor) (map[string]any, error)
 	}
 	return map[string]any{
 		"full_attention":    map[string]any{"rope_type": "proportional", "partial_rotary_factor": fraction, "rope_theta": base},
-		"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": swaBase},
+		"sliding_attention": sliding,
 	}, nil
 }
 

@@ -357,6 +357,20 @@ CASES = {
         "score_function": "sigmoid", "moe_router_enable_expert_bias": True, "n_group": 2, "topk_group": 1,
         "routed_scaling_factor": 2.5, "use_bias": False, "use_qkv_bias": False, "norm_head": False,
         "tie_word_embeddings": False}),
+    # Mellum: q and k norms, the sliding layers' plain rope and the full
+    # layers' YaRN (over an original context of 8, as for ministral3),
+    # experts on every layer. One rope base for both kinds: llama.cpp's
+    # mellum rotates the sliding layers at the full layers' base whatever
+    # rope.freq_base_swa says (archgen reads the file's two bases, as
+    # Hugging Face's Mellum runs them)
+    "mellum": ("mellum", "mellum", {
+        "num_hidden_layers": 3, "num_key_value_heads": 2, "head_dim": 64, "num_experts": 8, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 256, "norm_topk_prob": True, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"], "tie_word_embeddings": False,
+        "rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                                               "original_max_position_embeddings": 8, "beta_fast": 32.0,
+                                               "beta_slow": 1.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}}}),
     # Mamba: selective-scan layers alone
     "mamba": ("mamba", "mamba", {"intermediate_size": 512, "state_size": 16, "conv_kernel": 4, "use_bias": False,
                                  "use_conv_bias": True, "time_step_rank": 16, "tie_word_embeddings": False}),
@@ -726,6 +740,9 @@ def write_f32(path, arch, config, weights, vocab):
             header["intermediate_size"] = [config["intermediate_size"] * (2 if i >= first_shared else 1)
                                            for i in range(config["num_hidden_layers"])]
         header["qk_rope_head_dim"] = config["global_head_dim"]
+    if arch == "mellum":
+        # the full layers' rope base (TextModel's rope_freq_base)
+        header["rope_theta"] = config["rope_parameters"]["full_attention"]["rope_theta"]
     if arch == "granitehybrid":
         # as llama.cpp's GraniteHybridModel writes them: key/value heads
         # on the attention layers alone, no positions
@@ -870,6 +887,17 @@ def write_f32(path, arch, config, weights, vocab):
             gate, up = np.split(x, 2)
             weights[f"gguf:blk.{layer}.ffn_gate_shexp.weight"] = gate
             weights[f"gguf:blk.{layer}.ffn_up_shexp.weight"] = up
+    if arch == "mellum":
+        # as llama.cpp's MellumModel and TextModel write them
+        full, swa = config["rope_parameters"]["full_attention"], config["rope_parameters"]["sliding_attention"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(full["factor"])
+        w.add_rope_scaling_orig_ctx_len(full["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_beta_fast(full["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(full["beta_slow"])
+        w.add_rope_freq_base_swa(swa["rope_theta"])
+        w.add_sliding_window(config["sliding_window"])
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in config["layer_types"]])
     if arch == "bailingmoe2":
         # as llama.cpp's BailingMoeV2Model and TextModel write them
         w.add_leading_dense_block_count(config["first_k_dense_replace"])

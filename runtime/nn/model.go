@@ -270,10 +270,11 @@ type GGUF struct {
 	// without attn_v).
 	Lacking map[string][]string
 	// WindowRope is the config key (rope_parameters) the file's two ropes
-	// go under: the full-attention layers' (full_attention: proportional,
-	// at rope.freq_base, its rotated fraction from rope_freqs, whose
-	// unrotated pairs hold 1e30) and the sliding layers' (sliding_attention:
-	// default, at rope.freq_base_swa).
+	// go under: the full-attention layers' (full_attention, at
+	// rope.freq_base: proportional where the file has rope_freqs, its
+	// rotated fraction the pairs at 1, the unrotated ones holding 1e30;
+	// else the file's rope scaling, or plain) and the sliding layers'
+	// (sliding_attention: plain, at rope.freq_base_swa).
 	WindowRope string
 	// KVWindow is the config key the full-attention layers' key/value head
 	// count is where the file holds a count a layer (attention.head_count_kv

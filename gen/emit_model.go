@@ -187,11 +187,7 @@ func ggufFacts(a *Arch) jen.Code {
 		pairs = append(pairs, kvPair{"NoAttention", jen.Lit(true)})
 	}
 	if len(g.Flatten) > 0 {
-		names := make([]jen.Code, len(g.Flatten))
-		for i, n := range g.Flatten {
-			names[i] = jen.Lit(n)
-		}
-		pairs = append(pairs, kvPair{"Flatten", jen.Index().String().Values(names...)})
+		pairs = append(pairs, kvPair{"Flatten", strList(g.Flatten)})
 	}
 	for _, m := range []struct {
 		field   string

@@ -607,10 +607,24 @@ func computed(md metadata, name, expr string) (v any, ok bool, err error) {
 	return r, true, nil
 }
 
+// wholeNumber is a config value as an int: the reader's ints, and the
+// float64s Keys writes where they are whole; 0 otherwise.
+func wholeNumber(v any) int {
+	switch x := v.(type) {
+	case int:
+		return x
+	case float64:
+		if x == math.Trunc(x) {
+			return int(x)
+		}
+	}
+	return 0
+}
+
 // unread lists the tensors of arrays (llama.cpp's names) that the last
 // layers hold and the model does not run (UnreadCount, UnreadTensors).
 func unread(arrays map[string]tensor, cfg map[string]any, a *nn.GGUF) []string {
-	n, _ := cfg[a.UnreadCount].(int)
+	n := wholeNumber(cfg[a.UnreadCount])
 	if a.UnreadCount == "" || n <= 0 {
 		return nil
 	}
@@ -1150,18 +1164,7 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a
 			}
 		}
 	}
-	if err := g.Eval(fixed...); err != nil {
-		return err
-	}
-	for i, n := range names {
-		g.Keep(fixed[i])
-		t[n] = fixed[i]
-	}
-	for _, n := range drop {
-		t[n].Free()
-		delete(t, n)
-	}
-	return nil
+	return replaceEvaluated(g, t, names, fixed, drop...)
 }
 
 // splitRows takes apart the projections llama.cpp's converter fused
@@ -1198,17 +1201,7 @@ func splitRows(t map[string]*mlx.Array, quant map[string]quantSpec, cfg map[stri
 				// in groups: each group holds every part's rows in turn
 				groups := 1
 				if k := a.SplitGroups[from]; k != "" {
-					switch v := cfg[k].(type) {
-					case int:
-						groups = v
-					case float64:
-						groups = int(v)
-						if float64(groups) != v {
-							groups = 0
-						}
-					default:
-						groups = 0
-					}
+					groups = wholeNumber(cfg[k])
 					if groups <= 0 || x.Dim(axis)%(groups*len(parts)) != 0 {
 						return fmt.Errorf("tensor %s %v does not split into %d groups (%s) of %d equal parts of rows (%s)", at(from)+suffix, x.Shape(), groups, k, len(parts), strings.Join(parts, ", "))
 					}
@@ -1234,18 +1227,7 @@ func splitRows(t map[string]*mlx.Array, quant map[string]quantSpec, cfg map[stri
 			}
 		}
 	}
-	if err := g.Eval(fixed...); err != nil {
-		return err
-	}
-	for i, n := range names {
-		g.Keep(fixed[i])
-		t[n] = fixed[i]
-	}
-	for _, n := range drop {
-		t[n].Free()
-		delete(t, n)
-	}
-	return nil
+	return replaceEvaluated(g, t, names, fixed, drop...)
 }
 
 // storedAs describes a weight's form: its quantization, or its dtype.
@@ -1325,16 +1307,24 @@ func ropeScaling(md metadata, name string, t tensor, cfg map[string]any) error {
 	return nil
 }
 
-// replaceEvaluated evaluates fixed and puts each in t in place of the
-// tensor of its name, which is freed.
-func replaceEvaluated(g *mlx.Graph, t map[string]*mlx.Array, names []string, fixed []*mlx.Array) error {
+// replaceEvaluated evaluates fixed and puts each in t under its name, in
+// place of the tensor of that name where there is one (freed); the
+// tensors named in drop (parts joined or split into others) are freed and
+// taken out.
+func replaceEvaluated(g *mlx.Graph, t map[string]*mlx.Array, names []string, fixed []*mlx.Array, drop ...string) error {
 	if err := g.Eval(fixed...); err != nil {
 		return err
 	}
 	for i, n := range names {
 		g.Keep(fixed[i])
-		t[n].Free()
+		if old, ok := t[n]; ok {
+			old.Free()
+		}
 		t[n] = fixed[i]
+	}
+	for _, n := range drop {
+		t[n].Free()
+		delete(t, n)
 	}
 	return nil
 }

@@ -99,6 +99,7 @@ func checkLlamaCase(t *testing.T, dir, c string, types []string) {
 			}
 			dOurs, dTheirs, scale := maxDiff(ours, ref), maxDiff(theirs, ref), maxAbs(ref)
 			if typ == "F32" {
+				checkUnread(t, path)
 				floor, rmsFloor = dOurs, rmsDiff(ours, ref)
 				// the same weights: only the arithmetic differs (summation
 				// order, llama.cpp's vectorized exp in SiLU and softmax),
@@ -133,6 +134,48 @@ func checkLlamaCase(t *testing.T, dir, c string, types []string) {
 	}
 }
 
+// checkUnread: the tensors of the last layers that the model does not run
+// (GGUF.UnreadCount) are not read at all, not merely left unused.
+func checkUnread(t *testing.T, path string) {
+	t.Helper()
+	h, err := ReadHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch := h.Strings["general.architecture"]
+	md := metadata{path: path, raw: h.Values}
+	modelType, a, ok := find(registry.Archs(), arch, md)
+	if !ok || a.UnreadCount == "" {
+		return
+	}
+	arrays := map[string]tensor{}
+	for _, ti := range h.Tensors {
+		arrays[ti.Name] = tensor{}
+	}
+	cfg, err := config(md, arch, modelType, a, arrays)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wholeNumber(cfg[a.UnreadCount]) == 0 {
+		return // no layer shares
+	}
+	names := unread(arrays, cfg, a)
+	if len(names) == 0 {
+		t.Fatalf("%s holds no tensors its last %s layers do not run: the case does not check them", path, a.UnreadCount)
+	}
+	m, err := Read(path, nil, registry.Archs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	for _, n := range names {
+		parts := blockName.FindStringSubmatch(n)
+		if hf := a.Layers + "." + parts[1] + "." + a.Tensors[parts[2]] + ".weight"; m.Tensors[hf] != nil {
+			t.Errorf("%s (llama.cpp's %s) was read, which the model does not run", hf, n)
+		}
+	}
+}
+
 // tensorBytes is the bytes of the file's tensor data (the rope factors
 // and the blocks the model does not run aside, the numbers a layer its
 // metadata holds for tensors added),
@@ -152,19 +195,16 @@ func tensorBytes(t *testing.T, path string) (int, int) {
 	md := metadata{path: path, raw: h.Values}
 	total, biases := 0, 0
 	skip := map[string]bool{} // tensors of the last layers the model does not run
-	if _, a, ok := find(registry.Archs(), arch, md); ok {
+	if modelType, a, ok := find(registry.Archs(), arch, md); ok {
 		if a.UnreadCount != "" {
+			// the reader's own config of the file says which
 			arrays := map[string]tensor{}
 			for _, ti := range h.Tensors {
 				arrays[ti.Name] = tensor{}
 			}
-			cfg := map[string]any{"num_hidden_layers": 0}
-			blocks, _ := md.int(arch + ".block_count")
-			cfg["num_hidden_layers"] = blocks
-			for k, v := range a.Keys {
-				if v == a.UnreadCount && md.has(arch+"."+k) {
-					cfg[a.UnreadCount], _ = md.int(arch + "." + k)
-				}
+			cfg, err := config(md, arch, modelType, a, arrays)
+			if err != nil {
+				t.Fatal(err)
 			}
 			for _, n := range unread(arrays, cfg, a) {
 				skip[n] = true

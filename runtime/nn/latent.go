@@ -17,7 +17,9 @@ import (
 // One token at a time (decode) the key up-projection is applied to the
 // query instead (absorbed): the head attends over the latent itself and
 // its output is projected up after. Several tokens (a prompt, a
-// verification) expand the latent into per-head keys and values first.
+// verification) expand the latent into per-head keys and values first,
+// except with a GGUF file's block-quantized up-projections, which run
+// absorbed at every length (as llama.cpp runs them).
 // Either way the rotated part's scores join as an additive mask.
 
 // LatentHeads are a latent-attention layer's shape: Heads query heads, a
@@ -62,9 +64,8 @@ type MultiLinear struct {
 // of out entries, the result's of in). A quantized x W^T runs one head at
 // a time on archgen's 2-D product kernels (libmlx's batched quantized
 // product over the heads runs element by element on the CPU); the heads'
-// products are stacked back on the heads axis. A block-quantized x W,
-// which the block kernels (reducing along in) do not compute, reads W
-// dequantized to x's dtype for the product.
+// products are stacked back on the heads axis. A block-quantized matrix
+// (a GGUF file's) multiplies as x W^T only.
 func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Array {
 	if m.Heads != nil && transpose && x.Ndim() >= 3 {
 		axis := x.Ndim() - 3 // x's heads axis (of heads or 1 entries)
@@ -80,15 +81,21 @@ func (m *MultiLinear) Apply(g *mlx.Graph, x *mlx.Array, transpose bool) *mlx.Arr
 		return g.Stack(axis, ys...)
 	}
 	if m.Q != nil {
-		if _, block := mlx.BlockFormatOfMode(m.Q.Mode); block && !transpose {
-			return g.Matmul(x, g.Dequantize(*m.Q, x.Dtype()))
-		}
 		return g.QuantizedMatmul(x, *m.Q, transpose)
 	}
 	if transpose {
 		return g.Matmul(x, g.Swapaxes(m.Weight, -1, -2))
 	}
 	return g.Matmul(x, m.Weight)
+}
+
+// blockQuantized tells whether the matrices are in a GGUF block format.
+func (m *MultiLinear) blockQuantized() bool {
+	if m.Q == nil {
+		return false
+	}
+	_, block := mlx.BlockFormatOfMode(m.Q.Mode)
+	return block
 }
 
 // MultiLinear is the per-head matrices name: weight [heads, out, in],
@@ -153,7 +160,10 @@ func LatentAttend(g *mlx.Graph, h LatentHeads, q, kvIn *mlx.Array, norm *RMSNorm
 	pe := g.Matmul(g.MultiplyScalar(qRot, float64(h.Scale)), g.Swapaxes(rot, -1, -2))
 	pe = kv.MaskScores(g, pe, mask)
 	var o *mlx.Array
-	if L == 1 {
+	if L == 1 || embed.blockQuantized() {
+		// (a GGUF file's block formats multiply only as x W^T: a prompt
+		// too attends over the latent, as llama.cpp runs it, rather than
+		// expanding it through a dequantized copy of the weight)
 		qLat := embed.Apply(g, qp[0], true) // [B, heads, 1, rank]
 		o = g.SDPA(qLat, keys, keys, h.Scale, mlx.MaskArray(pe))
 		o = unembed.Apply(g, o, true) // [B, heads, 1, value]

@@ -164,7 +164,7 @@ func TestDescriptorErrors(t *testing.T) {
 		{"gguf computed into no config key", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  computed: {no_such_key: a.b - c}\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.computed.no_such_key: want a config key of the descriptor`},
 		{"gguf computed from no expression", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  computed: {hidden_size: a.b % c}\n  tensors: {attn_q: q_proj}\n"},
-			`descriptors/a.yaml:22: gguf.computed.hidden_size: want two GGUF metadata keys within the architecture's and an operation between them, spaced ("attention.key_length - rope.dimension_count"; + - * /), got "a.b % c"`},
+			`descriptors/a.yaml:22: gguf.computed.hidden_size: want two GGUF metadata keys within the architecture's and an operation between them, spaced ("attention.key_length - rope.dimension_count"; + - * /; the second may be sqrt(key)), got "a.b % c"`},
 		{"gguf join of a module no tensor maps to", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  join: {qkv_proj: [q_proj, k_proj]}\n  tensors: {attn_q: q_proj}\n"},
 			`descriptors/a.yaml:22: gguf.join.qkv_proj: "k_proj" is not a checkpoint module gguf.tensors maps to`},
 		{"gguf kv_layers experts without ffn", map[string]string{"descriptors/a.yaml": base + "gguf:\n  arch: a\n  class: A\n  kv_layers: {key: head_dim, attention: A, other: M, experts: E}\n  tensors: {attn_q: q_proj}\n"},

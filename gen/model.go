@@ -900,9 +900,10 @@ var ggufKey = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 // number it must equal.
 var ggufRequires = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*( == -?[0-9]+)?$`)
 
-// ggufComputed is a gguf.computed value: two metadata keys and the
-// operation between them.
-var ggufComputed = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)* [-+*/] [a-z0-9_]+(\.[a-z0-9_]+)*$`)
+// ggufComputed is a gguf.computed value: two metadata keys (the second
+// may be taken as its square root, sqrt(key)) and the operation between
+// them.
+var ggufComputed = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)* [-+*/] ([a-z0-9_]+(\.[a-z0-9_]+)*|sqrt\([a-z0-9_]+(\.[a-z0-9_]+)*\))$`)
 
 func (b *builder) gguf() error {
 	g := b.d.GGUF
@@ -1190,7 +1191,7 @@ func (b *builder) gguf() error {
 			return errAt(e.Pos, path, "want a config key of the descriptor")
 		}
 		if e.Null || !ggufComputed.MatchString(e.Val.V) {
-			return errAt(e.Pos, path, "want two GGUF metadata keys within the architecture's and an operation between them, spaced (\"attention.key_length - rope.dimension_count\"; + - * /), got %q", e.Val.V)
+			return errAt(e.Pos, path, "want two GGUF metadata keys within the architecture's and an operation between them, spaced (\"attention.key_length - rope.dimension_count\"; + - * /; the second may be sqrt(key)), got %q", e.Val.V)
 		}
 	}
 	b.a.GGUF = &GGUF{Arch: g.Arch.V, Class: g.Class.V, Requires: g.Requires.V, Aliases: g.Aliases.V, PermuteQK: g.PermuteQK.V, QKVByHead: g.QKVByHead.V, AlwaysHeadDim: g.AlwaysHeadDim.V, NormShift: g.NormShift.V, RopeFraction: g.RopeFraction.V, ExtraLayers: g.ExtraLayers.V,

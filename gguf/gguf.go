@@ -565,15 +565,20 @@ func config(md metadata, name, modelType string, a *nn.GGUF, arrays map[string]t
 }
 
 // computed is the value of expr ("a - b": two metadata keys within the
-// architecture's namespace and +, -, * or /) on the file's metadata, a
-// whole number where both are (a quotient must be exact); ok is false
-// where the file lacks either key.
+// architecture's namespace and +, -, * or /, the second possibly
+// "sqrt(b)", its square root) on the file's metadata, a whole number where
+// both operands are (a quotient must be exact); ok is false where the file
+// lacks either key.
 func computed(md metadata, name, expr string) (v any, ok bool, err error) {
 	f := strings.Fields(expr)
 	if len(f) != 3 {
 		return nil, false, fmt.Errorf("%s: %q is not two keys and an operation", md.path, expr)
 	}
-	a, b := name+"."+f[0], name+"."+f[2]
+	second, root := strings.CutPrefix(f[2], "sqrt(")
+	if root {
+		second = strings.TrimSuffix(second, ")")
+	}
+	a, b := name+"."+f[0], name+"."+second
 	if !md.has(a) || !md.has(b) {
 		return nil, false, nil
 	}
@@ -584,6 +589,12 @@ func computed(md metadata, name, expr string) (v any, ok bool, err error) {
 	y, err := md.float(b)
 	if err != nil {
 		return nil, false, err
+	}
+	if root {
+		if y < 0 {
+			return nil, false, fmt.Errorf("%s: %s (%g) is negative: %q takes its square root", md.path, b, y, expr)
+		}
+		y = math.Sqrt(y)
 	}
 	var r float64
 	switch f[1] {

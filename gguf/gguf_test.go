@@ -209,3 +209,38 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("junk file: %v", err)
 	}
 }
+
+// TestComputed: gguf.computed's expressions on metadata values, a square
+// root of the second key among them, and the values it refuses.
+func TestComputed(t *testing.T) {
+	md := metadata{path: "f.gguf", raw: map[string]Value{
+		"a.width": {Num: 96}, "a.heads": {Num: 4}, "a.layers": {Num: 16}, "a.scale": {Num: 0.25, F32: true},
+		"a.odd": {Num: 7}, "a.negative": {Num: -4},
+	}}
+	for _, c := range []struct {
+		expr string
+		want any
+		err  string
+	}{
+		{"width / heads", 24, ""},
+		{"width - heads", 92, ""},
+		{"scale * sqrt(layers)", 1.0, ""},
+		{"width / sqrt(layers)", 24, ""},
+		{"width / odd", nil, "f.gguf: a.width (96) is not a whole multiple of a.odd (7)"},
+		{"scale * sqrt(negative)", nil, `f.gguf: a.negative (-4) is negative: "scale * sqrt(negative)" takes its square root`},
+	} {
+		v, ok, err := computed(md, "a", c.expr)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s: error %v, want %s", c.expr, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !ok || v != c.want {
+			t.Errorf("%s: %v (%T), %v, %v; want %v (%T)", c.expr, v, v, ok, err, c.want, c.want)
+		}
+	}
+	if _, ok, err := computed(md, "a", "width * sqrt(missing)"); ok || err != nil {
+		t.Errorf("a key the file lacks: %v, %v; want no value and no error", ok, err)
+	}
+}

@@ -47,6 +47,39 @@ var Arch = nn.Arch{
 		},
 		Counts: []string{"num_attention_heads", "num_key_value_heads", "intermediate_size"},
 	},
+	GGUF: &nn.GGUF{
+		Arch:          "minicpm",
+		Class:         "MiniCPMForCausalLM",
+		Requires:      "",
+		PermuteQK:     true,
+		AlwaysHeadDim: false,
+		Config: map[string]any{
+			"dim_model_base":      256,
+			"scale_depth":         1.4,
+			"scale_emb":           12.0,
+			"tie_word_embeddings": false,
+		},
+		Keys: map[string]string{"embedding_scale": "scale_emb"},
+		Computed: map[string]string{
+			"dim_model_base": "embedding_length / logit_scale",
+			"scale_depth":    "residual_scale * sqrt(block_count)",
+		},
+		Tensors: map[string]string{
+			"attn_k":      "self_attn.k_proj",
+			"attn_norm":   "input_layernorm",
+			"attn_output": "self_attn.o_proj",
+			"attn_q":      "self_attn.q_proj",
+			"attn_v":      "self_attn.v_proj",
+			"ffn_down":    "mlp.down_proj",
+			"ffn_gate":    "mlp.gate_proj",
+			"ffn_norm":    "post_attention_layernorm",
+			"ffn_up":      "mlp.up_proj",
+		},
+		Layers: "model.layers",
+		Embed:  "model.embed_tokens",
+		Norm:   "model.norm",
+		Head:   "lm_head",
+	},
 }
 
 // Model is a loaded minicpm. Its weights are named as in the checkpoint, in

@@ -357,6 +357,9 @@ CASES = {
         "score_function": "sigmoid", "moe_router_enable_expert_bias": True, "n_group": 2, "topk_group": 1,
         "routed_scaling_factor": 2.5, "use_bias": False, "use_qkv_bias": False, "norm_head": False,
         "tie_word_embeddings": False}),
+    # MiniCPM: Llama's layers with muP's embedding, residual and logit scales
+    "minicpm": ("minicpm", "minicpm", {"num_key_value_heads": 2, "tie_word_embeddings": False, "dim_model_base": 64,
+                                        "scale_depth": 1.4, "scale_emb": 12.0}),
     # Mellum: q and k norms, the sliding layers' plain rope and the full
     # layers' YaRN (over an original context of 8, as for ministral3),
     # experts on every layer. One rope base for both kinds: llama.cpp's
@@ -405,7 +408,7 @@ CASE_TYPES = {"gpt-oss": {"MXFP4_MOE": ("MXFP4_MOE", False)}}
 
 # the architectures whose converter reorders q and k rows for llama.cpp's
 # rope (LlamaModel's subclasses)
-PERMUTED = {"llama", "smollm3", "granite", "granitemoe", "granitehybrid", "deepseek", "mistral3"}
+PERMUTED = {"llama", "minicpm", "smollm3", "granite", "granitemoe", "granitehybrid", "deepseek", "mistral3"}
 
 # what the converter adds to every norm weight (Gemma's norms scale by
 # 1 + weight; llama.cpp's by the weight)
@@ -772,6 +775,11 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_embedding_scale(config["embedding_multiplier"])
         w.add_residual_scale(config["residual_multiplier"])
         w.add_logit_scale(config["logits_scaling"])
+    if arch == "minicpm":
+        # as llama.cpp's MiniCPMModel writes the muP scales
+        w.add_embedding_scale(config["scale_emb"])
+        w.add_residual_scale(config["scale_depth"] / config["num_hidden_layers"] ** 0.5)
+        w.add_logit_scale(config["hidden_size"] / config["dim_model_base"])
     if arch == "gemma3":
         # as llama.cpp's TextModel and Gemma3Model write them
         w.add_sliding_window(config["sliding_window"])

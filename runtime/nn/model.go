@@ -303,8 +303,9 @@ type GGUF struct {
 	UnreadTensors []string
 	// Computed sets config keys to the sum, difference, product or exact
 	// quotient of two metadata keys within the architecture's namespace
-	// ("attention.key_length_mla - rope.dimension_count"), where the file
-	// holds both.
+	// ("attention.key_length_mla - rope.dimension_count"), the second of
+	// which may be taken as its square root ("residual_scale *
+	// sqrt(block_count)"), where the file holds both.
 	Computed map[string]string
 	// FinalNorm is llama.cpp's name of the final norm where it is not
 	// output_norm (LFM2's token_embd_norm).

@@ -395,6 +395,7 @@ type GGUFDesc struct {
 	Join          OMap[F[[]string]] `yaml:"join"`
 	Split         OMap[F[[]string]] `yaml:"split"`
 	SplitGroups   OMap[F[string]]   `yaml:"split_groups"`
+	JoinGroups    OMap[F[string]]   `yaml:"join_groups"`
 	AliasConfig   OMap[Raw]         `yaml:"alias_config"`
 	Lacking       OMap[F[[]string]] `yaml:"lacking"`
 	WindowRope    F[string]         `yaml:"window_rope"`

@@ -219,6 +219,9 @@ func ggufFacts(a *Arch) jen.Code {
 	if len(g.SplitGroups) > 0 {
 		pairs = append(pairs, kvPair{"SplitGroups", strMap(g.SplitGroups)})
 	}
+	if len(g.JoinGroups) > 0 {
+		pairs = append(pairs, kvPair{"JoinGroups", strMap(g.JoinGroups)})
+	}
 	if len(g.AliasConfig) > 0 {
 		outer := jen.Dict{}
 		for _, alias := range slices.Sorted(maps.Keys(g.AliasConfig)) {

@@ -823,6 +823,9 @@ type GGUF struct {
 	// SplitGroups: config keys counting the groups a split module's rows
 	// come in, each holding every part's rows in turn.
 	SplitGroups []Entry[F[string]]
+	// JoinGroups: config keys counting the groups a joined module's rows
+	// come in, each holding every part's rows in turn.
+	JoinGroups []Entry[F[string]]
 	// AliasConfig: config values by the alias a file names, set after
 	// Config.
 	AliasConfig map[string]map[string]any
@@ -970,6 +973,15 @@ func (b *builder) gguf() error {
 		path := "gguf.split_groups." + e.Key
 		if !slices.ContainsFunc(g.Split.Entries, func(x Entry[F[[]string]]) bool { return x.Key == e.Key }) {
 			return errAt(e.Pos, path, "want a module of gguf.split")
+		}
+		if e.Null || b.key(e.Val.V) == nil {
+			return errAt(e.Pos, path, "want a config key of the descriptor (the groups' count), got %q", e.Val.V)
+		}
+	}
+	for _, e := range g.JoinGroups.Entries {
+		path := "gguf.join_groups." + e.Key
+		if !slices.ContainsFunc(g.Join.Entries, func(x Entry[F[[]string]]) bool { return x.Key == e.Key }) {
+			return errAt(e.Pos, path, "want a module of gguf.join")
 		}
 		if e.Null || b.key(e.Val.V) == nil {
 			return errAt(e.Pos, path, "want a config key of the descriptor (the groups' count), got %q", e.Val.V)
@@ -1198,7 +1210,7 @@ func (b *builder) gguf() error {
 		WidthKey: g.WidthPerHead.Key.V, WidthLayers: widthLayers,
 		SlidingKey: g.SlidingLayers.Key.V, SlidingForm: g.SlidingLayers.Form.V,
 		KVKey: g.KVLayers.Key.V, KVAttention: g.KVLayers.Attention.V, KVOther: g.KVLayers.Other.V, KVFFN: g.KVLayers.FFN.V, KVExperts: g.KVLayers.Experts.V, KVLetters: g.KVLayers.Form.V == "letters", FinalNorm: g.FinalNorm.V, RopeScaling: g.RopeScaling.V,
-		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, SplitGroups: g.SplitGroups.Entries, AliasConfig: aliasConfig, Enums: enums, Lacking: g.Lacking.Entries,
+		YarnLogTenth: g.YarnLogTenth.V, NoAttention: g.NoAttention.V, Flatten: g.Flatten.V, Join: g.Join.Entries, Split: g.Split.Entries, SplitGroups: g.SplitGroups.Entries, JoinGroups: g.JoinGroups.Entries, AliasConfig: aliasConfig, Enums: enums, Lacking: g.Lacking.Entries,
 		WindowRope: g.WindowRope.V, KVWindow: g.KVWindow.V, DoubleWidth: g.DoubleWidth.V, SparseLayers: g.SparseLayers.V,
 		UnreadCount: g.UnreadInLast.Count.V, UnreadTensors: g.UnreadInLast.Tensors.V, Computed: g.Computed.Entries,
 		Config: g.Config.Entries, Keys: g.Keys.Entries, Copy: g.Copy.Entries, StoredAs: g.StoredAs.Entries, TrailingAxis: g.TrailingAxis.V, Flags: g.Flags.Entries, LayerValues: g.LayerValues.Entries, Tensors: g.Tensors.Entries}

@@ -222,7 +222,8 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 	if err := splitRows(tensors, quant, cfg, a, s); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := joinRows(tensors, quant, cfg["num_hidden_layers"].(int), a, s); err != nil {
+	joined := map[string]partsSpec{}
+	if err := joinRows(tensors, quant, joined, cfg, a, s); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if a.QKVByHead {
@@ -235,7 +236,7 @@ func build(path string, arrays map[string]tensor, md metadata, s *mlx.Stream, ar
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	if q := quantization(quant); q != nil {
+	if q := quantization(quant, joined); q != nil {
 		cfg["quantization"] = q
 	}
 	tok, tokCfg, err := tokenizerFiles(md, cfg)
@@ -989,8 +990,8 @@ func rename(path string, arrays map[string]tensor, a *nn.GGUF) (map[string]*mlx.
 
 // quantization is the config's quantization block: the spec most modules
 // share as the default, the others as per-module entries.
-func quantization(q map[string]quantSpec) map[string]any {
-	if len(q) == 0 {
+func quantization(q map[string]quantSpec, joined map[string]partsSpec) map[string]any {
+	if len(q) == 0 && len(joined) == 0 {
 		return nil
 	}
 	count := map[quantSpec]int{}
@@ -1005,10 +1006,18 @@ func quantization(q map[string]quantSpec) map[string]any {
 		}
 	}
 	out := map[string]any{"group_size": def.values, "bits": def.bits, "mode": def.mode}
+	if len(q) == 0 {
+		// parts in unlike float dtypes alone: a default no module holds
+		// scales for
+		out = map[string]any{"group_size": 64, "bits": 4, "mode": "affine"}
+	}
 	for module, s := range q {
 		if s != def {
 			out[module] = map[string]any{"group_size": s.values, "bits": s.bits, "mode": s.mode}
 		}
+	}
+	for module, p := range joined {
+		out[module] = map[string]any{"parts": p.parts, "part_groups": p.groups}
 	}
 	return out
 }
@@ -1121,16 +1130,23 @@ func restoreForms(t map[string]*mlx.Array, layers int, a *nn.GGUF, s *mlx.Stream
 // joinRows puts back the projections llama.cpp's converter split (Join):
 // in each layer holding every part, the parts' weights (and scales and
 // biases, quantized) are stacked row after row as the joined module's,
-// which must be stored alike (one type, the same columns).
-func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a *nn.GGUF, s *mlx.Stream) error {
+// or, in groups (JoinGroups), each part's share of a group after another
+// part's, group after group. Parts stored unalike (llama.cpp's _M
+// mixtures keep attn_v in a wider type than attn_q) stay as they are
+// stored, as the joined module's parts (<module>.parts.<j>), and joined
+// records each such module's part count and groups for the quantization
+// block; a float bias is joined either way.
+func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, joined map[string]partsSpec, cfg map[string]any, a *nn.GGUF, s *mlx.Stream) error {
 	if len(a.Join) == 0 {
 		return nil
 	}
+	layers := cfg["num_hidden_layers"].(int)
 	g := mlx.NewGraph(s)
 	defer g.Close()
 	var names []string
 	var fixed []*mlx.Array
 	var drop []string
+	renames := map[string]string{}
 	for _, to := range slices.Sorted(maps.Keys(a.Join)) {
 		parts := a.Join[to]
 		for i := range layers {
@@ -1139,7 +1155,24 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a
 				continue
 			}
 			spec, specOK := quant[at(parts[0])]
+			alike := true
+			for _, p := range parts[1:] {
+				s2, ok2 := quant[at(p)]
+				w, w0 := t[at(p)+".weight"], t[at(parts[0])+".weight"]
+				if ok2 != specOK || s2 != spec || w == nil || w.Dtype() != w0.Dtype() || w.Ndim() != w0.Ndim() || w.Dim(-1) != w0.Dim(-1) {
+					alike = false
+				}
+			}
 			for _, suffix := range []string{".weight", ".scales", ".biases", ".bias"} {
+				if !alike && suffix != ".bias" {
+					// each part as stored, renamed as the joined module's
+					for j, p := range parts {
+						if _, ok := t[at(p)+suffix]; ok {
+							renames[at(p)+suffix] = fmt.Sprintf("%s.parts.%d%s", at(to), j, suffix)
+						}
+					}
+					continue
+				}
 				var xs []*mlx.Array
 				for _, p := range parts {
 					x, ok := t[at(p)+suffix]
@@ -1154,18 +1187,32 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a
 				if len(xs) != len(parts) {
 					return fmt.Errorf("layer %d: %s is joined from %s, of which only some have %s", i, at(to), strings.Join(parts, ", "), strings.TrimPrefix(suffix, "."))
 				}
-				for j, x := range xs[1:] {
-					s2, ok2 := quant[at(parts[j+1])]
-					if ok2 != specOK || s2 != spec || x.Dtype() != xs[0].Dtype() || x.Ndim() != xs[0].Ndim() || x.Dim(-1) != xs[0].Dim(-1) {
-						return fmt.Errorf("tensor %s is stored as %s, %s as %s: archgen joins the rows of %s only where its parts are stored alike",
-							at(parts[0])+".weight", storedAs(t[at(parts[0])+".weight"], spec, specOK), at(parts[j+1])+".weight", storedAs(t[at(parts[j+1])+".weight"], s2, ok2), at(to))
-					}
+				y, err := joinGroups(g, xs, cfg, a.JoinGroups[to], suffix == ".bias")
+				if err != nil {
+					return fmt.Errorf("layer %d: %s (%s): %w", i, at(to)+suffix, strings.Join(parts, ", "), err)
 				}
 				names = append(names, at(to)+suffix)
-				fixed = append(fixed, g.Concatenate(0, xs...))
+				fixed = append(fixed, y)
 				for _, p := range parts {
 					drop = append(drop, at(p)+suffix)
 				}
+			}
+			if !alike {
+				groups := 1
+				if k := a.JoinGroups[to]; k != "" {
+					groups = wholeNumber(cfg[k])
+				}
+				for j, p := range parts {
+					if x := t[at(p)+".weight"]; groups <= 0 || x.Dim(x.Ndim()-2)%groups != 0 {
+						return fmt.Errorf("layer %d: %s (%s): part %d's %d rows do not split into %d groups (%s)", i, at(to), strings.Join(parts, ", "), j+1, x.Dim(x.Ndim()-2), groups, a.JoinGroups[to])
+					}
+					if s2, ok := quant[at(p)]; ok {
+						quant[fmt.Sprintf("%s.parts.%d", at(to), j)] = s2
+					}
+					delete(quant, at(p))
+				}
+				joined[at(to)] = partsSpec{parts: len(parts), groups: groups}
+				continue
 			}
 			if specOK {
 				quant[at(to)] = spec
@@ -1175,7 +1222,46 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, layers int, a
 			}
 		}
 	}
+	for from, to := range renames {
+		t[to] = t[from]
+		delete(t, from)
+	}
 	return replaceEvaluated(g, t, names, fixed, drop...)
+}
+
+// partsSpec is a joined module kept as its parts: how many, and the
+// groups their rows come in.
+type partsSpec struct{ parts, groups int }
+
+// joinGroups stacks the parts' rows (the last axis of a bias, the one
+// before it otherwise): one part after another, or, under a config key
+// counting groups, each part's share of the first group, then of the
+// second, and so on.
+func joinGroups(g *mlx.Graph, xs []*mlx.Array, cfg map[string]any, key string, bias bool) (*mlx.Array, error) {
+	axis := xs[0].Ndim() - 2
+	if bias {
+		axis = xs[0].Ndim() - 1
+	}
+	if axis < 0 {
+		return nil, fmt.Errorf("%v has no rows", xs[0].Shape())
+	}
+	if key == "" {
+		return g.Concatenate(axis, xs...), nil
+	}
+	groups := wholeNumber(cfg[key])
+	rows := 0
+	grouped := make([]*mlx.Array, len(xs))
+	for j, x := range xs {
+		sh := x.Shape()
+		if groups <= 0 || sh[axis]%groups != 0 {
+			return nil, fmt.Errorf("part %d's %d rows do not split into %d groups (%s)", j+1, sh[axis], groups, key)
+		}
+		rows += sh[axis]
+		grouped[j] = g.Reshape(x, append(append(append([]int{}, sh[:axis]...), groups, sh[axis]/groups), sh[axis+1:]...)...)
+	}
+	out := xs[0].Shape()
+	out[axis] = rows
+	return g.Contiguous(g.Reshape(g.Concatenate(axis+1, grouped...), out...)), nil
 }
 
 // splitRows takes apart the projections llama.cpp's converter fused

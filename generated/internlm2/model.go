@@ -36,6 +36,31 @@ var Arch = nn.Arch{
 	Derived: []string{"num_key_value_heads"},
 	Ignored: IgnoredKeys,
 	NoShard: "its fused attention.wqkv holds q, k and v parts of unequal sizes (num_attention_heads heads of queries, num_key_value_heads of keys and of values), which a plan's equal parts cannot split",
+	GGUF: &nn.GGUF{
+		Arch:          "internlm2",
+		Class:         "InternLM2ForCausalLM",
+		Requires:      "",
+		PermuteQK:     true,
+		AlwaysHeadDim: false,
+		Config:        map[string]any{"bias": false},
+		Join:          map[string][]string{"attention.wqkv": []string{"attention.wq", "attention.wk", "attention.wv"}},
+		JoinGroups:    map[string]string{"attention.wqkv": "num_key_value_heads"},
+		Tensors: map[string]string{
+			"attn_k":      "attention.wk",
+			"attn_norm":   "attention_norm",
+			"attn_output": "attention.wo",
+			"attn_q":      "attention.wq",
+			"attn_v":      "attention.wv",
+			"ffn_down":    "feed_forward.w2",
+			"ffn_gate":    "feed_forward.w1",
+			"ffn_norm":    "ffn_norm",
+			"ffn_up":      "feed_forward.w3",
+		},
+		Layers: "model.layers",
+		Embed:  "model.tok_embeddings",
+		Norm:   "model.norm",
+		Head:   "output",
+	},
 }
 
 // Model is a loaded internlm2. Its weights are named as in the checkpoint, in

@@ -33,9 +33,9 @@ Usage: make_bad_gguf.py DIR
                3 groups of two parts
   nemotron_h_widths.gguf a nemotron_h file of 3 layers whose feed-forward
                widths a layer are 2
-  granitehybrid_join.gguf a granitehybrid file whose shared expert's gate
-               is Q8_0 and up Q4_0, which reading cannot join into one
-               projection
+  internlm2_groups.gguf an internlm2 file of 2 key/value heads whose v
+               rows (5; q stored as Q8_0, k and v as float32) do not split
+               into the 2 groups wqkv joins them in
   mamba2_heads.gguf a mamba2 file whose scan width (ssm.inner_size, 100)
                does not split into its heads (ssm.time_step_rank, 3)
   deepseek2_softmax.gguf a deepseek2 file routing by softmax
@@ -196,11 +196,11 @@ def main():
           {"block_count": 3, "embedding_length": 64, "context_length": 64, "attention.head_count": 4,
            "attention.head_count_kv": [0, 2, 0], "feed_forward_length": [0, 64]}, [("token_embd.weight", x, T.F32)])
     shexp = rng.standard_normal((64, 64)).astype(np.float32)
-    small(os.path.join(d, "granitehybrid_join.gguf"), "granitehybrid",
+    small(os.path.join(d, "internlm2_groups.gguf"), "internlm2",
           {"block_count": 1, "embedding_length": 64, "context_length": 64, "feed_forward_length": 64,
-           "attention.head_count": 4, "attention.head_count_kv": [4], "rope.scaling.finetuned": False},
-          [("token_embd.weight", x, T.F32), ("blk.0.ffn_gate_shexp.weight", quantize(shexp, T.Q8_0), T.Q8_0),
-           ("blk.0.ffn_up_shexp.weight", quantize(shexp, T.Q4_0), T.Q4_0)])
+           "attention.head_count": 4, "attention.head_count_kv": 2},
+          [("token_embd.weight", x, T.F32), ("blk.0.attn_q.weight", quantize(shexp[:8], T.Q8_0), T.Q8_0),
+           ("blk.0.attn_k.weight", shexp[:4], T.F32), ("blk.0.attn_v.weight", shexp[:5], T.F32)])
     small(os.path.join(d, "mamba2_heads.gguf"), "mamba2",
           {"block_count": 1, "embedding_length": 64, "context_length": 64, "feed_forward_length": 0,
            "attention.head_count": 0, "ssm.inner_size": 100, "ssm.time_step_rank": 3}, [("token_embd.weight", x, T.F32)])

@@ -193,6 +193,9 @@ ARCH_BLOCK = {
 }
 # Mamba2's layers (A_log, D and dt_bias, tensors without a module, are
 # named by make_llama_cases.py)
+# InternLM2's (its fused wqkv the converter splits: make_llama_cases.py)
+ARCH_BLOCK["internlm2"] = {"attention_norm": "attn_norm", "ffn_norm": "ffn_norm", "attention.wo": "attn_output", "feed_forward.w1": "ffn_gate",
+                           "feed_forward.w3": "ffn_up", "feed_forward.w2": "ffn_down"}
 ARCH_BLOCK["mamba2"] = {"norm": "attn_norm", "mixer.in_proj": "ssm_in", "mixer.conv1d": "ssm_conv1d",
                         "mixer.norm": "ssm_norm", "mixer.out_proj": "ssm_out"}
 # Granite 4.0's hybrids: Mamba2 layers under mamba., attention layers,
@@ -258,6 +261,8 @@ TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "model.f
        "backbone.embeddings": "token_embd", "backbone.norm_f": "output_norm",
        # Ling's
        "model.word_embeddings": "token_embd",
+       # InternLM2's
+       "model.tok_embeddings": "token_embd", "output": "output",
        # Gemma 4's per-layer inputs
        "model.embed_tokens_per_layer": "per_layer_token_embd",
        "model.per_layer_model_projection": "per_layer_model_proj",

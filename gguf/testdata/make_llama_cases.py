@@ -357,6 +357,9 @@ CASES = {
         "score_function": "sigmoid", "moe_router_enable_expert_bias": True, "n_group": 2, "topk_group": 1,
         "routed_scaling_factor": 2.5, "use_bias": False, "use_qkv_bias": False, "norm_head": False,
         "tie_word_embeddings": False}),
+    # InternLM2: Llama's layers under other names, q, k and v fused by
+    # key/value head (each head's queries, its key, its value)
+    "internlm2": ("internlm2", "internlm2", {"num_key_value_heads": 2, "bias": False, "tie_word_embeddings": False}),
     # MiniCPM: Llama's layers with muP's embedding, residual and logit scales
     "minicpm": ("minicpm", "minicpm", {"num_key_value_heads": 2, "tie_word_embeddings": False, "dim_model_base": 64,
                                         "scale_depth": 1.4, "scale_emb": 12.0}),
@@ -408,7 +411,7 @@ CASE_TYPES = {"gpt-oss": {"MXFP4_MOE": ("MXFP4_MOE", False)}}
 
 # the architectures whose converter reorders q and k rows for llama.cpp's
 # rope (LlamaModel's subclasses)
-PERMUTED = {"llama", "minicpm", "smollm3", "granite", "granitemoe", "granitehybrid", "deepseek", "mistral3"}
+PERMUTED = {"llama", "internlm2", "minicpm", "smollm3", "granite", "granitemoe", "granitehybrid", "deepseek", "mistral3"}
 
 # what the converter adds to every norm weight (Gemma's norms scale by
 # 1 + weight; llama.cpp's by the weight)
@@ -895,6 +898,17 @@ def write_f32(path, arch, config, weights, vocab):
             gate, up = np.split(x, 2)
             weights[f"gguf:blk.{layer}.ffn_gate_shexp.weight"] = gate
             weights[f"gguf:blk.{layer}.ffn_up_shexp.weight"] = up
+    if arch == "internlm2":
+        # as llama.cpp's InternLM2Model splits wqkv: by key/value head,
+        # its queries, its key and its value, then Llama's q and k rows
+        # (finish permutes them)
+        for name in [n for n in weights if n.endswith(".attention.wqkv.weight")]:
+            x, layer = np.array(weights.pop(name).astype(mx.float32)), name.split(".")[2]
+            per = heads // kv
+            g = x.reshape(kv, per + 2, -1, x.shape[-1])
+            weights[f"model.layers.{layer}.self_attn.q_proj.weight"] = g[:, :per].reshape(-1, x.shape[-1])
+            weights[f"model.layers.{layer}.self_attn.k_proj.weight"] = g[:, per].reshape(-1, x.shape[-1])
+            weights[f"model.layers.{layer}.self_attn.v_proj.weight"] = g[:, per + 1].reshape(-1, x.shape[-1])
     if arch == "mellum":
         # as llama.cpp's MellumModel and TextModel write them
         full, swa = config["rope_parameters"]["full_attention"], config["rope_parameters"]["sliding_attention"]

@@ -83,12 +83,19 @@ func TestParseQuantization(t *testing.T) {
 	if !q.Modules["model.embed_tokens"].Off || q.Modules["model.layers.0.mlp.down_proj"].Off {
 		t.Errorf("modules %+v", q.Modules)
 	}
+	if q, err := ParseQuantization([]byte(`{"quantization": {"group_size": 32, "bits": 4, "m": {"parts": 3, "part_groups": 2}, "n": {"parts": 2}}}`)); err != nil ||
+		q.Modules["m"] != (ModuleQuant{Parts: 3, PartGroups: 2}) || q.Modules["n"] != (ModuleQuant{Parts: 2, PartGroups: 1}) {
+		t.Errorf("modules held as parts: %+v, %v", q, err)
+	}
 	for in, want := range map[string]string{
 		`{"quantization": {"bits": 4}}`:                                                                         "quantization: group_size: missing (required)",
 		`{"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}}`:                                      `quantization: mode mxfp4 is 4 bits in groups of 32, not 4 bits in groups of 64`,
 		`{"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}}`:                                      `quantization: mode "nvfp4" is not supported (affine, mxfp4, or one of llama.cpp's block types: gguf_q4_k and the like)`,
 		`{"quantization": {"group_size": 48, "bits": 4}}`:                                                       "quantization: group size 48 is not supported (want 32, 64 or 128)",
 		`{"quantization": {"group_size": 64, "bits": 4, "x": 3}}`:                                               "quantization.x: want true, false or an object, got 3",
+		`{"quantization": {"group_size": 64, "bits": 4, "m": {"parts": 1}}}`:                                    "quantization.m: parts: want a whole number of at least 2, got 1",
+		`{"quantization": {"group_size": 64, "bits": 4, "m": {"parts": 2, "part_groups": 0}}}`:                  "quantization.m: part_groups: want a whole number of at least 1, got 0",
+		`{"quantization": {"group_size": 64, "bits": 4, "m": {"parts": 2, "bits": 8}}}`:                         "quantization.m: bits: a module held as parts takes parts and part_groups alone",
 		`{"quantization_config": {"quant_method": "awq"}}`:                                                      `quantization_config: checkpoints quantized with "awq" are not supported; only mlx's own quantization block, quant_method mxfp4, fp8 and compressed-tensors' pack-quantized are`,
 		`{"quantization_config": {"quant_method": "fp8", "scale_fmt": "ue8m0", "weight_block_size": [32, 32]}}`: "quantization_config: FP8 with power-of-two (ue8m0) scales is MLX's mxfp8, which archgen does not run",
 		`{"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}}`:          `quantization_config.format: compressed-tensors in the format "float-quantized" is not supported; only pack-quantized (4-bit integers in groups of 32) is`,

@@ -5,11 +5,18 @@ import (
 )
 
 // Linear is y = x W^T + b: mlx's nn.Linear, or nn.QuantizedLinear when its
-// weight is quantized. Exactly one of Weight and Q is set; Bias may be nil.
+// weight is quantized. Exactly one of Weight, Q and Parts is set; Bias may
+// be nil.
 type Linear struct {
 	Weight *mlx.Array     // [out, in], dense
 	Q      *mlx.Quantized // the quantized [out, in] matrix
 	Bias   *mlx.Array     // [out] or nil
+	// Parts hold W's rows as layers of their own (stored in different
+	// forms): y is their outputs joined, one after another, or, with
+	// PartGroups > 1, in that many groups, each holding every part's
+	// share in turn.
+	Parts      []*Linear
+	PartGroups int
 	// Sum, when set, is the group over which the layer's input columns are
 	// split (ShardedToAll): the partial products are summed over it before
 	// the bias is added.
@@ -20,6 +27,9 @@ type Linear struct {
 func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 	if l.Sum != nil {
 		return l.applySum(g, x)
+	}
+	if l.Parts != nil {
+		return l.applyParts(g, x)
 	}
 	if l.Q != nil {
 		y := g.QuantizedMatmul(x, *l.Q, true)
@@ -42,6 +52,34 @@ func (l *Linear) Apply(g *mlx.Graph, x *mlx.Array) *mlx.Array {
 		return g.Addmm(l.Bias, x, g.Transpose(l.Weight), 1, 1)
 	}
 	return g.Linear(x, l.Weight)
+}
+
+// applyParts is Apply for a layer held as parts: each part's product,
+// joined along the last axis (in groups: each reshaped to [..., groups,
+// rows / groups] and joined on the last axis, then flattened), plus the
+// bias.
+func (l *Linear) applyParts(g *mlx.Graph, x *mlx.Array) *mlx.Array {
+	ys := make([]*mlx.Array, len(l.Parts))
+	out := 0
+	for i, p := range l.Parts {
+		ys[i] = p.Apply(g, x)
+		out += ys[i].Dim(-1)
+	}
+	var y *mlx.Array
+	if groups := l.PartGroups; groups > 1 {
+		for i, yi := range ys {
+			sh := yi.Shape()
+			ys[i] = g.Reshape(yi, append(sh[:len(sh)-1:len(sh)-1], groups, sh[len(sh)-1]/groups)...)
+		}
+		sh := ys[0].Shape()
+		y = g.Reshape(g.Concatenate(-1, ys...), append(sh[:len(sh)-2:len(sh)-2], out)...)
+	} else {
+		y = g.Concatenate(-1, ys...)
+	}
+	if l.Bias != nil {
+		y = g.Add(y, l.Bias)
+	}
+	return y
 }
 
 // applySum is Apply for a layer whose input columns are split over l.Sum:

@@ -260,6 +260,11 @@ type GGUF struct {
 	// turn (Qwen3-Next's fused beta and alpha projections, grouped by key
 	// head): each part takes its rows of every group.
 	SplitGroups map[string]string
+	// JoinGroups maps a Join module to the config key counting the groups
+	// its rows come in, each group holding every part's rows in turn
+	// (InternLM2's fused qkv: a key/value head's queries, its key, its
+	// value): each part gives its rows of every group.
+	JoinGroups map[string]string
 	// AliasConfig holds config values by the alias a file's
 	// general.architecture is, set after Config (files of one alias laid
 	// out otherwise than the name's own).

@@ -34,6 +34,13 @@ type Quantization struct {
 type ModuleQuant struct {
 	Off    bool         // false in the config: full precision
 	Params *QuantParams // nil: the defaults
+	// Parts, where set ({"parts": N, "part_groups": G}), says the module's
+	// weight is held as N modules <module>.parts.<j>, each quantized (or
+	// not) as its own entry says, whose outputs joined are the module's:
+	// one after another, or in PartGroups groups, each holding every
+	// part's share in turn (a projection a GGUF file split into parts of
+	// different block types).
+	Parts, PartGroups int
 }
 
 // Supported group sizes and bit widths of MLX's affine kernels.
@@ -116,6 +123,14 @@ func ParseQuantization(config []byte) (*Quantization, error) {
 		if json.Unmarshal(v, &sub) != nil || sub == nil {
 			return nil, &ConfigError{Key: "quantization." + k, Msg: "want true, false or an object, got " + clip(v)}
 		}
+		if v, ok := sub["parts"]; ok {
+			m, err := moduleParts(v, sub)
+			if err != nil {
+				return nil, &ConfigError{Key: "quantization." + k, Msg: err.Error()}
+			}
+			q.Modules[k] = m
+			continue
+		}
 		// mlx's to_quantized fills what an entry leaves out from the mode's
 		// defaults (affine: group 64, 4 bits), not from the block's.
 		p, err := quantParams(sub, false, QuantParams{GroupSize: 64, Bits: 4, Mode: "affine"})
@@ -125,6 +140,29 @@ func ParseQuantization(config []byte) (*Quantization, error) {
 		q.Modules[k] = ModuleQuant{Params: &p}
 	}
 	return q, nil
+}
+
+// moduleParts reads a module's {"parts": N, "part_groups": G} entry.
+func moduleParts(parts json.RawMessage, sub map[string]json.RawMessage) (ModuleQuant, error) {
+	n, err := decodeInt(parts)
+	if err != nil || n < 2 {
+		return ModuleQuant{}, fmt.Errorf("parts: want a whole number of at least 2, got %s", clip(parts))
+	}
+	m := ModuleQuant{Parts: n, PartGroups: 1}
+	for k, v := range sub {
+		switch k {
+		case "parts":
+		case "part_groups":
+			g, err := decodeInt(v)
+			if err != nil || g < 1 {
+				return ModuleQuant{}, fmt.Errorf("part_groups: want a whole number of at least 1, got %s", clip(v))
+			}
+			m.PartGroups = g
+		default:
+			return ModuleQuant{}, fmt.Errorf("%s: a module held as parts takes parts and part_groups alone", k)
+		}
+	}
+	return m, nil
 }
 
 func quantParams(m map[string]json.RawMessage, required bool, def QuantParams) (QuantParams, error) {

@@ -620,6 +620,9 @@ func (w *Weights) Linear(name string, out, in int, bias bool) *Linear {
 	if role := w.role(name); role != Replicated {
 		return w.shardedLinear(name, out, in, bias, role)
 	}
+	if m := w.partsOf(name); m.Parts > 0 && !w.l.record {
+		return w.partsLinear(name, out, in, bias, m)
+	}
 	l := &Linear{}
 	q := w.quantFor(name, in)
 	if w.l.record {
@@ -635,6 +638,49 @@ func (w *Weights) Linear(name string, out, in int, bias bool) *Linear {
 		l.Q = w.quantized(name, out, in, q)
 	default:
 		l.Weight = w.matrix(name+".weight", []int{out, in})
+	}
+	if bias {
+		l.Bias = w.param(name+".bias", []int{out}, false)
+	}
+	return l
+}
+
+// partsOf is the quantization block's entry for name where it says the
+// module is held as parts (ModuleQuant.Parts); the zero entry otherwise.
+func (w *Weights) partsOf(name string) ModuleQuant {
+	if w.l.quant == nil {
+		return ModuleQuant{}
+	}
+	return w.l.quant.Modules[w.prefix+name]
+}
+
+// partsLinear is the layer name held as m.Parts layers name.parts.<j>,
+// each as it is stored, their rows (read from each part's weight) adding
+// up to out; the bias, where set, is name's own.
+func (w *Weights) partsLinear(name string, out, in int, bias bool, m ModuleQuant) *Linear {
+	l := &Linear{PartGroups: m.PartGroups}
+	rows, uneven := 0, false
+	for j := range m.Parts {
+		part := fmt.Sprintf("%s.parts.%d", name, j)
+		weight, ok := w.l.tensors[w.prefix+part+".weight"]
+		if !ok || weight.Ndim() != 2 {
+			w.failf("%s: the quantization block holds it as %d parts, and part %d has no weight matrix (%s.weight)", w.local(name), m.Parts, j, w.local(part))
+			return l
+		}
+		r := weight.Dim(0)
+		l.Parts = append(l.Parts, w.Linear(part, r, in, false))
+		if r%m.PartGroups != 0 && !uneven {
+			w.failf("%s: part %d's %d rows do not split into %d groups", w.local(name), j, r, m.PartGroups)
+			uneven = true
+		}
+		rows += r
+	}
+	if uneven {
+		return l
+	}
+	if rows != out {
+		w.failf("%s: its %d parts hold %d rows, want %d", w.local(name), m.Parts, rows, out)
+		return l
 	}
 	if bias {
 		l.Bias = w.param(name+".bias", []int{out}, false)

@@ -40,9 +40,10 @@ var Arch = nn.Arch{
 		Arch:          "bailingmoe2",
 		Class:         "BailingMoeV2ForCausalLM",
 		Requires:      "",
-		PermuteQK:     false,
+		PermuteQK:     true,
 		AlwaysHeadDim: false,
 		Config:        map[string]any{"norm_head": false},
+		Aliases:       []string{"bailingmoe"},
 		ExtraLayers:   "nextn_predict_layers",
 		Keys: map[string]string{
 			"expert_count":               "num_experts",
@@ -56,6 +57,7 @@ var Arch = nn.Arch{
 			"leading_dense_block_count":  "first_k_dense_replace",
 			"rope.dimension_count":       "rotary_dim",
 		},
+		Join: map[string][]string{"attention.query_key_value": []string{"attention.q", "attention.k", "attention.v"}},
 		Enums: map[string]nn.GGUFEnum{"expert_gating_func": nn.GGUFEnum{
 			Key: "score_function",
 			Words: map[int]string{
@@ -70,11 +72,14 @@ var Arch = nn.Arch{
 			"use_qkv_bias":                  "attn_qkv.bias",
 		},
 		Tensors: map[string]string{
+			"attn_k":           "attention.k",
 			"attn_k_norm":      "attention.key_layernorm",
 			"attn_norm":        "input_layernorm",
 			"attn_output":      "attention.dense",
+			"attn_q":           "attention.q",
 			"attn_q_norm":      "attention.query_layernorm",
 			"attn_qkv":         "attention.query_key_value",
+			"attn_v":           "attention.v",
 			"exp_probs_b.bias": "mlp.gate.expert_bias",
 			"ffn_down":         "mlp.down_proj",
 			"ffn_down_exps":    "mlp.switch_mlp.down_proj",

@@ -240,6 +240,7 @@ ARCH_BLOCK["bailingmoe2"] = {"attention.query_key_value": "attn_qkv", "attention
                              "attention.query_layernorm": "attn_q_norm", "attention.key_layernorm": "attn_k_norm",
                              "mlp.gate.gate_proj": "ffn_gate_inp"}
 # the same names under other architectures' files
+ARCH_BLOCK["bailingmoe"] = ARCH_BLOCK["bailingmoe2"]
 ARCH_BLOCK["starcoder"] = ARCH_BLOCK["gpt2"]
 ARCH_BLOCK["qwen35moe"] = ARCH_BLOCK["qwen35"]
 ARCH_BLOCK["lfm2moe"] = {

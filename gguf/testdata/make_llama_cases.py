@@ -357,6 +357,14 @@ CASES = {
         "score_function": "sigmoid", "moe_router_enable_expert_bias": True, "n_group": 2, "topk_group": 1,
         "routed_scaling_factor": 2.5, "use_bias": False, "use_qkv_bias": False, "norm_head": False,
         "tie_word_embeddings": False}),
+    # Ling 1 (BailingMoe): experts on every layer beside a shared one,
+    # softmax routing, q, k and v split by the converter
+    "bailingmoe": ("bailing_moe", "bailingmoe", {
+        "num_hidden_layers": 2, "num_key_value_heads": 2, "max_position_embeddings": 512, "rope_theta": 10000.0,
+        "moe_intermediate_size": 256, "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1,
+        "first_k_dense_replace": 0, "norm_topk_prob": True, "use_qk_norm": False, "score_function": "softmax",
+        "routed_scaling_factor": 1.0, "use_bias": False, "use_qkv_bias": False, "norm_head": False,
+        "tie_word_embeddings": False}),
     # InternLM2: Llama's layers under other names, q, k and v fused by
     # key/value head (each head's queries, its key, its value)
     "internlm2": ("internlm2", "internlm2", {"num_key_value_heads": 2, "bias": False, "tie_word_embeddings": False}),
@@ -411,7 +419,7 @@ CASE_TYPES = {"gpt-oss": {"MXFP4_MOE": ("MXFP4_MOE", False)}}
 
 # the architectures whose converter reorders q and k rows for llama.cpp's
 # rope (LlamaModel's subclasses)
-PERMUTED = {"llama", "internlm2", "minicpm", "smollm3", "granite", "granitemoe", "granitehybrid", "deepseek", "mistral3"}
+PERMUTED = {"llama", "bailingmoe", "internlm2", "minicpm", "smollm3", "granite", "granitemoe", "granitehybrid", "deepseek", "mistral3"}
 
 # what the converter adds to every norm weight (Gemma's norms scale by
 # 1 + weight; llama.cpp's by the weight)
@@ -930,6 +938,19 @@ def write_f32(path, arch, config, weights, vocab):
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         w.add_expert_group_count(config["n_group"])
         w.add_expert_group_used_count(config["topk_group"])
+    if arch == "bailingmoe":
+        # as llama.cpp's BailingMoeModel and TextModel write them, q, k and
+        # v split (finish permutes q and k)
+        w.add_leading_dense_block_count(config["first_k_dense_replace"])
+        w.add_expert_weights_scale(1.0)
+        w.add_expert_shared_count(config["num_shared_experts"])
+        w.add_expert_weights_norm(config["norm_topk_prob"])
+        head_dim = config.get("head_dim") or config["hidden_size"] // heads
+        q, k = heads * head_dim, kv * head_dim
+        for name in [n for n in weights if n.endswith(".attention.query_key_value.weight")]:
+            x, layer = np.array(weights.pop(name).astype(mx.float32)), name.split(".")[2]
+            for part, rows in (("q_proj", x[:q]), ("k_proj", x[q:q + k]), ("v_proj", x[q + k:])):
+                weights[f"model.layers.{layer}.self_attn.{part}.weight"] = rows
     if arch == "exaone-moe":
         # as llama.cpp's ExaoneMoEModel (after Exaone4Model and TextModel)
         # writes them, the gating function from Hugging Face's scoring_func

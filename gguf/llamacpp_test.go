@@ -60,7 +60,7 @@ func TestLlamaCppParity(t *testing.T) {
 	}
 	dir := t.TempDir()
 	run(t, "testdata/make_llama_cases.py", dir, llamaTools, realModel)
-	for _, c := range []string{"llama", "llama3", "phi3", "qwen2", "qwen3", "olmo2", "seed_oss", "smollm3", "granite", "hunyuan", "qwen3moe", "qwen2moe", "olmoe", "mixtral", "gemma", "gemma2", "gemma3", "starcoder2", "stablelm", "command-r", "phi2", "nemotron", "olmo3", "exaone4", "exaone", "glm4", "ernie4_5", "qwen2vl", "qwen3vl", "qwen3vlmoe", "gpt-oss", "granitemoe", "cohere2", "dots1", "glm4moe", "apertus", "deepseek", "minimax-m2", "gpt2", "starcoder", "qwen", "gptneox", "qwen35", "qwen35moe", "lfm2", "lfm2moe", "ministral3", "mistral3", "ernie4_5-moe", "deepseek2", "mamba2", "mamba", "granitehybrid", "nemotron_h", "nemotron_h_moe", "gemma4", "gemma4_e", "exaone-moe", "qwen3next", "falcon-h1", "bailingmoe2", "mellum", "minicpm", "internlm2", "bailingmoe", "real"} {
+	for _, c := range []string{"llama", "llama3", "phi3", "qwen2", "qwen3", "olmo2", "seed_oss", "smollm3", "granite", "hunyuan", "qwen3moe", "qwen2moe", "olmoe", "mixtral", "gemma", "gemma2", "gemma3", "starcoder2", "stablelm", "command-r", "phi2", "nemotron", "olmo3", "exaone4", "exaone", "glm4", "ernie4_5", "qwen2vl", "qwen3vl", "qwen3vlmoe", "gpt-oss", "granitemoe", "cohere2", "dots1", "glm4moe", "apertus", "deepseek", "minimax-m2", "gpt2", "starcoder", "qwen", "gptneox", "qwen35", "qwen35moe", "lfm2", "lfm2moe", "ministral3", "mistral3", "ernie4_5-moe", "deepseek2", "mamba2", "mamba", "granitehybrid", "nemotron_h", "nemotron_h_moe", "gemma4", "gemma4_e", "exaone-moe", "qwen3next", "falcon-h1", "bailingmoe2", "mellum", "minicpm", "internlm2", "bailingmoe", "minicpm3", "real"} {
 		types := llamaTypes
 		switch c {
 		case "real":

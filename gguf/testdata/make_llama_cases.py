@@ -371,6 +371,19 @@ CASES = {
     # MiniCPM: Llama's layers with muP's embedding, residual and logit scales
     "minicpm": ("minicpm", "minicpm", {"num_key_value_heads": 2, "tie_word_embeddings": False, "dim_model_base": 64,
                                         "scale_depth": 1.4, "scale_emb": 12.0}),
+    # MiniCPM3: MiniCPM's scales (llama.cpp's constants) around latent
+    # attention with its key and value up-projection whole, and Phi-3's
+    # long-context rope: an original context of 32, below llama-logits'
+    # 64, so that llama.cpp takes the long factors (as mlx-lm always
+    # does), and no more positions than that, so that mlx-lm scales no
+    # attention (llama.cpp's MiniCPM3 never does)
+    "minicpm3": ("minicpm3", "minicpm3", {"num_key_value_heads": 4, "q_lora_rank": 256, "kv_lora_rank": 256,
+                                          "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "dim_model_base": 256,
+                                          "scale_depth": 1.4, "scale_emb": 12.0, "max_position_embeddings": 32,
+                                          "tie_word_embeddings": False,
+                                          "rope_scaling": {"type": "longrope", "original_max_position_embeddings": 32,
+                                                           "long_factor": [1.0 + 0.25 * i for i in range(16)],
+                                                           "short_factor": [1.0 + 0.05 * i for i in range(16)]}}),
     # Mellum: q and k norms, the sliding layers' plain rope and the full
     # layers' YaRN (over an original context of 8, as for ministral3),
     # experts on every layer. One rope base for both kinds: llama.cpp's
@@ -763,6 +776,9 @@ def write_f32(path, arch, config, weights, vocab):
         header["num_key_value_heads"] = [config["num_key_value_heads"] if t == "attention" else 0
                                          for t in config["layer_types"]]
         header["max_position_embeddings"] = 2**20
+    if arch == "minicpm3":
+        # as llama.cpp's MiniCPM3Model writes the latent attention's widths
+        header.update(gguf_key_length=config["qk_nope_head_dim"] + config["qk_rope_head_dim"])
     if arch == "deepseek2":
         # latent attention as one key/value head, its key the latent and
         # the rotated part, its value the latent
@@ -1007,6 +1023,13 @@ def write_f32(path, arch, config, weights, vocab):
             w.add_expert_feed_forward_length(config["moe_intermediate_size"])
         if "shared_expert_intermediate_size" in config:
             w.add_expert_shared_feed_forward_length(config["shared_expert_intermediate_size"])
+    if arch == "minicpm3":
+        # as llama.cpp's MiniCPM3Model writes the ranks and the rope's factors
+        w.add_q_lora_rank(config["q_lora_rank"])
+        w.add_kv_lora_rank(config["kv_lora_rank"])
+        rs = config["rope_scaling"]
+        w.add_tensor("rope_factors_long.weight", np.array(rs["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rs["short_factor"], dtype=np.float32))
     if arch == "phi3":
         # as llama.cpp's Phi3MiniModel writes the rope
         head_dim = config["hidden_size"] // config["num_attention_heads"]

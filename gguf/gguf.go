@@ -1187,9 +1187,13 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, joined map[st
 				if len(xs) != len(parts) {
 					return fmt.Errorf("layer %d: %s is joined from %s, of which only some have %s", i, at(to), strings.Join(parts, ", "), strings.TrimPrefix(suffix, "."))
 				}
-				y, err := joinGroups(g, xs, cfg, a.JoinGroups[to], suffix == ".bias")
+				groups := 1
+				if k := a.JoinGroups[to]; k != "" {
+					groups = wholeNumber(cfg[k])
+				}
+				y, err := joinGroups(g, xs, groups, suffix == ".bias")
 				if err != nil {
-					return fmt.Errorf("layer %d: %s (%s): %w", i, at(to)+suffix, strings.Join(parts, ", "), err)
+					return fmt.Errorf("layer %d: %s (%s): %w (%s)", i, at(to)+suffix, strings.Join(parts, ", "), err, a.JoinGroups[to])
 				}
 				names = append(names, at(to)+suffix)
 				fixed = append(fixed, y)
@@ -1234,10 +1238,9 @@ func joinRows(t map[string]*mlx.Array, quant map[string]quantSpec, joined map[st
 type partsSpec struct{ parts, groups int }
 
 // joinGroups stacks the parts' rows (the last axis of a bias, the one
-// before it otherwise): one part after another, or, under a config key
-// counting groups, each part's share of the first group, then of the
-// second, and so on.
-func joinGroups(g *mlx.Graph, xs []*mlx.Array, cfg map[string]any, key string, bias bool) (*mlx.Array, error) {
+// before it otherwise): one part after another, or, in groups, each
+// part's share of the first group, then of the second, and so on.
+func joinGroups(g *mlx.Graph, xs []*mlx.Array, groups int, bias bool) (*mlx.Array, error) {
 	axis := xs[0].Ndim() - 2
 	if bias {
 		axis = xs[0].Ndim() - 1
@@ -1245,16 +1248,15 @@ func joinGroups(g *mlx.Graph, xs []*mlx.Array, cfg map[string]any, key string, b
 	if axis < 0 {
 		return nil, fmt.Errorf("%v has no rows", xs[0].Shape())
 	}
-	if key == "" {
+	if groups == 1 {
 		return g.Concatenate(axis, xs...), nil
 	}
-	groups := wholeNumber(cfg[key])
 	rows := 0
 	grouped := make([]*mlx.Array, len(xs))
 	for j, x := range xs {
 		sh := x.Shape()
 		if groups <= 0 || sh[axis]%groups != 0 {
-			return nil, fmt.Errorf("part %d's %d rows do not split into %d groups (%s)", j+1, sh[axis], groups, key)
+			return nil, fmt.Errorf("part %d's %d rows do not split into %d groups", j+1, sh[axis], groups)
 		}
 		rows += sh[axis]
 		grouped[j] = g.Reshape(x, append(append(append([]int{}, sh[:axis]...), groups, sh[axis]/groups), sh[axis+1:]...)...)

@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/internal/npy"
+	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -93,6 +95,7 @@ func checkLlamaCase(t *testing.T, dir, c string, types []string) {
 			if info.Nbytes != fileBytes+biasBytes {
 				t.Errorf("the weights take %d bytes, the file's tensors %d and the biases of its Q4_0 and Q8_0 blocks %d", info.Nbytes, fileBytes, biasBytes)
 			}
+			checkPartsDir(t, path, tokens, ours, q8/10)
 			theirs := readLogits(t, filepath.Join(dir, "logits-"+typ+".npy"))
 			if len(ours) != len(ref) || len(theirs) != len(ref) {
 				t.Fatalf("%d logits, llama.cpp's %d and %d", len(ours), len(theirs), len(ref))
@@ -131,6 +134,48 @@ func checkLlamaCase(t *testing.T, dir, c string, types []string) {
 				}
 			}
 		})
+	}
+}
+
+// checkPartsDir: where the file holds a joined projection as parts of
+// different types, the model dir WriteDir makes of it (the parts decoded
+// and joined as one float32 weight) gives the file's logits, up to tol.
+func checkPartsDir(t *testing.T, path string, tokens []int32, ours []float32, tol float64) {
+	t.Helper()
+	m, err := Read(path, nil, registry.Archs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := m.Config["quantization"].(map[string]any)
+	if !slices.ContainsFunc(slices.Collect(maps.Values(q)), func(e any) bool {
+		spec, ok := e.(map[string]any)
+		return ok && spec["parts"] != nil
+	}) {
+		return
+	}
+	dir := t.TempDir()
+	if err := m.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	model, err := registry.Load(dir, nn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Free()
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), model.NewCaches()), mlx.Float32)
+	if err := g.Eval(logits); err != nil {
+		t.Fatal(err)
+	}
+	v, err := logits.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := maxDiff(v, ours)
+	t.Logf("the model dir WriteDir makes (its parts joined): %.3g from the file's logits", d)
+	if d > tol {
+		t.Errorf("the model dir WriteDir makes (its parts joined) is %g from the file's logits, allowed %g", d, tol)
 	}
 }
 

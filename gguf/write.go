@@ -20,7 +20,8 @@ import (
 // quantization block lists them); mlx has no form for llama.cpp's other
 // block-quantized types, so their modules are written as the float32
 // values the blocks decode to (llama.cpp's own dequantization, to the
-// bit).
+// bit), and so are the modules held as parts of different types: their
+// parts decoded and joined as the module's weight.
 func (m *Model) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -28,7 +29,34 @@ func (m *Model) WriteDir(dir string) error {
 	cfg := maps.Clone(m.Config)
 	quant, _ := cfg["quantization"].(map[string]any)
 	delete(cfg, "quantization")
-	if q := affineBlock(quant, m.Tensors); q != nil {
+	g := mlx.NewGraph(nil)
+	defer g.Close()
+	joined, err := joinParts(g, quant, m.Tensors)
+	if err != nil {
+		return err
+	}
+	out := map[string]*mlx.Array{}
+	for name, a := range m.Tensors {
+		if _, ok := joined[name]; ok {
+			continue
+		}
+		out[name] = a
+		mode, ok := moduleMode(quant, strings.TrimSuffix(name, ".weight"))
+		if !ok || !strings.HasSuffix(name, ".weight") || a.Dtype() != mlx.Uint8 {
+			continue
+		}
+		f, _ := mlx.BlockFormatOfMode(mode)
+		out[name] = g.BlockDequantize(a, f, mlx.Float32)
+	}
+	for name, a := range joined {
+		if a != nil {
+			out[name] = a
+		}
+	}
+	if err := g.Err(); err != nil {
+		return err
+	}
+	if q := affineBlock(quant, out); q != nil {
 		cfg["quantization"] = q
 	}
 	files := map[string]any{
@@ -41,22 +69,55 @@ func (m *Model) WriteDir(dir string) error {
 			return err
 		}
 	}
-	g := mlx.NewGraph(nil)
-	defer g.Close()
+	return mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), out, map[string]string{"format": "mlx"})
+}
+
+// joinParts is the float32 weight of each module the quantization block
+// holds as parts ({"parts": N, "part_groups": G}): every part decoded and
+// the rows joined as reading joins a projection, by name; the parts'
+// tensors map to nil (not written).
+func joinParts(g *mlx.Graph, quant map[string]any, tensors map[string]*mlx.Array) (map[string]*mlx.Array, error) {
 	out := map[string]*mlx.Array{}
-	for name, a := range m.Tensors {
-		out[name] = a
-		mode, ok := moduleMode(quant, strings.TrimSuffix(name, ".weight"))
-		if !ok || !strings.HasSuffix(name, ".weight") || a.Dtype() != mlx.Uint8 {
+	for module, e := range quant {
+		spec, ok := e.(map[string]any)
+		if !ok || spec["parts"] == nil {
 			continue
 		}
-		f, _ := mlx.BlockFormatOfMode(mode)
-		out[name] = g.BlockDequantize(a, f, mlx.Float32)
+		n, groups := wholeNumber(spec["parts"]), wholeNumber(spec["part_groups"])
+		xs := make([]*mlx.Array, n)
+		for j := range n {
+			part := fmt.Sprintf("%s.parts.%d", module, j)
+			w, ok := tensors[part+".weight"]
+			if !ok {
+				return nil, fmt.Errorf("%s: part %d has no weight", module, j)
+			}
+			mode, block := moduleMode(quant, part)
+			switch scales := tensors[part+".scales"]; {
+			case scales != nil:
+				bits, _ := quant["bits"].(int)
+				if pe, ok := quant[part].(map[string]any); ok {
+					bits, _ = pe["bits"].(int)
+				}
+				xs[j] = g.Dequantize(mlx.Quantized{Weight: w, Scales: scales, Biases: tensors[part+".biases"], GroupSize: 32, Bits: bits, Mode: "affine"}, mlx.Float32)
+			case block && w.Dtype() == mlx.Uint8:
+				f, _ := mlx.BlockFormatOfMode(mode)
+				xs[j] = g.BlockDequantize(w, f, mlx.Float32)
+			default:
+				xs[j] = g.AsType(w, mlx.Float32)
+			}
+			for _, suffix := range []string{".weight", ".scales", ".biases"} {
+				if _, ok := tensors[part+suffix]; ok {
+					out[part+suffix] = nil
+				}
+			}
+		}
+		w, err := joinGroups(g, xs, max(groups, 1), false)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", module, err)
+		}
+		out[module+".weight"] = w
 	}
-	if err := g.Err(); err != nil {
-		return err
-	}
-	return mlx.SaveSafetensors(filepath.Join(dir, "model.safetensors"), out, map[string]string{"format": "mlx"})
+	return out, nil
 }
 
 // affineBlock is the quantization block of the modules held in MLX's

@@ -108,6 +108,14 @@ func fileLogits(t *testing.T, path string, opts nn.Options, ids []int32) ([]floa
 		t.Fatal(err)
 	}
 	defer model.Free()
+	v, shape := modelLogits(t, model, ids)
+	return v, shape, model.Info()
+}
+
+// modelLogits runs ids through model from an empty cache: the float32
+// logits and their shape.
+func modelLogits(t *testing.T, model nn.Model, ids []int32) ([]float32, []int) {
+	t.Helper()
 	g := mlx.NewGraph(nil)
 	defer g.Close()
 	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, ids, 1, len(ids)), model.NewCaches()), mlx.Float32)
@@ -118,7 +126,7 @@ func fileLogits(t *testing.T, path string, opts nn.Options, ids []int32) ([]floa
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v, logits.Shape(), model.Info()
+	return v, logits.Shape()
 }
 
 func checkConfig(t *testing.T, got, hf map[string]any) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/archgen/archgen/generated/registry"
 	"github.com/archgen/archgen/internal/npy"
-	"github.com/archgen/archgen/runtime/mlx"
 	"github.com/archgen/archgen/runtime/nn"
 )
 
@@ -162,16 +161,7 @@ func checkPartsDir(t *testing.T, path string, tokens []int32, ours []float32, to
 		t.Fatal(err)
 	}
 	defer model.Free()
-	g := mlx.NewGraph(nil)
-	defer g.Close()
-	logits := g.AsType(model.Forward(g, mlx.FromSlice(g, tokens, 1, len(tokens)), model.NewCaches()), mlx.Float32)
-	if err := g.Eval(logits); err != nil {
-		t.Fatal(err)
-	}
-	v, err := logits.Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, _ := modelLogits(t, model, tokens)
 	d := maxDiff(v, ours)
 	t.Logf("the model dir WriteDir makes (its parts joined): %.3g from the file's logits", d)
 	if d > tol {
@@ -193,18 +183,10 @@ func checkUnread(t *testing.T, path string) {
 	if !ok || a.UnreadCount == "" {
 		return
 	}
-	arrays := map[string]tensor{}
-	for _, ti := range h.Tensors {
-		arrays[ti.Name] = tensor{}
-	}
-	cfg, err := config(md, arch, modelType, a, arrays)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wholeNumber(cfg[a.UnreadCount]) == 0 {
+	names, count := unreadOf(t, h, md, arch, modelType, a)
+	if count == 0 {
 		return // no layer shares
 	}
-	names := unread(arrays, cfg, a)
 	if len(names) == 0 {
 		t.Fatalf("%s holds no tensors its last %s layers do not run: the case does not check them", path, a.UnreadCount)
 	}
@@ -219,6 +201,22 @@ func checkUnread(t *testing.T, path string) {
 			t.Errorf("%s (llama.cpp's %s) was read, which the model does not run", hf, n)
 		}
 	}
+}
+
+// unreadOf is the tensors (llama.cpp's names) of the last layers the
+// model does not run, as the reader's own config of the file says, and
+// that config's count of those layers.
+func unreadOf(t *testing.T, h *Header, md metadata, arch, modelType string, a *nn.GGUF) ([]string, int) {
+	t.Helper()
+	arrays := map[string]tensor{}
+	for _, ti := range h.Tensors {
+		arrays[ti.Name] = tensor{}
+	}
+	cfg, err := config(md, arch, modelType, a, arrays)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unread(arrays, cfg, a), wholeNumber(cfg[a.UnreadCount])
 }
 
 // tensorBytes is the bytes of the file's tensor data (the rope factors
@@ -242,16 +240,8 @@ func tensorBytes(t *testing.T, path string) (int, int) {
 	skip := map[string]bool{} // tensors of the last layers the model does not run
 	if modelType, a, ok := find(registry.Archs(), arch, md); ok {
 		if a.UnreadCount != "" {
-			// the reader's own config of the file says which
-			arrays := map[string]tensor{}
-			for _, ti := range h.Tensors {
-				arrays[ti.Name] = tensor{}
-			}
-			cfg, err := config(md, arch, modelType, a, arrays)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range unread(arrays, cfg, a) {
+			names, _ := unreadOf(t, h, md, arch, modelType, a)
+			for _, n := range names {
 				skip[n] = true
 			}
 		}

@@ -130,6 +130,32 @@ func SetNativeQMVInt8(on bool) bool {
 	return C.mlxg_set_native_qmv_int8(C.int(v)) != 0
 }
 
+// NativeQMV16 reports whether the native kernel's dense products of a
+// float32 x by an affine-quantized W round x to 16 bits per group of W
+// where the instruction set takes W's bit width (NativeRoundsX): decode's
+// rows of x then run on integers (qmv16.h), more rows on the rounded x, so
+// that a row's product does not depend on the rows beside it. On unless
+// ARCHGEN_MLX_NATIVE_QMV16=0 or SetNativeQMV16 turns it off (then every such
+// product multiplies x as it is on the float32 kernels).
+func NativeQMV16() bool { return C.mlxg_native_qmv16() != 0 }
+
+// SetNativeQMV16 turns NativeQMV16 on or off for the whole process and
+// returns the previous setting.
+func SetNativeQMV16(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.mlxg_set_native_qmv16(C.int(v)) != 0
+}
+
+// NativeRoundsX reports whether a dense product of a float32 x by an
+// affine-quantized W of bits rounds x to 16 bits per group of W at the
+// current settings: with NativeQMV16 on, 4 and 8 bits under ISAAVX512 and 4
+// under ISAAVX2 (whose integer products of 8-bit W could overflow their
+// 16-bit sums).
+func NativeRoundsX(bits int) bool { return C.mlxg_native_rounds_x(C.int(bits)) != 0 }
+
 // NativeQMM16 reports whether the native kernel's products of more than 8
 // rows of a float32 x (a prompt, a large batch) by a 4- or 8-bit affine or
 // a block-quantized W, and a mixture's experts of more than 8 rows, run on
@@ -159,10 +185,10 @@ const (
 
 // NativeISA reports which instructions the native quantized kernel runs
 // (0 where NativeQuantizedMatmul is off): ISAAVX512 where the CPU and the
-// operating system run AVX-512 with VNNI, whose decode products (up to 8
-// rows of a float32 x against 4- or 8-bit W) quantize x to 16 bits per
-// group of W and sum the group's products in integers; ISAAVX2 otherwise,
-// or where ARCHGEN_MLX_ISA=avx2 asks for it.
+// operating system run AVX-512 with VNNI; ISAAVX2 otherwise, or where
+// ARCHGEN_MLX_ISA=avx2 asks for it. Under both, decode's products (up to 8
+// rows of a float32 x against a W NativeRoundsX names) quantize x to 16
+// bits per group of W and sum the group's products in integers.
 func NativeISA() int { return int(C.mlxg_native_isa()) }
 
 // SetNativeISA sets NativeISA for the whole process, at most to what this

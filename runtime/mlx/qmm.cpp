@@ -332,6 +332,18 @@ std::atomic<int>& qmm16_switch() {
   return on;
 }
 
+// Whether the dense products of a float32 x and an affine-quantized W
+// round x to 16 bits per group of W (qmv16.h): on by default,
+// ARCHGEN_MLX_NATIVE_QMV16=0 turns it off (archgen_rounds_x), and every
+// such product then multiplies x as it is on the float32 kernels.
+std::atomic<int>& qmv16_switch() {
+  static std::atomic<int> on{[] {
+    const char* e = std::getenv("ARCHGEN_MLX_NATIVE_QMV16");
+    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
+  }()};
+  return on;
+}
+
 // The most products one run_jobs call takes (a layer's q, k and v; gate
 // and up).
 constexpr int kMaxProducts = 8;
@@ -346,7 +358,8 @@ struct Job {
   void* out;  // [M, N] of kind ok
   int M, N, K, group, bits;  // bits 0: W is a float array [N, K] of kind sk
   bool half = false;  // libmlx's half-precision arithmetic (half_qmm_rows), in the kind sk
-  const archgen::XQ16* xq = nullptr;  // x quantized for the AVX-512 integer path, where it runs
+  const archgen::XQ16* xq = nullptr;  // x quantized for the integer path of decode, where it runs
+  bool xq_avx2 = false;               // xq is for the AVX2 kernel (qmv16_rows_avx2)
   const archgen::XI16* xi = nullptr;  // x on the 16-bit grid for the panels of qmm16, where they run
   // btype: W is block-quantized in llama.cpp's type of that code (blockq.h),
   // rows of row_bytes; bits is then -1 and scales, biases and sk unused
@@ -379,6 +392,15 @@ std::atomic<int>& isa_level() {
     return isa_supported();
   }()};
   return level;
+}
+
+// Whether a dense product of a float32 x and an affine-quantized W of bits
+// rounds x to 16 bits per group of W (qmv16.h): on AVX-512 at 4 and 8
+// bits, on AVX2 at 4 (qmv16avx2.cpp says why not at 8), unless
+// qmv16_switch is off.
+bool rounds_x(int bits) {
+  if (qmv16_switch().load() == 0) return false;
+  return isa_level().load() == kIsaAvx512 ? (bits == 4 || bits == 8) : bits == 4;
 }
 
 // The tile unit's setting (ARCHGEN_MLX_TILES, mlxg_set_native_tiles): 0
@@ -684,6 +706,10 @@ __attribute__((target("avx2,fma,f16c"))) void run_rows(const Job& j, int n_lo, i
     }
     return;
   }
+  if (j.xq != nullptr && j.xq_avx2) {
+    archgen::qmv16_rows_avx2(*j.xq, j.w, j.scales, j.biases, j.sk, j.out, j.ok, j.N, n_lo, n_hi);
+    return;
+  }
   if (j.xq != nullptr) {
     archgen::qmv16_rows(*j.xq, j.w, j.scales, j.biases, j.sk, j.out, j.ok, j.N, n_lo, n_hi);
     return;
@@ -923,27 +949,39 @@ void run_jobs(Job* js, int n) {
       archgen::tiles_pack_x(j.x, static_cast<size_t>(j.K), lo, hi, *xt);
     });
     for (int p = 0; p < n; p++) js[p].xt = xt;
-  } else if (!j.half && j.bits != 0 && j.btype == 0 && isa_level().load() == kIsaAvx512 &&
+  } else if (!j.half && j.bits != 0 && j.btype == 0 && rounds_x(j.bits) &&
       !(j.bits == 4 && j.M <= 2 && int8_switch().load() != 0)) {
-    // On AVX-512 every product of a float32 x and a quantized W is that of
-    // x rounded to 16 bits per group of W: on integers for the rows of
-    // decode, x quantized once, here, for every task's rows of W; with the
-    // float32 kernels on the rounded x otherwise.
+    // Where x is rounded (rounds_x), every product of a float32 x and the
+    // quantized W is that of x rounded to 16 bits per group of W: on
+    // integers for the rows of decode, x quantized once, here, for every
+    // task's rows of W; with the float32 kernels on the rounded x
+    // otherwise (the integer panels on AVX-512).
+    const bool avx512 = isa_level().load() == kIsaAvx512;
     if (j.M <= kDirectRows && archgen::qmv16_fits(j.bits, j.group, j.K)) {
       thread_local archgen::XQ16 xq;
-      archgen::qmv16_prepare(j.x, j.M, j.K, j.group, j.bits, xq);
+      if (avx512) {
+        archgen::qmv16_prepare(j.x, j.M, j.K, j.group, j.bits, xq);
+      } else {
+        archgen::qmv16_prepare_avx2(j.x, j.M, j.K, j.group, xq);
+      }
       j.xq = &xq;
+      j.xq_avx2 = !avx512;
     } else if (archgen_qmm16_runs() && archgen::qmm16_fits(j.bits, j.group, j.K)) {
       prepare_xi(pool, j, j.group, j.group, j.bits);
     } else {
       thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(j.M) * j.K);
-      archgen::qmv16_round(j.x, j.M, j.K, j.group, xr.data());
+      if (avx512) {
+        archgen::qmv16_round(j.x, j.M, j.K, j.group, xr.data());
+      } else {
+        archgen::qmv16_round_avx2(j.x, j.M, j.K, j.group, xr.data());
+      }
       j.x = xr.data();
     }
     for (int p = 1; p < n; p++) {
       js[p].x = j.x;
       js[p].xq = j.xq;
+      js[p].xq_avx2 = j.xq_avx2;
       js[p].xi = j.xi;
     }
   }
@@ -1465,6 +1503,12 @@ extern "C" int mlxg_set_native_qmv_int8(int on) { return int8_switch().exchange(
 bool archgen_qmm16_runs() {
   return isa_level().load() == kIsaAvx512 && qmm16_switch().load() != 0;
 }
+
+extern "C" int mlxg_native_qmv16(void) { return native_enabled() && qmv16_switch().load() != 0 ? 1 : 0; }
+
+extern "C" int mlxg_set_native_qmv16(int on) { return qmv16_switch().exchange(on ? 1 : 0); }
+
+extern "C" int mlxg_native_rounds_x(int bits) { return native_enabled() && rounds_x(bits) ? 1 : 0; }
 
 extern "C" int mlxg_native_qmm16(void) { return native_enabled() && archgen_qmm16_runs() ? 1 : 0; }
 

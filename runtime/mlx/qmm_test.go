@@ -237,8 +237,9 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 		slack = quantSlack(t, g, x, wq, m, n, k, 32, 127)
 	case terms != 0:
 		slack = tileSlack(t, g, x, wq, terms, false)
-	case NativeISA() == ISAAVX512 && (odt == Float32 || NativeQuantizedMatmulHalf() == HalfQMMFloat32):
-		// Every row count rounds x to 16 bits per group of W on AVX-512.
+	case NativeRoundsX(bits) && (odt == Float32 || NativeQuantizedMatmulHalf() == HalfQMMFloat32):
+		// Every row count rounds x to 16 bits per group of W (AVX-512, and
+		// 4-bit W on AVX2).
 		slack = quantSlack(t, g, x, wq, m, n, k, group, 32639)
 	}
 	differs := false
@@ -592,22 +593,30 @@ func BenchmarkQuantizedMatmul(b *testing.B) {
 	}
 }
 
-// TestQMV16IsItsOwnPath checks that on an AVX-512 machine the decode
-// products do run on the 16-bit integer path: the same product under each
-// instruction set must differ somewhere (the integers round x, the float32
-// kernels do not) while both stay within checkQMM's bounds.
+// TestQMV16IsItsOwnPath checks that under each instruction set the decode
+// products of the bit widths it rounds x for (NativeRoundsX) do run on the
+// 16-bit integer path: the same product with NativeQMV16 off (the float32
+// kernels on x as it is) must differ somewhere while both stay within
+// checkQMM's bounds.
 func TestQMV16IsItsOwnPath(t *testing.T) {
-	if NativeISA() != ISAAVX512 {
-		t.Skip("this machine does not run AVX-512 with VNNI (or ARCHGEN_MLX_ISA=avx2)")
+	for _, isa := range ISAs(t) {
+		t.Run(isa.Name, func(t *testing.T) {
+			defer isa.Set()()
+			var bits []int
+			for _, b := range []int{4, 8} {
+				if NativeRoundsX(b) {
+					bits = append(bits, b)
+				}
+			}
+			if len(bits) == 0 {
+				t.Fatalf("no bit width rounds x under %s (ARCHGEN_MLX_NATIVE_QMV16=0?)", isa.Name)
+			}
+			checkOwnPath(t, bits, 2, "the integer path gave the float32 kernel's results", func(on bool) func() {
+				prev := SetNativeQMV16(on)
+				return func() { SetNativeQMV16(prev) }
+			})
+		})
 	}
-	checkOwnPath(t, 2, "the AVX-512 path gave the AVX2 kernel's float32 results", func(on bool) func() {
-		level := ISAAVX2
-		if on {
-			level = ISAAVX512
-		}
-		prev := SetNativeISA(level)
-		return func() { SetNativeISA(prev) }
-	})
 }
 
 // TestQMM16IsItsOwnPath checks that on an AVX-512 machine products of
@@ -617,7 +626,7 @@ func TestQMV16IsItsOwnPath(t *testing.T) {
 // within checkQMM's bounds (testNativeQuantizedMatmul runs both).
 func TestQMM16IsItsOwnPath(t *testing.T) {
 	requireQMM16(t)
-	checkOwnPath(t, 20, "the integer panels gave the float32 panels' results", setQMM16)
+	checkOwnPath(t, []int{4, 8}, 20, "the integer panels gave the float32 panels' results", setQMM16)
 }
 
 // requireQMM16 skips t where the integer panels do not run, and keeps the
@@ -640,11 +649,11 @@ func setQMM16(on bool) func() {
 	return func() { SetNativeQMM16(prev) }
 }
 
-// checkOwnPath multiplies rows of x by a W of each bit width and group
-// size with a path on and off (set turns it and returns what restores the
+// checkOwnPath multiplies rows of x by a W of each bit width of widths and
+// group size with a path on and off (set turns it and returns what restores the
 // setting), and fails with what where both give the same bits.
-func checkOwnPath(t *testing.T, rows int, what string, set func(on bool) func()) {
-	for _, bits := range []int{4, 8} {
+func checkOwnPath(t *testing.T, widths []int, rows int, what string, set func(on bool) func()) {
+	for _, bits := range widths {
 		for _, group := range []int{32, 64, 128} {
 			t.Run(fmt.Sprintf("b%d_g%d", bits, group), func(t *testing.T) {
 				g := NewGraph(nil)

@@ -62,6 +62,15 @@ void qmv16_round(const float* x, int M, int K, int group, float* out);
 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
                 void* out, Kind ok, int N, int n_lo, int n_hi);
 
+// The same on AVX2 (qmv16avx2.cpp), for a 4-bit W only: x put on the same
+// grid, in the same planes (bits is 4), by AVX2's instructions, rounded
+// as qmv16_round rounds it, and the rows' products from W's packed values
+// with vpmaddubsw and vpmaddwd in place of vpdpbusd.
+void qmv16_prepare_avx2(const float* x, int M, int K, int group, XQ16& out);
+void qmv16_round_avx2(const float* x, int M, int K, int group, float* out);
+void qmv16_rows_avx2(const XQ16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
+                     void* out, Kind ok, int N, int n_lo, int n_hi);
+
 // Rows of x on qmv16_prepare's grid, each value v as its two signed bytes
 // l and h (v = 256 h + l), for qmm16_rows, in blocks of rows that the
 // kernel sweeps together: blocks of kQmm16Rows rows, then the remaining

@@ -26,13 +26,10 @@ func TestQuantized(t *testing.T) {
 	variants := []variant{{4, 32}, {4, 64}, {8, 32}, {8, 64}}
 	rng := rand.New(rand.NewPCG(3, 4))
 	rows, cols := 8, 128
-	// The float32 kernels: on AVX-512 the product rounds x to 16 bits per
+	// The float32 kernels: by default the product rounds x to 16 bits per
 	// group first, within the bound TestNativeQuantizedMatmul checks, and
 	// this test is of the format and the arithmetic around it.
-	if NativeISA() == ISAAVX512 {
-		prev := SetNativeISA(ISAAVX2)
-		defer SetNativeISA(prev)
-	}
+	defer SetNativeQMV16(SetNativeQMV16(false))
 	w := randomInput(rng, f32(rows, cols))
 	x := randomInput(rng, f32(3, cols))
 

@@ -366,10 +366,13 @@ def long_table(size, res):
 
 
 # archgen's settings a user can choose, beside the default: the checkpoint's
-# own (half-precision) arithmetic, the prompt products off the tile unit, and
-# a float32 KV cache (the default holds the checkpoint's half precision).
+# own (half-precision) arithmetic, the prompt products off the tile unit, the
+# quantized products on x as it is (not rounded to 16 bits per group, so on
+# the float32 kernels), and a float32 KV cache (the default holds the
+# checkpoint's half precision).
 FLAG_SETTINGS = {"-dtype checkpoint": ({}, "checkpoint"), "ARCHGEN_MLX_TILES=0": ({"ARCHGEN_MLX_TILES": "0"}, None),
                  "ARCHGEN_MLX_NATIVE_QMM16=0": ({"ARCHGEN_MLX_NATIVE_QMM16": "0"}, None),
+                 "ARCHGEN_MLX_NATIVE_QMV16=0": ({"ARCHGEN_MLX_NATIVE_QMV16": "0"}, None),
                  "-kv-dtype float32": ({}, "kv:float32")}
 FLAG_FORMATS = ["mlx 4-bit g64", "mlx bfloat16", "GGUF Q4_K_M"]
 

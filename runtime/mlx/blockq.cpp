@@ -133,6 +133,144 @@ __attribute__((target("avx2,fma,f16c"))) void q16_block(const XB16& x, int m0, c
   for (int m = 0; m < MB; m++) res[m] = hsum8(acc[m]) + bias[m];
 }
 
+// The K-quants of Q4_K_M files (Q4_K, and Q6_K for some of their tensors)
+// on AVX2, a super-block of 256 values a step, on x's byte planes: the
+// block's values made into registers of 32 unsigned bytes in x's order
+// (Q6_K's offset, -32, taken back in the bias), multiplied by x's l and h
+// planes with vpmaddubsw (a pair's sum within 2 * 63 * 128, exact in 16
+// bits) and widened by vpmaddwd (times 1 and 256) to 32-bit lanes of four
+// values each, all in one chunk of 32 (in one group of 16 for Q6_K). Q4_K's
+// chunks' sums are added across their lanes together, eight chunks in one
+// register, which the chunks' factors (the block's scale times x's step)
+// multiply in one instruction (Q6_K's two groups a chunk by halves). The
+// generic kernel (q16_block) widens W to 16 bits, decodes each block into
+// arrays and scales each chunk alone: on an AMD EPYC (Zen 3, 2 vCPUs)
+// without AVX-512, BenchmarkBlockMatmul read Q4_K at 6-9 GB/s here and 6-7
+// there, Q6_K at 10-12 and 10-11 (both kernels interleaved in one run; the
+// host's rate moves by a third between runs). Q4_0 ran slower this way
+// (its blocks' scales are read one at a time either way), and Q8_0's signed
+// bytes would overflow vpmaddubsw's pairs (the generic kernel reads it at
+// the memory's rate).
+template <int T>
+constexpr bool kFast256 = T == kQ4_K || T == kQ6_K;
+
+// Lane c of the result: the sum of p[c]'s eight 32-bit lanes.
+__attribute__((target("avx2,fma,f16c"))) inline __m256i sum_lanes8(const __m256i* p) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// 32 unsigned bytes of W (each at most 63) times chunk c's 32 values of x
+// on the grid, from its planes at xp (XB16's layout): 8 lanes, each the
+// exact sum of four products.
+__attribute__((target("avx2,fma,f16c"))) inline __m256i dot32(__m256i u, const int8_t* xp, int c) {
+  const int8_t* l = xp + (c >> 1) * 128 + (c & 1) * 32;
+  const __m256i lo = _mm256_maddubs_epi16(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l)));
+  const __m256i hi = _mm256_maddubs_epi16(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + 64)));
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi16(1)), _mm256_madd_epi16(hi, _mm256_set1_epi16(256)));
+}
+
+// x's sums of chunks c0..c0+7 (XB16 holds them per 16 values, at xs).
+__attribute__((target("avx2,fma,f16c"))) inline __m256 chunk_sums8(const float* xs) {
+  // the pairs added: chunks 0 1 4 5 2 3 6 7, then put in order
+  const __m256 hs = _mm256_hadd_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(hs), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+template <int T, int MB>
+__attribute__((target("avx2,fma,f16c"))) void fast_block256(const XB16& x, int m0, const uint8_t* row,
+                                                            float* res, const uint8_t** pf) {
+  constexpr BlockFormat f = kFormat<T>;
+  const int chunks = x.K / 32;
+  const size_t K = static_cast<size_t>(x.K);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[MB], bias[MB];
+  for (int m = 0; m < MB; m++) {
+    acc[m] = _mm256_setzero_ps();
+    bias[m] = _mm256_setzero_ps();
+  }
+  for (int c0 = 0; c0 < chunks; c0 += 8) {
+    const uint8_t* b = row + static_cast<size_t>(c0 / 8) * f.bytes;
+    if (pf != nullptr) prefetch_to(pf, b + f.bytes + kPrefetch);
+    __m256i u[8];
+    // fw, ow: the factors (scale) and offsets (value of code 0) of the
+    // eight chunks (Q6_K: of groups 0-7, and fw2, ow2 of groups 8-15)
+    __m256 fw, ow, fw2 = _mm256_setzero_ps(), ow2 = _mm256_setzero_ps(), fwp = fw2, fwp2 = fw2;
+    if constexpr (T == kQ4_K) {
+      uint32_t sw[3];
+      std::memcpy(sw, b + 4, 12);
+      const uint32_t sc_lo = sw[0] & 0x3F3F3F3F, m_lo = sw[1] & 0x3F3F3F3F;
+      const uint32_t sc_hi = (sw[2] & 0x0F0F0F0F) | ((sw[0] >> 2) & 0x30303030);
+      const uint32_t m_hi = ((sw[2] >> 4) & 0x0F0F0F0F) | ((sw[1] >> 2) & 0x30303030);
+      const __m128i scb = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+      const __m128i mb = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+      fw = _mm256_mul_ps(_mm256_set1_ps(bq_half(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)));
+      ow = _mm256_mul_ps(_mm256_set1_ps(-bq_half(b + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mb)));
+      for (int j = 0; j < 4; j++) {
+        // 32 bytes: low nibbles chunk 2j, high chunk 2j + 1
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * j));
+        u[2 * j] = _mm256_and_si256(v, m4);
+        u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      }
+    } else {
+      // Q6_K: per half of 128 values, ql's 64 bytes give the low four bits
+      // (low nibbles values 0-63, high 64-127) and qh's 32 bytes the top
+      // two (bits 0-1, 2-3, 4-5, 6-7 for values 0-31, 32-63, 64-95,
+      // 96-127). Groups of 16, each its own int8 scale.
+      const __m256i m30 = _mm256_set1_epi8(0x30);
+      for (int h = 0; h < 2; h++) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+        u[4 * h] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(qh, m30));
+        u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      }
+      const __m256 d = _mm256_set1_ps(bq_half(b + 208));
+      fw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                reinterpret_cast<const __m128i*>(b + 192)))));
+      fw2 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                 reinterpret_cast<const __m128i*>(b + 200)))));
+      ow = _mm256_mul_ps(fw, _mm256_set1_ps(-32));
+      ow2 = _mm256_mul_ps(fw2, _mm256_set1_ps(-32));
+      const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+      fwp = _mm256_permutevar8x32_ps(fw, order);
+      fwp2 = _mm256_permutevar8x32_ps(fw2, order);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; m++) {
+      const int8_t* xp = x.planes.data() + static_cast<size_t>(m0 + m) * 2 * K + 64 * static_cast<size_t>(c0);
+      const size_t xc = static_cast<size_t>(m0 + m) * chunks + c0;
+      const __m256 st = _mm256_loadu_ps(x.step.data() + xc);
+      const float* xs = x.sum.data() + 2 * xc;
+      if constexpr (T == kQ6_K) {
+        // chunk c's lanes 0-3 are group 2c's, 4-7 group 2c + 1's: four
+        // chunks' lanes added by halves give groups 0 2 4 6 1 3 5 7 of
+        // theirs, whose factors fwp and fwp2 hold in that order
+        const __m256 s0 = _mm256_permutevar8x32_ps(st, _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));
+        const __m256 s1 = _mm256_permutevar8x32_ps(st, _mm256_setr_epi32(4, 5, 6, 7, 4, 5, 6, 7));
+        __m256i p[8];
+        for (int c = 0; c < 8; c++) p[c] = dot32(u[c], xp, c);
+        const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(g0), _mm256_mul_ps(fwp, s0), acc[m]);
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(g1), _mm256_mul_ps(fwp2, s1), acc[m]);
+        bias[m] = _mm256_fmadd_ps(ow, _mm256_loadu_ps(xs), bias[m]);
+        bias[m] = _mm256_fmadd_ps(ow2, _mm256_loadu_ps(xs + 8), bias[m]);
+      } else {
+        __m256i p[8];
+        for (int c = 0; c < 8; c++) p[c] = dot32(u[c], xp, c);
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes8(p)), _mm256_mul_ps(fw, st), acc[m]);
+        bias[m] = _mm256_fmadd_ps(ow, chunk_sums8(xs), bias[m]);
+      }
+    }
+  }
+  for (int m = 0; m < MB; m++) res[m] = hsum8(_mm256_add_ps(acc[m], bias[m]));
+}
+
 #define ARCHGEN_BQ512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
@@ -395,7 +533,8 @@ void q16_rows_t(const XB16& x, const uint8_t* w, int64_t row_bytes, void* out, K
                 int n_lo, int n_hi) {
   float res[4];
   const int M = x.M;
-  const bool wide = !x.planes.empty();
+  const bool wide = x.wide;
+  const bool fast = kFast256<T> && x.K % 256 == 0 && !x.planes.empty();
   // the next line to ask for: the rows are contiguous, so the requests
   // run on from one row into the next
   const uint8_t* pf = w + n_lo * row_bytes + kPrefetch;
@@ -411,6 +550,8 @@ void q16_rows_t(const XB16& x, const uint8_t* w, int64_t row_bytes, void* out, K
         q5_block512<T, MB>(x, m, row, res, p);
       } else if (wide) {
         q16_block512<T, MB>(x, m, row, res, p);
+      } else if (fast) {
+        if constexpr (kFast256<T>) fast_block256<T, MB>(x, m, row, res, p);
       } else {
         q16_block<T, MB>(x, m, row, res, p);
       }
@@ -428,7 +569,23 @@ void q16_rows_t(const XB16& x, const uint8_t* w, int64_t row_bytes, void* out, K
 
 }  // namespace
 
-void block_prepare_x(const float* x, int M, int K, bool planes, XB16& out) {
+namespace {
+
+// 16 values v of the grid (|v| <= kGrid) as their planes' bytes: h = (v +
+// 128) >> 8 and l = v - 256 h, both within a signed byte.
+__attribute__((target("avx2,fma,f16c"))) void split_planes16(const int16_t* q, int8_t* l, int8_t* h) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  const __m256i hv = _mm256_srai_epi16(_mm256_add_epi16(v, _mm256_set1_epi16(128)), 8);
+  const __m256i lv = _mm256_sub_epi16(v, _mm256_slli_epi16(hv, 8));
+  // packed within each 128-bit half, then the halves' low quarters joined
+  const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi16(lv, hv), _MM_SHUFFLE(3, 1, 2, 0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(l), _mm256_castsi256_si128(b));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h), _mm256_extracti128_si256(b, 1));
+}
+
+}  // namespace
+
+void block_prepare_x(const float* x, int M, int K, bool wide, XB16& out) {
   out.M = M;
   out.K = K;
   const size_t n = static_cast<size_t>(M) * K;
@@ -439,16 +596,14 @@ void block_prepare_x(const float* x, int M, int K, bool planes, XB16& out) {
     grid_chunk(x + 32 * c, out.q.data() + 32 * c, out.step.data() + c, out.sum.data() + 2 * c);
   }
   out.planes.clear();
-  if (!planes || K % 64 != 0) {
+  out.wide = wide && K % 64 == 0;
+  if (K % 64 != 0) {
     return;
   }
   out.planes.resize(2 * n);
-  for (size_t i = 0; i < n; i++) {
-    const int v = out.q[i];
-    const int8_t l = static_cast<int8_t>(v & 0xFF);
+  for (size_t i = 0; i < n; i += 16) {
     int8_t* p = out.planes.data() + (i / 64) * 128 + i % 64;
-    p[0] = l;
-    p[64] = static_cast<int8_t>((v - l) / 256);
+    split_planes16(out.q.data() + i, p, p + 64);
   }
 }
 

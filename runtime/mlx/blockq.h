@@ -632,15 +632,19 @@ struct XB16 {
   std::vector<int16_t> q;   // [M, K]
   std::vector<float> step;  // [M, K / 32]
   std::vector<float> sum;   // [M, K / 16]
-  // For the AVX-512 kernel (K a multiple of 64): each value v as signed
-  // bytes l and h, v = 256 h + l, per 64 values their l then their h
-  // ([M, K / 64, 2, 64]); empty otherwise.
+  // Where K is a multiple of 64: each value v as signed bytes l and h, v =
+  // 256 h + l, per 64 values their l then their h ([M, K / 64, 2, 64]);
+  // empty otherwise.
   std::vector<int8_t> planes;
+  // Whether the AVX-512 kernels read the planes (block_prepare_x's wide).
+  bool wide = false;
 };
 
 // Puts M rows of K values (K a multiple of 32) on the grid into out, with
-// the byte planes where planes is set and K is a multiple of 64.
-void block_prepare_x(const float* x, int M, int K, bool planes, XB16& out);
+// the byte planes where K is a multiple of 64, for the AVX-512 kernels
+// where wide is set (and K is a multiple of 64), for the AVX2 kernels of
+// the common types otherwise.
+void block_prepare_x(const float* x, int M, int K, bool wide, XB16& out);
 
 // The same rows rounded to the grid, as float32 (where the panels multiply
 // more rows of x, so that a product does not depend on the rows beside it).

@@ -298,3 +298,54 @@ func TestBlockErrors(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkBlockMatmul: one row of x against a 1B model's MLP projection
+// (8192 x 2048) in each of the types llama.cpp's files hold most, under
+// each instruction set this machine runs; GB/s of W's bytes. The blocks'
+// half-precision scales are set to 1/64 (random bytes there could be
+// subnormal, which real files' scales are not).
+func BenchmarkBlockMatmul(b *testing.B) {
+	const n, k, chain = 8192, 2048, 4
+	half := map[string][]int{"Q4_0": {0}, "Q8_0": {0}, "Q4_K": {0, 2}, "Q6_K": {208}}
+	for _, f := range BlockFormats() {
+		at, ok := half[f.Name]
+		if !ok {
+			continue
+		}
+		raw := make([]byte, n*f.RowBytes(k))
+		for i := range raw {
+			raw[i] = byte(i*7919 + i>>9)
+		}
+		for blk := 0; blk < len(raw); blk += f.Bytes {
+			for _, o := range at {
+				raw[blk+o], raw[blk+o+1] = 0x00, 0x24 // float16 1/64
+			}
+		}
+		for _, isa := range ISAs(b) {
+			b.Run(f.Name+"_"+isa.Name, func(b *testing.B) {
+				defer isa.Set()()
+				g := NewGraph(nil)
+				defer g.Close()
+				w := FromSlice(g, raw, n, f.RowBytes(k))
+				x := g.Normal([]int{1, k}, Float32, 0, 1, g.RandomKey(1))
+				if err := g.Eval(w, x); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					outs := make([]*Array, chain)
+					for c := range outs {
+						outs[c] = g.BlockMatmul(x, w, f)
+					}
+					if err := g.Eval(outs...); err != nil {
+						b.Fatal(err)
+					}
+					for _, o := range outs {
+						o.Free()
+					}
+				}
+				b.ReportMetric(float64(len(raw))*float64(b.N*chain)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}

@@ -151,9 +151,8 @@ func SetNativeQMV16(on bool) bool {
 
 // NativeRoundsX reports whether a dense product of a float32 x by an
 // affine-quantized W of bits rounds x to 16 bits per group of W at the
-// current settings: with NativeQMV16 on, 4 and 8 bits under ISAAVX512 and 4
-// under ISAAVX2 (whose integer products of 8-bit W could overflow their
-// 16-bit sums).
+// current settings: with NativeQMV16 on, 4 and 8 bits under either
+// instruction set.
 func NativeRoundsX(bits int) bool { return C.mlxg_native_rounds_x(C.int(bits)) != 0 }
 
 // NativeQMM16 reports whether the native kernel's products of more than 8

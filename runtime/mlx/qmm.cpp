@@ -395,13 +395,9 @@ std::atomic<int>& isa_level() {
 }
 
 // Whether a dense product of a float32 x and an affine-quantized W of bits
-// rounds x to 16 bits per group of W (qmv16.h): on AVX-512 at 4 and 8
-// bits, on AVX2 at 4 (qmv16avx2.cpp says why not at 8), unless
+// rounds x to 16 bits per group of W (qmv16.h): at 4 and 8 bits, unless
 // qmv16_switch is off.
-bool rounds_x(int bits) {
-  if (qmv16_switch().load() == 0) return false;
-  return isa_level().load() == kIsaAvx512 ? (bits == 4 || bits == 8) : bits == 4;
-}
+bool rounds_x(int bits) { return qmv16_switch().load() != 0 && (bits == 4 || bits == 8); }
 
 // The tile unit's setting (ARCHGEN_MLX_TILES, mlxg_set_native_tiles): 0
 // off, 1 to 3 the bfloat16 parts of every product it runs (tiles.h), or
@@ -962,7 +958,7 @@ void run_jobs(Job* js, int n) {
       if (avx512) {
         archgen::qmv16_prepare(j.x, j.M, j.K, j.group, j.bits, xq);
       } else {
-        archgen::qmv16_prepare_avx2(j.x, j.M, j.K, j.group, xq);
+        archgen::qmv16_prepare_avx2(j.x, j.M, j.K, j.group, j.bits, xq);
       }
       j.xq = &xq;
       j.xq_avx2 = !avx512;

@@ -238,8 +238,7 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 	case terms != 0:
 		slack = tileSlack(t, g, x, wq, terms, false)
 	case NativeRoundsX(bits) && (odt == Float32 || NativeQuantizedMatmulHalf() == HalfQMMFloat32):
-		// Every row count rounds x to 16 bits per group of W (AVX-512, and
-		// 4-bit W on AVX2).
+		// Every row count rounds x to 16 bits per group of W.
 		slack = quantSlack(t, g, x, wq, m, n, k, group, 32639)
 	}
 	differs := false

@@ -37,6 +37,9 @@ struct XQ16 {
   // l then h, in order. Values past K are zero.
   int chunks = 0;
   std::vector<int8_t> planes;
+  // The AVX2 kernel's x at 8 bits: the values v, [M, K], in order (planes
+  // then empty).
+  std::vector<int16_t> values;
   std::vector<float> step;  // [M, K / group]
   std::vector<float> sum;   // [M, K / group]: the float32 sums of x
 };
@@ -62,11 +65,12 @@ void qmv16_round(const float* x, int M, int K, int group, float* out);
 void qmv16_rows(const XQ16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
                 void* out, Kind ok, int N, int n_lo, int n_hi);
 
-// The same on AVX2 (qmv16avx2.cpp), for a 4-bit W only: x put on the same
-// grid, in the same planes (bits is 4), by AVX2's instructions, rounded
-// as qmv16_round rounds it, and the rows' products from W's packed values
-// with vpmaddubsw and vpmaddwd in place of vpdpbusd.
-void qmv16_prepare_avx2(const float* x, int M, int K, int group, XQ16& out);
+// The same on AVX2 (qmv16avx2.cpp): x put on the same grid by AVX2's
+// instructions, rounded as qmv16_round rounds it, in the same planes for a
+// 4-bit W and as its 16-bit values (XQ16's values) for an 8-bit one, and
+// the rows' products from W's packed values with vpmaddubsw and vpmaddwd
+// (4 bits) or vpmaddwd alone (8 bits) in place of vpdpbusd.
+void qmv16_prepare_avx2(const float* x, int M, int K, int group, int bits, XQ16& out);
 void qmv16_round_avx2(const float* x, int M, int K, int group, float* out);
 void qmv16_rows_avx2(const XQ16& x, const uint8_t* w, const void* scales, const void* biases, Kind sk,
                      void* out, Kind ok, int N, int n_lo, int n_hi);

@@ -1,24 +1,27 @@
 // The AVX2 form of qmv16 (qmv16.h): the decode products of a float32 x and
-// a 4-bit W on CPUs without AVX-512's VNNI, on the same grid of x and in
-// the same layout of its planes as the AVX-512 kernel, with AVX2's integer
-// products in place of vpdpbusd.
+// a 4- or 8-bit W on CPUs without AVX-512's VNNI, on the same grid of x as
+// the AVX-512 kernel, with AVX2's integer products in place of vpdpbusd.
 //
-// vpmaddubsw multiplies W's unsigned nibbles by a plane's signed bytes and
-// adds adjacent pairs into 16-bit integers, exactly: a pair's sum is at
-// most 2 * 15 * 128 in magnitude, and the even and the odd values' sums
-// added together at most twice that, far inside 16 bits. vpmaddwd then
-// widens them to 32 bits, by 1 for the l plane and by 256 for the h plane,
-// so that a 32-bit lane holds the exact product of 8 consecutive values of
-// x (on the grid) with their weights, all in one group, which the group's
-// factor (x's step times W's scale) multiplies as in the AVX-512 kernel.
-// That is 16 instructions for 64 weights where the float32 kernel
-// (dot_rows, qmm.cpp) takes 28, and W is asked for ahead of the reads: on
-// an AMD EPYC without AVX-512 the Llama-3.2-1B geometry in mlx's 4-bit g64
-// decodes at 24-28 tokens/s on it where the float32 kernel gave 12-13.
+// At 4 bits x is held in the AVX-512 kernel's planes. vpmaddubsw multiplies
+// W's unsigned nibbles by a plane's signed bytes and adds adjacent pairs
+// into 16-bit integers, exactly: a pair's sum is at most 2 * 15 * 128 in
+// magnitude, and the even and the odd values' sums added together at most
+// twice that, far inside 16 bits. vpmaddwd then widens them to 32 bits, by
+// 1 for the l plane and by 256 for the h plane, so that a 32-bit lane holds
+// the exact product of 8 consecutive values of x (on the grid) with their
+// weights, all in one group, which the group's factor (x's step times W's
+// scale) multiplies as in the AVX-512 kernel. That is 16 instructions for
+// 64 weights where the float32 kernel (dot_rows, qmm.cpp) takes 28, and W
+// is asked for ahead of the reads: on an AMD EPYC without AVX-512 the
+// Llama-3.2-1B geometry in mlx's 4-bit g64 decodes at 24-28 tokens/s on it
+// where the float32 kernel gave 12-13.
 //
-// 8-bit W stays on the float32 kernel here: its bytes times a plane's bytes
-// can overflow vpmaddubsw's 16-bit sums, and at a byte a weight the float32
-// kernel already reads W about as fast as the memory delivers it.
+// At 8 bits W's bytes times a plane's bytes could overflow vpmaddubsw's
+// pairs, so x is held as its 16-bit values in order, W's bytes are widened
+// to 16 bits and vpmaddwd multiplies the two: a group's products are
+// summed in 32-bit integers (at most 255 * 32639 * 16 a lane at groups of
+// 128) and scaled once: the 1B geometry in mlx's 8-bit g64 decodes at 17-19
+// tokens/s on it where the float32 kernel gave 11 (llama.cpp's Q8_0: 18).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -197,17 +200,64 @@ ARCHGEN_AVX2 void dot4_rows(const int8_t* xb, const uint8_t* w0, size_t row_byte
   else dot4<R, 128>(xb, w0, row_bytes, dsc, groups, init, res);
 }
 
+// The same for 8-bit W against x's 16-bit values xv (in order): each 32
+// values of a row two vpmaddwd, a group's sums kept in integers and scaled
+// once.
+template <int R, int G>
+ARCHGEN_AVX2 void dot8(const int16_t* xv, const uint8_t* w0, size_t row_bytes, const float* dsc, int groups,
+                       const float* init, float* res) {
+  __m256 tot[R];
+  #pragma GCC unroll 4
+  for (int r = 0; r < R; r++) tot[r] = _mm256_setzero_ps();
+  for (int g = 0; g < groups; g++) {
+    __m256i s32[R];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) s32[r] = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int k = g * G; k < (g + 1) * G; k += 32) {
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xv + k));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xv + k + 16));
+      #pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const uint8_t* p = w0 + r * row_bytes + k;
+        if ((k & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T1);
+        const __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+        s32[r] = _mm256_add_epi32(s32[r], _mm256_add_epi32(_mm256_madd_epi16(a, x0), _mm256_madd_epi16(b, x1)));
+      }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      tot[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[r]), _mm256_broadcast_ss(dsc + r * groups + g), tot[r]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int r = 0; r < R; r++) res[r] = hsum8(tot[r]) + init[r];
+}
+
+template <int R>
+ARCHGEN_AVX2 void dot8_rows(const int16_t* xv, const uint8_t* w0, size_t row_bytes, const float* dsc, int groups,
+                            int group, const float* init, float* res) {
+  if (group == 32) dot8<R, 32>(xv, w0, row_bytes, dsc, groups, init, res);
+  else if (group == 64) dot8<R, 64>(xv, w0, row_bytes, dsc, groups, init, res);
+  else dot8<R, 128>(xv, w0, row_bytes, dsc, groups, init, res);
+}
+
 }  // namespace
 
-ARCHGEN_AVX2 void qmv16_prepare_avx2(const float* x, int M, int K, int group, XQ16& out) {
+ARCHGEN_AVX2 void qmv16_prepare_avx2(const float* x, int M, int K, int group, int bits, XQ16& out) {
   const int groups = K / group;
   const int chunks = (K + 127) / 128;
   out.M = M;
   out.K = K;
   out.group = group;
-  out.bits = 4;
+  out.bits = bits;
   out.chunks = chunks;
-  out.planes.assign(static_cast<size_t>(M) * chunks * 256, 0);
+  if (bits == 4) {
+    out.planes.assign(static_cast<size_t>(M) * chunks * 256, 0);
+  } else {
+    out.values.resize(static_cast<size_t>(M) * K);
+  }
   out.step.resize(static_cast<size_t>(M) * groups);
   out.sum.resize(static_cast<size_t>(M) * groups);
   thread_local std::vector<float> inv;
@@ -223,6 +273,17 @@ ARCHGEN_AVX2 void qmv16_prepare_avx2(const float* x, int M, int K, int group, XQ
       __m256i qs = _mm256_setzero_si256();
       for (int i = g * group; i < (g + 1) * group; i += 8) qs = _mm256_add_epi32(qs, grid8(xr + i, inv[g]));
       sum[g] = static_cast<float>(hsum8i(qs)) * step[g];
+    }
+    if (bits == 8) {
+      int16_t* v = out.values.data() + static_cast<size_t>(m) * K;
+      for (int k = 0; k < K; k += 16) {
+        const float iv = inv[k / group];
+        const __m256i a = grid8(xr + k, iv), c = grid8(xr + k + 8, iv);
+        // packed within each 128-bit half (a0-3 c0-3 | a4-7 c4-7), then in order
+        const __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, c), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + k), p);
+      }
+      continue;
     }
     int8_t* b = out.planes.data() + static_cast<size_t>(m) * chunks * 256;
     // 16 values at a time (groups are multiples of 32, so one group): the
@@ -263,10 +324,20 @@ ARCHGEN_AVX2 void qmv16_rows_avx2(const XQ16& x, const uint8_t* w, const void* s
                                   Kind sk, void* out, Kind ok, int N, int n_lo, int n_hi) {
   constexpr int R = 4;
   const int K = x.K, groups = K / x.group;
-  const size_t row_bytes = static_cast<size_t>(K) / 2;
+  const size_t row_bytes = static_cast<size_t>(K) * x.bits / 8;
   const size_t xrow = static_cast<size_t>(x.chunks) * 256;
   thread_local std::vector<float> dsc;
   dsc.resize(static_cast<size_t>(R) * groups);
+  // Row m of x against rows n.. of W, B of them.
+  auto dot = [&]<int B>(int m, int n, const float* init, float* out) {
+    if (x.bits == 8) {
+      dot8_rows<B>(x.values.data() + static_cast<size_t>(m) * K, w + n * row_bytes, row_bytes, dsc.data(),
+                   groups, x.group, init, out);
+    } else {
+      dot4_rows<B>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups, x.group, init,
+                   out);
+    }
+  };
   float bias[R], res[R];
   int n = n_lo;
   // Blocks of R rows of W, each against every row of x while it is in the
@@ -274,8 +345,7 @@ ARCHGEN_AVX2 void qmv16_rows_avx2(const XQ16& x, const uint8_t* w, const void* s
   for (; n + R <= n_hi; n += R) {
     for (int m = 0; m < x.M; m++) {
       group_factors<R>(x, m, scales, biases, sk, n, dsc.data(), bias);
-      dot4_rows<R>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups, x.group, bias,
-                   res);
+      dot.template operator()<R>(m, n, bias, res);
       #pragma GCC unroll 4
       for (int r = 0; r < R; r++) store1(out, static_cast<size_t>(m) * N + n + r, res[r], ok);
     }
@@ -283,8 +353,7 @@ ARCHGEN_AVX2 void qmv16_rows_avx2(const XQ16& x, const uint8_t* w, const void* s
   for (; n < n_hi; n++) {
     for (int m = 0; m < x.M; m++) {
       group_factors<1>(x, m, scales, biases, sk, n, dsc.data(), bias);
-      dot4_rows<1>(x.planes.data() + m * xrow, w + n * row_bytes, row_bytes, dsc.data(), groups, x.group, bias,
-                   res);
+      dot.template operator()<1>(m, n, bias, res);
       store1(out, static_cast<size_t>(m) * N + n, res[0], ok);
     }
   }

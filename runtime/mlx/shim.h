@@ -432,8 +432,7 @@ int mlxg_set_native_qmv_int8(int on);
 // mlxg_native_qmm is and neither ARCHGEN_MLX_NATIVE_QMV16=0 nor
 // mlxg_set_native_qmv16 turned it off (the setter returns the previous
 // setting). mlxg_native_rounds_x says whether a W of bits is so
-// multiplied at the current instruction set: 4 and 8 bits on AVX-512, 4 on
-// AVX2.
+// multiplied: 4 and 8 bits, where the switch is on.
 int mlxg_native_qmv16(void);
 int mlxg_set_native_qmv16(int on);
 int mlxg_native_rounds_x(int bits);

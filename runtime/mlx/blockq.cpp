@@ -133,33 +133,29 @@ __attribute__((target("avx2,fma,f16c"))) void q16_block(const XB16& x, int m0, c
   for (int m = 0; m < MB; m++) res[m] = hsum8(acc[m]) + bias[m];
 }
 
-// The K-quants of Q4_K_M files (Q4_K, and Q6_K for some of their tensors)
-// on AVX2, a super-block of 256 values a step, on x's byte planes: the
-// block's values made into registers of 32 unsigned bytes in x's order
-// (Q6_K's offset, -32, taken back in the bias), multiplied by x's l and h
-// planes with vpmaddubsw (a pair's sum within 2 * 63 * 128, exact in 16
-// bits) and widened by vpmaddwd (times 1 and 256) to 32-bit lanes of four
-// values each, all in one chunk of 32 (in one group of 16 for Q6_K). Q4_K's
-// chunks' sums are added across their lanes together, eight chunks in one
-// register, which the chunks' factors (the block's scale times x's step)
-// multiply in one instruction (Q6_K's two groups a chunk by halves). The
-// generic kernel (q16_block) widens W to 16 bits, decodes each block into
-// arrays and scales each chunk alone: on an AMD EPYC (Zen 3, 2 vCPUs)
-// without AVX-512, BenchmarkBlockMatmul read Q4_K at 6-9 GB/s here and 6-7
-// there, Q6_K at 10-12 and 10-11 (both kernels interleaved in one run; the
-// host's rate moves by a third between runs). Q4_0 ran slower this way
-// (its blocks' scales are read one at a time either way), and Q8_0's signed
+// The K-quants of llama.cpp's Q4_K_M, Q5_K_M and Q6_K files on AVX2, a
+// super-block of 256 values a step, on x's byte planes: the block's values
+// made into registers of 32 unsigned bytes in x's order (Q6_K's offset,
+// -32, taken back in the bias), multiplied by x's l and h planes with
+// vpmaddubsw (a pair's sum within 2 * 63 * 128, exact in 16 bits) and
+// widened by vpmaddwd (times 1 and 256) to 32-bit lanes of four values
+// each, all in one chunk of 32 (in one group of 16 for Q6_K). A step's
+// chunks' lanes are added together by vphaddd, eight chunks (Q6_K: eight
+// groups of 16) in one register, which their factors (the block's scale
+// times x's step) multiply in one instruction. Each register of values is
+// multiplied as soon as it is made: made all at once for the step, they
+// and their sums outnumbered the 16 registers and the kernel ran a third
+// slower. The generic kernel (q16_block) widens W to 16 bits, decodes each
+// block into arrays and scales each chunk alone. On an AMD EPYC (Zen 3, 2
+// vCPUs) without AVX-512, BenchmarkBlockMatmul (both kernels interleaved
+// in one run) read Q4_K at 8-12 GB/s here and 6-8 there, Q5_K at 10-11 and
+// 6-7, Q6_K at 13-18 and 10-12; a 1B model's Q4_K_M decoded at 17 tokens/s
+// where it had at 11-12 (llama.cpp: 30). Q4_0 ran slower this way (its
+// blocks' scales are read one at a time either way), and Q8_0's signed
 // bytes would overflow vpmaddubsw's pairs (the generic kernel reads it at
 // the memory's rate).
 template <int T>
-constexpr bool kFast256 = T == kQ4_K || T == kQ6_K;
-
-// Lane c of the result: the sum of p[c]'s eight 32-bit lanes.
-__attribute__((target("avx2,fma,f16c"))) inline __m256i sum_lanes8(const __m256i* p) {
-  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
+constexpr bool kFast256 = T == kQ4_K || T == kQ5_K || T == kQ6_K;
 
 // 32 unsigned bytes of W (each at most 63) times chunk c's 32 values of x
 // on the grid, from its planes at xp (XB16's layout): 8 lanes, each the
@@ -193,11 +189,10 @@ __attribute__((target("avx2,fma,f16c"))) void fast_block256(const XB16& x, int m
   for (int c0 = 0; c0 < chunks; c0 += 8) {
     const uint8_t* b = row + static_cast<size_t>(c0 / 8) * f.bytes;
     if (pf != nullptr) prefetch_to(pf, b + f.bytes + kPrefetch);
-    __m256i u[8];
     // fw, ow: the factors (scale) and offsets (value of code 0) of the
     // eight chunks (Q6_K: of groups 0-7, and fw2, ow2 of groups 8-15)
     __m256 fw, ow, fw2 = _mm256_setzero_ps(), ow2 = _mm256_setzero_ps(), fwp = fw2, fwp2 = fw2;
-    if constexpr (T == kQ4_K) {
+    if constexpr (T == kQ4_K || T == kQ5_K) {
       uint32_t sw[3];
       std::memcpy(sw, b + 4, 12);
       const uint32_t sc_lo = sw[0] & 0x3F3F3F3F, m_lo = sw[1] & 0x3F3F3F3F;
@@ -207,28 +202,8 @@ __attribute__((target("avx2,fma,f16c"))) void fast_block256(const XB16& x, int m
       const __m128i mb = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
       fw = _mm256_mul_ps(_mm256_set1_ps(bq_half(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)));
       ow = _mm256_mul_ps(_mm256_set1_ps(-bq_half(b + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mb)));
-      for (int j = 0; j < 4; j++) {
-        // 32 bytes: low nibbles chunk 2j, high chunk 2j + 1
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * j));
-        u[2 * j] = _mm256_and_si256(v, m4);
-        u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      }
     } else {
-      // Q6_K: per half of 128 values, ql's 64 bytes give the low four bits
-      // (low nibbles values 0-63, high 64-127) and qh's 32 bytes the top
-      // two (bits 0-1, 2-3, 4-5, 6-7 for values 0-31, 32-63, 64-95,
-      // 96-127). Groups of 16, each its own int8 scale.
-      const __m256i m30 = _mm256_set1_epi8(0x30);
-      for (int h = 0; h < 2; h++) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
-        u[4 * h] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(qh, m30));
-        u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-      }
+      // Q6_K: groups of 16, each its own int8 scale
       const __m256 d = _mm256_set1_ps(bq_half(b + 208));
       fw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
                                 reinterpret_cast<const __m128i*>(b + 192)))));
@@ -246,24 +221,60 @@ __attribute__((target("avx2,fma,f16c"))) void fast_block256(const XB16& x, int m
       const size_t xc = static_cast<size_t>(m0 + m) * chunks + c0;
       const __m256 st = _mm256_loadu_ps(x.step.data() + xc);
       const float* xs = x.sum.data() + 2 * xc;
+      // The block's values are made into registers of 32 for each row of
+      // x (from L1 after the first), each multiplied as soon as it is made:
+      // made all at once, they and their sums outnumbered the registers.
       if constexpr (T == kQ6_K) {
-        // chunk c's lanes 0-3 are group 2c's, 4-7 group 2c + 1's: four
-        // chunks' lanes added by halves give groups 0 2 4 6 1 3 5 7 of
-        // theirs, whose factors fwp and fwp2 hold in that order
+        // Per half of 128 values, ql's 64 bytes give the low four bits
+        // (low nibbles values 0-63, high 64-127) and qh's 32 bytes the top
+        // two (bits 0-1, 2-3, 4-5, 6-7 for values 0-31, 32-63, 64-95,
+        // 96-127). Chunk c's lanes 0-3 are group 2c's, 4-7 group 2c + 1's:
+        // four chunks' lanes added by halves give groups 0 2 4 6 1 3 5 7
+        // of theirs, whose factors fwp and fwp2 hold in that order.
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        __m256i g[2];
+        for (int h = 0; h < 2; h++) {
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
+          const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+          const __m256i p0 = dot32(_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)), xp, 4 * h);
+          const __m256i p1 = dot32(_mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)), xp, 4 * h + 1);
+          const __m256i p2 = dot32(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(qh, m30)), xp, 4 * h + 2);
+          const __m256i p3 = dot32(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
+                                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)), xp, 4 * h + 3);
+          g[h] = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+        }
         const __m256 s0 = _mm256_permutevar8x32_ps(st, _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));
         const __m256 s1 = _mm256_permutevar8x32_ps(st, _mm256_setr_epi32(4, 5, 6, 7, 4, 5, 6, 7));
-        __m256i p[8];
-        for (int c = 0; c < 8; c++) p[c] = dot32(u[c], xp, c);
-        const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-        const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(g0), _mm256_mul_ps(fwp, s0), acc[m]);
-        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(g1), _mm256_mul_ps(fwp2, s1), acc[m]);
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(g[0]), _mm256_mul_ps(fwp, s0), acc[m]);
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(g[1]), _mm256_mul_ps(fwp2, s1), acc[m]);
         bias[m] = _mm256_fmadd_ps(ow, _mm256_loadu_ps(xs), bias[m]);
         bias[m] = _mm256_fmadd_ps(ow2, _mm256_loadu_ps(xs + 8), bias[m]);
       } else {
-        __m256i p[8];
-        for (int c = 0; c < 8; c++) p[c] = dot32(u[c], xp, c);
-        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes8(p)), _mm256_mul_ps(fw, st), acc[m]);
+        // 32 bytes a pair of chunks: low nibbles chunk 2j, high chunk 2j +
+        // 1; Q5_K's fifth bits of chunk c are bit c of qh's 32 bytes
+        constexpr int qs = T == kQ4_K ? 16 : 48;
+        __m256i qh = _mm256_setzero_si256();
+        if constexpr (T == kQ5_K) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+        __m256i h[4];
+        for (int j = 0; j < 4; j++) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + qs + 32 * j));
+          __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (T == kQ5_K) {
+            // bit c moved to bit 4 (shifts of 16-bit words: the mask keeps
+            // each byte's own bit)
+            const __m256i m10 = _mm256_set1_epi8(0x10);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(j < 3 ? _mm256_slli_epi16(qh, 4 - 2 * j)
+                                                            : _mm256_srli_epi16(qh, 2 * j - 4), m10));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(j < 2 ? _mm256_slli_epi16(qh, 3 - 2 * j)
+                                                            : _mm256_srli_epi16(qh, 2 * j - 3), m10));
+          }
+          h[j] = _mm256_hadd_epi32(dot32(lo, xp, 2 * j), dot32(hi, xp, 2 * j + 1));
+        }
+        // lanes: chunks 0 1 2 3 of each half, then the halves added
+        const __m256i a = _mm256_hadd_epi32(h[0], h[1]), c = _mm256_hadd_epi32(h[2], h[3]);
+        const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(fw, st), acc[m]);
         bias[m] = _mm256_fmadd_ps(ow, chunk_sums8(xs), bias[m]);
       }
     }

@@ -306,7 +306,7 @@ func TestBlockErrors(t *testing.T) {
 // subnormal, which real files' scales are not).
 func BenchmarkBlockMatmul(b *testing.B) {
 	const n, k, chain = 8192, 2048, 4
-	half := map[string][]int{"Q4_0": {0}, "Q8_0": {0}, "Q4_K": {0, 2}, "Q6_K": {208}}
+	half := map[string][]int{"Q4_0": {0}, "Q8_0": {0}, "Q4_K": {0, 2}, "Q5_K": {0, 2}, "Q6_K": {208}}
 	for _, f := range BlockFormats() {
 		at, ok := half[f.Name]
 		if !ok {

@@ -334,7 +334,7 @@ std::atomic<int>& qmm16_switch() {
 
 // Whether the dense products of a float32 x and an affine-quantized W
 // round x to 16 bits per group of W (qmv16.h): on by default,
-// ARCHGEN_MLX_NATIVE_QMV16=0 turns it off (archgen_rounds_x), and every
+// ARCHGEN_MLX_NATIVE_QMV16=0 turns it off (rounds_x), and every
 // such product then multiplies x as it is on the float32 kernels.
 std::atomic<int>& qmv16_switch() {
   static std::atomic<int> on{[] {

@@ -593,24 +593,14 @@ func BenchmarkQuantizedMatmul(b *testing.B) {
 }
 
 // TestQMV16IsItsOwnPath checks that under each instruction set the decode
-// products of the bit widths it rounds x for (NativeRoundsX) do run on the
-// 16-bit integer path: the same product with NativeQMV16 off (the float32
-// kernels on x as it is) must differ somewhere while both stay within
-// checkQMM's bounds.
+// products of 4- and 8-bit W do run on the 16-bit integer path: the same
+// product with NativeQMV16 off (the float32 kernels on x as it is) must
+// differ somewhere while both stay within checkQMM's bounds.
 func TestQMV16IsItsOwnPath(t *testing.T) {
 	for _, isa := range ISAs(t) {
 		t.Run(isa.Name, func(t *testing.T) {
 			defer isa.Set()()
-			var bits []int
-			for _, b := range []int{4, 8} {
-				if NativeRoundsX(b) {
-					bits = append(bits, b)
-				}
-			}
-			if len(bits) == 0 {
-				t.Fatalf("no bit width rounds x under %s (ARCHGEN_MLX_NATIVE_QMV16=0?)", isa.Name)
-			}
-			checkOwnPath(t, bits, 2, "the integer path gave the float32 kernel's results", func(on bool) func() {
+			checkOwnPath(t, 2, "the integer path gave the float32 kernel's results", func(on bool) func() {
 				prev := SetNativeQMV16(on)
 				return func() { SetNativeQMV16(prev) }
 			})
@@ -625,7 +615,7 @@ func TestQMV16IsItsOwnPath(t *testing.T) {
 // within checkQMM's bounds (testNativeQuantizedMatmul runs both).
 func TestQMM16IsItsOwnPath(t *testing.T) {
 	requireQMM16(t)
-	checkOwnPath(t, []int{4, 8}, 20, "the integer panels gave the float32 panels' results", setQMM16)
+	checkOwnPath(t, 20, "the integer panels gave the float32 panels' results", setQMM16)
 }
 
 // requireQMM16 skips t where the integer panels do not run, and keeps the
@@ -648,11 +638,11 @@ func setQMM16(on bool) func() {
 	return func() { SetNativeQMM16(prev) }
 }
 
-// checkOwnPath multiplies rows of x by a W of each bit width of widths and
-// group size with a path on and off (set turns it and returns what restores the
+// checkOwnPath multiplies rows of x by a W of each bit width and group
+// size with a path on and off (set turns it and returns what restores the
 // setting), and fails with what where both give the same bits.
-func checkOwnPath(t *testing.T, widths []int, rows int, what string, set func(on bool) func()) {
-	for _, bits := range widths {
+func checkOwnPath(t *testing.T, rows int, what string, set func(on bool) func()) {
+	for _, bits := range []int{4, 8} {
 		for _, group := range []int{32, 64, 128} {
 			t.Run(fmt.Sprintf("b%d_g%d", bits, group), func(t *testing.T) {
 				g := NewGraph(nil)

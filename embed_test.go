@@ -194,7 +194,7 @@ func TestEmbedSmolLM2MatchesMLXLM(t *testing.T) {
 	// of the scale; where the 4-bit products round x to 16 bits per group
 	// of W, 1e-3.
 	tol := 1e-4
-	if mlx.NativeRoundsX(4) {
+	if mlx.NativeQMV16() {
 		tol = 1e-3
 	}
 	d := compareEmbeddings(t, m, ref, embedInputs, 64, tol)

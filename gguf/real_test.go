@@ -84,7 +84,7 @@ func TestRealCheckpoint(t *testing.T) {
 	// value by up to 1/65534 of its group's largest: 2.1e-4 measured here,
 	// so 1e-3; the greedy tokens must still be mlx-lm's.
 	tol := 1e-4
-	if mlx.NativeRoundsX(4) {
+	if mlx.NativeQMV16() {
 		tol = 1e-3
 	}
 	spec, _ := json.Marshal(map[string]any{"prompt": prompt, "logits_file": logitsFile, "greedy": greedy, "tol": tol})

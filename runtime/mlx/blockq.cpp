@@ -133,6 +133,18 @@ __attribute__((target("avx2,fma,f16c"))) void q16_block(const XB16& x, int m0, c
   for (int m = 0; m < MB; m++) res[m] = hsum8(acc[m]) + bias[m];
 }
 
+// The eight 6-bit scales and the eight 6-bit minimums of a Q4_K or Q5_K
+// super-block at b (12 bytes from b + 4), as the low 8 bytes of scb and mb.
+__attribute__((target("avx2,fma,f16c"))) inline void kq_scale_bytes(const uint8_t* b, __m128i& scb, __m128i& mb) {
+  uint32_t sw[3];
+  std::memcpy(sw, b + 4, 12);
+  const uint32_t sc_lo = sw[0] & 0x3F3F3F3F, m_lo = sw[1] & 0x3F3F3F3F;
+  const uint32_t sc_hi = (sw[2] & 0x0F0F0F0F) | ((sw[0] >> 2) & 0x30303030);
+  const uint32_t m_hi = ((sw[2] >> 4) & 0x0F0F0F0F) | ((sw[1] >> 2) & 0x30303030);
+  scb = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+  mb = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+}
+
 // The K-quants of llama.cpp's Q4_K_M, Q5_K_M and Q6_K files on AVX2, a
 // super-block of 256 values a step, on x's byte planes: the block's values
 // made into registers of 32 unsigned bytes in x's order (Q6_K's offset,
@@ -193,13 +205,8 @@ __attribute__((target("avx2,fma,f16c"))) void fast_block256(const XB16& x, int m
     // eight chunks (Q6_K: of groups 0-7, and fw2, ow2 of groups 8-15)
     __m256 fw, ow, fw2 = _mm256_setzero_ps(), ow2 = _mm256_setzero_ps(), fwp = fw2, fwp2 = fw2;
     if constexpr (T == kQ4_K || T == kQ5_K) {
-      uint32_t sw[3];
-      std::memcpy(sw, b + 4, 12);
-      const uint32_t sc_lo = sw[0] & 0x3F3F3F3F, m_lo = sw[1] & 0x3F3F3F3F;
-      const uint32_t sc_hi = (sw[2] & 0x0F0F0F0F) | ((sw[0] >> 2) & 0x30303030);
-      const uint32_t m_hi = ((sw[2] >> 4) & 0x0F0F0F0F) | ((sw[1] >> 2) & 0x30303030);
-      const __m128i scb = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
-      const __m128i mb = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+      __m128i scb, mb;
+      kq_scale_bytes(b, scb, mb);
       fw = _mm256_mul_ps(_mm256_set1_ps(bq_half(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)));
       ow = _mm256_mul_ps(_mm256_set1_ps(-bq_half(b + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mb)));
     } else {
@@ -431,13 +438,8 @@ ARCHGEN_BQ512 void kq_block512(const XB16& x, int m0, const uint8_t* row, float*
                                        _mm512_and_si512(bq_srlv(qh, 0, 2), m30));
       }
     } else {
-      uint32_t sw[3];
-      std::memcpy(sw, b + 4, 12);
-      const uint32_t sc_lo = sw[0] & 0x3F3F3F3F, m_lo = sw[1] & 0x3F3F3F3F;
-      const uint32_t sc_hi = (sw[2] & 0x0F0F0F0F) | ((sw[0] >> 2) & 0x30303030);
-      const uint32_t m_hi = ((sw[2] >> 4) & 0x0F0F0F0F) | ((sw[1] >> 2) & 0x30303030);
-      const __m128i scb = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
-      const __m128i mb = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+      __m128i scb, mb;
+      kq_scale_bytes(b, scb, mb);
       const __m256 s = _mm256_mul_ps(_mm256_set1_ps(bq_half(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)));
       // each minimum twice: x's sums are per 16 values
       const __m512 o = _mm512_mul_ps(_mm512_set1_ps(-bq_half(b + 2)),
@@ -596,7 +598,7 @@ __attribute__((target("avx2,fma,f16c"))) void split_planes16(const int16_t* q, i
 
 }  // namespace
 
-void block_prepare_x(const float* x, int M, int K, bool wide, XB16& out) {
+void block_prepare_x(const float* x, int M, int K, bool wide, bool planes, XB16& out) {
   out.M = M;
   out.K = K;
   const size_t n = static_cast<size_t>(M) * K;
@@ -608,7 +610,7 @@ void block_prepare_x(const float* x, int M, int K, bool wide, XB16& out) {
   }
   out.planes.clear();
   out.wide = wide && K % 64 == 0;
-  if (K % 64 != 0) {
+  if (K % 64 != 0 || !(out.wide || (planes && K % 256 == 0))) {
     return;
   }
   out.planes.resize(2 * n);
@@ -630,6 +632,12 @@ void block_round_x(const float* x, int M, int K, float* out) {
 void block_rows_q16(int code, const XB16& x, const uint8_t* w, int64_t row_bytes, void* out,
                     Kind ok, int N, int n_lo, int n_hi) {
   with_block_type(code, [&]<int T>() { q16_rows_t<T>(x, w, row_bytes, out, ok, N, n_lo, n_hi); });
+}
+
+bool block_planes_avx2(int code) {
+  bool fast = false;
+  with_block_type(code, [&]<int T>() { fast = kFast256<T>; });
+  return fast;
 }
 
 int block_codes_group(int code) {

@@ -632,19 +632,23 @@ struct XB16 {
   std::vector<int16_t> q;   // [M, K]
   std::vector<float> step;  // [M, K / 32]
   std::vector<float> sum;   // [M, K / 16]
-  // Where K is a multiple of 64: each value v as signed bytes l and h, v =
-  // 256 h + l, per 64 values their l then their h ([M, K / 64, 2, 64]);
-  // empty otherwise.
+  // Each value v as signed bytes l and h, v = 256 h + l, per 64 values
+  // their l then their h ([M, K / 64, 2, 64]), where a kernel reads them
+  // (block_prepare_x); empty otherwise.
   std::vector<int8_t> planes;
   // Whether the AVX-512 kernels read the planes (block_prepare_x's wide).
   bool wide = false;
 };
 
 // Puts M rows of K values (K a multiple of 32) on the grid into out, with
-// the byte planes where K is a multiple of 64, for the AVX-512 kernels
-// where wide is set (and K is a multiple of 64), for the AVX2 kernels of
-// the common types otherwise.
-void block_prepare_x(const float* x, int M, int K, bool wide, XB16& out);
+// the byte planes where K is a multiple of 64 and the AVX-512 kernels read
+// them (wide), or where K is a multiple of 256 and planes asks for them (the
+// AVX2 kernels of block_planes_avx2's types).
+void block_prepare_x(const float* x, int M, int K, bool wide, bool planes, XB16& out);
+
+// Whether the AVX2 kernels read the byte planes of x for W of this type
+// (llama.cpp's code): Q4_K, Q5_K and Q6_K.
+bool block_planes_avx2(int code);
 
 // The same rows rounded to the grid, as float32 (where the panels multiply
 // more rows of x, so that a product does not depend on the rows beside it).

@@ -587,14 +587,14 @@ void prepare_panels16(Plan& p) {
 // products read (run_expert_blocks).
 void prepare_blocks(Plan& p) {
   const int K = p.q.K;
-  const bool planes = archgen_block_planes();
+  const bool wide = archgen_block_planes(), planes = archgen::block_planes_avx2(p.q.code);
   p.xb.resize(p.q.E);
   for (int e = 0; e < p.q.E; e++) {
     const int r0 = p.start[e], R = p.start[e + 1] - r0;
     float* xe = p.xs.data() + static_cast<size_t>(r0) * K;
     if (R == 0) continue;
     if (R <= kGridRows) {
-      archgen::block_prepare_x(xe, R, K, planes, p.xb[e]);
+      archgen::block_prepare_x(xe, R, K, wide, planes, p.xb[e]);
     } else if (p.terms == 0 && p.xi.empty()) {
       archgen::block_round_x(xe, R, K, xe);
     }

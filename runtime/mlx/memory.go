@@ -131,12 +131,12 @@ func SetNativeQMVInt8(on bool) bool {
 }
 
 // NativeQMV16 reports whether the native kernel's dense products of a
-// float32 x by an affine-quantized W round x to 16 bits per group of W
-// where the instruction set takes W's bit width (NativeRoundsX): decode's
-// rows of x then run on integers (qmv16.h), more rows on the rounded x, so
-// that a row's product does not depend on the rows beside it. On unless
-// ARCHGEN_MLX_NATIVE_QMV16=0 or SetNativeQMV16 turns it off (then every such
-// product multiplies x as it is on the float32 kernels).
+// float32 x by a 4- or 8-bit affine-quantized W round x to 16 bits per
+// group of W: decode's rows of x then run on integers (qmv16.h), more rows
+// on the rounded x, so that a row's product does not depend on the rows
+// beside it. On unless ARCHGEN_MLX_NATIVE_QMV16=0 or SetNativeQMV16 turns
+// it off (then every such product multiplies x as it is on the float32
+// kernels).
 func NativeQMV16() bool { return C.mlxg_native_qmv16() != 0 }
 
 // SetNativeQMV16 turns NativeQMV16 on or off for the whole process and
@@ -148,12 +148,6 @@ func SetNativeQMV16(on bool) bool {
 	}
 	return C.mlxg_set_native_qmv16(C.int(v)) != 0
 }
-
-// NativeRoundsX reports whether a dense product of a float32 x by an
-// affine-quantized W of bits rounds x to 16 bits per group of W at the
-// current settings: with NativeQMV16 on, 4 and 8 bits under either
-// instruction set.
-func NativeRoundsX(bits int) bool { return C.mlxg_native_rounds_x(C.int(bits)) != 0 }
 
 // NativeQMM16 reports whether the native kernel's products of more than 8
 // rows of a float32 x (a prompt, a large batch) by a 4- or 8-bit affine or
@@ -186,7 +180,7 @@ const (
 // (0 where NativeQuantizedMatmul is off): ISAAVX512 where the CPU and the
 // operating system run AVX-512 with VNNI; ISAAVX2 otherwise, or where
 // ARCHGEN_MLX_ISA=avx2 asks for it. Under both, decode's products (up to 8
-// rows of a float32 x against a W NativeRoundsX names) quantize x to 16
+// rows of a float32 x against 4- or 8-bit W, where NativeQMV16 is on) quantize x to 16
 // bits per group of W and sum the group's products in integers.
 func NativeISA() int { return int(C.mlxg_native_isa()) }
 

@@ -986,7 +986,7 @@ void run_jobs(Job* js, int n) {
     // integer kernels on few rows and, rounded, for the panels on more.
     if (j.M <= kBlockDirectRows) {
       thread_local archgen::XB16 xb;
-      archgen::block_prepare_x(j.x, j.M, j.K, archgen_block_planes(), xb);
+      archgen::block_prepare_x(j.x, j.M, j.K, archgen_block_planes(), archgen::block_planes_avx2(j.btype), xb);
       j.xb = &xb;
     } else if (archgen_qmm16_runs()) {
       prepare_xi(pool, j, 32, archgen::block_codes_group(j.btype), 8);
@@ -1503,8 +1503,6 @@ bool archgen_qmm16_runs() {
 extern "C" int mlxg_native_qmv16(void) { return native_enabled() && qmv16_switch().load() != 0 ? 1 : 0; }
 
 extern "C" int mlxg_set_native_qmv16(int on) { return qmv16_switch().exchange(on ? 1 : 0); }
-
-extern "C" int mlxg_native_rounds_x(int bits) { return native_enabled() && rounds_x(bits) ? 1 : 0; }
 
 extern "C" int mlxg_native_qmm16(void) { return native_enabled() && archgen_qmm16_runs() ? 1 : 0; }
 

@@ -237,7 +237,7 @@ func checkQMM(t *testing.T, bits, group int, xdt, sdt Dtype, m, n, k int, stride
 		slack = quantSlack(t, g, x, wq, m, n, k, 32, 127)
 	case terms != 0:
 		slack = tileSlack(t, g, x, wq, terms, false)
-	case NativeRoundsX(bits) && (odt == Float32 || NativeQuantizedMatmulHalf() == HalfQMMFloat32):
+	case NativeQMV16() && (odt == Float32 || NativeQuantizedMatmulHalf() == HalfQMMFloat32):
 		// Every row count rounds x to 16 bits per group of W.
 		slack = quantSlack(t, g, x, wq, m, n, k, group, 32639)
 	}

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "panel.h"
 #include "qmv16.h"
 
 #define ARCHGEN_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -44,13 +45,6 @@ constexpr int kGrid = 32639;
 // hardware prefetchers alone leave the kernel waiting on memory).
 constexpr int kAhead = 8192;
 constexpr int kScaleAhead = kAhead / 8;
-
-ARCHGEN_AVX2 inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 ARCHGEN_AVX2 inline int hsum8i(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -138,7 +132,7 @@ ARCHGEN_AVX2 void group_factors(const XQ16& x, int m, const void* scales, const 
       dsc[r * groups + g] = load1(s, g, sk) * step[g];
       tail += load1(b, g, sk) * sum[g];
     }
-    bias[r] = hsum8(acc) + tail;
+    bias[r] = hsum(acc) + tail;
   }
 }
 
@@ -189,7 +183,7 @@ ARCHGEN_AVX2 void dot4(const int8_t* xb, const uint8_t* w0, size_t row_bytes, co
     }
   }
   #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) res[r] = hsum8(tot[r]) + init[r];
+  for (int r = 0; r < R; r++) res[r] = hsum(tot[r]) + init[r];
 }
 
 template <int R>
@@ -232,7 +226,7 @@ ARCHGEN_AVX2 void dot8(const int16_t* xv, const uint8_t* w0, size_t row_bytes, c
     }
   }
   #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) res[r] = hsum8(tot[r]) + init[r];
+  for (int r = 0; r < R; r++) res[r] = hsum(tot[r]) + init[r];
 }
 
 template <int R>
@@ -255,8 +249,10 @@ ARCHGEN_AVX2 void qmv16_prepare_avx2(const float* x, int M, int K, int group, in
   out.chunks = chunks;
   if (bits == 4) {
     out.planes.assign(static_cast<size_t>(M) * chunks * 256, 0);
+    out.values.clear();
   } else {
     out.values.resize(static_cast<size_t>(M) * K);
+    out.planes.clear();
   }
   out.step.resize(static_cast<size_t>(M) * groups);
   out.sum.resize(static_cast<size_t>(M) * groups);

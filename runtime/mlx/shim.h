@@ -431,11 +431,9 @@ int mlxg_set_native_qmv_int8(int on);
 // affine-quantized W round x to 16 bits per group of W (qmv16.h): 1 where
 // mlxg_native_qmm is and neither ARCHGEN_MLX_NATIVE_QMV16=0 nor
 // mlxg_set_native_qmv16 turned it off (the setter returns the previous
-// setting). mlxg_native_rounds_x says whether a W of bits is so
-// multiplied: 4 and 8 bits, where the switch is on.
+// setting).
 int mlxg_native_qmv16(void);
 int mlxg_set_native_qmv16(int on);
-int mlxg_native_rounds_x(int bits);
 
 // Whether the native kernel's products of more than 8 rows of a float32 x
 // by a 4- or 8-bit affine or a block-quantized W (and a mixture's experts

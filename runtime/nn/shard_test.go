@@ -172,7 +172,7 @@ func TestShardedStack(t *testing.T) {
 					t.Fatalf("rank %d: %s\n%s", r.Rank, got.Err, r.Stderr)
 				}
 				tol := 1e-5
-				if quant && mlx.NativeRoundsX(4) {
+				if quant && mlx.NativeQMV16() {
 					// The 4-bit products round x to 16 bits per group
 					// (qmv16.h): sums of another order upstream
 					// may land an x a step (1/32767 of its group's
